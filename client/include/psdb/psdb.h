@@ -1,0 +1,17 @@
+/* psdb/psdb.h - libpsdb, the umbrella header: precompiled shader databases (PSDBs), their
+ * registration and delivery, and the device side of D3D12 Advanced Shader Delivery.
+ *
+ * Thread safety
+ *   psdb_device, psdb_session, psdb_pipeline, psdb_state_object, psdb_file and psdb_queue may be
+ *   shared between threads (like an ID3D12Device). psdb_installer, psdb_explorer, psdb_writer and
+ *   psdb_sodb are used by one thread at a time. Each function says where it differs. */
+#ifndef PSDB_PSDB_H
+#define PSDB_PSDB_H
+
+#include "status.h"
+#include "types.h"
+#include "file.h"
+#include "registry.h"
+#include "device.h"
+
+#endif
