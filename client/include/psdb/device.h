@@ -22,6 +22,9 @@ typedef struct psdb_device_desc {
     /* Simulated local compile cost, nanoseconds per KiB of bytecode. 0: the reference compiler's
      * default (PSDB_COMPILE_NS_PER_KIB_DEFAULT); UINT64_MAX: no cost. */
     uint64_t compile_ns_per_kib;
+    /* Directory of application-managed disk caches (psdb_device_create_cache_session). NULL:
+     * $PSDB_CACHE_DIR, else $XDG_CACHE_HOME/psdb, else $HOME/.cache/psdb. */
+    const char *cache_dir;
 } psdb_device_desc;
 
 PSDB_API psdb_hr psdb_device_create(const psdb_device_desc *desc, psdb_device **out);
@@ -66,6 +69,9 @@ PSDB_API psdb_hr psdb_device_open_session(psdb_device *dev, const psdb_session_d
 
 #define PSDB_CACHE_MODE_MEMORY 0u
 #define PSDB_CACHE_MODE_DISK 1u
+#define PSDB_CACHE_FLAG_NONE 0x0u
+#define PSDB_CACHE_FLAG_DRIVER_VERSIONED 0x1u /* one store per adapter family and driver build */
+#define PSDB_CACHE_FLAG_USE_WORKING_DIR 0x2u  /* disk store in the current directory */
 typedef struct psdb_cache_session_desc {
     uint8_t identifier[16];
     uint32_t mode; /* PSDB_CACHE_MODE_* */
@@ -147,6 +153,9 @@ PSDB_API psdb_hr psdb_state_object_get_creation_info(const psdb_state_object *so
 /* An object-associated lookup made after creation (I3, I4). */
 PSDB_API psdb_hr psdb_pipeline_find_value(psdb_pipeline *p, const void *key, size_t key_size,
                                           uint32_t value_type, void *value, size_t *value_size);
+PSDB_API psdb_hr psdb_state_object_find_value(psdb_state_object *so, const void *key,
+                                              size_t key_size, uint32_t value_type, void *value,
+                                              size_t *value_size);
 
 /* ---- ShaderCacheControl (MODEL J2) ------------------------------------------------------------- */
 #define PSDB_CACHE_KIND_IMPLICIT 0x1u     /* the local driver cache */
@@ -169,6 +178,7 @@ typedef struct psdb_statistics {
 } psdb_statistics;
 
 PSDB_API psdb_hr psdb_device_get_statistics(psdb_device *dev, psdb_statistics *out);
+PSDB_API uint32_t psdb_device_get_local_compile_count(psdb_device *dev);
 
 #define PSDB_MESSAGE_SEVERITY_ERROR 1u
 #define PSDB_MESSAGE_SEVERITY_WARNING 2u
