@@ -60,7 +60,7 @@ static psdb_hr create(psdb_device *dev, const psdb_state_object_desc *desc,
     hr = scan_subobjects(dev, desc, &sub, &num_collections);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    hr = psdb__plan_state_object(desc, &plan);
+    hr = psdb__plan_state_object_ex(desc, collection_key, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     if (dev->capture) {
