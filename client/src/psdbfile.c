@@ -643,7 +643,8 @@ static psdb_hr read_header(psdb_file *f, sqlite3 *db, uint64_t file_size, char *
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
         hr = rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : read_error(rc);
-        set_msg(msg, msg_size, "header: %s", rc == SQLITE_DONE ? "no row" : sqlite3_errmsg(db));
+        set_msg(msg, msg_size, "malformed header row (%s)",
+                rc == SQLITE_DONE ? "no row" : sqlite3_errmsg(db));
         goto cleanup;
     }
     for (int i = 2; i <= 14; i++) {
