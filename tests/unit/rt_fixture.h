@@ -12,6 +12,9 @@
 #include "compiler.h"
 #include "testutil.h"
 
+/* Every helper is static; a suite uses some of them. */
+#define RT_FN static __attribute__((unused))
+
 #define RT_FAMILY "contoso-gfx9"
 #define RT_EXE "/games/contoso/game"
 
@@ -19,7 +22,7 @@ static const psdb_app_identity rt_identity = {
     .desc = {.exe_filename = "game", .name = "Game", .version = PSDB_VERSION(1, 2, 0, 0)},
     .app_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 
-static psdb_adapter_desc rt_adapter(void)
+RT_FN psdb_adapter_desc rt_adapter(void)
 {
     psdb_adapter_desc a = {.vendor_id = 0x1234,
                            .device_id = 0x42,
@@ -32,7 +35,7 @@ static psdb_adapter_desc rt_adapter(void)
     return a;
 }
 
-static psdb_target rt_target(uint64_t abi)
+RT_FN psdb_target rt_target(uint64_t abi)
 {
     psdb_target t = {.family = RT_FAMILY,
                      .abi_version = abi,
@@ -42,7 +45,7 @@ static psdb_target rt_target(uint64_t abi)
 }
 
 /* A device with identity, no simulated compile cost, on the given registry root. */
-static psdb_device *rt_device(const char *registry, const char *exe_path)
+RT_FN psdb_device *rt_device(const char *registry, const char *exe_path)
 {
     psdb_device *dev = NULL;
     psdb_device_desc d = {.adapter = rt_adapter(),
@@ -60,7 +63,7 @@ typedef struct rt_compute {
     psdb_compute_pipeline_desc desc;
 } rt_compute;
 
-static void rt_compute_init(rt_compute *c, int n, const psdb_session_subobject *psdb)
+RT_FN void rt_compute_init(rt_compute *c, int n, const psdb_session_subobject *psdb)
 {
     memset(c, 0, sizeof(*c));
     snprintf(c->cs, sizeof(c->cs), "compute shader bytecode #%d", n);
@@ -77,7 +80,7 @@ typedef struct rt_graphics {
     psdb_graphics_pipeline_desc desc;
 } rt_graphics;
 
-static void rt_graphics_init(rt_graphics *g, int n, const psdb_session_subobject *psdb)
+RT_FN void rt_graphics_init(rt_graphics *g, int n, const psdb_session_subobject *psdb)
 {
     memset(g, 0, sizeof(*g));
     snprintf(g->vs, sizeof(g->vs), "vertex shader #%d", n);
@@ -108,8 +111,8 @@ typedef struct rt_state_object {
     psdb_state_object_desc desc;
 } rt_state_object;
 
-static void rt_state_object_init(rt_state_object *s, uint32_t type, int n,
-                                 const psdb_session_subobject *psdb, psdb_state_object *collection)
+RT_FN void rt_state_object_init(rt_state_object *s, uint32_t type, int n,
+                                const psdb_session_subobject *psdb, psdb_state_object *collection)
 {
     memset(s, 0, sizeof(*s));
     snprintf(s->lib, sizeof(s->lib), "dxil library #%d", n);
@@ -137,8 +140,7 @@ static void rt_state_object_init(rt_state_object *s, uint32_t type, int n,
 
 /* Adds every unit of a plan to a PSDB writer (skip_last: leave the last unit out, a partial
  * hit). */
-static void rt_put_plan(psdb_writer *w, const psdb__plan *plan, const psdb_target *t,
-                        int skip_last)
+RT_FN void rt_put_plan(psdb_writer *w, const psdb__plan *plan, const psdb_target *t, int skip_last)
 {
     psdb_value_ref refs[16];
     uint32_t n = 0;
@@ -176,7 +178,7 @@ typedef struct rt_contents {
     uint64_t abi;
 } rt_contents;
 
-static void rt_make_psdb(const char *path, const rt_contents *c)
+RT_FN void rt_make_psdb(const char *path, const rt_contents *c)
 {
     psdb_writer *w = NULL;
     psdb_target t = rt_target(c->abi ? c->abi : 5);
@@ -200,8 +202,8 @@ static void rt_make_psdb(const char *path, const rt_contents *c)
     for (int i = 0; i < c->num_state_objects; i++) {
         rt_state_object d;
         psdb__plan plan = {0};
-        rt_state_object_init(&d, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, c->state_objects[i],
-                             NULL, NULL);
+        rt_state_object_init(&d, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, c->state_objects[i], NULL,
+                             NULL);
         ck_assert_hr(psdb__plan_state_object(&d.desc, &plan), PSDB_S_OK);
         rt_put_plan(w, &plan, &t, c->partial);
         psdb__plan_free(&plan);
@@ -211,18 +213,22 @@ static void rt_make_psdb(const char *path, const rt_contents *c)
 }
 
 /* A PSDB with compute descriptions 0..n-1, graphics 0..n-1 and state objects 0..n-1. */
-static void rt_make_full_psdb(const char *path, int n)
+RT_FN void rt_make_full_psdb(const char *path, int n)
 {
     int ids[64];
     for (int i = 0; i < n && i < 64; i++)
         ids[i] = i;
-    rt_contents c = {.compute = ids, .num_compute = n, .graphics = ids, .num_graphics = n,
-                     .state_objects = ids, .num_state_objects = n};
+    rt_contents c = {.compute = ids,
+                     .num_compute = n,
+                     .graphics = ids,
+                     .num_graphics = n,
+                     .state_objects = ids,
+                     .num_state_objects = n};
     rt_make_psdb(path, &c);
 }
 
 /* Registers path as the "default" component of RT_EXE for RT_FAMILY. */
-static void rt_register_default(const char *registry, const char *path)
+RT_FN void rt_register_default(const char *registry, const char *path)
 {
     psdb_installer *inst = NULL;
     psdb_application *app = NULL;
@@ -231,14 +237,14 @@ static void rt_register_default(const char *registry, const char *path)
     ck_assert_hr(psdb_installer_register_application(inst, RT_EXE, &rt_identity.desc, &app),
                  PSDB_S_OK);
     psdb_component_psdb p = {RT_FAMILY, path};
-    ck_assert_hr(psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, &p,
-                                                     NULL),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, &p, NULL),
+        PSDB_S_OK);
     psdb_application_release(app);
     psdb_installer_release(inst);
 }
 
-static psdb_session *rt_open(psdb_device *dev, const char *path)
+RT_FN psdb_session *rt_open(psdb_device *dev, const char *path)
 {
     psdb_session *s = NULL;
     psdb_session_desc d = {.psdb_path = path};
@@ -246,7 +252,8 @@ static psdb_session *rt_open(psdb_device *dev, const char *path)
     return s;
 }
 
-/* ---- lookup recorder --------------------------------------------------------------------------- */
+/* ---- lookup recorder ---------------------------------------------------------------------------
+ */
 #define RT_MAX_EVENTS 4096
 
 typedef struct rt_event {
@@ -262,7 +269,7 @@ typedef struct rt_recorder {
     size_t n;
 } rt_recorder;
 
-static void rt_record(const psdb_lookup_event *e, void *ctx)
+RT_FN void rt_record(const psdb_lookup_event *e, void *ctx)
 {
     rt_recorder *r = ctx;
     pthread_mutex_lock(&r->lock);
@@ -277,7 +284,7 @@ static void rt_record(const psdb_lookup_event *e, void *ctx)
     pthread_mutex_unlock(&r->lock);
 }
 
-static rt_recorder *rt_recorder_new(psdb_device *dev)
+RT_FN rt_recorder *rt_recorder_new(psdb_device *dev)
 {
     rt_recorder *r = calloc(1, sizeof(*r));
     ck_assert_ptr_nonnull(r);
@@ -286,7 +293,7 @@ static rt_recorder *rt_recorder_new(psdb_device *dev)
     return r;
 }
 
-static void rt_recorder_free(rt_recorder *r)
+RT_FN void rt_recorder_free(rt_recorder *r)
 {
     if (!r)
         return;
@@ -295,7 +302,7 @@ static void rt_recorder_free(rt_recorder *r)
 }
 
 /* Events of one operation; all_in set to 1 when every one searched `s`. */
-static size_t rt_events_of(rt_recorder *r, uint64_t op, psdb_session *s, int *all_in)
+RT_FN size_t rt_events_of(rt_recorder *r, uint64_t op, psdb_session *s, int *all_in)
 {
     size_t n = 0;
     *all_in = 1;
@@ -311,7 +318,7 @@ static size_t rt_events_of(rt_recorder *r, uint64_t op, psdb_session *s, int *al
     return n;
 }
 
-static void rt_destroyed(void *ctx)
+RT_FN void rt_destroyed(void *ctx)
 {
     (*(int *)ctx)++;
 }
