@@ -13,6 +13,8 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"version", cmd_version, "print the library version"},
+    {"synth", cmd_synth, "write a deterministic synthetic SODB"},
+    {"compile", cmd_compile, "compile an SODB into a PSDB (reference compiler)"},
 };
 
 static void usage(FILE *f)
