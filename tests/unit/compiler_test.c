@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "compiler.h"
 #include "desc.h"
+#include "synth.h"
 
 static const uint8_t RS[] = {1, 2, 3, 4};
 static const uint8_t RS2[] = {9, 9, 9};
@@ -543,6 +545,166 @@ START_TEST(test_compiler__stream_to_desc)
 }
 END_TEST
 
+/* ---- Whole SODBs ------------------------------------------------------------------------------- */
+
+static const psdb_app_identity APP = {{"game.exe", "Game", PSDB_VERSION(1, 0, 0, 0), NULL, 0},
+                                      {1, 2, 3}};
+static const psdb_target TARGET = {"contoso-gfx9", 7, PSDB_VERSION(1, 0, 0, 0),
+                                   PSDB_VERSION(2, 0, 0, 0)};
+
+START_TEST(test_compiler__C4_compile_sodb_deterministic)
+{
+    char *dir = tu_mkdtemp(), *sodb = tu_path(dir, "s.sodb"), *sodb2 = tu_path(dir, "s2.sodb");
+    char *a = tu_path(dir, "a.psdb"), *b = tu_path(dir, "b.psdb");
+    psdb__synth_params sp = {.app_name = "Game", .app_version = PSDB_VERSION(1, 0, 0, 0),
+                             .pipelines = 80, .seed = 3, .variants = 4, .compute_permille = 250};
+    psdb__compile_stats st = {0};
+    char err[256];
+    ck_assert_hr(psdb__synth_write(&sp, sodb), PSDB_S_OK);
+    ck_assert_hr(psdb__synth_write(&sp, sodb2), PSDB_S_OK);
+    size_t n1 = 0, n2 = 0;
+    char *f1 = tu_read_file(sodb, &n1), *f2 = tu_read_file(sodb2, &n2);
+    ck_assert(n1 == n2 && memcmp(f1, f2, n1) == 0); /* synth is byte-identical */
+    free(f1);
+    free(f2);
+
+    ck_assert_hr(psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, a, &st, err,
+                                    sizeof(err)),
+                 PSDB_S_OK);
+    ck_assert_uint_eq(st.pipelines, 80);
+    ck_assert_uint_eq(st.compute, 20);
+    ck_assert_uint_eq(st.graphics, 60);
+    ck_assert_uint_lt(st.units_compiled, st.units); /* shaders are shared */
+    ck_assert_hr(psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, b, NULL, NULL, 0),
+                 PSDB_S_OK);
+    f1 = tu_read_file(a, &n1);
+    f2 = tu_read_file(b, &n2);
+    ck_assert(n1 == n2 && memcmp(f1, f2, n1) == 0);
+    free(f1);
+    free(f2);
+
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    ck_assert_hr(psdb_file_open(a, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    ck_assert_uint_eq(info.num_groups, 80);
+    ck_assert_uint_eq(info.num_values, st.units_compiled * 2);
+    ck_assert_str_eq(info.identity.desc.name, "Game");
+    ck_assert_str_eq(info.target.family, "contoso-gfx9");
+    ck_assert_hr(psdb_file_verify(f, err, sizeof(err)), PSDB_S_OK);
+    psdb_file_release(f);
+    tu_rmtree(dir);
+    free(sodb);
+    free(sodb2);
+    free(a);
+    free(b);
+    free(dir);
+}
+END_TEST
+
+/* A PSDB compiled from a capture is a full hit for the same creations: the keys a device derives
+ * from live descriptions are the keys `psdb compile` derives from their encodings. */
+START_TEST(test_compiler__captured_creations_hit)
+{
+    char *dir = tu_mkdtemp(), *sodb = tu_path(dir, "s.sodb"), *out = tu_path(dir, "o.psdb");
+    psdb_graphics_pipeline_desc g = one_target(PSDB_FORMAT_R8G8B8A8_UNORM, 4);
+    psdb_compute_pipeline_desc c = {RS, sizeof(RS), {CS, sizeof(CS)}, NULL};
+    psdb__buf eg = {0}, ec = {0};
+    psdb_sodb_writer *w = NULL;
+    ck_assert_hr(psdb__desc_encode_graphics(&g, &eg), PSDB_S_OK);
+    ck_assert_hr(psdb__desc_encode_compute(&c, &ec), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_open(sodb, &APP, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_GRAPHICS, 1, eg.data, eg.len), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, ec.data, ec.len), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 2, ec.data, ec.len), PSDB_S_OK);
+    psdb_sodb_writer_release(w);
+    psdb__compile_stats st = {0};
+    ck_assert_hr(psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, out, &st, NULL, 0),
+                 PSDB_S_OK);
+    ck_assert_uint_eq(st.pipelines, 2);
+    ck_assert_uint_eq(st.skipped, 1); /* the same object at a second version */
+
+    psdb_file *f = NULL;
+    ck_assert_hr(psdb_file_open(out, NULL, &f), PSDB_S_OK);
+    psdb__plan pg = {0}, pc = {0};
+    ck_assert_hr(psdb__plan_graphics(&g, &pg), PSDB_S_OK);
+    ck_assert_hr(psdb__plan_compute(&c, &pc), PSDB_S_OK);
+    const psdb__plan *plans[] = {&pg, &pc};
+    for (int k = 0; k < 2; k++) {
+        for (uint32_t i = 0; i < plans[k]->num_units; i++) {
+            const psdb__unit *u = &plans[k]->units[i];
+            psdb__buf oc = {0}, md = {0};
+            ck_assert_hr(psdb__compile_unit(u, &TARGET, PSDB_COMPILE_COST_FREE, &oc, &md),
+                         PSDB_S_OK);
+            uint8_t buf[4096];
+            size_t size = sizeof(buf);
+            ck_assert_hr(psdb_file_find_value(f, u->key, 32, PSDB_VALUE_OBJECT_CODE, buf, &size),
+                         PSDB_S_OK);
+            ck_assert_uint_eq(size, oc.len);
+            ck_assert_mem_eq(buf, oc.data, size);
+            size = sizeof(buf);
+            ck_assert_hr(psdb_file_find_value(f, u->key, 32, PSDB_VALUE_METADATA, buf, &size),
+                         PSDB_S_OK);
+            ck_assert_uint_eq(size, md.len);
+            psdb__buf_free(&oc);
+            psdb__buf_free(&md);
+        }
+    }
+    psdb__plan_free(&pg);
+    psdb__plan_free(&pc);
+    psdb_file_release(f);
+    psdb__buf_free(&eg);
+    psdb__buf_free(&ec);
+    tu_rmtree(dir);
+    free(sodb);
+    free(out);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_compiler__bad_entry_fails_with_its_index)
+{
+    char *dir = tu_mkdtemp(), *sodb = tu_path(dir, "s.sodb"), *out = tu_path(dir, "o.psdb");
+    psdb_compute_pipeline_desc c = {RS, sizeof(RS), {CS, sizeof(CS)}, NULL};
+    psdb_compute_pipeline_desc nocs = {RS, sizeof(RS), {NULL, 0}, NULL};
+    psdb__buf ec = {0}, en = {0};
+    const uint8_t junk[] = {'S', 'O', 'C', 'P', 1, 0, 0, 0, 0, 0, 0, 0, 0xFF};
+    psdb_sodb_writer *w = NULL;
+    char err[256];
+    ck_assert_hr(psdb__desc_encode_compute(&c, &ec), PSDB_S_OK);
+    ck_assert_hr(psdb__desc_encode_compute(&nocs, &en), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_open(sodb, &APP, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, ec.data, ec.len), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, junk, sizeof(junk)), PSDB_S_OK);
+    psdb_sodb_writer_release(w);
+    ck_assert_hr(psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, out, NULL, err,
+                                    sizeof(err)),
+                 PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(strstr(err, "entry 2") != NULL, "message: %s", err);
+    ck_assert_int_ne(access(out, F_OK), 0);
+
+    /* A description the planner rejects (compute without CS). */
+    char *sodb2 = tu_path(dir, "s2.sodb");
+    ck_assert_hr(psdb_sodb_writer_open(sodb2, &APP, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, en.data, en.len), PSDB_S_OK);
+    psdb_sodb_writer_release(w);
+    ck_assert_hr(psdb__compile_sodb(sodb2, &TARGET, PSDB_COMPILE_COST_FREE, out, NULL, err,
+                                    sizeof(err)),
+                 PSDB_E_INVALIDARG);
+    ck_assert_msg(strstr(err, "entry 1") != NULL, "message: %s", err);
+    psdb_target bad = {"", 7, 0, 0};
+    ck_assert_hr(psdb__compile_sodb(sodb, &bad, 0, out, NULL, err, sizeof(err)),
+                 PSDB_E_INVALIDARG);
+    psdb__buf_free(&ec);
+    psdb__buf_free(&en);
+    tu_rmtree(dir);
+    free(sodb);
+    free(sodb2);
+    free(out);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("compiler");
@@ -565,6 +727,9 @@ int main(void)
     tcase_add_test(tc, test_compiler__compile_deterministic_and_per_target);
     tcase_add_test(tc, test_compiler__compile_cost_scales_with_size);
     tcase_add_test(tc, test_compiler__stream_to_desc);
+    tcase_add_test(tc, test_compiler__C4_compile_sodb_deterministic);
+    tcase_add_test(tc, test_compiler__captured_creations_hit);
+    tcase_add_test(tc, test_compiler__bad_entry_fails_with_its_index);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
