@@ -381,6 +381,7 @@ START_TEST(test_compiler__plan_encoded_matches_live_plan)
         ck_assert_uint_eq(live.units[i].code_size, coded.units[i].code_size);
         ck_assert_mem_eq(live.units[i].code, coded.units[i].code, live.units[i].code_size);
     }
+    psdb__plan_free(&coded);
     ck_assert_hr(psdb__plan_encoded(PSDB_SODB_COMPUTE, "junk", 4, &coded), PSDB_E_CACHE_CORRUPT);
     ck_assert_hr(psdb__plan_encoded(9, "junk", 4, &coded), PSDB_E_CACHE_CORRUPT);
     psdb__plan_free(&live);
