@@ -17,6 +17,7 @@ static const struct {
     {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"synth", cmd_synth, "write a deterministic synthetic SODB"},
     {"compile", cmd_compile, "compile an SODB into a PSDB (reference compiler)"},
+    {"registry", cmd_registry, "list registered applications, components and PSDBs"},
 };
 
 static void usage(FILE *f)
