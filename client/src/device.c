@@ -3,6 +3,7 @@
  * J), ShaderCacheControl (J2) and statistics (K1). */
 #include "device.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +50,8 @@ void psdb__device_unref(psdb_device *dev)
     psdb_sodb_writer_release(dev->capture);
     psdb__local_clear(&dev->local);
     pthread_mutex_destroy(&dev->local.lock);
-    pthread_rwlock_destroy(&dev->sel_lock);
+    free(atomic_load(&dev->lookup_rec));
+    pthread_mutex_destroy(&dev->set_lock);
     pthread_mutex_destroy(&dev->msg_lock);
     pthread_mutex_destroy(&dev->caches_lock);
     free_identity(&dev->identity);
@@ -57,6 +59,17 @@ void psdb__device_unref(psdb_device *dev)
     free(dev->registry_dir);
     free(dev->cache_dir);
     free(dev);
+}
+
+/* ---- the read-section protocol of the default and the callback (DESIGN in device.h) ------------ */
+
+/* Called by setters (under set_lock) after swapping a pointer: once `readers` has been zero, no
+ * read section still uses the previous record. Read sections are a few instructions long, so
+ * this rarely loops; it yields in case a reader was preempted inside one. */
+static void wait_for_readers(psdb_device *dev)
+{
+    while (atomic_load(&dev->readers) != 0)
+        sched_yield();
 }
 
 /* ---- creation ---------------------------------------------------------------------------------- */
@@ -130,7 +143,7 @@ psdb_hr psdb_device_create(const psdb_device_desc *desc, psdb_device **out)
     }
     atomic_init(&dev->refs, 1);
     atomic_init(&dev->next_operation, 1);
-    pthread_rwlock_init(&dev->sel_lock, NULL);
+    pthread_mutex_init(&dev->set_lock, NULL);
     pthread_mutex_init(&dev->msg_lock, NULL);
     pthread_mutex_init(&dev->caches_lock, NULL);
     pthread_mutex_init(&dev->local.lock, NULL);
@@ -176,17 +189,17 @@ cleanup:
 
 void psdb_device_release(psdb_device *dev)
 {
-    psdb_session *old = NULL;
     if (!dev)
         return;
     /* Destroying the device releases its default (I1); objects and in-flight operations keep
      * their own references (I6). */
-    pthread_rwlock_wrlock(&dev->sel_lock);
-    old = dev->default_session;
-    dev->default_session = NULL;
-    dev->default_flags = 0;
-    pthread_rwlock_unlock(&dev->sel_lock);
-    psdb_session_release(old);
+    pthread_mutex_lock(&dev->set_lock);
+    psdb__default *old = atomic_exchange(&dev->default_rec, NULL);
+    wait_for_readers(dev);
+    pthread_mutex_unlock(&dev->set_lock);
+    if (old)
+        psdb_session_release(old->session);
+    free(old);
     psdb__device_unref(dev);
 }
 
@@ -258,22 +271,31 @@ int psdb__session_is_explicit_psdb(psdb_device *dev, const psdb_session *s)
 psdb_hr psdb_device_set_default_session(psdb_device *dev, psdb_session *session, uint32_t flags)
 {
     psdb_hr hr = PSDB_S_OK;
-    psdb_session *old = NULL;
+    psdb__default *rec = NULL, *old = NULL;
     if (!dev || (flags & ~PSDB_SESSION_FLAG_CREATE_ONLY) || (!session && flags != 0) ||
         (session && !psdb__session_is_explicit_psdb(dev, session))) {
         hr = PSDB_E_INVALIDARG; /* E3, E4, E5; nothing changed (E6) */
         goto cleanup;
     }
-    if (session)
+    if (session) {
+        rec = malloc(sizeof(*rec));
+        if (!rec) {
+            hr = PSDB_E_OUTOFMEMORY; /* E6: nothing changed */
+            goto cleanup;
+        }
+        rec->session = session;
+        rec->flags = flags;
         psdb_session_addref(session); /* E7 */
-    pthread_rwlock_wrlock(&dev->sel_lock);
-    old = dev->default_session;
-    dev->default_session = session;
-    dev->default_flags = flags;
-    pthread_rwlock_unlock(&dev->sel_lock);
+    }
+    pthread_mutex_lock(&dev->set_lock);
+    old = atomic_exchange(&dev->default_rec, rec);
+    wait_for_readers(dev);
+    pthread_mutex_unlock(&dev->set_lock);
     /* Outside the lock: this may destroy the session (its callbacks run here) while creations
-     * that selected it keep their own references (H5, I6). */
-    psdb_session_release(old);
+     * and objects that selected it keep their own references (H5, I6). */
+    if (old)
+        psdb_session_release(old->session);
+    free(old);
 cleanup:
     return hr;
 }
@@ -289,17 +311,21 @@ psdb_hr psdb__select(psdb_device *dev, const psdb_session_subobject *sub, psdb__
             goto cleanup;
         }
     }
-    pthread_rwlock_rdlock(&dev->sel_lock);
-    out->lookup_fn = dev->lookup_fn;
-    out->lookup_ctx = dev->lookup_ctx;
+    atomic_fetch_add(&dev->readers, 1); /* read section: before loading any pointer */
+    psdb__callback *cb = atomic_load(&dev->lookup_rec);
+    psdb__default *def = atomic_load(&dev->default_rec);
+    if (cb) {
+        out->lookup_fn = cb->fn;
+        out->lookup_ctx = cb->ctx;
+    }
     if (sub && sub->session) { /* F1 */
         out->session = sub->session;
         out->kind = PSDB_SELECTION_PER_OBJECT;
         out->flags = sub->flags;
-    } else if (dev->default_session) { /* F2: session and flags read together (H2) */
-        out->session = dev->default_session;
+    } else if (def) { /* F2: session and flags from one record (H2) */
+        out->session = def->session;
         out->kind = PSDB_SELECTION_DEVICE_DEFAULT;
-        out->flags = dev->default_flags;
+        out->flags = def->flags;
     } else if (dev->implicit) { /* F3 */
         out->session = dev->implicit;
         out->kind = PSDB_SELECTION_IMPLICIT_DEFAULT;
@@ -309,7 +335,7 @@ psdb_hr psdb__select(psdb_device *dev, const psdb_session_subobject *sub, psdb__
     }
     if (out->session)
         psdb_session_addref(out->session); /* I2 */
-    pthread_rwlock_unlock(&dev->sel_lock);
+    atomic_fetch_sub(&dev->readers, 1);
 cleanup:
     return hr;
 }
@@ -345,14 +371,25 @@ psdb_hr psdb_device_set_lookup_callback(psdb_device *dev,
                                         void *ctx)
 {
     psdb_hr hr = PSDB_S_OK;
+    psdb__callback *rec = NULL, *old = NULL;
     if (!dev) {
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    pthread_rwlock_wrlock(&dev->sel_lock);
-    dev->lookup_fn = fn;
-    dev->lookup_ctx = fn ? ctx : NULL;
-    pthread_rwlock_unlock(&dev->sel_lock);
+    if (fn) {
+        rec = malloc(sizeof(*rec));
+        if (!rec) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        rec->fn = fn;
+        rec->ctx = ctx;
+    }
+    pthread_mutex_lock(&dev->set_lock);
+    old = atomic_exchange(&dev->lookup_rec, rec);
+    wait_for_readers(dev);
+    pthread_mutex_unlock(&dev->set_lock);
+    free(old);
 cleanup:
     return hr;
 }
@@ -580,10 +617,13 @@ psdb_hr psdb__associated_find_value(psdb_device *dev, const psdb__association *a
         hr = PSDB_E_NOT_CURRENTLY_AVAILABLE; /* J2: no lookup while disabled */
         goto cleanup;
     }
-    pthread_rwlock_rdlock(&dev->sel_lock);
-    sel.lookup_fn = dev->lookup_fn;
-    sel.lookup_ctx = dev->lookup_ctx;
-    pthread_rwlock_unlock(&dev->sel_lock);
+    atomic_fetch_add(&dev->readers, 1);
+    psdb__callback *cb = atomic_load(&dev->lookup_rec);
+    if (cb) {
+        sel.lookup_fn = cb->fn;
+        sel.lookup_ctx = cb->ctx;
+    }
+    atomic_fetch_sub(&dev->readers, 1);
     sel.session = s;
     uint64_t op = atomic_fetch_add(&dev->next_operation, 1);
     hr = psdb_file_find_value(s->file, key, key_size, value_type, value, value_size);

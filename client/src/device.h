@@ -33,6 +33,18 @@ typedef struct psdb__counters {
 } psdb__counters;
 
 typedef void (*psdb__lookup_fn)(const psdb_lookup_event *ev, void *ctx);
+
+/* The device-wide default: immutable once published. */
+typedef struct psdb__default {
+    psdb_session *session; /* referenced */
+    uint32_t flags;
+} psdb__default;
+
+/* The lookup callback: immutable once published. */
+typedef struct psdb__callback {
+    psdb__lookup_fn fn;
+    void *ctx;
+} psdb__callback;
 typedef void (*psdb__message_fn)(uint32_t severity, uint32_t id, const char *text, void *ctx);
 
 struct psdb_device {
@@ -55,18 +67,22 @@ struct psdb_device {
      * reference (the device owns it) and is released when the device is freed. */
     psdb_session *implicit;
 
-    /* DESIGN (H1-H5): the device-wide default is the pair (default_session, default_flags),
-     * together with the lookup callback, guarded by sel_lock. A creation takes the read lock only
-     * to copy the pair and add a reference to the session, so creations never wait for one
-     * another; a setter takes the write lock only to swap the pair, so every creation sees the
-     * pair from before or after a set, never a mix (H2), sets are ordered by the lock (H3), and a
-     * creation starting after a set returned sees it (H4). The setter releases the previous
-     * session after unlocking and never waits for creations that still hold it (H5, I6). */
-    pthread_rwlock_t sel_lock;
-    psdb_session *default_session; /* holds a reference (E7, I1) */
-    uint32_t default_flags;
-    psdb__lookup_fn lookup_fn;
-    void *lookup_ctx;
+    /* DESIGN (H1-H5): the device-wide default is one immutable record {session, flags} behind an
+     * atomic pointer (NULL: no default); the lookup callback likewise. A creation reads them in a
+     * "read section": it increments `readers`, loads the pointers, adds a reference to the
+     * session, decrements `readers` - no lock, so creations never wait for one another nor for a
+     * setter. A setter, serialized with other setters by set_lock, builds a new record and swaps
+     * the pointer (the linearization point: an overlapping creation sees the whole pair from
+     * before or after, never a mix (H2); setters take effect in lock order (H3); a creation
+     * starting after a set returned loads the new pointer (H4)). Before freeing the old record
+     * and releasing its session the setter waits until `readers` is zero: a reader that loaded
+     * the old pointer incremented `readers` before loading it, so once the count has been seen
+     * at zero it holds its own reference. That wait covers only the few instructions of read
+     * sections, never a creation (H5); creations and objects keep their own references (I6). */
+    pthread_mutex_t set_lock;
+    atomic_uint readers;
+    _Atomic(struct psdb__default *) default_rec; /* holds a session reference (E7, I1) */
+    _Atomic(struct psdb__callback *) lookup_rec;
 
     pthread_mutex_t msg_lock;
     psdb__message_fn msg_fn;
