@@ -1,6 +1,8 @@
 /* desc_test.c - the SODB description encoding: round trips, exact bytes, malformed input. */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,6 +317,117 @@ START_TEST(test_desc__state_blob_hides_bytecode)
 }
 END_TEST
 
+/* ---- Fuzz corpus (tests/fuzz/corpus/desc): every file decodes and re-encodes to the same bytes, or
+ * is PSDB_E_CACHE_CORRUPT, exactly what tests/fuzz/desc_fuzz.c asserts. ------------------------- */
+
+static void replay_one(const uint8_t *data, size_t size, int *decoded)
+{
+    psdb_compute_pipeline_desc *c = NULL;
+    psdb_graphics_pipeline_desc *g = NULL;
+    psdb_state_object_desc *so = NULL;
+    psdb__buf b = {0};
+    psdb_hr hr = psdb__desc_decode_compute(data, size, &c);
+    if (hr == PSDB_S_OK) {
+        ck_assert_hr(psdb__desc_encode_compute(c, &b), PSDB_S_OK);
+        (*decoded)++;
+    } else {
+        ck_assert_hr(hr, PSDB_E_CACHE_CORRUPT);
+    }
+    hr = psdb__desc_decode_graphics(data, size, &g);
+    if (hr == PSDB_S_OK) {
+        ck_assert_hr(psdb__desc_encode_graphics(g, &b), PSDB_S_OK);
+        (*decoded)++;
+    } else {
+        ck_assert_hr(hr, PSDB_E_CACHE_CORRUPT);
+    }
+    hr = psdb__desc_decode_state_object(data, size, &so);
+    if (hr == PSDB_S_OK) {
+        ck_assert_hr(psdb__desc_encode_state_object(so, psdb__desc_decoded_collection_key, &b),
+                     PSDB_S_OK);
+        (*decoded)++;
+    } else {
+        ck_assert_hr(hr, PSDB_E_CACHE_CORRUPT);
+    }
+    if (b.data) {
+        ck_assert_uint_eq(b.len, size);
+        ck_assert_mem_eq(b.data, data, size);
+    }
+    psdb__buf_free(&b);
+    free(c);
+    free(g);
+    free(so);
+}
+
+static void write_corpus(const char *dir)
+{
+    psdb_graphics_pipeline_desc g = rich_graphics();
+    psdb_compute_pipeline_desc c = {RS, sizeof(RS), {VS, sizeof(VS)}, NULL};
+    const char *exports[] = {"RayGen", "Miss"};
+    psdb_dxil_library_desc lib = {{PS, sizeof(PS)}, exports, 2};
+    psdb_hit_group_desc hg = {"Hit", "AnyHit", NULL, NULL};
+    psdb_existing_collection_desc coll = {(psdb_state_object *)(uintptr_t)0x11};
+    psdb_shader grs = {RS, sizeof(RS)};
+    psdb_state_subobject subs[] = {{PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, &grs},
+                                   {PSDB_SUBOBJECT_DXIL_LIBRARY, &lib},
+                                   {PSDB_SUBOBJECT_HIT_GROUP, &hg},
+                                   {PSDB_SUBOBJECT_EXISTING_COLLECTION, &coll}};
+    psdb_state_object_desc so = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 4, subs};
+    psdb__buf b = {0};
+    char *p = NULL;
+    struct {
+        const char *name;
+        size_t cut; /* 0: whole; else keep this many bytes */
+        size_t patch_at;
+        uint8_t patch;
+    } files[] = {{"graphics.bin", 0, 0, 0},     {"graphics_truncated.bin", 200, 0, 0},
+                 {"graphics_version2.bin", 0, 4, 2}, {"compute.bin", 0, 0, 0},
+                 {"compute_reserved.bin", 0, 8, 1},  {"state_object.bin", 0, 0, 0},
+                 {"state_object_bad_type.bin", 0, 20, 0x64}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        psdb__buf_free(&b);
+        if (files[i].name[0] == 'g')
+            ck_assert_hr(psdb__desc_encode_graphics(&g, &b), PSDB_S_OK);
+        else if (files[i].name[0] == 'c')
+            ck_assert_hr(psdb__desc_encode_compute(&c, &b), PSDB_S_OK);
+        else
+            ck_assert_hr(psdb__desc_encode_state_object(&so, fake_collection_key, &b), PSDB_S_OK);
+        if (files[i].patch_at)
+            b.data[files[i].patch_at] = files[i].patch;
+        p = tu_path(dir, files[i].name);
+        ck_assert_int_eq(tu_write_file(p, b.data, files[i].cut ? files[i].cut : b.len), 0);
+        free(p);
+    }
+    psdb__buf_free(&b);
+}
+
+START_TEST(test_desc__fuzz_corpus_replays_cleanly)
+{
+    const char *dir = PSDB_TEST_DATA "/../fuzz/corpus/desc";
+    const char *regen = getenv("PSDB_WRITE_CORPUS");
+    if (regen && *regen)
+        write_corpus(regen);
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "no corpus at %s", dir);
+    int files = 0, decoded = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = tu_path(dir, e->d_name);
+        size_t size = 0;
+        char *data = tu_read_file(p, &size);
+        ck_assert_ptr_nonnull(data);
+        replay_one((const uint8_t *)data, size, &decoded);
+        free(data);
+        free(p);
+        files++;
+    }
+    closedir(d);
+    ck_assert_int_ge(files, 7);
+    ck_assert_int_ge(decoded, 3); /* the valid seeds decode */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("desc");
@@ -328,6 +441,7 @@ int main(void)
     tcase_add_test(tc, test_desc__embedded_nul_and_huge_count_rejected);
     tcase_add_test(tc, test_desc__encode_invalid);
     tcase_add_test(tc, test_desc__state_blob_hides_bytecode);
+    tcase_add_test(tc, test_desc__fuzz_corpus_replays_cleanly);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
