@@ -354,10 +354,13 @@ void psdb_sodb_writer_release(psdb_sodb_writer *w)
     if (w->db) {
         if (w->bulk)
             sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-        else
+        else {
             /* Back to a rollback journal so the file reads alone (also from read-only places).
-             * Fails harmlessly while another connection still has it open. */
+             * While another connection still has the file open this fails at once (no busy
+             * wait) and the file stays in WAL mode until the last writer closes. */
+            sqlite3_busy_timeout(w->db, 0);
             sqlite3_exec(w->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+        }
         sqlite3_close(w->db);
     }
     pthread_mutex_destroy(&w->lock);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -380,6 +381,39 @@ START_TEST(test_sodb__bulk_commit_and_discard)
 }
 END_TEST
 
+START_TEST(test_sodb__two_writers_one_file)
+{
+    char *dir = tu_mkdtemp(), *path = tu_path(dir, "app.sodb"), *wal = tu_path(dir, "app.sodb-wal");
+    psdb_app_identity id = identity("Game");
+    psdb_sodb_writer *w1 = NULL, *w2 = NULL;
+    psdb_sodb *s = NULL;
+    psdb__buf a = compute_desc(1, 10), b = compute_desc(2, 10);
+    uint64_t n = 0;
+    ck_assert_hr(psdb_sodb_writer_open(path, &id, &w1), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_open(path, &id, &w2), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w1, PSDB_SODB_COMPUTE, 1, a.data, a.len), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w2, PSDB_SODB_COMPUTE, 1, a.data, a.len), PSDB_S_FALSE);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    psdb_sodb_writer_release(w1); /* the other writer still has the file: no wait */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ck_assert(t1.tv_sec - t0.tv_sec < 2);
+    ck_assert_hr(psdb_sodb_writer_add(w2, PSDB_SODB_COMPUTE, 1, b.data, b.len), PSDB_S_OK);
+    psdb_sodb_writer_release(w2);
+    ck_assert_int_ne(access(wal, F_OK), 0);
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    ck_assert_hr(psdb__sodb_count(s, &n), PSDB_S_OK);
+    ck_assert_uint_eq(n, 2);
+    psdb_sodb_release(s);
+    psdb__buf_free(&a);
+    psdb__buf_free(&b);
+    tu_rmtree(dir);
+    free(path);
+    free(wal);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sodb");
@@ -390,6 +424,7 @@ int main(void)
     tcase_add_test(tc, test_sodb__schema_file_matches_library);
     tcase_add_test(tc, test_sodb__concurrent_adds);
     tcase_add_test(tc, test_sodb__bulk_commit_and_discard);
+    tcase_add_test(tc, test_sodb__two_writers_one_file);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
