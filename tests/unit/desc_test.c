@@ -29,11 +29,17 @@ static psdb_graphics_pipeline_desc rich_graphics(void)
         .gs = {GS, sizeof(GS)},
         .stream_output = {SO_ENTRIES, 1, SO_STRIDES, 2, 0},
         .sample_mask = 0xFFFFFFFFu,
-        .rasterizer = {.fill_mode = 3, .cull_mode = 1, .depth_bias = -5,
-                       .depth_bias_clamp = 0.25f, .slope_scaled_depth_bias = -1.5f,
+        .rasterizer = {.fill_mode = 3,
+                       .cull_mode = 1,
+                       .depth_bias = -5,
+                       .depth_bias_clamp = 0.25f,
+                       .slope_scaled_depth_bias = -1.5f,
                        .depth_clip_enable = 1},
-        .depth_stencil = {.depth_enable = 1, .depth_write_mask = 1, .depth_func = 2,
-                          .front_face = {1, 2, 3, 4}, .back_face = {5, 6, 7, 8}},
+        .depth_stencil = {.depth_enable = 1,
+                          .depth_write_mask = 1,
+                          .depth_func = 2,
+                          .front_face = {1, 2, 3, 4},
+                          .back_face = {5, 6, 7, 8}},
         .input_layout = {ELEMENTS, 2},
         .primitive_topology_type = 3,
         .num_render_targets = 2,
@@ -46,9 +52,16 @@ static psdb_graphics_pipeline_desc rich_graphics(void)
     };
     d.blend.alpha_to_coverage_enable = 1;
     d.blend.independent_blend_enable = 1;
-    d.blend.render_target[1] = (psdb_render_target_blend_desc){
-        1, 0, PSDB_BLEND_SRC_ALPHA, PSDB_BLEND_INV_SRC_ALPHA, PSDB_BLEND_OP_ADD, PSDB_BLEND_ONE,
-        PSDB_BLEND_ZERO, PSDB_BLEND_OP_ADD, 0, PSDB_COLOR_WRITE_ENABLE_ALL};
+    d.blend.render_target[1] = (psdb_render_target_blend_desc){1,
+                                                               0,
+                                                               PSDB_BLEND_SRC_ALPHA,
+                                                               PSDB_BLEND_INV_SRC_ALPHA,
+                                                               PSDB_BLEND_OP_ADD,
+                                                               PSDB_BLEND_ONE,
+                                                               PSDB_BLEND_ZERO,
+                                                               PSDB_BLEND_OP_ADD,
+                                                               0,
+                                                               PSDB_COLOR_WRITE_ENABLE_ALL};
     return d;
 }
 
@@ -124,8 +137,8 @@ START_TEST(test_desc__compute_exact_bytes)
     const uint8_t cs[] = {0x10, 0x20, 0x30};
     psdb_compute_pipeline_desc d = {rs, sizeof(rs), {cs, sizeof(cs)}, NULL};
     /* schema/SODB.md: magic "SOCP", version 1, reserved 0, root signature, CS. */
-    const uint8_t want[] = {'S', 'O', 'C', 'P', 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0,
-                            0xAA, 0xBB, 3, 0, 0, 0, 0x10, 0x20, 0x30};
+    const uint8_t want[] = {'S', 'O', 'C', 'P',  1,    0, 0, 0, 0, 0,    0,    0,   2,
+                            0,   0,   0,   0xAA, 0xBB, 3, 0, 0, 0, 0x10, 0x20, 0x30};
     psdb__buf a = {0};
     psdb_compute_pipeline_desc *c = NULL;
     ck_assert_hr(psdb__desc_encode_compute(&d, &a), PSDB_S_OK);
@@ -156,10 +169,8 @@ START_TEST(test_desc__state_object_round_trip)
     psdb_existing_collection_desc coll = {(psdb_state_object *)(uintptr_t)0x42};
     psdb_session_subobject sess = {NULL, 0};
     psdb_state_subobject subs[] = {
-        {PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, &grs},
-        {PSDB_SUBOBJECT_PSDB, &sess},
-        {PSDB_SUBOBJECT_DXIL_LIBRARY, &lib},
-        {PSDB_SUBOBJECT_HIT_GROUP, &hg},
+        {PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, &grs}, {PSDB_SUBOBJECT_PSDB, &sess},
+        {PSDB_SUBOBJECT_DXIL_LIBRARY, &lib},          {PSDB_SUBOBJECT_HIT_GROUP, &hg},
         {PSDB_SUBOBJECT_EXISTING_COLLECTION, &coll},
     };
     psdb_state_object_desc d = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 5, subs};
@@ -230,10 +241,10 @@ START_TEST(test_desc__malformed_rejected)
     const uint8_t huge[4] = {0xF0, 0xFF, 0xFF, 0x7F};
 
     ck_assert_hr(psdb__desc_encode_graphics(&d, &a), PSDB_S_OK);
-    expect_corrupt_graphics(&a, 0, "SOCP", 4);      /* wrong magic for the kind */
-    expect_corrupt_graphics(&a, 4, v2, 4);          /* unknown version */
-    expect_corrupt_graphics(&a, 8, one, 4);         /* reserved not zero */
-    expect_corrupt_graphics(&a, 12, huge, 4);       /* root signature length past the end */
+    expect_corrupt_graphics(&a, 0, "SOCP", 4); /* wrong magic for the kind */
+    expect_corrupt_graphics(&a, 4, v2, 4);     /* unknown version */
+    expect_corrupt_graphics(&a, 8, one, 4);    /* reserved not zero */
+    expect_corrupt_graphics(&a, 12, huge, 4);  /* root signature length past the end */
     /* The first boolean after the stream output: alpha_to_coverage_enable. Find it by encoding
      * the description with that boolean off and locating the one differing word. */
     {
@@ -268,8 +279,10 @@ END_TEST
 START_TEST(test_desc__embedded_nul_and_huge_count_rejected)
 {
     psdb_input_element_desc el = {"AB", 0, PSDB_FORMAT_R32_FLOAT, 0, 0, 0, 0};
-    psdb_graphics_pipeline_desc d = {.root_signature = RS, .root_signature_size = sizeof(RS),
-                                     .vs = {VS, sizeof(VS)}, .input_layout = {&el, 1}};
+    psdb_graphics_pipeline_desc d = {.root_signature = RS,
+                                     .root_signature_size = sizeof(RS),
+                                     .vs = {VS, sizeof(VS)},
+                                     .input_layout = {&el, 1}};
     psdb__buf a = {0};
     psdb_graphics_pipeline_desc *g = NULL;
     ck_assert_hr(psdb__desc_encode_graphics(&d, &a), PSDB_S_OK);
@@ -294,8 +307,10 @@ START_TEST(test_desc__encode_invalid)
     psdb_compute_pipeline_desc c = {RS, sizeof(RS), {NULL, 4}, NULL};
     ck_assert_hr(psdb__desc_encode_compute(&c, &a), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb__desc_encode_compute(NULL, &a), PSDB_E_INVALIDARG);
-    psdb_graphics_pipeline_desc g = {.root_signature = RS, .root_signature_size = sizeof(RS),
-                                     .vs = {VS, sizeof(VS)}, .input_layout = {NULL, 2}};
+    psdb_graphics_pipeline_desc g = {.root_signature = RS,
+                                     .root_signature_size = sizeof(RS),
+                                     .vs = {VS, sizeof(VS)},
+                                     .input_layout = {NULL, 2}};
     ck_assert_hr(psdb__desc_encode_graphics(&g, &a), PSDB_E_INVALIDARG);
     psdb_state_subobject bad = {77, RS};
     psdb_state_object_desc so = {PSDB_STATE_OBJECT_COLLECTION, 1, &bad};
@@ -317,8 +332,10 @@ START_TEST(test_desc__state_blob_hides_bytecode)
 }
 END_TEST
 
-/* ---- Fuzz corpus (tests/fuzz/corpus/desc): every file decodes and re-encodes to the same bytes, or
- * is PSDB_E_CACHE_CORRUPT, exactly what tests/fuzz/desc_fuzz.c asserts. ------------------------- */
+/* ---- Fuzz corpus ---------------------------------------------------------------------------- */
+
+/* tests/fuzz/corpus/desc: every file decodes and re-encodes to the same bytes, or is
+ * PSDB_E_CACHE_CORRUPT, exactly what tests/fuzz/desc_fuzz.c asserts. */
 
 static void replay_one(const uint8_t *data, size_t size, int *decoded)
 {
@@ -379,9 +396,12 @@ static void write_corpus(const char *dir)
         size_t cut; /* 0: whole; else keep this many bytes */
         size_t patch_at;
         uint8_t patch;
-    } files[] = {{"graphics.bin", 0, 0, 0},     {"graphics_truncated.bin", 200, 0, 0},
-                 {"graphics_version2.bin", 0, 4, 2}, {"compute.bin", 0, 0, 0},
-                 {"compute_reserved.bin", 0, 8, 1},  {"state_object.bin", 0, 0, 0},
+    } files[] = {{"graphics.bin", 0, 0, 0},
+                 {"graphics_truncated.bin", 200, 0, 0},
+                 {"graphics_version2.bin", 0, 4, 2},
+                 {"compute.bin", 0, 0, 0},
+                 {"compute_reserved.bin", 0, 8, 1},
+                 {"state_object.bin", 0, 0, 0},
                  {"state_object_bad_type.bin", 0, 20, 0x64}};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         psdb__buf_free(&b);

@@ -17,9 +17,8 @@ static const uint8_t RS[] = {1, 2, 3, 4};
 
 static psdb_app_identity identity(const char *name)
 {
-    psdb_app_identity id = {{"game.exe", name, PSDB_VERSION(1, 2, 3, 4), "engine",
-                             PSDB_VERSION(5, 0, 0, 0)},
-                            {0}};
+    psdb_app_identity id = {
+        {"game.exe", name, PSDB_VERSION(1, 2, 3, 4), "engine", PSDB_VERSION(5, 0, 0, 0)}, {0}};
     for (int i = 0; i < 16; i++)
         id.app_id[i] = (uint8_t)(0xA0 + i);
     return id;
@@ -92,8 +91,8 @@ START_TEST(test_sodb__write_and_read_back)
     psdb_sodb_writer *w = NULL;
     psdb_sodb *s = NULL;
     psdb__buf a = compute_desc(1, 100), b = compute_desc(2, 50);
-    psdb_graphics_pipeline_desc g = {.root_signature = RS, .root_signature_size = sizeof(RS),
-                                     .vs = {RS, sizeof(RS)}};
+    psdb_graphics_pipeline_desc g = {
+        .root_signature = RS, .root_signature_size = sizeof(RS), .vs = {RS, sizeof(RS)}};
     psdb__buf c = {0};
     ck_assert_hr(psdb__desc_encode_graphics(&g, &c), PSDB_S_OK);
 
@@ -123,7 +122,8 @@ START_TEST(test_sodb__write_and_read_back)
     /* Released: back to a rollback journal, the file stands alone (no -wal beside it). */
     char *wal = tu_path(dir, "app.sodb-wal");
     ck_assert_int_ne(access(wal, F_OK), 0);
-    ck_assert_int_eq(pragma(path, "SELECT 1 FROM pragma_journal_mode WHERE journal_mode = 'delete'"), 1);
+    ck_assert_int_eq(
+        pragma(path, "SELECT 1 FROM pragma_journal_mode WHERE journal_mode = 'delete'"), 1);
     free(wal);
 
     ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
@@ -309,8 +309,7 @@ static void *add_many(void *arg)
         psdb__buf shared = compute_desc(0xFF, 32);
         if (psdb_sodb_writer_add(a->w, PSDB_SODB_COMPUTE, 1, b.data, b.len) == PSDB_S_OK)
             a->added++;
-        if (psdb_sodb_writer_add(a->w, PSDB_SODB_COMPUTE, 1, shared.data, shared.len) ==
-            PSDB_S_OK)
+        if (psdb_sodb_writer_add(a->w, PSDB_SODB_COMPUTE, 1, shared.data, shared.len) == PSDB_S_OK)
             a->added++;
         psdb__buf_free(&b);
         psdb__buf_free(&shared);
