@@ -17,7 +17,7 @@ static const char CODE_TAG[10] = {'p', 's', 'd', 'b', '.', 'o', 'c', '.', 'v', '
 #define OBJECT_CODE_HEADER 64u
 #define METADATA_FIXED 148u
 
-/* ---- Formats (MODEL V3) ------------------------------------------------------------------------ */
+/* ---- Formats (MODEL V3) ---------------------------------------------------------------------- */
 
 enum fmt_class { FC_NONE = 0, FC_UNORM, FC_SNORM, FC_UINT, FC_SINT, FC_FLOAT };
 
@@ -149,7 +149,7 @@ void psdb__export_types(const psdb_graphics_pipeline_desc *d,
     }
 }
 
-/* ---- Validation -------------------------------------------------------------------------------- */
+/* ---- Validation ------------------------------------------------------------------------------ */
 
 static int shader_present(const psdb_shader *s)
 {
@@ -165,8 +165,8 @@ static psdb_hr validate_graphics(const psdb_graphics_pipeline_desc *d)
 {
     if (!d->root_signature || d->root_signature_size == 0)
         return PSDB_E_INVALIDARG;
-    if (!shader_present(&d->vs) || shader_bad(&d->vs) || shader_bad(&d->ps) ||
-        shader_bad(&d->ds) || shader_bad(&d->hs) || shader_bad(&d->gs))
+    if (!shader_present(&d->vs) || shader_bad(&d->vs) || shader_bad(&d->ps) || shader_bad(&d->ds) ||
+        shader_bad(&d->hs) || shader_bad(&d->gs))
         return PSDB_E_INVALIDARG;
     if (shader_present(&d->hs) != shader_present(&d->ds))
         return PSDB_E_INVALIDARG;
@@ -199,7 +199,7 @@ static psdb_hr validate_graphics(const psdb_graphics_pipeline_desc *d)
     return PSDB_S_OK;
 }
 
-/* ---- Keys ---------------------------------------------------------------------------------------- */
+/* ---- Keys ------------------------------------------------------------------------------------ */
 
 static void key_begin(psdb__buf *b, uint32_t kind)
 {
@@ -270,8 +270,7 @@ psdb_hr psdb__plan_compute(const psdb_compute_pipeline_desc *d, psdb__plan *out)
     if (!out)
         return PSDB_E_INVALIDARG;
     memset(out, 0, sizeof(*out));
-    if (!d || !d->root_signature || d->root_signature_size == 0 || !d->cs.code ||
-        d->cs.size == 0) {
+    if (!d || !d->root_signature || d->root_signature_size == 0 || !d->cs.code || d->cs.size == 0) {
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
@@ -401,8 +400,7 @@ static psdb_hr validate_state_object(const psdb_state_object_desc *d,
     *global_rs = NULL;
     *num_libraries = 0;
     if (d->type != PSDB_STATE_OBJECT_COLLECTION &&
-        d->type != PSDB_STATE_OBJECT_RAYTRACING_PIPELINE &&
-        d->type != PSDB_STATE_OBJECT_EXECUTABLE)
+        d->type != PSDB_STATE_OBJECT_RAYTRACING_PIPELINE && d->type != PSDB_STATE_OBJECT_EXECUTABLE)
         return PSDB_E_INVALIDARG;
     if (d->num_subobjects && !d->subobjects)
         return PSDB_E_INVALIDARG;
@@ -420,8 +418,7 @@ static psdb_hr validate_state_object(const psdb_state_object_desc *d,
         }
         case PSDB_SUBOBJECT_DXIL_LIBRARY: {
             const psdb_dxil_library_desc *lib = so->desc;
-            if (!lib->library.code || lib->library.size == 0 ||
-                (lib->num_exports && !lib->exports))
+            if (!lib->library.code || lib->library.size == 0 || (lib->num_exports && !lib->exports))
                 return PSDB_E_INVALIDARG;
             for (uint32_t j = 0; j < lib->num_exports; j++)
                 if (!lib->exports[j])
@@ -560,7 +557,7 @@ psdb_hr psdb__plan_encoded(uint32_t kind, const void *data, size_t size, psdb__p
     return hr;
 }
 
-/* ---- Compiling ------------------------------------------------------------------------------------ */
+/* ---- Compiling ------------------------------------------------------------------------------- */
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -613,7 +610,8 @@ psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t n
     if (!u || !t || !object_code || !metadata || !t->family || (!u->code && u->code_size))
         return PSDB_E_INVALIDARG;
     family_len = strlen(t->family);
-    if (family_len == 0 || family_len >= PSDB_ADAPTER_FAMILY_MAX || u->kind > PSDB__UNIT_STATE_OBJECT)
+    if (family_len == 0 || family_len >= PSDB_ADAPTER_FAMILY_MAX ||
+        u->kind > PSDB__UNIT_STATE_OBJECT)
         return PSDB_E_INVALIDARG;
 
     /* The code generator's randomness is a function of the target and the unit only. */
@@ -693,7 +691,7 @@ cleanup:
     return hr;
 }
 
-/* ---- Pipeline-state streams --------------------------------------------------------------------- */
+/* ---- Pipeline-state streams ------------------------------------------------------------------ */
 
 psdb_hr psdb__stream_to_desc(const psdb_pipeline_stream_desc *s, int *is_compute,
                              psdb_compute_pipeline_desc *cd, psdb_graphics_pipeline_desc *gd)
@@ -709,8 +707,8 @@ psdb_hr psdb__stream_to_desc(const psdb_pipeline_stream_desc *s, int *is_compute
         by_type[type] = s->subobjects[i].data;
     }
     int compute = by_type[PSDB_STREAM_CS] != NULL;
-    if (compute && (by_type[PSDB_STREAM_VS] || by_type[PSDB_STREAM_PS] ||
-                    by_type[PSDB_STREAM_DS] || by_type[PSDB_STREAM_HS] || by_type[PSDB_STREAM_GS]))
+    if (compute && (by_type[PSDB_STREAM_VS] || by_type[PSDB_STREAM_PS] || by_type[PSDB_STREAM_DS] ||
+                    by_type[PSDB_STREAM_HS] || by_type[PSDB_STREAM_GS]))
         return PSDB_E_INVALIDARG;
 
     memset(cd, 0, sizeof(*cd));
@@ -771,7 +769,7 @@ psdb_hr psdb__stream_to_desc(const psdb_pipeline_stream_desc *s, int *is_compute
     return PSDB_S_OK;
 }
 
-/* ---- Compiling a whole SODB ------------------------------------------------------------------- */
+/* ---- Compiling a whole SODB ------------------------------------------------------------------ */
 
 /* An open-addressing set of 32-byte keys (the units already compiled). */
 typedef struct key_set {

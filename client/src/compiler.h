@@ -1,4 +1,5 @@
-/* compiler.h - the reference compiler (driver model): plans and compiles pipelines into PSDB values.
+/* compiler.h - the reference compiler (driver model): plans and compiles pipelines into PSDB
+ * values.
  *
  * DESIGN
  * A creation is split into compile units: one per present shader stage and one for the pipeline
@@ -166,10 +167,10 @@ void psdb__export_types(const psdb_graphics_pipeline_desc *d,
 psdb_hr psdb__stream_to_desc(const psdb_pipeline_stream_desc *s, int *is_compute,
                              psdb_compute_pipeline_desc *cd, psdb_graphics_pipeline_desc *gd);
 
-/* ---- Compiling a whole SODB (`psdb compile`, benchmarks) ---------------------------------------- */
+/* ---- Compiling a whole SODB (`psdb compile`, benchmarks) ------------------------------------- */
 
 typedef struct psdb__compile_stats {
-    uint64_t pipelines;      /* entries compiled into groups */
+    uint64_t pipelines; /* entries compiled into groups */
     uint64_t compute, graphics, state_objects;
     uint64_t skipped;        /* entries whose object key was already compiled at another version */
     uint64_t units;          /* units over all entries (with repeats) */

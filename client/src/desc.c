@@ -13,7 +13,7 @@ static const uint8_t MAGIC_STATE_OBJECT[4] = {'S', 'O', 'S', 'O'};
 #define STR_NULL UINT32_MAX
 #define LEN_MAX (UINT32_MAX - 1u)
 
-/* ---- Encoding ---------------------------------------------------------------------------------- */
+/* ---- Encoding -------------------------------------------------------------------------------- */
 
 typedef struct enc {
     psdb__buf b;
@@ -405,7 +405,7 @@ uint32_t psdb__desc_kind(const void *data, size_t size)
     return 0;
 }
 
-/* ---- Decoding ----------------------------------------------------------------------------------
+/* ---- Decoding -----------------------------------------------------------------------------------
  * Decoding runs the same walk twice: the first pass only measures (the arena has no base and hands
  * out NULL), the second fills one block of exactly the measured size. Every write into the arena
  * is guarded by a non-NULL pointer, so both passes take identical paths. */
@@ -623,10 +623,9 @@ static void d_input_layout(dec *d, psdb_input_layout_desc *il)
 {
     /* An element takes at least 7 u32 (its name NULL). */
     il->num_elements = d_count(d, 28);
-    psdb_input_element_desc *els =
-        il->num_elements
-            ? d_alloc(d, il->num_elements * sizeof(*els), alignof(psdb_input_element_desc))
-            : NULL;
+    psdb_input_element_desc *els = il->num_elements ? d_alloc(d, il->num_elements * sizeof(*els),
+                                                              alignof(psdb_input_element_desc))
+                                                    : NULL;
     for (uint32_t i = 0; i < il->num_elements && !d->bad; i++) {
         psdb_input_element_desc x = {0};
         x.semantic_name = d_str(d);
@@ -736,10 +735,9 @@ static void d_state_object(dec *d, void *top)
     d_header(d, MAGIC_STATE_OBJECT);
     s->type = d_u32(d);
     s->num_subobjects = d_count(d, 4);
-    psdb_state_subobject *subs =
-        s->num_subobjects
-            ? d_alloc(d, s->num_subobjects * sizeof(*subs), alignof(psdb_state_subobject))
-            : NULL;
+    psdb_state_subobject *subs = s->num_subobjects ? d_alloc(d, s->num_subobjects * sizeof(*subs),
+                                                             alignof(psdb_state_subobject))
+                                                   : NULL;
     for (uint32_t i = 0; i < s->num_subobjects && !d->bad; i++) {
         psdb_state_subobject x = {0};
         x.type = d_u32(d);
@@ -807,27 +805,24 @@ psdb_hr psdb__desc_decode_compute(const void *data, size_t size, psdb_compute_pi
     return hr;
 }
 
-psdb_hr psdb__desc_decode_graphics(const void *data, size_t size,
-                                   psdb_graphics_pipeline_desc **out)
+psdb_hr psdb__desc_decode_graphics(const void *data, size_t size, psdb_graphics_pipeline_desc **out)
 {
     void *p = NULL;
     psdb_hr hr = PSDB_E_INVALIDARG;
     if (out)
-        hr = decode(data, size, sizeof(**out), alignof(psdb_graphics_pipeline_desc), d_graphics,
-                    &p);
+        hr =
+            decode(data, size, sizeof(**out), alignof(psdb_graphics_pipeline_desc), d_graphics, &p);
     if (out)
         *out = p;
     return hr;
 }
 
-psdb_hr psdb__desc_decode_state_object(const void *data, size_t size,
-                                       psdb_state_object_desc **out)
+psdb_hr psdb__desc_decode_state_object(const void *data, size_t size, psdb_state_object_desc **out)
 {
     void *p = NULL;
     psdb_hr hr = PSDB_E_INVALIDARG;
     if (out)
-        hr = decode(data, size, sizeof(**out), alignof(psdb_state_object_desc), d_state_object,
-                    &p);
+        hr = decode(data, size, sizeof(**out), alignof(psdb_state_object_desc), d_state_object, &p);
     if (out)
         *out = p;
     return hr;

@@ -48,8 +48,7 @@ psdb_hr psdb__desc_decode_graphics(const void *data, size_t size,
 /* A decoded state object has no live collections: each existing collection's `collection` handle
  * points at its 32-byte object key inside the block. Pass psdb__desc_decoded_collection_key as the
  * collection_key callback to re-encode or plan it; never call psdb_state_object_* on it. */
-psdb_hr psdb__desc_decode_state_object(const void *data, size_t size,
-                                       psdb_state_object_desc **out);
+psdb_hr psdb__desc_decode_state_object(const void *data, size_t size, psdb_state_object_desc **out);
 int psdb__desc_decoded_collection_key(psdb_state_object *so, uint8_t key[32]);
 
 /* Append the SODB encoding of one part (schema/SODB.md) to b: the value-key derivation of the

@@ -14,27 +14,26 @@
 #define SODB_USER_VERSION 1
 
 /* Kept identical to schema/sodb.sql (the tests compare them). */
-static const char SODB_SCHEMA[] =
-    "PRAGMA application_id = 1347637060;\n"
-    "PRAGMA user_version = 1;\n"
-    "CREATE TABLE header (\n"
-    "    id INTEGER PRIMARY KEY CHECK (id = 1),\n"
-    "    exe_filename TEXT,\n"
-    "    app_name TEXT NOT NULL CHECK (length(app_name) > 0),\n"
-    "    app_version INTEGER NOT NULL,\n"
-    "    engine_name TEXT,\n"
-    "    engine_version INTEGER NOT NULL,\n"
-    "    app_id BLOB NOT NULL CHECK (length(app_id) = 16),\n"
-    "    encoding_version INTEGER NOT NULL\n"
-    ");\n"
-    "CREATE TABLE entries (\n"
-    "    seq INTEGER PRIMARY KEY,\n"
-    "    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),\n"
-    "    object_key BLOB NOT NULL CHECK (length(object_key) = 32),\n"
-    "    version INTEGER NOT NULL,\n"
-    "    description BLOB NOT NULL,\n"
-    "    UNIQUE (object_key, version)\n"
-    ");\n";
+static const char SODB_SCHEMA[] = "PRAGMA application_id = 1347637060;\n"
+                                  "PRAGMA user_version = 1;\n"
+                                  "CREATE TABLE header (\n"
+                                  "    id INTEGER PRIMARY KEY CHECK (id = 1),\n"
+                                  "    exe_filename TEXT,\n"
+                                  "    app_name TEXT NOT NULL CHECK (length(app_name) > 0),\n"
+                                  "    app_version INTEGER NOT NULL,\n"
+                                  "    engine_name TEXT,\n"
+                                  "    engine_version INTEGER NOT NULL,\n"
+                                  "    app_id BLOB NOT NULL CHECK (length(app_id) = 16),\n"
+                                  "    encoding_version INTEGER NOT NULL\n"
+                                  ");\n"
+                                  "CREATE TABLE entries (\n"
+                                  "    seq INTEGER PRIMARY KEY,\n"
+                                  "    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),\n"
+                                  "    object_key BLOB NOT NULL CHECK (length(object_key) = 32),\n"
+                                  "    version INTEGER NOT NULL,\n"
+                                  "    description BLOB NOT NULL,\n"
+                                  "    UNIQUE (object_key, version)\n"
+                                  ");\n";
 
 struct psdb_sodb_writer {
     pthread_mutex_t lock; /* one add at a time: the statement and connection are shared */
@@ -271,10 +270,11 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
     in_tx = 0;
     /* Capture: WAL so each durable add costs one sequential write + fsync. Bulk: a rollback
      * journal, so the finished file stands alone and the same adds give the same bytes. */
-    rc = sqlite3_exec(w->db,
-                      bulk ? "PRAGMA journal_mode=DELETE; PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
-                           : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL",
-                      NULL, NULL, NULL);
+    rc =
+        sqlite3_exec(w->db,
+                     bulk ? "PRAGMA journal_mode=DELETE; PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE"
+                          : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL",
+                     NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(w->db,
                                 "INSERT OR IGNORE INTO entries (kind, object_key, version, "
@@ -318,8 +318,8 @@ psdb_hr psdb__sodb_writer_commit(psdb_sodb_writer *w)
     return hr_from_sqlite(rc);
 }
 
-psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version,
-                             const void *desc, size_t desc_size)
+psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
+                             size_t desc_size)
 {
     psdb_hr hr = PSDB_S_OK;
     uint8_t key[32];
@@ -354,17 +354,20 @@ void psdb_sodb_writer_release(psdb_sodb_writer *w)
     if (w->db) {
         if (w->bulk)
             sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-        else
+        else {
             /* Back to a rollback journal so the file reads alone (also from read-only places).
-             * Fails harmlessly while another connection still has it open. */
+             * While another connection still has the file open this fails at once (no busy
+             * wait) and the file stays in WAL mode until the last writer closes. */
+            sqlite3_busy_timeout(w->db, 0);
             sqlite3_exec(w->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+        }
         sqlite3_close(w->db);
     }
     pthread_mutex_destroy(&w->lock);
     free(w);
 }
 
-/* ---- Reading ---------------------------------------------------------------------------------- */
+/* ---- Reading --------------------------------------------------------------------------------- */
 
 psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out)
 {
@@ -447,8 +450,8 @@ psdb_hr psdb_sodb_foreach(psdb_sodb *s,
             hr = PSDB_E_CACHE_CORRUPT;
             goto cleanup;
         }
-        if (fn((uint32_t)kind, key, (uint64_t)sqlite3_column_int64(st, 2), desc,
-               (size_t)desc_len, ctx) != 0) {
+        if (fn((uint32_t)kind, key, (uint64_t)sqlite3_column_int64(st, 2), desc, (size_t)desc_len,
+               ctx) != 0) {
             hr = PSDB_S_FALSE;
             goto cleanup;
         }

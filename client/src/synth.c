@@ -18,7 +18,7 @@
 #include "sodb.h"
 #include "util.h"
 
-/* ---- Random numbers ----------------------------------------------------------------------------- */
+/* ---- Random numbers -------------------------------------------------------------------------- */
 
 static uint64_t next(uint64_t *s)
 {
@@ -68,7 +68,7 @@ static uint64_t zipf_pick(const zipf *z, uint64_t *s)
     return lo;
 }
 
-/* ---- Shaders ------------------------------------------------------------------------------------- */
+/* ---- Shaders --------------------------------------------------------------------------------- */
 
 enum pool_id { POOL_VS, POOL_PS, POOL_CS, POOL_GS, POOL_HS, POOL_DS, POOL_RS, POOL_COUNT };
 
@@ -150,7 +150,7 @@ static const psdb_shader *pick(gen *g, int pid, int fresh)
     return shader(g, pid, index);
 }
 
-/* ---- Fixed tables -------------------------------------------------------------------------------- */
+/* ---- Fixed tables ---------------------------------------------------------------------------- */
 
 static const psdb_input_element_desc IL_POS[] = {
     {"POSITION", 0, PSDB_FORMAT_R32G32B32_FLOAT, 0, 0, 0, 0}};
@@ -180,9 +180,13 @@ static const psdb_input_element_desc IL_UI[] = {
     {"COLOR", 0, PSDB_FORMAT_R8G8B8A8_UNORM, 0, 8, 0, 0},
     {"TEXCOORD", 0, PSDB_FORMAT_R32G32_FLOAT, 0, 12, 0, 0}};
 
-#define IL(a) {a, sizeof(a) / sizeof(a[0])}
-static const psdb_input_layout_desc LAYOUTS[] = {
-    {NULL, 0}, IL(IL_POS), IL(IL_MESH), IL(IL_TANGENT), IL(IL_SKINNED), IL(IL_INSTANCED), IL(IL_UI)};
+#define IL(a)                                                                                      \
+    {                                                                                              \
+        a, sizeof(a) / sizeof(a[0])                                                                \
+    }
+static const psdb_input_layout_desc LAYOUTS[] = {{NULL, 0},      IL(IL_POS),     IL(IL_MESH),
+                                                 IL(IL_TANGENT), IL(IL_SKINNED), IL(IL_INSTANCED),
+                                                 IL(IL_UI)};
 
 typedef struct rt_setup {
     uint32_t weight;
@@ -196,15 +200,27 @@ typedef struct rt_setup {
 
 static const rt_setup SETUPS[] = {
     /* G-buffer: albedo, normals, material, emissive. */
-    {35, 1, 4,
+    {35,
+     1,
+     4,
      {PSDB_FORMAT_R8G8B8A8_UNORM_SRGB, PSDB_FORMAT_R10G10B10A2_UNORM, PSDB_FORMAT_R8G8B8A8_UNORM,
       PSDB_FORMAT_R11G11B10_FLOAT},
-     {{4, PSDB_COMPONENT_FLOAT}, {4, PSDB_COMPONENT_FLOAT}, {4, PSDB_COMPONENT_FLOAT},
+     {{4, PSDB_COMPONENT_FLOAT},
+      {4, PSDB_COMPONENT_FLOAT},
+      {4, PSDB_COMPONENT_FLOAT},
       {3, PSDB_COMPONENT_FLOAT}},
-     PSDB_FORMAT_D24_UNORM_S8_UINT, 2, 5},
+     PSDB_FORMAT_D24_UNORM_S8_UINT,
+     2,
+     5},
     /* Forward HDR. */
-    {25, 1, 1, {PSDB_FORMAT_R16G16B16A16_FLOAT}, {{4, PSDB_COMPONENT_FLOAT}},
-     PSDB_FORMAT_D32_FLOAT, 2, 5},
+    {25,
+     1,
+     1,
+     {PSDB_FORMAT_R16G16B16A16_FLOAT},
+     {{4, PSDB_COMPONENT_FLOAT}},
+     PSDB_FORMAT_D32_FLOAT,
+     2,
+     5},
     /* Shadow depth-only. */
     {15, 0, 0, {0}, {{0, 0}}, PSDB_FORMAT_D32_FLOAT, 1, 5},
     /* Post-processing (full-screen triangle, no vertex input). */
@@ -212,8 +228,14 @@ static const rt_setup SETUPS[] = {
     /* UI. */
     {10, 1, 1, {PSDB_FORMAT_R8G8B8A8_UNORM}, {{4, PSDB_COMPONENT_FLOAT}}, 0, 6, 6},
     /* Velocity + object id. */
-    {5, 1, 2, {PSDB_FORMAT_R16G16_FLOAT, PSDB_FORMAT_R32_UINT},
-     {{2, PSDB_COMPONENT_FLOAT}, {1, PSDB_COMPONENT_UINT}}, PSDB_FORMAT_D32_FLOAT, 2, 5},
+    {5,
+     1,
+     2,
+     {PSDB_FORMAT_R16G16_FLOAT, PSDB_FORMAT_R32_UINT},
+     {{2, PSDB_COMPONENT_FLOAT}, {1, PSDB_COMPONENT_UINT}},
+     PSDB_FORMAT_D32_FLOAT,
+     2,
+     5},
 };
 
 /* Variant state: what a derived PSO may override. */
@@ -228,8 +250,15 @@ static void apply_combo(psdb_graphics_pipeline_desc *d, uint32_t combo)
     uint32_t blend = combo % NUM_BLENDS, depth = combo / NUM_BLENDS % NUM_DEPTHS;
     uint32_t raster = combo / (NUM_BLENDS * NUM_DEPTHS) % NUM_RASTERS;
     uint32_t mask = combo / (NUM_BLENDS * NUM_DEPTHS * NUM_RASTERS);
-    psdb_render_target_blend_desc rt = {0, 0, PSDB_BLEND_ONE, PSDB_BLEND_ZERO, PSDB_BLEND_OP_ADD,
-                                        PSDB_BLEND_ONE, PSDB_BLEND_ZERO, PSDB_BLEND_OP_ADD, 0,
+    psdb_render_target_blend_desc rt = {0,
+                                        0,
+                                        PSDB_BLEND_ONE,
+                                        PSDB_BLEND_ZERO,
+                                        PSDB_BLEND_OP_ADD,
+                                        PSDB_BLEND_ONE,
+                                        PSDB_BLEND_ZERO,
+                                        PSDB_BLEND_OP_ADD,
+                                        0,
                                         PSDB_COLOR_WRITE_ENABLE_ALL};
     switch (blend) {
     case 1: /* alpha blending */
@@ -293,7 +322,7 @@ static void apply_combo(psdb_graphics_pipeline_desc *d, uint32_t combo)
     d->sample_mask = mask ? 0x0000FFFFu : 0xFFFFFFFFu;
 }
 
-/* ---- The corpus ---------------------------------------------------------------------------------- */
+/* ---- The corpus ------------------------------------------------------------------------------ */
 
 typedef struct base {
     psdb_graphics_pipeline_desc d;
@@ -336,8 +365,7 @@ static int new_base(gen *g, base *b, int fresh)
             return -1;
         d->vs = *v2;
     }
-    d->input_layout =
-        LAYOUTS[s->layout_min + below(&g->rng, s->layout_max - s->layout_min + 1)];
+    d->input_layout = LAYOUTS[s->layout_min + below(&g->rng, s->layout_max - s->layout_min + 1)];
     d->primitive_topology_type = 3; /* triangles */
     uint64_t r = below(&g->rng, 100);
     if (r < 5 && s->num_rt > 0) { /* tessellated */
@@ -490,8 +518,8 @@ psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path)
     uint64_t n_compute = n * p->compute_permille / 1000;
     uint64_t n_graphics = n - n_compute;
     uint64_t n_bases = (n_graphics + p->variants - 1) / p->variants;
-    uint64_t sizes[POOL_COUNT] = {
-        n_bases / 3 + 4, n_bases / 2 + 4, n_compute * 2 / 3 + 4, 4, 4, 4, 3 + n / 2000};
+    uint64_t sizes[POOL_COUNT] = {n_bases / 3 + 4, n_bases / 2 + 4, n_compute * 2 / 3 + 4, 4, 4, 4,
+                                  3 + n / 2000};
     for (int i = 0; i < POOL_COUNT; i++) {
         g.pools[i].n = sizes[i];
         if (zipf_init(&g.pools[i].z, sizes[i]) != 0) {

@@ -8,13 +8,13 @@
 #define PSDB_SYNTH_MAX_VARIANTS 256u
 
 typedef struct psdb__synth_params {
-    const char *app_name;      /* required */
-    uint64_t app_version;      /* required (non-zero) */
-    const char *exe_filename;  /* NULL: "<app_name>.exe" */
-    const char *engine_name;   /* NULL: "psdb-synth" 1.0.0.0 */
+    const char *app_name;     /* required */
+    uint64_t app_version;     /* required (non-zero) */
+    const char *exe_filename; /* NULL: "<app_name>.exe" */
+    const char *engine_name;  /* NULL: "psdb-synth" 1.0.0.0 */
     uint64_t engine_version;
-    const uint8_t *app_id;     /* 16 bytes; NULL: the first 16 bytes of SHA-256 of the name */
-    uint64_t pipelines;        /* entries to write, >= 1 */
+    const uint8_t *app_id; /* 16 bytes; NULL: the first 16 bytes of SHA-256 of the name */
+    uint64_t pipelines;    /* entries to write, >= 1 */
     uint64_t seed;
     uint32_t variants;         /* graphics state variants per base pipeline, 1..256 */
     uint32_t compute_permille; /* share of compute pipelines, 0..1000 */

@@ -130,13 +130,13 @@ int cmd_compile(int argc, char **argv)
         psdb__hex(info.content_digest, 32, digest);
         json_t *o = json_pack(
             "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:s, s:I}",
-            "output", out, "pipelines", (json_int_t)st.pipelines, "compute",
-            (json_int_t)st.compute, "graphics", (json_int_t)st.graphics, "state_objects",
-            (json_int_t)st.state_objects, "skipped", (json_int_t)st.skipped, "units",
-            (json_int_t)st.units, "units_compiled", (json_int_t)st.units_compiled, "values",
-            (json_int_t)info.num_values, "blobs", (json_int_t)info.num_blobs, "blob_bytes",
-            (json_int_t)info.blob_bytes, "seconds", st.seconds, "pipelines_per_second", rate,
-            "content_digest", digest, "family", family, "abi", (json_int_t)abi);
+            "output", out, "pipelines", (json_int_t)st.pipelines, "compute", (json_int_t)st.compute,
+            "graphics", (json_int_t)st.graphics, "state_objects", (json_int_t)st.state_objects,
+            "skipped", (json_int_t)st.skipped, "units", (json_int_t)st.units, "units_compiled",
+            (json_int_t)st.units_compiled, "values", (json_int_t)info.num_values, "blobs",
+            (json_int_t)info.num_blobs, "blob_bytes", (json_int_t)info.blob_bytes, "seconds",
+            st.seconds, "pipelines_per_second", rate, "content_digest", digest, "family", family,
+            "abi", (json_int_t)abi);
         if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
             json_decref(o);
             rc = tool_fail("compile", "cannot print JSON");

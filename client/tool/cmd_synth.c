@@ -9,29 +9,30 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: psdb synth --app NAME --app-version V --pipelines N [--seed S] [--variants K]\n"
-            "                  [--exe FILE] [--engine NAME[:VERSION]] [--app-id UUID]\n"
-            "                  [--compute-fraction F] -o OUT.sodb\n"
-            "\n"
-            "Writes a synthetic state-object database (SODB) of N pipeline descriptions: compute\n"
-            "and graphics pipelines with shaders of realistic sizes shared across pipelines with a\n"
-            "skewed distribution, a few root signatures, and graphics base pipelines each in K\n"
-            "state variants that differ only in blend, depth-stencil, rasterizer and sample mask.\n"
-            "The same arguments always give a byte-identical file.\n"
-            "\n"
-            "  --app NAME              application name (required)\n"
-            "  --app-version V         application version, a.b.c.d or a number (required)\n"
-            "  --pipelines N           number of entries, >= 1 (required)\n"
-            "  --seed S                corpus seed (default 1)\n"
-            "  --variants K            pipelines per graphics base (the base and K-1 variants),\n"
-            "                          1-%u (default 4)\n"
-            "  --exe FILE              executable file name (default NAME.exe)\n"
-            "  --engine NAME[:V]       engine name and version (default psdb-synth:1.0.0.0)\n"
-            "  --app-id UUID           AppId (default: derived from the name)\n"
-            "  --compute-fraction F    share of compute pipelines, 0-1 (default 0.2)\n"
-            "  -o, --output OUT.sodb   output file (replaced)\n",
-            PSDB_SYNTH_MAX_VARIANTS);
+    fprintf(
+        f,
+        "usage: psdb synth --app NAME --app-version V --pipelines N [--seed S] [--variants K]\n"
+        "                  [--exe FILE] [--engine NAME[:VERSION]] [--app-id UUID]\n"
+        "                  [--compute-fraction F] -o OUT.sodb\n"
+        "\n"
+        "Writes a synthetic state-object database (SODB) of N pipeline descriptions: compute\n"
+        "and graphics pipelines with shaders of realistic sizes shared across pipelines with a\n"
+        "skewed distribution, a few root signatures, and graphics base pipelines each in K\n"
+        "state variants that differ only in blend, depth-stencil, rasterizer and sample mask.\n"
+        "The same arguments always give a byte-identical file.\n"
+        "\n"
+        "  --app NAME              application name (required)\n"
+        "  --app-version V         application version, a.b.c.d or a number (required)\n"
+        "  --pipelines N           number of entries, >= 1 (required)\n"
+        "  --seed S                corpus seed (default 1)\n"
+        "  --variants K            pipelines per graphics base (the base and K-1 variants),\n"
+        "                          1-%u (default 4)\n"
+        "  --exe FILE              executable file name (default NAME.exe)\n"
+        "  --engine NAME[:V]       engine name and version (default psdb-synth:1.0.0.0)\n"
+        "  --app-id UUID           AppId (default: derived from the name)\n"
+        "  --compute-fraction F    share of compute pipelines, 0-1 (default 0.2)\n"
+        "  -o, --output OUT.sodb   output file (replaced)\n",
+        PSDB_SYNTH_MAX_VARIANTS);
 }
 
 static void progress(uint64_t done, uint64_t total, void *ctx)

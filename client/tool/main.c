@@ -13,10 +13,10 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"version", cmd_version, "print the library version"},
-    {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
-    {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"synth", cmd_synth, "write a deterministic synthetic SODB"},
     {"compile", cmd_compile, "compile an SODB into a PSDB (reference compiler)"},
+    {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
+    {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"registry", cmd_registry, "list registered applications, components and PSDBs"},
 };
 

@@ -40,8 +40,11 @@ int main(int argc, char **argv)
     }
     snprintf(sodb, sizeof(sodb), "%s/corpus.sodb", dir);
     snprintf(out, sizeof(out), "%s/out.psdb", dir);
-    psdb__synth_params p = {.app_name = "Bench", .app_version = PSDB_VERSION(1, 0, 0, 0),
-                            .pipelines = n, .seed = seed, .variants = 4,
+    psdb__synth_params p = {.app_name = "Bench",
+                            .app_version = PSDB_VERSION(1, 0, 0, 0),
+                            .pipelines = n,
+                            .seed = seed,
+                            .variants = 4,
                             .compute_permille = 200};
     if (PSDB_FAILED(psdb__synth_write(&p, sodb))) {
         fprintf(stderr, "bench_compile: synth failed\n");

@@ -23,10 +23,20 @@ cmp -s "$dir/a.sodb" "$dir/c.sodb" && fail "another seed gave the same SODB"
 cmp -s "$dir/1.psdb" "$dir/2.psdb" || fail "compile is not deterministic"
 grep -q '^300 pipelines' "$dir/out1" || fail "summary line: $(cat "$dir/out1")"
 grep -q '"pipelines": 300' "$dir/out2.json" || fail "json summary: $(cat "$dir/out2.json")"
+"$PSDB" compile "$dir/a.sodb" --family contoso-gfx9 --abi 16 --compiler-version 1.0.0.0 \
+    --profile-version 2.0.0.0 --cost-ns-per-kib 0 -o "$dir/1b.psdb" --json >"$dir/out1.json"
+digest() { grep -o '"content_digest": *"[0-9a-f]\{64\}"' "$1" | grep -o '[0-9a-f]\{64\}'; }
+c1=$(digest "$dir/out1.json")
+c2=$(digest "$dir/out2.json")
+[ -n "$c1" ] && [ "$c1" = "$c2" ] || fail "compile digests differ: '$c1' / '$c2'"
+# psdb inspect (when the tool has it) reports the same content digest for both files.
 if "$PSDB" inspect --help >/dev/null 2>&1; then
-    d1=$("$PSDB" inspect "$dir/1.psdb" --json | grep -o '"content_digest": *"[0-9a-f]*"')
-    d2=$("$PSDB" inspect "$dir/2.psdb" --json | grep -o '"content_digest": *"[0-9a-f]*"')
-    [ -n "$d1" ] && [ "$d1" = "$d2" ] || fail "content digests differ: $d1 / $d2"
+    "$PSDB" inspect "$dir/1.psdb" --json >"$dir/i1.json"
+    "$PSDB" inspect "$dir/2.psdb" --json >"$dir/i2.json"
+    i1=$(digest "$dir/i1.json")
+    i2=$(digest "$dir/i2.json")
+    [ -n "$i1" ] && [ "$i1" = "$i2" ] && [ "$i1" = "$c1" ] ||
+        fail "inspect digests differ: '$i1' / '$i2' / compile '$c1'"
 fi
 
 # Another family -> another file.

@@ -203,7 +203,7 @@ START_TEST(test_compiler__V3_blend_rules)
 }
 END_TEST
 
-/* ---- Validation -------------------------------------------------------------------------------- */
+/* ---- Validation ------------------------------------------------------------------------------ */
 
 START_TEST(test_compiler__plan_rejects_invalid)
 {
@@ -213,7 +213,7 @@ START_TEST(test_compiler__plan_rejects_invalid)
     ck_assert_hr(psdb__plan_graphics(&d, &p), PSDB_S_OK);
     psdb__plan_free(&p);
 
-#define EXPECT_BAD(...)                                                                       \
+#define EXPECT_BAD(...)                                                                            \
     do {                                                                                           \
         d = one_target(PSDB_FORMAT_R8G8B8A8_UNORM, 4);                                             \
         __VA_ARGS__;                                                                               \
@@ -223,7 +223,7 @@ START_TEST(test_compiler__plan_rejects_invalid)
     EXPECT_BAD(d.root_signature = NULL);
     EXPECT_BAD(d.root_signature_size = 0);
     EXPECT_BAD(d.vs = (psdb_shader){NULL, 0});
-    EXPECT_BAD(d.ps.size = 0);           /* empty bytecode */
+    EXPECT_BAD(d.ps.size = 0); /* empty bytecode */
     EXPECT_BAD(d.gs = (psdb_shader){NULL, 5});
     EXPECT_BAD(d.hs = (psdb_shader){GS, sizeof(GS)}); /* HS without DS */
     EXPECT_BAD(d.num_render_targets = 9);
@@ -252,7 +252,7 @@ START_TEST(test_compiler__plan_rejects_invalid)
 }
 END_TEST
 
-/* ---- Keys ---------------------------------------------------------------------------------------- */
+/* ---- Keys ------------------------------------------------------------------------------------ */
 
 static psdb__plan plan_g(const psdb_graphics_pipeline_desc *d)
 {
@@ -418,7 +418,7 @@ START_TEST(test_compiler__state_object_units)
 }
 END_TEST
 
-/* ---- Compiling ---------------------------------------------------------------------------------- */
+/* ---- Compiling ------------------------------------------------------------------------------- */
 
 static double seconds_now(void)
 {
@@ -489,7 +489,7 @@ START_TEST(test_compiler__compile_cost_scales_with_size)
 }
 END_TEST
 
-/* ---- Streams ------------------------------------------------------------------------------------- */
+/* ---- Streams --------------------------------------------------------------------------------- */
 
 START_TEST(test_compiler__stream_to_desc)
 {
@@ -546,7 +546,7 @@ START_TEST(test_compiler__stream_to_desc)
 }
 END_TEST
 
-/* ---- Whole SODBs ------------------------------------------------------------------------------- */
+/* ---- Whole SODBs ----------------------------------------------------------------------------- */
 
 static const psdb_app_identity APP = {{"game.exe", "Game", PSDB_VERSION(1, 0, 0, 0), NULL, 0},
                                       {1, 2, 3}};
@@ -557,8 +557,12 @@ START_TEST(test_compiler__C4_compile_sodb_deterministic)
 {
     char *dir = tu_mkdtemp(), *sodb = tu_path(dir, "s.sodb"), *sodb2 = tu_path(dir, "s2.sodb");
     char *a = tu_path(dir, "a.psdb"), *b = tu_path(dir, "b.psdb");
-    psdb__synth_params sp = {.app_name = "Game", .app_version = PSDB_VERSION(1, 0, 0, 0),
-                             .pipelines = 80, .seed = 3, .variants = 4, .compute_permille = 250};
+    psdb__synth_params sp = {.app_name = "Game",
+                             .app_version = PSDB_VERSION(1, 0, 0, 0),
+                             .pipelines = 80,
+                             .seed = 3,
+                             .variants = 4,
+                             .compute_permille = 250};
     psdb__compile_stats st = {0};
     char err[256];
     ck_assert_hr(psdb__synth_write(&sp, sodb), PSDB_S_OK);
@@ -569,9 +573,9 @@ START_TEST(test_compiler__C4_compile_sodb_deterministic)
     free(f1);
     free(f2);
 
-    ck_assert_hr(psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, a, &st, err,
-                                    sizeof(err)),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, a, &st, err, sizeof(err)),
+        PSDB_S_OK);
     ck_assert_uint_eq(st.pipelines, 80);
     ck_assert_uint_eq(st.compute, 20);
     ck_assert_uint_eq(st.graphics, 60);
@@ -678,9 +682,9 @@ START_TEST(test_compiler__bad_entry_fails_with_its_index)
     ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, ec.data, ec.len), PSDB_S_OK);
     ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, junk, sizeof(junk)), PSDB_S_OK);
     psdb_sodb_writer_release(w);
-    ck_assert_hr(psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, out, NULL, err,
-                                    sizeof(err)),
-                 PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(
+        psdb__compile_sodb(sodb, &TARGET, PSDB_COMPILE_COST_FREE, out, NULL, err, sizeof(err)),
+        PSDB_E_CACHE_CORRUPT);
     ck_assert_msg(strstr(err, "entry 2") != NULL, "message: %s", err);
     ck_assert_int_ne(access(out, F_OK), 0);
 
@@ -689,13 +693,12 @@ START_TEST(test_compiler__bad_entry_fails_with_its_index)
     ck_assert_hr(psdb_sodb_writer_open(sodb2, &APP, &w), PSDB_S_OK);
     ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, en.data, en.len), PSDB_S_OK);
     psdb_sodb_writer_release(w);
-    ck_assert_hr(psdb__compile_sodb(sodb2, &TARGET, PSDB_COMPILE_COST_FREE, out, NULL, err,
-                                    sizeof(err)),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(
+        psdb__compile_sodb(sodb2, &TARGET, PSDB_COMPILE_COST_FREE, out, NULL, err, sizeof(err)),
+        PSDB_E_INVALIDARG);
     ck_assert_msg(strstr(err, "entry 1") != NULL, "message: %s", err);
     psdb_target bad = {"", 7, 0, 0};
-    ck_assert_hr(psdb__compile_sodb(sodb, &bad, 0, out, NULL, err, sizeof(err)),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb__compile_sodb(sodb, &bad, 0, out, NULL, err, sizeof(err)), PSDB_E_INVALIDARG);
     psdb__buf_free(&ec);
     psdb__buf_free(&en);
     tu_rmtree(dir);

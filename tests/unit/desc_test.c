@@ -1,6 +1,8 @@
 /* desc_test.c - the SODB description encoding: round trips, exact bytes, malformed input. */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,11 +29,17 @@ static psdb_graphics_pipeline_desc rich_graphics(void)
         .gs = {GS, sizeof(GS)},
         .stream_output = {SO_ENTRIES, 1, SO_STRIDES, 2, 0},
         .sample_mask = 0xFFFFFFFFu,
-        .rasterizer = {.fill_mode = 3, .cull_mode = 1, .depth_bias = -5,
-                       .depth_bias_clamp = 0.25f, .slope_scaled_depth_bias = -1.5f,
+        .rasterizer = {.fill_mode = 3,
+                       .cull_mode = 1,
+                       .depth_bias = -5,
+                       .depth_bias_clamp = 0.25f,
+                       .slope_scaled_depth_bias = -1.5f,
                        .depth_clip_enable = 1},
-        .depth_stencil = {.depth_enable = 1, .depth_write_mask = 1, .depth_func = 2,
-                          .front_face = {1, 2, 3, 4}, .back_face = {5, 6, 7, 8}},
+        .depth_stencil = {.depth_enable = 1,
+                          .depth_write_mask = 1,
+                          .depth_func = 2,
+                          .front_face = {1, 2, 3, 4},
+                          .back_face = {5, 6, 7, 8}},
         .input_layout = {ELEMENTS, 2},
         .primitive_topology_type = 3,
         .num_render_targets = 2,
@@ -44,9 +52,16 @@ static psdb_graphics_pipeline_desc rich_graphics(void)
     };
     d.blend.alpha_to_coverage_enable = 1;
     d.blend.independent_blend_enable = 1;
-    d.blend.render_target[1] = (psdb_render_target_blend_desc){
-        1, 0, PSDB_BLEND_SRC_ALPHA, PSDB_BLEND_INV_SRC_ALPHA, PSDB_BLEND_OP_ADD, PSDB_BLEND_ONE,
-        PSDB_BLEND_ZERO, PSDB_BLEND_OP_ADD, 0, PSDB_COLOR_WRITE_ENABLE_ALL};
+    d.blend.render_target[1] = (psdb_render_target_blend_desc){1,
+                                                               0,
+                                                               PSDB_BLEND_SRC_ALPHA,
+                                                               PSDB_BLEND_INV_SRC_ALPHA,
+                                                               PSDB_BLEND_OP_ADD,
+                                                               PSDB_BLEND_ONE,
+                                                               PSDB_BLEND_ZERO,
+                                                               PSDB_BLEND_OP_ADD,
+                                                               0,
+                                                               PSDB_COLOR_WRITE_ENABLE_ALL};
     return d;
 }
 
@@ -122,8 +137,8 @@ START_TEST(test_desc__compute_exact_bytes)
     const uint8_t cs[] = {0x10, 0x20, 0x30};
     psdb_compute_pipeline_desc d = {rs, sizeof(rs), {cs, sizeof(cs)}, NULL};
     /* schema/SODB.md: magic "SOCP", version 1, reserved 0, root signature, CS. */
-    const uint8_t want[] = {'S', 'O', 'C', 'P', 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0,
-                            0xAA, 0xBB, 3, 0, 0, 0, 0x10, 0x20, 0x30};
+    const uint8_t want[] = {'S', 'O', 'C', 'P',  1,    0, 0, 0, 0, 0,    0,    0,   2,
+                            0,   0,   0,   0xAA, 0xBB, 3, 0, 0, 0, 0x10, 0x20, 0x30};
     psdb__buf a = {0};
     psdb_compute_pipeline_desc *c = NULL;
     ck_assert_hr(psdb__desc_encode_compute(&d, &a), PSDB_S_OK);
@@ -154,10 +169,8 @@ START_TEST(test_desc__state_object_round_trip)
     psdb_existing_collection_desc coll = {(psdb_state_object *)(uintptr_t)0x42};
     psdb_session_subobject sess = {NULL, 0};
     psdb_state_subobject subs[] = {
-        {PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, &grs},
-        {PSDB_SUBOBJECT_PSDB, &sess},
-        {PSDB_SUBOBJECT_DXIL_LIBRARY, &lib},
-        {PSDB_SUBOBJECT_HIT_GROUP, &hg},
+        {PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, &grs}, {PSDB_SUBOBJECT_PSDB, &sess},
+        {PSDB_SUBOBJECT_DXIL_LIBRARY, &lib},          {PSDB_SUBOBJECT_HIT_GROUP, &hg},
         {PSDB_SUBOBJECT_EXISTING_COLLECTION, &coll},
     };
     psdb_state_object_desc d = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 5, subs};
@@ -228,10 +241,10 @@ START_TEST(test_desc__malformed_rejected)
     const uint8_t huge[4] = {0xF0, 0xFF, 0xFF, 0x7F};
 
     ck_assert_hr(psdb__desc_encode_graphics(&d, &a), PSDB_S_OK);
-    expect_corrupt_graphics(&a, 0, "SOCP", 4);      /* wrong magic for the kind */
-    expect_corrupt_graphics(&a, 4, v2, 4);          /* unknown version */
-    expect_corrupt_graphics(&a, 8, one, 4);         /* reserved not zero */
-    expect_corrupt_graphics(&a, 12, huge, 4);       /* root signature length past the end */
+    expect_corrupt_graphics(&a, 0, "SOCP", 4); /* wrong magic for the kind */
+    expect_corrupt_graphics(&a, 4, v2, 4);     /* unknown version */
+    expect_corrupt_graphics(&a, 8, one, 4);    /* reserved not zero */
+    expect_corrupt_graphics(&a, 12, huge, 4);  /* root signature length past the end */
     /* The first boolean after the stream output: alpha_to_coverage_enable. Find it by encoding
      * the description with that boolean off and locating the one differing word. */
     {
@@ -266,8 +279,10 @@ END_TEST
 START_TEST(test_desc__embedded_nul_and_huge_count_rejected)
 {
     psdb_input_element_desc el = {"AB", 0, PSDB_FORMAT_R32_FLOAT, 0, 0, 0, 0};
-    psdb_graphics_pipeline_desc d = {.root_signature = RS, .root_signature_size = sizeof(RS),
-                                     .vs = {VS, sizeof(VS)}, .input_layout = {&el, 1}};
+    psdb_graphics_pipeline_desc d = {.root_signature = RS,
+                                     .root_signature_size = sizeof(RS),
+                                     .vs = {VS, sizeof(VS)},
+                                     .input_layout = {&el, 1}};
     psdb__buf a = {0};
     psdb_graphics_pipeline_desc *g = NULL;
     ck_assert_hr(psdb__desc_encode_graphics(&d, &a), PSDB_S_OK);
@@ -292,8 +307,10 @@ START_TEST(test_desc__encode_invalid)
     psdb_compute_pipeline_desc c = {RS, sizeof(RS), {NULL, 4}, NULL};
     ck_assert_hr(psdb__desc_encode_compute(&c, &a), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb__desc_encode_compute(NULL, &a), PSDB_E_INVALIDARG);
-    psdb_graphics_pipeline_desc g = {.root_signature = RS, .root_signature_size = sizeof(RS),
-                                     .vs = {VS, sizeof(VS)}, .input_layout = {NULL, 2}};
+    psdb_graphics_pipeline_desc g = {.root_signature = RS,
+                                     .root_signature_size = sizeof(RS),
+                                     .vs = {VS, sizeof(VS)},
+                                     .input_layout = {NULL, 2}};
     ck_assert_hr(psdb__desc_encode_graphics(&g, &a), PSDB_E_INVALIDARG);
     psdb_state_subobject bad = {77, RS};
     psdb_state_object_desc so = {PSDB_STATE_OBJECT_COLLECTION, 1, &bad};
@@ -315,6 +332,122 @@ START_TEST(test_desc__state_blob_hides_bytecode)
 }
 END_TEST
 
+/* ---- Fuzz corpus ---------------------------------------------------------------------------- */
+
+/* tests/fuzz/corpus/desc: every file decodes and re-encodes to the same bytes, or is
+ * PSDB_E_CACHE_CORRUPT, exactly what tests/fuzz/desc_fuzz.c asserts. */
+
+static void replay_one(const uint8_t *data, size_t size, int *decoded)
+{
+    psdb_compute_pipeline_desc *c = NULL;
+    psdb_graphics_pipeline_desc *g = NULL;
+    psdb_state_object_desc *so = NULL;
+    psdb__buf b = {0};
+    psdb_hr hr = psdb__desc_decode_compute(data, size, &c);
+    if (hr == PSDB_S_OK) {
+        ck_assert_hr(psdb__desc_encode_compute(c, &b), PSDB_S_OK);
+        (*decoded)++;
+    } else {
+        ck_assert_hr(hr, PSDB_E_CACHE_CORRUPT);
+    }
+    hr = psdb__desc_decode_graphics(data, size, &g);
+    if (hr == PSDB_S_OK) {
+        ck_assert_hr(psdb__desc_encode_graphics(g, &b), PSDB_S_OK);
+        (*decoded)++;
+    } else {
+        ck_assert_hr(hr, PSDB_E_CACHE_CORRUPT);
+    }
+    hr = psdb__desc_decode_state_object(data, size, &so);
+    if (hr == PSDB_S_OK) {
+        ck_assert_hr(psdb__desc_encode_state_object(so, psdb__desc_decoded_collection_key, &b),
+                     PSDB_S_OK);
+        (*decoded)++;
+    } else {
+        ck_assert_hr(hr, PSDB_E_CACHE_CORRUPT);
+    }
+    if (b.data) {
+        ck_assert_uint_eq(b.len, size);
+        ck_assert_mem_eq(b.data, data, size);
+    }
+    psdb__buf_free(&b);
+    free(c);
+    free(g);
+    free(so);
+}
+
+static void write_corpus(const char *dir)
+{
+    psdb_graphics_pipeline_desc g = rich_graphics();
+    psdb_compute_pipeline_desc c = {RS, sizeof(RS), {VS, sizeof(VS)}, NULL};
+    const char *exports[] = {"RayGen", "Miss"};
+    psdb_dxil_library_desc lib = {{PS, sizeof(PS)}, exports, 2};
+    psdb_hit_group_desc hg = {"Hit", "AnyHit", NULL, NULL};
+    psdb_existing_collection_desc coll = {(psdb_state_object *)(uintptr_t)0x11};
+    psdb_shader grs = {RS, sizeof(RS)};
+    psdb_state_subobject subs[] = {{PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, &grs},
+                                   {PSDB_SUBOBJECT_DXIL_LIBRARY, &lib},
+                                   {PSDB_SUBOBJECT_HIT_GROUP, &hg},
+                                   {PSDB_SUBOBJECT_EXISTING_COLLECTION, &coll}};
+    psdb_state_object_desc so = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 4, subs};
+    psdb__buf b = {0};
+    char *p = NULL;
+    struct {
+        const char *name;
+        size_t cut; /* 0: whole; else keep this many bytes */
+        size_t patch_at;
+        uint8_t patch;
+    } files[] = {{"graphics.bin", 0, 0, 0},
+                 {"graphics_truncated.bin", 200, 0, 0},
+                 {"graphics_version2.bin", 0, 4, 2},
+                 {"compute.bin", 0, 0, 0},
+                 {"compute_reserved.bin", 0, 8, 1},
+                 {"state_object.bin", 0, 0, 0},
+                 {"state_object_bad_type.bin", 0, 20, 0x64}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        psdb__buf_free(&b);
+        if (files[i].name[0] == 'g')
+            ck_assert_hr(psdb__desc_encode_graphics(&g, &b), PSDB_S_OK);
+        else if (files[i].name[0] == 'c')
+            ck_assert_hr(psdb__desc_encode_compute(&c, &b), PSDB_S_OK);
+        else
+            ck_assert_hr(psdb__desc_encode_state_object(&so, fake_collection_key, &b), PSDB_S_OK);
+        if (files[i].patch_at)
+            b.data[files[i].patch_at] = files[i].patch;
+        p = tu_path(dir, files[i].name);
+        ck_assert_int_eq(tu_write_file(p, b.data, files[i].cut ? files[i].cut : b.len), 0);
+        free(p);
+    }
+    psdb__buf_free(&b);
+}
+
+START_TEST(test_desc__fuzz_corpus_replays_cleanly)
+{
+    const char *dir = PSDB_TEST_DATA "/../fuzz/corpus/desc";
+    const char *regen = getenv("PSDB_WRITE_CORPUS");
+    if (regen && *regen)
+        write_corpus(regen);
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "no corpus at %s", dir);
+    int files = 0, decoded = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = tu_path(dir, e->d_name);
+        size_t size = 0;
+        char *data = tu_read_file(p, &size);
+        ck_assert_ptr_nonnull(data);
+        replay_one((const uint8_t *)data, size, &decoded);
+        free(data);
+        free(p);
+        files++;
+    }
+    closedir(d);
+    ck_assert_int_ge(files, 7);
+    ck_assert_int_ge(decoded, 3); /* the valid seeds decode */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("desc");
@@ -328,6 +461,7 @@ int main(void)
     tcase_add_test(tc, test_desc__embedded_nul_and_huge_count_rejected);
     tcase_add_test(tc, test_desc__encode_invalid);
     tcase_add_test(tc, test_desc__state_blob_hides_bytecode);
+    tcase_add_test(tc, test_desc__fuzz_corpus_replays_cleanly);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

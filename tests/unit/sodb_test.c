@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -16,9 +17,8 @@ static const uint8_t RS[] = {1, 2, 3, 4};
 
 static psdb_app_identity identity(const char *name)
 {
-    psdb_app_identity id = {{"game.exe", name, PSDB_VERSION(1, 2, 3, 4), "engine",
-                             PSDB_VERSION(5, 0, 0, 0)},
-                            {0}};
+    psdb_app_identity id = {
+        {"game.exe", name, PSDB_VERSION(1, 2, 3, 4), "engine", PSDB_VERSION(5, 0, 0, 0)}, {0}};
     for (int i = 0; i < 16; i++)
         id.app_id[i] = (uint8_t)(0xA0 + i);
     return id;
@@ -91,8 +91,8 @@ START_TEST(test_sodb__write_and_read_back)
     psdb_sodb_writer *w = NULL;
     psdb_sodb *s = NULL;
     psdb__buf a = compute_desc(1, 100), b = compute_desc(2, 50);
-    psdb_graphics_pipeline_desc g = {.root_signature = RS, .root_signature_size = sizeof(RS),
-                                     .vs = {RS, sizeof(RS)}};
+    psdb_graphics_pipeline_desc g = {
+        .root_signature = RS, .root_signature_size = sizeof(RS), .vs = {RS, sizeof(RS)}};
     psdb__buf c = {0};
     ck_assert_hr(psdb__desc_encode_graphics(&g, &c), PSDB_S_OK);
 
@@ -122,7 +122,8 @@ START_TEST(test_sodb__write_and_read_back)
     /* Released: back to a rollback journal, the file stands alone (no -wal beside it). */
     char *wal = tu_path(dir, "app.sodb-wal");
     ck_assert_int_ne(access(wal, F_OK), 0);
-    ck_assert_int_eq(pragma(path, "SELECT 1 FROM pragma_journal_mode WHERE journal_mode = 'delete'"), 1);
+    ck_assert_int_eq(
+        pragma(path, "SELECT 1 FROM pragma_journal_mode WHERE journal_mode = 'delete'"), 1);
     free(wal);
 
     ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
@@ -308,8 +309,7 @@ static void *add_many(void *arg)
         psdb__buf shared = compute_desc(0xFF, 32);
         if (psdb_sodb_writer_add(a->w, PSDB_SODB_COMPUTE, 1, b.data, b.len) == PSDB_S_OK)
             a->added++;
-        if (psdb_sodb_writer_add(a->w, PSDB_SODB_COMPUTE, 1, shared.data, shared.len) ==
-            PSDB_S_OK)
+        if (psdb_sodb_writer_add(a->w, PSDB_SODB_COMPUTE, 1, shared.data, shared.len) == PSDB_S_OK)
             a->added++;
         psdb__buf_free(&b);
         psdb__buf_free(&shared);
@@ -380,6 +380,39 @@ START_TEST(test_sodb__bulk_commit_and_discard)
 }
 END_TEST
 
+START_TEST(test_sodb__two_writers_one_file)
+{
+    char *dir = tu_mkdtemp(), *path = tu_path(dir, "app.sodb"), *wal = tu_path(dir, "app.sodb-wal");
+    psdb_app_identity id = identity("Game");
+    psdb_sodb_writer *w1 = NULL, *w2 = NULL;
+    psdb_sodb *s = NULL;
+    psdb__buf a = compute_desc(1, 10), b = compute_desc(2, 10);
+    uint64_t n = 0;
+    ck_assert_hr(psdb_sodb_writer_open(path, &id, &w1), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_open(path, &id, &w2), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w1, PSDB_SODB_COMPUTE, 1, a.data, a.len), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w2, PSDB_SODB_COMPUTE, 1, a.data, a.len), PSDB_S_FALSE);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    psdb_sodb_writer_release(w1); /* the other writer still has the file: no wait */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ck_assert(t1.tv_sec - t0.tv_sec < 2);
+    ck_assert_hr(psdb_sodb_writer_add(w2, PSDB_SODB_COMPUTE, 1, b.data, b.len), PSDB_S_OK);
+    psdb_sodb_writer_release(w2);
+    ck_assert_int_ne(access(wal, F_OK), 0);
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    ck_assert_hr(psdb__sodb_count(s, &n), PSDB_S_OK);
+    ck_assert_uint_eq(n, 2);
+    psdb_sodb_release(s);
+    psdb__buf_free(&a);
+    psdb__buf_free(&b);
+    tu_rmtree(dir);
+    free(path);
+    free(wal);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sodb");
@@ -390,6 +423,7 @@ int main(void)
     tcase_add_test(tc, test_sodb__schema_file_matches_library);
     tcase_add_test(tc, test_sodb__concurrent_adds);
     tcase_add_test(tc, test_sodb__bulk_commit_and_discard);
+    tcase_add_test(tc, test_sodb__two_writers_one_file);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
