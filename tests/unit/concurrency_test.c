@@ -205,6 +205,106 @@ START_TEST(test_concurrency__H1_H2_setters_and_creations_never_mix)
 }
 END_TEST
 
+/* I6 under load: the setter opens a fresh session each time, makes it the default and drops its
+ * own reference at once, so each replaced default is destroyed by the next set unless a creation
+ * still holds it. Creations must never touch a destroyed session (ASan / TSan) nor mix. */
+static atomic_int churn_destroyed;
+
+static void churn_gone(void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&churn_destroyed, 1);
+}
+
+typedef struct churn {
+    stress *s;
+    atomic_int opened;
+    int failed;
+} churn;
+
+static void *churn_setter(void *arg)
+{
+    churn *c = arg;
+    for (int i = 0; !atomic_load(&c->s->stop); i++) {
+        psdb_session *x = NULL;
+        psdb_session_desc d = {.psdb_path = (i & 1) ? c->s->path_b : c->s->path_a};
+        if (psdb_device_open_session(c->s->dev, &d, &x) != PSDB_S_OK ||
+            psdb_session_on_destroy(x, churn_gone, NULL) != PSDB_S_OK ||
+            psdb_device_set_default_session(c->s->dev, x, (i >> 1) & 1) != PSDB_S_OK) {
+            c->failed++;
+            psdb_session_release(x);
+            break;
+        }
+        atomic_fetch_add(&c->opened, 1);
+        psdb_session_release(x);
+    }
+    return NULL;
+}
+
+static void *churn_creator(void *arg)
+{
+    stress *s = arg;
+    for (int i = 0; !atomic_load(&s->stop); i++) {
+        rt_compute c;
+        psdb_pipeline *p = NULL;
+        psdb_creation_info info;
+        rt_compute_init(&c, i % 4, NULL);
+        if (psdb_device_create_compute_pipeline(s->dev, &c.desc, &p) != PSDB_S_OK ||
+            psdb_pipeline_get_creation_info(p, &info) != PSDB_S_OK) {
+            atomic_fetch_add(&s->bad_counts, 1);
+            break;
+        }
+        if (info.lookups != 8 || !info.psdb_hit || tl_op != info.operation_id)
+            atomic_fetch_add(&s->bad_counts, 1);
+        /* Keep some objects a little: NONE objects hold their session past the next set. */
+        uint8_t key[32] = {0};
+        size_t size = 0;
+        psdb_hr hr = psdb_pipeline_find_value(p, key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &size);
+        if (hr != PSDB_E_NOT_FOUND)
+            atomic_fetch_add(&s->bad_counts, 1);
+        psdb_pipeline_release(p);
+        atomic_fetch_add(&s->creations, 1);
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrency__I6_replaced_defaults_destroyed_while_creations_run)
+{
+    stress s;
+    stress_init(&s);
+    churn c = {.s = &s};
+    atomic_store(&churn_destroyed, 0);
+    pthread_t t[CREATORS], st;
+    for (int i = 0; i < CREATORS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn_creator, &s), 0);
+    ck_assert_int_eq(pthread_create(&st, NULL, churn_setter, &c), 0);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double secs = (double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
+        if ((atomic_load(&s.creations) >= 400 && atomic_load(&c.opened) >= 100) || secs > 10)
+            break;
+    }
+    atomic_store(&s.stop, 1);
+    for (int i = 0; i < CREATORS; i++)
+        pthread_join(t[i], NULL);
+    pthread_join(st, NULL);
+    ck_assert_int_eq(c.failed, 0);
+    ck_assert_int_eq(atomic_load(&s.violations), 0);
+    ck_assert_int_eq(atomic_load(&s.bad_counts), 0);
+    int opened = atomic_load(&c.opened);
+    ck_assert_int_gt(opened, 10);
+    /* Every session but the current default is gone; clearing destroys the last one. */
+    ck_assert_int_eq(atomic_load(&churn_destroyed), opened - 1);
+    ck_assert_hr(psdb_device_set_default_session(s.dev, NULL, 0), PSDB_S_OK);
+    ck_assert_int_eq(atomic_load(&churn_destroyed), opened);
+    stress_free(&s);
+}
+END_TEST
+
 /* H3 + H4: setters that hand a token to one another (non-overlapping calls) take effect in call
  * order, and a creation begun after a set returned observes it. */
 typedef struct relay {
@@ -410,6 +510,7 @@ int main(void)
     tcase_add_test(tc, test_concurrency__H3_H4_setters_take_effect_in_call_order);
     tcase_add_test(tc, test_concurrency__H5_setter_is_not_a_completion_barrier);
     tcase_add_test(tc, test_concurrency__D1_reference_counts_are_atomic);
+    tcase_add_test(tc, test_concurrency__I6_replaced_defaults_destroyed_while_creations_run);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -471,6 +471,46 @@ START_TEST(test_device__J3_reused_collections_need_no_new_lookup)
 }
 END_TEST
 
+START_TEST(test_device__F5_corruption_found_at_lookup_is_a_miss)
+{
+    char *dir = tu_mkdtemp(), *reg = tu_path(dir, "reg"), *p = tu_path(dir, "a.psdb");
+    rt_make_full_psdb(p, 2);
+    /* Damage every blob: the file still opens, the data queries meet the damage. */
+    char *cmd = NULL;
+    ck_assert_int_gt(asprintf(&cmd, "sqlite3 '%s' 'UPDATE blobs SET data = zeroblob(length(data))'",
+                              p),
+                     0);
+    ck_assert_int_eq(tu_run(cmd, NULL), 0);
+    free(cmd);
+    psdb_device *dev = rt_device(reg, RT_EXE);
+    rt_recorder *rec = rt_recorder_new(dev);
+    psdb_session *a = rt_open(dev, p);
+    ck_assert_hr(psdb_device_set_default_session(dev, a, 0), PSDB_S_OK);
+    rt_compute c;
+    psdb_pipeline *pl = NULL;
+    psdb_creation_info info;
+    rt_compute_init(&c, 0, NULL);
+    ck_assert_hr(psdb_device_create_compute_pipeline(dev, &c.desc, &pl), PSDB_S_OK);
+    ck_assert_hr(psdb_pipeline_get_creation_info(pl, &info), PSDB_S_OK);
+    ck_assert(!info.psdb_hit);
+    int corrupt = 0, all_in = 0;
+    for (size_t i = 0; i < rec->n; i++)
+        corrupt += rec->ev[i].result == PSDB_E_CACHE_CORRUPT;
+    ck_assert_int_gt(corrupt, 0);
+    ck_assert_uint_eq(rt_events_of(rec, info.operation_id, a, &all_in), info.lookups);
+    ck_assert(all_in);
+    ck_assert_uint_eq(psdb_device_get_local_compile_count(dev), 2);
+    psdb_pipeline_release(pl);
+    psdb_session_release(a);
+    psdb_device_release(dev);
+    rt_recorder_free(rec);
+    tu_rmtree(dir);
+    free(dir);
+    free(reg);
+    free(p);
+}
+END_TEST
+
 /* ---- K ----------------------------------------------------------------------------------------- */
 
 START_TEST(test_device__K1_statistics_per_category)
@@ -626,6 +666,7 @@ int main(void)
     tcase_add_test(tc, test_device__J1_miss_compiles_into_the_local_cache_not_the_psdb);
     tcase_add_test(tc, test_device__J2_disabling_lookups_keeps_default_and_selections);
     tcase_add_test(tc, test_device__J3_reused_collections_need_no_new_lookup);
+    tcase_add_test(tc, test_device__F5_corruption_found_at_lookup_is_a_miss);
     tcase_add_test(tc, test_device__K1_statistics_per_category);
     tcase_add_test(tc, test_device__capture_records_every_creation_description);
     suite_add_tcase(s, tc);
