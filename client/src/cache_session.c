@@ -216,11 +216,12 @@ static psdb_hr disk_open(psdb_device *dev, psdb__cache_store *st)
         goto cleanup;
     }
     sqlite3_busy_timeout(st->db, 10000);
-    rc = sqlite3_exec(st->db,
-                      "PRAGMA journal_mode=WAL;"
-                      "CREATE TABLE IF NOT EXISTS meta(version INTEGER NOT NULL);"
-                      "CREATE TABLE IF NOT EXISTS entries(key BLOB PRIMARY KEY, value BLOB NOT NULL)",
-                      NULL, NULL, NULL);
+    rc = sqlite3_exec(
+        st->db,
+        "PRAGMA journal_mode=WAL;"
+        "CREATE TABLE IF NOT EXISTS meta(version INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS entries(key BLOB PRIMARY KEY, value BLOB NOT NULL)",
+        NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         hr = sql_hr(rc);
         goto cleanup;

@@ -113,9 +113,9 @@ typedef struct psdb__destroy_cb {
 struct psdb_session {
     atomic_uint refs;
     uint32_t kind;
-    psdb_device *dev;  /* owner (D3); referenced unless owned_by_device */
-    int owned_by_device; /* the implicit default */
-    psdb_file *file;     /* PSDB sessions */
+    psdb_device *dev;         /* owner (D3); referenced unless owned_by_device */
+    int owned_by_device;      /* the implicit default */
+    psdb_file *file;          /* PSDB sessions */
     psdb__cache_store *store; /* cache sessions */
     pthread_mutex_t cb_lock;
     psdb__destroy_cb *cbs;
@@ -134,8 +134,8 @@ typedef struct psdb__selection {
 
 /* What an object keeps of its selection after creation (I3, I4, I5). */
 typedef struct psdb__association {
-    psdb_session *session;   /* NONE: the selected session, held for the object's lifetime */
-    int fallback_implicit;   /* CREATE_ONLY: later lookups use the device's implicit default */
+    psdb_session *session; /* NONE: the selected session, held for the object's lifetime */
+    int fallback_implicit; /* CREATE_ONLY: later lookups use the device's implicit default */
 } psdb__association;
 
 /* device.c */

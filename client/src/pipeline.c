@@ -25,8 +25,8 @@ cleanup:
 }
 
 /* The common path: one selection for the whole operation (F7), held until creation ends (I2). */
-static psdb_hr create_planned(psdb_device *dev, const psdb_session_subobject *sub,
-                              psdb__plan *plan, int is_compute, psdb_pipeline **out)
+static psdb_hr create_planned(psdb_device *dev, const psdb_session_subobject *sub, psdb__plan *plan,
+                              int is_compute, psdb_pipeline **out)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__selection sel = {0};

@@ -21,7 +21,7 @@ struct psdb_state_object {
     uint8_t group_key[32];
     psdb_creation_info info;
     psdb__association assoc;
-    psdb_state_object *base; /* AddToStateObject: the generation grown from (referenced) */
+    psdb_state_object *base;         /* AddToStateObject: the generation grown from (referenced) */
     psdb_state_object **collections; /* existing collections referenced (G4) */
     uint32_t num_collections;
 };

@@ -286,8 +286,7 @@ static psdb_hr migrate(sqlite3 *db)
     }
     if (version != PSDB__REGISTRY_SCHEMA_VERSION) {
         char pragma[64];
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d",
-                 PSDB__REGISTRY_SCHEMA_VERSION);
+        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", PSDB__REGISTRY_SCHEMA_VERSION);
         hr = exec_sql(db, pragma);
         if (PSDB_FAILED(hr))
             goto cleanup;
@@ -314,9 +313,8 @@ static psdb_hr reg_open_rw(const char *root, psdb__reg **out)
         goto cleanup;
     }
     atomic_init(&reg->refs, 1);
-    int rc = sqlite3_open_v2(path, &reg->db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                             NULL);
+    int rc = sqlite3_open_v2(
+        path, &reg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
         hr = sqlite_hr(rc);
         goto cleanup;
@@ -426,8 +424,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
     if (out)
         *out = NULL;
-    if (!desc || !out || !desc->name || !*desc->name ||
-        strlen(desc->name) > INSTALLER_NAME_MAX ||
+    if (!desc || !out || !desc->name || !*desc->name || strlen(desc->name) > INSTALLER_NAME_MAX ||
         (desc->scope != PSDB_SCOPE_USER && desc->scope != PSDB_SCOPE_SYSTEM)) {
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
@@ -551,14 +548,15 @@ psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *ex
     in_tx = 1;
     /* Re-registering an exe path updates the description in place: the row id, and so existing
      * handles and components, stay valid. */
-    rc = sqlite3_prepare_v2(db,
-                            "INSERT INTO applications(exe_path, exe_filename, name, version,"
-                            " engine_name, engine_version, installer) VALUES(?,?,?,?,?,?,?)"
-                            " ON CONFLICT(exe_path) DO UPDATE SET exe_filename=excluded.exe_filename,"
-                            " name=excluded.name, version=excluded.version,"
-                            " engine_name=excluded.engine_name,"
-                            " engine_version=excluded.engine_version, installer=excluded.installer",
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(
+        db,
+        "INSERT INTO applications(exe_path, exe_filename, name, version,"
+        " engine_name, engine_version, installer) VALUES(?,?,?,?,?,?,?)"
+        " ON CONFLICT(exe_path) DO UPDATE SET exe_filename=excluded.exe_filename,"
+        " name=excluded.name, version=excluded.version,"
+        " engine_name=excluded.engine_name,"
+        " engine_version=excluded.engine_version, installer=excluded.installer",
+        -1, &st, NULL);
     if (rc != SQLITE_OK) {
         hr = sqlite_hr(rc);
         goto cleanup;
@@ -696,13 +694,12 @@ cleanup:
     return hr;
 }
 
-static psdb_hr component_id(sqlite3 *db, sqlite3_int64 app_id, const char *name,
-                            sqlite3_int64 *out)
+static psdb_hr component_id(sqlite3 *db, sqlite3_int64 app_id, const char *name, sqlite3_int64 *out)
 {
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT id FROM components WHERE app=? AND name=?", -1, &st,
-                                NULL);
+    int rc =
+        sqlite3_prepare_v2(db, "SELECT id FROM components WHERE app=? AND name=?", -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, app_id);
         sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
@@ -780,8 +777,7 @@ psdb_hr psdb_application_register_component(psdb_application *app, const char *n
         id = sqlite3_last_insert_rowid(db);
         hr = PSDB_S_OK;
     } else if (PSDB_SUCCEEDED(hr)) {
-        rc = sqlite3_prepare_v2(db, "UPDATE components SET sodb_path=? WHERE id=?", -1, &st,
-                                NULL);
+        rc = sqlite3_prepare_v2(db, "UPDATE components SET sodb_path=? WHERE id=?", -1, &st, NULL);
         if (rc == SQLITE_OK) {
             bind_text_or_null(st, 1, sodb_path);
             sqlite3_bind_int64(st, 2, id);

@@ -47,8 +47,8 @@ static int collection_key(psdb_state_object *so, uint8_t key[32])
     return 0;
 }
 
-static psdb_hr create(psdb_device *dev, const psdb_state_object_desc *desc,
-                      psdb_state_object *base, psdb_state_object **out)
+static psdb_hr create(psdb_device *dev, const psdb_state_object_desc *desc, psdb_state_object *base,
+                      psdb_state_object **out)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};

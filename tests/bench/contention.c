@@ -154,8 +154,11 @@ int main(int argc, char **argv)
         s.desc[i].cs.code = s.code[i];
         s.desc[i].cs.size = sizeof(s.code[i]);
     }
-    psdb_device_desc dd = {.adapter = {.vendor_id = 1, .device_id = 2, .family = FAMILY,
-                                       .abi_min = 1, .abi_max = 10,
+    psdb_device_desc dd = {.adapter = {.vendor_id = 1,
+                                       .device_id = 2,
+                                       .family = FAMILY,
+                                       .abi_min = 1,
+                                       .abi_max = 10,
                                        .compiler_version = PSDB_VERSION(1, 0, 0, 0),
                                        .app_profile_version = PSDB_VERSION(1, 0, 0, 0)},
                            .identity = &identity};
@@ -180,8 +183,7 @@ int main(int argc, char **argv)
     psdb_statistics st;
     psdb_device_get_statistics(s.dev, &st);
     printf("%d creator threads, %d rounds of %d ms, 100%% PSDB hits (misses %u, errors %d)\n",
-           threads, rounds, ms, st.pipeline_states.num_psdb_cache_missed,
-           atomic_load(&s.errors));
+           threads, rounds, ms, st.pipeline_states.num_psdb_cache_missed, atomic_load(&s.errors));
     printf("without setter : %10.0f creations/s (median)\n", without[rounds / 2]);
     printf("with setter    : %10.0f creations/s (median; %ld sets in all)\n", with[rounds / 2],
            atomic_load(&s.sets));

@@ -114,8 +114,12 @@ int main(int argc, char **argv)
     }
     snprintf(sodb, sizeof(sodb), "%s/corpus.sodb", dir);
     snprintf(psdb, sizeof(psdb), "%s/corpus.psdb", dir);
-    psdb__synth_params p = {.app_name = "Bench", .app_version = PSDB_VERSION(1, 0, 0, 0),
-                            .pipelines = n, .seed = 1, .variants = 4, .compute_permille = 200};
+    psdb__synth_params p = {.app_name = "Bench",
+                            .app_version = PSDB_VERSION(1, 0, 0, 0),
+                            .pipelines = n,
+                            .seed = 1,
+                            .variants = 4,
+                            .compute_permille = 200};
     psdb_app_identity id;
     psdb_target t = {FAMILY, 5, PSDB_VERSION(1, 0, 0, 0), PSDB_VERSION(1, 0, 0, 0)};
     psdb_sodb *sd = NULL;
@@ -126,8 +130,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_creation: preparing the corpus failed\n");
         goto cleanup;
     }
-    psdb_device_desc dd = {.adapter = {.vendor_id = 1, .device_id = 2, .family = FAMILY,
-                                       .abi_min = 1, .abi_max = 10,
+    psdb_device_desc dd = {.adapter = {.vendor_id = 1,
+                                       .device_id = 2,
+                                       .family = FAMILY,
+                                       .abi_min = 1,
+                                       .abi_max = 10,
                                        .compiler_version = PSDB_VERSION(1, 0, 0, 0),
                                        .app_profile_version = PSDB_VERSION(1, 0, 0, 0)},
                            .identity = &id,
@@ -148,8 +155,7 @@ int main(int argc, char **argv)
     printf("corpus: %zu pipelines (synth seed 1, 20%% compute), %d rounds, fresh device each\n",
            c.n, rounds);
     printf("100%% PSDB hits  : %10.1f pipelines/s (median; PSDB misses %u)\n", mh, hit_missed);
-    printf("no PSDB (0.2 ms/KiB): %10.1f pipelines/s (median; PSDB misses %u)\n", mm,
-           miss_missed);
+    printf("no PSDB (0.2 ms/KiB): %10.1f pipelines/s (median; PSDB misses %u)\n", mm, miss_missed);
     printf("ratio            : %10.1f x\n", mh / mm);
     rc = 0;
 cleanup:

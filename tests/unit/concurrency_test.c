@@ -1,5 +1,6 @@
-/* concurrency_test.c - the device-wide default under concurrent creations and setters (MODEL H1-H5):
- * stress tests that check, from the lookup callback, that no creation ever mixed two selections. */
+/* concurrency_test.c - the device-wide default under concurrent creations and setters (MODEL
+ * H1-H5): stress tests that check, from the lookup callback, that no creation ever mixed two
+ * selections. */
 #include "rt_fixture.h"
 
 #include <errno.h>
@@ -11,11 +12,11 @@ typedef struct stress {
     psdb_device *dev;
     psdb_session *a, *b, *imp;
     atomic_int stop;
-    atomic_int violations;      /* an operation whose lookups went to two sessions */
-    atomic_int bad_pairs;       /* a (session, flags) pair no setter ever set */
-    atomic_int bad_counts;      /* an operation with other than the full set of lookups */
+    atomic_int violations; /* an operation whose lookups went to two sessions */
+    atomic_int bad_pairs;  /* a (session, flags) pair no setter ever set */
+    atomic_int bad_counts; /* an operation with other than the full set of lookups */
     atomic_int creations;
-    atomic_int seen_pairs[5];   /* (A,NONE) (A,CO) (B,CO) implicit none */
+    atomic_int seen_pairs[5]; /* (A,NONE) (A,CO) (B,CO) implicit none */
     atomic_int sets;
 } stress;
 

@@ -151,8 +151,8 @@ START_TEST(test_device__A4_features)
     ck_assert(sc.support_flags & PSDB_SHADER_CACHE_SUPPORT_SINGLE_PSO);
     ck_assert(sc.support_flags & PSDB_SHADER_CACHE_SUPPORT_LIBRARY);
     psdb_feature_data_shader_cache_abi_support abi;
-    ck_assert_hr(psdb_device_check_feature_support(dev, PSDB_FEATURE_SHADER_CACHE_ABI_SUPPORT,
-                                                   &abi, sizeof(abi)),
+    ck_assert_hr(psdb_device_check_feature_support(dev, PSDB_FEATURE_SHADER_CACHE_ABI_SUPPORT, &abi,
+                                                   sizeof(abi)),
                  PSDB_S_OK);
     ck_assert_str_eq(abi.adapter_family, RT_FAMILY);
     ck_assert_uint_eq(abi.minimum_abi_supported_version, 1);
@@ -180,8 +180,8 @@ START_TEST(test_device__A4_features)
                  PSDB_S_OK);
     ck_assert(sc.support_flags & PSDB_SHADER_CACHE_SUPPORT_SINGLE_PSO);
     ck_assert(!(sc.support_flags & PSDB_SHADER_CACHE_SUPPORT_LIBRARY));
-    ck_assert_hr(psdb_device_check_feature_support(dev, PSDB_FEATURE_SHADER_CACHE_ABI_SUPPORT,
-                                                   &abi, sizeof(abi)),
+    ck_assert_hr(psdb_device_check_feature_support(dev, PSDB_FEATURE_SHADER_CACHE_ABI_SUPPORT, &abi,
+                                                   sizeof(abi)),
                  PSDB_E_FAIL);
     ck_assert_hr(psdb_device_check_feature_support(dev, PSDB_FEATURE_EXPLICIT_PSDBS, &e, sizeof(e)),
                  PSDB_S_OK);
@@ -198,7 +198,8 @@ START_TEST(test_device__A4_features)
 }
 END_TEST
 
-/* ---- B7 ---------------------------------------------------------------------------------------- */
+/* ---- B7 ----------------------------------------------------------------------------------------
+ */
 
 static int registered(psdb_device *dev)
 {
@@ -293,7 +294,8 @@ START_TEST(test_device__B7_missing_or_corrupt_psdb_is_absent)
 }
 END_TEST
 
-/* ---- J ----------------------------------------------------------------------------------------- */
+/* ---- J -----------------------------------------------------------------------------------------
+ */
 
 START_TEST(test_device__J1_miss_compiles_into_the_local_cache_not_the_psdb)
 {
@@ -334,9 +336,9 @@ START_TEST(test_device__J1_miss_compiles_into_the_local_cache_not_the_psdb)
     ck_assert_uint_eq(size_before, size_after);
     ck_assert_hr(psdb_session_store_value(e, "k", 1, "v", 1), PSDB_E_ACCESS);
     /* Clearing the local cache forces compiles again. */
-    ck_assert_hr(psdb_device_shader_cache_control(dev, PSDB_CACHE_KIND_IMPLICIT,
-                                                  PSDB_CACHE_CONTROL_CLEAR),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_device_shader_cache_control(dev, PSDB_CACHE_KIND_IMPLICIT, PSDB_CACHE_CONTROL_CLEAR),
+        PSDB_S_OK);
     ck_assert_hr(psdb_device_create_compute_pipeline(dev, &c.desc, &pl), PSDB_S_OK);
     ck_assert_uint_eq(psdb_device_get_local_compile_count(dev), 4);
     psdb_pipeline_release(pl);
@@ -393,10 +395,10 @@ START_TEST(test_device__J2_disabling_lookups_keeps_default_and_selections)
     ck_assert_hr(psdb_pipeline_find_value(before, key, 32, 0, NULL, &size), PSDB_E_NOT_FOUND);
     psdb_pipeline_release(pl);
     /* Bad controls. */
-    ck_assert_hr(psdb_device_shader_cache_control(dev, PSDB_CACHE_KIND_PRECOMPILED,
-                                                  PSDB_CACHE_CONTROL_DISABLE |
-                                                      PSDB_CACHE_CONTROL_ENABLE),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(
+        psdb_device_shader_cache_control(dev, PSDB_CACHE_KIND_PRECOMPILED,
+                                         PSDB_CACHE_CONTROL_DISABLE | PSDB_CACHE_CONTROL_ENABLE),
+        PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_device_shader_cache_control(dev, PSDB_CACHE_KIND_PRECOMPILED, 0),
                  PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_device_shader_cache_control(dev, 0, PSDB_CACHE_CONTROL_ENABLE),
@@ -477,9 +479,8 @@ START_TEST(test_device__F5_corruption_found_at_lookup_is_a_miss)
     rt_make_full_psdb(p, 2);
     /* Damage every blob: the file still opens, the data queries meet the damage. */
     char *cmd = NULL;
-    ck_assert_int_gt(asprintf(&cmd, "sqlite3 '%s' 'UPDATE blobs SET data = zeroblob(length(data))'",
-                              p),
-                     0);
+    ck_assert_int_gt(
+        asprintf(&cmd, "sqlite3 '%s' 'UPDATE blobs SET data = zeroblob(length(data))'", p), 0);
     ck_assert_int_eq(tu_run(cmd, NULL), 0);
     free(cmd);
     psdb_device *dev = rt_device(reg, RT_EXE);
@@ -511,7 +512,8 @@ START_TEST(test_device__F5_corruption_found_at_lookup_is_a_miss)
 }
 END_TEST
 
-/* ---- K ----------------------------------------------------------------------------------------- */
+/* ---- K -----------------------------------------------------------------------------------------
+ */
 
 START_TEST(test_device__K1_statistics_per_category)
 {
@@ -519,8 +521,12 @@ START_TEST(test_device__K1_statistics_per_category)
          *partial = tu_path(dir, "partial.psdb");
     /* The implicit default holds compute 0, graphics 0 and state object 0. */
     int zero[] = {0};
-    rt_contents c = {.compute = zero, .num_compute = 1, .graphics = zero, .num_graphics = 1,
-                     .state_objects = zero, .num_state_objects = 1};
+    rt_contents c = {.compute = zero,
+                     .num_compute = 1,
+                     .graphics = zero,
+                     .num_graphics = 1,
+                     .state_objects = zero,
+                     .num_state_objects = 1};
     rt_make_psdb(p, &c);
     rt_contents pc = {.compute = zero, .num_compute = 1, .partial = 1};
     rt_make_psdb(partial, &pc);
@@ -565,7 +571,7 @@ START_TEST(test_device__K1_statistics_per_category)
     psdb_state_object_release(so);
     ck_assert_hr(psdb_device_get_statistics(dev, &st), PSDB_S_OK);
     ck_assert_uint_eq(st.pipeline_states.num_created, 5);
-    ck_assert_uint_eq(st.pipeline_states.num_psdb_cache_missed, 3); /* 1, 1 again, partial */
+    ck_assert_uint_eq(st.pipeline_states.num_psdb_cache_missed, 3);  /* 1, 1 again, partial */
     ck_assert_uint_eq(st.pipeline_states.num_total_cache_missed, 2); /* 1, partial */
     ck_assert_uint_eq(st.pipeline_states.num_cache_unknown, 0);
     ck_assert_uint_eq(st.state_objects.num_created, 2);
@@ -596,7 +602,8 @@ START_TEST(test_device__K1_statistics_per_category)
 }
 END_TEST
 
-/* ---- capture ----------------------------------------------------------------------------------- */
+/* ---- capture -----------------------------------------------------------------------------------
+ */
 
 static int count_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
                        size_t desc_size, void *ctx)

@@ -130,16 +130,13 @@ START_TEST(test_registry__B2_application_by_exe_path)
     /* Identity rules of A2 apply to the registered description. */
     psdb_app_desc bad = app_desc;
     bad.name = NULL;
-    ck_assert_hr(psdb_installer_register_application(inst, "/x", &bad, &found),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_installer_register_application(inst, "/x", &bad, &found), PSDB_E_INVALIDARG);
     bad = app_desc;
     bad.version = 0;
-    ck_assert_hr(psdb_installer_register_application(inst, "/x", &bad, &found),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_installer_register_application(inst, "/x", &bad, &found), PSDB_E_INVALIDARG);
     bad = app_desc;
     bad.engine_version = 3;
-    ck_assert_hr(psdb_installer_register_application(inst, "/x", &bad, &found),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_installer_register_application(inst, "/x", &bad, &found), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_installer_register_application(inst, "", &app_desc, &found),
                  PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_installer_register_application(inst, NULL, &app_desc, &found),
@@ -172,17 +169,17 @@ START_TEST(test_registry__B3_component_per_family_and_replace)
     ck_assert_hr(psdb_component_get_psdb_path(comp, "fam-a", buf, 4), PSDB_E_MORE_DATA);
     /* Re-registering replaces all PSDBs at once. */
     psdb_component_psdb repl[] = {{"fam-c", "/p/c.psdb"}};
-    ck_assert_hr(psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, repl,
-                                                     &again),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, repl, &again),
+        PSDB_S_OK);
     ck_assert_hr(psdb_component_get_psdb_path(comp, "fam-a", buf, sizeof(buf)), PSDB_E_NOT_FOUND);
     path_of(comp, "fam-c", buf, sizeof(buf));
     ck_assert_str_eq(buf, "/p/c.psdb");
     /* Duplicate families, empty names and paths are refused without writing anything. */
     psdb_component_psdb dup[] = {{"fam-a", "/1"}, {"fam-a", "/2"}};
-    ck_assert_hr(psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 2, dup,
-                                                     NULL),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(
+        psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 2, dup, NULL),
+        PSDB_E_INVALIDARG);
     path_of(comp, "fam-c", buf, sizeof(buf));
     psdb_component_psdb empty[] = {{"fam-a", ""}};
     ck_assert_hr(psdb_application_register_component(app, "x", NULL, 1, empty, NULL),
@@ -233,8 +230,7 @@ START_TEST(test_registry__B4_removed_component_and_application_are_invalid)
     ck_assert_hr(psdb_installer_register_application(inst, "/g", &app_desc, &app2), PSDB_S_OK);
     ck_assert_hr(psdb_application_register_component(app, "d", NULL, 1, psdbs, NULL),
                  PSDB_E_NOT_FOUND);
-    ck_assert_hr(psdb_application_register_component(app2, "d", NULL, 1, psdbs, NULL),
-                 PSDB_S_OK);
+    ck_assert_hr(psdb_application_register_component(app2, "d", NULL, 1, psdbs, NULL), PSDB_S_OK);
     /* A component of another application is refused. */
     ck_assert_hr(psdb_application_remove_component(app2, c2), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_application_remove_component(NULL, c2), PSDB_E_INVALIDARG);
@@ -271,8 +267,7 @@ START_TEST(test_registry__B5_explorer_is_read_only)
     ck_assert_str_eq(buf, "/p.psdb");
     /* The explorer sees later registrations as they commit. */
     psdb_component_psdb p2[] = {{"fam", "/q.psdb"}};
-    ck_assert_hr(psdb_application_register_component(app, "default", NULL, 1, p2, NULL),
-                 PSDB_S_OK);
+    ck_assert_hr(psdb_application_register_component(app, "default", NULL, 1, p2, NULL), PSDB_S_OK);
     path_of(vcomp, "fam", buf, sizeof(buf));
     ck_assert_str_eq(buf, "/q.psdb");
     /* An explorer on a root with no registry is empty and creates nothing. */
@@ -299,10 +294,19 @@ END_TEST
 START_TEST(test_registry__B6_precompile_targets)
 {
     psdb_adapter_desc ad[] = {
-        {.vendor_id = 1, .family = "fam-a", .abi_min = 1, .abi_max = 5, .compiler_version = 7,
+        {.vendor_id = 1,
+         .family = "fam-a",
+         .abi_min = 1,
+         .abi_max = 5,
+         .compiler_version = 7,
          .app_profile_version = PSDB_VERSION(1, 0, 0, 0)},
-        {.vendor_id = 1, .device_id = 2, .family = "fam-a", .abi_min = 1, .abi_max = 5,
-         .compiler_version = 7, .app_profile_version = PSDB_VERSION(1, 0, 0, 0)},
+        {.vendor_id = 1,
+         .device_id = 2,
+         .family = "fam-a",
+         .abi_min = 1,
+         .abi_max = 5,
+         .compiler_version = 7,
+         .app_profile_version = PSDB_VERSION(1, 0, 0, 0)},
         {.family = "fam-b", .abi_min = 2, .abi_max = 3, .flags = PSDB_ADAPTER_FLAG_NO_ASD},
         {.family = "fam-a", .abi_min = 1, .abi_max = 9},
     };

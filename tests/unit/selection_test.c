@@ -102,7 +102,8 @@ static psdb_session *implicit_session(world *w)
 
 static const psdb_session_subobject null_none = {NULL, PSDB_SESSION_FLAG_NONE};
 
-/* ---- E ----------------------------------------------------------------------------------------- */
+/* ---- E -----------------------------------------------------------------------------------------
+ */
 
 START_TEST(test_selection__E1_no_explicit_default_initially)
 {
@@ -265,7 +266,8 @@ START_TEST(test_selection__E8_default_belongs_to_one_device)
 }
 END_TEST
 
-/* ---- F ----------------------------------------------------------------------------------------- */
+/* ---- F -----------------------------------------------------------------------------------------
+ */
 
 START_TEST(test_selection__F1_per_object_session_wins_with_its_flags)
 {
@@ -439,7 +441,8 @@ START_TEST(test_selection__F7_one_selection_covers_every_query)
 }
 END_TEST
 
-/* ---- G ----------------------------------------------------------------------------------------- */
+/* ---- G -----------------------------------------------------------------------------------------
+ */
 
 START_TEST(test_selection__G1_compute_graphics_and_streams_select)
 {
@@ -519,16 +522,16 @@ START_TEST(test_selection__G3_add_to_state_object_selects_for_itself)
     int all_in = 0;
     world_init(&w, 1);
     ck_assert_hr(psdb_device_set_default_session(w.dev, w.a, 0), PSDB_S_OK);
-    psdb_state_object *base = state_object(&w, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 0, NULL,
-                                           NULL, NULL, &base_info);
+    psdb_state_object *base =
+        state_object(&w, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 0, NULL, NULL, NULL, &base_info);
     ck_assert_uint_eq(base_info.selection, PSDB_SELECTION_DEVICE_DEFAULT);
     ck_assert(base_info.psdb_hit);
     ck_assert_uint_gt(rt_events_of(w.rec, base_info.operation_id, w.a, &all_in), 0);
     ck_assert(all_in);
     ck_assert_hr(psdb_device_set_default_session(w.dev, w.b, PSDB_SESSION_FLAG_CREATE_ONLY),
                  PSDB_S_OK);
-    psdb_state_object *add = state_object(&w, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 1, NULL,
-                                          NULL, base, &add_info);
+    psdb_state_object *add =
+        state_object(&w, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 1, NULL, NULL, base, &add_info);
     ck_assert_uint_eq(add_info.selection, PSDB_SELECTION_DEVICE_DEFAULT);
     ck_assert_uint_eq(add_info.flags, PSDB_SESSION_FLAG_CREATE_ONLY);
     ck_assert_uint_gt(rt_events_of(w.rec, add_info.operation_id, w.b, &all_in), 0);
@@ -546,8 +549,8 @@ START_TEST(test_selection__G3_add_to_state_object_selects_for_itself)
     ck_assert_ptr_eq(w.rec->ev[before].session, w.a);
     /* An addition with its own PSDB subobject selects it. */
     psdb_session_subobject sub = {w.e, 0};
-    psdb_state_object *add2 = state_object(&w, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 2, &sub,
-                                           NULL, add, &info);
+    psdb_state_object *add2 =
+        state_object(&w, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 2, &sub, NULL, add, &info);
     ck_assert_uint_eq(info.selection, PSDB_SELECTION_PER_OBJECT);
     ck_assert_uint_gt(rt_events_of(w.rec, info.operation_id, w.e, &all_in), 0);
     ck_assert(all_in);
@@ -602,7 +605,8 @@ START_TEST(test_selection__G4_referenced_collections_keep_their_psdb)
 }
 END_TEST
 
-/* ---- I ----------------------------------------------------------------------------------------- */
+/* ---- I -----------------------------------------------------------------------------------------
+ */
 
 START_TEST(test_selection__I1_device_holds_default_until_replaced_or_destroyed)
 {
@@ -696,20 +700,20 @@ START_TEST(test_selection__I3_none_object_keeps_session)
     rt_compute_init(&c, 0, NULL);
     ck_assert_hr(psdb__plan_compute(&c.desc, &plan), PSDB_S_OK);
     size_t before = w.rec->n, size = 0;
-    ck_assert_hr(psdb_pipeline_find_value(p, plan.units[0].key, 32, PSDB_VALUE_OBJECT_CODE, NULL,
-                                          &size),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_pipeline_find_value(p, plan.units[0].key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &size),
+        PSDB_S_OK);
     ck_assert_uint_gt(size, 0);
     uint8_t *buf = malloc(size);
     size_t got = size;
-    ck_assert_hr(psdb_pipeline_find_value(p, plan.units[0].key, 32, PSDB_VALUE_OBJECT_CODE, buf,
-                                          &got),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_pipeline_find_value(p, plan.units[0].key, 32, PSDB_VALUE_OBJECT_CODE, buf, &got),
+        PSDB_S_OK);
     ck_assert_uint_eq(got, size);
     got = 1;
-    ck_assert_hr(psdb_pipeline_find_value(p, plan.units[0].key, 32, PSDB_VALUE_OBJECT_CODE, buf,
-                                          &got),
-                 PSDB_E_MORE_DATA);
+    ck_assert_hr(
+        psdb_pipeline_find_value(p, plan.units[0].key, 32, PSDB_VALUE_OBJECT_CODE, buf, &got),
+        PSDB_E_MORE_DATA);
     free(buf);
     ck_assert_uint_eq(w.rec->n, before + 3);
     for (size_t i = before; i < w.rec->n; i++)
@@ -804,7 +808,8 @@ START_TEST(test_selection__I6_replacing_releases_only_the_device_reference)
 }
 END_TEST
 
-/* ---- the seed's samples ------------------------------------------------------------------------ */
+/* ---- the seed's samples ------------------------------------------------------------------------
+ */
 
 /* "Set and Clear the Device Default", line by line (with and without registration). */
 static void sample_one(int with_implicit)
@@ -852,10 +857,9 @@ static void sample_one(int with_implicit)
     ck_assert(all_in);
     /* Clearing restores registration-based selection; without registration, no PSDB. */
     ck_assert_hr(psdb_pipeline_get_creation_info(psoImplicit, &ii), PSDB_S_OK);
-    ck_assert_uint_eq(ii.selection, with_implicit ? PSDB_SELECTION_IMPLICIT_DEFAULT
-                                                  : PSDB_SELECTION_NONE);
-    ck_assert_uint_eq(rt_events_of(w.rec, ii.operation_id, imp, &all_in),
-                      with_implicit ? 8u : 0u);
+    ck_assert_uint_eq(ii.selection,
+                      with_implicit ? PSDB_SELECTION_IMPLICIT_DEFAULT : PSDB_SELECTION_NONE);
+    ck_assert_uint_eq(rt_events_of(w.rec, ii.operation_id, imp, &all_in), with_implicit ? 8u : 0u);
     ck_assert(all_in);
 
     /* Later lookups: psoA -> A (retained); psoB -> the implicit default if present, else none.

@@ -177,13 +177,12 @@ START_TEST(test_session__D2_cache_sessions_are_not_psdb_sessions)
     ck_assert_hr(psdb_device_shader_cache_control(e.dev, PSDB_CACHE_KIND_APPLICATION,
                                                   PSDB_CACHE_CONTROL_DISABLE),
                  PSDB_S_OK);
-    ck_assert_hr(psdb_session_find_value(c, "k1", 2, NULL, &size),
-                 PSDB_E_NOT_CURRENTLY_AVAILABLE);
+    ck_assert_hr(psdb_session_find_value(c, "k1", 2, NULL, &size), PSDB_E_NOT_CURRENTLY_AVAILABLE);
     ck_assert_hr(psdb_session_store_value(c, "k2", 2, "v", 1), PSDB_E_NOT_CURRENTLY_AVAILABLE);
-    ck_assert_hr(psdb_device_shader_cache_control(e.dev, PSDB_CACHE_KIND_APPLICATION,
-                                                  PSDB_CACHE_CONTROL_ENABLE |
-                                                      PSDB_CACHE_CONTROL_CLEAR),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_device_shader_cache_control(e.dev, PSDB_CACHE_KIND_APPLICATION,
+                                         PSDB_CACHE_CONTROL_ENABLE | PSDB_CACHE_CONTROL_CLEAR),
+        PSDB_S_OK);
     ck_assert_hr(psdb_session_find_value(c, "k1", 2, NULL, &size), PSDB_E_NOT_FOUND);
     psdb_session_release(c);
     env_free(&e);
@@ -195,8 +194,8 @@ START_TEST(test_session__D2_identifier_and_version_sharing)
     env e;
     env_init(&e);
     psdb_session *a = NULL, *b = NULL, *x = NULL;
-    psdb_cache_session_desc d = {.identifier = {7, 7}, .mode = PSDB_CACHE_MODE_MEMORY,
-                                 .version = 3};
+    psdb_cache_session_desc d = {
+        .identifier = {7, 7}, .mode = PSDB_CACHE_MODE_MEMORY, .version = 3};
     ck_assert_hr(psdb_device_create_cache_session(e.dev, &d, &a), PSDB_S_OK);
     ck_assert_hr(psdb_device_create_cache_session(e.dev, &d, &b), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "key", 3, "shared", 6), PSDB_S_OK);
@@ -240,8 +239,8 @@ START_TEST(test_session__D2_disk_mode_persists_and_version_clears)
     ck_assert_hr(psdb_session_store_value(a, "disk-key", 8, "persisted", 9), PSDB_S_OK);
     psdb_session_release(a);
     /* Reopened (even from another device): the value is there. */
-    psdb_device_desc dd = {.adapter = rt_adapter(), .identity = &rt_identity,
-                           .cache_dir = e.cache_dir};
+    psdb_device_desc dd = {
+        .adapter = rt_adapter(), .identity = &rt_identity, .cache_dir = e.cache_dir};
     psdb_device *other = NULL;
     ck_assert_hr(psdb_device_create(&dd, &other), PSDB_S_OK);
     ck_assert_hr(psdb_device_create_cache_session(other, &d, &a), PSDB_S_OK);
@@ -255,8 +254,8 @@ START_TEST(test_session__D2_disk_mode_persists_and_version_clears)
     ck_assert_hr(psdb_session_find_value(a, "disk-key", 8, NULL, &size), PSDB_E_NOT_FOUND);
     /* File size limit. */
     psdb_session_release(a);
-    psdb_cache_session_desc small = {.identifier = {0xAC}, .mode = PSDB_CACHE_MODE_DISK,
-                                     .max_value_file_size_bytes = 16};
+    psdb_cache_session_desc small = {
+        .identifier = {0xAC}, .mode = PSDB_CACHE_MODE_DISK, .max_value_file_size_bytes = 16};
     ck_assert_hr(psdb_device_create_cache_session(other, &small, &a), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "k", 1, "0123456789", 10), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "l", 1, "0123456789", 10), PSDB_E_CACHE_FULL);
@@ -271,15 +270,15 @@ START_TEST(test_session__D2_limits_and_hash_collisions)
     env e;
     env_init(&e);
     psdb_session *a = NULL;
-    psdb_cache_session_desc d = {.identifier = {5}, .mode = PSDB_CACHE_MODE_MEMORY,
-                                 .max_in_memory_entries = 2};
+    psdb_cache_session_desc d = {
+        .identifier = {5}, .mode = PSDB_CACHE_MODE_MEMORY, .max_in_memory_entries = 2};
     ck_assert_hr(psdb_device_create_cache_session(e.dev, &d, &a), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "a", 1, "1", 1), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "b", 1, "2", 1), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "c", 1, "3", 1), PSDB_E_CACHE_FULL);
     psdb_session_release(a);
-    psdb_cache_session_desc s = {.identifier = {6}, .mode = PSDB_CACHE_MODE_MEMORY,
-                                 .max_in_memory_size_bytes = 8};
+    psdb_cache_session_desc s = {
+        .identifier = {6}, .mode = PSDB_CACHE_MODE_MEMORY, .max_in_memory_size_bytes = 8};
     ck_assert_hr(psdb_device_create_cache_session(e.dev, &s, &a), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "k", 1, "1234567", 7), PSDB_S_OK);
     ck_assert_hr(psdb_session_store_value(a, "l", 1, "1", 1), PSDB_E_CACHE_FULL);

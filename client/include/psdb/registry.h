@@ -11,10 +11,11 @@ extern "C" {
 typedef enum psdb_scope { PSDB_SCOPE_USER = 0, PSDB_SCOPE_SYSTEM = 1 } psdb_scope;
 
 typedef struct psdb_installer_desc {
-    const char *name;     /* installer name; one open installer per name per root (B1) */
+    const char *name; /* installer name; one open installer per name per root (B1) */
     psdb_scope scope;
-    const char *root_dir; /* NULL: the scope's default root ($PSDB_REGISTRY_DIR, else
-                             $XDG_DATA_HOME/psdb, else ~/.local/share/psdb; SYSTEM: /var/lib/psdb) */
+    const char
+        *root_dir; /* NULL: the scope's default root ($PSDB_REGISTRY_DIR, else
+                      $XDG_DATA_HOME/psdb, else ~/.local/share/psdb; SYSTEM: /var/lib/psdb) */
 } psdb_installer_desc;
 
 typedef struct psdb_component_psdb {
