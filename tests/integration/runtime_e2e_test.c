@@ -101,7 +101,22 @@ START_TEST(test_runtime_e2e__capture_compile_register_replay)
     char *text = tu_read_file(listing, NULL);
     ck_assert_ptr_nonnull(strstr(text, psdb));
     ck_assert_ptr_nonnull(strstr(text, "\"default\""));
+    ck_assert_ptr_nonnull(strstr(text, RT_FAMILY));
     free(text);
+    /* Text form, --help, and a bad argument. */
+    ck_assert_int_gt(asprintf(&cmd, "'%s' registry list --registry '%s'", PSDB_TOOL, reg), 0);
+    ck_assert_int_eq(tu_run(cmd, listing), 0);
+    free(cmd);
+    text = tu_read_file(listing, NULL);
+    ck_assert_ptr_nonnull(strstr(text, RT_EXE));
+    ck_assert_ptr_nonnull(strstr(text, "component default"));
+    free(text);
+    ck_assert_int_gt(asprintf(&cmd, "'%s' registry list --help", PSDB_TOOL), 0);
+    ck_assert_int_eq(tu_run(cmd, NULL), 0);
+    free(cmd);
+    ck_assert_int_gt(asprintf(&cmd, "'%s' registry list --bogus", PSDB_TOOL), 0);
+    ck_assert_int_ne(tu_run(cmd, NULL), 0);
+    free(cmd);
 
     /* 4. A new device replays the same creations: every one is a PSDB hit. */
     d.capture_sodb_path = NULL;
