@@ -61,8 +61,7 @@ void psdb__device_unref(psdb_device *dev)
     free(dev);
 }
 
-/* ---- the read-section protocol of the default and the callback (DESIGN in device.h) ------------
- */
+/* ---- the read-section protocol of the default and the callback (DESIGN in device.h) ---------- */
 
 /* Called by setters (under set_lock) after swapping a pointer: once `readers` has been zero, no
  * read section still uses the previous record. Read sections are a few instructions long, so
@@ -73,8 +72,7 @@ static void wait_for_readers(psdb_device *dev)
         sched_yield();
 }
 
-/* ---- creation ----------------------------------------------------------------------------------
- */
+/* ---- creation -------------------------------------------------------------------------------- */
 
 #define KNOWN_ADAPTER_FLAGS (PSDB_ADAPTER_FLAG_NO_ASD | PSDB_ADAPTER_FLAG_NO_LIBRARY)
 #define KNOWN_DEVICE_FLAGS (PSDB_DEVICE_FLAG_TOOLS)
@@ -205,8 +203,7 @@ void psdb_device_release(psdb_device *dev)
     psdb__device_unref(dev);
 }
 
-/* ---- features (A4) -----------------------------------------------------------------------------
- */
+/* ---- features (A4) --------------------------------------------------------------------------- */
 
 psdb_hr psdb_device_check_feature_support(psdb_device *dev, psdb_feature f, void *data, size_t size)
 {
@@ -263,8 +260,7 @@ cleanup:
     return hr;
 }
 
-/* ---- the device-wide default (E) and selection (F) ---------------------------------------------
- */
+/* ---- the device-wide default (E) and selection (F) ------------------------------------------- */
 
 int psdb__session_is_explicit_psdb(psdb_device *dev, const psdb_session *s)
 {
@@ -435,8 +431,7 @@ void psdb__capture(psdb_device *dev, uint32_t kind, const psdb__buf *encoded)
                       "capture: recording a creation description failed");
 }
 
-/* ---- lookups and the local driver cache --------------------------------------------------------
- */
+/* ---- lookups and the local driver cache ------------------------------------------------------ */
 
 static void emit(const psdb__selection *sel, uint64_t op, uint32_t type, uint32_t query,
                  const uint8_t *key, size_t key_size, psdb_hr result)
@@ -637,8 +632,7 @@ cleanup:
     return hr;
 }
 
-/* ---- ShaderCacheControl (J2) and statistics (K1) -----------------------------------------------
- */
+/* ---- ShaderCacheControl (J2) and statistics (K1) --------------------------------------------- */
 
 #define KNOWN_KINDS                                                                                \
     (PSDB_CACHE_KIND_IMPLICIT | PSDB_CACHE_KIND_APPLICATION | PSDB_CACHE_KIND_PRECOMPILED)

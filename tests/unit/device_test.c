@@ -198,8 +198,7 @@ START_TEST(test_device__A4_features)
 }
 END_TEST
 
-/* ---- B7 ----------------------------------------------------------------------------------------
- */
+/* ---- B7 -------------------------------------------------------------------------------------- */
 
 static int registered(psdb_device *dev)
 {
@@ -294,8 +293,7 @@ START_TEST(test_device__B7_missing_or_corrupt_psdb_is_absent)
 }
 END_TEST
 
-/* ---- J -----------------------------------------------------------------------------------------
- */
+/* ---- J --------------------------------------------------------------------------------------- */
 
 START_TEST(test_device__J1_miss_compiles_into_the_local_cache_not_the_psdb)
 {
@@ -512,8 +510,7 @@ START_TEST(test_device__F5_corruption_found_at_lookup_is_a_miss)
 }
 END_TEST
 
-/* ---- K -----------------------------------------------------------------------------------------
- */
+/* ---- K --------------------------------------------------------------------------------------- */
 
 START_TEST(test_device__K1_statistics_per_category)
 {
@@ -602,8 +599,7 @@ START_TEST(test_device__K1_statistics_per_category)
 }
 END_TEST
 
-/* ---- capture -----------------------------------------------------------------------------------
- */
+/* ---- capture --------------------------------------------------------------------------------- */
 
 static int count_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
                        size_t desc_size, void *ctx)

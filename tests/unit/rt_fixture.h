@@ -252,8 +252,7 @@ RT_FN psdb_session *rt_open(psdb_device *dev, const char *path)
     return s;
 }
 
-/* ---- lookup recorder ---------------------------------------------------------------------------
- */
+/* ---- lookup recorder ------------------------------------------------------------------------- */
 #define RT_MAX_EVENTS 4096
 
 typedef struct rt_event {

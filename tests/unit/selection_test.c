@@ -102,8 +102,7 @@ static psdb_session *implicit_session(world *w)
 
 static const psdb_session_subobject null_none = {NULL, PSDB_SESSION_FLAG_NONE};
 
-/* ---- E -----------------------------------------------------------------------------------------
- */
+/* ---- E --------------------------------------------------------------------------------------- */
 
 START_TEST(test_selection__E1_no_explicit_default_initially)
 {
@@ -266,8 +265,7 @@ START_TEST(test_selection__E8_default_belongs_to_one_device)
 }
 END_TEST
 
-/* ---- F -----------------------------------------------------------------------------------------
- */
+/* ---- F --------------------------------------------------------------------------------------- */
 
 START_TEST(test_selection__F1_per_object_session_wins_with_its_flags)
 {
@@ -441,8 +439,7 @@ START_TEST(test_selection__F7_one_selection_covers_every_query)
 }
 END_TEST
 
-/* ---- G -----------------------------------------------------------------------------------------
- */
+/* ---- G --------------------------------------------------------------------------------------- */
 
 START_TEST(test_selection__G1_compute_graphics_and_streams_select)
 {
@@ -605,8 +602,7 @@ START_TEST(test_selection__G4_referenced_collections_keep_their_psdb)
 }
 END_TEST
 
-/* ---- I -----------------------------------------------------------------------------------------
- */
+/* ---- I --------------------------------------------------------------------------------------- */
 
 START_TEST(test_selection__I1_device_holds_default_until_replaced_or_destroyed)
 {
@@ -808,8 +804,7 @@ START_TEST(test_selection__I6_replacing_releases_only_the_device_reference)
 }
 END_TEST
 
-/* ---- the seed's samples ------------------------------------------------------------------------
- */
+/* ---- the seed's samples ---------------------------------------------------------------------- */
 
 /* "Set and Clear the Device Default", line by line (with and without registration). */
 static void sample_one(int with_implicit)
