@@ -656,6 +656,58 @@ START_TEST(test_device__capture_records_every_creation_description)
 }
 END_TEST
 
+static void message_sink(uint32_t severity, uint32_t id, const char *text, void *ctx)
+{
+    (void)severity;
+    (void)id;
+    (void)text;
+    (*(int *)ctx)++;
+}
+
+START_TEST(test_device__null_arguments_are_refused)
+{
+    psdb_device_desc d = base_desc();
+    psdb_device *dev = NULL;
+    ck_assert_hr(psdb_device_create(&d, &dev), PSDB_S_OK);
+    psdb_creation_info info;
+    psdb_session *s = NULL;
+    psdb_state_object *so = NULL;
+    rt_state_object sd;
+    rt_state_object_init(&sd, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 0, NULL, NULL);
+    ck_assert_hr(psdb_device_set_lookup_callback(NULL, NULL, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_device_set_message_callback(NULL, NULL, NULL), PSDB_E_INVALIDARG);
+    int messages = 0;
+    ck_assert_hr(psdb_device_set_message_callback(dev, message_sink, &messages), PSDB_S_OK);
+    ck_assert_hr(psdb_device_set_message_callback(dev, NULL, NULL), PSDB_S_OK);
+    ck_assert_hr(psdb_device_open_session(dev, NULL, &s), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_device_create_cache_session(dev, NULL, &s), PSDB_E_INVALIDARG);
+    psdb_cache_session_desc cd = {.mode = PSDB_CACHE_MODE_MEMORY};
+    ck_assert_hr(psdb_device_create_cache_session(NULL, &cd, &s), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_device_create_cache_session(dev, &cd, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_device_create_state_object(NULL, &sd.desc, &so), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_device_create_state_object(dev, NULL, &so), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_device_create_state_object(dev, &sd.desc, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_device_add_to_state_object(dev, NULL, NULL, &so), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_pipeline_get_creation_info(NULL, &info), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_state_object_get_creation_info(NULL, &info), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_state_object_find_value(NULL, "k", 1, 0, NULL, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_session_on_destroy(NULL, NULL, NULL), PSDB_E_INVALIDARG);
+    /* Two PSDB subobjects in one state object. */
+    psdb_session_subobject none = {NULL, 0};
+    rt_state_object_init(&sd, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 0, &none, NULL);
+    sd.sub[sd.desc.num_subobjects++] = (psdb_state_subobject){PSDB_SUBOBJECT_PSDB, &none};
+    ck_assert_hr(psdb_device_create_state_object(dev, &sd.desc, &so), PSDB_E_INVALIDARG);
+    ck_assert_ptr_null(so);
+    psdb_pipeline_release(NULL);
+    psdb_pipeline_addref(NULL);
+    psdb_state_object_release(NULL);
+    psdb_session_release(NULL);
+    ck_assert_uint_eq(psdb_device_get_local_compile_count(NULL), 0);
+    ck_assert_int_eq(messages, 0);
+    psdb_device_release(dev);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("device");
@@ -672,6 +724,7 @@ int main(void)
     tcase_add_test(tc, test_device__F5_corruption_found_at_lookup_is_a_miss);
     tcase_add_test(tc, test_device__K1_statistics_per_category);
     tcase_add_test(tc, test_device__capture_records_every_creation_description);
+    tcase_add_test(tc, test_device__null_arguments_are_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
