@@ -43,12 +43,12 @@ static int collect(const psdb_registry_entry *e, void *ctx)
                            e->installer ? e->installer : "", "components");
         if (!l->app || json_array_append_new(l->apps, l->app) != 0) {
             l->failed = 1;
-            return 1;
+            goto cleanup;
         }
         l->comp = NULL;
     }
     if (!e->component)
-        return 0;
+        goto cleanup;
     const char *cname = l->comp ? json_string_value(json_object_get(l->comp, "name")) : NULL;
     if (!cname || strcmp(cname, e->component) != 0) {
         l->comp = json_pack("{s:s, s:o, s:[]}", "name", e->component, "sodb_path",
@@ -56,17 +56,16 @@ static int collect(const psdb_registry_entry *e, void *ctx)
         if (!l->comp ||
             json_array_append_new(json_object_get(l->app, "components"), l->comp) != 0) {
             l->failed = 1;
-            return 1;
+            goto cleanup;
         }
     }
     if (e->adapter_family) {
         json_t *p = json_pack("{s:s, s:s}", "family", e->adapter_family, "path", e->psdb_path);
-        if (!p || json_array_append_new(json_object_get(l->comp, "psdbs"), p) != 0) {
+        if (!p || json_array_append_new(json_object_get(l->comp, "psdbs"), p) != 0)
             l->failed = 1;
-            return 1;
-        }
     }
-    return 0;
+cleanup:
+    return l->failed; /* non-zero stops the walk */
 }
 
 static void print_text(json_t *apps)
