@@ -424,6 +424,10 @@ psdb_hr psdb__cache_store_value(psdb_session *s, const void *key, size_t key_siz
                  : PSDB_E_CACHE_HASH_COLLISION;
         goto cleanup;
     }
+    if (key_size > INT_MAX || value_size > INT_MAX - key_size) {
+        hr = PSDB_E_CACHE_FULL; /* larger than any store may hold (and than SQLite binds) */
+        goto cleanup;
+    }
     size_t add = key_size + value_size;
     int full = st->mode == PSDB_CACHE_MODE_MEMORY
                    ? (st->count + 1 > st->max_entries || st->bytes + add > st->max_bytes)
