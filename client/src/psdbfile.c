@@ -64,7 +64,7 @@ const char psdb__psdb_schema_sql[] =
     "    content_digest   BLOB NOT NULL CHECK (length(content_digest) = 32)\n"
     ");\n"
     "\n"
-    "-- Distinct value bytes, stored once, numbered 1..N in SHA-256 order.\n"
+    "-- Distinct value bytes, stored once, numbered 1..N in order of first use.\n"
     "CREATE TABLE blobs (\n"
     "    id     INTEGER PRIMARY KEY,\n"
     "    sha256 BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),\n"
@@ -387,6 +387,20 @@ static void conn_close(conn *c)
     free(c);
 }
 
+static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
+{
+    int rc = sqlite3_open_v2(f->uri, db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
+        return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
+    }
+    /* The file is untrusted input: no functions with side effects from its schema. */
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    return PSDB_S_OK;
+}
+
 static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -398,17 +412,8 @@ static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    rc = sqlite3_open_v2(f->uri, &c->db,
-                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        hr = c->db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
-        set_msg(msg, msg_size, "sqlite3_open_v2: %s",
-                c->db ? sqlite3_errmsg(c->db) : "out of memory");
+    if ((hr = db_open(f, &c->db, msg, msg_size)) < 0)
         goto cleanup;
-    }
-    /* The file is untrusted input: no functions with side effects from its schema. */
-    sqlite3_db_config(c->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
-    sqlite3_db_config(c->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
     rc = sqlite3_prepare_v3(c->db, key_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->key_st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v3(c->db, blob_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->blob_st, NULL);
@@ -1237,9 +1242,12 @@ static const char stage_sql[] =
     " value_key BLOB NOT NULL, PRIMARY KEY (group_key, idx)) WITHOUT ROWID;"
     "BEGIN;";
 
-/* Copies the staged content into the final tables in sorted order. */
+/* Copies the staged content into the final tables in sorted order. Blobs are numbered in the order
+ * of their first use by (key, type), so the object code and metadata of one key sit side by side
+ * (a runtime fetches them one after the other); OR IGNORE keeps the first use of shared bytes. */
 static const char copy_sql[] =
-    "INSERT INTO main.blobs (sha256, data) SELECT sha256, data FROM stage.blobs ORDER BY sha256;"
+    "INSERT OR IGNORE INTO main.blobs (sha256, data) SELECT b.sha256, b.data FROM stage.vals v"
+    " JOIN stage.blobs b ON b.sha256 = v.sha256 ORDER BY v.key, v.type;"
     "INSERT INTO main.value_entries (key, type, blob_id, size)"
     " SELECT v.key, v.type, b.id, length(b.data)"
     " FROM stage.vals v JOIN main.blobs b ON b.sha256 = v.sha256 ORDER BY v.key, v.type;"
