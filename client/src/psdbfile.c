@@ -100,7 +100,8 @@ const char psdb__psdb_schema_sql[] =
 /* SQLite's default SQLITE_MAX_LENGTH: no blob or key may be longer. */
 #define MAX_ITEM_SIZE 1000000000u
 
-/* ---- Shared helpers ------------------------------------------------------------------------------ */
+/* ---- Shared helpers
+ * ------------------------------------------------------------------------------ */
 
 static void set_msg(char *msg, size_t msg_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -332,7 +333,8 @@ cleanup:
     return hr;
 }
 
-/* ---- Reading ------------------------------------------------------------------------------------- */
+/* ---- Reading
+ * ------------------------------------------------------------------------------------- */
 
 /* Every type of one key in one index range scan: a runtime asks for the size, then the object
  * code, then the metadata of the same key, and the last two then cost one blob seek each. */
@@ -605,7 +607,8 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
                 hr = PSDB_E_CACHE_CORRUPT;
                 if (wt && gt && strcmp(wt, gt) != 0)
                     set_msg(msg, msg_size, "schema differs: table %s %s",
-                            strcmp(wt, gt) < 0 ? wt : gt, strcmp(wt, gt) < 0 ? "missing" : "unexpected");
+                            strcmp(wt, gt) < 0 ? wt : gt,
+                            strcmp(wt, gt) < 0 ? "missing" : "unexpected");
                 else
                     set_msg(msg, msg_size, "schema differs: table %s, column %s", wt ? wt : "?",
                             (const char *)sqlite3_column_text(want, 2));
@@ -1172,8 +1175,9 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         uint8_t got[32];
         sqlite3_int64 id = sqlite3_column_int64(st, 0);
-        if (sqlite3_column_type(st, 1) != SQLITE_BLOB || sqlite3_column_type(st, 2) != SQLITE_BLOB ||
-            sqlite3_column_bytes(st, 1) != 32 || sqlite3_column_bytes(st, 2) == 0) {
+        if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+            sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32 ||
+            sqlite3_column_bytes(st, 2) == 0) {
             hr = PSDB_E_CACHE_CORRUPT;
             set_msg(msg, msg_size, "blob %lld: malformed row", (long long)id);
             goto cleanup;
@@ -1228,7 +1232,8 @@ cleanup:
     return hr;
 }
 
-/* ---- Writing ------------------------------------------------------------------------------------- */
+/* ---- Writing
+ * ------------------------------------------------------------------------------------- */
 
 /* The staging tables, in a private temporary database: unsorted puts land here. */
 static const char stage_sql[] =
@@ -1400,8 +1405,8 @@ static int step_reset(sqlite3_stmt *st)
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size,
-                              uint32_t value_type, const void *value, size_t value_size)
+psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size, uint32_t value_type,
+                              const void *value, size_t value_size)
 {
     psdb_hr hr = PSDB_S_OK;
     uint8_t digest[32];
@@ -1609,8 +1614,7 @@ psdb_hr psdb_writer_finish(psdb_writer *w)
         goto sqlite_fail;
     sqlite3_finalize(st);
     st = NULL;
-    if ((rc = sqlite3_exec(w->db, "COMMIT; DETACH DATABASE stage;", NULL, NULL, NULL)) !=
-        SQLITE_OK)
+    if ((rc = sqlite3_exec(w->db, "COMMIT; DETACH DATABASE stage;", NULL, NULL, NULL)) != SQLITE_OK)
         goto sqlite_fail;
     rc = sqlite3_close(w->db);
     w->db = NULL;

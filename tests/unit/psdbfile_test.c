@@ -72,14 +72,17 @@ static size_t sample_value(int i, uint32_t t, uint8_t *buf)
     size_t n = t == PSDB_VALUE_OBJECT_CODE ? 1000 + (size_t)src : 40 + (size_t)(i % 7);
     for (size_t j = 0; j < n; j++)
         buf[j] = (uint8_t)(t == PSDB_VALUE_OBJECT_CODE ? (src * 31 + (int)j * 7) : (i + (int)j));
-    if (t == PSDB_VALUE_OBJECT_CODE)
-        snprintf((char *)buf, 16, "OBJ%03d-CODE", src);
+    if (t == PSDB_VALUE_OBJECT_CODE) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "OBJ%03d-CODE", src % 1000);
+        memcpy(buf, tag, 11);
+    }
     return n;
 }
 
 static void sample_key(int i, char key[8])
 {
-    snprintf(key, 8, "k%03d", i);
+    snprintf(key, 8, "k%03d", i % 1000);
 }
 
 /* Writes the sample content, in forward (order 0) or a shuffled (order 1) put order. */
@@ -196,7 +199,8 @@ START_TEST(test_psdbfile__C1_identical_blobs_stored_once)
     for (int i = 0; i < 10; i++) {
         char key[8];
         sample_key(i, key);
-        ck_assert_hr(psdb_writer_put_value(w, key, 4, PSDB_VALUE_OBJECT_CODE, "same", 4), PSDB_S_OK);
+        ck_assert_hr(psdb_writer_put_value(w, key, 4, PSDB_VALUE_OBJECT_CODE, "same", 4),
+                     PSDB_S_OK);
         ck_assert_hr(psdb_writer_put_value(w, key, 4, PSDB_VALUE_DEBUG_PDB, "same", 4), PSDB_S_OK);
     }
     ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
@@ -801,8 +805,7 @@ START_TEST(test_psdbfile__C4_same_content_any_order_same_bytes)
 }
 END_TEST
 
-static void digest_of_one(const char *path, const char *family, uint64_t version,
-                          uint8_t out[32])
+static void digest_of_one(const char *path, const char *family, uint64_t version, uint8_t out[32])
 {
     psdb_writer *w = NULL;
     psdb_file *f = NULL;
@@ -931,7 +934,8 @@ START_TEST(test_psdbfile__C2_tool_inspect_and_verify)
 }
 END_TEST
 
-/* ---- Replay of the fuzz corpus: every file opens or fails cleanly ----------------------------- */
+/* ---- Replay of the fuzz corpus: every file opens or fails cleanly -----------------------------
+ */
 
 static void exercise(const char *path)
 {
@@ -986,6 +990,15 @@ START_TEST(test_psdbfile__C2_corpus_replays_cleanly)
     }
     closedir(d);
     ck_assert_int_gt(count, 3);
+    /* The valid seed must stay valid: a schema change regenerates the corpus (PSDB_WRITE_CORPUS).
+     */
+    psdb_file *f = NULL;
+    char msg[256];
+    ck_assert_hr(psdb__file_open_msg(PSDB_TEST_DATA "/../fuzz/corpus/psdbfile/valid_tiny.psdb",
+                                     NULL, &f, msg, sizeof(msg)),
+                 PSDB_S_OK);
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_S_OK);
+    psdb_file_release(f);
 }
 END_TEST
 
