@@ -680,22 +680,35 @@ END_TEST
 
 START_TEST(test_psdbfile__C2_verify_finds_broken_references)
 {
-    const char *edits[] = {
-        "INSERT INTO group_members VALUES (CAST('group-00' AS BLOB), 2, CAST('zzz' AS BLOB));",
-        "DELETE FROM group_members WHERE idx = 0 AND group_key = CAST('group-03' AS BLOB);",
-        "UPDATE header SET num_values = num_values - 1;",
-        "UPDATE header SET compiler_version = 99;",
-        "UPDATE value_groups SET version = 5 WHERE key = CAST('group-01' AS BLOB);",
+    static const struct {
+        const char *sql, *want;
+    } edits[] = {
+        {"INSERT INTO group_members VALUES (CAST('group-00' AS BLOB), 2, CAST('zzz' AS BLOB));",
+         "missing value key"},
+        {"DELETE FROM group_members WHERE idx = 0 AND group_key = CAST('group-03' AS BLOB);",
+         "indexes"},
+        {"UPDATE header SET num_values = num_values - 1;", "counts"},
+        {"UPDATE header SET compiler_version = 99;", "content digest"},
+        {"UPDATE value_groups SET version = 5 WHERE key = CAST('group-01' AS BLOB);",
+         "content digest"},
+        {"INSERT INTO blobs (sha256, data) VALUES "
+         "(x'4bf5122f344554c53bde2ebb8cd2b7e3d1600ad631c385a5d7cce23c7785459a', x'01');",
+         "not referenced"},
+        {"UPDATE value_entries SET size = size + 1 WHERE key = CAST('k007' AS BLOB) AND type = 1;",
+         "size"},
+        {"INSERT INTO group_members VALUES (CAST('nogroup' AS BLOB), 0, CAST('k001' AS BLOB));",
+         "no group"},
     };
     for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
         char *p = sample_file("refs.psdb");
         psdb_file *f = NULL;
         char msg[256];
-        exec_sql(p, edits[i]);
+        exec_sql(p, edits[i].sql);
         ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
         ck_assert_msg(psdb_file_verify(f, msg, sizeof(msg)) == PSDB_E_CACHE_CORRUPT, "%s",
-                      edits[i]);
-        ck_assert_msg(strlen(msg) > 0 && !strchr(msg, '\n'), "%s", msg);
+                      edits[i].sql);
+        ck_assert_msg(strstr(msg, edits[i].want) && !strchr(msg, '\n'), "%s: %s", edits[i].sql,
+                      msg);
         psdb_file_release(f);
         free(p);
     }
