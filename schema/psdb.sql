@@ -25,7 +25,7 @@ CREATE TABLE header (
     content_digest   BLOB NOT NULL CHECK (length(content_digest) = 32)
 );
 
--- Distinct value bytes, stored once, numbered 1..N in SHA-256 order.
+-- Distinct value bytes, stored once, numbered 1..N in order of first use.
 CREATE TABLE blobs (
     id     INTEGER PRIMARY KEY,
     sha256 BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),

@@ -6,7 +6,11 @@
  * threads at once; one SQLite connection cannot run two statements concurrently, so the file keeps
  * a pool of read connections, each with its own prepared statements and SHA-256 context. A lookup
  * pops one from a free list under a mutex held for a few instructions, runs, and pushes it back;
- * the pool grows to the peak number of concurrent lookups.
+ * the pool grows to the peak number of concurrent lookups. A runtime asks for the size, then the
+ * object code, then the metadata of one key: the first query reads every type of the key in one
+ * index range scan and the connection keeps it, so the two fetches that follow seek blob rows only
+ * (blobs are numbered so that one key's blobs are neighbours). Mapped I/O is off on purpose: a
+ * file truncated under a reader must give a short read (PSDB_E_CACHE_CORRUPT), not SIGBUS.
  *
  * Every data fetch checks the blob's bytes against its stored SHA-256 the first time that blob is
  * fetched through this psdb_file; a per-blob flag then skips the hash (the file is immutable, and a
@@ -64,7 +68,7 @@ const char psdb__psdb_schema_sql[] =
     "    content_digest   BLOB NOT NULL CHECK (length(content_digest) = 32)\n"
     ");\n"
     "\n"
-    "-- Distinct value bytes, stored once, numbered 1..N in SHA-256 order.\n"
+    "-- Distinct value bytes, stored once, numbered 1..N in order of first use.\n"
     "CREATE TABLE blobs (\n"
     "    id     INTEGER PRIMARY KEY,\n"
     "    sha256 BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),\n"
@@ -100,7 +104,8 @@ const char psdb__psdb_schema_sql[] =
 /* SQLite's default SQLITE_MAX_LENGTH: no blob or key may be longer. */
 #define MAX_ITEM_SIZE 1000000000u
 
-/* ---- Shared helpers ------------------------------------------------------------------------------ */
+/* ---- Shared helpers
+ * ------------------------------------------------------------------------------ */
 
 static void set_msg(char *msg, size_t msg_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -332,7 +337,8 @@ cleanup:
     return hr;
 }
 
-/* ---- Reading ------------------------------------------------------------------------------------- */
+/* ---- Reading
+ * ------------------------------------------------------------------------------------- */
 
 /* Every type of one key in one index range scan: a runtime asks for the size, then the object
  * code, then the metadata of the same key, and the last two then cost one blob seek each. */
@@ -387,6 +393,20 @@ static void conn_close(conn *c)
     free(c);
 }
 
+static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
+{
+    int rc = sqlite3_open_v2(f->uri, db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
+        return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
+    }
+    /* The file is untrusted input: no functions with side effects from its schema. */
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    return PSDB_S_OK;
+}
+
 static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -398,17 +418,8 @@ static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    rc = sqlite3_open_v2(f->uri, &c->db,
-                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        hr = c->db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
-        set_msg(msg, msg_size, "sqlite3_open_v2: %s",
-                c->db ? sqlite3_errmsg(c->db) : "out of memory");
+    if ((hr = db_open(f, &c->db, msg, msg_size)) < 0)
         goto cleanup;
-    }
-    /* The file is untrusted input: no functions with side effects from its schema. */
-    sqlite3_db_config(c->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
-    sqlite3_db_config(c->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
     rc = sqlite3_prepare_v3(c->db, key_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->key_st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v3(c->db, blob_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->blob_st, NULL);
@@ -600,7 +611,8 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
                 hr = PSDB_E_CACHE_CORRUPT;
                 if (wt && gt && strcmp(wt, gt) != 0)
                     set_msg(msg, msg_size, "schema differs: table %s %s",
-                            strcmp(wt, gt) < 0 ? wt : gt, strcmp(wt, gt) < 0 ? "missing" : "unexpected");
+                            strcmp(wt, gt) < 0 ? wt : gt,
+                            strcmp(wt, gt) < 0 ? "missing" : "unexpected");
                 else
                     set_msg(msg, msg_size, "schema differs: table %s, column %s", wt ? wt : "?",
                             (const char *)sqlite3_column_text(want, 2));
@@ -1107,8 +1119,10 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
         {"SELECT 1 FROM value_entries v JOIN blobs b ON b.id = v.blob_id "
          "WHERE typeof(v.size) != 'integer' OR v.size != length(b.data)",
          "a value's size differs from its blob's"},
-        {"SELECT 1 FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM value_entries v "
-         "WHERE v.blob_id = b.id)",
+        /* With no dangling blob_id (checked above), counts suffice; value_entries has no index
+         * on blob_id, so a NOT EXISTS per blob would be quadratic. */
+        {"SELECT 1 WHERE (SELECT count(DISTINCT blob_id) FROM value_entries) != "
+         "(SELECT count(*) FROM blobs)",
          "a blob is not referenced by any value"},
         {"SELECT 1 FROM value_groups WHERE typeof(key) != 'blob' OR length(key) = 0 "
          "OR typeof(version) != 'integer'",
@@ -1167,8 +1181,9 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         uint8_t got[32];
         sqlite3_int64 id = sqlite3_column_int64(st, 0);
-        if (sqlite3_column_type(st, 1) != SQLITE_BLOB || sqlite3_column_type(st, 2) != SQLITE_BLOB ||
-            sqlite3_column_bytes(st, 1) != 32 || sqlite3_column_bytes(st, 2) == 0) {
+        if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+            sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32 ||
+            sqlite3_column_bytes(st, 2) == 0) {
             hr = PSDB_E_CACHE_CORRUPT;
             set_msg(msg, msg_size, "blob %lld: malformed row", (long long)id);
             goto cleanup;
@@ -1223,7 +1238,8 @@ cleanup:
     return hr;
 }
 
-/* ---- Writing ------------------------------------------------------------------------------------- */
+/* ---- Writing
+ * ------------------------------------------------------------------------------------- */
 
 /* The staging tables, in a private temporary database: unsorted puts land here. */
 static const char stage_sql[] =
@@ -1237,9 +1253,12 @@ static const char stage_sql[] =
     " value_key BLOB NOT NULL, PRIMARY KEY (group_key, idx)) WITHOUT ROWID;"
     "BEGIN;";
 
-/* Copies the staged content into the final tables in sorted order. */
+/* Copies the staged content into the final tables in sorted order. Blobs are numbered in the order
+ * of their first use by (key, type), so the object code and metadata of one key sit side by side
+ * (a runtime fetches them one after the other); OR IGNORE keeps the first use of shared bytes. */
 static const char copy_sql[] =
-    "INSERT INTO main.blobs (sha256, data) SELECT sha256, data FROM stage.blobs ORDER BY sha256;"
+    "INSERT OR IGNORE INTO main.blobs (sha256, data) SELECT b.sha256, b.data FROM stage.vals v"
+    " JOIN stage.blobs b ON b.sha256 = v.sha256 ORDER BY v.key, v.type;"
     "INSERT INTO main.value_entries (key, type, blob_id, size)"
     " SELECT v.key, v.type, b.id, length(b.data)"
     " FROM stage.vals v JOIN main.blobs b ON b.sha256 = v.sha256 ORDER BY v.key, v.type;"
@@ -1392,8 +1411,8 @@ static int step_reset(sqlite3_stmt *st)
     return rc == SQLITE_ROW ? SQLITE_DONE : rc;
 }
 
-psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size,
-                              uint32_t value_type, const void *value, size_t value_size)
+psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size, uint32_t value_type,
+                              const void *value, size_t value_size)
 {
     psdb_hr hr = PSDB_S_OK;
     uint8_t digest[32];
@@ -1601,8 +1620,7 @@ psdb_hr psdb_writer_finish(psdb_writer *w)
         goto sqlite_fail;
     sqlite3_finalize(st);
     st = NULL;
-    if ((rc = sqlite3_exec(w->db, "COMMIT; DETACH DATABASE stage;", NULL, NULL, NULL)) !=
-        SQLITE_OK)
+    if ((rc = sqlite3_exec(w->db, "COMMIT; DETACH DATABASE stage;", NULL, NULL, NULL)) != SQLITE_OK)
         goto sqlite_fail;
     rc = sqlite3_close(w->db);
     w->db = NULL;

@@ -25,33 +25,48 @@ static json_t *json_str_or_null(const char *s)
 
 static int print_json(const char *path, const psdb_file_info *info)
 {
-    char v1[24], v2[24], v3[24], v4[24], uuid[37], digest[65];
-    json_t *root = NULL;
-    int rc = 1;
+    char v[4][24], uuid[37], digest[65];
+    const psdb_app_desc *d = &info->identity.desc;
+    json_t *root = json_object(), *app = json_object(), *target = json_object();
+    int rc = 1, bad = 0;
 
-    psdb__hex(info->content_digest, 32, digest);
-    root = json_pack(
-        "{s:s, s:s, s:{s:o, s:o, s:s, s:o, s:s, s:s}, s:{s:s, s:o, s:s, s:s}, s:o, s:o, s:o, "
-        "s:o, s:s}",
-        "kind", "psdb", "path", path, "app", "name", json_str_or_null(info->identity.desc.name),
-        "exe_filename", json_str_or_null(info->identity.desc.exe_filename), "version",
-        tool_format_version(info->identity.desc.version, v1, sizeof(v1)), "engine_name",
-        json_str_or_null(info->identity.desc.engine_name), "engine_version",
-        tool_format_version(info->identity.desc.engine_version, v2, sizeof(v2)), "app_id",
-        tool_format_uuid(info->identity.app_id, uuid, sizeof(uuid)), "target", "family",
-        info->target.family, "abi_version", json_u64(info->target.abi_version),
-        "compiler_version", tool_format_version(info->target.compiler_version, v3, sizeof(v3)),
-        "profile_version", tool_format_version(info->target.profile_version, v4, sizeof(v4)),
-        "num_values", json_u64(info->num_values), "num_groups", json_u64(info->num_groups),
-        "num_blobs", json_u64(info->num_blobs), "blob_bytes", json_u64(info->blob_bytes),
-        "content_digest", digest);
-    if (!root)
+    if (!root || !app || !target)
         goto cleanup;
-    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0)
+    psdb__hex(info->content_digest, 32, digest);
+    bad |= json_object_set_new(app, "name", json_str_or_null(d->name));
+    bad |= json_object_set_new(app, "exe_filename", json_str_or_null(d->exe_filename));
+    bad |= json_object_set_new(app, "version",
+                               json_string(tool_format_version(d->version, v[0], sizeof(v[0]))));
+    bad |= json_object_set_new(app, "engine_name", json_str_or_null(d->engine_name));
+    bad |= json_object_set_new(
+        app, "engine_version",
+        json_string(tool_format_version(d->engine_version, v[1], sizeof(v[1]))));
+    bad |= json_object_set_new(
+        app, "app_id", json_string(tool_format_uuid(info->identity.app_id, uuid, sizeof(uuid))));
+    bad |= json_object_set_new(target, "family", json_string(info->target.family));
+    bad |= json_object_set_new(target, "abi_version", json_u64(info->target.abi_version));
+    bad |= json_object_set_new(
+        target, "compiler_version",
+        json_string(tool_format_version(info->target.compiler_version, v[2], sizeof(v[2]))));
+    bad |= json_object_set_new(
+        target, "profile_version",
+        json_string(tool_format_version(info->target.profile_version, v[3], sizeof(v[3]))));
+    bad |= json_object_set_new(root, "kind", json_string("psdb"));
+    bad |= json_object_set_new(root, "path", json_string(path));
+    bad |= json_object_set(root, "app", app);
+    bad |= json_object_set(root, "target", target);
+    bad |= json_object_set_new(root, "num_values", json_u64(info->num_values));
+    bad |= json_object_set_new(root, "num_groups", json_u64(info->num_groups));
+    bad |= json_object_set_new(root, "num_blobs", json_u64(info->num_blobs));
+    bad |= json_object_set_new(root, "blob_bytes", json_u64(info->blob_bytes));
+    bad |= json_object_set_new(root, "content_digest", json_string(digest));
+    if (bad || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER))
         goto cleanup;
     fputc('\n', stdout);
     rc = 0;
 cleanup:
+    json_decref(app);
+    json_decref(target);
     json_decref(root);
     return rc;
 }

@@ -67,7 +67,8 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* ---- The in-memory baseline: open addressing, linear probing ---------------------------------- */
+/* ---- The in-memory baseline: open addressing, linear probing ----------------------------------
+ */
 
 typedef struct slot {
     uint8_t key[KEY_SIZE];
@@ -121,7 +122,8 @@ static int table_lookup(table *t, const uint8_t *key, uint32_t type, void *value
     return 0;
 }
 
-/* ---- One size ------------------------------------------------------------------------------------ */
+/* ---- One size
+ * ------------------------------------------------------------------------------------ */
 
 static volatile size_t sink;
 

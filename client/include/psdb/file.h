@@ -54,10 +54,13 @@ PSDB_API psdb_hr psdb_file_get_info(psdb_file *f, psdb_file_info *out);
 /* Looks up one value type of one key (MODEL C3). With value NULL, *value_size receives the size
  * (S_OK). With a buffer, *value_size in is its capacity: too small -> PSDB_E_MORE_DATA with the
  * needed size written back and the buffer untouched; else the bytes are copied and *value_size
- * set. Absent key, or key without that type -> PSDB_E_NOT_FOUND. A value whose blob is missing or
- * malformed -> PSDB_E_CACHE_CORRUPT (size and data queries). A data fetch checks the blob's bytes
- * against its stored SHA-256 the first time that blob is fetched through this psdb_file (a
- * per-blob flag skips the hash afterwards): a mismatch -> PSDB_E_CACHE_CORRUPT and nothing copied.
+ * set. Absent key, or key without that type -> PSDB_E_NOT_FOUND. A malformed value row ->
+ * PSDB_E_CACHE_CORRUPT. A size query reads the value's row only (its recorded size); a data fetch
+ * also reads the blob: missing, malformed or of another size -> PSDB_E_CACHE_CORRUPT. The blob's
+ * bytes are checked against its stored SHA-256 the first time that blob is fetched through this
+ * psdb_file (a per-blob flag skips the hash afterwards, the file being immutable): a mismatch ->
+ * PSDB_E_CACHE_CORRUPT and nothing copied. Consecutive lookups of one key from one thread reuse
+ * that key's row (a runtime asks for size, object code, then metadata).
  * PSDB_E_INVALIDARG: f, key or value_size NULL, key_size 0, value_type >= PSDB_VALUE_TYPE_COUNT.
  * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Thread-safe; lookups do not serialize. */
 PSDB_API psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size,
