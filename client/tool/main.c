@@ -13,6 +13,8 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"version", cmd_version, "print the library version"},
+    {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
+    {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
 };
 
 static void usage(FILE *f)
