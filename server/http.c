@@ -400,8 +400,6 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         ret = reply_index_error(c, r, rc);
         goto cleanup;
     }
-    psdb_file_release(f);
-    f = NULL;
     /* The blob is durable under its final name before any index row can point at it. */
     if ((e = psdbd_store_commit(&srv->store, r->fd, r->tmp_path, rec.sha256)) != 0) {
         psdbd_log("publish: store blob %s: %s", rec.sha256, strerror(e));
@@ -1018,13 +1016,14 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
             {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, srv},
-            {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
             /* TLS entries last: cut off by MHD_OPTION_END when serving plain HTTP */
             {cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
             {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
             {MHD_OPTION_END, 0, NULL}};
-        srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_ARRAY,
-                                       ops, MHD_OPTION_END);
+        /* The logger goes first: MHD reports option errors through it. */
+        srv->daemon =
+            MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
+                             on_mhd_log, NULL, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
     }
     if (!srv->daemon) {
         snprintf(err, err_size, "cannot serve on %s (address in use, or bad settings; see above)",

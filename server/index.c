@@ -256,15 +256,20 @@ static json_t *manifest_of(sqlite3_stmt *st)
     if (sqlite3_column_bytes(st, 6) == 16)
         memcpy(guid, sqlite3_column_blob(st, 6), 16);
     snprintf(url, sizeof(url), "/v1/blobs/%s", col_text(st, 12));
-    json_t *app = json_pack("{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
+    json_error_t jerr;
+    json_t *app = json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
                             "exe_filename", col_text(st, 2), "version", version_json(st, 3),
                             "engine_name", col_text(st, 4), "engine_version", version_json(st, 5),
                             "app_id", psdbd_format_uuid(guid, uuid, sizeof(uuid)));
-    json_t *target = json_pack(
+    if (!app)
+        psdbd_log("manifest app: %s", jerr.text);
+    json_t *target = json_pack_ex(&jerr, 0,
         "{s:s, s:I, s:o, s:o}", "family", col_text(st, 7), "abi_version",
         (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 8)), "compiler_version",
         version_json(st, 9), "profile_version", version_json(st, 10));
-    json_t *m = json_pack(
+    if (!target)
+        psdbd_log("manifest target: %s", jerr.text);
+    json_t *m = json_pack_ex(&jerr, 0,
         "{s:I, s:s, s:I, s:s, s:o, s:o, s:I, s:s, s:s, s:s, s:b}", "id",
         (json_int_t)sqlite3_column_int64(st, 0), "sha256", col_text(st, 12), "size",
         (json_int_t)sqlite3_column_int64(st, 13), "url", url, "app", app, "target", target,
@@ -272,8 +277,10 @@ static json_t *manifest_of(sqlite3_stmt *st)
         psdbd_format_time(sqlite3_column_int64(st, 16), when, sizeof(when)), "key_id",
         col_text(st, 14), "signature", col_text(st, 15), "retired",
         sqlite3_column_type(st, 17) != SQLITE_NULL);
-    if (!m)
+    if (!m) {
+        psdbd_log("manifest: %s", jerr.text);
         abort(); /* json_pack fails only on out-of-memory here: the daemon's OOM policy */
+    }
     if (sqlite3_column_type(st, 17) != SQLITE_NULL)
         json_object_set_new(m, "retired_at", json_string(psdbd_format_time(
                                                   sqlite3_column_int64(st, 17), when, sizeof(when))));
