@@ -13,6 +13,10 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"version", cmd_version, "print the library version"},
+    {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
+    {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
+    {"keygen", cmd_keygen, "create an Ed25519 publisher key pair"},
+    {"publish", cmd_publish, "sign a PSDB and upload it to psdbd"},
 };
 
 static void usage(FILE *f)

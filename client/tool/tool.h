@@ -15,6 +15,8 @@ int cmd_synth(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
+int cmd_publish(int argc, char **argv);
 
 /* Prints "psdb <cmd>: <message>" on stderr (one line). Returns 1 for `return tool_fail(...)`. */
 int tool_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

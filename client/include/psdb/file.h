@@ -27,18 +27,25 @@ typedef struct psdb_file_info {
     uint8_t content_digest[32]; /* SHA-256 over the logical content (schema/PSDB.md), MODEL C4 */
 } psdb_file_info;
 
-/* Opens a PSDB read-only (no locks taken, no journal written) and validates it (MODEL C2).
- * `adapter` NULL: no compatibility check (tools, the server). Otherwise checked in this order:
- *   PSDB_E_CACHE_CORRUPT          not a SQLite file, not a PSDB, unknown schema version, truncated,
- *                                 missing table or malformed header row;
- *   PSDB_E_ADAPTER_NOT_FOUND      adapter family differs;
+/* Opens a PSDB read-only and validates it (MODEL C2). A PSDB is never modified once written, so it
+ * is opened as an immutable SQLite database (URI parameter immutable=1): no locks taken, no journal
+ * or WAL looked for, nothing written. The file must not change while it is open.
+ * `adapter` NULL: no compatibility check (tools, the server). Statuses, checked in this order:
+ *   PSDB_E_INVALIDARG             path or out NULL, or adapter given with a NULL family;
+ *   PSDB_E_IO / PSDB_E_ACCESS     the file cannot be opened or is not a regular file;
+ *   PSDB_E_CACHE_CORRUPT          not a SQLite file, not a PSDB (application_id), schema version
+ *                                 (user_version) other than 1, truncated or trailing bytes,
+ *                                 missing / extra / altered table, malformed header row;
+ *   PSDB_E_ADAPTER_NOT_FOUND      adapter family differs (byte comparison);
  *   PSDB_E_DRIVER_VERSION_MISMATCH ABI outside [abi_min, abi_max] or top 32 bits of the
- *                                 application profile version differ;
- *   PSDB_E_INVALIDARG             path or out NULL;   PSDB_E_IO  the file cannot be opened;
+ *                                 application profile version differ (MODEL A3);
  *   PSDB_E_OUTOFMEMORY.
- * On success *out is the caller's, released with psdb_file_release(). A psdb_file may be used from
- * many threads at once: lookups from different threads do not wait for one another. */
+ * Blob bytes are not read here: damage inside a blob is reported by the lookup that meets it.
+ * On success *out is the caller's, released with psdb_file_release(); on failure *out is NULL.
+ * Thread safety: a psdb_file may be used from many threads at once. Each lookup borrows one of a
+ * pool of read connections, so lookups from different threads run in parallel. */
 PSDB_API psdb_hr psdb_file_open(const char *path, const psdb_adapter_desc *adapter, psdb_file **out);
+/* Closes the file and its connections. NULL is a no-op. No call on f may be running or follow. */
 PSDB_API void psdb_file_release(psdb_file *f);
 
 /* Fills *out (never fails on an open file; PSDB_E_INVALIDARG on NULL). */
@@ -46,35 +53,52 @@ PSDB_API psdb_hr psdb_file_get_info(psdb_file *f, psdb_file_info *out);
 
 /* Looks up one value type of one key (MODEL C3). With value NULL, *value_size receives the size
  * (S_OK). With a buffer, *value_size in is its capacity: too small -> PSDB_E_MORE_DATA with the
- * needed size written back; else the bytes are copied and *value_size set. Absent ->
- * PSDB_E_NOT_FOUND. A blob whose stored digest does not match its bytes -> PSDB_E_CACHE_CORRUPT.
- * Thread-safe. */
+ * needed size written back and the buffer untouched; else the bytes are copied and *value_size
+ * set. Absent key, or key without that type -> PSDB_E_NOT_FOUND. A value whose blob is missing or
+ * malformed -> PSDB_E_CACHE_CORRUPT (size and data queries). A data fetch checks the blob's bytes
+ * against its stored SHA-256 the first time that blob is fetched through this psdb_file (a
+ * per-blob flag skips the hash afterwards): a mismatch -> PSDB_E_CACHE_CORRUPT and nothing copied.
+ * PSDB_E_INVALIDARG: f, key or value_size NULL, key_size 0, value_type >= PSDB_VALUE_TYPE_COUNT.
+ * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Thread-safe; lookups do not serialize. */
 PSDB_API psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size,
                                       uint32_t value_type, void *value, size_t *value_size);
 
-/* Visits every group in key order: fn(group_key, key_size, version, num_values, ctx). A non-zero
- * return from fn stops the walk (S_FALSE). */
+/* Visits every group in key order (bytes compared unsigned, a prefix first): fn(group_key,
+ * key_size, version, num_values, ctx); key is borrowed for the call. A non-zero return from fn
+ * stops the walk (S_FALSE). S_OK after the last group; PSDB_E_INVALIDARG (f or fn NULL);
+ * PSDB_E_CACHE_CORRUPT (malformed group row); PSDB_E_IO; PSDB_E_OUTOFMEMORY. Thread-safe; fn may
+ * call lookups on f. */
 PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
                                          int (*fn)(const void *key, size_t key_size,
                                                    uint64_t version, uint32_t num_values,
                                                    void *ctx),
                                          void *ctx);
 
-/* Deep check: SQLite integrity, every blob's digest, every group's references, and the content
- * digest recomputed. S_OK or PSDB_E_CACHE_CORRUPT with a one-line reason in msg (may be NULL). */
+/* Deep check: SQLite integrity_check, every blob's SHA-256, every value's blob and type, no
+ * unreferenced blob, every group member's group and value key, member indexes 0..n-1, header
+ * counts, and the content digest recomputed. S_OK ("ok" in msg) or PSDB_E_CACHE_CORRUPT with a
+ * one-line reason in msg (msg may be NULL; truncated to msg_size). PSDB_E_INVALIDARG (f NULL),
+ * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 
 /* ---- Writing a PSDB ---------------------------------------------------------------------------- */
 
 /* Starts a new PSDB at `path` (written to path + ".tmp", renamed by psdb_writer_finish, so a crash
- * never leaves a half-written PSDB under `path`). identity and target are copied.
- * PSDB_E_INVALIDARG (NULL, empty family, family too long, reserved ABI 0 / UINT64_MAX),
- * PSDB_E_IO, PSDB_E_OUTOFMEMORY. */
+ * never leaves a half-written PSDB under `path`; an existing path.tmp is replaced). Puts are staged
+ * in a SQLite temporary file (SQLITE_TMPDIR / TMPDIR), not in memory. identity and target are
+ * copied. PSDB_E_INVALIDARG: NULL argument, identity without a name (or empty), engine_version
+ * non-zero without engine_name, family NULL / empty / >= PSDB_ADAPTER_FAMILY_MAX bytes, reserved
+ * ABI 0 or UINT64_MAX. PSDB_E_IO, PSDB_E_ACCESS, PSDB_E_OUTOFMEMORY.
+ * A psdb_writer is used by one thread at a time. After a failure other than the argument and
+ * duplicate statuses below, every later call returns that failure (only release remains). */
 PSDB_API psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
                                     const psdb_target *target, psdb_writer **out);
 
-/* Adds one value. The same (key, type) with identical bytes again -> S_FALSE; with other bytes ->
- * PSDB_E_CACHE_HASH_COLLISION. Identical blobs under different keys are stored once. */
+/* Adds one value (bytes copied). The same (key, type) with identical bytes again -> S_FALSE; with
+ * other bytes -> PSDB_E_CACHE_HASH_COLLISION. Identical blobs under different keys or types are
+ * stored once. PSDB_E_INVALIDARG: NULL w / key / value, key_size or value_size 0 or above 10^9
+ * (SQLite's length limit), value_type >= PSDB_VALUE_TYPE_COUNT, writer already finished.
+ * PSDB_E_DISK_FULL, PSDB_E_IO, PSDB_E_OUTOFMEMORY. */
 PSDB_API psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size,
                                        uint32_t value_type, const void *value, size_t value_size);
 
@@ -84,14 +108,21 @@ typedef struct psdb_value_ref {
     size_t key_size;
 } psdb_value_ref;
 
-/* Adds a group (one compiled object): group key + version -> value keys. The values must have
- * been put before. Same key + version again -> PSDB_E_ALREADY_EXISTS. */
+/* Adds a group (one compiled object): group key + version -> value keys, kept in the given order
+ * (num_values may be 0). Each value key must have been put before (any type), else
+ * PSDB_E_NOT_FOUND. A group key may appear once (ASD stores one version per group key): the same
+ * key again, whatever the version -> PSDB_E_ALREADY_EXISTS. PSDB_E_INVALIDARG: NULL w / group_key,
+ * key_size 0, values NULL with num_values > 0, a value key NULL or empty, writer finished.
+ * PSDB_E_DISK_FULL, PSDB_E_IO, PSDB_E_OUTOFMEMORY. Nothing is added on failure. */
 PSDB_API psdb_hr psdb_writer_put_group(psdb_writer *w, const void *group_key, size_t key_size,
                                        uint64_t version, uint32_t num_values,
                                        const psdb_value_ref *values);
 
-/* Writes the file deterministically (the same content gives the same bytes), fsyncs and renames it
- * into place. The writer stays valid only for psdb_writer_release(). */
+/* Writes the file deterministically (the same content, put in any order, gives the same bytes with
+ * the same SQLite version; the content digest is the same across versions), fsyncs it, renames it
+ * to path and fsyncs the directory. The writer stays valid only for psdb_writer_release().
+ * PSDB_E_INVALIDARG (NULL, already finished), PSDB_E_DISK_FULL, PSDB_E_IO, PSDB_E_ACCESS,
+ * PSDB_E_OUTOFMEMORY; on failure path is left as it was. */
 PSDB_API psdb_hr psdb_writer_finish(psdb_writer *w);
 
 /* Discards an unfinished writer (its temporary file is removed). NULL is a no-op. */

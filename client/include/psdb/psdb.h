@@ -13,5 +13,6 @@
 #include "file.h"
 #include "registry.h"
 #include "device.h"
+#include "sign.h"
 
 #endif

@@ -1,0 +1,1542 @@
+/* psdbfile.c - the PSDB file: a SQLite database of values and groups (schema/PSDB.md). */
+/*
+ * DESIGN
+ * A PSDB is written once and never modified, so readers open it with SQLite's immutable=1 URI
+ * parameter: no locks, no journal lookups, no change detection. Lookups come from many device
+ * threads at once; one SQLite connection cannot run two statements concurrently, so the file keeps
+ * a pool of read connections, each with its own prepared statements and SHA-256 context. A lookup
+ * pops one from a free list under a mutex held for a few instructions, runs, and pushes it back;
+ * the pool grows to the peak number of concurrent lookups.
+ *
+ * Every data fetch checks the blob's bytes against its stored SHA-256 the first time that blob is
+ * fetched through this psdb_file; a per-blob flag then skips the hash (the file is immutable, and a
+ * runtime fetches a given object's code once or a few times). psdb_file_verify hashes everything.
+ *
+ * The writer stages puts in a private temporary database (ATTACH ''), then at finish copies the
+ * staged rows into the final tables in sorted order inside one transaction. The same content thus
+ * gives the same sequence of SQLite operations, hence the same bytes, whatever the order of puts.
+ */
+#include "psdbfile_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "util.h"
+
+/* clang-format off */
+const char psdb__psdb_schema_sql[] =
+    "-- psdb.sql - PSDB schema version 1 (described in PSDB.md). The writer executes\n"
+    "-- this text verbatim on an empty file; readers compare the tables it creates\n"
+    "-- against the tables of the file they open.\n"
+    "PRAGMA page_size = 4096;\n"
+    "PRAGMA application_id = 1347634242; -- 0x50534442, 'PSDB'\n"
+    "PRAGMA user_version = 1;\n"
+    "\n"
+    "-- Exactly one row: who the PSDB is for, what it was compiled for, and derived counts.\n"
+    "CREATE TABLE header (\n"
+    "    id               INTEGER PRIMARY KEY CHECK (id = 1),\n"
+    "    exe_filename     TEXT,\n"
+    "    app_name         TEXT NOT NULL,\n"
+    "    app_version      INTEGER NOT NULL,\n"
+    "    engine_name      TEXT,\n"
+    "    engine_version   INTEGER NOT NULL,\n"
+    "    app_id           BLOB NOT NULL CHECK (length(app_id) = 16),\n"
+    "    family           TEXT NOT NULL,\n"
+    "    abi_version      INTEGER NOT NULL,\n"
+    "    compiler_version INTEGER NOT NULL,\n"
+    "    profile_version  INTEGER NOT NULL,\n"
+    "    num_values       INTEGER NOT NULL,\n"
+    "    num_groups       INTEGER NOT NULL,\n"
+    "    num_blobs        INTEGER NOT NULL,\n"
+    "    blob_bytes       INTEGER NOT NULL,\n"
+    "    content_digest   BLOB NOT NULL CHECK (length(content_digest) = 32)\n"
+    ");\n"
+    "\n"
+    "-- Distinct value bytes, stored once, numbered 1..N in SHA-256 order.\n"
+    "CREATE TABLE blobs (\n"
+    "    id     INTEGER PRIMARY KEY,\n"
+    "    sha256 BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),\n"
+    "    data   BLOB NOT NULL\n"
+    ");\n"
+    "\n"
+    "-- Values: a value key holds at most one blob per value type.\n"
+    "CREATE TABLE value_entries (\n"
+    "    key     BLOB NOT NULL,\n"
+    "    type    INTEGER NOT NULL CHECK (type BETWEEN 0 AND 3),\n"
+    "    blob_id INTEGER NOT NULL REFERENCES blobs (id),\n"
+    "    PRIMARY KEY (key, type)\n"
+    ") WITHOUT ROWID;\n"
+    "\n"
+    "-- Groups: one per compiled object, keyed by the group key; one version per key.\n"
+    "CREATE TABLE value_groups (\n"
+    "    key     BLOB NOT NULL PRIMARY KEY,\n"
+    "    version INTEGER NOT NULL\n"
+    ") WITHOUT ROWID;\n"
+    "\n"
+    "-- The value keys of each group, in the order the compiler gave them.\n"
+    "CREATE TABLE group_members (\n"
+    "    group_key BLOB NOT NULL REFERENCES value_groups (key),\n"
+    "    idx       INTEGER NOT NULL,\n"
+    "    value_key BLOB NOT NULL,\n"
+    "    PRIMARY KEY (group_key, idx)\n"
+    ") WITHOUT ROWID;\n";
+/* clang-format on */
+
+#define SQLITE_HEADER_SIZE 100
+/* SQLite's default SQLITE_MAX_LENGTH: no blob or key may be longer. */
+#define MAX_ITEM_SIZE 1000000000u
+
+/* ---- Shared helpers ------------------------------------------------------------------------------ */
+
+static void set_msg(char *msg, size_t msg_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_msg(char *msg, size_t msg_size, const char *fmt, ...)
+{
+    va_list ap;
+    if (!msg || msg_size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msg_size, fmt, ap);
+    va_end(ap);
+}
+
+/* Maps a SQLite result met while reading a PSDB. */
+static psdb_hr read_error(int rc)
+{
+    switch (rc & 0xFF) {
+    case SQLITE_NOMEM:
+        return PSDB_E_OUTOFMEMORY;
+    case SQLITE_IOERR:
+        return rc == SQLITE_IOERR_SHORT_READ ? PSDB_E_CACHE_CORRUPT : PSDB_E_IO;
+    case SQLITE_CANTOPEN:
+        return PSDB_E_IO;
+    default:
+        return PSDB_E_CACHE_CORRUPT;
+    }
+}
+
+/* Maps a SQLite result met while writing a PSDB. */
+static psdb_hr write_error(int rc)
+{
+    switch (rc & 0xFF) {
+    case SQLITE_NOMEM:
+        return PSDB_E_OUTOFMEMORY;
+    case SQLITE_FULL:
+        return PSDB_E_DISK_FULL;
+    case SQLITE_TOOBIG:
+        return PSDB_E_INVALIDARG;
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+        return PSDB_E_ACCESS;
+    default:
+        return PSDB_E_IO;
+    }
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+int psdb__sqlite_application_id(const char *path, uint32_t *out)
+{
+    uint8_t h[SQLITE_HEADER_SIZE];
+    int fd = -1, rc = -1;
+    ssize_t n = 0;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        goto cleanup;
+    n = pread(fd, h, sizeof(h), 0);
+    if (n != (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+        goto cleanup;
+    *out = be32(h + 68);
+    rc = 0;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Binds a byte string that outlives the statement's step. */
+static int bind_bytes(sqlite3_stmt *st, int idx, const void *p, size_t n)
+{
+    return sqlite3_bind_blob64(st, idx, n ? p : "", (sqlite3_uint64)n, SQLITE_STATIC);
+}
+
+/* The canonical serialisation of the header part of the content digest (schema/PSDB.md). */
+static void digest_header(psdb__buf *b, const psdb_app_identity *id, const psdb_target *t)
+{
+    psdb__buf_u32(b, PSDB__PSDB_APPLICATION_ID);
+    psdb__buf_u32(b, PSDB__PSDB_SCHEMA_VERSION);
+    psdb__buf_str(b, id->desc.exe_filename);
+    psdb__buf_str(b, id->desc.name);
+    psdb__buf_u64(b, id->desc.version);
+    psdb__buf_str(b, id->desc.engine_name);
+    psdb__buf_u64(b, id->desc.engine_version);
+    psdb__buf_append(b, id->app_id, 16);
+    psdb__buf_str(b, t->family);
+    psdb__buf_u64(b, t->abi_version);
+    psdb__buf_u64(b, t->compiler_version);
+    psdb__buf_u64(b, t->profile_version);
+}
+
+typedef struct content_stats {
+    uint64_t num_values, num_groups, num_blobs, blob_bytes;
+    uint8_t digest[32];
+} content_stats;
+
+/* Streams the content of the main tables of db through SHA-256 in the canonical order and counts
+ * rows. Used by the writer at finish and by psdb_file_verify, so both agree by construction. */
+static psdb_hr compute_content(sqlite3 *db, const psdb_app_identity *id, const psdb_target *t,
+                               content_stats *out, char *msg, size_t msg_size)
+{
+    static const char *values_sql =
+        "SELECT v.key, v.type, b.sha256 FROM value_entries v LEFT JOIN blobs b ON b.id = v.blob_id "
+        "ORDER BY v.key, v.type";
+    static const char *groups_sql = "SELECT key, version, (SELECT count(*) FROM group_members m "
+                                    "WHERE m.group_key = g.key) FROM value_groups g ORDER BY key";
+    static const char *members_sql =
+        "SELECT value_key FROM group_members WHERE group_key = ?1 ORDER BY idx";
+    static const char *blobs_sql = "SELECT count(*), coalesce(sum(length(data)), 0) FROM blobs";
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf b = {0};
+    psdb__sha256_ctx *sha = NULL;
+    sqlite3_stmt *vst = NULL, *gst = NULL, *mst = NULL, *bst = NULL;
+    content_stats st = {0};
+    int rc = SQLITE_OK;
+
+    sha = psdb__sha256_begin();
+    if (!sha) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if ((rc = sqlite3_prepare_v2(db, values_sql, -1, &vst, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v2(db, groups_sql, -1, &gst, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v2(db, members_sql, -1, &mst, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v2(db, blobs_sql, -1, &bst, NULL)) != SQLITE_OK) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "content: %s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    digest_header(&b, id, t);
+    if ((hr = psdb__buf_status(&b)) < 0)
+        goto cleanup;
+    psdb__sha256_update(sha, b.data, b.len);
+
+    while ((rc = sqlite3_step(vst)) == SQLITE_ROW) {
+        uint8_t rec[4];
+        if (sqlite3_column_type(vst, 0) != SQLITE_BLOB ||
+            sqlite3_column_type(vst, 1) != SQLITE_INTEGER ||
+            sqlite3_column_type(vst, 2) != SQLITE_BLOB || sqlite3_column_bytes(vst, 2) != 32) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            set_msg(msg, msg_size, "value %llu: malformed row or missing blob",
+                    (unsigned long long)st.num_values);
+            goto cleanup;
+        }
+        const void *key = sqlite3_column_blob(vst, 0);
+        size_t key_size = (size_t)sqlite3_column_bytes(vst, 0);
+        const void *digest = sqlite3_column_blob(vst, 2);
+        psdb__sha256_update(sha, "\x01", 1);
+        psdb__put_le32(rec, (uint32_t)key_size);
+        psdb__sha256_update(sha, rec, 4);
+        psdb__sha256_update(sha, key, key_size);
+        psdb__put_le32(rec, (uint32_t)sqlite3_column_int64(vst, 1));
+        psdb__sha256_update(sha, rec, 4);
+        psdb__sha256_update(sha, digest, 32);
+        st.num_values++;
+    }
+    if (rc != SQLITE_DONE)
+        goto sqlite_fail;
+
+    while ((rc = sqlite3_step(gst)) == SQLITE_ROW) {
+        sqlite3_int64 n = sqlite3_column_int64(gst, 2);
+        uint8_t rec[8];
+        if (sqlite3_column_type(gst, 0) != SQLITE_BLOB ||
+            sqlite3_column_type(gst, 1) != SQLITE_INTEGER || n < 0 || n > UINT32_MAX) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            set_msg(msg, msg_size, "group %llu: malformed row", (unsigned long long)st.num_groups);
+            goto cleanup;
+        }
+        const void *key = sqlite3_column_blob(gst, 0);
+        size_t key_size = (size_t)sqlite3_column_bytes(gst, 0);
+        psdb__sha256_update(sha, "\x02", 1);
+        psdb__put_le32(rec, (uint32_t)key_size);
+        psdb__sha256_update(sha, rec, 4);
+        psdb__sha256_update(sha, key, key_size);
+        psdb__put_le64(rec, (uint64_t)sqlite3_column_int64(gst, 1));
+        psdb__sha256_update(sha, rec, 8);
+        psdb__put_le32(rec, (uint32_t)n);
+        psdb__sha256_update(sha, rec, 4);
+        if ((rc = bind_bytes(mst, 1, key, key_size)) != SQLITE_OK)
+            goto sqlite_fail;
+        while ((rc = sqlite3_step(mst)) == SQLITE_ROW) {
+            if (sqlite3_column_type(mst, 0) != SQLITE_BLOB) {
+                hr = PSDB_E_CACHE_CORRUPT;
+                set_msg(msg, msg_size, "group %llu: malformed member",
+                        (unsigned long long)st.num_groups);
+                goto cleanup;
+            }
+            const void *vk = sqlite3_column_blob(mst, 0);
+            size_t vk_size = (size_t)sqlite3_column_bytes(mst, 0);
+            psdb__put_le32(rec, (uint32_t)vk_size);
+            psdb__sha256_update(sha, rec, 4);
+            psdb__sha256_update(sha, vk, vk_size);
+        }
+        sqlite3_reset(mst);
+        if (rc != SQLITE_DONE)
+            goto sqlite_fail;
+        st.num_groups++;
+    }
+    if (rc != SQLITE_DONE)
+        goto sqlite_fail;
+    psdb__sha256_update(sha, "\x00", 1);
+
+    if ((rc = sqlite3_step(bst)) != SQLITE_ROW)
+        goto sqlite_fail;
+    st.num_blobs = (uint64_t)sqlite3_column_int64(bst, 0);
+    st.blob_bytes = (uint64_t)sqlite3_column_int64(bst, 1);
+    psdb__sha256_end(sha, st.digest);
+    sha = NULL;
+    *out = st;
+    goto cleanup;
+
+sqlite_fail:
+    hr = read_error(rc);
+    set_msg(msg, msg_size, "content: %s", sqlite3_errmsg(db));
+cleanup:
+    if (sha) {
+        uint8_t junk[32];
+        psdb__sha256_end(sha, junk);
+    }
+    sqlite3_finalize(vst);
+    sqlite3_finalize(gst);
+    sqlite3_finalize(mst);
+    sqlite3_finalize(bst);
+    psdb__buf_free(&b);
+    return hr;
+}
+
+/* ---- Reading ------------------------------------------------------------------------------------- */
+
+static const char size_sql[] =
+    "SELECT CASE WHEN typeof(b.data) = 'blob' THEN length(b.data) END FROM value_entries v "
+    "LEFT JOIN blobs b ON b.id = v.blob_id WHERE v.key = ?1 AND v.type = ?2";
+static const char data_sql[] = "SELECT b.id, b.sha256, b.data FROM value_entries v "
+                               "LEFT JOIN blobs b ON b.id = v.blob_id WHERE v.key = ?1 AND v.type = ?2";
+
+/* One read connection and what a lookup needs with it; used by one thread at a time. */
+typedef struct conn {
+    sqlite3 *db;
+    sqlite3_stmt *size_st, *data_st;
+    EVP_MD_CTX *md;
+    struct conn *next;
+} conn;
+
+struct psdb_file {
+    char *uri;
+    EVP_MD *sha256;
+    pthread_mutex_t lock;
+    conn *idle; /* free list, under lock */
+    char *exe_filename, *app_name, *engine_name, *family;
+    psdb_file_info info;
+    /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
+    _Atomic unsigned char *verified;
+    uint64_t num_verified_slots;
+};
+
+static void conn_close(conn *c)
+{
+    if (!c)
+        return;
+    sqlite3_finalize(c->size_st);
+    sqlite3_finalize(c->data_st);
+    sqlite3_close(c->db);
+    EVP_MD_CTX_free(c->md);
+    free(c);
+}
+
+static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    conn *c = NULL;
+    int rc = SQLITE_OK;
+
+    c = calloc(1, sizeof(*c));
+    if (!c || !(c->md = EVP_MD_CTX_new())) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    rc = sqlite3_open_v2(f->uri, &c->db,
+                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        hr = c->db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
+        set_msg(msg, msg_size, "sqlite3_open_v2: %s",
+                c->db ? sqlite3_errmsg(c->db) : "out of memory");
+        goto cleanup;
+    }
+    /* The file is untrusted input: no functions with side effects from its schema. */
+    sqlite3_db_config(c->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+    sqlite3_db_config(c->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    rc = sqlite3_prepare_v3(c->db, size_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->size_st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v3(c->db, data_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->data_st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "prepare lookup: %s", sqlite3_errmsg(c->db));
+        goto cleanup;
+    }
+    *out = c;
+    c = NULL;
+cleanup:
+    conn_close(c);
+    return hr;
+}
+
+static psdb_hr conn_get(psdb_file *f, conn **out)
+{
+    conn *c = NULL;
+
+    pthread_mutex_lock(&f->lock);
+    c = f->idle;
+    if (c)
+        f->idle = c->next;
+    pthread_mutex_unlock(&f->lock);
+    if (c) {
+        *out = c;
+        return PSDB_S_OK;
+    }
+    return conn_open(f, out, NULL, 0);
+}
+
+static void conn_put(psdb_file *f, conn *c)
+{
+    pthread_mutex_lock(&f->lock);
+    c->next = f->idle;
+    f->idle = c;
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* "file:" URI of a path, percent-encoding everything but unreserved characters and '/'. */
+static char *make_uri(const char *path)
+{
+    static const char suffix[] = "?immutable=1";
+    size_t n = strlen(path);
+    char *uri = NULL, *p = NULL;
+
+    if (n > (SIZE_MAX - sizeof(suffix) - 8) / 3)
+        return NULL;
+    uri = malloc(5 + 3 * n + sizeof(suffix));
+    if (!uri)
+        return NULL;
+    memcpy(uri, "file:", 5);
+    p = uri + 5;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)path[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '/' || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            *p++ = (char)ch;
+        } else {
+            static const char hex[] = "0123456789ABCDEF";
+            *p++ = '%';
+            *p++ = hex[ch >> 4];
+            *p++ = hex[ch & 15];
+        }
+    }
+    memcpy(p, suffix, sizeof(suffix));
+    return uri;
+}
+
+/* Checks the raw SQLite header (the first 100 bytes) and the file size before SQLite sees it. */
+static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg, size_t msg_size)
+{
+    psdb_hr hr = PSDB_E_CACHE_CORRUPT;
+    uint8_t h[SQLITE_HEADER_SIZE];
+    struct stat sb;
+    int fd = -1;
+    ssize_t n = 0;
+    uint32_t page_size = 0, pages = 0;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        set_msg(msg, msg_size, "open %s: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        hr = PSDB_E_IO;
+        set_msg(msg, msg_size, "%s: not a regular file", path);
+        goto cleanup;
+    }
+    n = pread(fd, h, sizeof(h), 0);
+    if (n < 0) {
+        hr = PSDB_E_IO;
+        set_msg(msg, msg_size, "read %s: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    if (n < (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0) {
+        set_msg(msg, msg_size, "not a SQLite file");
+        goto cleanup;
+    }
+    if (be32(h + 68) != PSDB__PSDB_APPLICATION_ID) {
+        set_msg(msg, msg_size, "not a PSDB (application_id 0x%08x)", (unsigned)be32(h + 68));
+        goto cleanup;
+    }
+    if (be32(h + 60) != PSDB__PSDB_SCHEMA_VERSION) {
+        set_msg(msg, msg_size, "unsupported PSDB schema version %u (this library reads %u)",
+                (unsigned)be32(h + 60), PSDB__PSDB_SCHEMA_VERSION);
+        goto cleanup;
+    }
+    page_size = (uint32_t)h[16] << 8 | h[17];
+    if (page_size == 1)
+        page_size = 65536;
+    pages = be32(h + 28);
+    if (page_size < 512 || (page_size & (page_size - 1)) != 0 || pages == 0 ||
+        be32(h + 24) != be32(h + 92)) {
+        set_msg(msg, msg_size, "malformed SQLite header");
+        goto cleanup;
+    }
+    if ((uint64_t)sb.st_size != (uint64_t)page_size * pages) {
+        set_msg(msg, msg_size, "%s (%llu bytes, header says %llu)",
+                (uint64_t)sb.st_size < (uint64_t)page_size * pages ? "truncated" : "trailing bytes",
+                (unsigned long long)sb.st_size, (unsigned long long)page_size * pages);
+        goto cleanup;
+    }
+    *file_size = (uint64_t)sb.st_size;
+    hr = PSDB_S_OK;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    return hr;
+}
+
+/* The tables and columns of db must be exactly those schema/psdb.sql creates. */
+static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
+{
+    static const char *cols_sql =
+        "SELECT m.name, p.cid, p.name, p.type, p.\"notnull\", p.pk FROM sqlite_schema m, "
+        "pragma_table_info(m.name) p WHERE m.type = 'table' ORDER BY m.name, p.cid";
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *want = NULL, *got = NULL;
+    int rc = SQLITE_OK, rw = 0, rg = 0;
+
+    rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(ref, psdb__psdb_schema_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(ref, cols_sql, -1, &want, NULL);
+    if (rc != SQLITE_OK) {
+        hr = rc == SQLITE_NOMEM || !ref ? PSDB_E_OUTOFMEMORY : PSDB_E_FAIL;
+        set_msg(msg, msg_size, "reference schema: %s", ref ? sqlite3_errmsg(ref) : "no memory");
+        goto cleanup;
+    }
+    rc = sqlite3_prepare_v2(db, cols_sql, -1, &got, NULL);
+    if (rc != SQLITE_OK) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    for (;;) {
+        rw = sqlite3_step(want);
+        rg = sqlite3_step(got);
+        if (rg != SQLITE_ROW && rg != SQLITE_DONE) {
+            hr = read_error(rg);
+            set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+            goto cleanup;
+        }
+        if (rw != SQLITE_ROW && rw != SQLITE_DONE) {
+            hr = PSDB_E_FAIL;
+            set_msg(msg, msg_size, "reference schema: %s", sqlite3_errmsg(ref));
+            goto cleanup;
+        }
+        if (rw == SQLITE_DONE && rg == SQLITE_DONE)
+            break;
+        if (rw == SQLITE_DONE || rg == SQLITE_DONE) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            set_msg(msg, msg_size, "schema differs: table %s %s",
+                    rw == SQLITE_DONE ? (const char *)sqlite3_column_text(got, 0)
+                                      : (const char *)sqlite3_column_text(want, 0),
+                    rw == SQLITE_DONE ? "unexpected" : "missing");
+            goto cleanup;
+        }
+        for (int i = 0; i < 6; i++) {
+            const char *a = (const char *)sqlite3_column_text(want, i);
+            const char *b = (const char *)sqlite3_column_text(got, i);
+            if (!a || !b || strcmp(a, b) != 0) {
+                const char *wt = (const char *)sqlite3_column_text(want, 0);
+                const char *gt = (const char *)sqlite3_column_text(got, 0);
+                hr = PSDB_E_CACHE_CORRUPT;
+                if (wt && gt && strcmp(wt, gt) != 0)
+                    set_msg(msg, msg_size, "schema differs: table %s %s",
+                            strcmp(wt, gt) < 0 ? wt : gt, strcmp(wt, gt) < 0 ? "missing" : "unexpected");
+                else
+                    set_msg(msg, msg_size, "schema differs: table %s, column %s", wt ? wt : "?",
+                            (const char *)sqlite3_column_text(want, 2));
+                goto cleanup;
+            }
+        }
+    }
+cleanup:
+    sqlite3_finalize(want);
+    sqlite3_finalize(got);
+    sqlite3_close(ref);
+    return hr;
+}
+
+/* Copies a TEXT column (NULL allowed when nullable) that holds no NUL byte. 0 ok, -1 malformed,
+ * -2 out of memory. */
+static int column_text(sqlite3_stmt *st, int i, int nullable, char **out)
+{
+    int type = sqlite3_column_type(st, i);
+    const unsigned char *s = NULL;
+    int n = 0;
+
+    *out = NULL;
+    if (type == SQLITE_NULL)
+        return nullable ? 0 : -1;
+    if (type != SQLITE_TEXT)
+        return -1;
+    s = sqlite3_column_text(st, i);
+    n = sqlite3_column_bytes(st, i);
+    if (!s || memchr(s, '\0', (size_t)n))
+        return -1;
+    *out = malloc((size_t)n + 1);
+    if (!*out)
+        return -2;
+    memcpy(*out, s, (size_t)n + 1);
+    return 0;
+}
+
+static psdb_hr read_header(psdb_file *f, sqlite3 *db, uint64_t file_size, char *msg,
+                           size_t msg_size)
+{
+    static const char *sql =
+        "SELECT exe_filename, app_name, app_version, engine_name, engine_version, app_id, family, "
+        "abi_version, compiler_version, profile_version, num_values, num_groups, num_blobs, "
+        "blob_bytes, content_digest FROM header";
+    psdb_hr hr = PSDB_E_CACHE_CORRUPT;
+    sqlite3_stmt *st = NULL;
+    psdb_file_info *info = &f->info;
+    int rc = SQLITE_OK, t = 0;
+    const char *why = NULL;
+
+    rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "header: %s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        hr = rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : read_error(rc);
+        set_msg(msg, msg_size, "malformed header row (%s)",
+                rc == SQLITE_DONE ? "no row" : sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    for (int i = 2; i <= 14; i++) {
+        int want = (i == 5 || i == 14) ? SQLITE_BLOB : SQLITE_INTEGER;
+        if (i == 3 || i == 6)
+            continue;
+        if (sqlite3_column_type(st, i) != want) {
+            why = sqlite3_column_name(st, i);
+            goto malformed;
+        }
+    }
+    if ((t = column_text(st, 0, 1, &f->exe_filename)) != 0 ||
+        (t = column_text(st, 1, 0, &f->app_name)) != 0 ||
+        (t = column_text(st, 3, 1, &f->engine_name)) != 0 ||
+        (t = column_text(st, 6, 0, &f->family)) != 0) {
+        if (t == -2) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        why = "text field";
+        goto malformed;
+    }
+    info->identity.desc.exe_filename = f->exe_filename;
+    info->identity.desc.name = f->app_name;
+    info->identity.desc.version = (uint64_t)sqlite3_column_int64(st, 2);
+    info->identity.desc.engine_name = f->engine_name;
+    info->identity.desc.engine_version = (uint64_t)sqlite3_column_int64(st, 4);
+    info->target.family = f->family;
+    info->target.abi_version = (uint64_t)sqlite3_column_int64(st, 7);
+    info->target.compiler_version = (uint64_t)sqlite3_column_int64(st, 8);
+    info->target.profile_version = (uint64_t)sqlite3_column_int64(st, 9);
+    info->num_values = (uint64_t)sqlite3_column_int64(st, 10);
+    info->num_groups = (uint64_t)sqlite3_column_int64(st, 11);
+    info->num_blobs = (uint64_t)sqlite3_column_int64(st, 12);
+    info->blob_bytes = (uint64_t)sqlite3_column_int64(st, 13);
+    if (sqlite3_column_bytes(st, 5) != 16 || sqlite3_column_bytes(st, 14) != 32) {
+        why = "app_id or content_digest size";
+        goto malformed;
+    }
+    memcpy(info->identity.app_id, sqlite3_column_blob(st, 5), 16);
+    memcpy(info->content_digest, sqlite3_column_blob(st, 14), 32);
+    if (f->app_name[0] == '\0') {
+        why = "app_name empty";
+        goto malformed;
+    }
+    if (!f->engine_name && info->identity.desc.engine_version != 0) {
+        why = "engine_version without engine_name";
+        goto malformed;
+    }
+    if (f->family[0] == '\0' || strlen(f->family) >= PSDB_ADAPTER_FAMILY_MAX) {
+        why = "family length";
+        goto malformed;
+    }
+    if (info->target.abi_version == 0 || info->target.abi_version == UINT64_MAX) {
+        why = "reserved abi_version";
+        goto malformed;
+    }
+    /* Every count is bounded by the file size (each row takes at least a byte), which keeps a lying
+     * header from driving allocations. */
+    if (info->num_values > file_size || info->num_groups > file_size ||
+        info->num_blobs > file_size || info->blob_bytes > file_size ||
+        info->num_blobs > info->num_values) {
+        why = "counts";
+        goto malformed;
+    }
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) {
+        why = "more than one row";
+        goto malformed;
+    }
+    hr = PSDB_S_OK;
+    goto cleanup;
+malformed:
+    hr = PSDB_E_CACHE_CORRUPT;
+    set_msg(msg, msg_size, "malformed header row (%s)", why);
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+/* MODEL A3: same family, ABI within the driver's range, top 32 bits of the profile version. */
+static psdb_hr check_compat(const psdb_file_info *info, const psdb_adapter_desc *a, char *msg,
+                            size_t msg_size)
+{
+    if (strcmp(info->target.family, a->family) != 0) {
+        set_msg(msg, msg_size, "adapter family %s, PSDB made for %s", a->family,
+                info->target.family);
+        return PSDB_E_ADAPTER_NOT_FOUND;
+    }
+    if (info->target.abi_version < a->abi_min || info->target.abi_version > a->abi_max) {
+        set_msg(msg, msg_size, "ABI version %llu outside the driver's [%llu, %llu]",
+                (unsigned long long)info->target.abi_version, (unsigned long long)a->abi_min,
+                (unsigned long long)a->abi_max);
+        return PSDB_E_DRIVER_VERSION_MISMATCH;
+    }
+    if (info->target.profile_version >> 32 != a->app_profile_version >> 32) {
+        set_msg(msg, msg_size, "application profile version 0x%016llx, driver has 0x%016llx",
+                (unsigned long long)info->target.profile_version,
+                (unsigned long long)a->app_profile_version);
+        return PSDB_E_DRIVER_VERSION_MISMATCH;
+    }
+    return PSDB_S_OK;
+}
+
+void psdb_file_release(psdb_file *f)
+{
+    if (!f)
+        return;
+    while (f->idle) {
+        conn *c = f->idle;
+        f->idle = c->next;
+        conn_close(c);
+    }
+    pthread_mutex_destroy(&f->lock);
+    EVP_MD_free(f->sha256);
+    free((void *)f->verified);
+    free(f->uri);
+    free(f->exe_filename);
+    free(f->app_name);
+    free(f->engine_name);
+    free(f->family);
+    free(f);
+}
+
+psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, psdb_file **out,
+                            char *msg, size_t msg_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_file *f = NULL;
+    conn *c = NULL;
+    uint64_t file_size = 0;
+
+    set_msg(msg, msg_size, "ok");
+    if (!path || !out || (adapter && !adapter->family)) {
+        hr = PSDB_E_INVALIDARG;
+        set_msg(msg, msg_size, "invalid argument");
+        goto cleanup;
+    }
+    *out = NULL;
+    if ((hr = check_raw_header(path, &file_size, msg, msg_size)) < 0)
+        goto cleanup;
+    f = calloc(1, sizeof(*f));
+    if (!f) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (pthread_mutex_init(&f->lock, NULL) != 0) {
+        free(f);
+        f = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    f->uri = make_uri(path);
+    f->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (!f->uri || !f->sha256) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if ((hr = conn_open(f, &c, msg, msg_size)) < 0) {
+        /* Preparing the lookups fails on a file whose tables are missing: say which. */
+        if (hr == PSDB_E_CACHE_CORRUPT && c == NULL) {
+            sqlite3 *db = NULL;
+            if (sqlite3_open_v2(f->uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) ==
+                SQLITE_OK)
+                check_schema(db, msg, msg_size);
+            sqlite3_close(db);
+        }
+        goto cleanup;
+    }
+    if ((hr = check_schema(c->db, msg, msg_size)) < 0)
+        goto cleanup;
+    if ((hr = read_header(f, c->db, file_size, msg, msg_size)) < 0)
+        goto cleanup;
+    if (f->info.num_blobs > 0 && f->info.num_blobs < SIZE_MAX) {
+        /* Without the cache every fetch hashes; that is correct, only slower. */
+        f->num_verified_slots = f->info.num_blobs + 1;
+        f->verified = calloc((size_t)f->num_verified_slots, 1);
+        if (!f->verified)
+            f->num_verified_slots = 0;
+    }
+    if (adapter && (hr = check_compat(&f->info, adapter, msg, msg_size)) < 0)
+        goto cleanup;
+    conn_put(f, c);
+    c = NULL;
+    *out = f;
+    f = NULL;
+cleanup:
+    conn_close(c);
+    psdb_file_release(f);
+    return hr;
+}
+
+psdb_hr psdb_file_open(const char *path, const psdb_adapter_desc *adapter, psdb_file **out)
+{
+    return psdb__file_open_msg(path, adapter, out, NULL, 0);
+}
+
+psdb_hr psdb_file_get_info(psdb_file *f, psdb_file_info *out)
+{
+    if (!f || !out)
+        return PSDB_E_INVALIDARG;
+    *out = f->info;
+    return PSDB_S_OK;
+}
+
+psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uint32_t value_type,
+                             void *value, size_t *value_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    conn *c = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+
+    if (!f || !key || key_size == 0 || key_size > MAX_ITEM_SIZE ||
+        value_type >= PSDB_VALUE_TYPE_COUNT || !value_size) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if ((hr = conn_get(f, &c)) < 0)
+        goto cleanup;
+    st = value ? c->data_st : c->size_st;
+    if ((rc = bind_bytes(st, 1, key, key_size)) != SQLITE_OK ||
+        (rc = sqlite3_bind_int(st, 2, (int)value_type)) != SQLITE_OK) {
+        hr = read_error(rc);
+        goto cleanup;
+    }
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    if (rc != SQLITE_ROW) {
+        hr = read_error(rc);
+        goto cleanup;
+    }
+    if (!value) {
+        /* NULL: the value's blob is missing or not a blob. */
+        if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            goto cleanup;
+        }
+        *value_size = (size_t)sqlite3_column_int64(st, 0);
+        goto cleanup;
+    }
+    if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+        sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        goto cleanup;
+    }
+    {
+        sqlite3_int64 id = sqlite3_column_int64(st, 0);
+        const uint8_t *digest = sqlite3_column_blob(st, 1);
+        const void *data = sqlite3_column_blob(st, 2);
+        size_t size = (size_t)sqlite3_column_bytes(st, 2);
+        int cached = id > 0 && (uint64_t)id < f->num_verified_slots;
+        uint8_t got[EVP_MAX_MD_SIZE];
+        unsigned int got_size = 0;
+
+        if (size > *value_size) {
+            *value_size = size;
+            hr = PSDB_E_MORE_DATA;
+            goto cleanup;
+        }
+        if (!cached || !atomic_load_explicit(&f->verified[id], memory_order_relaxed)) {
+            if (EVP_DigestInit_ex2(c->md, f->sha256, NULL) != 1 ||
+                EVP_DigestUpdate(c->md, data, size) != 1 ||
+                EVP_DigestFinal_ex(c->md, got, &got_size) != 1) {
+                hr = PSDB_E_OUTOFMEMORY;
+                goto cleanup;
+            }
+            if (got_size != 32 || memcmp(got, digest, 32) != 0) {
+                hr = PSDB_E_CACHE_CORRUPT;
+                goto cleanup;
+            }
+            if (cached)
+                atomic_store_explicit(&f->verified[id], 1, memory_order_relaxed);
+        }
+        if (size)
+            memcpy(value, data, size);
+        *value_size = size;
+    }
+cleanup:
+    if (st)
+        sqlite3_reset(st);
+    if (c)
+        conn_put(f, c);
+    return hr;
+}
+
+psdb_hr psdb_file_foreach_group(psdb_file *f,
+                                int (*fn)(const void *key, size_t key_size, uint64_t version,
+                                          uint32_t num_values, void *ctx),
+                                void *ctx)
+{
+    static const char *sql = "SELECT key, version, (SELECT count(*) FROM group_members m "
+                             "WHERE m.group_key = g.key) FROM value_groups g ORDER BY key";
+    psdb_hr hr = PSDB_S_OK;
+    conn *c = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+
+    if (!f || !fn) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if ((hr = conn_get(f, &c)) < 0)
+        goto cleanup;
+    if ((rc = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL)) != SQLITE_OK) {
+        hr = read_error(rc);
+        goto cleanup;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_int64 n = sqlite3_column_int64(st, 2);
+        if (sqlite3_column_type(st, 0) != SQLITE_BLOB ||
+            sqlite3_column_type(st, 1) != SQLITE_INTEGER || n < 0 || n > UINT32_MAX) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            goto cleanup;
+        }
+        const void *key = sqlite3_column_blob(st, 0);
+        size_t key_size = (size_t)sqlite3_column_bytes(st, 0);
+        if (fn(key, key_size, (uint64_t)sqlite3_column_int64(st, 1), (uint32_t)n, ctx) != 0) {
+            hr = PSDB_S_FALSE;
+            goto cleanup;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        hr = read_error(rc);
+cleanup:
+    sqlite3_finalize(st);
+    if (c)
+        conn_put(f, c);
+    return hr;
+}
+
+/* Runs a query expected to return no row; a row means a broken invariant described by what. */
+static psdb_hr expect_empty(sqlite3 *db, const char *sql, const char *what, char *msg,
+                            size_t msg_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(msg, msg_size, "%s", what);
+    } else if (rc != SQLITE_DONE) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "%s: %s", what, sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(st);
+    return hr;
+}
+
+psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
+{
+    static const struct {
+        const char *sql, *what;
+    } checks[] = {
+        {"SELECT 1 FROM value_entries v LEFT JOIN blobs b ON b.id = v.blob_id WHERE b.id IS NULL",
+         "a value references a missing blob"},
+        {"SELECT 1 FROM value_entries WHERE typeof(key) != 'blob' OR length(key) = 0 "
+         "OR typeof(type) != 'integer' OR type NOT BETWEEN 0 AND 3",
+         "a value has a malformed key or type"},
+        {"SELECT 1 FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM value_entries v "
+         "WHERE v.blob_id = b.id)",
+         "a blob is not referenced by any value"},
+        {"SELECT 1 FROM value_groups WHERE typeof(key) != 'blob' OR length(key) = 0 "
+         "OR typeof(version) != 'integer'",
+         "a group has a malformed key or version"},
+        {"SELECT 1 FROM group_members m WHERE NOT EXISTS (SELECT 1 FROM value_groups g "
+         "WHERE g.key = m.group_key)",
+         "a group member belongs to no group"},
+        {"SELECT 1 FROM group_members m WHERE NOT EXISTS (SELECT 1 FROM value_entries v "
+         "WHERE v.key = m.value_key)",
+         "a group references a missing value key"},
+        {"SELECT 1 FROM group_members GROUP BY group_key "
+         "HAVING min(idx) != 0 OR max(idx) != count(*) - 1",
+         "a group's member indexes are not 0..n-1"},
+    };
+    psdb_hr hr = PSDB_S_OK;
+    conn *c = NULL;
+    sqlite3_stmt *st = NULL;
+    content_stats cs = {0};
+    int rc = SQLITE_OK;
+    uint64_t nblobs = 0;
+    char hex[65];
+
+    set_msg(msg, msg_size, "ok");
+    if (!f) {
+        hr = PSDB_E_INVALIDARG;
+        set_msg(msg, msg_size, "invalid argument");
+        goto cleanup;
+    }
+    if ((hr = conn_get(f, &c)) < 0) {
+        set_msg(msg, msg_size, "cannot open a connection: %s", psdb_hr_str(hr));
+        goto cleanup;
+    }
+    rc = sqlite3_prepare_v2(c->db, "PRAGMA integrity_check(1)", -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "integrity_check: %s", sqlite3_errmsg(c->db));
+        goto cleanup;
+    }
+    if (!sqlite3_column_text(st, 0) || strcmp((const char *)sqlite3_column_text(st, 0), "ok")) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(msg, msg_size, "integrity_check: %s",
+                sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "failed");
+        goto cleanup;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+
+    rc = sqlite3_prepare_v2(c->db, "SELECT id, sha256, data FROM blobs ORDER BY id", -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "blobs: %s", sqlite3_errmsg(c->db));
+        goto cleanup;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint8_t got[32];
+        sqlite3_int64 id = sqlite3_column_int64(st, 0);
+        if (sqlite3_column_type(st, 1) != SQLITE_BLOB || sqlite3_column_type(st, 2) != SQLITE_BLOB ||
+            sqlite3_column_bytes(st, 1) != 32 || sqlite3_column_bytes(st, 2) == 0) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            set_msg(msg, msg_size, "blob %lld: malformed row", (long long)id);
+            goto cleanup;
+        }
+        const void *data = sqlite3_column_blob(st, 2);
+        psdb__sha256(data, (size_t)sqlite3_column_bytes(st, 2), got);
+        if (memcmp(got, sqlite3_column_blob(st, 1), 32) != 0) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            set_msg(msg, msg_size, "blob %lld: bytes do not match their SHA-256", (long long)id);
+            goto cleanup;
+        }
+        nblobs++;
+    }
+    if (rc != SQLITE_DONE) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "blobs: %s", sqlite3_errmsg(c->db));
+        goto cleanup;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+
+    for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
+        if ((hr = expect_empty(c->db, checks[i].sql, checks[i].what, msg, msg_size)) < 0)
+            goto cleanup;
+
+    if ((hr = compute_content(c->db, &f->info.identity, &f->info.target, &cs, msg, msg_size)) < 0)
+        goto cleanup;
+    if (cs.num_values != f->info.num_values || cs.num_groups != f->info.num_groups ||
+        cs.num_blobs != f->info.num_blobs || cs.blob_bytes != f->info.blob_bytes ||
+        nblobs != cs.num_blobs) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(msg, msg_size,
+                "header counts differ from the tables (values %llu/%llu, groups %llu/%llu, "
+                "blobs %llu/%llu, blob bytes %llu/%llu)",
+                (unsigned long long)f->info.num_values, (unsigned long long)cs.num_values,
+                (unsigned long long)f->info.num_groups, (unsigned long long)cs.num_groups,
+                (unsigned long long)f->info.num_blobs, (unsigned long long)cs.num_blobs,
+                (unsigned long long)f->info.blob_bytes, (unsigned long long)cs.blob_bytes);
+        goto cleanup;
+    }
+    if (memcmp(cs.digest, f->info.content_digest, 32) != 0) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        psdb__hex(cs.digest, 32, hex);
+        set_msg(msg, msg_size, "content digest differs from the header (recomputed %s)", hex);
+        goto cleanup;
+    }
+    set_msg(msg, msg_size, "ok");
+cleanup:
+    sqlite3_finalize(st);
+    if (c)
+        conn_put(f, c);
+    return hr;
+}
+
+/* ---- Writing ------------------------------------------------------------------------------------- */
+
+/* The staging tables, in a private temporary database: unsorted puts land here. */
+static const char stage_sql[] =
+    "ATTACH DATABASE '' AS stage;"
+    "PRAGMA stage.journal_mode = OFF;"
+    "CREATE TABLE stage.blobs (sha256 BLOB PRIMARY KEY, data BLOB NOT NULL);"
+    "CREATE TABLE stage.vals (key BLOB NOT NULL, type INTEGER NOT NULL, sha256 BLOB NOT NULL,"
+    " PRIMARY KEY (key, type)) WITHOUT ROWID;"
+    "CREATE TABLE stage.groups (key BLOB PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE stage.members (group_key BLOB NOT NULL, idx INTEGER NOT NULL,"
+    " value_key BLOB NOT NULL, PRIMARY KEY (group_key, idx)) WITHOUT ROWID;"
+    "BEGIN;";
+
+/* Copies the staged content into the final tables in sorted order. */
+static const char copy_sql[] =
+    "INSERT INTO main.blobs (sha256, data) SELECT sha256, data FROM stage.blobs ORDER BY sha256;"
+    "INSERT INTO main.value_entries (key, type, blob_id) SELECT v.key, v.type, b.id"
+    " FROM stage.vals v JOIN main.blobs b ON b.sha256 = v.sha256 ORDER BY v.key, v.type;"
+    "INSERT INTO main.value_groups (key, version) SELECT key, version FROM stage.groups"
+    " ORDER BY key;"
+    "INSERT INTO main.group_members (group_key, idx, value_key)"
+    " SELECT group_key, idx, value_key FROM stage.members ORDER BY group_key, idx;";
+
+enum {
+    W_GET_VAL,
+    W_PUT_BLOB,
+    W_PUT_VAL,
+    W_HAS_KEY,
+    W_HAS_GROUP,
+    W_PUT_GROUP,
+    W_PUT_MEMBER,
+    W_COUNT
+};
+
+static const char *const writer_sql[W_COUNT] = {
+    "SELECT sha256 FROM stage.vals WHERE key = ?1 AND type = ?2",
+    "INSERT OR IGNORE INTO stage.blobs (sha256, data) VALUES (?1, ?2)",
+    "INSERT INTO stage.vals (key, type, sha256) VALUES (?1, ?2, ?3)",
+    "SELECT 1 FROM stage.vals WHERE key = ?1 LIMIT 1",
+    "SELECT 1 FROM stage.groups WHERE key = ?1",
+    "INSERT INTO stage.groups (key, version) VALUES (?1, ?2)",
+    "INSERT INTO stage.members (group_key, idx, value_key) VALUES (?1, ?2, ?3)",
+};
+
+struct psdb_writer {
+    char *path, *tmp_path;
+    sqlite3 *db;
+    sqlite3_stmt *st[W_COUNT];
+    psdb_app_identity identity;
+    psdb_target target;
+    psdb_hr broken; /* sticky failure after which the writer only accepts release */
+    int finished;
+};
+
+static void writer_close_db(psdb_writer *w)
+{
+    for (int i = 0; i < W_COUNT; i++) {
+        sqlite3_finalize(w->st[i]);
+        w->st[i] = NULL;
+    }
+    sqlite3_close(w->db);
+    w->db = NULL;
+}
+
+void psdb_writer_release(psdb_writer *w)
+{
+    if (!w)
+        return;
+    writer_close_db(w);
+    if (!w->finished && w->tmp_path)
+        unlink(w->tmp_path);
+    free(w->path);
+    free(w->tmp_path);
+    free((char *)w->identity.desc.exe_filename);
+    free((char *)w->identity.desc.name);
+    free((char *)w->identity.desc.engine_name);
+    free((char *)w->target.family);
+    free(w);
+}
+
+static int valid_identity(const psdb_app_identity *id)
+{
+    return id->desc.name && id->desc.name[0] &&
+           (id->desc.engine_name || id->desc.engine_version == 0);
+}
+
+static int valid_target(const psdb_target *t)
+{
+    return t->family && t->family[0] && strlen(t->family) < PSDB_ADAPTER_FAMILY_MAX &&
+           t->abi_version != 0 && t->abi_version != UINT64_MAX;
+}
+
+psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
+                           const psdb_target *target, psdb_writer **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_writer *w = NULL;
+    size_t n = 0;
+    int rc = SQLITE_OK;
+
+    if (!path || !path[0] || !identity || !target || !out || !valid_identity(identity) ||
+        !valid_target(target)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    *out = NULL;
+    w = calloc(1, sizeof(*w));
+    if (!w) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    n = strlen(path);
+    w->path = psdb__strdup(path);
+    w->tmp_path = malloc(n + 5);
+    w->identity = *identity;
+    w->identity.desc.exe_filename = psdb__strdup(identity->desc.exe_filename);
+    w->identity.desc.name = psdb__strdup(identity->desc.name);
+    w->identity.desc.engine_name = psdb__strdup(identity->desc.engine_name);
+    w->target = *target;
+    w->target.family = psdb__strdup(target->family);
+    if (!w->path || !w->tmp_path || !w->identity.desc.name || !w->target.family ||
+        (identity->desc.exe_filename && !w->identity.desc.exe_filename) ||
+        (identity->desc.engine_name && !w->identity.desc.engine_name)) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    memcpy(w->tmp_path, path, n);
+    memcpy(w->tmp_path + n, ".tmp", 5);
+    if (unlink(w->tmp_path) != 0 && errno != ENOENT) {
+        hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        goto cleanup;
+    }
+    rc = sqlite3_open_v2(w->tmp_path, &w->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        hr = w->db ? (rc == SQLITE_CANTOPEN ? PSDB_E_IO : write_error(rc)) : PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    /* No journal: the file is private until the rename, and a crash leaves only path.tmp. */
+    rc = sqlite3_exec(w->db, "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;", NULL, NULL,
+                      NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(w->db, psdb__psdb_schema_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(w->db, stage_sql, NULL, NULL, NULL);
+    for (int i = 0; rc == SQLITE_OK && i < W_COUNT; i++)
+        rc = sqlite3_prepare_v3(w->db, writer_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &w->st[i],
+                                NULL);
+    if (rc != SQLITE_OK) {
+        hr = write_error(rc);
+        goto cleanup;
+    }
+    *out = w;
+    w = NULL;
+cleanup:
+    psdb_writer_release(w);
+    return hr;
+}
+
+/* Steps a write statement once and resets it. */
+static int step_reset(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size,
+                              uint32_t value_type, const void *value, size_t value_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t digest[32];
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+
+    if (!w || w->finished || !key || key_size == 0 || key_size > MAX_ITEM_SIZE ||
+        value_type >= PSDB_VALUE_TYPE_COUNT || !value || value_size == 0 ||
+        value_size > MAX_ITEM_SIZE) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (w->broken < 0) {
+        hr = w->broken;
+        goto cleanup;
+    }
+    psdb__sha256(value, value_size, digest);
+
+    st = w->st[W_GET_VAL];
+    if ((rc = bind_bytes(st, 1, key, key_size)) != SQLITE_OK ||
+        (rc = sqlite3_bind_int(st, 2, (int)value_type)) != SQLITE_OK)
+        goto sqlite_fail;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        int same = sqlite3_column_bytes(st, 0) == 32 &&
+                   memcmp(sqlite3_column_blob(st, 0), digest, 32) == 0;
+        sqlite3_reset(st);
+        hr = same ? PSDB_S_FALSE : PSDB_E_CACHE_HASH_COLLISION;
+        goto cleanup;
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        goto sqlite_fail;
+
+    st = w->st[W_PUT_BLOB];
+    if ((rc = bind_bytes(st, 1, digest, 32)) != SQLITE_OK ||
+        (rc = bind_bytes(st, 2, value, value_size)) != SQLITE_OK ||
+        (rc = step_reset(st)) != SQLITE_DONE)
+        goto sqlite_fail;
+    st = w->st[W_PUT_VAL];
+    if ((rc = bind_bytes(st, 1, key, key_size)) != SQLITE_OK ||
+        (rc = sqlite3_bind_int(st, 2, (int)value_type)) != SQLITE_OK ||
+        (rc = bind_bytes(st, 3, digest, 32)) != SQLITE_OK || (rc = step_reset(st)) != SQLITE_DONE)
+        goto sqlite_fail;
+    goto cleanup;
+
+sqlite_fail:
+    hr = w->broken = write_error(rc);
+cleanup:
+    if (st)
+        sqlite3_clear_bindings(st);
+    return hr;
+}
+
+psdb_hr psdb_writer_put_group(psdb_writer *w, const void *group_key, size_t key_size,
+                              uint64_t version, uint32_t num_values, const psdb_value_ref *values)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+
+    if (!w || w->finished || !group_key || key_size == 0 || key_size > MAX_ITEM_SIZE ||
+        (num_values > 0 && !values)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    for (uint32_t i = 0; i < num_values; i++) {
+        if (!values[i].key || values[i].key_size == 0 || values[i].key_size > MAX_ITEM_SIZE) {
+            hr = PSDB_E_INVALIDARG;
+            goto cleanup;
+        }
+    }
+    if (w->broken < 0) {
+        hr = w->broken;
+        goto cleanup;
+    }
+    st = w->st[W_HAS_GROUP];
+    if ((rc = bind_bytes(st, 1, group_key, key_size)) != SQLITE_OK)
+        goto sqlite_fail;
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_ROW) {
+        hr = PSDB_E_ALREADY_EXISTS;
+        goto cleanup;
+    }
+    if (rc != SQLITE_DONE)
+        goto sqlite_fail;
+    st = w->st[W_HAS_KEY];
+    for (uint32_t i = 0; i < num_values; i++) {
+        if ((rc = bind_bytes(st, 1, values[i].key, values[i].key_size)) != SQLITE_OK)
+            goto sqlite_fail;
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc == SQLITE_DONE) {
+            hr = PSDB_E_NOT_FOUND;
+            goto cleanup;
+        }
+        if (rc != SQLITE_ROW)
+            goto sqlite_fail;
+    }
+    st = w->st[W_PUT_GROUP];
+    if ((rc = bind_bytes(st, 1, group_key, key_size)) != SQLITE_OK ||
+        (rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)version)) != SQLITE_OK ||
+        (rc = step_reset(st)) != SQLITE_DONE)
+        goto sqlite_fail;
+    st = w->st[W_PUT_MEMBER];
+    for (uint32_t i = 0; i < num_values; i++) {
+        if ((rc = bind_bytes(st, 1, group_key, key_size)) != SQLITE_OK ||
+            (rc = sqlite3_bind_int64(st, 2, (sqlite3_int64)i)) != SQLITE_OK ||
+            (rc = bind_bytes(st, 3, values[i].key, values[i].key_size)) != SQLITE_OK ||
+            (rc = step_reset(st)) != SQLITE_DONE)
+            goto sqlite_fail;
+    }
+    goto cleanup;
+
+sqlite_fail:
+    hr = w->broken = write_error(rc);
+cleanup:
+    if (st)
+        sqlite3_clear_bindings(st);
+    return hr;
+}
+
+/* fsync a file or directory by path. */
+static int fsync_path(const char *path, int dir)
+{
+    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    int rc = -1;
+
+    if (fd < 0)
+        return -1;
+    rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+psdb_hr psdb_writer_finish(psdb_writer *w)
+{
+    static const char *header_sql =
+        "INSERT INTO main.header (id, exe_filename, app_name, app_version, engine_name, "
+        "engine_version, app_id, family, abi_version, compiler_version, profile_version, "
+        "num_values, num_groups, num_blobs, blob_bytes, content_digest) "
+        "VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    content_stats cs = {0};
+    char *dir = NULL, *slash = NULL;
+    const psdb_app_identity *id = NULL;
+    int rc = SQLITE_OK;
+
+    if (!w || w->finished) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (w->broken < 0) {
+        hr = w->broken;
+        goto cleanup;
+    }
+    id = &w->identity;
+    for (int i = 0; i < W_COUNT; i++) {
+        sqlite3_finalize(w->st[i]);
+        w->st[i] = NULL;
+    }
+    if ((rc = sqlite3_exec(w->db, copy_sql, NULL, NULL, NULL)) != SQLITE_OK)
+        goto sqlite_fail;
+    if ((hr = compute_content(w->db, id, &w->target, &cs, NULL, 0)) < 0) {
+        /* The staged rows were all written by this writer: a failure here is I/O or memory. */
+        if (hr == PSDB_E_CACHE_CORRUPT)
+            hr = PSDB_E_IO;
+        goto fail;
+    }
+    if ((rc = sqlite3_prepare_v2(w->db, header_sql, -1, &st, NULL)) != SQLITE_OK)
+        goto sqlite_fail;
+    if (id->desc.exe_filename)
+        rc = sqlite3_bind_text(st, 1, id->desc.exe_filename, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, 2, id->desc.name, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 3, (sqlite3_int64)id->desc.version);
+    if (rc == SQLITE_OK && id->desc.engine_name)
+        rc = sqlite3_bind_text(st, 4, id->desc.engine_name, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 5, (sqlite3_int64)id->desc.engine_version);
+    if (rc == SQLITE_OK)
+        rc = bind_bytes(st, 6, id->app_id, 16);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, 7, w->target.family, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 8, (sqlite3_int64)w->target.abi_version);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 9, (sqlite3_int64)w->target.compiler_version);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 10, (sqlite3_int64)w->target.profile_version);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 11, (sqlite3_int64)cs.num_values);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 12, (sqlite3_int64)cs.num_groups);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 13, (sqlite3_int64)cs.num_blobs);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 14, (sqlite3_int64)cs.blob_bytes);
+    if (rc == SQLITE_OK)
+        rc = bind_bytes(st, 15, cs.digest, 32);
+    if (rc != SQLITE_OK || (rc = sqlite3_step(st)) != SQLITE_DONE)
+        goto sqlite_fail;
+    sqlite3_finalize(st);
+    st = NULL;
+    if ((rc = sqlite3_exec(w->db, "COMMIT; DETACH DATABASE stage;", NULL, NULL, NULL)) !=
+        SQLITE_OK)
+        goto sqlite_fail;
+    rc = sqlite3_close(w->db);
+    w->db = NULL;
+    if (rc != SQLITE_OK)
+        goto sqlite_fail;
+
+    if (fsync_path(w->tmp_path, 0) != 0 || rename(w->tmp_path, w->path) != 0) {
+        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        goto fail;
+    }
+    w->finished = 1;
+    /* The rename is durable once the directory is synced; a failure here leaves a complete file. */
+    dir = psdb__strdup(w->path);
+    if (!dir) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    if (fsync_path(slash ? dir : ".", 1) != 0)
+        hr = PSDB_E_IO;
+    goto cleanup;
+
+sqlite_fail:
+    hr = write_error(rc);
+fail:
+    w->broken = hr;
+cleanup:
+    sqlite3_finalize(st);
+    free(dir);
+    return hr;
+}

@@ -1,0 +1,26 @@
+/* psdbfile_internal.h - PSDB format constants and helpers shared with the tool and the tests. */
+#ifndef PSDB_PSDBFILE_INTERNAL_H
+#define PSDB_PSDBFILE_INTERNAL_H
+
+#include <stddef.h>
+
+#include "psdb/file.h"
+
+/* PRAGMA application_id of a PSDB ('PSDB') and of an SODB ('PSOD'), schema/PSDB.md. */
+#define PSDB__PSDB_APPLICATION_ID 0x50534442u
+#define PSDB__SODB_APPLICATION_ID 0x50534F44u
+/* PRAGMA user_version of the only PSDB schema this library reads and writes. */
+#define PSDB__PSDB_SCHEMA_VERSION 1u
+
+/* The text of schema/psdb.sql, executed by the writer (a unit test keeps the two equal). */
+extern const char psdb__psdb_schema_sql[];
+
+/* psdb_file_open, plus a one-line reason for any failure in msg (may be NULL). */
+psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, psdb_file **out,
+                            char *msg, size_t msg_size);
+
+/* Reads the application_id of a SQLite file from its 100-byte header without SQLite. 0 on
+ * success; -1 when the file cannot be read or is not a SQLite file. */
+int psdb__sqlite_application_id(const char *path, uint32_t *out);
+
+#endif

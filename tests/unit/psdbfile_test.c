@@ -1,0 +1,1093 @@
+/* psdbfile_test.c - the PSDB file: writing, reading, validation, lookups, digests, bad inputs. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "psdbfile_internal.h"
+#include "util.h"
+
+#define FAMILY "contoso-gfx9"
+#define ABI 7u
+#define PROFILE PSDB_VERSION(1, 2, 3, 4)
+#define NKEYS 40
+
+static char *tmpdir;
+
+static void setup(void)
+{
+    tmpdir = tu_mkdtemp();
+}
+
+static void teardown(void)
+{
+    tu_rmtree(tmpdir);
+    free(tmpdir);
+    tmpdir = NULL;
+}
+
+static const psdb_app_identity sample_identity = {
+    .desc = {.exe_filename = "game.exe",
+             .name = "Sample Game",
+             .version = PSDB_VERSION(1, 0, 2, 0),
+             .engine_name = "Engine",
+             .engine_version = PSDB_VERSION(5, 1, 0, 0)},
+    .app_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+};
+
+static psdb_target sample_target(void)
+{
+    psdb_target t = {.family = FAMILY,
+                     .abi_version = ABI,
+                     .compiler_version = PSDB_VERSION(2, 0, 0, 1),
+                     .profile_version = PROFILE};
+    return t;
+}
+
+static psdb_adapter_desc sample_adapter(void)
+{
+    psdb_adapter_desc a = {.vendor_id = 0x1234,
+                           .device_id = 0x5678,
+                           .family = FAMILY,
+                           .abi_min = 5,
+                           .abi_max = 9,
+                           .compiler_version = PSDB_VERSION(2, 0, 0, 1),
+                           .app_profile_version = PROFILE};
+    return a;
+}
+
+/* Value bytes of key i and type t: object code ~1 KiB with a recognisable pattern, metadata
+ * short. Keys 30..39 share their object code with keys 0..9 (deduplication). */
+static size_t sample_value(int i, uint32_t t, uint8_t *buf)
+{
+    int src = i >= 30 ? i - 30 : i;
+    size_t n = t == PSDB_VALUE_OBJECT_CODE ? 1000 + (size_t)src : 40 + (size_t)(i % 7);
+    for (size_t j = 0; j < n; j++)
+        buf[j] = (uint8_t)(t == PSDB_VALUE_OBJECT_CODE ? (src * 31 + (int)j * 7) : (i + (int)j));
+    if (t == PSDB_VALUE_OBJECT_CODE)
+        snprintf((char *)buf, 16, "OBJ%03d-CODE", src);
+    return n;
+}
+
+static void sample_key(int i, char key[8])
+{
+    snprintf(key, 8, "k%03d", i);
+}
+
+/* Writes the sample content, in forward (order 0) or a shuffled (order 1) put order. */
+static void write_sample(const char *path, int order)
+{
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    uint8_t *buf = malloc(4096);
+    ck_assert_hr(psdb_writer_create(path, &sample_identity, &t, &w), PSDB_S_OK);
+    for (int n = 0; n < NKEYS; n++) {
+        int i = order == 0 ? n : (n * 17 + 5) % NKEYS;
+        char key[8];
+        sample_key(i, key);
+        for (uint32_t k = 0; k < 2; k++) {
+            uint32_t type = order == 0 ? k : 1 - k;
+            size_t size = sample_value(i, type, buf);
+            ck_assert_hr(psdb_writer_put_value(w, key, 4, type, buf, size), PSDB_S_OK);
+        }
+    }
+    for (int n = 0; n < NKEYS / 2; n++) {
+        int g = order == 0 ? n : NKEYS / 2 - 1 - n;
+        char gkey[16], k1[8], k2[8];
+        snprintf(gkey, sizeof(gkey), "group-%02d", g);
+        sample_key(2 * g, k1);
+        sample_key(2 * g + 1, k2);
+        psdb_value_ref refs[2] = {{k1, 4}, {k2, 4}};
+        ck_assert_hr(psdb_writer_put_group(w, gkey, strlen(gkey), 100 + (uint64_t)g, 2, refs),
+                     PSDB_S_OK);
+    }
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    free(buf);
+}
+
+static char *sample_file(const char *name)
+{
+    char *p = tu_path(tmpdir, name);
+    write_sample(p, 0);
+    return p;
+}
+
+static psdb_hr open_status(const char *path, const psdb_adapter_desc *a)
+{
+    psdb_file *f = NULL;
+    psdb_hr hr = psdb_file_open(path, a, &f);
+    ck_assert(hr < 0 ? f == NULL : f != NULL);
+    psdb_file_release(f);
+    return hr;
+}
+
+/* Runs SQL against a copy of a PSDB with a writable SQLite connection. */
+static void exec_sql(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    char *err = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+    ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, err ? err : "?");
+    sqlite3_close(db);
+}
+
+/* ---- C1: content round trip ------------------------------------------------------------------ */
+
+START_TEST(test_psdbfile__C1_roundtrip_identity_target_values_groups)
+{
+    char *p = sample_file("a.psdb");
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    uint8_t buf[4096], want[4096];
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    ck_assert_str_eq(info.identity.desc.exe_filename, "game.exe");
+    ck_assert_str_eq(info.identity.desc.name, "Sample Game");
+    ck_assert_str_eq(info.identity.desc.engine_name, "Engine");
+    ck_assert_uint_eq(info.identity.desc.version, PSDB_VERSION(1, 0, 2, 0));
+    ck_assert_uint_eq(info.identity.desc.engine_version, PSDB_VERSION(5, 1, 0, 0));
+    ck_assert_mem_eq(info.identity.app_id, sample_identity.app_id, 16);
+    ck_assert_str_eq(info.target.family, FAMILY);
+    ck_assert_uint_eq(info.target.abi_version, ABI);
+    ck_assert_uint_eq(info.target.compiler_version, PSDB_VERSION(2, 0, 0, 1));
+    ck_assert_uint_eq(info.target.profile_version, PROFILE);
+    ck_assert_uint_eq(info.num_values, 2 * NKEYS);
+    ck_assert_uint_eq(info.num_groups, NKEYS / 2);
+    /* Keys 30..39 repeat the object code of keys 0..9: stored once. */
+    ck_assert_uint_eq(info.num_blobs, 2 * NKEYS - 10);
+    for (int i = 0; i < NKEYS; i++) {
+        char key[8];
+        sample_key(i, key);
+        for (uint32_t t = 0; t < 2; t++) {
+            size_t n = sizeof(buf), wn = sample_value(i, t, want);
+            ck_assert_hr(psdb_file_find_value(f, key, 4, t, buf, &n), PSDB_S_OK);
+            ck_assert_uint_eq(n, wn);
+            ck_assert_mem_eq(buf, want, n);
+        }
+    }
+    char hexd[65];
+    char msg[256];
+    psdb__hex(info.content_digest, 32, hexd);
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_S_OK);
+    ck_assert_str_eq(msg, "ok");
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C1_identical_blobs_stored_once)
+{
+    char *p = tu_path(tmpdir, "dedup.psdb");
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_S_OK);
+    for (int i = 0; i < 10; i++) {
+        char key[8];
+        sample_key(i, key);
+        ck_assert_hr(psdb_writer_put_value(w, key, 4, PSDB_VALUE_OBJECT_CODE, "same", 4), PSDB_S_OK);
+        ck_assert_hr(psdb_writer_put_value(w, key, 4, PSDB_VALUE_DEBUG_PDB, "same", 4), PSDB_S_OK);
+    }
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    ck_assert_uint_eq(info.num_values, 20);
+    ck_assert_uint_eq(info.num_blobs, 1);
+    ck_assert_uint_eq(info.blob_bytes, 4);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C1_put_value_duplicates)
+{
+    char *p = tu_path(tmpdir, "dup.psdb");
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 0, "abc", 3), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 0, "abc", 3), PSDB_S_FALSE);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 0, "abd", 3), PSDB_E_CACHE_HASH_COLLISION);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 1, "abd", 3), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 4, "abd", 3), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 2, "abd", 0), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 0, 2, "abd", 3), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_put_value(w, NULL, 1, 2, "abd", 3), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_put_value(NULL, "k", 1, 2, "abd", 3), PSDB_E_INVALIDARG);
+    psdb_value_ref refs[2] = {{"k", 1}, {"missing", 7}};
+    ck_assert_hr(psdb_writer_put_group(w, "g", 1, 1, 2, refs), PSDB_E_NOT_FOUND);
+    ck_assert_hr(psdb_writer_put_group(w, "g", 1, 1, 1, refs), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_group(w, "g", 1, 1, 1, refs), PSDB_E_ALREADY_EXISTS);
+    ck_assert_hr(psdb_writer_put_group(w, "g", 1, 2, 1, refs), PSDB_E_ALREADY_EXISTS);
+    ck_assert_hr(psdb_writer_put_group(w, "h", 1, 2, 1, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_put_group(w, "h", 1, 2, 0, NULL), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_put_value(w, "z", 1, 0, "abc", 3), PSDB_E_INVALIDARG);
+    psdb_writer_release(w);
+
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    char msg[256];
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    ck_assert_uint_eq(info.num_values, 2);
+    ck_assert_uint_eq(info.num_groups, 2);
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_S_OK);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C1_writer_rejects_bad_targets)
+{
+    char *p = tu_path(tmpdir, "bad.psdb");
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    char longfam[PSDB_ADAPTER_FAMILY_MAX + 1];
+    memset(longfam, 'f', sizeof(longfam));
+    longfam[PSDB_ADAPTER_FAMILY_MAX] = '\0';
+
+    t.abi_version = 0;
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_E_INVALIDARG);
+    t.abi_version = UINT64_MAX;
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_E_INVALIDARG);
+    t = sample_target();
+    t.family = "";
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_E_INVALIDARG);
+    t.family = NULL;
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_E_INVALIDARG);
+    longfam[PSDB_ADAPTER_FAMILY_MAX - 1] = '\0'; /* 127 bytes: the longest allowed */
+    t.family = longfam;
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_S_OK);
+    psdb_writer_release(w);
+    w = NULL;
+    longfam[PSDB_ADAPTER_FAMILY_MAX - 1] = 'f'; /* 128 bytes */
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_E_INVALIDARG);
+    t = sample_target();
+    psdb_app_identity id = sample_identity;
+    id.desc.name = NULL;
+    ck_assert_hr(psdb_writer_create(p, &id, &t, &w), PSDB_E_INVALIDARG);
+    id = sample_identity;
+    id.desc.engine_name = NULL;
+    ck_assert_hr(psdb_writer_create(p, &id, &t, &w), PSDB_E_INVALIDARG);
+    id.desc.engine_version = 0;
+    ck_assert_hr(psdb_writer_create(p, &id, &t, &w), PSDB_S_OK);
+    psdb_writer_release(w);
+    ck_assert_hr(psdb_writer_create(NULL, &id, &t, &w), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_create(p, NULL, &t, &w), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_create(p, &id, NULL, &w), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_writer_create(p, &id, &t, NULL), PSDB_E_INVALIDARG);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C1_writer_renames_into_place)
+{
+    char *p = tu_path(tmpdir, "atomic.psdb");
+    char *tmp = tu_path(tmpdir, "atomic.psdb.tmp");
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    struct stat sb;
+
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 0, "abc", 3), PSDB_S_OK);
+    ck_assert_int_ne(stat(p, &sb), 0);
+    ck_assert_int_eq(stat(tmp, &sb), 0);
+    psdb_writer_release(w); /* unfinished: the temporary file goes */
+    ck_assert_int_ne(stat(tmp, &sb), 0);
+    ck_assert_int_ne(stat(p, &sb), 0);
+
+    w = NULL;
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, 0, "abc", 3), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    ck_assert_int_eq(stat(p, &sb), 0);
+    ck_assert_int_ne(stat(tmp, &sb), 0);
+    psdb_writer_release(w);
+    ck_assert_int_eq(stat(p, &sb), 0);
+    ck_assert_hr(open_status(p, NULL), PSDB_S_OK);
+    free(p);
+    free(tmp);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C1_schema_copy_matches_schema_file)
+{
+    size_t n = 0;
+    char *sql = tu_read_file(PSDB_TEST_DATA "/../../schema/psdb.sql", &n);
+    ck_assert_ptr_nonnull(sql);
+    ck_assert_str_eq(psdb__psdb_schema_sql, sql);
+    free(sql);
+}
+END_TEST
+
+/* ---- C2: validation at open ------------------------------------------------------------------ */
+
+START_TEST(test_psdbfile__C2_bad_arguments_and_missing_file)
+{
+    char *p = tu_path(tmpdir, "absent.psdb");
+    psdb_file *f = NULL;
+    psdb_adapter_desc a = sample_adapter();
+    ck_assert_hr(psdb_file_open(NULL, NULL, &f), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_open(p, NULL, NULL), PSDB_E_INVALIDARG);
+    a.family = NULL;
+    ck_assert_hr(psdb_file_open(p, &a, &f), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_E_IO);
+    ck_assert_hr(psdb_file_open(tmpdir, NULL, &f), PSDB_E_IO);
+    ck_assert_ptr_null(f);
+    psdb_file_release(NULL);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_not_sqlite_is_corrupt)
+{
+    char *p = tu_path(tmpdir, "text.psdb");
+    psdb_adapter_desc a = sample_adapter();
+    ck_assert_int_eq(tu_write_file(p, "this is not a database, just some text\n", 39), 0);
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(open_status(p, &a), PSDB_E_CACHE_CORRUPT);
+    ck_assert_int_eq(tu_write_file(p, "", 0), 0);
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    /* SQLite's magic followed by garbage. */
+    char junk[4096];
+    memset(junk, 0xA5, sizeof(junk));
+    memcpy(junk, "SQLite format 3", 16);
+    ck_assert_int_eq(tu_write_file(p, junk, sizeof(junk)), 0);
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_other_sqlite_file_is_corrupt)
+{
+    char *p = tu_path(tmpdir, "other.db");
+    char msg[256];
+    psdb_file *f = NULL;
+    exec_sql(p, "CREATE TABLE t (x); INSERT INTO t VALUES (1);");
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb__file_open_msg(p, NULL, &f, msg, sizeof(msg)), PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(strstr(msg, "not a PSDB"), "%s", msg);
+    /* An SODB (another application_id) is not a PSDB either. */
+    exec_sql(p, "PRAGMA application_id = 1347637060;");
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    uint32_t appid = 0;
+    ck_assert_int_eq(psdb__sqlite_application_id(p, &appid), 0);
+    ck_assert_uint_eq(appid, PSDB__SODB_APPLICATION_ID);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_newer_schema_version_is_corrupt)
+{
+    char *p = sample_file("v99.psdb");
+    char msg[256];
+    psdb_file *f = NULL;
+    exec_sql(p, "PRAGMA user_version = 99;");
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb__file_open_msg(p, NULL, &f, msg, sizeof(msg)), PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(strstr(msg, "schema version 99"), "%s", msg);
+    exec_sql(p, "PRAGMA user_version = 0;");
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    exec_sql(p, "PRAGMA user_version = 1;");
+    ck_assert_hr(open_status(p, NULL), PSDB_S_OK);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_truncated_is_corrupt)
+{
+    char *p = sample_file("trunc.psdb");
+    size_t n = 0;
+    char *bytes = tu_read_file(p, &n);
+    psdb_adapter_desc a = sample_adapter();
+    ck_assert_uint_gt(n, 8192);
+    /* A whole page short, half a page short, just the SQLite header, less than the header. */
+    const size_t cuts[] = {n - 4096, n - 2048, n - 1, 100, 60};
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        ck_assert_int_eq(tu_write_file(p, bytes, cuts[i]), 0);
+        ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+        ck_assert_hr(open_status(p, &a), PSDB_E_CACHE_CORRUPT);
+    }
+    free(bytes);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_missing_table_is_corrupt)
+{
+    const char *tables[] = {"header", "blobs", "value_entries", "value_groups", "group_members"};
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        char *p = sample_file("missing.psdb");
+        char sql[128], msg[256];
+        psdb_file *f = NULL;
+        snprintf(sql, sizeof(sql), "DROP TABLE %s;", tables[i]);
+        exec_sql(p, sql);
+        ck_assert_hr(psdb__file_open_msg(p, NULL, &f, msg, sizeof(msg)), PSDB_E_CACHE_CORRUPT);
+        ck_assert_msg(strstr(msg, tables[i]), "%s: %s", tables[i], msg);
+        free(p);
+    }
+    /* A table replaced by a view of the same shape, and an extra table. */
+    char *p = sample_file("view.psdb");
+    exec_sql(p, "ALTER TABLE value_groups RENAME TO g2; "
+                "CREATE VIEW value_groups AS SELECT key, version FROM g2;");
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    free(p);
+    p = sample_file("extra.psdb");
+    exec_sql(p, "CREATE TABLE extra (x);");
+    ck_assert_hr(open_status(p, NULL), PSDB_E_CACHE_CORRUPT);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_malformed_header_row_is_corrupt)
+{
+    const char *edits[] = {
+        "DELETE FROM header;",
+        "UPDATE header SET abi_version = 0;",
+        "UPDATE header SET abi_version = -1;", /* UINT64_MAX */
+        "UPDATE header SET family = '';",
+        "UPDATE header SET family = substr(hex(zeroblob(64)), 1, 128);",
+        "UPDATE header SET app_version = 'one';",
+        "UPDATE header SET engine_name = NULL;", /* engine_version stays non-zero */
+        "UPDATE header SET num_blobs = 1000000000;",
+        "PRAGMA ignore_check_constraints = ON; UPDATE header SET app_id = x'00';",
+        "PRAGMA ignore_check_constraints = ON; UPDATE header SET content_digest = 'abc';",
+        "PRAGMA ignore_check_constraints = ON; INSERT INTO header SELECT 2, exe_filename, app_name,"
+        " app_version, engine_name, engine_version, app_id, family, abi_version, compiler_version,"
+        " profile_version, num_values, num_groups, num_blobs, blob_bytes, content_digest FROM"
+        " header;",
+    };
+    for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+        char *p = sample_file("hdr.psdb");
+        char msg[256];
+        psdb_file *f = NULL;
+        exec_sql(p, edits[i]);
+        ck_assert_hr(psdb__file_open_msg(p, NULL, &f, msg, sizeof(msg)), PSDB_E_CACHE_CORRUPT);
+        ck_assert_msg(strstr(msg, "header"), "%s: %s", edits[i], msg);
+        free(p);
+    }
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_corruption_checked_before_compatibility)
+{
+    char *p = sample_file("order.psdb");
+    psdb_adapter_desc a = sample_adapter();
+    a.family = "other-family";
+    a.abi_min = a.abi_max = 100;
+    exec_sql(p, "PRAGMA user_version = 2;");
+    ck_assert_hr(open_status(p, &a), PSDB_E_CACHE_CORRUPT);
+    exec_sql(p, "PRAGMA user_version = 1;");
+    /* Family is checked before the versions. */
+    ck_assert_hr(open_status(p, &a), PSDB_E_ADAPTER_NOT_FOUND);
+    free(p);
+}
+END_TEST
+
+/* ---- A3: compatibility with the driver ------------------------------------------------------ */
+
+START_TEST(test_psdbfile__A3_family_must_match)
+{
+    char *p = sample_file("fam.psdb");
+    psdb_adapter_desc a = sample_adapter();
+    ck_assert_hr(open_status(p, &a), PSDB_S_OK);
+    a.family = "contoso-gfx10";
+    ck_assert_hr(open_status(p, &a), PSDB_E_ADAPTER_NOT_FOUND);
+    a.family = "Contoso-gfx9"; /* case matters: family strings are IHV-defined identifiers */
+    ck_assert_hr(open_status(p, &a), PSDB_E_ADAPTER_NOT_FOUND);
+    a.family = "";
+    ck_assert_hr(open_status(p, &a), PSDB_E_ADAPTER_NOT_FOUND);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__A3_abi_within_driver_range)
+{
+    char *p = sample_file("abi.psdb");
+    psdb_adapter_desc a = sample_adapter();
+    a.abi_min = ABI;
+    a.abi_max = ABI;
+    ck_assert_hr(open_status(p, &a), PSDB_S_OK); /* abi == min == max */
+    a.abi_min = 1;
+    ck_assert_hr(open_status(p, &a), PSDB_S_OK); /* abi == max */
+    a.abi_min = ABI;
+    a.abi_max = 1000;
+    ck_assert_hr(open_status(p, &a), PSDB_S_OK); /* abi == min */
+    a.abi_min = ABI + 1;
+    ck_assert_hr(open_status(p, &a), PSDB_E_DRIVER_VERSION_MISMATCH);
+    a.abi_min = 1;
+    a.abi_max = ABI - 1;
+    ck_assert_hr(open_status(p, &a), PSDB_E_DRIVER_VERSION_MISMATCH);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__A3_profile_top_32_bits_must_match)
+{
+    char *p = sample_file("prof.psdb");
+    psdb_adapter_desc a = sample_adapter();
+    a.app_profile_version = PSDB_VERSION(1, 2, 9, 9); /* lower 32 bits differ: compatible */
+    ck_assert_hr(open_status(p, &a), PSDB_S_OK);
+    a.app_profile_version = PSDB_VERSION(1, 2, 0, 0);
+    ck_assert_hr(open_status(p, &a), PSDB_S_OK);
+    a.app_profile_version = PSDB_VERSION(1, 3, 3, 4);
+    ck_assert_hr(open_status(p, &a), PSDB_E_DRIVER_VERSION_MISMATCH);
+    a.app_profile_version = PSDB_VERSION(2, 2, 3, 4);
+    ck_assert_hr(open_status(p, &a), PSDB_E_DRIVER_VERSION_MISMATCH);
+    free(p);
+}
+END_TEST
+
+/* ---- C3: lookups ----------------------------------------------------------------------------- */
+
+START_TEST(test_psdbfile__C3_size_then_data)
+{
+    char *p = sample_file("look.psdb");
+    psdb_file *f = NULL;
+    uint8_t want[4096], buf[4096];
+    size_t wn = sample_value(3, PSDB_VALUE_OBJECT_CODE, want), n = 0;
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, PSDB_VALUE_OBJECT_CODE, NULL, &n), PSDB_S_OK);
+    ck_assert_uint_eq(n, wn);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, PSDB_VALUE_OBJECT_CODE, buf, &n), PSDB_S_OK);
+    ck_assert_uint_eq(n, wn);
+    ck_assert_mem_eq(buf, want, wn);
+    /* A short buffer: MORE_DATA and the size written back, nothing else changed. */
+    n = 10;
+    memset(buf, 0xEE, sizeof(buf));
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, PSDB_VALUE_OBJECT_CODE, buf, &n),
+                 PSDB_E_MORE_DATA);
+    ck_assert_uint_eq(n, wn);
+    ck_assert_uint_eq(buf[0], 0xEE);
+    n = wn; /* exactly enough */
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, PSDB_VALUE_OBJECT_CODE, buf, &n), PSDB_S_OK);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, PSDB_VALUE_METADATA, buf, &n), PSDB_S_OK);
+    ck_assert_uint_eq(n, sample_value(3, PSDB_VALUE_METADATA, want));
+    free(p);
+    psdb_file_release(f);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C3_absent_is_not_found)
+{
+    char *p = sample_file("absent.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[16];
+    size_t n = 0;
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_find_value(f, "nope", 4, 0, NULL, &n), PSDB_E_NOT_FOUND);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "nope", 4, 0, buf, &n), PSDB_E_NOT_FOUND);
+    /* The key exists, the type does not. */
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, PSDB_VALUE_DEBUG_PDB, NULL, &n),
+                 PSDB_E_NOT_FOUND);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, PSDB_VALUE_PERFORMANCE_DATA, buf, &n),
+                 PSDB_E_NOT_FOUND);
+    /* A prefix of a key is another key. */
+    ck_assert_hr(psdb_file_find_value(f, "k00", 3, 0, NULL, &n), PSDB_E_NOT_FOUND);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, 4, NULL, &n), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 0, 0, NULL, &n), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_find_value(f, NULL, 4, 0, NULL, &n), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, 0, NULL, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_find_value(NULL, "k003", 4, 0, NULL, &n), PSDB_E_INVALIDARG);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+/* Flips one byte of key 5's object code inside the raw file. */
+static void flip_object_code(const char *path)
+{
+    size_t n = 0;
+    uint8_t *bytes = (uint8_t *)tu_read_file(path, &n);
+    uint8_t *hit = memmem(bytes, n, "OBJ005-CODE", 11);
+    ck_assert_ptr_nonnull(hit);
+    hit[200] ^= 0x40;
+    ck_assert_int_eq(tu_write_file(path, bytes, n), 0);
+    free(bytes);
+}
+
+START_TEST(test_psdbfile__C2_C3_flipped_blob_found_at_lookup)
+{
+    char *p = sample_file("flip.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[4096];
+    size_t n = 0;
+    char msg[256];
+    flip_object_code(p);
+    /* The damage is inside a blob: the file still opens (open reads no blob). */
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_find_value(f, "k005", 4, 0, NULL, &n), PSDB_S_OK);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k005", 4, 0, buf, &n), PSDB_E_CACHE_CORRUPT);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k005", 4, 0, buf, &n), PSDB_E_CACHE_CORRUPT);
+    /* Key 35 shares the blob. */
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k035", 4, 0, buf, &n), PSDB_E_CACHE_CORRUPT);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k006", 4, 0, buf, &n), PSDB_S_OK);
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(strstr(msg, "SHA-256"), "%s", msg);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_C3_structural_damage_found_at_lookup)
+{
+    char *p = sample_file("dangling.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[4096];
+    size_t n = 0;
+    char msg[256];
+    exec_sql(p, "UPDATE value_entries SET blob_id = 999999 WHERE key = CAST('k001' AS BLOB) "
+                "AND type = 0; UPDATE blobs SET data = 'text' WHERE id = (SELECT blob_id FROM "
+                "value_entries WHERE key = CAST('k002' AS BLOB) AND type = 1);");
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_find_value(f, "k001", 4, 0, NULL, &n), PSDB_E_CACHE_CORRUPT);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k001", 4, 0, buf, &n), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_file_find_value(f, "k002", 4, 1, NULL, &n), PSDB_E_CACHE_CORRUPT);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k002", 4, 1, buf, &n), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_E_CACHE_CORRUPT);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_verify_finds_broken_references)
+{
+    const char *edits[] = {
+        "INSERT INTO group_members VALUES (CAST('group-00' AS BLOB), 2, CAST('zzz' AS BLOB));",
+        "DELETE FROM group_members WHERE idx = 0 AND group_key = CAST('group-03' AS BLOB);",
+        "UPDATE header SET num_values = num_values - 1;",
+        "UPDATE header SET compiler_version = 99;",
+        "UPDATE value_groups SET version = 5 WHERE key = CAST('group-01' AS BLOB);",
+    };
+    for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+        char *p = sample_file("refs.psdb");
+        psdb_file *f = NULL;
+        char msg[256];
+        exec_sql(p, edits[i]);
+        ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+        ck_assert_msg(psdb_file_verify(f, msg, sizeof(msg)) == PSDB_E_CACHE_CORRUPT, "%s",
+                      edits[i]);
+        ck_assert_msg(strlen(msg) > 0 && !strchr(msg, '\n'), "%s", msg);
+        psdb_file_release(f);
+        free(p);
+    }
+}
+END_TEST
+
+static int collect_group(const void *key, size_t key_size, uint64_t version, uint32_t num_values,
+                         void *ctx)
+{
+    int *count = ctx;
+    char want[16];
+    snprintf(want, sizeof(want), "group-%02d", *count);
+    ck_assert_uint_eq(key_size, strlen(want));
+    ck_assert_mem_eq(key, want, key_size);
+    ck_assert_uint_eq(version, 100 + (uint64_t)*count);
+    ck_assert_uint_eq(num_values, 2);
+    return ++*count == 5;
+}
+
+START_TEST(test_psdbfile__C1_foreach_group_in_key_order)
+{
+    char *p = tu_path(tmpdir, "groups.psdb");
+    psdb_file *f = NULL;
+    int count = 0;
+    write_sample(p, 1);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_foreach_group(f, collect_group, &count), PSDB_S_FALSE);
+    ck_assert_int_eq(count, 5);
+    ck_assert_hr(psdb_file_foreach_group(f, NULL, &count), PSDB_E_INVALIDARG);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+typedef struct lookup_job {
+    psdb_file *f;
+    int seed;
+    int errors;
+} lookup_job;
+
+static void *lookup_thread(void *arg)
+{
+    lookup_job *job = arg;
+    uint8_t buf[4096], want[4096];
+    unsigned s = (unsigned)job->seed;
+    for (int it = 0; it < 3000; it++) {
+        s = s * 1103515245u + 12345u;
+        int i = (int)((s >> 8) % NKEYS);
+        uint32_t t = (s >> 20) & 1;
+        char key[8];
+        size_t n = 0, wn = sample_value(i, t, want);
+        sample_key(i, key);
+        if (psdb_file_find_value(job->f, key, 4, t, NULL, &n) != PSDB_S_OK || n != wn)
+            job->errors++;
+        n = sizeof(buf);
+        if (psdb_file_find_value(job->f, key, 4, t, buf, &n) != PSDB_S_OK || n != wn ||
+            memcmp(buf, want, wn) != 0)
+            job->errors++;
+    }
+    return NULL;
+}
+
+START_TEST(test_psdbfile__C3_concurrent_lookups)
+{
+    char *p = sample_file("threads.psdb");
+    psdb_file *f = NULL;
+    pthread_t th[8];
+    lookup_job jobs[8];
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    for (int i = 0; i < 8; i++) {
+        jobs[i] = (lookup_job){.f = f, .seed = i + 1};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, lookup_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(jobs[i].errors, 0);
+    }
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+/* ---- C4: deterministic content digest and bytes ---------------------------------------------- */
+
+START_TEST(test_psdbfile__C4_same_content_any_order_same_bytes)
+{
+    char *a = tu_path(tmpdir, "order0.psdb"), *b = tu_path(tmpdir, "order1.psdb");
+    size_t na = 0, nb = 0;
+    write_sample(a, 0);
+    write_sample(b, 1);
+    char *ba = tu_read_file(a, &na), *bb = tu_read_file(b, &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_msg(memcmp(ba, bb, na) == 0, "files differ");
+    psdb_file *fa = NULL, *fb = NULL;
+    psdb_file_info ia, ib;
+    ck_assert_hr(psdb_file_open(a, NULL, &fa), PSDB_S_OK);
+    ck_assert_hr(psdb_file_open(b, NULL, &fb), PSDB_S_OK);
+    psdb_file_get_info(fa, &ia);
+    psdb_file_get_info(fb, &ib);
+    ck_assert_mem_eq(ia.content_digest, ib.content_digest, 32);
+    psdb_file_release(fa);
+    psdb_file_release(fb);
+    free(ba);
+    free(bb);
+    free(a);
+    free(b);
+}
+END_TEST
+
+static void digest_of_one(const char *path, const char *family, uint64_t version,
+                          uint8_t out[32])
+{
+    psdb_writer *w = NULL;
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    psdb_target t = sample_target();
+    t.family = family;
+    ck_assert_hr(psdb_writer_create(path, &sample_identity, &t, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "key", 3, PSDB_VALUE_METADATA, "meta", 4), PSDB_S_OK);
+    psdb_value_ref r = {"key", 3};
+    ck_assert_hr(psdb_writer_put_group(w, "grp", 3, version, 1, &r), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    ck_assert_hr(psdb_file_open(path, NULL, &f), PSDB_S_OK);
+    psdb_file_get_info(f, &info);
+    memcpy(out, info.content_digest, 32);
+    psdb_file_release(f);
+}
+
+static void put_str(psdb__buf *b, const char *s)
+{
+    psdb__buf_str(b, s);
+}
+
+START_TEST(test_psdbfile__C4_digest_follows_documented_serialisation)
+{
+    char *p = tu_path(tmpdir, "one.psdb");
+    uint8_t got[32], want[32], blob[32];
+    psdb__buf b = {0};
+    psdb_target t = sample_target();
+    digest_of_one(p, FAMILY, 42, got);
+
+    /* schema/PSDB.md, "Content digest", byte for byte. */
+    psdb__buf_u32(&b, 0x50534442u);
+    psdb__buf_u32(&b, 1);
+    put_str(&b, "game.exe");
+    put_str(&b, "Sample Game");
+    psdb__buf_u64(&b, PSDB_VERSION(1, 0, 2, 0));
+    put_str(&b, "Engine");
+    psdb__buf_u64(&b, PSDB_VERSION(5, 1, 0, 0));
+    psdb__buf_append(&b, sample_identity.app_id, 16);
+    put_str(&b, FAMILY);
+    psdb__buf_u64(&b, t.abi_version);
+    psdb__buf_u64(&b, t.compiler_version);
+    psdb__buf_u64(&b, t.profile_version);
+    psdb__buf_u8(&b, 1);
+    psdb__buf_u32(&b, 3);
+    psdb__buf_append(&b, "key", 3);
+    psdb__buf_u32(&b, PSDB_VALUE_METADATA);
+    psdb__sha256("meta", 4, blob);
+    psdb__buf_append(&b, blob, 32);
+    psdb__buf_u8(&b, 2);
+    psdb__buf_u32(&b, 3);
+    psdb__buf_append(&b, "grp", 3);
+    psdb__buf_u64(&b, 42);
+    psdb__buf_u32(&b, 1);
+    psdb__buf_u32(&b, 3);
+    psdb__buf_append(&b, "key", 3);
+    psdb__buf_u8(&b, 0);
+    ck_assert_hr(psdb__buf_status(&b), PSDB_S_OK);
+    psdb__sha256(b.data, b.len, want);
+    ck_assert_mem_eq(got, want, 32);
+
+    /* Any change of content changes the digest. */
+    uint8_t other[32];
+    digest_of_one(p, FAMILY, 43, other);
+    ck_assert_int_ne(memcmp(got, other, 32), 0);
+    digest_of_one(p, "contoso-gfx10", 42, other);
+    ck_assert_int_ne(memcmp(got, other, 32), 0);
+    psdb__buf_free(&b);
+    free(p);
+}
+END_TEST
+
+/* ---- The psdb tool: inspect and verify ------------------------------------------------------- */
+
+START_TEST(test_psdbfile__C2_tool_inspect_and_verify)
+{
+    char *p = sample_file("tool.psdb");
+    char *out = tu_path(tmpdir, "out.txt");
+    char cmd[1024];
+    size_t n = 0;
+    json_error_t err;
+
+    snprintf(cmd, sizeof(cmd), "%s verify %s", PSDB_TOOL, p);
+    ck_assert_int_eq(tu_run(cmd, out), 0);
+    char *text = tu_read_file(out, &n);
+    ck_assert_msg(strncmp(text, "ok", 2) == 0, "%s", text);
+    free(text);
+
+    snprintf(cmd, sizeof(cmd), "%s inspect --json %s", PSDB_TOOL, p);
+    ck_assert_int_eq(tu_run(cmd, out), 0);
+    json_t *root = json_load_file(out, 0, &err);
+    ck_assert_msg(root != NULL, "%s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(root, "kind")), "psdb");
+    json_t *target = json_object_get(root, "target");
+    ck_assert_str_eq(json_string_value(json_object_get(target, "family")), FAMILY);
+    ck_assert_int_eq(json_integer_value(json_object_get(target, "abi_version")), ABI);
+    ck_assert_str_eq(json_string_value(json_object_get(target, "profile_version")), "1.2.3.4");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(root, "app"), "name")),
+                     "Sample Game");
+    ck_assert_int_eq(json_integer_value(json_object_get(root, "num_values")), 2 * NKEYS);
+    ck_assert_int_eq(json_integer_value(json_object_get(root, "num_groups")), NKEYS / 2);
+    ck_assert_uint_eq(strlen(json_string_value(json_object_get(root, "content_digest"))), 64);
+    json_decref(root);
+
+    flip_object_code(p);
+    snprintf(cmd, sizeof(cmd), "%s verify %s", PSDB_TOOL, p);
+    ck_assert_int_ne(tu_run(cmd, out), 0);
+    text = tu_read_file(out, &n);
+    ck_assert_msg(strstr(text, "SHA-256") && strchr(text, '\n') == text + n - 1, "%s", text);
+    free(text);
+
+    /* An SODB is recognised by its application_id. */
+    char *sodb = tu_path(tmpdir, "x.sodb");
+    exec_sql(sodb, "PRAGMA application_id = 1347637060; CREATE TABLE t (x);");
+    snprintf(cmd, sizeof(cmd), "%s inspect %s", PSDB_TOOL, sodb);
+    free(sodb);
+    char *out2 = tu_path(tmpdir, "out2.txt");
+    ck_assert_int_ne(tu_run(cmd, out2), 0);
+    text = tu_read_file(out2, &n);
+    ck_assert_msg(strstr(text, "sodb") && strstr(text, "not supported yet"), "%s", text);
+    free(text);
+    free(out2);
+    free(out);
+    free(p);
+}
+END_TEST
+
+/* ---- Replay of the fuzz corpus: every file opens or fails cleanly ----------------------------- */
+
+static void exercise(const char *path)
+{
+    static const psdb_hr allowed[] = {PSDB_S_OK,
+                                      PSDB_S_FALSE,
+                                      PSDB_E_CACHE_CORRUPT,
+                                      PSDB_E_NOT_FOUND,
+                                      PSDB_E_MORE_DATA,
+                                      PSDB_E_ADAPTER_NOT_FOUND,
+                                      PSDB_E_DRIVER_VERSION_MISMATCH,
+                                      PSDB_E_IO};
+    psdb_adapter_desc a = sample_adapter();
+    psdb_file *f = NULL;
+    psdb_hr hrs[8];
+    size_t nh = 0;
+    char msg[256];
+    hrs[nh++] = psdb_file_open(path, &a, &f);
+    psdb_file_release(f);
+    f = NULL;
+    hrs[nh++] = psdb_file_open(path, NULL, &f);
+    if (f) {
+        uint8_t buf[64];
+        size_t n = 0;
+        hrs[nh++] = psdb_file_find_value(f, "k001", 4, 0, NULL, &n);
+        n = sizeof(buf);
+        hrs[nh++] = psdb_file_find_value(f, "k001", 4, 1, buf, &n);
+        hrs[nh++] = psdb_file_verify(f, msg, sizeof(msg));
+    }
+    psdb_file_release(f);
+    for (size_t i = 0; i < nh; i++) {
+        int ok = 0;
+        for (size_t j = 0; j < sizeof(allowed) / sizeof(allowed[0]); j++)
+            ok |= hrs[i] == allowed[j];
+        ck_assert_msg(ok, "%s: step %zu gave %s", path, i, psdb_hr_str(hrs[i]));
+    }
+}
+
+START_TEST(test_psdbfile__C2_corpus_replays_cleanly)
+{
+    const char *dir = PSDB_TEST_DATA "/../fuzz/corpus/psdbfile";
+    DIR *d = opendir(dir);
+    struct dirent *e = NULL;
+    int count = 0;
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = tu_path(dir, e->d_name);
+        exercise(p);
+        free(p);
+        count++;
+    }
+    closedir(d);
+    ck_assert_int_gt(count, 3);
+}
+END_TEST
+
+/* PSDB_WRITE_CORPUS=DIR regenerates the seed corpus (tests/fuzz/corpus/psdbfile). */
+static void write_corpus(const char *dir)
+{
+    char *p = NULL;
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    uint8_t code[300];
+    for (size_t i = 0; i < sizeof(code); i++)
+        code[i] = (uint8_t)(i * 13);
+    p = tu_path(dir, "valid_tiny.psdb");
+    ck_assert_hr(psdb_writer_create(p, &sample_identity, &t, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k001", 4, 0, code, sizeof(code)), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k001", 4, 1, "meta", 4), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k002", 4, 0, code, sizeof(code)), PSDB_S_OK);
+    psdb_value_ref r[2] = {{"k001", 4}, {"k002", 4}};
+    ck_assert_hr(psdb_writer_put_group(w, "g1", 2, 1, 2, r), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+
+    size_t n = 0;
+    char *bytes = tu_read_file(p, &n);
+    char *q = tu_path(dir, "truncated.psdb");
+    ck_assert_int_eq(tu_write_file(q, bytes, n - 4096), 0);
+    free(q);
+    q = tu_path(dir, "not_sqlite.psdb");
+    ck_assert_int_eq(tu_write_file(q, "PSDB? no: plain text\n", 21), 0);
+    free(q);
+    q = tu_path(dir, "flipped_blob.psdb");
+    uint8_t *hit = memmem(bytes, n, code, sizeof(code));
+    ck_assert_ptr_nonnull(hit);
+    hit[100] ^= 1;
+    ck_assert_int_eq(tu_write_file(q, bytes, n), 0);
+    hit[100] ^= 1;
+    free(q);
+    const struct {
+        const char *name, *sql;
+    } edits[] = {
+        {"user_version_99.psdb", "PRAGMA user_version = 99;"},
+        {"missing_table.psdb", "DROP TABLE group_members;"},
+        {"no_header_row.psdb", "DELETE FROM header;"},
+        {"dangling_blob.psdb", "UPDATE value_entries SET blob_id = 77;"},
+        {"other_family.psdb", "UPDATE header SET family = 'other';"},
+    };
+    for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+        q = tu_path(dir, edits[i].name);
+        ck_assert_int_eq(tu_write_file(q, bytes, n), 0);
+        exec_sql(q, edits[i].sql);
+        exec_sql(q, "VACUUM;");
+        free(q);
+    }
+    free(bytes);
+    free(p);
+}
+
+START_TEST(write_seed_corpus)
+{
+    write_corpus(getenv("PSDB_WRITE_CORPUS"));
+}
+END_TEST
+
+int main(void)
+{
+    const char *corpus = getenv("PSDB_WRITE_CORPUS");
+    if (corpus && *corpus) {
+        Suite *cs = suite_create("corpus");
+        TCase *ctc = tcase_create("corpus");
+        tcase_add_test(ctc, write_seed_corpus);
+        suite_add_tcase(cs, ctc);
+        return tu_run_suite(cs);
+    }
+    Suite *s = suite_create("psdbfile");
+    TCase *tc = tcase_create("psdbfile");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_psdbfile__C1_roundtrip_identity_target_values_groups);
+    tcase_add_test(tc, test_psdbfile__C1_identical_blobs_stored_once);
+    tcase_add_test(tc, test_psdbfile__C1_put_value_duplicates);
+    tcase_add_test(tc, test_psdbfile__C1_writer_rejects_bad_targets);
+    tcase_add_test(tc, test_psdbfile__C1_writer_renames_into_place);
+    tcase_add_test(tc, test_psdbfile__C1_schema_copy_matches_schema_file);
+    tcase_add_test(tc, test_psdbfile__C1_foreach_group_in_key_order);
+    tcase_add_test(tc, test_psdbfile__C2_bad_arguments_and_missing_file);
+    tcase_add_test(tc, test_psdbfile__C2_not_sqlite_is_corrupt);
+    tcase_add_test(tc, test_psdbfile__C2_other_sqlite_file_is_corrupt);
+    tcase_add_test(tc, test_psdbfile__C2_newer_schema_version_is_corrupt);
+    tcase_add_test(tc, test_psdbfile__C2_truncated_is_corrupt);
+    tcase_add_test(tc, test_psdbfile__C2_missing_table_is_corrupt);
+    tcase_add_test(tc, test_psdbfile__C2_malformed_header_row_is_corrupt);
+    tcase_add_test(tc, test_psdbfile__C2_corruption_checked_before_compatibility);
+    tcase_add_test(tc, test_psdbfile__C2_C3_flipped_blob_found_at_lookup);
+    tcase_add_test(tc, test_psdbfile__C2_C3_structural_damage_found_at_lookup);
+    tcase_add_test(tc, test_psdbfile__C2_verify_finds_broken_references);
+    tcase_add_test(tc, test_psdbfile__C2_corpus_replays_cleanly);
+    tcase_add_test(tc, test_psdbfile__C2_tool_inspect_and_verify);
+    tcase_add_test(tc, test_psdbfile__A3_family_must_match);
+    tcase_add_test(tc, test_psdbfile__A3_abi_within_driver_range);
+    tcase_add_test(tc, test_psdbfile__A3_profile_top_32_bits_must_match);
+    tcase_add_test(tc, test_psdbfile__C3_size_then_data);
+    tcase_add_test(tc, test_psdbfile__C3_absent_is_not_found);
+    tcase_add_test(tc, test_psdbfile__C3_concurrent_lookups);
+    tcase_add_test(tc, test_psdbfile__C4_same_content_any_order_same_bytes);
+    tcase_add_test(tc, test_psdbfile__C4_digest_follows_documented_serialisation);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
