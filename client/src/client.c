@@ -23,6 +23,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "install.h"
+#include "publish.h"
 #include "util.h"
 
 #define RESOLVE_MAX_BYTES (1u << 20) /* a manifest is small; anything larger is garbage */
@@ -38,10 +40,10 @@ struct psdb_client {
     void (*progress)(const psdb_progress *p, void *ctx);
     void *progress_ctx;
     char error[512];
+    char curl_error[CURL_ERROR_SIZE];
 };
 
-static void set_error(psdb_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_error(psdb_client *c, const char *fmt, ...)
+void psdb__client_error(psdb_client *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -284,44 +286,26 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
         break;
     }
     if (PSDB_FAILED(hr))
-        set_error(c, "signature of %s (key %s) does not verify with a trusted key", m->id,
+        psdb__client_error(c, "signature of %s (key %s) does not verify with a trusted key", m->id,
                   m->key_id ? m->key_id : "?");
     return hr;
 }
 
 /* ---- transfers ---------------------------------------------------------------------------------- */
 
+/* A handle with the project's defaults (psdb__curl_new) and this client's TLS and timeouts. */
 static CURL *new_handle(psdb_client *c, const char *url, struct curl_slist **headers)
 {
-    CURL *h = curl_easy_init();
+    CURL *h = psdb__curl_new(url, c->token, c->curl_error, headers);
     if (!h)
         return NULL;
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)c->low_speed_timeout_s);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "psdb/" PSDB_VERSION_STRING);
     if (c->ca_file)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
     if (c->pinned_public_key)
         curl_easy_setopt(h, CURLOPT_PINNEDPUBLICKEY, c->pinned_public_key);
-    *headers = NULL;
-    if (c->token) {
-        char *line = NULL;
-        if (asprintf(&line, "Authorization: Bearer %s", c->token) < 0) {
-            curl_easy_cleanup(h);
-            return NULL;
-        }
-        *headers = curl_slist_append(NULL, line);
-        free(line);
-        if (!*headers) {
-            curl_easy_cleanup(h);
-            return NULL;
-        }
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
-    }
     return h;
 }
 
@@ -453,12 +437,12 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         if (rc == CURLE_OK && status == 200) {
             hr = psdb_manifest_parse((const char *)sink.buf.data, sink.buf.len, out);
             if (PSDB_FAILED(hr))
-                set_error(c, "resolve: the server's answer is not a valid manifest");
+                psdb__client_error(c, "resolve: the server's answer is not a valid manifest");
             goto cleanup;
         }
         if (rc == CURLE_WRITE_ERROR && sink.too_big) {
             hr = PSDB_E_PROTOCOL;
-            set_error(c, "resolve: the server's answer is larger than %u bytes",
+            psdb__client_error(c, "resolve: the server's answer is larger than %u bytes",
                       RESOLVE_MAX_BYTES);
             goto cleanup;
         }
@@ -466,10 +450,10 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         if (!retry || attempt > c->max_retries) {
             if (rc != CURLE_OK) {
                 hr = PSDB_E_NETWORK;
-                set_error(c, "resolve: %s: %s", c->server_url, curl_easy_strerror(rc));
+                psdb__client_error(c, "resolve: %s: %s", c->server_url, curl_easy_strerror(rc));
             } else {
                 hr = status_hr(status);
-                set_error(c, "resolve: %s answered HTTP %ld", c->server_url, status);
+                psdb__client_error(c, "resolve: %s answered HTTP %ld", c->server_url, status);
             }
             goto cleanup;
         }
@@ -681,12 +665,12 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
     s.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s.fd < 0) {
         hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
-        set_error(c, "download: open %s: %s", part, strerror(errno));
+        psdb__client_error(c, "download: open %s: %s", part, strerror(errno));
         goto cleanup;
     }
     hr = rehash_part(s.fd, &s.have, s.sha);
     if (PSDB_FAILED(hr)) {
-        set_error(c, "download: read %s: %s", part, strerror(errno));
+        psdb__client_error(c, "download: read %s: %s", part, strerror(errno));
         goto cleanup;
     }
     if (s.have > m->size) {
@@ -741,12 +725,12 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
         if (s.write_errno) {
             hr = (s.write_errno == ENOSPC || s.write_errno == EDQUOT) ? PSDB_E_DISK_FULL
                                                                       : PSDB_E_IO;
-            set_error(c, "download: write %s: %s", part, strerror(s.write_errno));
+            psdb__client_error(c, "download: write %s: %s", part, strerror(s.write_errno));
             goto cleanup;
         }
         if (s.too_long) {
             hr = PSDB_E_INTEGRITY;
-            set_error(c, "download: %s sent more than the manifest's %llu bytes", url,
+            psdb__client_error(c, "download: %s sent more than the manifest's %llu bytes", url,
                       (unsigned long long)m->size);
             goto cleanup;
         }
@@ -758,16 +742,16 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
             /* A short body that ended cleanly: treat as a transient cut and resume. */
         } else if (rc == CURLE_OK && !transient_http(status)) {
             hr = status_hr(status);
-            set_error(c, "download: %s answered HTTP %ld", url, status);
+            psdb__client_error(c, "download: %s answered HTTP %ld", url, status);
             goto cleanup;
         } else if (rc != CURLE_OK && !transient_curl(rc) && rc != CURLE_WRITE_ERROR) {
             hr = PSDB_E_NETWORK;
-            set_error(c, "download: %s: %s", url, curl_easy_strerror(rc));
+            psdb__client_error(c, "download: %s: %s", url, curl_easy_strerror(rc));
             goto cleanup;
         }
         if (attempt > c->max_retries) {
             hr = PSDB_E_NETWORK;
-            set_error(c, "download: %s: gave up after %u attempts (%s, HTTP %ld)", url, attempt,
+            psdb__client_error(c, "download: %s: gave up after %u attempts (%s, HTTP %ld)", url, attempt,
                       curl_easy_strerror(rc), status);
             goto cleanup;
         }
@@ -778,18 +762,18 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
     s.sha = NULL;
     if (s.have != m->size || memcmp(got, m->sha256, 32) != 0) {
         hr = PSDB_E_INTEGRITY;
-        set_error(c, "download: %s does not match the manifest's SHA-256; discarded", url);
+        psdb__client_error(c, "download: %s does not match the manifest's SHA-256; discarded", url);
         unlink(part);
         goto cleanup;
     }
     if (fsync(s.fd) != 0) {
         hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
-        set_error(c, "download: fsync %s: %s", part, strerror(errno));
+        psdb__client_error(c, "download: fsync %s: %s", part, strerror(errno));
         goto cleanup;
     }
     if (rename(part, dest_path) != 0) {
         hr = PSDB_E_IO;
-        set_error(c, "download: rename %s: %s", part, strerror(errno));
+        psdb__client_error(c, "download: rename %s: %s", part, strerror(errno));
         goto cleanup;
     }
     fsync_dir_of(dest_path);

@@ -17,6 +17,8 @@ static const struct {
     {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"keygen", cmd_keygen, "create an Ed25519 publisher key pair"},
     {"publish", cmd_publish, "sign a PSDB and upload it to psdbd"},
+    {"resolve", cmd_resolve, "ask psdbd which PSDB fits one adapter target"},
+    {"install", cmd_install, "resolve, download, verify and register PSDBs for an application"},
 };
 
 static void usage(FILE *f)

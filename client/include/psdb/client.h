@@ -84,6 +84,41 @@ PSDB_API psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m,
  * (S_OK, or PSDB_E_SIGNATURE). Download calls it; exposed for launchers that cache manifests. */
 PSDB_API psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m);
 
+/* ---- Install (what `psdb install` runs) ---------------------------------------------------------- */
+
+typedef struct psdb_install_desc {
+    const char *exe_path;          /* full path of the game's executable: the registry key (B2) */
+    const psdb_app_desc *app;      /* name and version required */
+    const uint8_t *app_id;         /* 16 bytes, or NULL */
+    const psdb_precompile_target *targets; /* one per adapter family of the machine */
+    uint32_t num_targets;
+    const char *registry_dir;      /* NULL: the default USER root */
+    const char *installer_name;    /* NULL: "psdb" */
+    int allow_downgrade;           /* accept a serial lower than the one installed */
+} psdb_install_desc;
+
+/* What happened to one target. */
+typedef struct psdb_install_result {
+    psdb_hr status;      /* S_OK installed, S_FALSE already installed (same digest), or the error */
+    uint64_t serial;     /* the resolved PSDB's serial (0 when none) */
+    uint8_t sha256[32];
+    uint64_t size;
+} psdb_install_result;
+
+/* Installs the best PSDB of every target for one application: resolves each target, skips what is
+ * installed with the same digest, downloads and verifies the rest (psdb_client_download), opens
+ * each with libpsdb to check it against its target, then registers all of them in the
+ * application's "default" component in ONE registry transaction (families not among the targets
+ * keep their registration). The registry remembers the highest serial installed per (exe path,
+ * family) and refuses a lower one (PSDB_E_DOWNGRADE) unless allow_downgrade. Files under
+ * <registry root>/psdbs that no registration references any more are removed afterwards.
+ * Any failure leaves the registry as it was. results (may be NULL) has num_targets entries.
+ * Statuses: S_OK; PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (another
+ * installer of that name is running); PSDB_E_DOWNGRADE; the statuses of resolve and download;
+ * PSDB_E_INVALIDARG (duplicate families, missing fields). */
+PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
+                                     psdb_install_result *results);
+
 #ifdef __cplusplus
 }
 #endif

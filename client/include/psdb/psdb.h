@@ -14,5 +14,6 @@
 #include "registry.h"
 #include "device.h"
 #include "sign.h"
+#include "client.h"
 
 #endif
