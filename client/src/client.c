@@ -176,6 +176,22 @@ static int json_u64(json_t *obj, const char *key, uint64_t *out)
     return -1;
 }
 
+/* A 4x16-bit version: "a.b.c.d" as psdbd writes it, or a number. */
+static int json_version(json_t *obj, const char *key, uint64_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    unsigned a, b, c, d;
+    char tail;
+    if (json_is_string(v) &&
+        sscanf(json_string_value(v), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4) {
+        if (a > 0xFFFF || b > 0xFFFF || c > 0xFFFF || d > 0xFFFF)
+            return -1;
+        *out = PSDB_VERSION(a, b, c, d);
+        return 0;
+    }
+    return json_u64(obj, key, out);
+}
+
 /* Copies a string member; absent or null gives NULL (allowed only when optional). */
 static int json_str(json_t *obj, const char *key, int optional, char **out)
 {
@@ -212,15 +228,25 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     json_t *target = json_object_get(root, "target");
     if (!json_is_object(app) || !json_is_object(target))
         goto cleanup;
-    if (json_str(root, "id", 0, &m->id) || json_str(root, "sha256", 0, &sha) ||
+    json_t *id = json_object_get(root, "id");
+    if (json_is_integer(id) && json_integer_value(id) >= 0) {
+        if (asprintf(&m->id, "%lld", (long long)json_integer_value(id)) < 0) {
+            m->id = NULL;
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+    } else if (json_str(root, "id", 0, &m->id)) {
+        goto cleanup;
+    }
+    if (json_str(root, "sha256", 0, &sha) ||
         json_u64(root, "size", &m->size) || json_str(root, "url", 0, &m->url) ||
         json_u64(root, "serial", &m->serial) || json_str(root, "created_at", 1, &m->created_at) ||
         json_str(root, "key_id", 0, &m->key_id) || json_str(root, "signature", 0, &m->signature))
         goto cleanup;
     if (json_str(app, "name", 0, &name) || json_str(app, "exe_filename", 1, &exe) ||
-        json_u64(app, "version", &m->app.desc.version) ||
+        json_version(app, "version", &m->app.desc.version) ||
         json_str(app, "engine_name", 1, &engine) ||
-        json_u64(app, "engine_version", &m->app.desc.engine_version) ||
+        json_version(app, "engine_version", &m->app.desc.engine_version) ||
         json_str(app, "app_id", 1, &app_id))
         goto cleanup;
     m->app.desc.name = name;
@@ -229,8 +255,8 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     name = exe = engine = NULL;
     if (json_str(target, "family", 0, &family) ||
         json_u64(target, "abi_version", &m->target.abi_version) ||
-        json_u64(target, "compiler_version", &m->target.compiler_version) ||
-        json_u64(target, "profile_version", &m->target.profile_version))
+        json_version(target, "compiler_version", &m->target.compiler_version) ||
+        json_version(target, "profile_version", &m->target.profile_version))
         goto cleanup;
     m->target.family = family;
     family = NULL;

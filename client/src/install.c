@@ -10,6 +10,8 @@
 #include "psdb/client.h"
 
 #include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +97,7 @@ static int file_exists(const char *path)
 
 /* Opens the downloaded PSDB as a device of that target would and checks that it is what the
  * manifest says it is. */
-static psdb_hr check_psdb(psdb_client *c, const char *path, const psdb_precompile_target *t,
+static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t,
                           const psdb_manifest *m)
 {
     psdb_file *f = NULL;
@@ -152,11 +154,15 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                                : psdb_hr_str(hr));
         goto cleanup;
     }
-    if (asprintf(&store, "%s/" STORE_DIR, psdb__installer_root(inst)) < 0) {
+    /* Registrations hold absolute paths: the runtime opens them from any working directory. */
+    char *root = realpath(psdb__installer_root(inst), NULL);
+    if (!root || asprintf(&store, "%s/" STORE_DIR, root) < 0) {
         store = NULL;
-        hr = PSDB_E_OUTOFMEMORY;
+        hr = root ? PSDB_E_OUTOFMEMORY : PSDB_E_IO;
+        free(root);
         goto cleanup;
     }
+    free(root);
     if (mkdir(store, 0755) != 0 && errno != EEXIST) {
         hr = errno == EACCES || errno == EROFS ? PSDB_E_ACCESS : PSDB_E_IO;
         psdb__client_error(c, "install: mkdir %s: %s", store,
@@ -220,7 +226,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                 goto cleanup;
             }
         }
-        hr = check_psdb(c, path, t, m);
+        hr = check_psdb(path, t, m);
         if (PSDB_FAILED(hr)) {
             psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path, t->family,
                      (unsigned long long)t->abi_min, (unsigned long long)t->abi_max,

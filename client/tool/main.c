@@ -15,9 +15,12 @@ static const struct {
     {"version", cmd_version, "print the library version"},
     {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
     {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
+    {"synth", cmd_synth, "write a deterministic synthetic SODB"},
+    {"compile", cmd_compile, "compile an SODB into a PSDB (reference compiler)"},
     {"keygen", cmd_keygen, "create an Ed25519 publisher key pair"},
     {"publish", cmd_publish, "sign a PSDB and upload it to psdbd"},
     {"resolve", cmd_resolve, "ask psdbd which PSDB fits one adapter target"},
+    {"replay", cmd_replay, "create an SODB's pipelines on a device and report PSDB hits"},
     {"install", cmd_install, "resolve, download, verify and register PSDBs for an application"},
 };
 

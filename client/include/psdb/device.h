@@ -22,9 +22,26 @@ typedef struct psdb_device_desc {
     /* Simulated local compile cost, nanoseconds per KiB of bytecode. 0: the reference compiler's
      * default (PSDB_COMPILE_NS_PER_KIB_DEFAULT); UINT64_MAX: no cost. */
     uint64_t compile_ns_per_kib;
+    /* Directory of application-managed disk caches (psdb_device_create_cache_session). NULL:
+     * $PSDB_CACHE_DIR, else $XDG_CACHE_HOME/psdb, else $HOME/.cache/psdb. */
+    const char *cache_dir;
 } psdb_device_desc;
 
+/* Creates a device for one adapter (MODEL A1) with an optional application identity (A2). The
+ * implicit default is resolved here, once (B7): the "default" component registered for exe_path
+ * in registry_dir, its PSDB for the adapter's family, opened and checked for compatibility (A3).
+ * When anything is missing, incompatible or corrupt the implicit default is absent (the device
+ * still works; psdb_device_get_statistics reports default_psdb_registered = 0).
+ * Statuses: PSDB_E_INVALIDARG when desc or out is NULL; unknown adapter or device flags; with ASD
+ * (no PSDB_ADAPTER_FLAG_NO_ASD) a family NULL, empty or >= PSDB_ADAPTER_FAMILY_MAX bytes, abi_min
+ * 0, abi_max UINT64_MAX or abi_min > abi_max; an identity without name or version or with an
+ * engine version but no engine name; an empty exe_path; capture_sodb_path set without an identity
+ * (the SODB records it). Opening the capture SODB may fail with its own status (PSDB_E_IO, ...).
+ * Everything in desc is copied. *out is the caller's (psdb_device_release). */
 PSDB_API psdb_hr psdb_device_create(const psdb_device_desc *desc, psdb_device **out);
+/* Destroys the application's device: releases the device-wide default (MODEL I1). Sessions,
+ * pipelines and state objects made from it stay valid until released (they keep what they need
+ * of the device). NULL is a no-op. Do not call while other threads use the device. */
 PSDB_API void psdb_device_release(psdb_device *dev);
 
 typedef enum psdb_feature {
@@ -52,6 +69,13 @@ typedef struct psdb_feature_data_explicit_psdbs {
     int supported;
 } psdb_feature_data_explicit_psdbs;
 
+/* Feature queries (MODEL A4). data points to the feature's struct and size is its sizeof:
+ *   SHADER_CACHE            support flags: SINGLE_PSO always, AUTOMATIC_INPROC_CACHE (the local
+ *                           driver cache), LIBRARY unless the adapter has PSDB_ADAPTER_FLAG_NO_LIBRARY;
+ *   SHADER_CACHE_ABI_SUPPORT the adapter's family, ABI range, compiler and profile versions;
+ *                           PSDB_E_FAIL when the driver has no ASD support;
+ *   EXPLICIT_PSDBS          supported = ASD support and an identity given at creation.
+ * PSDB_E_INVALIDARG on NULL dev or data, a wrong size or an unknown feature. Thread-safe. */
 PSDB_API psdb_hr psdb_device_check_feature_support(psdb_device *dev, psdb_feature f, void *data,
                                                    size_t size);
 
@@ -61,11 +85,24 @@ typedef struct psdb_session_desc {
     const char *component; /* registered component of the device's exe path */
 } psdb_session_desc;
 
+/* Opens a PSDB session (MODEL D1) from a PSDB file or from a component registered for the device's
+ * exe path (resolved for the device's adapter family in the device's registry). The PSDB is
+ * validated for this adapter (A3, C2). The session belongs to this device (D3) and can be a
+ * per-object explicit PSDB or the device-wide default.
+ * Statuses: PSDB_E_INVALIDARG (NULL dev, desc or out; both or neither of psdb_path and component;
+ * an empty string); PSDB_E_UNSUPPORTED when the device has no ASD support; PSDB_E_NOT_FOUND when
+ * the file does not exist, or the component is not registered for this exe path and family (or
+ * the device has no exe path); PSDB_E_CACHE_CORRUPT, PSDB_E_ADAPTER_NOT_FOUND,
+ * PSDB_E_DRIVER_VERSION_MISMATCH, PSDB_E_IO from opening the PSDB. *out is the caller's
+ * (psdb_session_release). Thread-safe. */
 PSDB_API psdb_hr psdb_device_open_session(psdb_device *dev, const psdb_session_desc *desc,
                                           psdb_session **out);
 
 #define PSDB_CACHE_MODE_MEMORY 0u
 #define PSDB_CACHE_MODE_DISK 1u
+#define PSDB_CACHE_FLAG_NONE 0x0u
+#define PSDB_CACHE_FLAG_DRIVER_VERSIONED 0x1u /* one store per adapter family and driver build */
+#define PSDB_CACHE_FLAG_USE_WORKING_DIR 0x2u  /* disk store in the current directory */
 typedef struct psdb_cache_session_desc {
     uint8_t identifier[16];
     uint32_t mode; /* PSDB_CACHE_MODE_* */
@@ -74,22 +111,84 @@ typedef struct psdb_cache_session_desc {
     uint64_t version;
 } psdb_cache_session_desc;
 
+/* Creates an application-managed shader cache session (MODEL D2; not a PSDB session: it cannot be
+ * an explicit PSDB). Sessions of one device with the same identifier share one store when mode,
+ * flags and version match; otherwise, while the store is open, PSDB_E_ALREADY_EXISTS. A memory
+ * store lives while one of its sessions does. A disk store is the file <dir>/<identifier>.cache
+ * (dir: desc cache_dir, see psdb_device_desc; USE_WORKING_DIR: the current directory;
+ * DRIVER_VERSIONED: one file per family and driver build); opening it with another version clears
+ * it. Limits (0: default): memory stores max_in_memory_entries (128) and
+ * max_in_memory_size_bytes (1 MiB, keys + values); disk stores max_value_file_size_bytes
+ * (128 MiB). Sharing and version checks are per device (two devices or processes opening one disk
+ * store with different versions are not detected).
+ * Statuses: PSDB_E_INVALIDARG (NULL, unknown mode or flags, flags with MEMORY mode);
+ * PSDB_E_ALREADY_EXISTS; PSDB_E_ACCESS / PSDB_E_IO / PSDB_E_CACHE_CORRUPT for the disk file;
+ * PSDB_E_OUTOFMEMORY. *out is the caller's. Thread-safe. */
 PSDB_API psdb_hr psdb_device_create_cache_session(psdb_device *dev,
                                                   const psdb_cache_session_desc *desc,
                                                   psdb_session **out);
+/* FindValue: with value NULL, *value_size receives the value's size; with a buffer, *value_size
+ * in is its capacity (PSDB_E_MORE_DATA with the needed size when short), out the bytes copied.
+ * Cache sessions: PSDB_E_NOT_FOUND, PSDB_E_CACHE_HASH_COLLISION (another key with the same hash
+ * is stored), PSDB_E_NOT_CURRENTLY_AVAILABLE (application caches disabled, J2). PSDB sessions look
+ * up the key's object code (PSDB_VALUE_OBJECT_CODE) with the PSDB reader's statuses; these
+ * lookups are the application's own and produce no lookup event. PSDB_E_INVALIDARG on NULL s, key
+ * or value_size, or key_size 0. Thread-safe. */
 PSDB_API psdb_hr psdb_session_find_value(psdb_session *s, const void *key, size_t key_size,
                                          void *value, size_t *value_size);
+/* StoreValue (cache sessions): PSDB_E_ALREADY_EXISTS for a stored key, PSDB_E_CACHE_HASH_COLLISION,
+ * PSDB_E_CACHE_FULL past the limits, PSDB_E_NOT_CURRENTLY_AVAILABLE when disabled; bytes are
+ * copied. PSDB sessions are read-only: PSDB_E_ACCESS (local compiles never go into a PSDB, J1).
+ * PSDB_E_INVALIDARG on NULL s or key, key_size 0, or value NULL with value_size > 0. Thread-safe. */
 PSDB_API psdb_hr psdb_session_store_value(psdb_session *s, const void *key, size_t key_size,
                                           const void *value, size_t value_size);
+/* Reference counting (atomic; thread-safe). The last release destroys the session: its PSDB file
+ * is closed, then its destroy callbacks run, on the releasing thread, in registration order. The
+ * device, pipelines and in-flight creations hold their own references (MODEL I). NULL is a no-op. */
 PSDB_API void psdb_session_addref(psdb_session *s);
 PSDB_API void psdb_session_release(psdb_session *s);
+/* Registers fn(ctx) to run when the session is destroyed (any number of callbacks). A callback
+ * must not use the session. PSDB_E_INVALIDARG on NULL s or fn; PSDB_E_OUTOFMEMORY. Thread-safe. */
 PSDB_API psdb_hr psdb_session_on_destroy(psdb_session *s, void (*fn)(void *ctx), void *ctx);
 
 /* ---- The device-wide default (MODEL E, H) ------------------------------------------------------ */
+/* SetDefaultPrecompiledShaderCacheSession (seed 000; MODEL E, H, I). Sets (session non-NULL) or
+ * clears (NULL) the device-wide explicit default and its flags (PSDB_SESSION_FLAG_NONE: objects
+ * created with it keep the session for their lifetime; CREATE_ONLY: only during creation).
+ * Returns S_OK on success; the device then holds its own reference (E7) until the default is
+ * replaced, cleared or the device destroyed (I1), and the caller may release its reference.
+ * PSDB_E_INVALIDARG (E3-E5): NULL dev; flags other than NONE / CREATE_ONLY; NULL session with
+ * non-zero flags; a session that is not an explicit PSDB of this device (a cache session, the
+ * implicit default, another device's session), or any session when the device does not support
+ * explicit PSDBs (no ASD or no identity, A4). Clearing is allowed on every device. On failure the
+ * previous session and flags are unchanged (E6).
+ * Thread safety (H1-H5): may be called concurrently with creations and other setters. Each call
+ * changes (session, flags) at once; a concurrent creation selects the pair from before or after,
+ * never a mix; non-overlapping calls take effect in call order; a creation begun after a call
+ * returned sees it. The call never waits for creations using the previous default; the previous
+ * session is released from this call (its destroy callbacks may run here) only if nothing else
+ * holds it (I6). */
 PSDB_API psdb_hr psdb_device_set_default_session(psdb_device *dev, psdb_session *session,
                                                  uint32_t flags);
 
-/* ---- Creation (MODEL F, G, I) ------------------------------------------------------------------ */
+/* ---- Creation (MODEL F, G, I) ------------------------------------------------------------------
+ * Each creation selects one PSDB before its first lookup (F): a non-null per-object PSDB
+ * subobject with its flags (F1), else the device-wide default with its flags (F2), else the
+ * implicit default (F3), else none. The selection covers every lookup of the operation (F7): for
+ * each compile unit (each shader stage or DXIL library, then the pipeline / state object), the
+ * size then the data of its object code, then of its metadata; a unit whose object code misses
+ * skips its metadata. A unit found entirely is used as is; any other unit is taken from the local
+ * driver cache or compiled locally and stored there, never into the PSDB (J1); a miss never
+ * searches another PSDB (F5). Every lookup calls the lookup callback. While PSDB lookups are
+ * disabled (J2) the selection is still made and kept, but no lookup happens.
+ * Statuses: PSDB_E_INVALIDARG for NULL arguments, a description the compiler refuses (see
+ * compiler.h), a PSDB subobject with a NULL session and non-zero flags (F4), unknown flags, or a
+ * session that is not an explicit PSDB of this device; PSDB_E_OUTOFMEMORY. A lookup error (e.g.
+ * PSDB_E_CACHE_CORRUPT found in the file) is reported in the lookup event and counts as a miss;
+ * the creation compiles locally and succeeds. With capture_sodb_path, each successful creation's
+ * description is recorded (a recording failure is a warning message, not a failure).
+ * The created object is the caller's; with NONE flags it holds the selected session (I3). All
+ * creation functions are thread-safe and do not wait for one another. */
 PSDB_API psdb_hr psdb_device_create_compute_pipeline(psdb_device *dev,
                                                      const psdb_compute_pipeline_desc *desc,
                                                      psdb_pipeline **out);
@@ -102,9 +201,16 @@ PSDB_API psdb_hr psdb_device_create_pipeline_state(psdb_device *dev,
 PSDB_API psdb_hr psdb_device_create_state_object(psdb_device *dev,
                                                  const psdb_state_object_desc *desc,
                                                  psdb_state_object **out);
+/* AddToStateObject (G3): the addition selects for itself (its PSDB subobject, else the device's
+ * effective default at this call), never inheriting the base's selection; the base keeps its own.
+ * The result references the base. PSDB_E_INVALIDARG also when base is NULL, of another device, a
+ * collection, or of another type than addition->type. Existing collections referenced by a
+ * description (G4) must belong to this device and keep their own PSDB association. */
 PSDB_API psdb_hr psdb_device_add_to_state_object(psdb_device *dev,
                                                  const psdb_state_object_desc *addition,
                                                  psdb_state_object *base, psdb_state_object **out);
+/* Reference counting of created objects (atomic). The last release drops the object's session
+ * (I3) and the references it holds (base, collections). NULL is a no-op. */
 PSDB_API void psdb_pipeline_addref(psdb_pipeline *p);
 PSDB_API void psdb_pipeline_release(psdb_pipeline *p);
 PSDB_API void psdb_state_object_release(psdb_state_object *so);
@@ -124,6 +230,10 @@ typedef struct psdb_lookup_event {
     psdb_hr result; /* S_OK hit, PSDB_E_NOT_FOUND miss, or the error met */
 } psdb_lookup_event;
 
+/* Sets the function called for every PSDB lookup (NULL: none). It runs on the creating thread,
+ * possibly on many threads at once, and must not block for long; it may call other device
+ * functions, including the setter. A creation uses the callback set when it selected.
+ * PSDB_E_INVALIDARG on NULL dev. Thread-safe. */
 PSDB_API psdb_hr psdb_device_set_lookup_callback(psdb_device *dev,
                                                  void (*fn)(const psdb_lookup_event *ev, void *ctx),
                                                  void *ctx);
@@ -141,12 +251,25 @@ typedef struct psdb_creation_info {
     int psdb_hit; /* every required value found */
 } psdb_creation_info;
 
+/* What a creation selected and found: operation id (as in its lookup events), selection and
+ * flags, number of lookups and of successful ones, and psdb_hit (a PSDB was searched and every
+ * unit found; a partial hit is not a hit). PSDB_E_INVALIDARG on NULL. Thread-safe. */
 PSDB_API psdb_hr psdb_pipeline_get_creation_info(const psdb_pipeline *p, psdb_creation_info *out);
 PSDB_API psdb_hr psdb_state_object_get_creation_info(const psdb_state_object *so,
                                                      psdb_creation_info *out);
-/* An object-associated lookup made after creation (I3, I4). */
+/* An object-associated lookup made after creation (I3-I5): one lookup (size query when value is
+ * NULL, else data query, as psdb_file_find_value) with its own operation id, in the session the
+ * object kept (NONE), or in the device's implicit default for CREATE_ONLY objects (never the
+ * current device-wide default). PSDB_E_NOT_FOUND without any event when there is nothing to search
+ * (CREATE_ONLY without implicit default, or an object created with no PSDB);
+ * PSDB_E_NOT_CURRENTLY_AVAILABLE without event while PSDB lookups are disabled (J2);
+ * PSDB_E_INVALIDARG on NULL object, key or value_size, key_size 0 or an unknown value type; else
+ * the reader's statuses (PSDB_E_NOT_FOUND, PSDB_E_MORE_DATA, PSDB_E_CACHE_CORRUPT). Thread-safe. */
 PSDB_API psdb_hr psdb_pipeline_find_value(psdb_pipeline *p, const void *key, size_t key_size,
                                           uint32_t value_type, void *value, size_t *value_size);
+PSDB_API psdb_hr psdb_state_object_find_value(psdb_state_object *so, const void *key,
+                                              size_t key_size, uint32_t value_type, void *value,
+                                              size_t *value_size);
 
 /* ---- ShaderCacheControl (MODEL J2) ------------------------------------------------------------- */
 #define PSDB_CACHE_KIND_IMPLICIT 0x1u     /* the local driver cache */
@@ -155,6 +278,12 @@ PSDB_API psdb_hr psdb_pipeline_find_value(psdb_pipeline *p, const void *key, siz
 #define PSDB_CACHE_CONTROL_DISABLE 0x1u
 #define PSDB_CACHE_CONTROL_ENABLE 0x2u
 #define PSDB_CACHE_CONTROL_CLEAR 0x4u
+/* ShaderCacheControl (J2). kinds: any of IMPLICIT (the local driver cache), APPLICATION (cache
+ * sessions) and PRECOMPILED (PSDB lookups). control: DISABLE or ENABLE (not both), optionally with
+ * CLEAR, or CLEAR alone. Disabling PSDB lookups keeps the device default and every selection;
+ * creations still select but do not look up. CLEAR empties the local cache or the application
+ * caches; PSDBs are read-only and are left as they are. PSDB_E_INVALIDARG on NULL dev, no or
+ * unknown kinds, no or unknown control bits, DISABLE with ENABLE. Thread-safe. */
 PSDB_API psdb_hr psdb_device_shader_cache_control(psdb_device *dev, uint32_t kinds,
                                                   uint32_t control);
 
@@ -168,11 +297,22 @@ typedef struct psdb_statistics {
     psdb_creation_statistics pipeline_states, state_objects;
 } psdb_statistics;
 
+/* Statistics (K1), per category (pipelines; state objects): created; PSDB-missed (not a full
+ * PSDB hit, including partial hits, no selection and disabled lookups); total-missed (some unit
+ * had to be compiled: neither the PSDB nor the local cache had it); unknown (the driver has no
+ * ASD: counted there instead of the two misses). default_psdb_registered: the implicit default
+ * is present (registered, ASD, compatible). Counters are atomic one by one, not as a group.
+ * PSDB_E_INVALIDARG on NULL. Thread-safe. */
 PSDB_API psdb_hr psdb_device_get_statistics(psdb_device *dev, psdb_statistics *out);
+/* Number of compile units this device compiled locally so far (0 for NULL). Thread-safe. */
+PSDB_API uint32_t psdb_device_get_local_compile_count(psdb_device *dev);
 
 #define PSDB_MESSAGE_SEVERITY_ERROR 1u
 #define PSDB_MESSAGE_SEVERITY_WARNING 2u
 #define PSDB_MESSAGE_SEVERITY_INFO 3u
+/* Sets the function receiving the device's messages (warnings such as a failed capture write).
+ * Called under a device lock: it must not call psdb_device_set_message_callback. PSDB_E_INVALIDARG
+ * on NULL dev. Thread-safe. */
 PSDB_API psdb_hr psdb_device_set_message_callback(psdb_device *dev,
                                                   void (*fn)(uint32_t severity, uint32_t id,
                                                              const char *text, void *ctx),

@@ -1,0 +1,169 @@
+/* device.h - the device's internal state shared by device.c, session.c, cache_session.c,
+ * pipeline.c and state_object.c: selection, lookups, lifetime and statistics (MODEL A, D-K). */
+#ifndef PSDB_DEVICE_INTERNAL_H
+#define PSDB_DEVICE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "compiler.h"
+#include "psdb/psdb.h"
+#include "util.h"
+
+typedef struct psdb__cache_store psdb__cache_store;
+
+/* The local driver cache (MODEL J1): compiled values of this device keyed by value key. Never a
+ * PSDB: misses compiled locally land here. */
+typedef struct psdb__local_entry {
+    uint8_t key[32];
+    psdb__buf object_code, metadata;
+    struct psdb__local_entry *next;
+} psdb__local_entry;
+
+#define PSDB__LOCAL_BUCKETS 1024
+
+typedef struct psdb__local_cache {
+    pthread_mutex_t lock;
+    psdb__local_entry *buckets[PSDB__LOCAL_BUCKETS];
+    size_t count;
+} psdb__local_cache;
+
+typedef struct psdb__counters {
+    atomic_uint created, psdb_missed, total_missed, unknown;
+} psdb__counters;
+
+typedef void (*psdb__lookup_fn)(const psdb_lookup_event *ev, void *ctx);
+typedef void (*psdb__message_fn)(uint32_t severity, uint32_t id, const char *text, void *ctx);
+
+struct psdb_device {
+    /* Internal references: one for the application (dropped by psdb_device_release), one per
+     * session and per created object, so the device outlives everything made from it. */
+    atomic_uint refs;
+
+    psdb_adapter_desc adapter; /* family points to family_buf */
+    char family_buf[PSDB_ADAPTER_FAMILY_MAX];
+    psdb_target target; /* what local compiles are made for */
+    int has_identity;
+    psdb_app_identity identity; /* strings owned */
+    char *exe_path, *registry_dir, *cache_dir;
+    uint32_t flags;
+    uint64_t compile_ns_per_kib;
+    int asd;                /* ASD support (A4) */
+    int explicit_supported; /* ASD and an identity (A4) */
+
+    /* The implicit default (B7), fixed at creation; NULL when absent. It holds no device
+     * reference (the device owns it) and is released when the device is freed. */
+    psdb_session *implicit;
+
+    /* DESIGN (H1-H5): the device-wide default is the pair (default_session, default_flags),
+     * together with the lookup callback, guarded by sel_lock. A creation takes the read lock only
+     * to copy the pair and add a reference to the session, so creations never wait for one
+     * another; a setter takes the write lock only to swap the pair, so every creation sees the
+     * pair from before or after a set, never a mix (H2), sets are ordered by the lock (H3), and a
+     * creation starting after a set returned sees it (H4). The setter releases the previous
+     * session after unlocking and never waits for creations that still hold it (H5, I6). */
+    pthread_rwlock_t sel_lock;
+    psdb_session *default_session; /* holds a reference (E7, I1) */
+    uint32_t default_flags;
+    psdb__lookup_fn lookup_fn;
+    void *lookup_ctx;
+
+    pthread_mutex_t msg_lock;
+    psdb__message_fn msg_fn;
+    void *msg_ctx;
+
+    atomic_uint_fast64_t next_operation;
+    atomic_int precompiled_disabled, implicit_disabled, application_disabled; /* J2 */
+
+    psdb__local_cache local;
+    psdb__counters pipeline_stats, state_object_stats; /* K1 */
+    atomic_uint local_compiles; /* units compiled locally (tests, benchmarks) */
+
+    psdb_sodb_writer *capture; /* capture_sodb_path; thread-safe */
+
+    /* Application-managed cache stores open on this device, shared by identifier (D2). */
+    pthread_mutex_t caches_lock;
+    psdb__cache_store *caches;
+};
+
+#define PSDB__SESSION_PSDB 1u
+#define PSDB__SESSION_CACHE 2u
+
+typedef struct psdb__destroy_cb {
+    void (*fn)(void *ctx);
+    void *ctx;
+} psdb__destroy_cb;
+
+struct psdb_session {
+    atomic_uint refs;
+    uint32_t kind;
+    psdb_device *dev;  /* owner (D3); referenced unless owned_by_device */
+    int owned_by_device; /* the implicit default */
+    psdb_file *file;     /* PSDB sessions */
+    psdb__cache_store *store; /* cache sessions */
+    pthread_mutex_t cb_lock;
+    psdb__destroy_cb *cbs;
+    size_t num_cbs, cap_cbs;
+};
+
+/* One creation's selection (F1-F3), taken once before its first lookup (F7) and held for the whole
+ * operation (I2). */
+typedef struct psdb__selection {
+    psdb_session *session; /* referenced; NULL: no PSDB selected */
+    uint32_t kind;         /* PSDB_SELECTION_* */
+    uint32_t flags;        /* PSDB_SESSION_FLAG_* of the selection */
+    psdb__lookup_fn lookup_fn;
+    void *lookup_ctx;
+} psdb__selection;
+
+/* What an object keeps of its selection after creation (I3, I4, I5). */
+typedef struct psdb__association {
+    psdb_session *session;   /* NONE: the selected session, held for the object's lifetime */
+    int fallback_implicit;   /* CREATE_ONLY: later lookups use the device's implicit default */
+} psdb__association;
+
+/* device.c */
+void psdb__device_ref(psdb_device *dev);
+void psdb__device_unref(psdb_device *dev);
+/* Validates a subobject (NULL: omitted) and selects (F1-F4). PSDB_E_INVALIDARG per F4 / E5. */
+psdb_hr psdb__select(psdb_device *dev, const psdb_session_subobject *sub, psdb__selection *out);
+void psdb__selection_release(psdb__selection *sel);
+/* Checks a non-null session against the explicit-PSDB requirements (E5). */
+int psdb__session_is_explicit_psdb(psdb_device *dev, const psdb_session *s);
+/* Runs a planned creation: lookups in the selected PSDB, local cache, local compiles (F5-F7, J1),
+ * and statistics (K1). Fills info. */
+psdb_hr psdb__run_creation(psdb_device *dev, const psdb__selection *sel, const psdb__plan *plan,
+                           int state_object, psdb_creation_info *info);
+/* Records a creation description into the capture SODB when enabled. */
+void psdb__capture(psdb_device *dev, uint32_t kind, const psdb__buf *encoded);
+void psdb__message(psdb_device *dev, uint32_t severity, uint32_t id, const char *text);
+/* Turns the selection into what the created object keeps, consuming the selection's reference. */
+void psdb__associate(psdb__selection *sel, psdb__association *out);
+void psdb__association_release(psdb__association *a);
+/* One object-associated lookup (I3, I4). */
+psdb_hr psdb__associated_find_value(psdb_device *dev, const psdb__association *a, const void *key,
+                                    size_t key_size, uint32_t value_type, void *value,
+                                    size_t *value_size);
+
+/* session.c */
+psdb_hr psdb__session_new(psdb_device *dev, uint32_t kind, int owned_by_device, psdb_session **out);
+/* Opens a PSDB file for the device's adapter as a session (the implicit default when
+ * owned_by_device). */
+psdb_hr psdb__session_open_file(psdb_device *dev, const char *path, int owned_by_device,
+                                psdb_session **out);
+
+/* cache_session.c */
+psdb_hr psdb__cache_find(psdb_session *s, const void *key, size_t key_size, void *value,
+                         size_t *value_size);
+psdb_hr psdb__cache_store_value(psdb_session *s, const void *key, size_t key_size,
+                                const void *value, size_t value_size);
+void psdb__cache_detach(psdb_session *s);
+void psdb__cache_clear_all(psdb_device *dev);
+/* Test hook: number of low bits of the key hash that cache stores created from now on keep
+ * (64: all). Fewer bits make DXGI_ERROR_CACHE_HASH_COLLISION reachable in tests. */
+void psdb__cache_set_hash_bits(unsigned bits);
+
+/* local cache (device.c) */
+void psdb__local_clear(psdb__local_cache *c);
+
+#endif

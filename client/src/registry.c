@@ -1,0 +1,1337 @@
+/* registry.c - shader cache registration (MODEL B): installers, applications, components and the
+ * read-only explorer, stored in one SQLite database under a registry root.
+ *
+ * DESIGN
+ * The registry root holds registry.db (WAL, numbered migrations in PRAGMA user_version) and
+ * locks/<installer>.lock. Every write is one BEGIN IMMEDIATE transaction, so a reader (an explorer,
+ * another process) sees a registration entirely or not at all (B8), and concurrent writers queue on
+ * SQLite's busy timeout instead of failing. One installer per name across processes (B1) is an
+ * flock() on the installer's lock file, held for the installer's lifetime: the kernel drops it when
+ * the process dies, so a crashed installer never blocks the next one.
+ * Application and component handles carry the row id they were made for; ids come from
+ * AUTOINCREMENT, never reused, so a removed registration stays invalid (B4) even when the same exe
+ * path or name is registered again. */
+#include "registry.h"
+#include "install.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define BUSY_TIMEOUT_MS 10000
+#define INSTALLER_NAME_MAX 200
+
+/* One connection to one registry root, shared by the handles made from it. */
+typedef struct psdb__reg {
+    atomic_uint refs;
+    sqlite3 *db; /* NULL: an explorer on a root that has no registry yet (empty) */
+    int readonly;
+} psdb__reg;
+
+struct psdb_installer {
+    psdb__reg *reg;
+    char *name;
+    char *root;
+    int lock_fd;
+};
+
+struct psdb_explorer {
+    psdb__reg *reg;
+};
+
+struct psdb_application {
+    psdb__reg *reg;
+    sqlite3_int64 id;
+    char *exe_path;
+};
+
+struct psdb_component {
+    psdb__reg *reg;
+    sqlite3_int64 app_id;
+    sqlite3_int64 id;
+};
+
+/* Schema migrations: migrations[i] takes user_version i to i + 1. Later versions append here
+ * (never edit a released step). */
+static const char *const migrations[] = {
+    "CREATE TABLE applications("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " exe_path TEXT NOT NULL UNIQUE,"
+    " exe_filename TEXT,"
+    " name TEXT NOT NULL,"
+    " version INTEGER NOT NULL,"
+    " engine_name TEXT,"
+    " engine_version INTEGER NOT NULL,"
+    " installer TEXT NOT NULL);"
+    "CREATE TABLE components("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " app INTEGER NOT NULL REFERENCES applications(id) ON DELETE CASCADE,"
+    " name TEXT NOT NULL,"
+    " sodb_path TEXT,"
+    " UNIQUE(app, name));"
+    "CREATE TABLE component_psdbs("
+    " component INTEGER NOT NULL REFERENCES components(id) ON DELETE CASCADE,"
+    " family TEXT NOT NULL,"
+    " psdb_path TEXT NOT NULL,"
+    " PRIMARY KEY(component, family)) WITHOUT ROWID;",
+    /* 2: what psdb install put in place, for rollback protection. Keyed by exe path, not by
+     * application row, so removing and re-registering an application keeps its high-water mark. */
+    "ALTER TABLE applications ADD COLUMN app_id BLOB;"
+    "CREATE TABLE installed("
+    " exe_path TEXT NOT NULL,"
+    " family TEXT NOT NULL,"
+    " serial INTEGER NOT NULL,"
+    " sha256 TEXT NOT NULL,"
+    " PRIMARY KEY(exe_path, family)) WITHOUT ROWID;",
+};
+
+static psdb_hr errno_hr(int e)
+{
+    if (e == EACCES || e == EPERM || e == EROFS)
+        return PSDB_E_ACCESS;
+    if (e == ENOMEM)
+        return PSDB_E_OUTOFMEMORY;
+    if (e == ENOSPC || e == EDQUOT)
+        return PSDB_E_DISK_FULL;
+    return PSDB_E_IO;
+}
+
+static psdb_hr sqlite_hr(int rc)
+{
+    switch (rc & 0xFF) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return PSDB_S_OK;
+    case SQLITE_NOMEM:
+        return PSDB_E_OUTOFMEMORY;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return PSDB_E_ACCESS;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return PSDB_E_BUSY;
+    case SQLITE_FULL:
+        return PSDB_E_DISK_FULL;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return PSDB_E_CACHE_CORRUPT;
+    case SQLITE_CANTOPEN:
+        /* Permission problems surface as CANTOPEN; errno tells them apart. */
+        return (errno == EACCES || errno == EPERM || errno == EROFS) ? PSDB_E_ACCESS : PSDB_E_IO;
+    default:
+        return PSDB_E_IO;
+    }
+}
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + 1 + b + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+/* mkdir -p for the registry root and its subdirectories. */
+static psdb_hr make_dirs(const char *path, mode_t mode)
+{
+    psdb_hr hr = PSDB_S_OK;
+    char *copy = psdb__strdup(path);
+    if (!copy) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (char *p = copy + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(copy, mode) != 0 && errno != EEXIST) {
+            hr = errno_hr(errno);
+            goto cleanup;
+        }
+        *p = saved;
+        if (saved == '\0')
+            break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+cleanup:
+    free(copy);
+    return hr;
+}
+
+psdb_hr psdb_registry_default_root(psdb_scope scope, char *buf, size_t buf_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    const char *base = NULL, *suffix = "";
+    if (!buf && buf_size) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (scope == PSDB_SCOPE_SYSTEM) {
+        base = "/var/lib/psdb";
+    } else if (scope == PSDB_SCOPE_USER) {
+        base = getenv("PSDB_REGISTRY_DIR");
+        if (!base || !*base) {
+            base = getenv("XDG_DATA_HOME");
+            suffix = "/psdb";
+        }
+        if (!base || !*base) {
+            base = getenv("HOME");
+            suffix = "/.local/share/psdb";
+        }
+        if (!base || !*base) {
+            hr = PSDB_E_NOT_FOUND;
+            goto cleanup;
+        }
+    } else {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    int n = snprintf(buf, buf_size, "%s%s", base, suffix);
+    if (n < 0 || (size_t)n >= buf_size)
+        hr = PSDB_E_MORE_DATA;
+cleanup:
+    return hr;
+}
+
+/* Resolves root_dir (NULL: the scope's default) into a malloc'd string. */
+static psdb_hr resolve_root(const char *root_dir, psdb_scope scope, char **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    char buf[PATH_MAX];
+    if (!root_dir) {
+        hr = psdb_registry_default_root(scope, buf, sizeof(buf));
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        root_dir = buf;
+    }
+    if (!*root_dir) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    *out = psdb__strdup(root_dir);
+    if (!*out)
+        hr = PSDB_E_OUTOFMEMORY;
+cleanup:
+    return hr;
+}
+
+static void reg_unref(psdb__reg *reg)
+{
+    if (!reg || atomic_fetch_sub(&reg->refs, 1) != 1)
+        return;
+    sqlite3_close_v2(reg->db);
+    free(reg);
+}
+
+static psdb__reg *reg_ref(psdb__reg *reg)
+{
+    atomic_fetch_add(&reg->refs, 1);
+    return reg;
+}
+
+static psdb_hr exec_sql(sqlite3 *db, const char *sql)
+{
+    return sqlite_hr(sqlite3_exec(db, sql, NULL, NULL, NULL));
+}
+
+static psdb_hr read_user_version(sqlite3 *db, int *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        hr = sqlite_hr(rc);
+        if (hr == PSDB_S_OK)
+            hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    *out = sqlite3_column_int(st, 0);
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+/* Brings the schema to PSDB__REGISTRY_SCHEMA_VERSION in one transaction; refuses newer ones. */
+static psdb_hr migrate(sqlite3 *db)
+{
+    psdb_hr hr = PSDB_S_OK;
+    int in_tx = 0, version = 0;
+    hr = exec_sql(db, "BEGIN IMMEDIATE");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 1;
+    hr = read_user_version(db, &version);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    if (version > PSDB__REGISTRY_SCHEMA_VERSION) {
+        hr = PSDB_E_UNSUPPORTED;
+        goto cleanup;
+    }
+    for (int v = version; v < PSDB__REGISTRY_SCHEMA_VERSION; v++) {
+        hr = exec_sql(db, migrations[v]);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    if (version != PSDB__REGISTRY_SCHEMA_VERSION) {
+        char pragma[64];
+        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d",
+                 PSDB__REGISTRY_SCHEMA_VERSION);
+        hr = exec_sql(db, pragma);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    hr = exec_sql(db, "COMMIT");
+    if (PSDB_SUCCEEDED(hr))
+        in_tx = 0;
+cleanup:
+    if (in_tx)
+        exec_sql(db, "ROLLBACK");
+    return hr;
+}
+
+/* Opens the registry database of root for writing (creating and migrating it). */
+static psdb_hr reg_open_rw(const char *root, psdb__reg **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__reg *reg = NULL;
+    char *path = NULL;
+    path = join_path(root, PSDB__REGISTRY_DB);
+    reg = calloc(1, sizeof(*reg));
+    if (!path || !reg) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    atomic_init(&reg->refs, 1);
+    int rc = sqlite3_open_v2(path, &reg->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_busy_timeout(reg->db, BUSY_TIMEOUT_MS);
+    hr = exec_sql(reg->db, "PRAGMA journal_mode=WAL");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = exec_sql(reg->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = migrate(reg->db);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    *out = reg;
+    reg = NULL;
+cleanup:
+    reg_unref(reg);
+    free(path);
+    return hr;
+}
+
+/* Opens the registry of root read-only; a root without a registry gives an empty view. */
+static psdb_hr reg_open_ro(const char *root, psdb__reg **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__reg *reg = NULL;
+    char *path = NULL;
+    path = join_path(root, PSDB__REGISTRY_DB);
+    reg = calloc(1, sizeof(*reg));
+    if (!path || !reg) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    atomic_init(&reg->refs, 1);
+    reg->readonly = 1;
+    if (access(path, F_OK) != 0) {
+        if (errno != ENOENT) {
+            hr = errno_hr(errno);
+            goto cleanup;
+        }
+        *out = reg;
+        reg = NULL;
+        goto cleanup;
+    }
+    int rc = sqlite3_open_v2(path, &reg->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_busy_timeout(reg->db, BUSY_TIMEOUT_MS);
+    int version = 0;
+    hr = read_user_version(reg->db, &version);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    if (version > PSDB__REGISTRY_SCHEMA_VERSION) {
+        hr = PSDB_E_UNSUPPORTED;
+        goto cleanup;
+    }
+    if (version == 0) {
+        /* Created but never migrated (an installer died before its first commit): empty. */
+        sqlite3_close_v2(reg->db);
+        reg->db = NULL;
+    }
+    *out = reg;
+    reg = NULL;
+cleanup:
+    reg_unref(reg);
+    free(path);
+    return hr;
+}
+
+/* Lock file names keep [A-Za-z0-9._-] and percent-encode the rest, so any installer name maps to
+ * one file inside locks/ and distinct names never share a lock. */
+static psdb_hr lock_file_name(const char *name, char **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    size_t n = strlen(name);
+    char *s = malloc(n * 3 + sizeof(".lock"));
+    if (!s) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '_' || c == '-' || (c == '.' && i > 0)) {
+            s[j++] = (char)c;
+        } else {
+            static const char hex[] = "0123456789ABCDEF";
+            s[j++] = '%';
+            s[j++] = hex[c >> 4];
+            s[j++] = hex[c & 15];
+        }
+    }
+    memcpy(s + j, ".lock", sizeof(".lock"));
+    *out = s;
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_installer *inst = NULL;
+    char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
+    if (out)
+        *out = NULL;
+    if (!desc || !out || !desc->name || !*desc->name ||
+        strlen(desc->name) > INSTALLER_NAME_MAX ||
+        (desc->scope != PSDB_SCOPE_USER && desc->scope != PSDB_SCOPE_SYSTEM)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = resolve_root(desc->root_dir, desc->scope, &root);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    inst = calloc(1, sizeof(*inst));
+    if (!inst) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    inst->lock_fd = -1;
+    inst->name = psdb__strdup(desc->name);
+    locks = join_path(root, "locks");
+    if (!inst->name || !locks) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    hr = make_dirs(locks, desc->scope == PSDB_SCOPE_SYSTEM ? 0755 : 0700);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = lock_file_name(desc->name, &lock_name);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    lock_path = join_path(locks, lock_name);
+    if (!lock_path) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    inst->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (inst->lock_fd < 0) {
+        hr = errno_hr(errno);
+        goto cleanup;
+    }
+    /* flock() locks belong to the open file description: a second open of the same name fails
+     * in this process as well as in another one. */
+    if (flock(inst->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        hr = (errno == EWOULDBLOCK) ? PSDB_E_BUSY : errno_hr(errno);
+        goto cleanup;
+    }
+    hr = reg_open_rw(root, &inst->reg);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    inst->root = root;
+    root = NULL;
+    *out = inst;
+    inst = NULL;
+cleanup:
+    psdb_installer_release(inst);
+    free(root);
+    free(locks);
+    free(lock_name);
+    free(lock_path);
+    return hr;
+}
+
+void psdb_installer_release(psdb_installer *inst)
+{
+    if (!inst)
+        return;
+    reg_unref(inst->reg);
+    if (inst->lock_fd >= 0)
+        close(inst->lock_fd); /* drops the flock */
+    free(inst->name);
+    free(inst->root);
+    free(inst);
+}
+
+static int valid_text(const char *s)
+{
+    return s && *s;
+}
+
+static psdb_hr app_handle(psdb__reg *reg, sqlite3_int64 id, const char *exe_path,
+                          psdb_application **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_application *app = calloc(1, sizeof(*app));
+    if (!app) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    app->exe_path = psdb__strdup(exe_path);
+    if (!app->exe_path) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    app->reg = reg_ref(reg);
+    app->id = id;
+    *out = app;
+    app = NULL;
+cleanup:
+    psdb_application_release(app);
+    return hr;
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *exe_path,
+                                            const psdb_app_desc *desc, psdb_application **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int in_tx = 0, rc;
+    sqlite3_int64 id = 0;
+    if (out)
+        *out = NULL;
+    if (!inst || !valid_text(exe_path) || !desc || !out || !valid_text(desc->name) ||
+        desc->version == 0 || (!desc->engine_name && desc->engine_version != 0)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    sqlite3 *db = inst->reg->db;
+    hr = exec_sql(db, "BEGIN IMMEDIATE");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 1;
+    /* Re-registering an exe path updates the description in place: the row id, and so existing
+     * handles and components, stay valid. */
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT INTO applications(exe_path, exe_filename, name, version,"
+                            " engine_name, engine_version, installer) VALUES(?,?,?,?,?,?,?)"
+                            " ON CONFLICT(exe_path) DO UPDATE SET exe_filename=excluded.exe_filename,"
+                            " name=excluded.name, version=excluded.version,"
+                            " engine_name=excluded.engine_name,"
+                            " engine_version=excluded.engine_version, installer=excluded.installer",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_TRANSIENT);
+    bind_text_or_null(st, 2, desc->exe_filename);
+    sqlite3_bind_text(st, 3, desc->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)desc->version);
+    bind_text_or_null(st, 5, desc->engine_name);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)desc->engine_version);
+    sqlite3_bind_text(st, 7, inst->name, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    rc = sqlite3_prepare_v2(db, "SELECT id FROM applications WHERE exe_path=?", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+    }
+    if (rc != SQLITE_ROW) {
+        hr = rc == SQLITE_DONE ? PSDB_E_IO : sqlite_hr(rc);
+        goto cleanup;
+    }
+    id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    hr = exec_sql(db, "COMMIT");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 0;
+    hr = app_handle(inst->reg, id, exe_path, out);
+cleanup:
+    sqlite3_finalize(st);
+    if (in_tx)
+        exec_sql(inst->reg->db, "ROLLBACK");
+    return hr;
+}
+
+/* Runs a one-row DELETE (or UPDATE) by id; PSDB_E_NOT_FOUND when no row matched. */
+static psdb_hr delete_by_id(sqlite3 *db, const char *sql, sqlite3_int64 id, sqlite3_int64 id2)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_bind_parameter_count(st) > 1)
+        sqlite3_bind_int64(st, 2, id2);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    if (sqlite3_changes(db) == 0)
+        hr = PSDB_E_NOT_FOUND;
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+psdb_hr psdb_installer_remove_application(psdb_installer *inst, psdb_application *app)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!inst || !app) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (app->reg->readonly) {
+        hr = PSDB_E_ACCESS;
+        goto cleanup;
+    }
+    if (app->reg != inst->reg) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    /* One statement is its own transaction; ON DELETE CASCADE removes the components with it. */
+    hr = delete_by_id(inst->reg->db, "DELETE FROM applications WHERE id=?", app->id, 0);
+cleanup:
+    return hr;
+}
+
+/* S_OK when the application row still exists, PSDB_E_NOT_FOUND once removed. */
+static psdb_hr app_exists(psdb__reg *reg, sqlite3_int64 id)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    if (!reg->db) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    int rc = sqlite3_prepare_v2(reg->db, "SELECT 1 FROM applications WHERE id=?", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, id);
+        rc = sqlite3_step(st);
+    }
+    if (rc == SQLITE_DONE)
+        hr = PSDB_E_NOT_FOUND;
+    else if (rc != SQLITE_ROW)
+        hr = sqlite_hr(rc);
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+static psdb_hr check_component_args(const char *name, uint32_t num_psdbs,
+                                    const psdb_component_psdb *psdbs)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!valid_text(name) || (num_psdbs && !psdbs)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    for (uint32_t i = 0; i < num_psdbs; i++) {
+        const char *f = psdbs[i].adapter_family;
+        if (!valid_text(f) || strlen(f) >= PSDB_ADAPTER_FAMILY_MAX ||
+            !valid_text(psdbs[i].psdb_path)) {
+            hr = PSDB_E_INVALIDARG;
+            goto cleanup;
+        }
+        for (uint32_t j = 0; j < i; j++) {
+            if (strcmp(psdbs[j].adapter_family, f) == 0) {
+                hr = PSDB_E_INVALIDARG;
+                goto cleanup;
+            }
+        }
+    }
+cleanup:
+    return hr;
+}
+
+static psdb_hr component_id(sqlite3 *db, sqlite3_int64 app_id, const char *name,
+                            sqlite3_int64 *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT id FROM components WHERE app=? AND name=?", -1, &st,
+                                NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, app_id);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+    }
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : sqlite_hr(rc);
+    sqlite3_finalize(st);
+    return hr;
+}
+
+static psdb_hr component_handle(psdb__reg *reg, sqlite3_int64 app_id, sqlite3_int64 id,
+                                psdb_component **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_component *c = calloc(1, sizeof(*c));
+    if (!c) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    c->reg = reg_ref(reg);
+    c->app_id = app_id;
+    c->id = id;
+    *out = c;
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb_application_register_component(psdb_application *app, const char *name,
+                                            const char *sodb_path, uint32_t num_psdbs,
+                                            const psdb_component_psdb *psdbs, psdb_component **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int in_tx = 0, rc;
+    sqlite3_int64 id = 0;
+    if (out)
+        *out = NULL;
+    if (!app) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = check_component_args(name, num_psdbs, psdbs);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    if (app->reg->readonly) {
+        hr = PSDB_E_ACCESS;
+        goto cleanup;
+    }
+    sqlite3 *db = app->reg->db;
+    hr = exec_sql(db, "BEGIN IMMEDIATE");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 1;
+    hr = app_exists(app->reg, app->id);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    /* Replacement keeps the component's row id, so handles to it see the new PSDBs. */
+    hr = component_id(db, app->id, name, &id);
+    if (hr == PSDB_E_NOT_FOUND) {
+        rc = sqlite3_prepare_v2(db, "INSERT INTO components(app, name, sodb_path) VALUES(?,?,?)",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, app->id);
+            sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+            bind_text_or_null(st, 3, sodb_path);
+            rc = sqlite3_step(st);
+        }
+        if (rc != SQLITE_DONE) {
+            hr = sqlite_hr(rc);
+            goto cleanup;
+        }
+        id = sqlite3_last_insert_rowid(db);
+        hr = PSDB_S_OK;
+    } else if (PSDB_SUCCEEDED(hr)) {
+        rc = sqlite3_prepare_v2(db, "UPDATE components SET sodb_path=? WHERE id=?", -1, &st,
+                                NULL);
+        if (rc == SQLITE_OK) {
+            bind_text_or_null(st, 1, sodb_path);
+            sqlite3_bind_int64(st, 2, id);
+            rc = sqlite3_step(st);
+        }
+        if (rc != SQLITE_DONE) {
+            hr = sqlite_hr(rc);
+            goto cleanup;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        hr = delete_by_id(db, "DELETE FROM component_psdbs WHERE component=?", id, 0);
+        if (hr == PSDB_E_NOT_FOUND)
+            hr = PSDB_S_OK;
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    } else {
+        goto cleanup;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT INTO component_psdbs(component, family, psdb_path)"
+                            " VALUES(?,?,?)",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    for (uint32_t i = 0; i < num_psdbs; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_text(st, 2, psdbs[i].adapter_family, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 3, psdbs[i].psdb_path, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE) {
+            hr = sqlite_hr(rc);
+            goto cleanup;
+        }
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    hr = exec_sql(db, "COMMIT");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 0;
+    if (out)
+        hr = component_handle(app->reg, app->id, id, out);
+cleanup:
+    sqlite3_finalize(st);
+    if (in_tx)
+        exec_sql(app->reg->db, "ROLLBACK");
+    return hr;
+}
+
+psdb_hr psdb_application_remove_component(psdb_application *app, psdb_component *component)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!app || !component) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (app->reg->readonly) {
+        hr = PSDB_E_ACCESS;
+        goto cleanup;
+    }
+    if (component->app_id != app->id || component->reg != app->reg) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = delete_by_id(app->reg->db, "DELETE FROM components WHERE id=? AND app=?", component->id,
+                      app->id);
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb_application_get_component(psdb_application *app, const char *name,
+                                       psdb_component **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_int64 id = 0;
+    if (out)
+        *out = NULL;
+    if (!app || !valid_text(name) || !out) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (!app->reg->db) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    hr = component_id(app->reg->db, app->id, name, &id);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = component_handle(app->reg, app->id, id, out);
+cleanup:
+    return hr;
+}
+
+/* The PSDB path of a component for a family, malloc'd. */
+static psdb_hr component_path(psdb_component *component, const char *family, char **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    if (!component->reg->db) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    int rc = sqlite3_prepare_v2(component->reg->db,
+                                "SELECT psdb_path FROM component_psdbs WHERE component=? AND"
+                                " family=?",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, component->id);
+        sqlite3_bind_text(st, 2, family, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+    }
+    if (rc != SQLITE_ROW) {
+        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : sqlite_hr(rc);
+        goto cleanup;
+    }
+    *out = psdb__strdup((const char *)sqlite3_column_text(st, 0));
+    if (!*out)
+        hr = PSDB_E_OUTOFMEMORY;
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+psdb_hr psdb_component_get_psdb_path(psdb_component *component, const char *family, char *buf,
+                                     size_t buf_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    char *path = NULL;
+    if (!component || !valid_text(family) || (!buf && buf_size)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = component_path(component, family, &path);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    size_t n = strlen(path);
+    if (n + 1 > buf_size) {
+        hr = PSDB_E_MORE_DATA;
+        goto cleanup;
+    }
+    memcpy(buf, path, n + 1);
+cleanup:
+    free(path);
+    return hr;
+}
+
+void psdb_application_release(psdb_application *app)
+{
+    if (!app)
+        return;
+    reg_unref(app->reg);
+    free(app->exe_path);
+    free(app);
+}
+
+void psdb_component_release(psdb_component *component)
+{
+    if (!component)
+        return;
+    reg_unref(component->reg);
+    free(component);
+}
+
+psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_explorer *exp = NULL;
+    char *root = NULL;
+    if (out)
+        *out = NULL;
+    if (!out) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = resolve_root(root_dir, PSDB_SCOPE_USER, &root);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    exp = calloc(1, sizeof(*exp));
+    if (!exp) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    hr = reg_open_ro(root, &exp->reg);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    *out = exp;
+    exp = NULL;
+cleanup:
+    psdb_explorer_release(exp);
+    free(root);
+    return hr;
+}
+
+psdb_hr psdb_explorer_get_application(psdb_explorer *exp, const char *exe_path,
+                                      psdb_application **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    if (out)
+        *out = NULL;
+    if (!exp || !valid_text(exe_path) || !out) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (!exp->reg->db) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    int rc = sqlite3_prepare_v2(exp->reg->db, "SELECT id FROM applications WHERE exe_path=?", -1,
+                                &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+    }
+    if (rc != SQLITE_ROW) {
+        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : sqlite_hr(rc);
+        goto cleanup;
+    }
+    hr = app_handle(exp->reg, sqlite3_column_int64(st, 0), exe_path, out);
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
+                              int (*fn)(const psdb_registry_entry *e, void *ctx), void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (!exp || !fn) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (!exp->reg->db)
+        goto cleanup;
+    /* One read transaction, so the walk sees one consistent registry state. */
+    hr = exec_sql(exp->reg->db, "BEGIN");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    rc = sqlite3_prepare_v2(exp->reg->db,
+                            "SELECT a.exe_path, a.exe_filename, a.name, a.version, a.engine_name,"
+                            " a.engine_version, a.installer, c.name, c.sodb_path, p.family,"
+                            " p.psdb_path FROM applications a"
+                            " LEFT JOIN components c ON c.app = a.id"
+                            " LEFT JOIN component_psdbs p ON p.component = c.id"
+                            " ORDER BY a.exe_path, c.name, p.family",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        psdb_app_desc app = {
+            .exe_filename = (const char *)sqlite3_column_text(st, 1),
+            .name = (const char *)sqlite3_column_text(st, 2),
+            .version = (uint64_t)sqlite3_column_int64(st, 3),
+            .engine_name = (const char *)sqlite3_column_text(st, 4),
+            .engine_version = (uint64_t)sqlite3_column_int64(st, 5),
+        };
+        psdb_registry_entry e = {
+            .exe_path = (const char *)sqlite3_column_text(st, 0),
+            .app = &app,
+            .installer = (const char *)sqlite3_column_text(st, 6),
+            .component = (const char *)sqlite3_column_text(st, 7),
+            .sodb_path = (const char *)sqlite3_column_text(st, 8),
+            .adapter_family = (const char *)sqlite3_column_text(st, 9),
+            .psdb_path = (const char *)sqlite3_column_text(st, 10),
+        };
+        if (fn(&e, ctx)) {
+            hr = PSDB_S_FALSE;
+            break;
+        }
+    }
+    if (hr == PSDB_S_OK && rc != SQLITE_DONE)
+        hr = sqlite_hr(rc);
+cleanup:
+    sqlite3_finalize(st);
+    if (exp && exp->reg->db && !sqlite3_get_autocommit(exp->reg->db))
+        exec_sql(exp->reg->db, "COMMIT");
+    return hr;
+}
+
+void psdb_explorer_release(psdb_explorer *exp)
+{
+    if (!exp)
+        return;
+    reg_unref(exp->reg);
+    free(exp);
+}
+
+psdb_hr psdb_get_precompile_targets(const psdb_adapter_desc *adapters, uint32_t num_adapters,
+                                    psdb_precompile_target *out, uint32_t *count)
+{
+    psdb_hr hr = PSDB_S_OK;
+    uint32_t n = 0;
+    if (!count || (num_adapters && !adapters) || (!out && *count)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    for (uint32_t i = 0; i < num_adapters; i++) {
+        const psdb_adapter_desc *a = &adapters[i];
+        if (a->flags & PSDB_ADAPTER_FLAG_NO_ASD)
+            continue;
+        if (!valid_text(a->family) || strlen(a->family) >= PSDB_ADAPTER_FAMILY_MAX) {
+            hr = PSDB_E_INVALIDARG;
+            goto cleanup;
+        }
+        /* Distinct targets: an adapter equal to an earlier ASD adapter adds nothing. */
+        int dup = 0;
+        for (uint32_t j = 0; j < i && !dup; j++) {
+            const psdb_adapter_desc *b = &adapters[j];
+            dup = !(b->flags & PSDB_ADAPTER_FLAG_NO_ASD) && strcmp(b->family, a->family) == 0 &&
+                  b->abi_min == a->abi_min && b->abi_max == a->abi_max &&
+                  b->compiler_version == a->compiler_version &&
+                  b->app_profile_version == a->app_profile_version;
+        }
+        if (dup)
+            continue;
+        if (n < *count) {
+            psdb_precompile_target *t = &out[n];
+            memset(t, 0, sizeof(*t));
+            memcpy(t->family, a->family, strlen(a->family) + 1);
+            t->abi_min = a->abi_min;
+            t->abi_max = a->abi_max;
+            t->compiler_version = a->compiler_version;
+            t->profile_version = a->app_profile_version;
+        }
+        n++;
+    }
+    if (n > *count)
+        hr = PSDB_E_MORE_DATA;
+    *count = n;
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb__registry_find_psdb(const char *root_dir, const char *exe_path, const char *component,
+                                 const char *family, char **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_explorer *exp = NULL;
+    psdb_application *app = NULL;
+    psdb_component *comp = NULL;
+    *out = NULL;
+    hr = psdb_explorer_open(root_dir, &exp);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = psdb_explorer_get_application(exp, exe_path, &app);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = psdb_application_get_component(app, component, &comp);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = component_path(comp, family, out);
+cleanup:
+    psdb_component_release(comp);
+    psdb_application_release(app);
+    psdb_explorer_release(exp);
+    return hr;
+}
+
+/* ---- install support (install.h) ---------------------------------------------------------------- */
+
+const char *psdb__installer_root(const psdb_installer *inst)
+{
+    return inst->root;
+}
+
+psdb_hr psdb__registry_installed(psdb_installer *inst, const char *exe_path, const char *family,
+                                 uint64_t *serial, char sha256[65])
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(inst->reg->db,
+                                "SELECT serial, sha256 FROM installed WHERE exe_path=? AND family=?",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, family, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    if (rc != SQLITE_ROW) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    *serial = (uint64_t)sqlite3_column_int64(st, 0);
+    snprintf(sha256, 65, "%s", (const char *)sqlite3_column_text(st, 1));
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+/* Runs one prepared statement to completion with the given text/int64 bindings. */
+static psdb_hr step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? PSDB_S_OK : sqlite_hr(rc);
+}
+
+psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
+                               const psdb_app_desc *desc, const uint8_t *app_id, uint32_t n,
+                               const psdb__install_entry *entries, int allow_downgrade)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3 *db = inst->reg->db;
+    sqlite3_stmt *app = NULL, *comp = NULL, *psdb = NULL, *old = NULL, *mark = NULL;
+    int in_tx = 0, rc;
+
+    hr = exec_sql(db, "BEGIN IMMEDIATE");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 1;
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT INTO applications(exe_path, exe_filename, name, version,"
+                            " engine_name, engine_version, installer, app_id)"
+                            " VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(exe_path) DO UPDATE SET"
+                            " exe_filename=excluded.exe_filename, name=excluded.name,"
+                            " version=excluded.version, engine_name=excluded.engine_name,"
+                            " engine_version=excluded.engine_version,"
+                            " installer=excluded.installer,"
+                            " app_id=coalesce(excluded.app_id, applications.app_id)",
+                            -1, &app, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db,
+                                "INSERT INTO components(app, name) SELECT id, ? FROM applications"
+                                " WHERE exe_path=? ON CONFLICT(app, name) DO NOTHING",
+                                -1, &comp, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db,
+                                "INSERT OR REPLACE INTO component_psdbs(component, family, psdb_path)"
+                                " SELECT c.id, ?, ? FROM components c JOIN applications a"
+                                " ON c.app = a.id WHERE a.exe_path=? AND c.name=?",
+                                -1, &psdb, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "SELECT serial FROM installed WHERE exe_path=? AND family=?",
+                                -1, &old, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO installed VALUES(?,?,?,?)", -1, &mark,
+                                NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_bind_text(app, 1, exe_path, -1, SQLITE_STATIC);
+    bind_text_or_null(app, 2, desc->exe_filename);
+    sqlite3_bind_text(app, 3, desc->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(app, 4, (sqlite3_int64)desc->version);
+    bind_text_or_null(app, 5, desc->engine_name);
+    sqlite3_bind_int64(app, 6, (sqlite3_int64)desc->engine_version);
+    sqlite3_bind_text(app, 7, inst->name, -1, SQLITE_STATIC);
+    if (app_id)
+        sqlite3_bind_blob(app, 8, app_id, 16, SQLITE_STATIC);
+    hr = step_done(app);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    sqlite3_bind_text(comp, 1, PSDB_DEFAULT_COMPONENT, -1, SQLITE_STATIC);
+    sqlite3_bind_text(comp, 2, exe_path, -1, SQLITE_STATIC);
+    hr = step_done(comp);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    for (uint32_t i = 0; i < n; i++) {
+        const psdb__install_entry *e = &entries[i];
+        sqlite3_bind_text(old, 1, exe_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(old, 2, e->family, -1, SQLITE_STATIC);
+        rc = sqlite3_step(old);
+        uint64_t have = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(old, 0) : 0;
+        sqlite3_reset(old);
+        sqlite3_clear_bindings(old);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            hr = sqlite_hr(rc);
+            goto cleanup;
+        }
+        if (e->serial < have && !allow_downgrade) {
+            hr = PSDB_E_DOWNGRADE;
+            goto cleanup;
+        }
+        sqlite3_bind_text(psdb, 1, e->family, -1, SQLITE_STATIC);
+        sqlite3_bind_text(psdb, 2, e->psdb_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(psdb, 3, exe_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(psdb, 4, PSDB_DEFAULT_COMPONENT, -1, SQLITE_STATIC);
+        hr = step_done(psdb);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        sqlite3_bind_text(mark, 1, exe_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(mark, 2, e->family, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(mark, 3, (sqlite3_int64)e->serial);
+        sqlite3_bind_text(mark, 4, e->sha256, -1, SQLITE_STATIC);
+        hr = step_done(mark);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    hr = exec_sql(db, "COMMIT");
+    if (PSDB_SUCCEEDED(hr))
+        in_tx = 0;
+cleanup:
+    sqlite3_finalize(app);
+    sqlite3_finalize(comp);
+    sqlite3_finalize(psdb);
+    sqlite3_finalize(old);
+    sqlite3_finalize(mark);
+    if (in_tx)
+        exec_sql(db, "ROLLBACK");
+    return hr;
+}
+
+psdb_hr psdb__registry_foreach_path(psdb_installer *inst, void (*fn)(const char *path, void *ctx),
+                                    void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(inst->reg->db, "SELECT DISTINCT psdb_path FROM component_psdbs",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn((const char *)sqlite3_column_text(st, 0), ctx);
+    if (rc != SQLITE_DONE)
+        hr = sqlite_hr(rc);
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}

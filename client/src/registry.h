@@ -1,0 +1,20 @@
+/* registry.h - internal entry points of the shader cache registry for the device (MODEL B7, D1). */
+#ifndef PSDB_REGISTRY_INTERNAL_H
+#define PSDB_REGISTRY_INTERNAL_H
+
+#include "psdb/psdb.h"
+
+/* Newest registry schema this library knows (PRAGMA user_version of registry.db). */
+#define PSDB__REGISTRY_SCHEMA_VERSION 2
+
+/* File name of the registry database under a registry root. */
+#define PSDB__REGISTRY_DB "registry.db"
+
+/* Resolves the PSDB path registered for (exe_path, component, family) through a read-only
+ * explorer on root_dir (NULL: the default USER root). *out is malloc'd (the caller frees).
+ * PSDB_E_NOT_FOUND when the application, the component or the family is not registered;
+ * other statuses from opening the registry. */
+psdb_hr psdb__registry_find_psdb(const char *root_dir, const char *exe_path, const char *component,
+                                 const char *family, char **out);
+
+#endif
