@@ -12,6 +12,7 @@
  * AUTOINCREMENT, never reused, so a removed registration stays invalid (B4) even when the same exe
  * path or name is registered again. */
 #include "registry.h"
+#include "install.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,7 @@ typedef struct psdb__reg {
 struct psdb_installer {
     psdb__reg *reg;
     char *name;
+    char *root;
     int lock_fd;
 };
 
@@ -82,6 +84,15 @@ static const char *const migrations[] = {
     " family TEXT NOT NULL,"
     " psdb_path TEXT NOT NULL,"
     " PRIMARY KEY(component, family)) WITHOUT ROWID;",
+    /* 2: what psdb install put in place, for rollback protection. Keyed by exe path, not by
+     * application row, so removing and re-registering an application keeps its high-water mark. */
+    "ALTER TABLE applications ADD COLUMN app_id BLOB;"
+    "CREATE TABLE installed("
+    " exe_path TEXT NOT NULL,"
+    " family TEXT NOT NULL,"
+    " serial INTEGER NOT NULL,"
+    " sha256 TEXT NOT NULL,"
+    " PRIMARY KEY(exe_path, family)) WITHOUT ROWID;",
 };
 
 static psdb_hr errno_hr(int e)
@@ -469,6 +480,8 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     hr = reg_open_rw(root, &inst->reg);
     if (PSDB_FAILED(hr))
         goto cleanup;
+    inst->root = root;
+    root = NULL;
     *out = inst;
     inst = NULL;
 cleanup:
@@ -488,6 +501,7 @@ void psdb_installer_release(psdb_installer *inst)
     if (inst->lock_fd >= 0)
         close(inst->lock_fd); /* drops the flock */
     free(inst->name);
+    free(inst->root);
     free(inst);
 }
 
@@ -1143,5 +1157,177 @@ cleanup:
     psdb_component_release(comp);
     psdb_application_release(app);
     psdb_explorer_release(exp);
+    return hr;
+}
+
+/* ---- install support (install.h) ---------------------------------------------------------------- */
+
+const char *psdb__installer_root(const psdb_installer *inst)
+{
+    return inst->root;
+}
+
+psdb_hr psdb__registry_installed(psdb_installer *inst, const char *exe_path, const char *family,
+                                 uint64_t *serial, char sha256[65])
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(inst->reg->db,
+                                "SELECT serial, sha256 FROM installed WHERE exe_path=? AND family=?",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, family, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    if (rc != SQLITE_ROW) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    *serial = (uint64_t)sqlite3_column_int64(st, 0);
+    snprintf(sha256, 65, "%s", (const char *)sqlite3_column_text(st, 1));
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
+/* Runs one prepared statement to completion with the given text/int64 bindings. */
+static psdb_hr step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? PSDB_S_OK : sqlite_hr(rc);
+}
+
+psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
+                               const psdb_app_desc *desc, const uint8_t *app_id, uint32_t n,
+                               const psdb__install_entry *entries, int allow_downgrade)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3 *db = inst->reg->db;
+    sqlite3_stmt *app = NULL, *comp = NULL, *psdb = NULL, *old = NULL, *mark = NULL;
+    int in_tx = 0, rc;
+
+    hr = exec_sql(db, "BEGIN IMMEDIATE");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 1;
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT INTO applications(exe_path, exe_filename, name, version,"
+                            " engine_name, engine_version, installer, app_id)"
+                            " VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(exe_path) DO UPDATE SET"
+                            " exe_filename=excluded.exe_filename, name=excluded.name,"
+                            " version=excluded.version, engine_name=excluded.engine_name,"
+                            " engine_version=excluded.engine_version,"
+                            " installer=excluded.installer,"
+                            " app_id=coalesce(excluded.app_id, applications.app_id)",
+                            -1, &app, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db,
+                                "INSERT INTO components(app, name) SELECT id, ? FROM applications"
+                                " WHERE exe_path=? ON CONFLICT(app, name) DO NOTHING",
+                                -1, &comp, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db,
+                                "INSERT OR REPLACE INTO component_psdbs(component, family, psdb_path)"
+                                " SELECT c.id, ?, ? FROM components c JOIN applications a"
+                                " ON c.app = a.id WHERE a.exe_path=? AND c.name=?",
+                                -1, &psdb, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "SELECT serial FROM installed WHERE exe_path=? AND family=?",
+                                -1, &old, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO installed VALUES(?,?,?,?)", -1, &mark,
+                                NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    sqlite3_bind_text(app, 1, exe_path, -1, SQLITE_STATIC);
+    bind_text_or_null(app, 2, desc->exe_filename);
+    sqlite3_bind_text(app, 3, desc->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(app, 4, (sqlite3_int64)desc->version);
+    bind_text_or_null(app, 5, desc->engine_name);
+    sqlite3_bind_int64(app, 6, (sqlite3_int64)desc->engine_version);
+    sqlite3_bind_text(app, 7, inst->name, -1, SQLITE_STATIC);
+    if (app_id)
+        sqlite3_bind_blob(app, 8, app_id, 16, SQLITE_STATIC);
+    hr = step_done(app);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    sqlite3_bind_text(comp, 1, PSDB_DEFAULT_COMPONENT, -1, SQLITE_STATIC);
+    sqlite3_bind_text(comp, 2, exe_path, -1, SQLITE_STATIC);
+    hr = step_done(comp);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    for (uint32_t i = 0; i < n; i++) {
+        const psdb__install_entry *e = &entries[i];
+        sqlite3_bind_text(old, 1, exe_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(old, 2, e->family, -1, SQLITE_STATIC);
+        rc = sqlite3_step(old);
+        uint64_t have = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(old, 0) : 0;
+        sqlite3_reset(old);
+        sqlite3_clear_bindings(old);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            hr = sqlite_hr(rc);
+            goto cleanup;
+        }
+        if (e->serial < have && !allow_downgrade) {
+            hr = PSDB_E_DOWNGRADE;
+            goto cleanup;
+        }
+        sqlite3_bind_text(psdb, 1, e->family, -1, SQLITE_STATIC);
+        sqlite3_bind_text(psdb, 2, e->psdb_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(psdb, 3, exe_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(psdb, 4, PSDB_DEFAULT_COMPONENT, -1, SQLITE_STATIC);
+        hr = step_done(psdb);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        sqlite3_bind_text(mark, 1, exe_path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(mark, 2, e->family, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(mark, 3, (sqlite3_int64)e->serial);
+        sqlite3_bind_text(mark, 4, e->sha256, -1, SQLITE_STATIC);
+        hr = step_done(mark);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    hr = exec_sql(db, "COMMIT");
+    if (PSDB_SUCCEEDED(hr))
+        in_tx = 0;
+cleanup:
+    sqlite3_finalize(app);
+    sqlite3_finalize(comp);
+    sqlite3_finalize(psdb);
+    sqlite3_finalize(old);
+    sqlite3_finalize(mark);
+    if (in_tx)
+        exec_sql(db, "ROLLBACK");
+    return hr;
+}
+
+psdb_hr psdb__registry_foreach_path(psdb_installer *inst, void (*fn)(const char *path, void *ctx),
+                                    void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(inst->reg->db, "SELECT DISTINCT psdb_path FROM component_psdbs",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = sqlite_hr(rc);
+        goto cleanup;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn((const char *)sqlite3_column_text(st, 0), ctx);
+    if (rc != SQLITE_DONE)
+        hr = sqlite_hr(rc);
+cleanup:
+    sqlite3_finalize(st);
     return hr;
 }

@@ -5,7 +5,7 @@
 #include "psdb/psdb.h"
 
 /* Newest registry schema this library knows (PRAGMA user_version of registry.db). */
-#define PSDB__REGISTRY_SCHEMA_VERSION 1
+#define PSDB__REGISTRY_SCHEMA_VERSION 2
 
 /* File name of the registry database under a registry root. */
 #define PSDB__REGISTRY_DB "registry.db"

@@ -18,6 +18,11 @@ static const struct {
     {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
     {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"registry", cmd_registry, "list registered applications, components and PSDBs"},
+    {"keygen", cmd_keygen, "create an Ed25519 publisher key pair"},
+    {"publish", cmd_publish, "sign a PSDB and upload it to psdbd"},
+    {"resolve", cmd_resolve, "ask psdbd which PSDB fits one adapter target"},
+    {"replay", cmd_replay, "create an SODB's pipelines on a device and report PSDB hits"},
+    {"install", cmd_install, "resolve, download, verify and register PSDBs for an application"},
 };
 
 static void usage(FILE *f)

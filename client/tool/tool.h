@@ -16,6 +16,14 @@ int cmd_compile(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_registry(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
+int cmd_publish(int argc, char **argv);
+int cmd_resolve(int argc, char **argv);
+int cmd_install(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+
+/* Prints a manifest: the server's JSON as served (json), or one line of text. */
+void tool_print_manifest(const psdb_manifest *m, int json);
 
 /* Prints "psdb <cmd>: <message>" on stderr (one line). Returns 1 for `return tool_fail(...)`. */
 int tool_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -13,5 +13,7 @@
 #include "file.h"
 #include "registry.h"
 #include "device.h"
+#include "sign.h"
+#include "client.h"
 
 #endif

@@ -1,0 +1,125 @@
+/* psdb/client.h - the delivery client a launcher runs at install time: resolve a target on psdbd,
+ * download the PSDB it names (resumable, verified), and install it into the registry. */
+#ifndef PSDB_CLIENT_H
+#define PSDB_CLIENT_H
+
+#include "types.h"
+#include "registry.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct psdb_client psdb_client;
+
+/* Progress of one download, reported at most every 100 ms and once at the end. */
+typedef struct psdb_progress {
+    const char *what;  /* the file being fetched (borrowed for the call) */
+    uint64_t done;     /* bytes on disk so far, resumed bytes included */
+    uint64_t total;    /* the manifest's size */
+    uint32_t attempt;  /* 1 on the first try, 2 on the first retry, ... */
+} psdb_progress;
+
+typedef struct psdb_client_desc {
+    const char *server_url;       /* "http://127.0.0.1:8470" or "https://..." (required) */
+    const char *token;            /* bearer token; NULL: none */
+    const char *ca_file;          /* PEM CA bundle for https; NULL: the system's */
+    const char *pinned_public_key; /* curl CURLOPT_PINNEDPUBLICKEY form ("sha256//..."); NULL: off */
+    uint32_t connect_timeout_ms;  /* 0: 10 s */
+    uint32_t low_speed_timeout_s; /* abort a transfer slower than 1 KiB/s for this long; 0: 30 s */
+    uint32_t max_retries;         /* transient failures retried this often; 0: 5 */
+    uint32_t retry_base_ms;       /* first backoff, doubled each retry; 0: 200 ms */
+    const char *const *trusted_keys; /* paths of publisher public keys (.pub) */
+    uint32_t num_trusted_keys;
+    void (*progress)(const psdb_progress *p, void *ctx); /* NULL: none */
+    void *progress_ctx;
+} psdb_client_desc;
+
+/* A manifest as psdbd serves it (API.md). Every string is owned by the manifest. */
+typedef struct psdb_manifest {
+    char *id;
+    uint8_t sha256[32];
+    uint64_t size;
+    char *url;               /* blob URL, absolute or relative to the server */
+    psdb_app_identity app;   /* desc strings owned by the manifest */
+    psdb_target target;      /* family owned by the manifest */
+    uint64_t serial;
+    char *created_at;
+    char *key_id;
+    char *signature;         /* base64 Ed25519 over the signed statement (schema/STATEMENT.md) */
+    char *json;              /* the manifest as served, compact */
+} psdb_manifest;
+
+/* Creates a client. Copies every string of desc. PSDB_E_INVALIDARG (no server_url, not http(s)),
+ * PSDB_E_OUTOFMEMORY, PSDB_E_IO (a trusted key file cannot be read), PSDB_E_SIGNATURE (a trusted
+ * key file is not an Ed25519 public key). A client is used by one thread at a time. */
+PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out);
+PSDB_API void psdb_client_release(psdb_client *c);
+
+/* One line describing the last failure of a call on this client ("" when none). Borrowed: valid
+ * until the next call on the client. */
+PSDB_API const char *psdb_client_last_error(const psdb_client *c);
+
+/* Parses a manifest from JSON. PSDB_E_PROTOCOL when a required field is missing or malformed. */
+PSDB_API psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out);
+PSDB_API void psdb_manifest_free(psdb_manifest *m);
+
+/* Asks the server for the best PSDB for one target (GET /v1/resolve; MODEL A3). `profile_version`
+ * of the target 0 means "any". PSDB_E_NOT_FOUND (404), PSDB_E_ACCESS (401/403), PSDB_E_NETWORK
+ * (after retries), PSDB_E_PROTOCOL (garbage answer). *out is the caller's. */
+PSDB_API psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
+                                     const psdb_precompile_target *target, psdb_manifest **out);
+
+/* Downloads the manifest's blob to dest_path. Streams into dest_path + ".part" while hashing;
+ * resumes an existing .part with a Range request (its bytes are re-hashed first); retries
+ * transient failures with exponential backoff. Only when the size and SHA-256 match the manifest
+ * AND the manifest's signature verifies with a trusted key is the file fsynced and renamed to
+ * dest_path. Memory use does not grow with the size. Statuses: PSDB_E_INTEGRITY (size or digest
+ * mismatch: the .part is removed), PSDB_E_SIGNATURE, PSDB_E_DISK_FULL, PSDB_E_IO,
+ * PSDB_E_NETWORK, PSDB_E_NOT_FOUND (404), PSDB_E_ACCESS. */
+PSDB_API psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m,
+                                      const char *dest_path);
+
+/* Verifies a manifest's signature over its signed statement with the client's trusted keys
+ * (S_OK, or PSDB_E_SIGNATURE). Download calls it; exposed for launchers that cache manifests. */
+PSDB_API psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m);
+
+/* ---- Install (what `psdb install` runs) ---------------------------------------------------------- */
+
+typedef struct psdb_install_desc {
+    const char *exe_path;          /* full path of the game's executable: the registry key (B2) */
+    const psdb_app_desc *app;      /* name and version required */
+    const uint8_t *app_id;         /* 16 bytes, or NULL */
+    const psdb_precompile_target *targets; /* one per adapter family of the machine */
+    uint32_t num_targets;
+    const char *registry_dir;      /* NULL: the default USER root */
+    const char *installer_name;    /* NULL: "psdb" */
+    int allow_downgrade;           /* accept a serial lower than the one installed */
+} psdb_install_desc;
+
+/* What happened to one target. */
+typedef struct psdb_install_result {
+    psdb_hr status;      /* S_OK installed, S_FALSE already installed (same digest), or the error */
+    uint64_t serial;     /* the resolved PSDB's serial (0 when none) */
+    uint8_t sha256[32];
+    uint64_t size;
+} psdb_install_result;
+
+/* Installs the best PSDB of every target for one application: resolves each target, skips what is
+ * installed with the same digest, downloads and verifies the rest (psdb_client_download), opens
+ * each with libpsdb to check it against its target, then registers all of them in the
+ * application's "default" component in ONE registry transaction (families not among the targets
+ * keep their registration). The registry remembers the highest serial installed per (exe path,
+ * family) and refuses a lower one (PSDB_E_DOWNGRADE) unless allow_downgrade. Files under
+ * <registry root>/psdbs that no registration references any more are removed afterwards.
+ * Any failure leaves the registry as it was. results (may be NULL) has num_targets entries.
+ * Statuses: S_OK; PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (another
+ * installer of that name is running); PSDB_E_DOWNGRADE; the statuses of resolve and download;
+ * PSDB_E_INVALIDARG (duplicate families, missing fields). */
+PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
+                                     psdb_install_result *results);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,400 @@
+/* sign.c - the signed statement of a published PSDB and Ed25519 keys (OpenSSL EVP_PKEY). */
+#include "psdb/sign.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include "util.h"
+
+/* schema/STATEMENT.md: the domain separator keeps a statement signature from ever verifying as a
+ * signature over some other message made with the same key. */
+static const char statement_domain[] = "psdb-statement-v1"; /* followed by its NUL on the wire */
+
+struct psdb_key {
+    EVP_PKEY *pkey;
+    int is_private;
+};
+
+static psdb_hr put_str(psdb__buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n > PSDB_STATEMENT_STRING_MAX)
+        return PSDB_E_INVALIDARG;
+    psdb__buf_u32(b, (uint32_t)n);
+    psdb__buf_append(b, s, n);
+    return PSDB_S_OK;
+}
+
+static psdb_hr encode(const psdb_statement *st, psdb__buf *b)
+{
+    psdb_hr hr = PSDB_S_OK;
+    const psdb_app_desc *d = &st->identity.desc;
+    if (!d->name || !*d->name || !st->target.family || !*st->target.family) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    psdb__buf_append(b, statement_domain, sizeof(statement_domain));
+    psdb__buf_u32(b, PSDB_STATEMENT_VERSION);
+    psdb__buf_append(b, st->sha256, 32);
+    psdb__buf_u64(b, st->size);
+    if ((hr = put_str(b, d->exe_filename)) < 0 || (hr = put_str(b, d->name)) < 0)
+        goto cleanup;
+    psdb__buf_u64(b, d->version);
+    if ((hr = put_str(b, d->engine_name)) < 0)
+        goto cleanup;
+    psdb__buf_u64(b, d->engine_version);
+    psdb__buf_append(b, st->identity.app_id, 16);
+    if ((hr = put_str(b, st->target.family)) < 0)
+        goto cleanup;
+    psdb__buf_u64(b, st->target.abi_version);
+    psdb__buf_u64(b, st->target.compiler_version);
+    psdb__buf_u64(b, st->target.profile_version);
+    psdb__buf_u64(b, st->serial);
+    hr = psdb__buf_status(b);
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb_statement_encode(const psdb_statement *st, void *buf, size_t *size)
+{
+    psdb__buf b = {0};
+    psdb_hr hr = PSDB_S_OK;
+    if (!st || !size) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if ((hr = encode(st, &b)) < 0)
+        goto cleanup;
+    if (buf && *size < b.len)
+        hr = PSDB_E_MORE_DATA;
+    else if (buf)
+        memcpy(buf, b.data, b.len);
+    *size = b.len;
+cleanup:
+    psdb__buf_free(&b);
+    return hr;
+}
+
+/* Writes a PEM file with O_EXCL so an existing key is never replaced. */
+static psdb_hr write_pem(const char *path, mode_t mode, EVP_PKEY *pkey, int private_half)
+{
+    psdb_hr hr = PSDB_S_OK;
+    FILE *f = NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0) {
+        hr = errno == EEXIST ? PSDB_E_ALREADY_EXISTS : PSDB_E_IO;
+        goto cleanup;
+    }
+    f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    int ok = private_half ? PEM_write_PrivateKey(f, pkey, NULL, NULL, 0, NULL, NULL)
+                          : PEM_write_PUBKEY(f, pkey);
+    if (!ok || fflush(f) != 0 || fsync(fileno(f)) != 0)
+        hr = PSDB_E_IO;
+cleanup:
+    if (f && fclose(f) != 0 && hr >= 0)
+        hr = PSDB_E_IO;
+    return hr;
+}
+
+static psdb_hr raw_public(const EVP_PKEY *pkey, uint8_t raw[32])
+{
+    size_t n = 32;
+    if (EVP_PKEY_get_raw_public_key(pkey, raw, &n) != 1 || n != 32)
+        return PSDB_E_FAIL;
+    return PSDB_S_OK;
+}
+
+static psdb_hr key_id_of(const EVP_PKEY *pkey, char out[PSDB_KEY_ID_SIZE])
+{
+    uint8_t raw[32], digest[32];
+    psdb_hr hr = raw_public(pkey, raw);
+    if (hr < 0)
+        return hr;
+    psdb__sha256(raw, sizeof(raw), digest);
+    psdb__hex(digest, sizeof(digest), out);
+    return PSDB_S_OK;
+}
+
+psdb_hr psdb_keygen(const char *keyfile, char key_id[PSDB_KEY_ID_SIZE])
+{
+    psdb_hr hr = PSDB_S_OK;
+    EVP_PKEY *pkey = NULL;
+    char *pub_path = NULL;
+    int wrote_private = 0;
+    if (!keyfile || !*keyfile) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (asprintf(&pub_path, "%s.pub", keyfile) < 0) {
+        pub_path = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    /* Refuse before writing anything when the .pub is already there. */
+    if (access(pub_path, F_OK) == 0) {
+        hr = PSDB_E_ALREADY_EXISTS;
+        goto cleanup;
+    }
+    pkey = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    if (!pkey) {
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    if ((hr = write_pem(keyfile, 0600, pkey, 1)) < 0)
+        goto cleanup;
+    wrote_private = 1;
+    if ((hr = write_pem(pub_path, 0644, pkey, 0)) < 0)
+        goto cleanup;
+    if (key_id)
+        hr = key_id_of(pkey, key_id);
+cleanup:
+    if (hr < 0 && wrote_private) {
+        unlink(keyfile);
+        if (pub_path)
+            unlink(pub_path);
+    }
+    EVP_PKEY_free(pkey);
+    free(pub_path);
+    return hr;
+}
+
+psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    BIO *bio = NULL;
+    EVP_PKEY *pkey = NULL;
+    psdb_key *key = NULL;
+    int is_private = 0;
+    if (!pem || !out || len > INT32_MAX) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    *out = NULL;
+    bio = BIO_new_mem_buf(pem, (int)len);
+    if (!bio) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    /* Private keys are tried first; a public PEM makes that fail, then the same bytes are read
+     * again as a public key. */
+    pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    if (pkey) {
+        is_private = 1;
+    } else {
+        BIO_free(bio);
+        bio = BIO_new_mem_buf(pem, (int)len);
+        if (!bio) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+    }
+    if (!pkey || !EVP_PKEY_is_a(pkey, "ED25519")) {
+        hr = PSDB_E_SIGNATURE;
+        goto cleanup;
+    }
+    key = calloc(1, sizeof(*key));
+    if (!key) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    key->pkey = pkey;
+    key->is_private = is_private;
+    pkey = NULL;
+    *out = key;
+cleanup:
+    if (hr < 0)
+        ERR_clear_error(); /* a failed parse must not leave errors for the caller's next call */
+    EVP_PKEY_free(pkey);
+    BIO_free(bio);
+    return hr;
+}
+
+psdb_hr psdb_key_load(const char *path, psdb_key **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    FILE *f = NULL;
+    char buf[16384];
+    size_t n = 0;
+    if (!path || !out) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    *out = NULL;
+    f = fopen(path, "rb");
+    if (!f) {
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    n = fread(buf, 1, sizeof(buf), f);
+    if (ferror(f)) {
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    if (n == sizeof(buf)) { /* far larger than any Ed25519 PEM */
+        hr = PSDB_E_SIGNATURE;
+        goto cleanup;
+    }
+    hr = psdb_key_from_pem(buf, n, out);
+cleanup:
+    if (f)
+        fclose(f);
+    OPENSSL_cleanse(buf, sizeof(buf));
+    return hr;
+}
+
+psdb_hr psdb_key_public_pem(const psdb_key *key, char *buf, size_t *size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    BIO *bio = NULL;
+    char *mem = NULL;
+    if (!key || !size) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    bio = BIO_new(BIO_s_mem());
+    if (!bio) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (!PEM_write_bio_PUBKEY(bio, key->pkey)) {
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    long len = BIO_get_mem_data(bio, &mem);
+    if (len < 0) {
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    if (!buf || *size < (size_t)len + 1) {
+        hr = PSDB_E_MORE_DATA;
+    } else {
+        memcpy(buf, mem, (size_t)len);
+        buf[len] = '\0';
+    }
+    *size = (size_t)len;
+cleanup:
+    BIO_free(bio);
+    return hr;
+}
+
+psdb_hr psdb_key_id(const psdb_key *key, char out[PSDB_KEY_ID_SIZE])
+{
+    if (!key || !out)
+        return PSDB_E_INVALIDARG;
+    return key_id_of(key->pkey, out);
+}
+
+int psdb_key_is_private(const psdb_key *key)
+{
+    return key && key->is_private;
+}
+
+psdb_hr psdb_statement_sign(const psdb_key *key, const psdb_statement *st,
+                            char out[PSDB_SIGNATURE_B64_SIZE])
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf msg = {0};
+    EVP_MD_CTX *ctx = NULL;
+    uint8_t sig[64];
+    size_t sig_len = sizeof(sig);
+    if (!key || !st || !out || !key->is_private) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if ((hr = encode(st, &msg)) < 0)
+        goto cleanup;
+    ctx = EVP_MD_CTX_new();
+    if (!ctx) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    /* Ed25519 is one-shot: no digest is named, the whole message goes to DigestSign. */
+    if (EVP_DigestSignInit(ctx, NULL, NULL, NULL, key->pkey) != 1 ||
+        EVP_DigestSign(ctx, sig, &sig_len, msg.data, msg.len) != 1 || sig_len != 64) {
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    if (EVP_EncodeBlock((unsigned char *)out, sig, 64) != 88)
+        hr = PSDB_E_FAIL;
+cleanup:
+    EVP_MD_CTX_free(ctx);
+    psdb__buf_free(&msg);
+    return hr;
+}
+
+/* Decodes exactly the spelling psdb_statement_sign writes: 88 characters, "==" padding, and a
+ * re-encoding that gives the same text (so no two spellings of one signature are accepted). */
+static int decode_signature(const char *b64, uint8_t sig[64])
+{
+    uint8_t tmp[66];
+    char again[PSDB_SIGNATURE_B64_SIZE];
+    if (strlen(b64) != 88 || b64[86] != '=' || b64[87] != '=')
+        return -1;
+    if (EVP_DecodeBlock(tmp, (const unsigned char *)b64, 88) != 66)
+        return -1;
+    memcpy(sig, tmp, 64);
+    if (EVP_EncodeBlock((unsigned char *)again, sig, 64) != 88 || memcmp(again, b64, 88) != 0)
+        return -1;
+    return 0;
+}
+
+psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
+                              const char *signature_b64)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf msg = {0};
+    EVP_MD_CTX *ctx = NULL;
+    uint8_t sig[64];
+    if (!key || !st || !signature_b64) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if ((hr = encode(st, &msg)) < 0)
+        goto cleanup;
+    if (decode_signature(signature_b64, sig) != 0) {
+        hr = PSDB_E_SIGNATURE;
+        goto cleanup;
+    }
+    ctx = EVP_MD_CTX_new();
+    if (!ctx) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, key->pkey) != 1) {
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    if (EVP_DigestVerify(ctx, sig, sizeof(sig), msg.data, msg.len) != 1) {
+        ERR_clear_error();
+        hr = PSDB_E_SIGNATURE;
+    }
+cleanup:
+    EVP_MD_CTX_free(ctx);
+    psdb__buf_free(&msg);
+    return hr;
+}
+
+void psdb_key_release(psdb_key *key)
+{
+    if (!key)
+        return;
+    EVP_PKEY_free(key->pkey);
+    free(key);
+}

@@ -1,0 +1,229 @@
+/* cmd_install.c - psdb install: what a launcher runs at install time (resolve, download, verify,
+ * register as the application's implicit default). */
+#include "tool.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "psdb/client.h"
+#include "util.h"
+
+#define MAX_TARGETS 16
+#define MAX_TRUST 16
+
+static const char usage_text[] =
+    "usage: psdb install --server URL --exe-path PATH --app NAME --app-version V [--app-id UUID]\n"
+    "                    --target FAMILY:ABI_MIN-ABI_MAX[:PROFILE_VERSION] [--target ...]\n"
+    "                    --trust KEYFILE.pub [--trust ...] [--registry DIR] [--token T]\n"
+    "                    [--ca-file FILE] [--pinned-key sha256//BASE64] [--installer NAME]\n"
+    "                    [--allow-downgrade] [--json]\n"
+    "\n"
+    "For each target (one per GPU family of the machine): resolves the best PSDB on psdbd,\n"
+    "downloads it (resuming an interrupted download), verifies size, SHA-256 and the publisher's\n"
+    "signature against the trusted keys, checks it opens for that target, then registers all of\n"
+    "them at once as the application's \"default\" component. A lower serial than installed is\n"
+    "refused unless --allow-downgrade. Progress: a bar on a terminal, plain lines otherwise,\n"
+    "none with --json (one JSON object at the end).\n";
+
+typedef struct progress_state {
+    int tty;
+    int json;
+    time_t last_line;
+} progress_state;
+
+static void on_progress(const psdb_progress *p, void *ctx)
+{
+    progress_state *s = ctx;
+    if (s->json || p->total == 0)
+        return;
+    unsigned pct = (unsigned)(p->done * 100 / p->total);
+    if (s->tty) {
+        char bar[41];
+        unsigned fill = pct * 40 / 100;
+        memset(bar, '#', fill);
+        memset(bar + fill, '.', 40 - fill);
+        bar[40] = '\0';
+        fprintf(stderr, "\r[%s] %3u%%  %llu/%llu MiB", bar, pct,
+                (unsigned long long)(p->done >> 20), (unsigned long long)(p->total >> 20));
+        if (p->done == p->total)
+            fputc('\n', stderr);
+        return;
+    }
+    time_t now = time(NULL);
+    if (now != s->last_line || p->done == p->total) {
+        s->last_line = now;
+        fprintf(stderr, "psdb install: %s %llu/%llu bytes (%u%%)\n", p->what,
+                (unsigned long long)p->done, (unsigned long long)p->total, pct);
+    }
+}
+
+/* FAMILY:ABI_MIN-ABI_MAX[:PROFILE_VERSION]; the family may not contain ':'. */
+static int parse_target(const char *s, psdb_precompile_target *t)
+{
+    char buf[512];
+    if (strlen(s) >= sizeof(buf))
+        return -1;
+    memcpy(buf, s, strlen(s) + 1);
+    char *colon = strchr(buf, ':');
+    if (!colon || colon == buf || (size_t)(colon - buf) >= sizeof(t->family))
+        return -1;
+    *colon = '\0';
+    char *range = colon + 1;
+    char *profile = strchr(range, ':');
+    if (profile)
+        *profile++ = '\0';
+    char *dash = strchr(range, '-');
+    if (!dash)
+        return -1;
+    *dash = '\0';
+    memset(t, 0, sizeof(*t));
+    snprintf(t->family, sizeof(t->family), "%s", buf);
+    if (tool_parse_u64(range, &t->abi_min) || tool_parse_u64(dash + 1, &t->abi_max) ||
+        t->abi_min > t->abi_max)
+        return -1;
+    if (profile && tool_parse_version(profile, &t->profile_version))
+        return -1;
+    return 0;
+}
+
+int cmd_install(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"server", required_argument, NULL, 's'},
+        {"exe-path", required_argument, NULL, 'e'},
+        {"app", required_argument, NULL, 'a'},
+        {"app-version", required_argument, NULL, 'v'},
+        {"app-id", required_argument, NULL, 'i'},
+        {"target", required_argument, NULL, 'T'},
+        {"trust", required_argument, NULL, 'k'},
+        {"registry", required_argument, NULL, 'r'},
+        {"token", required_argument, NULL, 't'},
+        {"ca-file", required_argument, NULL, 'c'},
+        {"pinned-key", required_argument, NULL, 'P'},
+        {"installer", required_argument, NULL, 'n'},
+        {"allow-downgrade", no_argument, NULL, 'D'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *server = NULL, *exe = NULL, *app = NULL, *registry = NULL, *token = NULL;
+    const char *ca = NULL, *pinned = NULL, *installer = NULL;
+    const char *trust[MAX_TRUST];
+    psdb_precompile_target targets[MAX_TARGETS];
+    psdb_install_result results[MAX_TARGETS];
+    uint32_t num_targets = 0, num_trust = 0;
+    uint64_t version = 0;
+    uint8_t app_id[16];
+    int have_app_id = 0, allow_downgrade = 0, json = 0, c, rc = 1;
+    psdb_client *client = NULL;
+    progress_state ps = {0};
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': server = optarg; break;
+        case 'e': exe = optarg; break;
+        case 'a': app = optarg; break;
+        case 'r': registry = optarg; break;
+        case 't': token = optarg; break;
+        case 'c': ca = optarg; break;
+        case 'P': pinned = optarg; break;
+        case 'n': installer = optarg; break;
+        case 'D': allow_downgrade = 1; break;
+        case 'j': json = 1; break;
+        case 'v':
+            if (tool_parse_version(optarg, &version) != 0 || version == 0)
+                return tool_fail("install", "--app-version: not a version: '%s'", optarg);
+            break;
+        case 'i':
+            if (tool_parse_uuid(optarg, app_id) != 0)
+                return tool_fail("install", "--app-id: not a UUID: '%s'", optarg);
+            have_app_id = 1;
+            break;
+        case 'T':
+            if (num_targets == MAX_TARGETS)
+                return tool_fail("install", "at most %d targets", MAX_TARGETS);
+            if (parse_target(optarg, &targets[num_targets]) != 0)
+                return tool_fail("install",
+                                 "--target: '%s' is not FAMILY:ABI_MIN-ABI_MAX[:PROFILE_VERSION]",
+                                 optarg);
+            num_targets++;
+            break;
+        case 'k':
+            if (num_trust == MAX_TRUST)
+                return tool_fail("install", "at most %d trusted keys", MAX_TRUST);
+            trust[num_trust++] = optarg;
+            break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: fputs(usage_text, stderr); return 2;
+        }
+    }
+    if (!server || !exe || !app || !version || !num_targets || optind != argc)
+        return tool_fail("install", "--server, --exe-path, --app, --app-version and --target are "
+                                    "required (see --help)");
+    if (!num_trust)
+        return tool_fail("install", "--trust KEYFILE.pub is required: nothing unsigned installs");
+    if (!token)
+        token = getenv("PSDB_TOKEN");
+    ps.tty = isatty(2);
+    ps.json = json;
+    psdb_client_desc cd = {.server_url = server, .token = token, .ca_file = ca,
+                           .pinned_public_key = pinned, .trusted_keys = trust,
+                           .num_trusted_keys = num_trust, .progress = on_progress,
+                           .progress_ctx = &ps};
+    psdb_hr hr = psdb_client_create(&cd, &client);
+    if (PSDB_FAILED(hr)) {
+        rc = tool_fail("install", "client: %s", psdb_hr_str(hr));
+        goto cleanup;
+    }
+    psdb_app_desc ad = {.name = app, .version = version};
+    psdb_install_desc d = {.exe_path = exe, .app = &ad, .app_id = have_app_id ? app_id : NULL,
+                           .targets = targets, .num_targets = num_targets,
+                           .registry_dir = registry, .installer_name = installer,
+                           .allow_downgrade = allow_downgrade};
+    hr = psdb_client_install(client, &d, results);
+    if (json) {
+        json_t *o = json_object(), *arr = json_array();
+        for (uint32_t i = 0; o && arr && i < num_targets; i++) {
+            char sha[65];
+            psdb__hex(results[i].sha256, 32, sha);
+            json_array_append_new(
+                arr, json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family,
+                               "status",
+                               results[i].status == PSDB_S_FALSE ? "unchanged"
+                               : PSDB_SUCCEEDED(results[i].status)
+                                   ? "installed"
+                                   : psdb_hr_str(results[i].status),
+                               "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
+                               (json_int_t)results[i].size));
+        }
+        json_object_set_new(o, "ok", json_boolean(PSDB_SUCCEEDED(hr)));
+        json_object_set_new(o, "targets", arr);
+        if (PSDB_FAILED(hr))
+            json_object_set_new(o, "error", json_string(psdb_client_last_error(client)));
+        json_dumpf(o, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+        json_decref(o);
+    }
+    if (PSDB_FAILED(hr)) {
+        const char *msg = psdb_client_last_error(client);
+        rc = tool_fail("install", "%s", *msg ? msg : psdb_hr_str(hr));
+        if (hr == PSDB_E_NOT_FOUND)
+            rc = 3;
+        goto cleanup;
+    }
+    if (!json)
+        for (uint32_t i = 0; i < num_targets; i++)
+            printf("%s: serial %llu %s\n", targets[i].family,
+                   (unsigned long long)results[i].serial,
+                   results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
+    rc = 0;
+cleanup:
+    psdb_client_release(client);
+    return rc;
+}

@@ -1,0 +1,84 @@
+/* cmd_publish.c - `psdb publish`: sign a PSDB's statement and upload it to psdbd. */
+#include "tool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "publish.h"
+
+static void usage(void)
+{
+    printf("usage: psdb publish --server URL --token T --key KEYFILE [--serial N] [--json] "
+           "FILE.psdb\n\n"
+           "Signs the PSDB's statement (digest, size, identity, target, serial; see\n"
+           "schema/STATEMENT.md) with KEYFILE and uploads the file to psdbd (POST /v1/psdbs).\n"
+           "Prints the manifest the server answers. --token may also come from $PSDB_TOKEN.\n"
+           "--serial defaults to 1. Exit status 0 when the PSDB is published (or was already).\n");
+}
+
+int cmd_publish(int argc, char **argv)
+{
+    psdb__publish_desc d = {.serial = 1, .token = getenv("PSDB_TOKEN")};
+    int json = 0, rc = 1;
+    long status = 0;
+    char *body = NULL, msg[512];
+    json_t *doc = NULL;
+    psdb_hr hr;
+    if (tool_wants_help(argc, argv)) {
+        usage();
+        return 0;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (strcmp(a, "--server") == 0 && has)
+            d.server = argv[++i];
+        else if (strcmp(a, "--token") == 0 && has)
+            d.token = argv[++i];
+        else if (strcmp(a, "--key") == 0 && has)
+            d.key_path = argv[++i];
+        else if (strcmp(a, "--serial") == 0 && has) {
+            if (tool_parse_u64(argv[++i], &d.serial) != 0)
+                return tool_fail("publish", "bad --serial '%s'", argv[i]);
+        } else if (strcmp(a, "--json") == 0)
+            json = 1;
+        else if (a[0] == '-' || d.psdb_path)
+            return tool_fail("publish", "unexpected argument '%s' (see --help)", a);
+        else
+            d.psdb_path = a;
+    }
+    if (!d.server || !d.token || !d.key_path || !d.psdb_path)
+        return tool_fail("publish", "--server, --token, --key and FILE.psdb are required");
+    hr = psdb__publish(&d, &status, &body, msg, sizeof(msg));
+    doc = body ? json_loads(body, 0, NULL) : NULL;
+    if (PSDB_FAILED(hr)) {
+        const char *m = json_string_value(json_object_get(doc, "message"));
+        const char *e = json_string_value(json_object_get(doc, "error"));
+        if (m)
+            tool_fail("publish", "server refused (%ld %s): %s", status, e ? e : "", m);
+        else
+            tool_fail("publish", "%s", msg[0] ? msg : psdb_hr_str(hr));
+        goto cleanup;
+    }
+    if (!doc) {
+        tool_fail("publish", "the server's answer is not JSON");
+        goto cleanup;
+    }
+    if (json) {
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+    } else {
+        printf("%s id %lld sha256 %s serial %lld\n",
+               hr == PSDB_S_OK ? "published" : "already published",
+               (long long)json_integer_value(json_object_get(doc, "id")),
+               json_string_value(json_object_get(doc, "sha256")),
+               (long long)json_integer_value(json_object_get(doc, "serial")));
+    }
+    rc = 0;
+cleanup:
+    json_decref(doc);
+    free(body);
+    return rc;
+}

@@ -1,0 +1,17 @@
+/* admin.h - psdbd's administrative commands: token create, key add, gc, check. */
+#ifndef PSDBD_ADMIN_H
+#define PSDBD_ADMIN_H
+
+#include <stddef.h>
+
+/* Each takes argv with argv[0] the command's last word; returns the exit status. */
+int psdbd_cmd_token(int argc, char **argv);
+int psdbd_cmd_key(int argc, char **argv);
+int psdbd_cmd_gc(int argc, char **argv);
+int psdbd_cmd_check(int argc, char **argv);
+
+/* Takes the data directory's lock (DIR/psdbd.lock, flock). Only one server may serve a data
+ * directory; gc takes it too. Returns the lock fd, or -1 with err (another holder or an error). */
+int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size);
+
+#endif

@@ -1,0 +1,195 @@
+/* config.c - psdbd settings: defaults, the key = value config file, command-line flags. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+char *psdbd_default_data_dir(void)
+{
+    const char *env = getenv("PSDBD_DATA_DIR");
+    if (env && *env)
+        return xstrdup(env);
+    env = getenv("XDG_DATA_HOME");
+    if (env && *env == '/')
+        return xasprintf("%s/psdbd", env);
+    env = getenv("HOME");
+    if (env && *env == '/')
+        return xasprintf("%s/.local/share/psdbd", env);
+    return xstrdup("./psdbd-data");
+}
+
+void psdbd_config_defaults(psdbd_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->listen = xstrdup("127.0.0.1:8470");
+    cfg->data_dir = psdbd_default_data_dir();
+    cfg->threads = 4;
+    cfg->max_upload = 8ull << 30;
+    cfg->max_connections = 1024;
+    cfg->timeout = 60;
+    cfg->shutdown_timeout = 30;
+    cfg->connection_memory = 64 * 1024;
+    cfg->log_requests = 1;
+}
+
+void psdbd_config_free(psdbd_config *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->listen);
+    free(cfg->data_dir);
+    free(cfg->tls_cert);
+    free(cfg->tls_key);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+static int set_uint(unsigned *dst, const char *v, uint64_t min, uint64_t max)
+{
+    uint64_t x = 0;
+    if (psdbd_parse_u64(v, &x) != 0 || x < min || x > max)
+        return -1;
+    *dst = (unsigned)x;
+    return 0;
+}
+
+static void set_str(char **dst, const char *v)
+{
+    free(*dst);
+    *dst = xstrdup(v);
+}
+
+int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char *err,
+                     size_t err_size)
+{
+    int rc = 0;
+    uint64_t size = 0;
+    if (!value) {
+        snprintf(err, err_size, "%s: missing value", key);
+        return -1;
+    }
+    if (strcmp(key, "listen") == 0)
+        set_str(&cfg->listen, value);
+    else if (strcmp(key, "data-dir") == 0)
+        set_str(&cfg->data_dir, value);
+    else if (strcmp(key, "tls-cert") == 0)
+        set_str(&cfg->tls_cert, value);
+    else if (strcmp(key, "tls-key") == 0)
+        set_str(&cfg->tls_key, value);
+    else if (strcmp(key, "threads") == 0)
+        rc = set_uint(&cfg->threads, value, 1, 1024);
+    else if (strcmp(key, "max-connections") == 0)
+        rc = set_uint(&cfg->max_connections, value, 1, 1000000);
+    else if (strcmp(key, "max-connections-per-ip") == 0)
+        rc = set_uint(&cfg->max_connections_per_ip, value, 0, 1000000);
+    else if (strcmp(key, "timeout") == 0)
+        rc = set_uint(&cfg->timeout, value, 0, 86400);
+    else if (strcmp(key, "shutdown-timeout") == 0)
+        rc = set_uint(&cfg->shutdown_timeout, value, 0, 86400);
+    else if (strcmp(key, "connection-memory") == 0) {
+        rc = psdbd_parse_size(value, &size);
+        if (rc == 0 && (size < 4096 || size > (16u << 20)))
+            rc = -1;
+        if (rc == 0)
+            cfg->connection_memory = (unsigned)size;
+    } else if (strcmp(key, "max-upload") == 0) {
+        rc = psdbd_parse_size(value, &size);
+        if (rc == 0 && (size == 0 || size > INT64_MAX))
+            rc = -1;
+        if (rc == 0)
+            cfg->max_upload = size;
+    } else if (strcmp(key, "readers-need-token") == 0)
+        rc = psdbd_parse_bool(value, &cfg->readers_need_token);
+    else if (strcmp(key, "metrics-need-token") == 0)
+        rc = psdbd_parse_bool(value, &cfg->metrics_need_token);
+    else if (strcmp(key, "log-requests") == 0)
+        rc = psdbd_parse_bool(value, &cfg->log_requests);
+    else {
+        snprintf(err, err_size, "unknown setting '%s'", key);
+        return -1;
+    }
+    if (rc != 0)
+        snprintf(err, err_size, "%s: bad value '%s'", key, value);
+    return rc;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+int psdbd_config_load(psdbd_config *cfg, const char *path, char *err, size_t err_size)
+{
+    int rc = 0;
+    char line[4096];
+    unsigned lineno = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, err_size, "open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            snprintf(err, err_size, "%s:%u: line too long", path, lineno);
+            rc = -1;
+            goto cleanup;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, err_size, "%s:%u: expected 'key = value'", path, lineno);
+            rc = -1;
+            goto cleanup;
+        }
+        *eq = '\0';
+        char *key = trim(s), *value = trim(eq + 1), sub[512];
+        if (psdbd_config_set(cfg, key, value, sub, sizeof(sub)) != 0) {
+            snprintf(err, err_size, "%s:%u: %s", path, lineno, sub);
+            rc = -1;
+            goto cleanup;
+        }
+    }
+    if (ferror(f)) {
+        snprintf(err, err_size, "read %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+cleanup:
+    fclose(f);
+    return rc;
+}
+
+void psdbd_config_usage(void)
+{
+    printf("settings (flag --KEY VALUE, or 'KEY = VALUE' in the --config file; flags win):\n"
+           "  listen ADDR:PORT            address to serve (default 127.0.0.1:8470; port 0: any\n"
+           "                              free port, printed on the first stdout line)\n"
+           "  data-dir DIR                index and blobs (default $PSDBD_DATA_DIR, else\n"
+           "                              $XDG_DATA_HOME/psdbd, else ~/.local/share/psdbd)\n"
+           "  threads N                   worker threads (default 4)\n"
+           "  max-upload SIZE             largest PSDB accepted, K/M/G/T suffixes (default 8G)\n"
+           "  max-connections N           concurrent connections (default 1024)\n"
+           "  max-connections-per-ip N    per client address, 0 unlimited (default 0)\n"
+           "  timeout SECONDS             idle connection timeout, 0 none (default 60)\n"
+           "  shutdown-timeout SECONDS    grace for in-flight requests on SIGTERM (default 30)\n"
+           "  connection-memory SIZE      per-connection buffer: bounds headers (default 64K)\n"
+           "  readers-need-token BOOL     reader endpoints need a token (default false)\n"
+           "  metrics-need-token BOOL     /metrics needs a token (default false)\n"
+           "  log-requests BOOL           one line per request on stderr (default true)\n"
+           "  tls-cert FILE, tls-key FILE serve HTTPS natively (PEM; needs GnuTLS in\n"
+           "                              libmicrohttpd)\n");
+}

@@ -1,0 +1,43 @@
+/* config.h - psdbd settings: defaults, the key = value config file, command-line flags. */
+#ifndef PSDBD_CONFIG_H
+#define PSDBD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct psdbd_config {
+    char *listen;                 /* "HOST:PORT" or "[V6]:PORT"; port 0 picks a free port */
+    char *data_dir;               /* index.sqlite, blobs/, tmp/ */
+    unsigned threads;             /* MHD worker threads */
+    uint64_t max_upload;          /* largest accepted PSDB, bytes */
+    unsigned max_connections;     /* concurrent connections */
+    unsigned max_connections_per_ip; /* 0: unlimited */
+    unsigned timeout;             /* seconds a connection may stay idle */
+    unsigned shutdown_timeout;    /* seconds to let in-flight requests finish on SIGTERM */
+    unsigned connection_memory;   /* bytes per connection for headers and upload chunks */
+    int readers_need_token;       /* reader endpoints require a reader token */
+    int metrics_need_token;       /* /metrics requires a reader token */
+    int log_requests;             /* one line per request on stderr */
+    char *tls_cert, *tls_key;     /* PEM files; both set: native HTTPS */
+} psdbd_config;
+
+/* The default data directory: $PSDBD_DATA_DIR, else $XDG_DATA_HOME/psdbd, else
+ * $HOME/.local/share/psdbd, else ./psdbd-data. Malloc'd. */
+char *psdbd_default_data_dir(void);
+
+/* Fills *cfg with the defaults. */
+void psdbd_config_defaults(psdbd_config *cfg);
+void psdbd_config_free(psdbd_config *cfg);
+
+/* Applies one setting by name (the config-file key, the flag without "--"). 0 on success; -1 with a
+ * message in err on an unknown key or a bad value. */
+int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char *err,
+                     size_t err_size);
+
+/* Reads a config file: "key = value" lines, '#' comments, blank lines. 0 or -1 with err. */
+int psdbd_config_load(psdbd_config *cfg, const char *path, char *err, size_t err_size);
+
+/* Prints the settings' help (flag, meaning, default). */
+void psdbd_config_usage(void);
+
+#endif

@@ -1,0 +1,32 @@
+/* http.h - psdbd's HTTP API v1 on libmicrohttpd (schema/HTTP.md). */
+#ifndef PSDBD_HTTP_H
+#define PSDBD_HTTP_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "index.h"
+#include "store.h"
+
+typedef struct psdbd_server {
+    const psdbd_config *cfg;
+    psdbd_index *ix;
+    psdbd_store store;
+    struct MHD_Daemon *daemon;
+    uint16_t port; /* the bound port, known after psdbd_http_start */
+    /* Requests between their first callback and their completion; shutdown waits for zero. */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    unsigned active;
+} psdbd_server;
+
+/* Starts the daemon (its worker threads inherit the caller's signal mask). srv->cfg, ix and
+ * store must be set. 0, or -1 with a one-line message in err. */
+int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size);
+
+/* Stops accepting, lets in-flight requests finish for up to cfg->shutdown_timeout seconds, then
+ * stops the daemon (closing idle keep-alive connections). */
+void psdbd_http_stop(psdbd_server *srv);
+
+#endif

@@ -1,0 +1,194 @@
+/* main.c - psdbd: the PSDB index and delivery server (serve, and the admin commands). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "psdb/psdb.h"
+
+#include "admin.h"
+#include "common.h"
+#include "config.h"
+#include "http.h"
+#include "index.h"
+#include "store.h"
+
+static void usage(void)
+{
+    printf("usage: psdbd [serve] [--listen ADDR:PORT] [--data-dir DIR] [--config FILE] [...]\n"
+           "       psdbd token create --data-dir DIR --role admin|publisher|reader "
+           "[--scope APP_PATTERN]\n"
+           "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
+           "[--scope APP_PATTERN]\n"
+           "       psdbd gc --data-dir DIR [--dry-run]\n"
+           "       psdbd check --data-dir DIR [--deep]\n\n"
+           "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
+           "serves 127.0.0.1:8470 from its default data directory. The first stdout line is\n"
+           "\"psdbd: listening on http://ADDR:PORT\". SIGTERM or SIGINT stop it after in-flight\n"
+           "requests finish. Each command has --help.\n\n");
+    psdbd_config_usage();
+}
+
+static int serve(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 1},
+        {"data-dir", required_argument, NULL, 1},
+        {"config", required_argument, NULL, 2},
+        {"threads", required_argument, NULL, 1},
+        {"max-upload", required_argument, NULL, 1},
+        {"max-connections", required_argument, NULL, 1},
+        {"max-connections-per-ip", required_argument, NULL, 1},
+        {"timeout", required_argument, NULL, 1},
+        {"shutdown-timeout", required_argument, NULL, 1},
+        {"connection-memory", required_argument, NULL, 1},
+        {"readers-need-token", optional_argument, NULL, 1},
+        {"metrics-need-token", optional_argument, NULL, 1},
+        {"log-requests", optional_argument, NULL, 1},
+        {"tls-cert", required_argument, NULL, 1},
+        {"tls-key", required_argument, NULL, 1},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0}};
+    psdbd_config cfg;
+    psdbd_server srv;
+    char err[1024];
+    int c, idx = 0, rc = 1, lock_fd = -1, sig = 0;
+    sigset_t set;
+    char *index_path = NULL;
+
+    memset(&srv, 0, sizeof(srv));
+    psdbd_config_defaults(&cfg);
+    /* The config file is read first so that flags override it wherever they appear. */
+    for (int i = 1; i < argc; i++) {
+        const char *file = NULL;
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            file = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            file = argv[i] + 9;
+        if (file && psdbd_config_load(&cfg, file, err, sizeof(err)) != 0) {
+            fprintf(stderr, "psdbd: %s\n", err);
+            goto cleanup;
+        }
+    }
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "hV", opts, &idx)) != -1) {
+        if (c == 'h') {
+            usage();
+            rc = 0;
+            goto cleanup;
+        }
+        if (c == 'V') {
+            printf("psdbd %s\n", psdb_version());
+            rc = 0;
+            goto cleanup;
+        }
+        if (c == 2)
+            continue;
+        if (c != 1) {
+            fprintf(stderr, "psdbd: bad arguments (try psdbd --help)\n");
+            goto cleanup;
+        }
+        const char *value = optarg;
+        if (!value && opts[idx].has_arg == optional_argument)
+            value = "true";
+        if (psdbd_config_set(&cfg, opts[idx].name, value, err, sizeof(err)) != 0) {
+            fprintf(stderr, "psdbd: %s\n", err);
+            goto cleanup;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "psdbd: unexpected argument '%s' (try psdbd --help)\n", argv[optind]);
+        goto cleanup;
+    }
+
+    /* Signals are blocked before any thread starts, so every libmicrohttpd worker inherits the
+     * mask and only sigwait below ever sees them. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit surfaces as EFBIG, answered with 507 */
+
+    if (psdbd_store_open(&srv.store, cfg.data_dir, 0, err, sizeof(err)) != 0) {
+        fprintf(stderr, "psdbd: %s\n", err);
+        goto cleanup;
+    }
+    if ((lock_fd = psdbd_lock_data_dir(cfg.data_dir, err, sizeof(err))) < 0) {
+        fprintf(stderr, "psdbd: %s\n", err);
+        goto cleanup;
+    }
+    /* Holding the lock, no other server can be writing uploads: leftovers are garbage. */
+    psdbd_store_close(&srv.store);
+    if (psdbd_store_open(&srv.store, cfg.data_dir, 1, err, sizeof(err)) != 0) {
+        fprintf(stderr, "psdbd: %s\n", err);
+        goto cleanup;
+    }
+    index_path = xasprintf("%s/index.sqlite", cfg.data_dir);
+    if (psdbd_index_open(index_path, &srv.ix, err, sizeof(err)) != 0) {
+        fprintf(stderr, "psdbd: %s\n", err);
+        goto cleanup;
+    }
+    srv.cfg = &cfg;
+    if (psdbd_http_start(&srv, err, sizeof(err)) != 0) {
+        fprintf(stderr, "psdbd: %s\n", err);
+        goto cleanup;
+    }
+    {
+        const char *scheme = cfg.tls_cert ? "https" : "http";
+        char host[256];
+        const char *colon = cfg.listen[0] == '[' ? strchr(cfg.listen, ']') + 1
+                                                 : strrchr(cfg.listen, ':');
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - cfg.listen), cfg.listen);
+        printf("psdbd: listening on %s://%s:%u\n", scheme, host, (unsigned)srv.port);
+        fflush(stdout);
+        psdbd_log("serving %s on %s://%s:%u with %u threads", cfg.data_dir, scheme, host,
+                  (unsigned)srv.port, cfg.threads);
+    }
+    for (;;) {
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP)
+            continue; /* reserved for log reopening; settings need a restart */
+        break;
+    }
+    psdbd_log("%s: finishing in-flight requests, then stopping", strsignal(sig));
+    psdbd_http_stop(&srv);
+    psdbd_log("stopped");
+    rc = 0;
+cleanup:
+    psdbd_index_close(srv.ix);
+    psdbd_store_close(&srv.store);
+    if (lock_fd >= 0)
+        close(lock_fd);
+    free(index_path);
+    psdbd_config_free(&cfg);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2) {
+        const char *cmd = argv[1];
+        if (strcmp(cmd, "serve") == 0)
+            return serve(argc - 1, argv + 1);
+        if (strcmp(cmd, "token") == 0)
+            return psdbd_cmd_token(argc - 1, argv + 1);
+        if (strcmp(cmd, "key") == 0)
+            return psdbd_cmd_key(argc - 1, argv + 1);
+        if (strcmp(cmd, "gc") == 0)
+            return psdbd_cmd_gc(argc - 1, argv + 1);
+        if (strcmp(cmd, "check") == 0)
+            return psdbd_cmd_check(argc - 1, argv + 1);
+        if (cmd[0] != '-') {
+            fprintf(stderr, "psdbd: unknown command '%s' (try psdbd --help)\n", cmd);
+            return 2;
+        }
+    }
+    return serve(argc, argv);
+}

@@ -1,0 +1,110 @@
+/* metrics.c - request counters for /metrics (Prometheus text format), lock-free atomics. */
+#include "metrics.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static const unsigned statuses[] = {200, 201, 204, 206, 304, 400, 401, 403, 404, 405, 409,
+                                    411, 413, 416, 431, 500, 503, 507};
+#define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
+
+static atomic_uint_fast64_t requests[PSDBD_ROUTE_COUNT][NSTATUS + 1]; /* last: other statuses */
+static atomic_uint_fast64_t bytes_served, bytes_uploaded;
+static atomic_uint_fast64_t publishes_created, publishes_existing;
+static atomic_uint_fast64_t resolve_hits, resolve_misses;
+static atomic_int_fast64_t connections;
+
+static const char *route_names[PSDBD_ROUTE_COUNT] = {
+    "other", "healthz", "readyz", "metrics", "publish", "psdb_get",
+    "psdb_retire", "resolve", "apps", "app_psdbs", "blob"};
+
+const char *psdbd_route_name(psdbd_route r)
+{
+    return (unsigned)r < PSDBD_ROUTE_COUNT ? route_names[r] : "other";
+}
+
+void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes)
+{
+    size_t i = 0;
+    while (i < NSTATUS && statuses[i] != status)
+        i++;
+    if ((unsigned)r >= PSDBD_ROUTE_COUNT)
+        r = PSDBD_ROUTE_OTHER;
+    atomic_fetch_add_explicit(&requests[r][i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bytes_served, body_bytes, memory_order_relaxed);
+}
+
+void psdbd_metrics_publish(int created)
+{
+    atomic_fetch_add_explicit(created ? &publishes_created : &publishes_existing, 1,
+                              memory_order_relaxed);
+}
+
+void psdbd_metrics_resolve(int hit)
+{
+    atomic_fetch_add_explicit(hit ? &resolve_hits : &resolve_misses, 1, memory_order_relaxed);
+}
+
+void psdbd_metrics_connection(int delta)
+{
+    atomic_fetch_add_explicit(&connections, delta, memory_order_relaxed);
+}
+
+void psdbd_metrics_upload_bytes(uint64_t n)
+{
+    atomic_fetch_add_explicit(&bytes_uploaded, n, memory_order_relaxed);
+}
+
+char *psdbd_metrics_render(void)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f)
+        abort(); /* out of memory: the daemon's policy */
+    fprintf(f, "# HELP psdbd_http_requests_total HTTP requests by route and status.\n"
+               "# TYPE psdbd_http_requests_total counter\n");
+    for (int r = 0; r < PSDBD_ROUTE_COUNT; r++)
+        for (size_t i = 0; i <= NSTATUS; i++) {
+            uint64_t n = atomic_load_explicit(&requests[r][i], memory_order_relaxed);
+            if (n == 0)
+                continue;
+            if (i < NSTATUS)
+                fprintf(f, "psdbd_http_requests_total{route=\"%s\",status=\"%u\"} %llu\n",
+                        route_names[r], statuses[i], (unsigned long long)n);
+            else
+                fprintf(f, "psdbd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+                        route_names[r], (unsigned long long)n);
+        }
+    fprintf(f,
+            "# HELP psdbd_http_response_bytes_total Response body bytes sent.\n"
+            "# TYPE psdbd_http_response_bytes_total counter\n"
+            "psdbd_http_response_bytes_total %llu\n"
+            "# HELP psdbd_upload_bytes_total Request body bytes received by publishes.\n"
+            "# TYPE psdbd_upload_bytes_total counter\n"
+            "psdbd_upload_bytes_total %llu\n"
+            "# HELP psdbd_publishes_total Accepted publishes (created: new; existing: same "
+            "content again).\n"
+            "# TYPE psdbd_publishes_total counter\n"
+            "psdbd_publishes_total{result=\"created\"} %llu\n"
+            "psdbd_publishes_total{result=\"existing\"} %llu\n"
+            "# HELP psdbd_resolve_total Resolve requests answered.\n"
+            "# TYPE psdbd_resolve_total counter\n"
+            "psdbd_resolve_total{result=\"hit\"} %llu\n"
+            "psdbd_resolve_total{result=\"miss\"} %llu\n"
+            "# HELP psdbd_connections Open client connections.\n"
+            "# TYPE psdbd_connections gauge\n"
+            "psdbd_connections %lld\n",
+            (unsigned long long)atomic_load(&bytes_served),
+            (unsigned long long)atomic_load(&bytes_uploaded),
+            (unsigned long long)atomic_load(&publishes_created),
+            (unsigned long long)atomic_load(&publishes_existing),
+            (unsigned long long)atomic_load(&resolve_hits),
+            (unsigned long long)atomic_load(&resolve_misses), (long long)atomic_load(&connections));
+    if (fclose(f) != 0)
+        abort();
+    return out;
+}

@@ -1,0 +1,33 @@
+/* metrics.h - request counters for /metrics (Prometheus text format), lock-free atomics. */
+#ifndef PSDBD_METRICS_H
+#define PSDBD_METRICS_H
+
+#include <stdint.h>
+
+typedef enum psdbd_route {
+    PSDBD_ROUTE_OTHER = 0,
+    PSDBD_ROUTE_HEALTHZ,
+    PSDBD_ROUTE_READYZ,
+    PSDBD_ROUTE_METRICS,
+    PSDBD_ROUTE_PUBLISH,
+    PSDBD_ROUTE_PSDB_GET,
+    PSDBD_ROUTE_PSDB_RETIRE,
+    PSDBD_ROUTE_RESOLVE,
+    PSDBD_ROUTE_APPS,
+    PSDBD_ROUTE_APP_PSDBS,
+    PSDBD_ROUTE_BLOB,
+    PSDBD_ROUTE_COUNT
+} psdbd_route;
+
+const char *psdbd_route_name(psdbd_route r);
+
+void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes);
+void psdbd_metrics_publish(int created);
+void psdbd_metrics_resolve(int hit);
+void psdbd_metrics_connection(int delta);
+void psdbd_metrics_upload_bytes(uint64_t n);
+
+/* The whole exposition (malloc'd). */
+char *psdbd_metrics_render(void);
+
+#endif

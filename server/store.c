@@ -1,0 +1,254 @@
+/* store.c - the content-addressed blob store: blobs/<aa>/<sha256>, uploads staged in tmp/. */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "common.h"
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return 0;
+    return -1;
+}
+
+static int fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = 0;
+    if (fd < 0)
+        return errno;
+    if (fsync(fd) != 0)
+        rc = errno;
+    close(fd);
+    return rc;
+}
+
+int psdbd_store_open(psdbd_store *s, const char *data_dir, int clean_tmp, char *err,
+                     size_t err_size)
+{
+    DIR *d = NULL;
+    struct dirent *e;
+    memset(s, 0, sizeof(*s));
+    s->dir = xstrdup(data_dir);
+    s->blob_dir = xasprintf("%s/blobs", data_dir);
+    s->tmp_dir = xasprintf("%s/tmp", data_dir);
+    if (mkdir_p(s->dir, 0750) != 0 || mkdir_p(s->blob_dir, 0750) != 0 ||
+        mkdir_p(s->tmp_dir, 0750) != 0) {
+        snprintf(err, err_size, "create data directory %s: %s", data_dir, strerror(errno));
+        return -1;
+    }
+    if (!clean_tmp)
+        return 0;
+    d = opendir(s->tmp_dir);
+    if (!d) {
+        snprintf(err, err_size, "open %s: %s", s->tmp_dir, strerror(errno));
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "upload-", 7) != 0)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            psdbd_log("removed leftover upload tmp/%s", e->d_name);
+    }
+    closedir(d);
+    return 0;
+}
+
+void psdbd_store_close(psdbd_store *s)
+{
+    free(s->dir);
+    free(s->blob_dir);
+    free(s->tmp_dir);
+    memset(s, 0, sizeof(*s));
+}
+
+static int is_hex_lower(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return 0;
+    }
+    return 1;
+}
+
+int psdbd_is_digest(const char *hex)
+{
+    return is_hex_lower(hex, 64) && hex[64] == '\0';
+}
+
+int psdbd_store_temp(psdbd_store *s, int *fd, char **path)
+{
+    char *p = xasprintf("%s/upload-XXXXXX", s->tmp_dir);
+    int f = mkostemp(p, O_CLOEXEC);
+    if (f < 0) {
+        int e = errno;
+        free(p);
+        return e;
+    }
+    *fd = f;
+    *path = p;
+    return 0;
+}
+
+char *psdbd_store_path(const psdbd_store *s, const char *sha256)
+{
+    return xasprintf("%s/%.2s/%s", s->blob_dir, sha256, sha256);
+}
+
+int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char *sha256)
+{
+    char *sub = xasprintf("%s/%.2s", s->blob_dir, sha256);
+    char *dst = psdbd_store_path(s, sha256);
+    struct stat sb;
+    int rc = 0;
+    if (fsync(fd) != 0) {
+        rc = errno;
+        goto cleanup;
+    }
+    if (mkdir(sub, 0750) == 0) {
+        if ((rc = fsync_dir(s->blob_dir)) != 0)
+            goto cleanup;
+    } else if (errno != EEXIST) {
+        rc = errno;
+        goto cleanup;
+    }
+    if (stat(dst, &sb) == 0) {
+        /* Content-addressed: an existing blob with this name already holds these bytes. */
+        unlink(tmp_path);
+        goto cleanup;
+    }
+    if (fchmod(fd, 0640) != 0 || rename(tmp_path, dst) != 0) {
+        rc = errno;
+        goto cleanup;
+    }
+    rc = fsync_dir(sub);
+cleanup:
+    free(sub);
+    free(dst);
+    return rc;
+}
+
+int psdbd_store_open_blob(const psdbd_store *s, const char *sha256, int *fd, uint64_t *size)
+{
+    char *p = psdbd_store_path(s, sha256);
+    struct stat sb;
+    int rc = 0;
+    int f = open(p, O_RDONLY | O_CLOEXEC);
+    if (f < 0) {
+        rc = errno;
+        goto cleanup;
+    }
+    if (fstat(f, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        rc = S_ISREG(sb.st_mode) ? errno : ENOENT;
+        close(f);
+        goto cleanup;
+    }
+    *fd = f;
+    *size = (uint64_t)sb.st_size;
+cleanup:
+    free(p);
+    return rc;
+}
+
+int psdbd_store_walk(const psdbd_store *s,
+                     int (*fn)(const char *sha256, uint64_t size, int64_t mtime, void *ctx),
+                     void (*stray)(const char *path, void *ctx), void *ctx)
+{
+    DIR *top = opendir(s->blob_dir), *sub = NULL;
+    struct dirent *e, *f;
+    int rc = 0, stop = 0;
+    if (!top)
+        return errno;
+    while (!stop && (e = readdir(top)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *subpath = xasprintf("%s/%s", s->blob_dir, e->d_name);
+        int ok_name = strlen(e->d_name) == 2 && is_hex_lower(e->d_name, 2);
+        sub = ok_name ? opendir(subpath) : NULL;
+        if (!sub) {
+            if (stray)
+                stray(subpath, ctx);
+            free(subpath);
+            continue;
+        }
+        while (!stop && (f = readdir(sub)) != NULL) {
+            struct stat sb;
+            if (strcmp(f->d_name, ".") == 0 || strcmp(f->d_name, "..") == 0)
+                continue;
+            if (!psdbd_is_digest(f->d_name) || strncmp(f->d_name, e->d_name, 2) != 0 ||
+                fstatat(dirfd(sub), f->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISREG(sb.st_mode)) {
+                if (stray) {
+                    char *fp = xasprintf("%s/%s", subpath, f->d_name);
+                    stray(fp, ctx);
+                    free(fp);
+                }
+                continue;
+            }
+            stop = fn(f->d_name, (uint64_t)sb.st_size, (int64_t)sb.st_mtime, ctx);
+        }
+        closedir(sub);
+        free(subpath);
+    }
+    closedir(top);
+    return rc;
+}
+
+int psdbd_sha256_file(const char *path, char out[65], uint64_t *size)
+{
+    static const char hexd[] = "0123456789abcdef";
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    char *buf = xmalloc(1 << 20);
+    uint64_t total = 0;
+    int rc = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (!ctx) {
+        rc = ENOMEM;
+        goto cleanup;
+    }
+    if (fd < 0) {
+        rc = errno;
+        goto cleanup;
+    }
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    for (;;) {
+        ssize_t n = read(fd, buf, 1 << 20);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = errno;
+            goto cleanup;
+        }
+        if (n == 0)
+            break;
+        EVP_DigestUpdate(ctx, buf, (size_t)n);
+        total += (uint64_t)n;
+    }
+    EVP_DigestFinal_ex(ctx, md, &mdlen);
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = hexd[md[i] >> 4];
+        out[2 * i + 1] = hexd[md[i] & 15];
+    }
+    out[64] = '\0';
+    if (size)
+        *size = total;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,851 @@
+/* delivery_test.c - the delivery client and psdb install against servers that misbehave on
+ * purpose (an in-process libmicrohttpd server with injected faults) and against the real psdbd. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/mount.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "psdb/client.h"
+#include "util.h"
+
+#ifndef PSDBD_BIN
+#define PSDBD_BIN "psdbd"
+#endif
+
+#define FAMILY "contoso-gfx9"
+#define EXE "/games/demo/demo.exe"
+
+static char *g_dir;     /* per-test temporary directory */
+static char *g_reg;     /* registry root */
+static char *g_key, *g_pub, *g_key2, *g_pub2;
+
+/* ---- a PSDB and its signed manifest --------------------------------------------------------- */
+
+typedef struct blob {
+    uint8_t *data;
+    size_t size;
+    uint8_t sha[32];
+} blob;
+
+static blob make_psdb(const char *name, size_t payload, unsigned seed, uint64_t abi)
+{
+    char *path = tu_path(g_dir, name);
+    psdb_app_identity id = {.desc = {.exe_filename = "demo.exe", .name = "Demo",
+                                     .version = PSDB_VERSION(1, 0, 0, 0)}};
+    psdb_target t = {.family = FAMILY, .abi_version = abi};
+    psdb_writer *w = NULL;
+    ck_assert_hr(psdb_writer_create(path, &id, &t, &w), PSDB_S_OK);
+    uint8_t *buf = malloc(65536);
+    unsigned x = seed * 2654435761u + 7;
+    for (size_t k = 0; k * 65536 < payload; k++) {
+        for (size_t i = 0; i < 65536; i++) {
+            x = x * 1103515245u + 12345u;
+            buf[i] = (uint8_t)(x >> 16);
+        }
+        char key[16];
+        snprintf(key, sizeof(key), "v%05zu", k);
+        ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf,
+                                           65536),
+                     PSDB_S_OK);
+    }
+    free(buf);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    blob b = {0};
+    b.data = (uint8_t *)tu_read_file(path, &b.size);
+    ck_assert_ptr_nonnull(b.data);
+    psdb__sha256(b.data, b.size, b.sha);
+    free(path);
+    return b;
+}
+
+/* A manifest for b as psdbd would serve it, signed with the private key at key_path. */
+static char *make_manifest(const blob *b, uint64_t serial, uint64_t abi, const char *key_path,
+                           const uint8_t *claimed_sha)
+{
+    psdb_key *key = NULL;
+    char kid[PSDB_KEY_ID_SIZE], sig[PSDB_SIGNATURE_B64_SIZE], sha[65];
+    ck_assert_hr(psdb_key_load(key_path, &key), PSDB_S_OK);
+    ck_assert_hr(psdb_key_id(key, kid), PSDB_S_OK);
+    psdb_statement st = {.size = b->size,
+                         .identity = {.desc = {.exe_filename = "demo.exe", .name = "Demo",
+                                               .version = PSDB_VERSION(1, 0, 0, 0)}},
+                         .target = {.family = FAMILY, .abi_version = abi},
+                         .serial = serial};
+    memcpy(st.sha256, claimed_sha ? claimed_sha : b->sha, 32);
+    ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
+    psdb_key_release(key);
+    psdb__hex(st.sha256, 32, sha);
+    char url[128];
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:{s:s, s:s, s:s, s:n, s:s}, s:{s:s, s:I, s:s, "
+                          "s:s}, s:I, s:s, s:s, s:s}",
+                          "id", (json_int_t)serial, "sha256", sha, "size", (json_int_t)b->size,
+                          "url", url, "app", "name", "Demo", "exe_filename", "demo.exe",
+                          "version", "1.0.0.0", "engine_name", "engine_version", "0.0.0.0",
+                          "target", "family", FAMILY, "abi_version", (json_int_t)abi,
+                          "compiler_version", "0.0.0.0", "profile_version", "0.0.0.0", "serial",
+                          (json_int_t)serial, "created_at", "2026-01-01T00:00:00Z", "key_id",
+                          kid, "signature", sig);
+    ck_assert_ptr_nonnull(o);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+/* ---- a server with injected faults (libmicrohttpd in this process) ------------------------- */
+
+typedef struct fake {
+    struct MHD_Daemon *d;
+    int port;
+    char url[64];
+    int resolve_status;
+    const char *resolve_body;
+    const blob *b;
+    int blob_status;
+    size_t cut_after;  /* end the body with an error after this many bytes ... */
+    atomic_int cuts;   /* ... this many times */
+    long flip_at;      /* body offset of a byte to flip; -1: none */
+    atomic_int blob_requests, range_requests;
+} fake;
+
+typedef struct body_cursor {
+    fake *f;
+    uint64_t start, pos, end; /* [pos, end) of the blob still to send */
+    int cut;
+} body_cursor;
+
+static ssize_t body_reader(void *cls, uint64_t off, char *buf, size_t max)
+{
+    body_cursor *c = cls;
+    uint64_t pos = c->start + off;
+    if (pos >= c->end)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (c->cut && pos >= c->start + c->f->cut_after)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t n = (size_t)(c->end - pos) < max ? (size_t)(c->end - pos) : max;
+    if (c->cut && pos + n > c->start + c->f->cut_after)
+        n = (size_t)(c->start + c->f->cut_after - pos);
+    memcpy(buf, c->f->b->data + pos, n);
+    if (c->f->flip_at >= 0 && (uint64_t)c->f->flip_at >= pos && (uint64_t)c->f->flip_at < pos + n)
+        buf[c->f->flip_at - pos] ^= 0x5a;
+    return (ssize_t)n;
+}
+
+static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_size, void **state)
+{
+    (void)version;
+    (void)upload_data;
+    (void)upload_size;
+    (void)state;
+    fake *f = cls;
+    struct MHD_Response *r = NULL;
+    int status = 404;
+    if (strcmp(method, "GET") != 0)
+        status = 405;
+    else if (strcmp(url, "/v1/resolve") == 0) {
+        status = f->resolve_status;
+        const char *body = f->resolve_body ? f->resolve_body : "";
+        r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    } else if (strncmp(url, "/v1/blobs/", 10) == 0 && f->b) {
+        atomic_fetch_add(&f->blob_requests, 1);
+        status = f->blob_status;
+        if (status == 200) {
+            body_cursor *c = calloc(1, sizeof(*c));
+            c->f = f;
+            c->end = f->b->size;
+            const char *range = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range");
+            unsigned long long from = 0;
+            if (range && sscanf(range, "bytes=%llu-", &from) == 1 && from < f->b->size) {
+                atomic_fetch_add(&f->range_requests, 1);
+                c->start = from;
+                status = 206;
+            }
+            int left = atomic_load(&f->cuts);
+            while (left > 0 && !atomic_compare_exchange_weak(&f->cuts, &left, left - 1))
+                ;
+            c->cut = left > 0;
+            r = MHD_create_response_from_callback(c->end - c->start, 64 * 1024, body_reader, c,
+                                                  free);
+            if (status == 206) {
+                char cr[96];
+                snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)c->start,
+                         (unsigned long long)c->end - 1, (unsigned long long)f->b->size);
+                MHD_add_response_header(r, "Content-Range", cr);
+            }
+        }
+    }
+    if (!r)
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void fake_start(fake *f)
+{
+    f->flip_at = f->flip_at ? f->flip_at : -1;
+    if (!f->resolve_status)
+        f->resolve_status = 200;
+    if (!f->blob_status)
+        f->blob_status = 200;
+    f->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
+                            NULL, NULL, fake_handler, f, MHD_OPTION_END);
+    ck_assert_ptr_nonnull(f->d);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT);
+    f->port = info->port;
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d", f->port);
+}
+
+static void fake_stop(fake *f)
+{
+    MHD_stop_daemon(f->d);
+}
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+static psdb_client *client_for(const char *url, const char *trust)
+{
+    const char *keys[1] = {trust};
+    psdb_client_desc d = {.server_url = url, .trusted_keys = keys, .num_trusted_keys = 1,
+                          .retry_base_ms = 10, .max_retries = 4};
+    psdb_client *c = NULL;
+    ck_assert_hr(psdb_client_create(&d, &c), PSDB_S_OK);
+    return c;
+}
+
+static psdb_hr install(psdb_client *c, int allow_downgrade, psdb_install_result *r)
+{
+    psdb_app_desc app = {.name = "Demo", .version = PSDB_VERSION(1, 0, 0, 0)};
+    psdb_precompile_target t = {.family = FAMILY, .abi_min = 1, .abi_max = 10};
+    psdb_install_desc d = {.exe_path = EXE, .app = &app, .targets = &t, .num_targets = 1,
+                           .registry_dir = g_reg, .allow_downgrade = allow_downgrade};
+    return psdb_client_install(c, &d, r);
+}
+
+/* The PSDB path registered as the default component for FAMILY, or NULL. */
+static char *registered_path(void)
+{
+    psdb_explorer *e = NULL;
+    psdb_application *a = NULL;
+    psdb_component *comp = NULL;
+    char buf[4096];
+    char *out = NULL;
+    ck_assert_hr(psdb_explorer_open(g_reg, &e), PSDB_S_OK);
+    if (PSDB_SUCCEEDED(psdb_explorer_get_application(e, EXE, &a)) &&
+        PSDB_SUCCEEDED(psdb_application_get_component(a, PSDB_DEFAULT_COMPONENT, &comp)) &&
+        PSDB_SUCCEEDED(psdb_component_get_psdb_path(comp, FAMILY, buf, sizeof(buf))))
+        out = strdup(buf);
+    psdb_component_release(comp);
+    psdb_application_release(a);
+    psdb_explorer_release(e);
+    return out;
+}
+
+static void setup(void)
+{
+    g_dir = tu_mkdtemp();
+    g_reg = tu_path(g_dir, "registry");
+    g_key = tu_path(g_dir, "pub.key");
+    g_pub = tu_path(g_dir, "pub.key.pub");
+    g_key2 = tu_path(g_dir, "other.key");
+    g_pub2 = tu_path(g_dir, "other.key.pub");
+    ck_assert_hr(psdb_keygen(g_key, NULL), PSDB_S_OK);
+    ck_assert_hr(psdb_keygen(g_key2, NULL), PSDB_S_OK);
+}
+
+static void teardown(void)
+{
+    tu_rmtree(g_dir);
+    free(g_dir);
+    free(g_reg);
+    free(g_key);
+    free(g_pub);
+    free(g_key2);
+    free(g_pub2);
+}
+
+/* ---- faults ----------------------------------------------------------------------------------- */
+
+START_TEST(test_delivery__download_resumes_after_cut_connections)
+{
+    blob b = make_psdb("a.psdb", 1 << 20, 1, 3);
+    char *m_json = make_manifest(&b, 1, 3, g_key, NULL);
+    fake f = {.b = &b, .resolve_body = m_json, .cut_after = 300 * 1024};
+    atomic_init(&f.cuts, 2);
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    psdb_install_result r;
+    ck_assert_hr(install(c, 0, &r), PSDB_S_OK);
+    ck_assert_hr(r.status, PSDB_S_OK);
+    ck_assert_int_ge(atomic_load(&f.range_requests), 2); /* resumed, not restarted */
+    char *path = registered_path();
+    ck_assert_ptr_nonnull(path);
+    size_t size = 0;
+    char *got = tu_read_file(path, &size);
+    ck_assert_uint_eq(size, b.size);
+    ck_assert_int_eq(memcmp(got, b.data, size), 0);
+    free(got);
+    free(path);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m_json);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_delivery__flipped_byte_rejected_previous_install_stays)
+{
+    blob b1 = make_psdb("a.psdb", 256 * 1024, 1, 3);
+    blob b2 = make_psdb("b.psdb", 256 * 1024, 2, 3);
+    char *m1 = make_manifest(&b1, 1, 3, g_key, NULL);
+    char *m2 = make_manifest(&b2, 2, 3, g_key, NULL);
+    fake f = {.b = &b1, .resolve_body = m1};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_S_OK);
+    char *before = registered_path();
+    ck_assert_ptr_nonnull(before);
+    /* Serial 2 arrives with one byte flipped in transit. */
+    f.b = &b2;
+    f.resolve_body = m2;
+    f.flip_at = 100000;
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_INTEGRITY);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "SHA-256"));
+    char *after = registered_path();
+    ck_assert_str_eq(after, before);
+    /* Nothing of the bad download is left behind. */
+    char sha[65], *part = NULL;
+    psdb__hex(b2.sha, 32, sha);
+    ck_assert_int_ge(asprintf(&part, "%s/psdbs/%s.psdb.part", g_reg, sha), 0);
+    ck_assert_int_ne(access(part, F_OK), 0);
+    free(part);
+    free(before);
+    free(after);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m1);
+    free(m2);
+    free(b1.data);
+    free(b2.data);
+}
+END_TEST
+
+START_TEST(test_delivery__untrusted_key_rejected_before_download)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    char *m = make_manifest(&b, 1, 3, g_key2, NULL); /* signed, but not by a trusted key */
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_SIGNATURE);
+    ck_assert_int_eq(atomic_load(&f.blob_requests), 0);
+    ck_assert_ptr_null(registered_path());
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_delivery__manifest_digest_not_matching_blob_rejected)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    uint8_t wrong[32];
+    memcpy(wrong, b.sha, 32);
+    wrong[0] ^= 1;
+    char *m = make_manifest(&b, 1, 3, g_key, wrong); /* the publisher signed another digest */
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_INTEGRITY);
+    ck_assert_ptr_null(registered_path());
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_delivery__lower_serial_refused_unless_allowed)
+{
+    blob b5 = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    blob b3 = make_psdb("b.psdb", 64 * 1024, 2, 3);
+    char *m5 = make_manifest(&b5, 5, 3, g_key, NULL);
+    char *m3 = make_manifest(&b3, 3, 3, g_key, NULL);
+    fake f = {.b = &b5, .resolve_body = m5};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_S_OK);
+    char *before = registered_path();
+    f.b = &b3;
+    f.resolve_body = m3;
+    psdb_install_result r;
+    ck_assert_hr(install(c, 0, &r), PSDB_E_DOWNGRADE);
+    ck_assert_hr(r.status, PSDB_E_DOWNGRADE);
+    char *after = registered_path();
+    ck_assert_str_eq(after, before);
+    free(after);
+    ck_assert_hr(install(c, 1, &r), PSDB_S_OK);
+    after = registered_path();
+    ck_assert_str_ne(after, before);
+    /* The file of serial 5 is no longer referenced: removed. */
+    ck_assert_int_ne(access(before, F_OK), 0);
+    /* The same digest again is skipped, not downloaded. */
+    int reqs = atomic_load(&f.blob_requests);
+    ck_assert_hr(install(c, 1, &r), PSDB_S_OK);
+    ck_assert_hr(r.status, PSDB_S_FALSE);
+    ck_assert_int_eq(atomic_load(&f.blob_requests), reqs);
+    free(before);
+    free(after);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m5);
+    free(m3);
+    free(b5.data);
+    free(b3.data);
+}
+END_TEST
+
+START_TEST(test_delivery__server_errors_are_clear_and_change_nothing)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    fake f = {.b = &b, .resolve_status = 500, .resolve_body = "{\"error\":\"internal\"}"};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_NETWORK);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "500"));
+    f.resolve_status = 404;
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_NOT_FOUND);
+    f.resolve_status = 200;
+    f.resolve_body = "{\"id\": 1, \"sha256\": \"zz\", garbage";
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_PROTOCOL);
+    f.resolve_body = "{\"id\": 1}";
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_PROTOCOL);
+    /* A valid manifest whose blob the server cannot find. */
+    char *m = make_manifest(&b, 1, 3, g_key, NULL);
+    f.resolve_body = m;
+    f.blob_status = 404;
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_NOT_FOUND);
+    ck_assert_ptr_null(registered_path());
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_delivery__full_disk_at_destination)
+{
+    if (geteuid() != 0) {
+        /* Mounting a small tmpfs needs root; CI runs as root. */
+        fprintf(stderr, "delivery_test: not root, full-disk case not exercised\n");
+        return;
+    }
+    blob b = make_psdb("a.psdb", 1 << 20, 1, 3);
+    char *m = make_manifest(&b, 1, 3, g_key, NULL);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    ck_assert_int_eq(mkdir(g_reg, 0700), 0);
+    ck_assert_int_eq(mount("tmpfs", g_reg, "tmpfs", 0, "size=512k"), 0);
+    psdb_client *c = client_for(f.url, g_pub);
+    psdb_hr hr = install(c, 0, NULL);
+    char *path = registered_path();
+    umount(g_reg);
+    ck_assert_hr(hr, PSDB_E_DISK_FULL);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "No space"));
+    ck_assert_ptr_null(path);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_delivery__second_installer_of_the_same_name_is_refused)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    char *m = make_manifest(&b, 1, 3, g_key, NULL);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    psdb_installer *held = NULL;
+    psdb_installer_desc id = {.name = "psdb", .root_dir = g_reg};
+    ck_assert_hr(psdb_installer_open(&id, &held), PSDB_S_OK);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_E_BUSY);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "another install"));
+    ck_assert_int_eq(atomic_load(&f.blob_requests), 0);
+    psdb_installer_release(held);
+    ck_assert_hr(install(c, 0, NULL), PSDB_S_OK);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+/* ---- the real psdbd ----------------------------------------------------------------------------- */
+
+typedef struct server {
+    pid_t pid;
+    char url[64];
+    char *data;
+} server;
+
+static void server_start(server *s, const char *listen)
+{
+    int fds[2];
+    char line[256] = {0};
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        execl(PSDBD_BIN, PSDBD_BIN, "--listen", listen, "--data-dir", s->data, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (size_t n = 0; n < sizeof(line) - 1; n++)
+        if (read(fds[0], line + n, 1) != 1 || line[n] == '\n') {
+            line[n] = '\0';
+            break;
+        }
+    close(fds[0]);
+    char *u = strstr(line, "http://");
+    ck_assert_msg(u != NULL, "psdbd did not start: '%s'", line);
+    s->pid = pid;
+    snprintf(s->url, sizeof(s->url), "%s", u);
+}
+
+static void server_stop(server *s, int sig)
+{
+    int st;
+    kill(s->pid, sig);
+    waitpid(s->pid, &st, 0);
+}
+
+static char *run_out(const char *cmd)
+{
+    char *file = tu_path(g_dir, "cmd.out");
+    int rc = tu_run(cmd, file);
+    char *out = tu_read_file(file, NULL);
+    ck_assert_msg(rc == 0, "'%s' failed: %s", cmd, out ? out : "");
+    out[strcspn(out, "\n")] = '\0';
+    free(file);
+    return out;
+}
+
+static void publish(const server *s, const char *token, const char *psdb_path, int serial)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "%s publish --server %s --token %s --key %s --serial %d %s",
+             PSDB_TOOL, s->url, token, g_key, serial, psdb_path);
+    free(run_out(cmd));
+}
+
+static void compile(const char *sodb, const char *family, int abi, const char *compiler_version,
+                    const char *out)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "%s compile %s --family %s --abi %d --compiler-version %s --cost-ns-per-kib 0 -o %s",
+             PSDB_TOOL, sodb, family, abi, compiler_version, out);
+    free(run_out(cmd));
+}
+
+/* Replays the SODB on a new device for EXE: returns the PSDB hit count; *created the total. */
+static uint32_t replay_hits(const char *sodb_path, const char *family, uint32_t *created,
+                            uint8_t digest[32])
+{
+    psdb_sodb *sodb = NULL;
+    psdb_app_identity id;
+    ck_assert_hr(psdb_sodb_open(sodb_path, &sodb), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_get_identity(sodb, &id), PSDB_S_OK);
+    psdb_sodb_release(sodb);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "%s replay %s --family %s --abi-min 1 --abi-max 10 --exe-path %s --registry %s "
+             "--cost-ns-per-kib 1 --json",
+             PSDB_TOOL, sodb_path, family, EXE, g_reg);
+    char *out = run_out(cmd);
+    json_t *o = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(o);
+    ck_assert(json_is_true(json_object_get(o, "default_psdb_registered")));
+    json_t *ps = json_object_get(o, "pipeline_states");
+    *created = (uint32_t)json_integer_value(json_object_get(ps, "created"));
+    uint32_t missed = (uint32_t)json_integer_value(json_object_get(ps, "psdb_missed"));
+    json_decref(o);
+    free(out);
+    /* Which PSDB the registry points the device at. */
+    char *path = registered_path();
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    ck_assert_hr(psdb_file_open(path, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    memcpy(digest, info.content_digest, 32);
+    psdb_file_release(f);
+    free(path);
+    return *created - missed;
+}
+
+START_TEST(test_delivery__end_to_end_publish_install_create_hit)
+{
+    server s = {.data = tu_path(g_dir, "psdbd-data")};
+    char cmd[2048];
+    char *sodb = tu_path(g_dir, "demo.sodb");
+    char *a1 = tu_path(g_dir, "a1.psdb"), *b1 = tu_path(g_dir, "b1.psdb");
+    char *a2 = tu_path(g_dir, "a2.psdb");
+    server_start(&s, "127.0.0.1:0");
+    snprintf(cmd, sizeof(cmd), "%s token create --data-dir %s --role publisher --scope '*'",
+             PSDBD_BIN, s.data);
+    char *token = run_out(cmd);
+    snprintf(cmd, sizeof(cmd), "%s key add --data-dir %s --name ci --public-key %s --scope '*'",
+             PSDBD_BIN, s.data, g_pub);
+    free(run_out(cmd));
+    snprintf(cmd, sizeof(cmd),
+             "%s synth --app Demo --app-version 1.0.0.0 --pipelines 120 --seed 7 -o %s",
+             PSDB_TOOL, sodb);
+    free(run_out(cmd));
+    compile(sodb, FAMILY, 3, "1.0.0.0", a1);
+    compile(sodb, "fabrikam-x", 5, "1.0.0.0", b1);
+    publish(&s, token, a1, 1);
+    publish(&s, token, b1, 1);
+
+    /* A machine with one of the two families. */
+    snprintf(cmd, sizeof(cmd),
+             "%s install --server %s --exe-path %s --app Demo --app-version 1.0.0.0 "
+             "--target %s:1-10 --trust %s --registry %s --json",
+             PSDB_TOOL, s.url, EXE, FAMILY, g_pub, g_reg);
+    char *out = run_out(cmd);
+    ck_assert_ptr_nonnull(strstr(out, "\"ok\":true"));
+    free(out);
+    uint32_t created = 0;
+    uint8_t d1[32], d2[32];
+    uint32_t hits = replay_hits(sodb, FAMILY, &created, d1);
+    ck_assert_uint_eq(created, 120);
+    ck_assert_uint_eq(hits, created); /* 100% PSDB hit rate */
+
+    /* A newer serial (another compiler version: other content) is picked up by a new device. */
+    compile(sodb, FAMILY, 3, "1.1.0.0", a2);
+    publish(&s, token, a2, 2);
+    out = run_out(cmd);
+    free(out);
+    hits = replay_hits(sodb, FAMILY, &created, d2);
+    ck_assert_uint_eq(hits, created);
+    ck_assert_int_ne(memcmp(d1, d2, 32), 0);
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    ck_assert_hr(psdb_file_open(a2, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    ck_assert_int_eq(memcmp(info.content_digest, d2, 32), 0);
+    psdb_file_release(f);
+
+    server_stop(&s, SIGTERM);
+    free(token);
+    free(sodb);
+    free(a1);
+    free(b1);
+    free(a2);
+    free(s.data);
+}
+END_TEST
+
+/* A TCP relay in a thread that slows the transfer down, so psdbd can be killed mid-download. */
+typedef struct relay {
+    int listen_fd, port, upstream_port;
+    pthread_t thread;
+    atomic_int stop;
+} relay;
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *relay_conn(void *arg)
+{
+    int *fds = arg; /* client, upstream */
+    char buf[16384];
+    struct timeval tv = {0, 20000};
+    for (;;) {
+        fd_set rs;
+        FD_ZERO(&rs);
+        FD_SET(fds[0], &rs);
+        FD_SET(fds[1], &rs);
+        int m = fds[0] > fds[1] ? fds[0] : fds[1];
+        tv.tv_sec = 0;
+        tv.tv_usec = 20000;
+        if (select(m + 1, &rs, NULL, NULL, &tv) < 0)
+            break;
+        if (FD_ISSET(fds[0], &rs)) {
+            ssize_t n = read(fds[0], buf, sizeof(buf));
+            if (n <= 0 || write(fds[1], buf, (size_t)n) != n)
+                break;
+        }
+        if (FD_ISSET(fds[1], &rs)) {
+            ssize_t n = read(fds[1], buf, sizeof(buf));
+            if (n <= 0 || write(fds[0], buf, (size_t)n) != n)
+                break;
+            usleep(10000); /* ~1.6 MB/s */
+        }
+    }
+    close(fds[0]);
+    close(fds[1]);
+    free(fds);
+    return NULL;
+}
+
+static void *relay_main(void *arg)
+{
+    relay *r = arg;
+    while (!atomic_load(&r->stop)) {
+        int c = accept(r->listen_fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        int u = connect_to(r->upstream_port);
+        if (u < 0) {
+            close(c);
+            continue;
+        }
+        int *fds = malloc(2 * sizeof(int));
+        fds[0] = c;
+        fds[1] = u;
+        pthread_t t;
+        pthread_create(&t, NULL, relay_conn, fds);
+        pthread_detach(t);
+    }
+    return NULL;
+}
+
+static void relay_start(relay *r)
+{
+    r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(r->listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(r->listen_fd, 16), 0);
+    socklen_t len = sizeof(a);
+    getsockname(r->listen_fd, (struct sockaddr *)&a, &len);
+    r->port = ntohs(a.sin_port);
+    struct timeval tv = {0, 100000};
+    setsockopt(r->listen_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    pthread_create(&r->thread, NULL, relay_main, r);
+}
+
+static void relay_stop(relay *r)
+{
+    atomic_store(&r->stop, 1);
+    pthread_join(r->thread, NULL);
+    close(r->listen_fd);
+}
+
+START_TEST(test_delivery__psdbd_killed_mid_download_then_restarted)
+{
+    server s = {.data = tu_path(g_dir, "psdbd-data")};
+    char cmd[2048];
+    char *big = tu_path(g_dir, "big.psdb");
+    blob b = make_psdb("big.psdb", 8 << 20, 3, 3);
+    server_start(&s, "127.0.0.1:0");
+    int port = atoi(strrchr(s.url, ':') + 1);
+    snprintf(cmd, sizeof(cmd), "%s token create --data-dir %s --role publisher --scope '*'",
+             PSDBD_BIN, s.data);
+    char *token = run_out(cmd);
+    snprintf(cmd, sizeof(cmd), "%s key add --data-dir %s --name ci --public-key %s --scope '*'",
+             PSDBD_BIN, s.data, g_pub);
+    free(run_out(cmd));
+    publish(&s, token, big, 1);
+
+    relay r = {.upstream_port = port};
+    relay_start(&r);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", r.port);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        const char *keys[1] = {g_pub};
+        psdb_client_desc d = {.server_url = url, .trusted_keys = keys, .num_trusted_keys = 1,
+                              .retry_base_ms = 250, .max_retries = 8};
+        psdb_client *c = NULL;
+        if (PSDB_FAILED(psdb_client_create(&d, &c)))
+            _exit(2);
+        _exit(PSDB_SUCCEEDED(install(c, 0, NULL)) ? 0 : 1);
+    }
+    /* Let a part of the 8 MiB arrive (the relay passes ~1.6 MB/s), then kill -9 psdbd. */
+    usleep(1500000);
+    server_stop(&s, SIGKILL);
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    usleep(300000);
+    server_start(&s, listen);
+    int st = 0;
+    waitpid(child, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "install did not survive the restart");
+    char *path = registered_path();
+    ck_assert_ptr_nonnull(path);
+    size_t size = 0;
+    char *got = tu_read_file(path, &size);
+    ck_assert_uint_eq(size, b.size);
+    ck_assert_int_eq(memcmp(got, b.data, size), 0);
+    free(got);
+    free(path);
+    relay_stop(&r);
+    server_stop(&s, SIGTERM);
+    free(token);
+    free(big);
+    free(b.data);
+    free(s.data);
+}
+END_TEST
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("delivery");
+    TCase *faults = tcase_create("faults");
+    tcase_add_checked_fixture(faults, setup, teardown);
+    tcase_set_timeout(faults, 120);
+    tcase_add_test(faults, test_delivery__download_resumes_after_cut_connections);
+    tcase_add_test(faults, test_delivery__flipped_byte_rejected_previous_install_stays);
+    tcase_add_test(faults, test_delivery__untrusted_key_rejected_before_download);
+    tcase_add_test(faults, test_delivery__manifest_digest_not_matching_blob_rejected);
+    tcase_add_test(faults, test_delivery__lower_serial_refused_unless_allowed);
+    tcase_add_test(faults, test_delivery__server_errors_are_clear_and_change_nothing);
+    tcase_add_test(faults, test_delivery__full_disk_at_destination);
+    tcase_add_test(faults, test_delivery__second_installer_of_the_same_name_is_refused);
+    suite_add_tcase(s, faults);
+    TCase *e2e = tcase_create("psdbd");
+    tcase_add_checked_fixture(e2e, setup, teardown);
+    tcase_set_timeout(e2e, 300);
+    tcase_add_test(e2e, test_delivery__end_to_end_publish_install_create_hit);
+    tcase_add_test(e2e, test_delivery__psdbd_killed_mid_download_then_restarted);
+    suite_add_tcase(s, e2e);
+    return tu_run_suite(s);
+}

@@ -1,0 +1,252 @@
+/* sign_test.c - the signed statement encoding, Ed25519 key files, signing and verification. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_mkdtemp();
+}
+
+static void teardown(void)
+{
+    tu_rmtree(dir);
+    free(dir);
+    dir = NULL;
+}
+
+static psdb_statement sample(void)
+{
+    psdb_statement st = {
+        .size = 12345,
+        .identity = {.desc = {.exe_filename = "game.exe", .name = "Game", .version = PSDB_VERSION(1, 2, 3, 4),
+                              .engine_name = "Engine", .engine_version = PSDB_VERSION(5, 0, 0, 0)},
+                     .app_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
+        .target = {.family = "contoso-gfx9", .abi_version = 7, .compiler_version = PSDB_VERSION(2, 0, 0, 0),
+                   .profile_version = PSDB_VERSION(1, 1, 0, 0)},
+        .serial = 42,
+    };
+    for (int i = 0; i < 32; i++)
+        st.sha256[i] = (uint8_t)(0xA0 + i);
+    return st;
+}
+
+static psdb_key *make_key(const char *name, char id[PSDB_KEY_ID_SIZE])
+{
+    char *path = tu_path(dir, name);
+    psdb_key *key = NULL;
+    ck_assert_hr(psdb_keygen(path, id), PSDB_S_OK);
+    ck_assert_hr(psdb_key_load(path, &key), PSDB_S_OK);
+    free(path);
+    return key;
+}
+
+START_TEST(test_sign__encoding_is_documented_bytes)
+{
+    psdb_statement st = sample();
+    size_t size = 0;
+    ck_assert_hr(psdb_statement_encode(&st, NULL, &size), PSDB_S_OK);
+    /* 18 domain + 4 version + 32 digest + 8 size + (4+8) exe + (4+4) name + 8 version
+     * + (4+6) engine + 8 engine version + 16 app id + (4+12) family + 4 * 8 target/serial */
+    ck_assert_uint_eq(size, 18 + 4 + 32 + 8 + 12 + 8 + 8 + 10 + 8 + 16 + 16 + 32);
+    uint8_t *buf = malloc(size);
+    size_t small = size - 1;
+    ck_assert_hr(psdb_statement_encode(&st, buf, &small), PSDB_E_MORE_DATA);
+    ck_assert_uint_eq(small, size);
+    ck_assert_hr(psdb_statement_encode(&st, buf, &size), PSDB_S_OK);
+    ck_assert_mem_eq(buf, "psdb-statement-v1\0", 18);
+    ck_assert_mem_eq(buf + 18, "\x01\0\0\0", 4);
+    ck_assert_mem_eq(buf + 22, st.sha256, 32);
+    ck_assert_mem_eq(buf + 54, "\x39\x30\0\0\0\0\0\0", 8);
+    ck_assert_mem_eq(buf + 62, "\x08\0\0\0game.exe", 12);
+    ck_assert_mem_eq(buf + size - 8, "\x2a\0\0\0\0\0\0\0", 8);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_sign__null_engine_encodes_as_empty)
+{
+    psdb_statement a = sample(), b = sample();
+    a.identity.desc.engine_name = NULL;
+    b.identity.desc.engine_name = "";
+    uint8_t ba[512], bb[512];
+    size_t na = sizeof(ba), nb = sizeof(bb);
+    ck_assert_hr(psdb_statement_encode(&a, ba, &na), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_encode(&b, bb, &nb), PSDB_S_OK);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_mem_eq(ba, bb, na);
+}
+END_TEST
+
+START_TEST(test_sign__bad_statement_rejected)
+{
+    psdb_statement st = sample();
+    size_t size = 0;
+    st.identity.desc.name = "";
+    ck_assert_hr(psdb_statement_encode(&st, NULL, &size), PSDB_E_INVALIDARG);
+    st = sample();
+    st.target.family = NULL;
+    ck_assert_hr(psdb_statement_encode(&st, NULL, &size), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_statement_encode(NULL, NULL, &size), PSDB_E_INVALIDARG);
+    char *big = malloc(PSDB_STATEMENT_STRING_MAX + 2);
+    memset(big, 'x', PSDB_STATEMENT_STRING_MAX + 1);
+    big[PSDB_STATEMENT_STRING_MAX + 1] = '\0';
+    st = sample();
+    st.identity.desc.exe_filename = big;
+    ck_assert_hr(psdb_statement_encode(&st, NULL, &size), PSDB_E_INVALIDARG);
+    free(big);
+}
+END_TEST
+
+START_TEST(test_sign__keygen_files_and_modes)
+{
+    char id[PSDB_KEY_ID_SIZE], id_pub[PSDB_KEY_ID_SIZE], id_priv[PSDB_KEY_ID_SIZE];
+    char *path = tu_path(dir, "k"), *pub = tu_path(dir, "k.pub");
+    ck_assert_hr(psdb_keygen(path, id), PSDB_S_OK);
+    ck_assert_uint_eq(strlen(id), 64);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_uint_eq(sb.st_mode & 0777, 0600);
+    ck_assert_int_eq(stat(pub, &sb), 0);
+    psdb_key *priv = NULL, *pubk = NULL;
+    ck_assert_hr(psdb_key_load(path, &priv), PSDB_S_OK);
+    ck_assert_hr(psdb_key_load(pub, &pubk), PSDB_S_OK);
+    ck_assert(psdb_key_is_private(priv));
+    ck_assert(!psdb_key_is_private(pubk));
+    ck_assert_hr(psdb_key_id(priv, id_priv), PSDB_S_OK);
+    ck_assert_hr(psdb_key_id(pubk, id_pub), PSDB_S_OK);
+    ck_assert_str_eq(id, id_priv);
+    ck_assert_str_eq(id, id_pub);
+    /* An existing key is never overwritten. */
+    ck_assert_hr(psdb_keygen(path, NULL), PSDB_E_ALREADY_EXISTS);
+    /* The public PEM round-trips through memory. */
+    char pem[1024];
+    size_t pem_size = sizeof(pem);
+    ck_assert_hr(psdb_key_public_pem(priv, pem, &pem_size), PSDB_S_OK);
+    psdb_key *again = NULL;
+    ck_assert_hr(psdb_key_from_pem(pem, pem_size, &again), PSDB_S_OK);
+    ck_assert_hr(psdb_key_id(again, id_pub), PSDB_S_OK);
+    ck_assert_str_eq(id, id_pub);
+    psdb_key_release(again);
+    psdb_key_release(priv);
+    psdb_key_release(pubk);
+    psdb_key_release(NULL);
+    free(path);
+    free(pub);
+}
+END_TEST
+
+START_TEST(test_sign__not_a_key)
+{
+    char *path = tu_path(dir, "junk");
+    psdb_key *key = NULL;
+    ck_assert_int_eq(tu_write_file(path, "hello\n", 6), 0);
+    ck_assert_hr(psdb_key_load(path, &key), PSDB_E_SIGNATURE);
+    ck_assert_ptr_null(key);
+    free(path);
+    path = tu_path(dir, "missing");
+    ck_assert_hr(psdb_key_load(path, &key), PSDB_E_IO);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_sign__sign_verify_roundtrip)
+{
+    char id[PSDB_KEY_ID_SIZE];
+    psdb_key *key = make_key("k", id);
+    psdb_statement st = sample();
+    char sig[PSDB_SIGNATURE_B64_SIZE];
+    ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
+    ck_assert_uint_eq(strlen(sig), 88);
+    ck_assert_hr(psdb_statement_verify(key, &st, sig), PSDB_S_OK);
+    char *pub = tu_path(dir, "k.pub");
+    psdb_key *pubk = NULL;
+    ck_assert_hr(psdb_key_load(pub, &pubk), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_verify(pubk, &st, sig), PSDB_S_OK);
+    /* A public key cannot sign. */
+    ck_assert_hr(psdb_statement_sign(pubk, &st, sig), PSDB_E_INVALIDARG);
+    psdb_key_release(pubk);
+    psdb_key_release(key);
+    free(pub);
+}
+END_TEST
+
+START_TEST(test_sign__tampered_fields_fail)
+{
+    char id[PSDB_KEY_ID_SIZE];
+    psdb_key *key = make_key("k", id);
+    psdb_statement st = sample();
+    char sig[PSDB_SIGNATURE_B64_SIZE];
+    ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
+    for (int field = 0; field < 13; field++) {
+        psdb_statement t = sample();
+        switch (field) {
+        case 0: t.sha256[31] ^= 1; break;
+        case 1: t.size++; break;
+        case 2: t.identity.desc.exe_filename = "other.exe"; break;
+        case 3: t.identity.desc.name = "Gamf"; break;
+        case 4: t.identity.desc.version++; break;
+        case 5: t.identity.desc.engine_name = "Engina"; break;
+        case 6: t.identity.desc.engine_version++; break;
+        case 7: t.identity.app_id[0] ^= 0x80; break;
+        case 8: t.target.family = "contoso-gfx8"; break;
+        case 9: t.target.abi_version++; break;
+        case 10: t.target.compiler_version++; break;
+        case 11: t.target.profile_version++; break;
+        default: t.serial++; break;
+        }
+        ck_assert_msg(psdb_statement_verify(key, &t, sig) == PSDB_E_SIGNATURE,
+                      "tampered field %d still verifies", field);
+    }
+    psdb_key_release(key);
+}
+END_TEST
+
+START_TEST(test_sign__wrong_key_and_malformed_signature)
+{
+    char id1[PSDB_KEY_ID_SIZE], id2[PSDB_KEY_ID_SIZE];
+    psdb_key *k1 = make_key("k1", id1), *k2 = make_key("k2", id2);
+    ck_assert_str_ne(id1, id2);
+    psdb_statement st = sample();
+    char sig[PSDB_SIGNATURE_B64_SIZE];
+    ck_assert_hr(psdb_statement_sign(k1, &st, sig), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_verify(k2, &st, sig), PSDB_E_SIGNATURE);
+    char bad[PSDB_SIGNATURE_B64_SIZE + 1];
+    memcpy(bad, sig, sizeof(sig));
+    bad[0] = bad[0] == 'A' ? 'B' : 'A';
+    ck_assert_hr(psdb_statement_verify(k1, &st, bad), PSDB_E_SIGNATURE);
+    ck_assert_hr(psdb_statement_verify(k1, &st, ""), PSDB_E_SIGNATURE);
+    ck_assert_hr(psdb_statement_verify(k1, &st, "not base64 at all!"), PSDB_E_SIGNATURE);
+    /* The same bytes with the last significant character's unused bits set: another spelling. */
+    memcpy(bad, sig, sizeof(sig));
+    const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    int v = (int)(strchr(alphabet, bad[85]) - alphabet);
+    bad[85] = alphabet[v | 1];
+    if (v != (v | 1))
+        ck_assert_hr(psdb_statement_verify(k1, &st, bad), PSDB_E_SIGNATURE);
+    ck_assert_hr(psdb_statement_verify(NULL, &st, sig), PSDB_E_INVALIDARG);
+    psdb_key_release(k1);
+    psdb_key_release(k2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sign");
+    TCase *tc = tcase_create("sign");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_sign__encoding_is_documented_bytes);
+    tcase_add_test(tc, test_sign__null_engine_encodes_as_empty);
+    tcase_add_test(tc, test_sign__bad_statement_rejected);
+    tcase_add_test(tc, test_sign__keygen_files_and_modes);
+    tcase_add_test(tc, test_sign__not_a_key);
+    tcase_add_test(tc, test_sign__sign_verify_roundtrip);
+    tcase_add_test(tc, test_sign__tampered_fields_fail);
+    tcase_add_test(tc, test_sign__wrong_key_and_malformed_signature);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
