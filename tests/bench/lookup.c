@@ -284,6 +284,7 @@ int main(int argc, char **argv)
             sizes[nsizes++] = v;
         }
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);
     printf("psdb lookup benchmark (%s)\n", psdb_version());
     for (int i = 0; i < nsizes; i++)
         rc |= bench(sizes[i], dir);

@@ -357,6 +357,19 @@ START_TEST(test_psdbfile__C2_bad_arguments_and_missing_file)
 }
 END_TEST
 
+START_TEST(test_psdbfile__C2_path_with_uri_characters)
+{
+    char *p = tu_path(tmpdir, "a b?c=1#d%20e&f.psdb");
+    psdb_file *f = NULL;
+    size_t n = 0;
+    write_sample(p, 0);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_find_value(f, "k001", 4, 0, NULL, &n), PSDB_S_OK);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
 START_TEST(test_psdbfile__C2_not_sqlite_is_corrupt)
 {
     char *p = tu_path(tmpdir, "text.psdb");
@@ -1096,6 +1109,7 @@ int main(void)
     tcase_add_test(tc, test_psdbfile__C1_schema_copy_matches_schema_file);
     tcase_add_test(tc, test_psdbfile__C1_foreach_group_in_key_order);
     tcase_add_test(tc, test_psdbfile__C2_bad_arguments_and_missing_file);
+    tcase_add_test(tc, test_psdbfile__C2_path_with_uri_characters);
     tcase_add_test(tc, test_psdbfile__C2_not_sqlite_is_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_other_sqlite_file_is_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_newer_schema_version_is_corrupt);
