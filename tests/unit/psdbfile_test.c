@@ -1003,7 +1003,8 @@ START_TEST(test_psdbfile__C2_tool_inspect_and_verify)
     ck_assert_msg(strstr(text, "SHA-256") && strchr(text, '\n') == text + n - 1, "%s", text);
     free(text);
 
-    /* An SODB is recognised by its application_id. */
+    /* An SODB is recognised by its application_id and read with the SODB reader: a broken one
+     * is reported as corrupt, a real one by identity and entry counts. */
     char *sodb = tu_path(tmpdir, "x.sodb");
     exec_sql(sodb, "PRAGMA application_id = 1347637060; CREATE TABLE t (x);");
     snprintf(cmd, sizeof(cmd), "%s inspect %s", PSDB_TOOL, sodb);
@@ -1011,7 +1012,23 @@ START_TEST(test_psdbfile__C2_tool_inspect_and_verify)
     char *out2 = tu_path(tmpdir, "out2.txt");
     ck_assert_int_ne(tu_run(cmd, out2), 0);
     text = tu_read_file(out2, &n);
-    ck_assert_msg(strstr(text, "sodb") && strstr(text, "not supported yet"), "%s", text);
+    ck_assert_msg(strstr(text, "PSDB_E_CACHE_CORRUPT"), "%s", text);
+    free(text);
+    char *good = tu_path(tmpdir, "good.sodb");
+    psdb_app_identity sid = {.desc = {.name = "Sample Game", .version = PSDB_VERSION(1, 0, 0, 0)}};
+    psdb_sodb_writer *sw = NULL;
+    ck_assert_hr(psdb_sodb_writer_open(good, &sid, &sw), PSDB_S_OK);
+    psdb_sodb_writer_release(sw);
+    snprintf(cmd, sizeof(cmd), "%s inspect --json %s", PSDB_TOOL, good);
+    free(good);
+    ck_assert_int_eq(tu_run(cmd, out2), 0);
+    text = tu_read_file(out2, &n);
+    json_t *sj = json_loads(text, 0, NULL);
+    ck_assert_msg(sj != NULL, "%s", text);
+    ck_assert_str_eq(json_string_value(json_object_get(sj, "kind")), "sodb");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(sj, "app"), "name")),
+                     "Sample Game");
+    json_decref(sj);
     free(text);
     free(out2);
     free(out);
