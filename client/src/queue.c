@@ -262,9 +262,10 @@ static void *worker_main(void *arg)
     for (;;) {
         while (!q->head && !q->stopping)
             pthread_cond_wait(&q->work, &q->lock);
+        /* Stopping: release drained the FIFO first. pump() leaves only creations at the head. */
         if (!q->head)
-            break; /* stopping, and release drained the FIFO first */
-        packet *p = q->head; /* pump() leaves only creations at the head */
+            break;
+        packet *p = q->head;
         q->head = p->next;
         if (!q->head)
             q->tail = NULL;

@@ -161,8 +161,12 @@ int main(int argc, char **argv)
     int rounds = (int)rounds_arg;
     snprintf(sodb, sizeof(sodb), "%s/corpus.sodb", dir);
     snprintf(psdb, sizeof(psdb), "%s/corpus.psdb", dir);
-    psdb__synth_params p = {.app_name = "Bench", .app_version = PSDB_VERSION(1, 0, 0, 0),
-                            .pipelines = n, .seed = 1, .variants = 4, .compute_permille = 200};
+    psdb__synth_params p = {.app_name = "Bench",
+                            .app_version = PSDB_VERSION(1, 0, 0, 0),
+                            .pipelines = n,
+                            .seed = 1,
+                            .variants = 4,
+                            .compute_permille = 200};
     psdb_app_identity id;
     psdb_target t = {FAMILY, 5, PSDB_VERSION(1, 0, 0, 0), PSDB_VERSION(1, 0, 0, 0)};
     if (PSDB_FAILED(psdb__synth_write(&p, sodb)) ||
@@ -172,8 +176,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_queue: preparing the corpus failed\n");
         goto cleanup;
     }
-    psdb_device_desc dd = {.adapter = {.vendor_id = 1, .device_id = 2, .family = FAMILY,
-                                       .abi_min = 1, .abi_max = 10,
+    psdb_device_desc dd = {.adapter = {.vendor_id = 1,
+                                       .device_id = 2,
+                                       .family = FAMILY,
+                                       .abi_min = 1,
+                                       .abi_max = 10,
                                        .compiler_version = PSDB_VERSION(1, 0, 0, 0),
                                        .app_profile_version = PSDB_VERSION(1, 0, 0, 0)},
                            .identity = &id,

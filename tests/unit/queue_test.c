@@ -210,7 +210,7 @@ static psdb_statistics stats_created(uint32_t n)
     return st;
 }
 
-/* ---- Q1 ---------------------------------------------------------------------------------------- */
+/* ---- Q1 -------------------------------------------------------------------------------------- */
 
 START_TEST(test_queue__Q1_creations_end_in_parallel)
 {
@@ -316,7 +316,7 @@ START_TEST(test_queue__Q1_counts_like_the_device)
 }
 END_TEST
 
-/* ---- Q2 ---------------------------------------------------------------------------------------- */
+/* ---- Q2 -------------------------------------------------------------------------------------- */
 
 START_TEST(test_queue__Q2_eos_read_waits_top_read_does_not)
 {
@@ -427,9 +427,9 @@ START_TEST(test_queue__Q2_invalid_read_flags)
     psdb_statistics st;
     tq_init(&t);
     ck_assert_hr(psdb_device_create_queue(t.dev, 1, &q), PSDB_S_OK);
-    ck_assert_hr(psdb_queue_read_statistics(
-                     q, PSDB_COUNTER_READ_AT_EOS | PSDB_COUNTER_READ_AT_TOP, &st),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(
+        psdb_queue_read_statistics(q, PSDB_COUNTER_READ_AT_EOS | PSDB_COUNTER_READ_AT_TOP, &st),
+        PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_read_statistics(q, PSDB_COUNTER_WRITE_COPY_DATA, &st),
                  PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_read_statistics(
@@ -438,15 +438,15 @@ START_TEST(test_queue__Q2_invalid_read_flags)
     ck_assert_hr(psdb_queue_read_statistics(q, 0x20u, &st), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_read_statistics(q, 0, NULL), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_read_statistics(NULL, 0, &st), PSDB_E_INVALIDARG);
-    ck_assert_hr(psdb_queue_read_statistics(q, PSDB_COUNTER_READ_AT_TOP | PSDB_COUNTER_COMPUTE,
-                                            &st),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_queue_read_statistics(q, PSDB_COUNTER_READ_AT_TOP | PSDB_COUNTER_COMPUTE, &st),
+        PSDB_S_OK);
     psdb_queue_release(q);
     tq_free(&t);
 }
 END_TEST
 
-/* ---- Q3 ---------------------------------------------------------------------------------------- */
+/* ---- Q3 -------------------------------------------------------------------------------------- */
 
 /* Two workers: the write's TOP comes while a is in flight, so a counts on top of the written
  * value (101); a write at EOS would wait for a and give 100. */
@@ -497,7 +497,7 @@ static uint32_t write_then_change(uint32_t flags)
     v->pipeline_states.num_created = 70;
     open_gate(&t);
     uint32_t n = created(q, PSDB_COUNTER_DEFAULT); /* graphics EOS: after b */
-    free(v); /* the read returned: the write has executed */
+    free(v);                                       /* the read returned: the write has executed */
     psdb_pipeline_release(a.p);
     psdb_pipeline_release(b.p);
     psdb_queue_release(q);
@@ -520,10 +520,8 @@ START_TEST(test_queue__Q3_invalid_write_flags)
     psdb_statistics w = stats_created(5);
     tq_init(&t);
     ck_assert_hr(psdb_device_create_queue(t.dev, 1, &q), PSDB_S_OK);
-    ck_assert_hr(psdb_queue_write_statistics(q,
-                                             PSDB_COUNTER_WRITE_COPY_DATA |
-                                                 PSDB_COUNTER_WRITE_USE_DATA_BY_POINTER,
-                                             &w),
+    ck_assert_hr(psdb_queue_write_statistics(
+                     q, PSDB_COUNTER_WRITE_COPY_DATA | PSDB_COUNTER_WRITE_USE_DATA_BY_POINTER, &w),
                  PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_write_statistics(q, PSDB_COUNTER_READ_AT_EOS, &w), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_write_statistics(q, PSDB_COUNTER_READ_AT_TOP, &w), PSDB_E_INVALIDARG);
@@ -538,7 +536,7 @@ START_TEST(test_queue__Q3_invalid_write_flags)
 }
 END_TEST
 
-/* ---- Selection, copies, errors, lifetime ------------------------------------------------------- */
+/* ---- Selection, copies, errors, lifetime ----------------------------------------------------- */
 
 /* One worker: b is submitted with no subobject while a holds the worker; the device default set
  * after b's submission but before its TOP is what b selects (MODEL F2, H4 at TOP). */
@@ -600,7 +598,7 @@ START_TEST(test_queue__description_and_session_copied_at_submission)
     psdb_creation_info ib = info_of(&b);
     ck_assert_uint_eq(ib.selection, PSDB_SELECTION_PER_OBJECT);
     ck_assert_uint_eq(ib.flags, PSDB_SESSION_FLAG_CREATE_ONLY);
-    ck_assert(ib.psdb_hit); /* same keys: the bytes were copied */
+    ck_assert(ib.psdb_hit);    /* same keys: the bytes were copied */
     ck_assert_int_eq(gone, 1); /* CREATE_ONLY: nothing holds it after the creation */
     psdb_pipeline_release(a.p);
     psdb_pipeline_release(b.p);
@@ -662,8 +660,7 @@ START_TEST(test_queue__invalid_arguments)
     ck_assert_hr(psdb_device_create_queue(t.dev, 1, NULL), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_device_create_queue(t.dev, 1, &q), PSDB_S_OK);
     rt_compute_init(&c, 0, NULL);
-    ck_assert_hr(psdb_queue_create_compute_pipeline(NULL, &c.desc, on_done, &a),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_queue_create_compute_pipeline(NULL, &c.desc, on_done, &a), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_create_compute_pipeline(q, NULL, on_done, &a), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_create_compute_pipeline(q, &c.desc, NULL, &a), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_queue_create_graphics_pipeline(q, NULL, on_done, &a), PSDB_E_INVALIDARG);
@@ -780,7 +777,7 @@ START_TEST(test_queue__release_drains)
 }
 END_TEST
 
-/* ---- Stress ------------------------------------------------------------------------------------ */
+/* ---- Stress ---------------------------------------------------------------------------------- */
 
 #define STRESS_THREADS 4
 #define STRESS_PER_THREAD 150
@@ -899,8 +896,7 @@ START_TEST(test_queue__stress_mixed)
     for (int i = 0; i < 16; i++) {
         rt_compute cd;
         rt_compute_init(&cd, i % 8, NULL);
-        ck_assert_hr(psdb_queue_create_compute_pipeline(c.q, &cd.desc, stress_done, &c),
-                     PSDB_S_OK);
+        ck_assert_hr(psdb_queue_create_compute_pipeline(c.q, &cd.desc, stress_done, &c), PSDB_S_OK);
     }
     ck_assert_uint_eq(created(c.q, PSDB_COUNTER_COMPUTE), 16);
     ck_assert_int_eq(atomic_load(&c.ok) - ok_before, 16);
