@@ -604,6 +604,12 @@ static uint64_t cost_ns(uint64_t ns_per_kib, size_t size)
 /* Keeps the simulated compile work from being optimized away; atomic because units compile on
  * many threads at once. */
 static _Atomic uint64_t burn_sink;
+static _Thread_local uint64_t compiles_on_thread;
+
+uint64_t psdb__compile_count_on_thread(void)
+{
+    return compiles_on_thread;
+}
 
 psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t ns_per_kib,
                            psdb__buf *object_code, psdb__buf *metadata)
@@ -612,6 +618,8 @@ psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t n
     psdb__buf oc = {0}, md = {0}, sb = {0};
     uint8_t seed[32];
     size_t family_len = 0;
+
+    compiles_on_thread++;
 
     if (!u || !t || !object_code || !metadata || !t->family || (!u->code && u->code_size))
         return PSDB_E_INVALIDARG;

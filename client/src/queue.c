@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler.h"
 #include "desc.h"
 #include "device.h"
 #include "queue.h"
@@ -218,7 +219,7 @@ static void run_creation(psdb_queue *q, packet *p)
     psdb_creation_info info = {0};
     psdb_hr hr = PSDB_S_OK;
     const psdb_session_subobject *sub = p->has_sub ? &p->sub : NULL;
-    uint32_t compiles_before = psdb_device_get_local_compile_count(q->dev);
+    uint64_t compiles_before = psdb__compile_count_on_thread();
     if (p->kind == KIND_CREATE_COMPUTE) {
         psdb_compute_pipeline_desc *d = p->desc;
         d->psdb = sub;
@@ -228,10 +229,8 @@ static void run_creation(psdb_queue *q, packet *p)
         d->psdb = sub;
         hr = psdb_device_create_graphics_pipeline(q->dev, d, &pipe);
     }
-    /* The device counter is device-wide: a creation overlapping this one may have advanced it.
-     * Only a creation that was not a full PSDB hit can have compiled, which keeps the error to a
-     * miss served by the local driver cache while another creation compiled. */
-    int compiled = psdb_device_get_local_compile_count(q->dev) != compiles_before;
+    /* The device compiles on the calling thread: only this creation's compiles count here. */
+    int compiled = psdb__compile_count_on_thread() != compiles_before;
     if (PSDB_SUCCEEDED(hr))
         hr = psdb_pipeline_get_creation_info(pipe, &info);
     if (PSDB_FAILED(hr)) {
@@ -247,7 +246,7 @@ static void run_creation(psdb_queue *q, packet *p)
 
     pthread_mutex_lock(&q->lock);
     if (PSDB_SUCCEEDED(hr))
-        count_creation(q, &info, compiled && !info.psdb_hit);
+        count_creation(q, &info, compiled);
     pthread_mutex_unlock(&q->lock);
 
     tls_in_callback = q;

@@ -279,10 +279,10 @@ START_TEST(test_queue__Q1_counts_like_the_device)
 {
     tq t;
     psdb_queue *q = NULL;
-    job j[4];
+    job j[6];
     tq_init(&t);
     open_gate(&t);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         j[i] = (job){.t = &t, .tag = i};
     ck_assert_hr(psdb_device_create_queue(t.dev, 2, &q), PSDB_S_OK);
     psdb_statistics before;
@@ -306,11 +306,31 @@ START_TEST(test_queue__Q1_counts_like_the_device)
                           before.pipeline_states.num_psdb_cache_missed,
                       2);
     ck_assert_int_eq(st.default_psdb_registered, dev.default_psdb_registered);
-    for (int i = 0; i < 4; i++) {
+    /* Again without PSDB: served by the local driver cache, a PSDB miss but no compile. A
+     * partial hit (the last unit missing) is a PSDB miss and compiles that unit. */
+    char *path_p = tu_path(t.dir, "partial.psdb");
+    int ids[1] = {0};
+    rt_contents partial = {.compute = ids, .num_compute = 1, .partial = 1};
+    rt_make_psdb(path_p, &partial);
+    psdb_session *ps = rt_open(t.dev, path_p);
+    psdb_session_subobject in_p = {ps, PSDB_SESSION_FLAG_NONE};
+    submit_graphics(q, &j[4], 21, NULL);
+    submit_compute(q, &j[5], 0, &in_p);
+    ck_assert_hr(psdb_queue_wait_idle(q), PSDB_S_OK);
+    ck_assert_hr(psdb_queue_read_statistics(q, PSDB_COUNTER_READ_AT_TOP, &st), PSDB_S_OK);
+    ck_assert_uint_eq(st.pipeline_states.num_created, 6);
+    ck_assert_uint_eq(st.pipeline_states.num_psdb_cache_missed, 4);
+    ck_assert_uint_eq(st.pipeline_states.num_total_cache_missed, 3);
+    psdb_creation_info i5 = info_of(&j[5]);
+    ck_assert_uint_gt(i5.hits, 0);
+    ck_assert(!i5.psdb_hit);
+    for (int i = 0; i < 6; i++) {
         ck_assert_int_eq(j[i].calls, 1);
         ck_assert_hr(j[i].hr, PSDB_S_OK);
         psdb_pipeline_release(j[i].p);
     }
+    psdb_session_release(ps);
+    free(path_p);
     psdb_queue_release(q);
     tq_free(&t);
 }
@@ -890,16 +910,29 @@ START_TEST(test_queue__stress_mixed)
     int submitted_callbacks = atomic_load(&c.callbacks);
     ck_assert_int_gt(submitted_callbacks, 0);
     /* After a reset the counters hold exactly what ends later. */
-    psdb_statistics zero = {0};
+    psdb_session_subobject in_s_main = {t.s, PSDB_SESSION_FLAG_NONE};
+    psdb_statistics zero = {0}, qs, d0, d1;
     ck_assert_hr(psdb_queue_write_statistics(c.q, 0, &zero), PSDB_S_OK);
+    ck_assert_hr(psdb_device_get_statistics(t.dev, &d0), PSDB_S_OK);
     int ok_before = atomic_load(&c.ok);
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < 32; i++) {
         rt_compute cd;
-        rt_compute_init(&cd, i % 8, NULL);
+        rt_compute_init(&cd, 100 + i % 16, i % 3 ? NULL : &in_s_main);
         ck_assert_hr(psdb_queue_create_compute_pipeline(c.q, &cd.desc, stress_done, &c), PSDB_S_OK);
     }
-    ck_assert_uint_eq(created(c.q, PSDB_COUNTER_COMPUTE), 16);
-    ck_assert_int_eq(atomic_load(&c.ok) - ok_before, 16);
+    ck_assert_hr(psdb_queue_read_statistics(c.q, PSDB_COUNTER_COMPUTE, &qs), PSDB_S_OK);
+    ck_assert_hr(psdb_device_get_statistics(t.dev, &d1), PSDB_S_OK);
+    ck_assert_int_eq(atomic_load(&c.ok) - ok_before, 32);
+    /* The queue counted exactly what the device counted for the same creations, although they
+     * compiled on several workers at once. */
+    ck_assert_uint_eq(qs.pipeline_states.num_created, 32);
+    ck_assert_uint_eq(qs.pipeline_states.num_psdb_cache_missed,
+                      d1.pipeline_states.num_psdb_cache_missed -
+                          d0.pipeline_states.num_psdb_cache_missed);
+    ck_assert_uint_eq(qs.pipeline_states.num_total_cache_missed,
+                      d1.pipeline_states.num_total_cache_missed -
+                          d0.pipeline_states.num_total_cache_missed);
+    ck_assert_uint_ge(qs.pipeline_states.num_total_cache_missed, 16);
     psdb_queue_release(c.q);
     tq_free(&t);
 }

@@ -409,9 +409,8 @@ PSDB_API psdb_hr psdb_device_create_derived_graphics_pipeline(
  * default_psdb_registered copied from the device. Each successful creation updates them at its
  * EOS, as the device counts its own creations (K1), in pipeline_states: created; PSDB-missed when
  * it was not a full PSDB hit (no selection, lookups disabled and partial hits included); total-
- * missed when the device compiled locally during it (measured on the device-wide local compile
- * count, so a miss served by the local driver cache while another creation of the device compiles
- * is counted as total-missed too); unknown instead of the two misses when the driver has no ASD.
+ * missed when some unit had to be compiled locally (neither the PSDB nor the local driver cache
+ * had it); unknown instead of the two misses when the driver has no ASD.
  * A failed creation is not counted. The counters change as a group, under the queue's lock. The
  * device's own statistics count the same creations as well (psdb_device_get_statistics).
  *
