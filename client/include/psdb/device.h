@@ -402,8 +402,9 @@ PSDB_API psdb_hr psdb_device_create_derived_graphics_pipeline(
  *
  * Each creation is made with psdb_device_create_compute_pipeline / _graphics_pipeline by a worker
  * right after its TOP, so it selects its PSDB when it starts executing, not when it is submitted
- * (MODEL F, H4): a psdb_device_set_default_session() that returned before the creation's TOP is
- * seen, one made later is not. The selection is made once and covers the whole creation (F7).
+ * (MODEL F): a psdb_device_set_default_session() that returned before the creation's TOP is seen
+ * even if it was made after the submission (H4); one overlapping the TOP is seen entirely or not
+ * at all (H2). The selection is made once and covers the whole creation (F7).
  *
  * The queue keeps its own counters, a psdb_statistics. They start at zero, with
  * default_psdb_registered copied from the device. Each successful creation updates them at its
@@ -411,7 +412,8 @@ PSDB_API psdb_hr psdb_device_create_derived_graphics_pipeline(
  * it was not a full PSDB hit (no selection, lookups disabled and partial hits included); total-
  * missed when some unit had to be compiled locally (neither the PSDB nor the local driver cache
  * had it); unknown instead of the two misses when the driver has no ASD.
- * A failed creation is not counted. The counters change as a group, under the queue's lock. The
+ * A failed creation is not counted. The counters change as a group, under the queue's lock, just
+ * before the creation's callback is called; the creation has ended when its callback returns. The
  * device's own statistics count the same creations as well (psdb_device_get_statistics).
  *
  * Thread safety: a queue may be shared by threads; every function except psdb_queue_release may
