@@ -32,11 +32,13 @@ CREATE TABLE blobs (
     data   BLOB NOT NULL
 );
 
--- Values: a value key holds at most one blob per value type.
+-- Values: a value key holds at most one blob per value type. size repeats the
+-- blob's length so that a size query reads this table only.
 CREATE TABLE value_entries (
     key     BLOB NOT NULL,
     type    INTEGER NOT NULL CHECK (type BETWEEN 0 AND 3),
     blob_id INTEGER NOT NULL REFERENCES blobs (id),
+    size    INTEGER NOT NULL CHECK (size > 0),
     PRIMARY KEY (key, type)
 ) WITHOUT ROWID;
 

@@ -71,11 +71,13 @@ const char psdb__psdb_schema_sql[] =
     "    data   BLOB NOT NULL\n"
     ");\n"
     "\n"
-    "-- Values: a value key holds at most one blob per value type.\n"
+    "-- Values: a value key holds at most one blob per value type. size repeats the\n"
+    "-- blob's length so that a size query reads this table only.\n"
     "CREATE TABLE value_entries (\n"
     "    key     BLOB NOT NULL,\n"
     "    type    INTEGER NOT NULL CHECK (type BETWEEN 0 AND 3),\n"
     "    blob_id INTEGER NOT NULL REFERENCES blobs (id),\n"
+    "    size    INTEGER NOT NULL CHECK (size > 0),\n"
     "    PRIMARY KEY (key, type)\n"
     ") WITHOUT ROWID;\n"
     "\n"
@@ -332,17 +334,32 @@ cleanup:
 
 /* ---- Reading ------------------------------------------------------------------------------------- */
 
-static const char size_sql[] =
-    "SELECT CASE WHEN typeof(b.data) = 'blob' THEN length(b.data) END FROM value_entries v "
-    "LEFT JOIN blobs b ON b.id = v.blob_id WHERE v.key = ?1 AND v.type = ?2";
-static const char data_sql[] = "SELECT b.id, b.sha256, b.data FROM value_entries v "
-                               "LEFT JOIN blobs b ON b.id = v.blob_id WHERE v.key = ?1 AND v.type = ?2";
+/* Every type of one key in one index range scan: a runtime asks for the size, then the object
+ * code, then the metadata of the same key, and the last two then cost one blob seek each. */
+static const char key_sql[] = "SELECT type, blob_id, size FROM value_entries WHERE key = ?1";
+static const char blob_sql[] = "SELECT sha256, data FROM blobs WHERE id = ?1";
+
+/* Keys longer than this are looked up without the per-connection cache. */
+#define CACHED_KEY_MAX 256
+/* cached_key.blob_id values besides a positive id. */
+#define BLOB_ABSENT 0
+#define BLOB_MALFORMED (-1)
+
+/* What value_entries says about the last key looked up on a connection. */
+typedef struct cached_key {
+    size_t key_size; /* 0: nothing cached */
+    uint8_t key[CACHED_KEY_MAX];
+    sqlite3_int64 blob_id[PSDB_VALUE_TYPE_COUNT];
+    uint64_t size[PSDB_VALUE_TYPE_COUNT];
+} cached_key;
 
 /* One read connection and what a lookup needs with it; used by one thread at a time. */
 typedef struct conn {
     sqlite3 *db;
-    sqlite3_stmt *size_st, *data_st;
+    sqlite3_stmt *key_st, *blob_st;
+    sqlite3_blob *blob; /* open on blobs.data once a verified blob was read; NULL before */
     EVP_MD_CTX *md;
+    cached_key cache;
     struct conn *next;
 } conn;
 
@@ -362,8 +379,9 @@ static void conn_close(conn *c)
 {
     if (!c)
         return;
-    sqlite3_finalize(c->size_st);
-    sqlite3_finalize(c->data_st);
+    sqlite3_blob_close(c->blob);
+    sqlite3_finalize(c->key_st);
+    sqlite3_finalize(c->blob_st);
     sqlite3_close(c->db);
     EVP_MD_CTX_free(c->md);
     free(c);
@@ -391,9 +409,9 @@ static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
     /* The file is untrusted input: no functions with side effects from its schema. */
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-    rc = sqlite3_prepare_v3(c->db, size_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->size_st, NULL);
+    rc = sqlite3_prepare_v3(c->db, key_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->key_st, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v3(c->db, data_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->data_st, NULL);
+        rc = sqlite3_prepare_v3(c->db, blob_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->blob_st, NULL);
     if (rc != SQLITE_OK) {
         hr = read_error(rc);
         set_msg(msg, msg_size, "prepare lookup: %s", sqlite3_errmsg(c->db));
@@ -850,13 +868,117 @@ psdb_hr psdb_file_get_info(psdb_file *f, psdb_file_info *out)
     return PSDB_S_OK;
 }
 
+/* Fills k with what value_entries holds for key (every type at once). */
+static psdb_hr load_key(conn *c, const void *key, size_t key_size, cached_key *k)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = c->key_st;
+    int rc = SQLITE_OK;
+
+    k->key_size = 0;
+    memset(k->blob_id, 0, sizeof(k->blob_id));
+    memset(k->size, 0, sizeof(k->size));
+    if ((rc = bind_bytes(st, 1, key, key_size)) != SQLITE_OK) {
+        hr = read_error(rc);
+        goto cleanup;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_int64 type = sqlite3_column_int64(st, 0);
+        sqlite3_int64 id = sqlite3_column_int64(st, 1);
+        sqlite3_int64 size = sqlite3_column_int64(st, 2);
+        if (type < 0 || type >= (sqlite3_int64)PSDB_VALUE_TYPE_COUNT)
+            continue; /* never asked for; psdb_file_verify reports it */
+        if (sqlite3_column_type(st, 1) != SQLITE_INTEGER || id <= 0 ||
+            sqlite3_column_type(st, 2) != SQLITE_INTEGER || size <= 0 || size > MAX_ITEM_SIZE)
+            k->blob_id[type] = BLOB_MALFORMED;
+        else
+            k->blob_id[type] = id;
+        k->size[type] = (uint64_t)size;
+    }
+    if (rc != SQLITE_DONE) {
+        hr = read_error(rc);
+        goto cleanup;
+    }
+    if (key_size <= CACHED_KEY_MAX) {
+        memcpy(k->key, key, key_size);
+        k->key_size = key_size;
+    }
+cleanup:
+    sqlite3_reset(st);
+    return hr;
+}
+
+/* Reads a blob already checked against its digest, through the connection's blob handle. */
+static psdb_hr read_verified(conn *c, sqlite3_int64 id, void *value, size_t size)
+{
+    int rc = c->blob ? sqlite3_blob_reopen(c->blob, id)
+                     : sqlite3_blob_open(c->db, "main", "blobs", "data", id, 0, &c->blob);
+    if (rc == SQLITE_OK && (size_t)sqlite3_blob_bytes(c->blob) != size)
+        return PSDB_E_CACHE_CORRUPT;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_blob_read(c->blob, value, (int)size, 0);
+    if (rc != SQLITE_OK) {
+        /* A failed handle is aborted: start afresh next time. */
+        sqlite3_blob_close(c->blob);
+        c->blob = NULL;
+        return read_error(rc);
+    }
+    return PSDB_S_OK;
+}
+
+/* Reads a blob for the first time: bytes, type and size checked against the row and its SHA-256. */
+static psdb_hr read_and_check(psdb_file *f, conn *c, sqlite3_int64 id, void *value, size_t size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = c->blob_st;
+    uint8_t got[EVP_MAX_MD_SIZE];
+    unsigned int got_size = 0;
+    int rc = sqlite3_bind_int64(st, 1, id);
+
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        hr = rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : read_error(rc);
+        goto cleanup;
+    }
+    if (sqlite3_column_type(st, 0) != SQLITE_BLOB || sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+        sqlite3_column_bytes(st, 0) != 32) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        goto cleanup;
+    }
+    const uint8_t *digest = sqlite3_column_blob(st, 0);
+    const void *data = sqlite3_column_blob(st, 1);
+    if ((size_t)sqlite3_column_bytes(st, 1) != size) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        goto cleanup;
+    }
+    if (EVP_DigestInit_ex2(c->md, f->sha256, NULL) != 1 ||
+        EVP_DigestUpdate(c->md, data, size) != 1 ||
+        EVP_DigestFinal_ex(c->md, got, &got_size) != 1) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (got_size != 32 || memcmp(got, digest, 32) != 0) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        goto cleanup;
+    }
+    memcpy(value, data, size);
+    if ((uint64_t)id < f->num_verified_slots)
+        atomic_store_explicit(&f->verified[id], 1, memory_order_relaxed);
+cleanup:
+    sqlite3_reset(st);
+    return hr;
+}
+
 psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uint32_t value_type,
                              void *value, size_t *value_size)
 {
     psdb_hr hr = PSDB_S_OK;
     conn *c = NULL;
-    sqlite3_stmt *st = NULL;
-    int rc = SQLITE_OK;
+    cached_key uncached;
+    const cached_key *k = NULL;
+    sqlite3_int64 id = 0;
+    size_t size = 0;
 
     if (!f || !key || key_size == 0 || key_size > MAX_ITEM_SIZE ||
         value_type >= PSDB_VALUE_TYPE_COUNT || !value_size) {
@@ -865,70 +987,42 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
     }
     if ((hr = conn_get(f, &c)) < 0)
         goto cleanup;
-    st = value ? c->data_st : c->size_st;
-    if ((rc = bind_bytes(st, 1, key, key_size)) != SQLITE_OK ||
-        (rc = sqlite3_bind_int(st, 2, (int)value_type)) != SQLITE_OK) {
-        hr = read_error(rc);
-        goto cleanup;
+    if (c->cache.key_size == key_size && memcmp(c->cache.key, key, key_size) == 0) {
+        k = &c->cache;
+    } else {
+        /* Long keys bypass the cache (it holds CACHED_KEY_MAX bytes). */
+        cached_key *dst = key_size <= CACHED_KEY_MAX ? &c->cache : &uncached;
+        if ((hr = load_key(c, key, key_size, dst)) < 0)
+            goto cleanup;
+        k = dst;
     }
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE) {
+    id = k->blob_id[value_type];
+    size = (size_t)k->size[value_type];
+    if (id == BLOB_ABSENT) {
         hr = PSDB_E_NOT_FOUND;
         goto cleanup;
     }
-    if (rc != SQLITE_ROW) {
-        hr = read_error(rc);
-        goto cleanup;
-    }
-    if (!value) {
-        /* NULL: the value's blob is missing or not a blob. */
-        if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) {
-            hr = PSDB_E_CACHE_CORRUPT;
-            goto cleanup;
-        }
-        *value_size = (size_t)sqlite3_column_int64(st, 0);
-        goto cleanup;
-    }
-    if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sqlite3_column_type(st, 1) != SQLITE_BLOB ||
-        sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32) {
+    if (id == BLOB_MALFORMED) {
         hr = PSDB_E_CACHE_CORRUPT;
         goto cleanup;
     }
-    {
-        sqlite3_int64 id = sqlite3_column_int64(st, 0);
-        const uint8_t *digest = sqlite3_column_blob(st, 1);
-        const void *data = sqlite3_column_blob(st, 2);
-        size_t size = (size_t)sqlite3_column_bytes(st, 2);
-        int cached = id > 0 && (uint64_t)id < f->num_verified_slots;
-        uint8_t got[EVP_MAX_MD_SIZE];
-        unsigned int got_size = 0;
-
-        if (size > *value_size) {
-            *value_size = size;
-            hr = PSDB_E_MORE_DATA;
-            goto cleanup;
-        }
-        if (!cached || !atomic_load_explicit(&f->verified[id], memory_order_relaxed)) {
-            if (EVP_DigestInit_ex2(c->md, f->sha256, NULL) != 1 ||
-                EVP_DigestUpdate(c->md, data, size) != 1 ||
-                EVP_DigestFinal_ex(c->md, got, &got_size) != 1) {
-                hr = PSDB_E_OUTOFMEMORY;
-                goto cleanup;
-            }
-            if (got_size != 32 || memcmp(got, digest, 32) != 0) {
-                hr = PSDB_E_CACHE_CORRUPT;
-                goto cleanup;
-            }
-            if (cached)
-                atomic_store_explicit(&f->verified[id], 1, memory_order_relaxed);
-        }
-        if (size)
-            memcpy(value, data, size);
+    if (!value) {
         *value_size = size;
+        goto cleanup;
     }
+    if (size > *value_size) {
+        *value_size = size;
+        hr = PSDB_E_MORE_DATA;
+        goto cleanup;
+    }
+    if ((uint64_t)id < f->num_verified_slots &&
+        atomic_load_explicit(&f->verified[id], memory_order_relaxed))
+        hr = read_verified(c, id, value, size);
+    else
+        hr = read_and_check(f, c, id, value, size);
+    if (hr >= 0)
+        *value_size = size;
 cleanup:
-    if (st)
-        sqlite3_reset(st);
     if (c)
         conn_put(f, c);
     return hr;
@@ -1010,6 +1104,9 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
         {"SELECT 1 FROM value_entries WHERE typeof(key) != 'blob' OR length(key) = 0 "
          "OR typeof(type) != 'integer' OR type NOT BETWEEN 0 AND 3",
          "a value has a malformed key or type"},
+        {"SELECT 1 FROM value_entries v JOIN blobs b ON b.id = v.blob_id "
+         "WHERE typeof(v.size) != 'integer' OR v.size != length(b.data)",
+         "a value's size differs from its blob's"},
         {"SELECT 1 FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM value_entries v "
          "WHERE v.blob_id = b.id)",
          "a blob is not referenced by any value"},
@@ -1143,7 +1240,8 @@ static const char stage_sql[] =
 /* Copies the staged content into the final tables in sorted order. */
 static const char copy_sql[] =
     "INSERT INTO main.blobs (sha256, data) SELECT sha256, data FROM stage.blobs ORDER BY sha256;"
-    "INSERT INTO main.value_entries (key, type, blob_id) SELECT v.key, v.type, b.id"
+    "INSERT INTO main.value_entries (key, type, blob_id, size)"
+    " SELECT v.key, v.type, b.id, length(b.data)"
     " FROM stage.vals v JOIN main.blobs b ON b.sha256 = v.sha256 ORDER BY v.key, v.type;"
     "INSERT INTO main.value_groups (key, version) SELECT key, version FROM stage.groups"
     " ORDER BY key;"

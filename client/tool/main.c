@@ -13,6 +13,8 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"version", cmd_version, "print the library version"},
+    {"synth", cmd_synth, "write a deterministic synthetic SODB"},
+    {"compile", cmd_compile, "compile an SODB into a PSDB (reference compiler)"},
     {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
     {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"keygen", cmd_keygen, "create an Ed25519 publisher key pair"},

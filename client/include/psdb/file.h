@@ -133,25 +133,50 @@ PSDB_API void psdb_writer_release(psdb_writer *w);
 #define PSDB_SODB_GRAPHICS 2u
 #define PSDB_SODB_STATE_OBJECT 3u
 
-/* Opens (creating if absent) an SODB for appending. An existing SODB must carry the same
- * application name, else PSDB_E_INVALIDARG. Each add is durable when it returns. Thread-safe. */
+/* Opens (creating if absent, schema/sodb.sql) an SODB for appending. identity is copied into the
+ * header of a new SODB; an existing SODB must carry the same application name.
+ *   PSDB_E_INVALIDARG    path, identity or out NULL; identity without name or version, or with an
+ *                        engine version but no engine name; an existing SODB of another application;
+ *   PSDB_E_CACHE_CORRUPT the file exists and is not an SODB (not SQLite, other application_id or
+ *                        user_version, malformed header);
+ *   PSDB_E_IO, PSDB_E_ACCESS, PSDB_E_BUSY (locked past 10 s), PSDB_E_OUTOFMEMORY.
+ * On success *out is the caller's (psdb_sodb_writer_release), else NULL. The file stays in WAL mode
+ * while the writer is open, so readers may open it meanwhile. Thread safety: a writer may be shared
+ * by any number of threads (adds are serialised); several writers, also in other processes, may
+ * append to one file. */
 PSDB_API psdb_hr psdb_sodb_writer_open(const char *path, const psdb_app_identity *identity,
                                        psdb_sodb_writer **out);
-/* Records one description (encoded as schema/SODB.md says). The object key is the SHA-256 of the
- * encoded description; adding the same description again is S_FALSE. */
+/* Records one description: `desc` holds the encoding of schema/SODB.md whose magic matches `kind`
+ * (PSDB_SODB_*). The object key is the SHA-256 of those bytes. Durable (committed and synced)
+ * when it returns. S_OK added; S_FALSE the same (key, version) is already recorded (nothing
+ * changes); PSDB_E_INVALIDARG w or desc NULL, size 0 or >= 2^31, unknown kind or a magic of
+ * another kind; PSDB_E_IO, PSDB_E_DISK_FULL, PSDB_E_BUSY, PSDB_E_OUTOFMEMORY. The bytes are
+ * copied. Thread-safe. */
 PSDB_API psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version,
                                       const void *desc, size_t desc_size);
+/* Closes the writer (the file is switched back to a rollback journal when no other connection has
+ * it open, so it reads alone). NULL is a no-op. No add may be running. */
 PSDB_API void psdb_sodb_writer_release(psdb_sodb_writer *w);
 
-/* Opens an SODB read-only. PSDB_E_CACHE_CORRUPT when it is not one. */
+/* Opens an SODB read-only and reads its header. PSDB_E_INVALIDARG path or out NULL; PSDB_E_IO
+ * cannot open; PSDB_E_CACHE_CORRUPT not an SODB (not SQLite, application_id other than 'PSOD',
+ * user_version other than 1, missing tables, no or several header rows, header of another
+ * encoding version); PSDB_E_OUTOFMEMORY. On success *out is the caller's (psdb_sodb_release).
+ * A psdb_sodb is used by one thread at a time. */
 PSDB_API psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out);
-/* Identity strings are borrowed from the psdb_sodb. */
+/* Copies the identity into *out; its strings are borrowed from the psdb_sodb and live until
+ * psdb_sodb_release. PSDB_E_INVALIDARG on NULL. */
 PSDB_API psdb_hr psdb_sodb_get_identity(psdb_sodb *s, psdb_app_identity *out);
-/* Visits every entry in insertion order; non-zero from fn stops the walk (S_FALSE). */
+/* Visits every entry in insertion order: fn(kind, object key, version, desc bytes, ctx); the bytes
+ * are valid during the call only. A non-zero return from fn stops the walk (S_FALSE). S_OK after
+ * the last entry; PSDB_E_INVALIDARG s or fn NULL; PSDB_E_CACHE_CORRUPT a row with an unknown
+ * kind, a key that is not 32 bytes or not the SHA-256 of its description, or a missing
+ * description (entries before it were visited). Descriptions are not decoded here. */
 PSDB_API psdb_hr psdb_sodb_foreach(psdb_sodb *s,
                                    int (*fn)(uint32_t kind, const uint8_t key[32], uint64_t version,
                                              const void *desc, size_t desc_size, void *ctx),
                                    void *ctx);
+/* Closes the SODB. NULL is a no-op. */
 PSDB_API void psdb_sodb_release(psdb_sodb *s);
 
 #ifdef __cplusplus

@@ -1,0 +1,985 @@
+/* compiler.c - the reference compiler: validation, unit planning and keys, export types, and the
+ * deterministic simulated compile (schema/COMPILER.md). */
+#include "compiler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "desc.h"
+
+static const char KEY_TAG[12] = {'p', 's', 'd', 'b', '.', 'u', 'n', 'i', 't', '.', 'v', '1'};
+static const char CODE_TAG[10] = {'p', 's', 'd', 'b', '.', 'o', 'c', '.', 'v', '1'};
+
+#define OBJECT_CODE_VERSION 1u
+#define METADATA_VERSION 1u
+#define OBJECT_CODE_HEADER 64u
+#define METADATA_FIXED 148u
+
+/* ---- Formats (MODEL V3) ---------------------------------------------------------------------- */
+
+enum fmt_class { FC_NONE = 0, FC_UNORM, FC_SNORM, FC_UINT, FC_SINT, FC_FLOAT };
+
+typedef struct fmt_info {
+    uint32_t format;
+    uint8_t cls;
+    uint8_t bits;     /* largest channel width */
+    uint8_t channels; /* PSDB__COMP_* mask */
+} fmt_info;
+
+#define RGBA 15u
+#define RGB 7u
+#define RG 3u
+#define R_ 1u
+
+static const fmt_info FORMATS[] = {
+    {PSDB_FORMAT_R32G32B32A32_FLOAT, FC_FLOAT, 32, RGBA},
+    {PSDB_FORMAT_R32G32B32A32_UINT, FC_UINT, 32, RGBA},
+    {PSDB_FORMAT_R32G32B32A32_SINT, FC_SINT, 32, RGBA},
+    {PSDB_FORMAT_R32G32B32_FLOAT, FC_FLOAT, 32, RGB},
+    {PSDB_FORMAT_R16G16B16A16_FLOAT, FC_FLOAT, 16, RGBA},
+    {PSDB_FORMAT_R16G16B16A16_UNORM, FC_UNORM, 16, RGBA},
+    {PSDB_FORMAT_R16G16B16A16_UINT, FC_UINT, 16, RGBA},
+    {PSDB_FORMAT_R16G16B16A16_SNORM, FC_SNORM, 16, RGBA},
+    {PSDB_FORMAT_R16G16B16A16_SINT, FC_SINT, 16, RGBA},
+    {PSDB_FORMAT_R32G32_FLOAT, FC_FLOAT, 32, RG},
+    {PSDB_FORMAT_R32G32_UINT, FC_UINT, 32, RG},
+    {PSDB_FORMAT_R32G32_SINT, FC_SINT, 32, RG},
+    {PSDB_FORMAT_R10G10B10A2_UNORM, FC_UNORM, 10, RGBA},
+    {PSDB_FORMAT_R10G10B10A2_UINT, FC_UINT, 10, RGBA},
+    {PSDB_FORMAT_R11G11B10_FLOAT, FC_FLOAT, 11, RGB},
+    {PSDB_FORMAT_R8G8B8A8_UNORM, FC_UNORM, 8, RGBA},
+    {PSDB_FORMAT_R8G8B8A8_UNORM_SRGB, FC_UNORM, 8, RGBA},
+    {PSDB_FORMAT_R8G8B8A8_UINT, FC_UINT, 8, RGBA},
+    {PSDB_FORMAT_R8G8B8A8_SNORM, FC_SNORM, 8, RGBA},
+    {PSDB_FORMAT_R8G8B8A8_SINT, FC_SINT, 8, RGBA},
+    {PSDB_FORMAT_R16G16_FLOAT, FC_FLOAT, 16, RG},
+    {PSDB_FORMAT_R16G16_UNORM, FC_UNORM, 16, RG},
+    {PSDB_FORMAT_R16G16_UINT, FC_UINT, 16, RG},
+    {PSDB_FORMAT_R16G16_SNORM, FC_SNORM, 16, RG},
+    {PSDB_FORMAT_R16G16_SINT, FC_SINT, 16, RG},
+    {PSDB_FORMAT_R32_FLOAT, FC_FLOAT, 32, R_},
+    {PSDB_FORMAT_R32_UINT, FC_UINT, 32, R_},
+    {PSDB_FORMAT_R32_SINT, FC_SINT, 32, R_},
+    {PSDB_FORMAT_R8G8_UNORM, FC_UNORM, 8, RG},
+    {PSDB_FORMAT_R8G8_UINT, FC_UINT, 8, RG},
+    {PSDB_FORMAT_R8G8_SNORM, FC_SNORM, 8, RG},
+    {PSDB_FORMAT_R8G8_SINT, FC_SINT, 8, RG},
+    {PSDB_FORMAT_R16_FLOAT, FC_FLOAT, 16, R_},
+    {PSDB_FORMAT_R16_UNORM, FC_UNORM, 16, R_},
+    {PSDB_FORMAT_R16_UINT, FC_UINT, 16, R_},
+    {PSDB_FORMAT_R16_SNORM, FC_SNORM, 16, R_},
+    {PSDB_FORMAT_R16_SINT, FC_SINT, 16, R_},
+    {PSDB_FORMAT_R8_UNORM, FC_UNORM, 8, R_},
+    {PSDB_FORMAT_R8_UINT, FC_UINT, 8, R_},
+    {PSDB_FORMAT_R8_SNORM, FC_SNORM, 8, R_},
+    {PSDB_FORMAT_R8_SINT, FC_SINT, 8, R_},
+    {PSDB_FORMAT_B8G8R8A8_UNORM, FC_UNORM, 8, RGBA},
+};
+
+static const fmt_info *color_format(uint32_t format)
+{
+    for (size_t i = 0; i < sizeof(FORMATS) / sizeof(FORMATS[0]); i++)
+        if (FORMATS[i].format == format)
+            return &FORMATS[i];
+    return NULL;
+}
+
+static int is_depth_format(uint32_t format)
+{
+    return format == PSDB_FORMAT_D32_FLOAT || format == PSDB_FORMAT_D24_UNORM_S8_UINT ||
+           format == PSDB_FORMAT_D16_UNORM;
+}
+
+static int uses_src_alpha(uint32_t factor)
+{
+    return factor == PSDB_BLEND_SRC_ALPHA || factor == PSDB_BLEND_INV_SRC_ALPHA ||
+           factor == PSDB_BLEND_SRC_ALPHA_SAT;
+}
+
+void psdb__export_types(const psdb_graphics_pipeline_desc *d,
+                        psdb__export out[PSDB_MAX_RENDER_TARGETS])
+{
+    memset(out, 0, sizeof(psdb__export) * PSDB_MAX_RENDER_TARGETS);
+    if (!d || !d->ps.code || d->ps.size == 0)
+        return;
+    for (uint32_t i = 0; i < PSDB_MAX_RENDER_TARGETS && i < d->num_render_targets; i++) {
+        const fmt_info *f = color_format(d->rtv_formats[i]);
+        uint32_t n = d->ps_outputs[i].components;
+        if (!f || n == 0)
+            continue;
+        const psdb_render_target_blend_desc *rt =
+            &d->blend.render_target[d->blend.independent_blend_enable ? i : 0];
+        uint32_t written = n >= 4 ? RGBA : (1u << n) - 1u;
+        uint32_t mask = rt->render_target_write_mask ? rt->render_target_write_mask & RGBA : RGBA;
+        int blend = rt->blend_enable && f->cls != FC_UINT && f->cls != FC_SINT;
+        uint32_t comp = written & f->channels & mask;
+        if (blend && (uses_src_alpha(rt->src_blend) || uses_src_alpha(rt->dest_blend) ||
+                      uses_src_alpha(rt->src_blend_alpha) || uses_src_alpha(rt->dest_blend_alpha)))
+            comp |= written & PSDB__COMP_A;
+        if (i == 0 && d->blend.alpha_to_coverage_enable)
+            comp |= written & PSDB__COMP_A;
+        if (comp == 0)
+            continue;
+        uint32_t type = PSDB__EXPORT_NONE;
+        if (blend) {
+            type = f->bits <= 16 ? PSDB__EXPORT_FLOAT16 : PSDB__EXPORT_FLOAT32;
+        } else {
+            switch (f->cls) {
+            case FC_UNORM:
+                type = PSDB__EXPORT_UNORM16;
+                break;
+            case FC_SNORM:
+                type = PSDB__EXPORT_SNORM16;
+                break;
+            case FC_UINT:
+                type = f->bits <= 16 ? PSDB__EXPORT_UINT16 : PSDB__EXPORT_UINT32;
+                break;
+            case FC_SINT:
+                type = f->bits <= 16 ? PSDB__EXPORT_SINT16 : PSDB__EXPORT_SINT32;
+                break;
+            default:
+                type = f->bits <= 16 ? PSDB__EXPORT_FLOAT16 : PSDB__EXPORT_FLOAT32;
+                break;
+            }
+        }
+        out[i].type = type;
+        out[i].components = comp;
+    }
+}
+
+/* ---- Validation ------------------------------------------------------------------------------ */
+
+static int shader_present(const psdb_shader *s)
+{
+    return s->code != NULL || s->size != 0;
+}
+
+static int shader_bad(const psdb_shader *s)
+{
+    return (s->code && s->size == 0) || (!s->code && s->size != 0);
+}
+
+static psdb_hr validate_graphics(const psdb_graphics_pipeline_desc *d)
+{
+    if (!d->root_signature || d->root_signature_size == 0)
+        return PSDB_E_INVALIDARG;
+    if (!shader_present(&d->vs) || shader_bad(&d->vs) || shader_bad(&d->ps) || shader_bad(&d->ds) ||
+        shader_bad(&d->hs) || shader_bad(&d->gs))
+        return PSDB_E_INVALIDARG;
+    if (shader_present(&d->hs) != shader_present(&d->ds))
+        return PSDB_E_INVALIDARG;
+    if (d->num_render_targets > PSDB_MAX_RENDER_TARGETS)
+        return PSDB_E_INVALIDARG;
+    for (uint32_t i = 0; i < PSDB_MAX_RENDER_TARGETS; i++) {
+        uint32_t f = d->rtv_formats[i];
+        if (f == PSDB_FORMAT_UNKNOWN)
+            continue;
+        if (i >= d->num_render_targets || !color_format(f))
+            return PSDB_E_INVALIDARG;
+    }
+    if (d->dsv_format != PSDB_FORMAT_UNKNOWN && !is_depth_format(d->dsv_format))
+        return PSDB_E_INVALIDARG;
+    for (int i = 0; i < PSDB_MAX_RENDER_TARGETS; i++)
+        if (d->ps_outputs[i].components > 4 || d->ps_outputs[i].type > PSDB_COMPONENT_SINT)
+            return PSDB_E_INVALIDARG;
+    const psdb_input_layout_desc *il = &d->input_layout;
+    if (il->num_elements && !il->elements)
+        return PSDB_E_INVALIDARG;
+    for (uint32_t i = 0; i < il->num_elements; i++)
+        if (!il->elements[i].semantic_name)
+            return PSDB_E_INVALIDARG;
+    const psdb_stream_output_desc *so = &d->stream_output;
+    if ((so->num_entries && !so->entries) || (so->num_strides && !so->buffer_strides))
+        return PSDB_E_INVALIDARG;
+    for (uint32_t i = 0; i < so->num_entries; i++)
+        if (!so->entries[i].semantic_name)
+            return PSDB_E_INVALIDARG;
+    return PSDB_S_OK;
+}
+
+/* ---- Keys ------------------------------------------------------------------------------------ */
+
+static void key_begin(psdb__buf *b, uint32_t kind)
+{
+    b->len = 0;
+    psdb__buf_append(b, KEY_TAG, sizeof(KEY_TAG));
+    psdb__buf_u32(b, kind);
+}
+
+static void key_bytes(psdb__buf *b, const void *p, size_t n)
+{
+    /* Sizes were checked by the encoder (< 2^32) before any key is derived. */
+    psdb__buf_u32(b, (uint32_t)n);
+    psdb__buf_append(b, p, n);
+}
+
+static void key_str(psdb__buf *b, const char *s)
+{
+    key_bytes(b, s, strlen(s));
+}
+
+static psdb_hr key_end(psdb__buf *b, uint8_t key[PSDB__KEY_SIZE])
+{
+    psdb_hr hr = psdb__buf_status(b);
+    if (PSDB_SUCCEEDED(hr))
+        psdb__sha256(b->data, b->len, key);
+    return hr;
+}
+
+static psdb__unit *add_unit(psdb__plan *p, uint32_t kind, const void *code, size_t size)
+{
+    psdb__unit *u = &p->units[p->num_units++];
+    memset(u, 0, sizeof(*u));
+    u->kind = kind;
+    u->code = code;
+    u->code_size = size;
+    return u;
+}
+
+/* The PIPELINE / STATE_OBJECT unit: its code is the state blob, its key covers the group key. */
+static psdb_hr add_state_unit(psdb__plan *p, uint32_t kind, psdb__buf *kb)
+{
+    psdb__unit *u = add_unit(p, kind, p->state.data, p->state.len);
+    key_begin(kb, kind);
+    psdb__buf_append(kb, p->group_key, PSDB__KEY_SIZE);
+    return key_end(kb, u->key);
+}
+
+static void plan_reset(psdb__plan *p)
+{
+    free(p->units);
+    psdb__buf_free(&p->state);
+    free(p->decoded);
+    memset(p, 0, sizeof(*p));
+}
+
+void psdb__plan_free(psdb__plan *p)
+{
+    if (p)
+        plan_reset(p);
+}
+
+psdb_hr psdb__plan_compute(const psdb_compute_pipeline_desc *d, psdb__plan *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__plan p = {0};
+    psdb__buf enc = {0}, kb = {0};
+
+    if (!out)
+        return PSDB_E_INVALIDARG;
+    memset(out, 0, sizeof(*out));
+    if (!d || !d->root_signature || d->root_signature_size == 0 || !d->cs.code || d->cs.size == 0) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = psdb__desc_encode_compute(d, &enc);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    psdb__sha256(enc.data, enc.len, p.group_key);
+    hr = psdb__desc_encode_compute_state(d, &p.state);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    p.units = calloc(2, sizeof(psdb__unit));
+    if (!p.units) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    psdb__unit *cs = add_unit(&p, PSDB__UNIT_CS, d->cs.code, d->cs.size);
+    key_begin(&kb, PSDB__UNIT_CS);
+    key_bytes(&kb, d->cs.code, d->cs.size);
+    key_bytes(&kb, d->root_signature, d->root_signature_size);
+    hr = key_end(&kb, cs->key);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = add_state_unit(&p, PSDB__UNIT_PIPELINE, &kb);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    *out = p;
+    memset(&p, 0, sizeof(p));
+cleanup:
+    plan_reset(&p);
+    psdb__buf_free(&enc);
+    psdb__buf_free(&kb);
+    return hr;
+}
+
+psdb_hr psdb__plan_graphics(const psdb_graphics_pipeline_desc *d, psdb__plan *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__plan p = {0};
+    psdb__buf enc = {0}, kb = {0};
+    psdb__export exports[PSDB_MAX_RENDER_TARGETS];
+
+    if (!out)
+        return PSDB_E_INVALIDARG;
+    memset(out, 0, sizeof(*out));
+    if (!d) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = validate_graphics(d);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = psdb__desc_encode_graphics(d, &enc);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    psdb__sha256(enc.data, enc.len, p.group_key);
+    hr = psdb__desc_encode_graphics_state(d, &p.state);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    p.units = calloc(6, sizeof(psdb__unit));
+    if (!p.units) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    psdb__export_types(d, exports);
+
+    const struct {
+        uint32_t kind;
+        const psdb_shader *s;
+    } stages[] = {{PSDB__UNIT_VS, &d->vs},
+                  {PSDB__UNIT_PS, &d->ps},
+                  {PSDB__UNIT_DS, &d->ds},
+                  {PSDB__UNIT_HS, &d->hs},
+                  {PSDB__UNIT_GS, &d->gs}};
+    uint32_t last_pre_raster = shader_present(&d->gs)   ? PSDB__UNIT_GS
+                               : shader_present(&d->ds) ? PSDB__UNIT_DS
+                                                        : PSDB__UNIT_VS;
+    for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+        if (!shader_present(stages[i].s))
+            continue;
+        uint32_t kind = stages[i].kind;
+        psdb__unit *u = add_unit(&p, kind, stages[i].s->code, stages[i].s->size);
+        key_begin(&kb, kind);
+        key_bytes(&kb, u->code, u->code_size);
+        key_bytes(&kb, d->root_signature, d->root_signature_size);
+        if (kind == PSDB__UNIT_VS) {
+            hr = psdb__desc_append_input_layout(&kb, &d->input_layout);
+            if (PSDB_FAILED(hr))
+                goto cleanup;
+        }
+        if (kind == PSDB__UNIT_VS || kind == PSDB__UNIT_DS || kind == PSDB__UNIT_GS) {
+            psdb__buf_u32(&kb, kind == last_pre_raster ? 1u : 0u);
+            if (kind == last_pre_raster) {
+                hr = psdb__desc_append_stream_output(&kb, &d->stream_output);
+                if (PSDB_FAILED(hr))
+                    goto cleanup;
+            }
+        }
+        if (kind == PSDB__UNIT_PS) {
+            memcpy(u->exports, exports, sizeof(exports));
+            for (int t = 0; t < PSDB_MAX_RENDER_TARGETS; t++) {
+                psdb__buf_u32(&kb, exports[t].type);
+                psdb__buf_u32(&kb, exports[t].components);
+            }
+            psdb__buf_u32(&kb, d->blend.alpha_to_coverage_enable ? 1u : 0u);
+            psdb__buf_u32(&kb, d->sample_count ? d->sample_count : 1u);
+        }
+        hr = key_end(&kb, u->key);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    hr = add_state_unit(&p, PSDB__UNIT_PIPELINE, &kb);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    *out = p;
+    memset(&p, 0, sizeof(p));
+cleanup:
+    plan_reset(&p);
+    psdb__buf_free(&enc);
+    psdb__buf_free(&kb);
+    return hr;
+}
+
+static psdb_hr validate_state_object(const psdb_state_object_desc *d,
+                                     int (*collection_key)(psdb_state_object *, uint8_t[32]),
+                                     const psdb_shader **global_rs, uint32_t *num_libraries)
+{
+    *global_rs = NULL;
+    *num_libraries = 0;
+    if (d->type != PSDB_STATE_OBJECT_COLLECTION &&
+        d->type != PSDB_STATE_OBJECT_RAYTRACING_PIPELINE && d->type != PSDB_STATE_OBJECT_EXECUTABLE)
+        return PSDB_E_INVALIDARG;
+    if (d->num_subobjects && !d->subobjects)
+        return PSDB_E_INVALIDARG;
+    for (uint32_t i = 0; i < d->num_subobjects; i++) {
+        const psdb_state_subobject *so = &d->subobjects[i];
+        if (!so->desc && so->type != PSDB_SUBOBJECT_PSDB)
+            return PSDB_E_INVALIDARG;
+        switch (so->type) {
+        case PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE: {
+            const psdb_shader *rs = so->desc;
+            if (*global_rs || !rs->code || rs->size == 0)
+                return PSDB_E_INVALIDARG;
+            *global_rs = rs;
+            break;
+        }
+        case PSDB_SUBOBJECT_DXIL_LIBRARY: {
+            const psdb_dxil_library_desc *lib = so->desc;
+            if (!lib->library.code || lib->library.size == 0 || (lib->num_exports && !lib->exports))
+                return PSDB_E_INVALIDARG;
+            for (uint32_t j = 0; j < lib->num_exports; j++)
+                if (!lib->exports[j])
+                    return PSDB_E_INVALIDARG;
+            (*num_libraries)++;
+            break;
+        }
+        case PSDB_SUBOBJECT_EXISTING_COLLECTION: {
+            const psdb_existing_collection_desc *c = so->desc;
+            uint8_t key[32];
+            if (!collection_key || !c->collection || collection_key(c->collection, key) != 0)
+                return PSDB_E_INVALIDARG;
+            break;
+        }
+        case PSDB_SUBOBJECT_HIT_GROUP: {
+            const psdb_hit_group_desc *hg = so->desc;
+            if (!hg->name)
+                return PSDB_E_INVALIDARG;
+            break;
+        }
+        case PSDB_SUBOBJECT_PSDB:
+            break;
+        default:
+            return PSDB_E_INVALIDARG;
+        }
+    }
+    return PSDB_S_OK;
+}
+
+psdb_hr psdb__plan_state_object_ex(const psdb_state_object_desc *d,
+                                   int (*collection_key)(psdb_state_object *so, uint8_t key[32]),
+                                   psdb__plan *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__plan p = {0};
+    psdb__buf enc = {0}, kb = {0};
+    const psdb_shader *rs = NULL;
+    uint32_t num_libraries = 0;
+
+    if (!out)
+        return PSDB_E_INVALIDARG;
+    memset(out, 0, sizeof(*out));
+    if (!d) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    hr = validate_state_object(d, collection_key, &rs, &num_libraries);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = psdb__desc_encode_state_object(d, collection_key, &enc);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    psdb__sha256(enc.data, enc.len, p.group_key);
+    hr = psdb__desc_encode_state_object_state(d, collection_key, &p.state);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    p.units = calloc((size_t)num_libraries + 1, sizeof(psdb__unit));
+    if (!p.units) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (uint32_t i = 0; i < d->num_subobjects; i++) {
+        if (d->subobjects[i].type != PSDB_SUBOBJECT_DXIL_LIBRARY)
+            continue;
+        const psdb_dxil_library_desc *lib = d->subobjects[i].desc;
+        psdb__unit *u = add_unit(&p, PSDB__UNIT_LIBRARY, lib->library.code, lib->library.size);
+        key_begin(&kb, PSDB__UNIT_LIBRARY);
+        key_bytes(&kb, u->code, u->code_size);
+        key_bytes(&kb, rs ? rs->code : NULL, rs ? rs->size : 0);
+        psdb__buf_u32(&kb, lib->num_exports);
+        for (uint32_t j = 0; j < lib->num_exports; j++)
+            key_str(&kb, lib->exports[j]);
+        hr = key_end(&kb, u->key);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    hr = add_state_unit(&p, PSDB__UNIT_STATE_OBJECT, &kb);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    *out = p;
+    memset(&p, 0, sizeof(p));
+cleanup:
+    plan_reset(&p);
+    psdb__buf_free(&enc);
+    psdb__buf_free(&kb);
+    return hr;
+}
+
+psdb_hr psdb__plan_state_object(const psdb_state_object_desc *d, psdb__plan *out)
+{
+    return psdb__plan_state_object_ex(d, NULL, out);
+}
+
+psdb_hr psdb__plan_encoded(uint32_t kind, const void *data, size_t size, psdb__plan *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    void *decoded = NULL;
+
+    if (!out)
+        return PSDB_E_INVALIDARG;
+    memset(out, 0, sizeof(*out));
+    switch (kind) {
+    case PSDB_SODB_COMPUTE: {
+        psdb_compute_pipeline_desc *c = NULL;
+        hr = psdb__desc_decode_compute(data, size, &c);
+        decoded = c;
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb__plan_compute(c, out);
+        break;
+    }
+    case PSDB_SODB_GRAPHICS: {
+        psdb_graphics_pipeline_desc *g = NULL;
+        hr = psdb__desc_decode_graphics(data, size, &g);
+        decoded = g;
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb__plan_graphics(g, out);
+        break;
+    }
+    case PSDB_SODB_STATE_OBJECT: {
+        psdb_state_object_desc *s = NULL;
+        hr = psdb__desc_decode_state_object(data, size, &s);
+        decoded = s;
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb__plan_state_object_ex(s, psdb__desc_decoded_collection_key, out);
+        break;
+    }
+    default:
+        hr = PSDB_E_CACHE_CORRUPT;
+        break;
+    }
+    if (PSDB_SUCCEEDED(hr)) {
+        out->decoded = decoded;
+        decoded = NULL;
+    }
+    free(decoded);
+    return hr;
+}
+
+/* ---- Compiling ------------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Simulated code generation: keeps the CPU busy for `ns` on the monotonic clock, so a compile
+ * takes the same wall time whatever else the machine runs. */
+static uint64_t burn(uint64_t ns, uint64_t seed)
+{
+    uint64_t start = now_ns(), s = seed, acc = 0;
+    while (now_ns() - start < ns)
+        for (int i = 0; i < 256; i++)
+            acc ^= splitmix64(&s);
+    return acc;
+}
+
+static uint64_t cost_ns(uint64_t ns_per_kib, size_t size)
+{
+    if (ns_per_kib == PSDB_COMPILE_COST_FREE)
+        return 0;
+    if (ns_per_kib == 0)
+        ns_per_kib = PSDB_COMPILE_NS_PER_KIB_DEFAULT;
+    uint64_t sz = (uint64_t)size;
+    if (sz != 0 && ns_per_kib > UINT64_MAX / sz)
+        return sz / 1024 > UINT64_MAX / ns_per_kib ? UINT64_MAX : (sz / 1024) * ns_per_kib;
+    return ns_per_kib * sz / 1024;
+}
+
+static volatile uint64_t burn_sink;
+
+psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t ns_per_kib,
+                           psdb__buf *object_code, psdb__buf *metadata)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf oc = {0}, md = {0}, sb = {0};
+    uint8_t seed[32];
+    size_t family_len = 0;
+
+    if (!u || !t || !object_code || !metadata || !t->family || (!u->code && u->code_size))
+        return PSDB_E_INVALIDARG;
+    family_len = strlen(t->family);
+    if (family_len == 0 || family_len >= PSDB_ADAPTER_FAMILY_MAX ||
+        u->kind > PSDB__UNIT_STATE_OBJECT)
+        return PSDB_E_INVALIDARG;
+
+    /* The code generator's randomness is a function of the target and the unit only. */
+    psdb__buf_append(&sb, CODE_TAG, sizeof(CODE_TAG));
+    psdb__buf_u32(&sb, (uint32_t)family_len);
+    psdb__buf_append(&sb, t->family, family_len);
+    psdb__buf_u64(&sb, t->abi_version);
+    psdb__buf_u64(&sb, t->compiler_version);
+    psdb__buf_append(&sb, u->key, PSDB__KEY_SIZE);
+    hr = psdb__buf_status(&sb);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    psdb__sha256(sb.data, sb.len, seed);
+    uint64_t state = psdb__le64(seed);
+
+    /* Body: every 4 bytes of input become 4 scrambled bytes and 1 check byte (1.25x). */
+    size_t groups = u->code_size / 4 + (u->code_size % 4 != 0);
+    uint64_t body_size = (uint64_t)groups * 5;
+    int is_ps = u->kind == PSDB__UNIT_PS;
+    uint64_t patch_size = is_ps ? 8u * PSDB_MAX_RENDER_TARGETS : 0u;
+
+    psdb__buf_append(&oc, "PSOC", 4);
+    psdb__buf_u32(&oc, OBJECT_CODE_VERSION);
+    psdb__buf_u32(&oc, u->kind);
+    psdb__buf_u32(&oc, 0);
+    psdb__buf_append(&oc, u->key, PSDB__KEY_SIZE);
+    psdb__buf_u64(&oc, t->abi_version);
+    psdb__buf_u64(&oc, body_size);
+    for (size_t g = 0; g < groups && !oc.oom; g++) {
+        uint8_t in[4] = {0}, outb[5];
+        size_t n = u->code_size - g * 4 < 4 ? u->code_size - g * 4 : 4;
+        memcpy(in, u->code + g * 4, n);
+        uint64_t x = splitmix64(&state);
+        for (int k = 0; k < 4; k++)
+            outb[k] = in[k] ^ (uint8_t)(x >> (8 * k));
+        outb[4] = (uint8_t)(in[0] + in[1] + in[2] + in[3] + (uint8_t)(x >> 32));
+        psdb__buf_append(&oc, outb, sizeof(outb));
+    }
+    if (is_ps) {
+        /* The export patch the seed describes: down-conversions fixed at compile time. */
+        for (int i = 0; i < PSDB_MAX_RENDER_TARGETS; i++) {
+            psdb__buf_u32(&oc, u->exports[i].type);
+            psdb__buf_u32(&oc, u->exports[i].components);
+        }
+    }
+
+    psdb__buf_append(&md, "PSMD", 4);
+    psdb__buf_u32(&md, METADATA_VERSION);
+    psdb__buf_u32(&md, u->kind);
+    psdb__buf_u32(&md, 0);
+    psdb__buf_append(&md, u->key, PSDB__KEY_SIZE);
+    psdb__buf_u64(&md, u->code_size);
+    psdb__buf_u64(&md, OBJECT_CODE_HEADER + body_size + patch_size);
+    psdb__buf_u64(&md, t->abi_version);
+    psdb__buf_u64(&md, t->compiler_version);
+    for (int i = 0; i < PSDB_MAX_RENDER_TARGETS; i++) {
+        psdb__buf_u32(&md, is_ps ? u->exports[i].type : 0u);
+        psdb__buf_u32(&md, is_ps ? u->exports[i].components : 0u);
+    }
+    psdb__buf_u32(&md, (uint32_t)family_len);
+    psdb__buf_append(&md, t->family, family_len);
+
+    hr = psdb__buf_status(&oc);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb__buf_status(&md);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    burn_sink = burn(cost_ns(ns_per_kib, u->code_size), state);
+    *object_code = oc;
+    *metadata = md;
+    memset(&oc, 0, sizeof(oc));
+    memset(&md, 0, sizeof(md));
+cleanup:
+    psdb__buf_free(&oc);
+    psdb__buf_free(&md);
+    psdb__buf_free(&sb);
+    return hr;
+}
+
+/* ---- Pipeline-state streams ------------------------------------------------------------------ */
+
+psdb_hr psdb__stream_to_desc(const psdb_pipeline_stream_desc *s, int *is_compute,
+                             psdb_compute_pipeline_desc *cd, psdb_graphics_pipeline_desc *gd)
+{
+    const void *by_type[PSDB_STREAM_PSDB + 1] = {0};
+
+    if (!s || !is_compute || !cd || !gd || (s->num_subobjects && !s->subobjects))
+        return PSDB_E_INVALIDARG;
+    for (uint32_t i = 0; i < s->num_subobjects; i++) {
+        uint32_t type = s->subobjects[i].type;
+        if (type > PSDB_STREAM_PSDB || !s->subobjects[i].data || by_type[type])
+            return PSDB_E_INVALIDARG;
+        by_type[type] = s->subobjects[i].data;
+    }
+    int compute = by_type[PSDB_STREAM_CS] != NULL;
+    if (compute && (by_type[PSDB_STREAM_VS] || by_type[PSDB_STREAM_PS] || by_type[PSDB_STREAM_DS] ||
+                    by_type[PSDB_STREAM_HS] || by_type[PSDB_STREAM_GS]))
+        return PSDB_E_INVALIDARG;
+
+    memset(cd, 0, sizeof(*cd));
+    memset(gd, 0, sizeof(*gd));
+    *is_compute = compute;
+    const psdb_shader *rs = by_type[PSDB_STREAM_ROOT_SIGNATURE];
+    const psdb_session_subobject *psdb = by_type[PSDB_STREAM_PSDB];
+    if (compute) {
+        if (rs) {
+            cd->root_signature = rs->code;
+            cd->root_signature_size = rs->size;
+        }
+        cd->cs = *(const psdb_shader *)by_type[PSDB_STREAM_CS];
+        cd->psdb = psdb;
+        return PSDB_S_OK;
+    }
+    if (rs) {
+        gd->root_signature = rs->code;
+        gd->root_signature_size = rs->size;
+    }
+    psdb_shader *stages[] = {&gd->vs, &gd->ps, &gd->ds, &gd->hs, &gd->gs};
+    const uint32_t stage_types[] = {PSDB_STREAM_VS, PSDB_STREAM_PS, PSDB_STREAM_DS, PSDB_STREAM_HS,
+                                    PSDB_STREAM_GS};
+    for (int i = 0; i < 5; i++)
+        if (by_type[stage_types[i]])
+            *stages[i] = *(const psdb_shader *)by_type[stage_types[i]];
+    if (by_type[PSDB_STREAM_STREAM_OUTPUT])
+        gd->stream_output = *(const psdb_stream_output_desc *)by_type[PSDB_STREAM_STREAM_OUTPUT];
+    if (by_type[PSDB_STREAM_BLEND])
+        gd->blend = *(const psdb_blend_desc *)by_type[PSDB_STREAM_BLEND];
+    gd->sample_mask = by_type[PSDB_STREAM_SAMPLE_MASK]
+                          ? *(const uint32_t *)by_type[PSDB_STREAM_SAMPLE_MASK]
+                          : UINT32_MAX;
+    if (by_type[PSDB_STREAM_RASTERIZER])
+        gd->rasterizer = *(const psdb_rasterizer_desc *)by_type[PSDB_STREAM_RASTERIZER];
+    if (by_type[PSDB_STREAM_DEPTH_STENCIL])
+        gd->depth_stencil = *(const psdb_depth_stencil_desc *)by_type[PSDB_STREAM_DEPTH_STENCIL];
+    if (by_type[PSDB_STREAM_INPUT_LAYOUT])
+        gd->input_layout = *(const psdb_input_layout_desc *)by_type[PSDB_STREAM_INPUT_LAYOUT];
+    if (by_type[PSDB_STREAM_PRIMITIVE_TOPOLOGY])
+        gd->primitive_topology_type = *(const uint32_t *)by_type[PSDB_STREAM_PRIMITIVE_TOPOLOGY];
+    if (by_type[PSDB_STREAM_RENDER_TARGETS]) {
+        const psdb_render_targets_desc *rt = by_type[PSDB_STREAM_RENDER_TARGETS];
+        gd->num_render_targets = rt->num_render_targets;
+        memcpy(gd->rtv_formats, rt->rtv_formats, sizeof(gd->rtv_formats));
+    }
+    if (by_type[PSDB_STREAM_DEPTH_STENCIL_FORMAT])
+        gd->dsv_format = *(const uint32_t *)by_type[PSDB_STREAM_DEPTH_STENCIL_FORMAT];
+    gd->sample_count = 1;
+    if (by_type[PSDB_STREAM_SAMPLE_DESC]) {
+        const uint32_t *sd = by_type[PSDB_STREAM_SAMPLE_DESC];
+        gd->sample_count = sd[0];
+        gd->sample_quality = sd[1];
+    }
+    if (by_type[PSDB_STREAM_PS_OUTPUTS])
+        memcpy(gd->ps_outputs, by_type[PSDB_STREAM_PS_OUTPUTS], sizeof(gd->ps_outputs));
+    gd->psdb = psdb;
+    return PSDB_S_OK;
+}
+
+/* ---- Compiling a whole SODB ------------------------------------------------------------------ */
+
+/* An open-addressing set of 32-byte keys (the units already compiled). */
+typedef struct key_set {
+    uint8_t (*slots)[PSDB__KEY_SIZE];
+    uint8_t *used;
+    size_t cap, count;
+} key_set;
+
+static size_t key_slot(const key_set *s, const uint8_t *key)
+{
+    size_t i = (size_t)psdb__le64(key) & (s->cap - 1);
+    while (s->used[i] && memcmp(s->slots[i], key, PSDB__KEY_SIZE) != 0)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+/* 1 inserted, 0 already present, -1 out of memory. */
+static int key_set_add(key_set *s, const uint8_t *key)
+{
+    if ((s->count + 1) * 2 > s->cap) {
+        key_set n = {0};
+        n.cap = s->cap ? s->cap * 2 : 1024;
+        n.slots = malloc(n.cap * PSDB__KEY_SIZE);
+        n.used = calloc(n.cap, 1);
+        if (!n.slots || !n.used) {
+            free(n.slots);
+            free(n.used);
+            return -1;
+        }
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->used[i])
+                continue;
+            size_t j = key_slot(&n, s->slots[i]);
+            memcpy(n.slots[j], s->slots[i], PSDB__KEY_SIZE);
+            n.used[j] = 1;
+        }
+        n.count = s->count;
+        free(s->slots);
+        free(s->used);
+        *s = n;
+    }
+    size_t i = key_slot(s, key);
+    if (s->used[i])
+        return 0;
+    memcpy(s->slots[i], key, PSDB__KEY_SIZE);
+    s->used[i] = 1;
+    s->count++;
+    return 1;
+}
+
+typedef struct compile_ctx {
+    psdb_writer *w;
+    const psdb_target *t;
+    uint64_t ns_per_kib;
+    key_set units, groups;
+    psdb__compile_stats st;
+    uint64_t index;
+    psdb_hr hr;
+    char *err;
+    size_t err_size;
+} compile_ctx;
+
+static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
+                         size_t desc_size, void *arg)
+{
+    compile_ctx *c = arg;
+    psdb__plan plan = {0};
+    psdb_value_ref *refs = NULL;
+    psdb__buf oc = {0}, md = {0};
+    const char *what = "planning";
+    char hex[17];
+    psdb_hr hr = PSDB_S_OK;
+
+    c->index++;
+    psdb__hex(key, 8, hex);
+    int fresh = key_set_add(&c->groups, key);
+    if (fresh < 0) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (fresh == 0) {
+        c->st.skipped++;
+        goto cleanup;
+    }
+    hr = psdb__plan_encoded(kind, desc, desc_size, &plan);
+    if (PSDB_SUCCEEDED(hr) && memcmp(plan.group_key, key, PSDB__KEY_SIZE) != 0)
+        hr = PSDB_E_CACHE_CORRUPT;
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    refs = calloc(plan.num_units, sizeof(*refs));
+    if (!refs) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (uint32_t i = 0; i < plan.num_units; i++) {
+        const psdb__unit *u = &plan.units[i];
+        refs[i].key = u->key;
+        refs[i].key_size = PSDB__KEY_SIZE;
+        c->st.units++;
+        int add = key_set_add(&c->units, u->key);
+        if (add < 0) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        if (add == 0)
+            continue;
+        what = "compiling";
+        hr = psdb__compile_unit(u, c->t, c->ns_per_kib, &oc, &md);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        what = "writing";
+        hr = psdb_writer_put_value(c->w, u->key, PSDB__KEY_SIZE, PSDB_VALUE_OBJECT_CODE, oc.data,
+                                   oc.len);
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb_writer_put_value(c->w, u->key, PSDB__KEY_SIZE, PSDB_VALUE_METADATA, md.data,
+                                       md.len);
+        psdb__buf_free(&oc);
+        psdb__buf_free(&md);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        c->st.units_compiled++;
+        c->st.code_bytes += u->code_size;
+    }
+    what = "writing";
+    hr = psdb_writer_put_group(c->w, key, PSDB__KEY_SIZE, version, plan.num_units, refs);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    c->st.pipelines++;
+    if (kind == PSDB_SODB_COMPUTE)
+        c->st.compute++;
+    else if (kind == PSDB_SODB_GRAPHICS)
+        c->st.graphics++;
+    else
+        c->st.state_objects++;
+cleanup:
+    if (PSDB_FAILED(hr)) {
+        c->hr = hr;
+        if (c->err)
+            snprintf(c->err, c->err_size, "entry %llu (key %s...): %s failed: %s",
+                     (unsigned long long)c->index, hex, what, psdb_hr_str(hr));
+    }
+    psdb__buf_free(&oc);
+    psdb__buf_free(&md);
+    free(refs);
+    psdb__plan_free(&plan);
+    return PSDB_FAILED(hr);
+}
+
+static double mono_seconds(void)
+{
+    return (double)now_ns() / 1e9;
+}
+
+psdb_hr psdb__compile_sodb(const char *sodb_path, const psdb_target *t, uint64_t ns_per_kib,
+                           const char *out_path, psdb__compile_stats *stats, char *err,
+                           size_t err_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_sodb *s = NULL;
+    psdb_app_identity id;
+    compile_ctx c = {0};
+    double t0 = mono_seconds();
+
+    if (err && err_size)
+        err[0] = '\0';
+    if (!sodb_path || !t || !out_path)
+        return PSDB_E_INVALIDARG;
+    hr = psdb_sodb_open(sodb_path, &s);
+    if (PSDB_FAILED(hr)) {
+        if (err)
+            snprintf(err, err_size, "cannot open SODB %s: %s", sodb_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    psdb_sodb_get_identity(s, &id);
+    hr = psdb_writer_create(out_path, &id, t, &c.w);
+    if (PSDB_FAILED(hr)) {
+        if (err)
+            snprintf(err, err_size, "cannot create %s: %s", out_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    c.t = t;
+    c.ns_per_kib = ns_per_kib;
+    c.err = err;
+    c.err_size = err_size;
+    hr = psdb_sodb_foreach(s, compile_entry, &c);
+    if (PSDB_FAILED(c.hr)) {
+        hr = c.hr;
+        goto cleanup;
+    }
+    if (PSDB_FAILED(hr)) {
+        if (err)
+            snprintf(err, err_size, "reading SODB %s after entry %llu: %s", sodb_path,
+                     (unsigned long long)c.index, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    hr = psdb_writer_finish(c.w);
+    if (PSDB_FAILED(hr)) {
+        if (err)
+            snprintf(err, err_size, "writing %s: %s", out_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    c.st.seconds = mono_seconds() - t0;
+    if (stats)
+        *stats = c.st;
+cleanup:
+    psdb_writer_release(c.w);
+    psdb_sodb_release(s);
+    free(c.units.slots);
+    free(c.units.used);
+    free(c.groups.slots);
+    free(c.groups.used);
+    return hr;
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# compile_test.sh - psdb synth + psdb compile end to end: deterministic SODB and PSDB, the target
+# changes the bytes, bad input fails with one line. Env: PSDB = the psdb tool.
+set -euo pipefail
+: "${PSDB:?set PSDB to the psdb tool}"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "compile_test: $*" >&2; exit 1; }
+
+# synth: same arguments -> byte-identical file; another seed -> another file.
+"$PSDB" synth --app Game --app-version 1.2.0.0 --pipelines 300 --seed 7 --variants 4 -o "$dir/a.sodb"
+"$PSDB" synth --app Game --app-version 1.2.0.0 --pipelines 300 --seed 7 --variants 4 -o "$dir/b.sodb"
+cmp -s "$dir/a.sodb" "$dir/b.sodb" || fail "synth is not deterministic"
+"$PSDB" synth --app Game --app-version 1.2.0.0 --pipelines 300 --seed 8 -o "$dir/c.sodb"
+cmp -s "$dir/a.sodb" "$dir/c.sodb" && fail "another seed gave the same SODB"
+"$PSDB" synth --help | grep -q -- '--pipelines' || fail "synth --help"
+
+# compile twice -> identical files and content digests.
+"$PSDB" compile "$dir/a.sodb" --family contoso-gfx9 --abi 0x10 --compiler-version 1.0.0.0 \
+    --profile-version 2.0.0.0 --cost-ns-per-kib 0 -o "$dir/1.psdb" >"$dir/out1"
+"$PSDB" compile "$dir/a.sodb" --family contoso-gfx9 --abi 16 --compiler-version 1.0.0.0 \
+    --profile-version 2.0.0.0 --cost-ns-per-kib 0 -o "$dir/2.psdb" --json >"$dir/out2.json"
+cmp -s "$dir/1.psdb" "$dir/2.psdb" || fail "compile is not deterministic"
+grep -q '^300 pipelines' "$dir/out1" || fail "summary line: $(cat "$dir/out1")"
+grep -q '"pipelines": 300' "$dir/out2.json" || fail "json summary: $(cat "$dir/out2.json")"
+"$PSDB" compile "$dir/a.sodb" --family contoso-gfx9 --abi 16 --compiler-version 1.0.0.0 \
+    --profile-version 2.0.0.0 --cost-ns-per-kib 0 -o "$dir/1b.psdb" --json >"$dir/out1.json"
+digest() { grep -o '"content_digest": *"[0-9a-f]\{64\}"' "$1" | grep -o '[0-9a-f]\{64\}'; }
+c1=$(digest "$dir/out1.json")
+c2=$(digest "$dir/out2.json")
+[ -n "$c1" ] && [ "$c1" = "$c2" ] || fail "compile digests differ: '$c1' / '$c2'"
+# psdb inspect (when the tool has it) reports the same content digest for both files.
+if "$PSDB" inspect --help >/dev/null 2>&1; then
+    "$PSDB" inspect "$dir/1.psdb" --json >"$dir/i1.json"
+    "$PSDB" inspect "$dir/2.psdb" --json >"$dir/i2.json"
+    i1=$(digest "$dir/i1.json")
+    i2=$(digest "$dir/i2.json")
+    [ -n "$i1" ] && [ "$i1" = "$i2" ] && [ "$i1" = "$c1" ] ||
+        fail "inspect digests differ: '$i1' / '$i2' / compile '$c1'"
+fi
+
+# Another family -> another file.
+"$PSDB" compile "$dir/a.sodb" --family contoso-gfx10 --abi 16 --cost-ns-per-kib 0 \
+    -o "$dir/3.psdb" >/dev/null
+cmp -s "$dir/1.psdb" "$dir/3.psdb" && fail "another family gave the same PSDB"
+
+# Bad SODB -> non-zero exit, exactly one line on stderr, no output file.
+head -c 5000 /dev/urandom >"$dir/bad.sodb"
+if "$PSDB" compile "$dir/bad.sodb" --family f --abi 1 -o "$dir/bad.psdb" 2>"$dir/err"; then
+    fail "a bad SODB compiled"
+fi
+[ "$(wc -l <"$dir/err")" -eq 1 ] || fail "want one line on stderr, got: $(cat "$dir/err")"
+[ ! -e "$dir/bad.psdb" ] || fail "a failed compile left an output file"
+if "$PSDB" compile "$dir/missing.sodb" --family f --abi 1 -o "$dir/x.psdb" 2>"$dir/err"; then
+    fail "a missing SODB compiled"
+fi
+[ "$(wc -l <"$dir/err")" -eq 1 ] || fail "want one line on stderr, got: $(cat "$dir/err")"
+if "$PSDB" compile "$dir/a.sodb" --family f --abi 0 -o "$dir/x.psdb" 2>"$dir/err"; then
+    fail "ABI 0 accepted"
+fi
+[ "$(wc -l <"$dir/err")" -eq 1 ] || fail "want one line on stderr, got: $(cat "$dir/err")"
+if "$PSDB" synth --app Game --app-version 1 --pipelines 0 -o "$dir/z.sodb" 2>"$dir/err"; then
+    fail "0 pipelines accepted"
+fi
+[ "$(wc -l <"$dir/err")" -eq 1 ] || fail "want one line on stderr, got: $(cat "$dir/err")"
+echo "compile_test: ok"
