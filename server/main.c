@@ -10,6 +10,7 @@
 #include "psdb/psdb.h"
 
 #include "admin.h"
+#include "backup.h"
 #include "common.h"
 #include "config.h"
 #include "http.h"
@@ -24,7 +25,9 @@ static void usage(void)
            "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
            "[--scope APP_PATTERN]\n"
            "       psdbd gc --data-dir DIR [--dry-run]\n"
-           "       psdbd check --data-dir DIR [--deep]\n\n"
+           "       psdbd check --data-dir DIR [--deep]\n"
+           "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
+           "--data-dir NEWDIR\n\n"
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
            "serves 127.0.0.1:8470 from its default data directory. The first stdout line is\n"
            "\"psdbd: listening on http://ADDR:PORT\". SIGTERM or SIGINT stop it after in-flight\n"
@@ -185,6 +188,10 @@ int main(int argc, char **argv)
             return psdbd_cmd_gc(argc - 1, argv + 1);
         if (strcmp(cmd, "check") == 0)
             return psdbd_cmd_check(argc - 1, argv + 1);
+        if (strcmp(cmd, "backup") == 0)
+            return psdbd_cmd_backup(argc - 1, argv + 1);
+        if (strcmp(cmd, "restore") == 0)
+            return psdbd_cmd_restore(argc - 1, argv + 1);
         if (cmd[0] != '-') {
             fprintf(stderr, "psdbd: unknown command '%s' (try psdbd --help)\n", cmd);
             return 2;
