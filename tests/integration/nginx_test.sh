@@ -47,7 +47,9 @@ data="$dir/data"
 "$PSDBD" key add --data-dir "$data" --name pub --public-key "$dir/key.pub" >/dev/null
 token=$(cat "$dir/token")
 mkfifo "$dir/psdbd.fifo"
-"$PSDBD" --listen 127.0.0.1:0 --data-dir "$data" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
+# With the shipped example config (flags override its listen address and data directory).
+"$PSDBD" --config "$src/deploy/psdbd.conf.example" --listen 127.0.0.1:0 --data-dir "$data" \
+    >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
 psdbd_pid=$!
 exec {psdbd_out}<"$dir/psdbd.fifo"
 read -r -t 30 line <&"$psdbd_out" || fail "psdbd did not start"
