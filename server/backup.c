@@ -93,7 +93,8 @@ static int make_target(const char *cmd, const char *dir)
         goto cleanup;
     }
     blobs = xasprintf("%s/blobs", dir);
-    if ((mkdir(dir, 0750) != 0 && errno != EEXIST) || (mkdir(blobs, 0750) != 0 && errno != EEXIST)) {
+    if ((mkdir(dir, 0750) != 0 && errno != EEXIST) ||
+        (mkdir(blobs, 0750) != 0 && errno != EEXIST)) {
         fail(cmd, "create %s: %s", dir, strerror(errno));
         goto cleanup;
     }
@@ -219,8 +220,7 @@ static int sqlite_copy(const char *cmd, const char *src, int src_flags, const ch
         goto cleanup;
     }
     sqlite3_busy_timeout(in, 10000);
-    if (sqlite3_open_v2(dst, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_open_v2(dst, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         fail(cmd, "create %s: %s", dst, out ? sqlite3_errmsg(out) : "out of memory");
         goto cleanup;
     }
@@ -345,11 +345,22 @@ static int parse_args(const char *cmd, int argc, char **argv, const char *from_f
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'f': free(*from); *from = xstrdup(optarg); break;
-        case 't': free(*to); *to = xstrdup(optarg); break;
-        case 'c': *copy = 1; break;
-        case 'h': return -1;
-        default: fail(cmd, "bad arguments (see --help)"); return 2;
+        case 'f':
+            free(*from);
+            *from = xstrdup(optarg);
+            break;
+        case 't':
+            free(*to);
+            *to = xstrdup(optarg);
+            break;
+        case 'c':
+            *copy = 1;
+            break;
+        case 'h':
+            return -1;
+        default:
+            fail(cmd, "bad arguments (see --help)");
+            return 2;
         }
     }
     if (optind != argc) {
@@ -428,8 +439,7 @@ int psdbd_cmd_backup(int argc, char **argv)
     printf("backup: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu "
            "copied)\n",
            dir, out, (unsigned long long)t.psdbs, (unsigned long long)t.blobs,
-           (unsigned long long)t.bytes, (unsigned long long)t.linked,
-           (unsigned long long)t.copied);
+           (unsigned long long)t.bytes, (unsigned long long)t.linked, (unsigned long long)t.copied);
     rc = 0;
 cleanup:
     json_decref(o);
@@ -467,8 +477,7 @@ static int read_meta(const char *from)
         goto cleanup;
     }
     if (!format || strcmp(format, BACKUP_FORMAT) != 0 || version != BACKUP_FORMAT_VERSION) {
-        fail("restore", "%s: not a psdbd backup of format version %d", path,
-             BACKUP_FORMAT_VERSION);
+        fail("restore", "%s: not a psdbd backup of format version %d", path, BACKUP_FORMAT_VERSION);
         goto cleanup;
     }
     rc = 0;
@@ -528,8 +537,7 @@ int psdbd_cmd_restore(int argc, char **argv)
     printf("restore: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu "
            "copied)\n",
            from, dir, (unsigned long long)t.psdbs, (unsigned long long)t.blobs,
-           (unsigned long long)t.bytes, (unsigned long long)t.linked,
-           (unsigned long long)t.copied);
+           (unsigned long long)t.bytes, (unsigned long long)t.linked, (unsigned long long)t.copied);
     rc = 0;
 cleanup:
     psdbd_index_close(ix);
