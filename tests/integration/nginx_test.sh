@@ -9,7 +9,7 @@ set -euo pipefail
 src=${PSDB_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 fail() {
     echo "nginx_test: $*" >&2
-    for f in "$dir"/*.log "$dir"/nginx/*.log; do
+    for f in "$dir"/*.log "$dir"/nginx*/*.log; do
         [ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
     done
     exit 1
@@ -21,16 +21,16 @@ command -v openssl >/dev/null || fail "openssl is not installed"
 command -v curl >/dev/null || fail "curl is not installed"
 "$NGINX" -V 2>&1 | grep -q -- '--with-http_slice_module' || fail "this nginx lacks the slice module"
 
-psdbd_pid=""
-nginx_started=0
-ng="$dir/nginx"
+psdbd_pids=()
+nginx_dirs=()
 cleanup() {
-    [ $nginx_started -eq 0 ] || "$NGINX" -p "$ng" -c "$ng/nginx.conf" -e "$ng/error.log" -s stop \
-        2>/dev/null || true
-    if [ -n "$psdbd_pid" ]; then
-        kill -TERM "$psdbd_pid" 2>/dev/null || true
-        wait "$psdbd_pid" 2>/dev/null || true
-    fi
+    for d in "${nginx_dirs[@]}"; do
+        "$NGINX" -p "$d" -c "$d/nginx.conf" -e "$d/error.log" -s stop 2>/dev/null || true
+    done
+    for p in "${psdbd_pids[@]}"; do
+        kill -TERM "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -46,16 +46,23 @@ data="$dir/data"
 "$PSDB" keygen -o "$dir/key" >/dev/null
 "$PSDBD" key add --data-dir "$data" --name pub --public-key "$dir/key.pub" >/dev/null
 token=$(cat "$dir/token")
-mkfifo "$dir/psdbd.fifo"
-# With the shipped example config (flags override its listen address and data directory).
-"$PSDBD" --config "$src/deploy/psdbd.conf.example" --listen 127.0.0.1:0 --data-dir "$data" \
-    >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
-psdbd_pid=$!
-exec {psdbd_out}<"$dir/psdbd.fifo"
-read -r -t 30 line <&"$psdbd_out" || fail "psdbd did not start"
-upstream=${line#psdbd: listening on }
-[ "$upstream" != "$line" ] || fail "psdbd's first line: '$line'"
-upstream_port=${upstream##*:}
+# start_psdbd NAME DATA_DIR [FLAGS...]: psdbd on a free loopback port, with the shipped example
+# config (flags override its listen address and data directory); sets $upstream and
+# $upstream_port from its first stdout line, read through a FIFO (psdbd is listening by then).
+start_psdbd() {
+    local name=$1 data=$2 line=""
+    shift 2
+    mkfifo "$dir/$name.fifo"
+    "$PSDBD" --config "$src/deploy/psdbd.conf.example" --listen 127.0.0.1:0 --data-dir "$data" \
+        "$@" >"$dir/$name.fifo" 2>"$dir/$name.log" &
+    psdbd_pids+=($!)
+    exec {fd}<"$dir/$name.fifo"
+    read -r -t 30 line <&"$fd" || fail "$name: psdbd did not start"
+    upstream=${line#psdbd: listening on }
+    [ "$upstream" != "$line" ] || fail "$name: psdbd's first line: '$line'"
+    upstream_port=${upstream##*:}
+}
+start_psdbd psdbd "$data"
 for f in 1 2; do
     "$PSDB" publish --server "$upstream" --token "$token" --key "$dir/key" "$dir/g$f.psdb" \
         >/dev/null || fail "publish g$f"
@@ -71,18 +78,19 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
     -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>"$dir/openssl.log" || fail "openssl req"
 
 # ---- nginx: the shipped server config with its ADAPT values set for this test ----
-# Substitutions: cache paths, upstream port, listen address, certificate, and a 256 KiB slice
-# (instead of 4 MiB) so that a 2 MB PSDB spans several slices.
-mkdir -p "$ng/cache" "$ng/tmp"
-start_nginx() {
-    local port=$1
+# start_nginx DIR [SED_EXPR...]: nginx with prefix DIR in front of psdbd at $upstream_port, on a
+# free port (sets $port). Substitutions: cache paths, upstream port, listen address, certificate,
+# and a 256 KiB slice (instead of 4 MiB) so that a 2 MB PSDB spans several slices.
+nginx_conf() {
+    local ng=$1 port=$2
+    shift 2
     sed -e "s|/var/cache/nginx/|$ng/cache/|" \
         -e "s|server 127.0.0.1:8470;|server 127.0.0.1:$upstream_port;|" \
         -e "s|listen 443 ssl http2;|listen 127.0.0.1:$port ssl http2;|" \
         -e "/listen \[::\]:443/d" \
         -e "s|/etc/ssl/psdbd/fullchain.pem|$dir/cert.pem|" \
         -e "s|/etc/ssl/psdbd/privkey.pem|$dir/key.pem|" \
-        -e "s|slice 4m;|slice 256k;|" \
+        -e "s|slice 4m;|slice 256k;|" "$@" \
         "$src/deploy/nginx/psdbd.conf" >"$ng/psdbd.conf"
     for want in "$ng/cache/psdbd " "127.0.0.1:$upstream_port;" "127.0.0.1:$port ssl" \
         "$dir/cert.pem" "$dir/key.pem" "slice 256k;"; do
@@ -105,20 +113,25 @@ http {
     include $ng/psdbd.conf;
 }
 CONF
-    # In daemon mode nginx returns only after its sockets are bound and listening.
-    "$NGINX" -p "$ng" -c "$ng/nginx.conf" -e "$ng/error.log" >"$dir/nginx-start.log" 2>&1
 }
-port=""
-for _ in $(seq 10); do
-    try=$((20000 + RANDOM % 40000))
-    if start_nginx "$try"; then
-        port=$try
-        break
-    fi
-    grep -q 'Address already in use' "$dir/nginx-start.log" || fail "nginx: $(cat "$dir/nginx-start.log")"
-done
-[ -n "$port" ] || fail "no free port for nginx"
-nginx_started=1
+start_nginx() {
+    local ng=$1 try
+    shift
+    mkdir -p "$ng/cache" "$ng/tmp"
+    for _ in $(seq 10); do
+        try=$((20000 + RANDOM % 40000))
+        nginx_conf "$ng" "$try" "$@"
+        # In daemon mode nginx returns only after its sockets are bound and listening.
+        if "$NGINX" -p "$ng" -c "$ng/nginx.conf" -e "$ng/error.log" >"$ng/start.log" 2>&1; then
+            port=$try
+            nginx_dirs+=("$ng")
+            return 0
+        fi
+        grep -q 'Address already in use' "$ng/start.log" || fail "nginx: $(cat "$ng/start.log")"
+    done
+    fail "no free port for nginx"
+}
+start_nginx "$dir/nginx"
 base="https://127.0.0.1:$port"
 c=(curl -sS --cacert "$dir/cert.pem")
 
@@ -202,4 +215,44 @@ if "$PSDB" install --help >/dev/null 2>&1; then
 else
     echo "nginx_test: psdb install is not in this build: skipping the install step"
 fi
+# ---- a private server: readers need a token, and auth_request guards the blob cache ----
+pdata="$dir/private"
+"$PSDBD" token create --data-dir "$pdata" --role publisher --name pub >"$dir/ptoken"
+"$PSDBD" token create --data-dir "$pdata" --role reader --name reader >"$dir/rtoken"
+"$PSDBD" key add --data-dir "$pdata" --name pub --public-key "$dir/key.pub" >/dev/null
+start_psdbd private "$pdata" --readers-need-token=true
+"$PSDB" publish --server "$upstream" --token "$(cat "$dir/ptoken")" --key "$dir/key" \
+    "$dir/g1.psdb" >/dev/null || fail "publish to the private server"
+start_nginx "$dir/nginx-private" -e "s|# auth_request /_psdbd_auth;|auth_request /_psdbd_auth;|"
+grep -q '^ *auth_request /_psdbd_auth;' "$dir/nginx-private/psdbd.conf" ||
+    fail "deploy/nginx/psdbd.conf: no commented auth_request line to enable"
+pbase="https://127.0.0.1:$port"
+reader=(-H "Authorization: Bearer $(cat "$dir/rtoken")")
+"${c[@]}" -D "$dir/h" -o "$dir/p1" "${reader[@]}" "$pbase/v1/blobs/$sha1" || fail "private download"
+[ "$(status "$dir/h")" = 200 ] || fail "private download: status $(status "$dir/h")"
+[ "$(digest "$dir/p1")" = "$sha1" ] || fail "private download: bytes"
+"${c[@]}" -D "$dir/h" -o "$dir/p2" "${reader[@]}" "$pbase/v1/blobs/$sha1" || fail "private again"
+[ "$(header "$dir/h" X-Cache-Status)" = HIT ] || fail "private second download not a HIT"
+[ "$(digest "$dir/p2")" = "$sha1" ] || fail "private cached bytes"
+# The blob is cached now; without a valid token nginx must still refuse it.
+code=$("${c[@]}" -o /dev/null -w '%{http_code}' "$pbase/v1/blobs/$sha1")
+[ "$code" = 401 ] || fail "cached private blob without a token: $code, want 401"
+code=$("${c[@]}" -o /dev/null -w '%{http_code}' -r 0-99 "$pbase/v1/blobs/$sha1")
+[ "$code" = 401 ] || fail "cached private Range without a token: $code, want 401"
+code=$("${c[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$dir/ptoken")x" \
+    "$pbase/v1/blobs/$sha1")
+[ "$code" = 401 ] || [ "$code" = 403 ] || fail "cached private blob with a bad token: $code"
+"${c[@]}" -D "$dir/h" -o "$dir/part" "${reader[@]}" -r 300000-300099 "$pbase/v1/blobs/$sha1" ||
+    fail "private Range"
+[ "$(status "$dir/h")" = 206 ] || fail "private Range: status $(status "$dir/h")"
+cmp -s -i 300000:0 -n 100 "$dir/g1.psdb" "$dir/part" || fail "private Range: bytes"
+# An unknown digest: psdbd's HEAD answers 404, which auth_request reports as 500 (documented).
+code=$("${c[@]}" -o /dev/null -w '%{http_code}' "${reader[@]}" \
+    "$pbase/v1/blobs/$(printf '0%.0s' $(seq 64))")
+[ "$code" = 500 ] || fail "private unknown blob: $code, want 500 (deploy/README.md)"
+code=$("${c[@]}" -o /dev/null -w '%{http_code}' "$pbase$q")
+[ "$code" = 401 ] || fail "private resolve without a token: $code, want 401"
+"${c[@]}" -D "$dir/h" -o "$dir/presolve.json" "${reader[@]}" "$pbase$q" || fail "private resolve"
+[ "$(status "$dir/h")" = 200 ] || fail "private resolve with a token: $(status "$dir/h")"
+[ "$(header "$dir/h" X-Cache-Status)" = BYPASS ] || fail "private resolve used the shared cache"
 echo "nginx_test: ok"
