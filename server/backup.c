@@ -49,10 +49,11 @@ static int fsync_path(const char *path, int flags)
 {
     int fd = open(path, flags | O_CLOEXEC), rc = 0;
     if (fd < 0)
-        return errno;
-    if (fsync(fd) != 0)
         rc = errno;
-    close(fd);
+    else if (fsync(fd) != 0)
+        rc = errno;
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
@@ -64,9 +65,8 @@ static int target_in_use(const char *path)
     struct dirent *e;
     int rc = 0;
     if (!d) {
-        if (errno == ENOENT)
-            return 0;
-        return errno == ENOTDIR ? 1 : -1;
+        rc = errno == ENOENT ? 0 : errno == ENOTDIR ? 1 : -1;
+        goto cleanup;
     }
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
@@ -74,7 +74,9 @@ static int target_in_use(const char *path)
             break;
         }
     }
-    closedir(d);
+cleanup:
+    if (d)
+        closedir(d);
     return rc;
 }
 
@@ -333,6 +335,8 @@ static int sync_blob_dirs(const char *cmd, const char *dir)
     return rc;
 }
 
+/* Parses FROM_FLAG, TO_FLAG and --copy: 0 when both are given, -1 for --help, 2 (with a message)
+ * on bad arguments. */
 static int parse_args(const char *cmd, int argc, char **argv, const char *from_flag, char **from,
                       const char *to_flag, char **to, int *copy)
 {
@@ -341,37 +345,32 @@ static int parse_args(const char *cmd, int argc, char **argv, const char *from_f
                                   {"copy", no_argument, NULL, 'c'},
                                   {"help", no_argument, NULL, 'h'},
                                   {NULL, 0, NULL, 0}};
-    int c;
+    int c, rc = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'f':
+    while (rc == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'f') {
             free(*from);
             *from = xstrdup(optarg);
-            break;
-        case 't':
+        } else if (c == 't') {
             free(*to);
             *to = xstrdup(optarg);
-            break;
-        case 'c':
+        } else if (c == 'c') {
             *copy = 1;
-            break;
-        case 'h':
-            return -1;
-        default:
+        } else if (c == 'h') {
+            rc = -1;
+        } else {
             fail(cmd, "bad arguments (see --help)");
-            return 2;
+            rc = 2;
         }
     }
-    if (optind != argc) {
+    if (rc == 0 && optind != argc) {
         fail(cmd, "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
-    if (!*from || !*to) {
+        rc = 2;
+    } else if (rc == 0 && (!*from || !*to)) {
         fail(cmd, "--%s and --%s are required (see --help)", from_flag, to_flag);
-        return 2;
+        rc = 2;
     }
-    return 0;
+    return rc;
 }
 
 static void backup_usage(void)
