@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# server_bench.sh - the figures in deploy/SCALING.md: /v1/resolve requests/s and blob bytes/s of one
+# deploy_bench.sh - the figures in deploy/SCALING.md: /v1/resolve requests/s and blob bytes/s of one
 # psdbd (direct, and through deploy/nginx/psdbd.conf over TLS from its caches), publishes/s through
 # `psdb publish`, and index size per 10k PSDBs (rows inserted through psdbd's own index code).
-# Usage: tests/bench/server_bench.sh [BUILD_DIR]   (default build; needs wrk, nginx, openssl, curl)
+# Usage: tests/bench/deploy_bench.sh [BUILD_DIR]   (default build; needs wrk, nginx, openssl, curl)
 # Env: DURATION (seconds per wrk run, default 10), THREADS (psdbd worker threads, default 4).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
