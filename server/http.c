@@ -835,7 +835,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->route = route_of(url, &tail);
         if (r->route == PSDBD_ROUTE_PUBLISH && strcmp(method, "POST") == 0)
             return publish_begin(srv, c, r);
-        return dispatch(srv, c, r, url, tail);
+        /* Other requests are answered once the request is read: libmicrohttpd closes the
+         * connection after an answer queued before that point. */
+        return MHD_YES;
     }
     if (r->publishing) {
         if (*upload_data_size > 0) {
@@ -845,9 +847,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         return publish_finish(srv, c, r);
     }
-    /* A body on any other request (or after an early answer) is read and dropped. */
-    *upload_data_size = 0;
-    return MHD_YES;
+    if (*upload_data_size > 0 || r->status != 0) {
+        /* A body on any other request (or after an early answer) is read and dropped. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    r->route = route_of(url, &tail);
+    return dispatch(srv, c, r, url, tail);
 }
 
 static void sanitize(char *s)

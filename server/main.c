@@ -93,8 +93,14 @@ static int serve(int argc, char **argv)
             goto cleanup;
         }
         const char *value = optarg;
-        if (!value && opts[idx].has_arg == optional_argument)
-            value = "true";
+        int b = 0;
+        /* Boolean flags: "--flag", "--flag=false" or "--flag false". */
+        if (!value && opts[idx].has_arg == optional_argument) {
+            if (optind < argc && psdbd_parse_bool(argv[optind], &b) == 0)
+                value = argv[optind++];
+            else
+                value = "true";
+        }
         if (psdbd_config_set(&cfg, opts[idx].name, value, err, sizeof(err)) != 0) {
             fprintf(stderr, "psdbd: %s\n", err);
             goto cleanup;
