@@ -440,10 +440,7 @@ cleanup:
 
 /* ---- blobs -------------------------------------------------------------------------------------- */
 
-/* Parses one "bytes=" range against `size`. Returns 1 with [*off, *off + *len) for a satisfiable
- * single range, 0 when the header is to be ignored (absent, malformed, several ranges), -1 when
- * unsatisfiable. */
-static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
+int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
 {
     const char *p, *dash;
     uint64_t a = 0, b = 0;
@@ -485,7 +482,7 @@ static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *le
     return 1;
 }
 
-static int etag_matches(const char *inm, const char *sha)
+int psdbd_etag_matches(const char *inm, const char *sha)
 {
     const char *p = inm;
     size_t n = strlen(sha);
@@ -536,7 +533,7 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
                            "cannot open the blob");
     }
     snprintf(etag, sizeof(etag), "\"%s\"", digest);
-    if (etag_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+    if (psdbd_etag_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_IF_NONE_MATCH),
                      digest)) {
         close(fd);
@@ -549,7 +546,7 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
     if_range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
     if (range && if_range && strcmp(if_range, etag) != 0)
         range = NULL; /* a stale validator: send the whole representation */
-    rr = parse_range(range, size, &off, &len);
+    rr = psdbd_parse_range(range, size, &off, &len);
     if (rr < 0) {
         close(fd);
         snprintf(crange, sizeof(crange), "bytes */%llu", (unsigned long long)size);

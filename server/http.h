@@ -29,4 +29,12 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size);
  * stops the daemon (closing idle keep-alive connections). */
 void psdbd_http_stop(psdbd_server *srv);
 
+/* Parses one "bytes=" Range header against a blob of `size` bytes. Returns 1 with [*off, *off +
+ * *len) for a satisfiable single range; 0 when the header is to be ignored (absent, malformed,
+ * several ranges); -1 when unsatisfiable (416). */
+int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len);
+
+/* True when an If-None-Match value lists the ETag of `sha` (weak or strong) or is "*". */
+int psdbd_etag_matches(const char *inm, const char *sha);
+
 #endif

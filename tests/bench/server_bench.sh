@@ -119,20 +119,41 @@ pids+=($!)
 sleep 0.5
 nbase=http://127.0.0.1:$nport
 
-say "blob download: wrk -t2 -c4 -d${secs}s"
-wrk -t2 -c4 -d"${secs}s" "$base/v1/blobs/$sha" >"$work/wrk.blob.psdbd"
-wrk -t2 -c4 -d"${secs}s" "$nbase/blob" >"$work/wrk.blob.nginx"
-blob_psdbd=$(to_gib "$(wrk_field Transfer/sec "$work/wrk.blob.psdbd")")
-blob_nginx=$(to_gib "$(wrk_field Transfer/sec "$work/wrk.blob.nginx")")
+# The machine is shared: each measure alternates psdbd and nginx over $rounds rounds and reports
+# the median of each.
+rounds=${PSDB_BENCH_ROUNDS:-3}
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-say "resolve: wrk -t2 -c64 -d${secs}s --latency"
+say "blob download: wrk -t2 -c4 -d${secs}s, $rounds rounds"
+: >"$work/blob.psdbd"
+: >"$work/blob.nginx"
+for _ in $(seq "$rounds"); do
+    wrk -t2 -c4 -d"${secs}s" "$base/v1/blobs/$sha" >"$work/wrk.blob.psdbd"
+    to_gib "$(wrk_field Transfer/sec "$work/wrk.blob.psdbd")" >>"$work/blob.psdbd"
+    echo >>"$work/blob.psdbd"
+    wrk -t2 -c4 -d"${secs}s" "$nbase/blob" >"$work/wrk.blob.nginx"
+    to_gib "$(wrk_field Transfer/sec "$work/wrk.blob.nginx")" >>"$work/blob.nginx"
+    echo >>"$work/blob.nginx"
+done
+blob_psdbd=$(median <"$work/blob.psdbd")
+blob_nginx=$(median <"$work/blob.nginx")
+
+say "resolve: wrk -t2 -c64 -d${secs}s --latency, $rounds rounds"
 rurl="$base/v1/resolve?app=Bench&app_version=1.0.0.0&family=bench-gfx1&abi_min=1&abi_max=1"
-wrk -t2 -c64 -d"${secs}s" --latency "$rurl" >"$work/wrk.resolve.psdbd"
-wrk -t2 -c64 -d"${secs}s" --latency "$nbase/resolve.json" >"$work/wrk.resolve.nginx"
-rps_psdbd=$(wrk_field Requests/sec "$work/wrk.resolve.psdbd")
-rps_nginx=$(wrk_field Requests/sec "$work/wrk.resolve.nginx")
-p99_psdbd=$(to_ms "$(awk '$1 == "99%" { print $2 }' "$work/wrk.resolve.psdbd")")
-p99_nginx=$(to_ms "$(awk '$1 == "99%" { print $2 }' "$work/wrk.resolve.nginx")")
+for f in rps.psdbd rps.nginx p99.psdbd p99.nginx; do : >"$work/$f"; done
+for _ in $(seq "$rounds"); do
+    wrk -t2 -c64 -d"${secs}s" --latency "$rurl" >"$work/wrk.resolve.psdbd"
+    wrk -t2 -c64 -d"${secs}s" --latency "$nbase/resolve.json" >"$work/wrk.resolve.nginx"
+    for s in psdbd nginx; do
+        wrk_field Requests/sec "$work/wrk.resolve.$s" >>"$work/rps.$s"
+        to_ms "$(awk '$1 == "99%" { print $2 }' "$work/wrk.resolve.$s")" >>"$work/p99.$s"
+        echo >>"$work/p99.$s"
+    done
+done
+rps_psdbd=$(median <"$work/rps.psdbd")
+rps_nginx=$(median <"$work/rps.nginx")
+p99_psdbd=$(median <"$work/p99.psdbd")
+p99_nginx=$(median <"$work/p99.nginx")
 errors=$(grep -h 'Non-2xx\|Socket errors' "$work"/wrk.* || true)
 
 say "memory: 1000 connections downloading the blob at once"
@@ -153,7 +174,7 @@ stop_psdbd
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 cat <<REPORT
-psdbd benchmarks ($(nproc) cores, loopback, one run; blob $size bytes)
+psdbd benchmarks ($(nproc) cores, loopback, one run, medians of $rounds rounds; blob $size bytes)
 | measure | psdbd | reference | ratio | target |
 |---|---|---|---|---|
 | blob download, GiB/s (wrk -t2 -c4) | $blob_psdbd | nginx $blob_nginx | $(ratio "$blob_psdbd" "$blob_nginx") | >= 0.9 |
