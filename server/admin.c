@@ -69,7 +69,8 @@ static int open_data(const char *cmd, const char *dir, psdbd_store *store, psdbd
     return 0;
 }
 
-/* ---- token create ------------------------------------------------------------------------------- */
+/* ---- token create -------------------------------------------------------------------------------
+ */
 
 static void token_usage(void)
 {
@@ -82,12 +83,15 @@ static void token_usage(void)
 
 int psdbd_cmd_token(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data-dir", required_argument, NULL, 'd'}, {"role", required_argument, NULL, 'r'},
-        {"scope", required_argument, NULL, 's'},    {"name", required_argument, NULL, 'n'},
-        {"expires-in", required_argument, NULL, 'i'}, {"expires-at", required_argument, NULL, 'a'},
-        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
+                                         {"role", required_argument, NULL, 'r'},
+                                         {"scope", required_argument, NULL, 's'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"expires-in", required_argument, NULL, 'i'},
+                                         {"expires-at", required_argument, NULL, 'a'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     char *dir = psdbd_default_data_dir(), *name = NULL, *tok = NULL;
     const char *role = NULL, *scope = "*";
     uint64_t expires = 0, v = 0;
@@ -110,10 +114,20 @@ int psdbd_cmd_token(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'r': role = optarg; break;
-        case 's': scope = optarg; break;
-        case 'n': free(name); name = xstrdup(optarg); break;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'r':
+            role = optarg;
+            break;
+        case 's':
+            scope = optarg;
+            break;
+        case 'n':
+            free(name);
+            name = xstrdup(optarg);
+            break;
         case 'i':
             if (psdbd_parse_u64(optarg, &v) != 0 || v > INT32_MAX) {
                 rc = fail("token create", "bad --expires-in '%s'", optarg);
@@ -127,9 +141,16 @@ int psdbd_cmd_token(int argc, char **argv)
                 goto cleanup;
             }
             break;
-        case 'j': json = 1; break;
-        case 'h': token_usage(); rc = 0; goto cleanup;
-        default: rc = fail("token create", "bad arguments (see --help)"); goto cleanup;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            token_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("token create", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc) {
@@ -154,9 +175,14 @@ int psdbd_cmd_token(int argc, char **argv)
     if (!name)
         name = xasprintf("%s-%s", role, selector);
     switch (psdbd_index_token_add(ix, name, selector, hash, role, scope, (int64_t)expires)) {
-    case PSDBD_OK: break;
-    case PSDBD_EXISTS: rc = fail("token create", "a token named '%s' exists", name); goto cleanup;
-    default: rc = fail("token create", "the index cannot be written"); goto cleanup;
+    case PSDBD_OK:
+        break;
+    case PSDBD_EXISTS:
+        rc = fail("token create", "a token named '%s' exists", name);
+        goto cleanup;
+    default:
+        rc = fail("token create", "the index cannot be written");
+        goto cleanup;
     }
     if (json) {
         json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "token", tok, "name", name, "role", role,
@@ -182,7 +208,8 @@ cleanup:
     return rc;
 }
 
-/* ---- key add ------------------------------------------------------------------------------------ */
+/* ---- key add ------------------------------------------------------------------------------------
+ */
 
 static void key_usage(void)
 {
@@ -194,10 +221,13 @@ static void key_usage(void)
 
 int psdbd_cmd_key(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data-dir", required_argument, NULL, 'd'}, {"name", required_argument, NULL, 'n'},
-        {"public-key", required_argument, NULL, 'k'}, {"scope", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"public-key", required_argument, NULL, 'k'},
+                                         {"scope", required_argument, NULL, 's'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     char *dir = psdbd_default_data_dir(), *pem = NULL;
     const char *name = NULL, *file = NULL, *scope = "*";
     int json = 0, c, rc = 1;
@@ -221,13 +251,29 @@ int psdbd_cmd_key(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'n': name = optarg; break;
-        case 'k': file = optarg; break;
-        case 's': scope = optarg; break;
-        case 'j': json = 1; break;
-        case 'h': key_usage(); rc = 0; goto cleanup;
-        default: rc = fail("key add", "bad arguments (see --help)"); goto cleanup;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'k':
+            file = optarg;
+            break;
+        case 's':
+            scope = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            key_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("key add", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc || !name || !*name || !file || !*scope) {
@@ -239,8 +285,10 @@ int psdbd_cmd_key(int argc, char **argv)
         goto cleanup;
     }
     if (psdb_key_is_private(key))
-        fprintf(stderr, "psdbd key add: warning: %s is a private key; only its public half is "
-                        "stored\n", file);
+        fprintf(stderr,
+                "psdbd key add: warning: %s is a private key; only its public half is "
+                "stored\n",
+                file);
     psdb_key_id(key, id);
     psdb_key_public_pem(key, NULL, &pem_size);
     pem = xmalloc(pem_size + 1);
@@ -252,11 +300,14 @@ int psdbd_cmd_key(int argc, char **argv)
     if (open_data("key add", dir, &store, &ix) != 0)
         goto cleanup;
     switch (psdbd_index_key_add(ix, name, id, pem, scope)) {
-    case PSDBD_OK: break;
+    case PSDBD_OK:
+        break;
     case PSDBD_EXISTS:
         rc = fail("key add", "a key named '%s' or with id %s is already registered", name, id);
         goto cleanup;
-    default: rc = fail("key add", "the index cannot be written"); goto cleanup;
+    default:
+        rc = fail("key add", "the index cannot be written");
+        goto cleanup;
     }
     if (json) {
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", name, "key_id", id, "scope", scope);
@@ -275,14 +326,15 @@ cleanup:
     return rc;
 }
 
-/* ---- gc and check ------------------------------------------------------------------------------- */
+/* ---- gc and check -------------------------------------------------------------------------------
+ */
 
 struct walk {
     psdbd_index *ix;
     const psdbd_store *store;
-    sqlite3_stmt *ref;   /* is this digest referenced? */
-    sqlite3_stmt *row;   /* blobs row of this digest */
-    int64_t cutoff;      /* gc: files newer than this are left alone */
+    sqlite3_stmt *ref; /* is this digest referenced? */
+    sqlite3_stmt *row; /* blobs row of this digest */
+    int64_t cutoff;    /* gc: files newer than this are left alone */
     int dry_run, deep;
     uint64_t files, orphans, orphan_bytes, removed, errors, strays;
 };
@@ -349,16 +401,26 @@ int psdbd_cmd_gc(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'n': w.dry_run = 1; break;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'n':
+            w.dry_run = 1;
+            break;
         case 'g':
             if (psdbd_parse_u64(optarg, &grace) != 0 || grace > INT32_MAX) {
                 rc = fail("gc", "bad --grace '%s'", optarg);
                 goto cleanup;
             }
             break;
-        case 'h': gc_usage(); rc = 0; goto cleanup;
-        default: rc = fail("gc", "bad arguments (see --help)"); goto cleanup;
+        case 'h':
+            gc_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("gc", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc) {
@@ -394,8 +456,8 @@ int psdbd_cmd_gc(int argc, char **argv)
             if (strncmp(e->d_name, "upload-", 7) != 0 ||
                 fstatat(dirfd(d), e->d_name, &sb, 0) != 0 || sb.st_mtime > w.cutoff)
                 continue;
-            printf("%s tmp/%s (%lld bytes)\n", w.dry_run ? "would remove" : "remove",
-                   e->d_name, (long long)sb.st_size);
+            printf("%s tmp/%s (%lld bytes)\n", w.dry_run ? "would remove" : "remove", e->d_name,
+                   (long long)sb.st_size);
             if (!w.dry_run)
                 unlinkat(dirfd(d), e->d_name, 0);
         }
@@ -457,11 +519,23 @@ int psdbd_cmd_check(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'D': w.deep = 1; break;
-        case 'j': json = 1; break;
-        case 'h': check_usage(); rc = 0; goto cleanup;
-        default: rc = fail("check", "bad arguments (see --help)"); goto cleanup;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'D':
+            w.deep = 1;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            check_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("check", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc) {
@@ -552,10 +626,9 @@ int psdbd_cmd_check(int argc, char **argv)
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (json) {
         json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:b}", "ok", problems == 0,
-                              "problems", (json_int_t)problems, "psdbs", (json_int_t)psdbs,
-                              "blobs", (json_int_t)blobs, "unindexed_files",
-                              (json_int_t)w.orphans, "strays", (json_int_t)w.strays, "deep",
-                              w.deep);
+                              "problems", (json_int_t)problems, "psdbs", (json_int_t)psdbs, "blobs",
+                              (json_int_t)blobs, "unindexed_files", (json_int_t)w.orphans, "strays",
+                              (json_int_t)w.strays, "deep", w.deep);
         json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);

@@ -62,7 +62,8 @@ struct req {
     char *key_pem, *key_scope;
 };
 
-/* ---- responses ---------------------------------------------------------------------------------- */
+/* ---- responses ----------------------------------------------------------------------------------
+ */
 
 static enum MHD_Result queue(struct MHD_Connection *c, struct req *r, unsigned status,
                              struct MHD_Response *resp, uint64_t body_bytes)
@@ -80,8 +81,7 @@ static enum MHD_Result queue(struct MHD_Connection *c, struct req *r, unsigned s
 static enum MHD_Result reply_buffer(struct MHD_Connection *c, struct req *r, unsigned status,
                                     const char *type, char *body, size_t len)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(body);
         return MHD_NO;
@@ -92,7 +92,7 @@ static enum MHD_Result reply_buffer(struct MHD_Connection *c, struct req *r, uns
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"psdbd\"");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
-                                r->route == PSDBD_ROUTE_PSDB_GET ? "GET, HEAD, DELETE"
+                                r->route == PSDBD_ROUTE_PSDB_GET  ? "GET, HEAD, DELETE"
                                 : r->route == PSDBD_ROUTE_PUBLISH ? "POST"
                                                                   : "GET, HEAD");
     return queue(c, r, status, resp, len);
@@ -139,7 +139,8 @@ static enum MHD_Result reply_index_error(struct MHD_Connection *c, struct req *r
                        "the index failed; see the server log");
 }
 
-/* ---- authentication ----------------------------------------------------------------------------- */
+/* ---- authentication -----------------------------------------------------------------------------
+ */
 
 /* Checks the token when `need` is not NONE (or when one is sent). Returns 0 when the request may
  * go on; otherwise an error response was queued and *ret says how to return. `app` non-NULL:
@@ -152,7 +153,8 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
         return 0;
     if (!r->who.name) {
         switch (psdbd_auth_check(srv->ix, h, &r->who)) {
-        case PSDBD_AUTH_OK: break;
+        case PSDBD_AUTH_OK:
+            break;
         case PSDBD_AUTH_MISSING:
             *ret = reply_error(c, r, MHD_HTTP_UNAUTHORIZED, "unauthorized",
                                "this endpoint needs a bearer token");
@@ -167,7 +169,8 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
         }
     }
     if (r->who.role < need) {
-        *ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "forbidden", "the token's role (%s) is "
+        *ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "forbidden",
+                           "the token's role (%s) is "
                            "not allowed here",
                            r->who.role == PSDBD_ROLE_READER ? "reader" : "publisher");
         return -1;
@@ -185,7 +188,8 @@ static psdbd_role reader_role(const psdbd_server *srv)
     return srv->cfg->readers_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE;
 }
 
-/* ---- publish ------------------------------------------------------------------------------------ */
+/* ---- publish ------------------------------------------------------------------------------------
+ */
 
 static int disk_full_errno(int e)
 {
@@ -242,11 +246,13 @@ static enum MHD_Result publish_begin(psdbd_server *srv, struct MHD_Connection *c
     memcpy(r->key_id, kid, 65);
     memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
     switch (psdbd_index_key_find(srv->ix, kid, &r->key_pem, &r->key_scope)) {
-    case PSDBD_OK: break;
+    case PSDBD_OK:
+        break;
     case PSDBD_NOT_FOUND:
         return reply_error(c, r, MHD_HTTP_FORBIDDEN, "unknown_key",
                            "no registered publisher key has this key id");
-    default: return reply_index_error(c, r, PSDBD_ERROR);
+    default:
+        return reply_index_error(c, r, PSDBD_ERROR);
     }
     if ((e = psdbd_store_temp(&srv->store, &r->fd, &r->tmp_path)) != 0) {
         if (disk_full_errno(e))
@@ -348,9 +354,9 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         goto cleanup;
     }
     if (!psdbd_scope_covers(r->key_scope, info.identity.desc.name)) {
-        ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
-                          "the key's scope does not cover application '%s'",
-                          info.identity.desc.name);
+        ret =
+            reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+                        "the key's scope does not cover application '%s'", info.identity.desc.name);
         goto cleanup;
     }
     st.size = r->received;
@@ -428,7 +434,9 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
                           "this identity, target and serial are already published with other "
                           "content");
         break;
-    default: ret = reply_index_error(c, r, rc); break;
+    default:
+        ret = reply_index_error(c, r, rc);
+        break;
     }
 cleanup:
     json_decref(manifest);
@@ -438,7 +446,8 @@ cleanup:
     return ret;
 }
 
-/* ---- blobs -------------------------------------------------------------------------------------- */
+/* ---- blobs --------------------------------------------------------------------------------------
+ */
 
 int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
 {
@@ -533,9 +542,9 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
                            "cannot open the blob");
     }
     snprintf(etag, sizeof(etag), "\"%s\"", digest);
-    if (psdbd_etag_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_IF_NONE_MATCH),
-                     digest)) {
+    if (psdbd_etag_matches(
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH),
+            digest)) {
         close(fd);
         resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
         if (resp)
@@ -584,7 +593,8 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
     return queue(c, r, MHD_HTTP_OK, resp, len);
 }
 
-/* ---- the other routes --------------------------------------------------------------------------- */
+/* ---- the other routes ---------------------------------------------------------------------------
+ */
 
 static int parse_id(const char *s, int64_t *out)
 {
@@ -619,8 +629,7 @@ static enum MHD_Result resolve(psdbd_server *srv, struct MHD_Connection *c, stru
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                            "app_version is required (a.b.c.d or a number)");
     if (!(v = arg(c, "abi_min")) || psdbd_parse_u64(v, &q.abi_min) != 0 ||
-        !(v = arg(c, "abi_max")) || psdbd_parse_u64(v, &q.abi_max) != 0 ||
-        q.abi_min > q.abi_max)
+        !(v = arg(c, "abi_max")) || psdbd_parse_u64(v, &q.abi_max) != 0 || q.abi_min > q.abi_max)
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                            "abi_min and abi_max are required numbers, abi_min <= abi_max");
     if ((v = arg(c, "profile_version")) != NULL) {
@@ -632,12 +641,15 @@ static enum MHD_Result resolve(psdbd_server *srv, struct MHD_Connection *c, stru
     if (authorize(srv, c, r, reader_role(srv), q.app, &ret) != 0)
         return ret;
     switch (psdbd_index_resolve(srv->ix, &q, &m)) {
-    case PSDBD_OK: psdbd_metrics_resolve(1); return reply_json(c, r, MHD_HTTP_OK, m);
+    case PSDBD_OK:
+        psdbd_metrics_resolve(1);
+        return reply_json(c, r, MHD_HTTP_OK, m);
     case PSDBD_NOT_FOUND:
         psdbd_metrics_resolve(0);
         return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found",
                            "no compatible PSDB for this application and adapter");
-    default: return reply_index_error(c, r, PSDBD_ERROR);
+    default:
+        return reply_index_error(c, r, PSDBD_ERROR);
     }
 }
 
@@ -684,10 +696,12 @@ static enum MHD_Result app_psdbs(psdbd_server *srv, struct MHD_Connection *c, st
     if (authorize(srv, c, r, reader_role(srv), name, &ret) != 0)
         return ret;
     switch (psdbd_index_list_app_psdbs(srv->ix, name, &list)) {
-    case PSDBD_OK: return reply_json(c, r, MHD_HTTP_OK, list);
+    case PSDBD_OK:
+        return reply_json(c, r, MHD_HTTP_OK, list);
     case PSDBD_NOT_FOUND:
         return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such application");
-    default: return reply_index_error(c, r, PSDBD_ERROR);
+    default:
+        return reply_index_error(c, r, PSDBD_ERROR);
     }
 }
 
@@ -755,8 +769,7 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
     case PSDBD_ROUTE_METRICS: {
         if (!get)
             break;
-        if (authorize(srv, c, r, srv->cfg->metrics_need_token ? PSDBD_ROLE_READER
-                                                              : PSDBD_ROLE_NONE,
+        if (authorize(srv, c, r, srv->cfg->metrics_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE,
                       NULL, &ret) != 0)
             return ret;
         char *text = psdbd_metrics_render();
@@ -799,21 +812,21 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
         if (!get)
             break;
         return psdb_by_id(srv, c, r, tail, 0);
-    case PSDBD_ROUTE_PUBLISH: break; /* POST is handled before dispatch */
+    case PSDBD_ROUTE_PUBLISH:
+        break; /* POST is handled before dispatch */
     default:
-        return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint: %.200s",
-                           url);
+        return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint: %.200s", url);
     }
     return reply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
                        "%.16s is not allowed here", r->method);
 }
 
-/* ---- MHD callbacks ------------------------------------------------------------------------------ */
+/* ---- MHD callbacks ------------------------------------------------------------------------------
+ */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     psdbd_server *srv = cls;
     struct req *r = *req_cls;
@@ -873,13 +886,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     psdbd_metrics_request(r->route, ok ? r->status : 0, ok ? r->bytes : 0);
     if (srv->cfg->log_requests) {
-        static const char *why[] = {"ok", "error", "timeout", "shutdown", "read_error",
-                                    "client_abort"};
+        static const char *why[] = {"ok",       "error",      "timeout",
+                                    "shutdown", "read_error", "client_abort"};
         sanitize(r->path);
         fprintf(stderr, "psdbd: access %s %s %u %llu %.3fms %s%s%s\n", r->method, r->path,
                 r->status, (unsigned long long)(ok ? r->bytes : 0), ms,
-                r->who.name ? r->who.name : "-", ok ? "" : " aborted=",
-                ok ? "" : ((unsigned)toe < 6 ? why[toe] : "other"));
+                r->who.name ? r->who.name : "-",
+                ok ? "" : " aborted=", ok ? "" : ((unsigned)toe < 6 ? why[toe] : "other"));
     }
     publish_discard(r);
     psdbd_principal_free(&r->who);
@@ -913,10 +926,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     psdbd_log("libmicrohttpd: %s", msg);
 }
 
-/* ---- start and stop ----------------------------------------------------------------------------- */
+/* ---- start and stop -----------------------------------------------------------------------------
+ */
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
-                        char *err, size_t err_size)
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *err,
+                        size_t err_size)
 {
     char host[256];
     const char *colon, *port;
@@ -997,8 +1011,9 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     }
     if (cfg->tls_cert) {
         if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            snprintf(err, err_size, "this libmicrohttpd was built without TLS (GnuTLS): serve "
-                                    "plain HTTP behind a TLS proxy instead");
+            snprintf(err, err_size,
+                     "this libmicrohttpd was built without TLS (GnuTLS): serve "
+                     "plain HTTP behind a TLS proxy instead");
             goto cleanup;
         }
         if (!(cert = read_pem(cfg->tls_cert, err, err_size)) ||
@@ -1056,8 +1071,8 @@ void psdbd_http_stop(psdbd_server *srv)
     pthread_mutex_lock(&srv->lock);
     while (srv->active > 0) {
         if (pthread_cond_timedwait(&srv->idle, &srv->lock, &deadline) == ETIMEDOUT) {
-            psdbd_log("shutdown: %u requests still running after %u s, closing them",
-                      srv->active, srv->cfg->shutdown_timeout);
+            psdbd_log("shutdown: %u requests still running after %u s, closing them", srv->active,
+                      srv->cfg->shutdown_timeout);
             break;
         }
     }

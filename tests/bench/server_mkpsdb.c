@@ -1,4 +1,5 @@
-/* server_mkpsdb.c - makes a PSDB of about N MiB of incompressible values, for the psdbd benchmarks. */
+/* server_mkpsdb.c - makes a PSDB of about N MiB of incompressible values, for the psdbd benchmarks.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@ int main(int argc, char **argv)
         return 2;
     }
     long mib = strtol(argv[2], NULL, 10);
-    psdb_app_identity id = {.desc = {.exe_filename = "bench.exe", .name = argv[3],
+    psdb_app_identity id = {.desc = {.exe_filename = "bench.exe",
+                                     .name = argv[3],
                                      .version = PSDB_VERSION(1, 0, 0, 0)}};
     psdb_target t = {.family = "bench-gfx1", .abi_version = 1};
     if (mib <= 0 || !(buf = malloc(1 << 20)))
@@ -32,8 +34,8 @@ int main(int argc, char **argv)
             memcpy(buf + 8 * j, &x, 8);
         }
         snprintf(key, sizeof(key), "value-%08ld", i);
-        if (PSDB_FAILED(hr = psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE,
-                                                   buf, 1 << 20)))
+        if (PSDB_FAILED(hr = psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf,
+                                                   1 << 20)))
             goto fail;
     }
     if (PSDB_FAILED(hr = psdb_writer_finish(w)))

@@ -116,8 +116,10 @@ START_TEST(test_server_core__ranges_and_etags)
     ck_assert_uint_eq(len, 1000000000ull);
 
     const char *sha = "0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a";
-    ck_assert(psdbd_etag_matches("\"0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a\"", sha));
-    ck_assert(psdbd_etag_matches("\"x\", W/\"0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a\"", sha));
+    ck_assert(psdbd_etag_matches(
+        "\"0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a\"", sha));
+    ck_assert(psdbd_etag_matches(
+        "\"x\", W/\"0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a\"", sha));
     ck_assert(psdbd_etag_matches("*", sha));
     ck_assert(!psdbd_etag_matches("\"0932e7eb\"", sha));
     ck_assert(!psdbd_etag_matches(NULL, sha));
@@ -153,9 +155,9 @@ START_TEST(test_server_core__tokens_hashed_and_checked)
     /* The database holds the hash, not the token. */
     sqlite3 *db = psdbd_index_db(ix);
     sqlite3_stmt *st = NULL;
-    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM tokens WHERE hash = ?1", -1,
-                                        &st, NULL),
-                     SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM tokens WHERE hash = ?1", -1, &st, NULL),
+        SQLITE_OK);
     sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
     ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
     ck_assert_int_eq(sqlite3_column_int(st, 0), 1);
@@ -175,10 +177,17 @@ END_TEST
 
 static psdbd_record rec(uint64_t abi, uint64_t profile, uint64_t serial, char c)
 {
-    psdbd_record r = {.app_name = "Game", .exe_filename = "g.exe", .engine_name = "",
-                      .family = "fam", .app_version = 1, .abi_version = abi,
-                      .profile_version = profile, .serial = serial, .size = 10,
-                      .signature = "sig", .published_by = "t"};
+    psdbd_record r = {.app_name = "Game",
+                      .exe_filename = "g.exe",
+                      .engine_name = "",
+                      .family = "fam",
+                      .app_version = 1,
+                      .abi_version = abi,
+                      .profile_version = profile,
+                      .serial = serial,
+                      .size = 10,
+                      .signature = "sig",
+                      .published_by = "t"};
     memset(r.sha256, c, 64);
     r.sha256[64] = '\0';
     memset(r.key_id, 'k', 64);
@@ -197,8 +206,13 @@ static int64_t publish(psdbd_record r)
 
 static int64_t resolve(uint64_t lo, uint64_t hi, int has_profile, uint64_t profile)
 {
-    psdbd_query q = {.app = "Game", .app_version = 1, .family = "fam", .abi_min = lo,
-                     .abi_max = hi, .has_profile = has_profile, .profile_version = profile};
+    psdbd_query q = {.app = "Game",
+                     .app_version = 1,
+                     .family = "fam",
+                     .abi_min = lo,
+                     .abi_max = hi,
+                     .has_profile = has_profile,
+                     .profile_version = profile};
     json_t *m = NULL;
     psdbd_rc rc = psdbd_index_resolve(ix, &q, &m);
     if (rc == PSDBD_NOT_FOUND)
