@@ -1065,7 +1065,11 @@ void psdbd_http_stop(psdbd_server *srv)
     struct timespec deadline;
     if (!srv->daemon)
         return;
-    MHD_quiesce_daemon(srv->daemon);
+    /* After quiescing, the listen socket is ours to close: new connections are refused now
+     * rather than queued until MHD_stop_daemon. */
+    MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls);
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += srv->cfg->shutdown_timeout;
     pthread_mutex_lock(&srv->lock);
