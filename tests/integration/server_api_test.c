@@ -1375,6 +1375,52 @@ START_TEST(test_server__native_tls_from_config_file)
 }
 END_TEST
 
+START_TEST(test_server__blob_over_4gib)
+{
+    /* A sparse 5 GiB file in the store (blobs are served by name; the index is not consulted). */
+    const char *sha = "5555555555555555555555555555555555555555555555555555555555555555";
+    char *sub = tu_path(g_data, "blobs/55");
+    mkdir(g_data, 0755);
+    char *blobs = tu_path(g_data, "blobs");
+    mkdir(blobs, 0755);
+    mkdir(sub, 0755);
+    char *file = tu_path(sub, sha);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    const uint64_t size = 5ull << 30;
+    ck_assert_int_eq(pwrite(fd, "tail", 4, (off_t)(size - 4)), 4);
+    ck_assert_int_eq(pwrite(fd, "mark", 4, (off_t)5000000000ull), 4);
+    close(fd);
+    srv_start(&g_srv, NULL);
+    char url[128];
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    resp r;
+    http(&r, "HEAD", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(header(&r, "Content-Length"), "5368709120");
+    resp_free(&r);
+    const char *range[] = {"Range: bytes=5000000000-5000000003", NULL};
+    http(&r, "GET", url, NULL, range, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_uint_eq(r.body.len, 4);
+    ck_assert_mem_eq(r.body.data, "mark", 4);
+    ck_assert_str_eq(header(&r, "Content-Range"), "bytes 5000000000-5000000003/5368709120");
+    resp_free(&r);
+    const char *last[] = {"Range: bytes=-4", NULL};
+    http(&r, "GET", url, NULL, last, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_mem_eq(r.body.data, "tail", 4);
+    resp_free(&r);
+    http(&r, "GET", "/v1/psdbs/12345", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    unlink(file);
+    free(file);
+    free(sub);
+    free(blobs);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server");
@@ -1394,6 +1440,7 @@ int main(void)
     tcase_add_test(tc, test_server__check_gc_and_schema_version);
     tcase_add_test(tc, test_server__tool_keygen_and_publish);
     tcase_add_test(tc, test_server__native_tls_from_config_file);
+    tcase_add_test(tc, test_server__blob_over_4gib);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
