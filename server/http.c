@@ -9,9 +9,10 @@
  * token, role, Content-Length against the limit, the signature headers and the key id. Then each
  * body chunk is hashed and appended to a temporary file in the data directory (never held in
  * memory), and on the final callback the file is validated with libpsdb, the signature checked,
- * the blob fsynced and renamed into the store, and only then the index row committed. Disk work
- * happens on the worker thread: a publish occupies one worker while it writes, which the thread
- * count bounds. Anything that ends a publish early removes its temporary file in the completion
+ * the blob fsynced and renamed into the store, and only then the index row committed. That last
+ * part can take seconds for a large PSDB, so it runs on a thread of its own while the connection
+ * is suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
+ * waits for those threads, since a suspended connection must not meet MHD_stop_daemon. Anything that ends a publish early removes its temporary file in the completion
  * callback, so a client that disconnects mid-body leaves nothing behind. */
 #include "http.h"
 
@@ -60,6 +61,12 @@ struct req {
     char key_id[65];
     char signature[PSDB_SIGNATURE_B64_SIZE];
     char *key_pem, *key_scope;
+    /* the end of a publish runs on its own thread while the connection is suspended */
+    int finishing;
+    unsigned result_status;
+    json_t *result_body;
+    psdbd_server *srv;
+    struct MHD_Connection *conn;
 };
 
 /* ---- responses ----------------------------------------------------------------------------------
@@ -98,10 +105,17 @@ static enum MHD_Result reply_buffer(struct MHD_Connection *c, struct req *r, uns
     return queue(c, r, status, resp, len);
 }
 
-/* Sends `body` (its reference is taken) as JSON. */
+/* Sends `body` (its reference is taken) as JSON. With c NULL (a publish finishing off the
+ * connection's thread) the answer is kept in r until the connection is resumed. */
 static enum MHD_Result reply_json(struct MHD_Connection *c, struct req *r, unsigned status,
                                   json_t *body)
 {
+    if (!c) {
+        json_decref(r->result_body);
+        r->result_body = body;
+        r->result_status = status;
+        return MHD_YES;
+    }
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     if (!text)
@@ -444,6 +458,48 @@ cleanup:
     psdb_file_release(f);
     publish_discard(r); /* after a commit the temporary name is gone: unlink is a no-op */
     return ret;
+}
+
+/* The end of a publish (validation, signature, fsync, rename, commit) may take seconds for a
+ * large PSDB; it runs on its own thread while the connection is suspended, so the worker thread
+ * keeps serving its other connections. */
+static void *finish_job(void *arg)
+{
+    struct req *r = arg;
+    psdbd_server *srv = r->srv;
+    struct MHD_Connection *c = r->conn;
+    publish_finish(srv, NULL, r);
+    MHD_resume_connection(c); /* r belongs to the connection again from here on */
+    pthread_mutex_lock(&srv->lock);
+    if (--srv->jobs == 0)
+        pthread_cond_broadcast(&srv->idle);
+    pthread_mutex_unlock(&srv->lock);
+    return NULL;
+}
+
+static enum MHD_Result publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    int rc;
+    r->publishing = 0;
+    r->finishing = 1;
+    r->srv = srv;
+    r->conn = c;
+    pthread_mutex_lock(&srv->lock);
+    srv->jobs++;
+    pthread_mutex_unlock(&srv->lock);
+    MHD_suspend_connection(c);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, finish_job, r);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        /* No thread to spare: finish here, on the worker. */
+        psdbd_log("publish: pthread_create: %s; finishing on the worker thread", strerror(rc));
+        finish_job(r);
+    }
+    return MHD_YES;
 }
 
 /* ---- blobs --------------------------------------------------------------------------------------
@@ -855,7 +911,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             *upload_data_size = 0;
             return MHD_YES;
         }
-        return publish_finish(srv, c, r);
+        return publish_defer(srv, c, r);
+    }
+    if (r->finishing) {
+        json_t *body = r->result_body;
+        r->finishing = 0;
+        r->result_body = NULL;
+        if (!body)
+            return MHD_NO;
+        return reply_json(c, r, r->result_status, body);
     }
     if (*upload_data_size > 0 || r->status != 0) {
         /* A body on any other request (or after an early answer) is read and dropped. */
@@ -895,6 +959,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                 ok ? "" : " aborted=", ok ? "" : ((unsigned)toe < 6 ? why[toe] : "other"));
     }
     publish_discard(r);
+    json_decref(r->result_body);
     psdbd_principal_free(&r->who);
     free(r->key_pem);
     free(r->key_scope);
@@ -996,8 +1061,8 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     char *cert = NULL, *key = NULL;
     const union MHD_DaemonInfo *info;
     int rc = -1;
-    unsigned flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
     const psdbd_config *cfg = srv->cfg;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->idle, NULL);
@@ -1080,6 +1145,9 @@ void psdbd_http_stop(psdbd_server *srv)
             break;
         }
     }
+    /* A suspended connection must not meet MHD_stop_daemon: finishing publishes always end. */
+    while (srv->jobs > 0)
+        pthread_cond_wait(&srv->idle, &srv->lock);
     pthread_mutex_unlock(&srv->lock);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;

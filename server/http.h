@@ -19,6 +19,7 @@ typedef struct psdbd_server {
     pthread_mutex_t lock;
     pthread_cond_t idle;
     unsigned active;
+    unsigned jobs; /* publishes finishing on their own threads */
 } psdbd_server;
 
 /* Starts the daemon (its worker threads inherit the caller's signal mask). srv->cfg, ix and
