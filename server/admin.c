@@ -69,6 +69,127 @@ static int open_data(const char *cmd, const char *dir, psdbd_store *store, psdbd
     return 0;
 }
 
+/* ---- token/key list and revoke ------------------------------------------------------------------
+ */
+
+/* `psdbd token|key list|revoke`: lists the rows (never a secret) or revokes one by name. */
+static int list_or_revoke(const char *what, int argc, char **argv)
+{
+    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int tokens = strcmp(what, "token") == 0, revoke = strcmp(argv[0], "revoke") == 0;
+    char *dir = psdbd_default_data_dir(), cmd[32];
+    const char *name = NULL;
+    int json = 0, c, rc = 1;
+    psdbd_store store = {0};
+    psdbd_index *ix = NULL;
+    sqlite3_stmt *st = NULL;
+    json_t *list = NULL;
+    snprintf(cmd, sizeof(cmd), "%s %s", what, argv[0]);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            printf("usage: psdbd %s list --data-dir DIR [--json]\n"
+                   "       psdbd %s revoke --data-dir DIR --name NAME\n\n"
+                   "Lists the %ss (names, scopes, dates; never a secret), or revokes one: it is\n"
+                   "refused from then on, and its row is kept for the record.\n",
+                   what, what, what);
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail(cmd, "bad arguments (see --help)");
+            goto cleanup;
+        }
+    }
+    if (optind != argc || (revoke && !name)) {
+        rc = fail(cmd, revoke ? "--name is required" : "unexpected argument (see --help)");
+        goto cleanup;
+    }
+    if (open_data(cmd, dir, &store, &ix) != 0)
+        goto cleanup;
+    sqlite3 *db = psdbd_index_db(ix);
+    if (revoke) {
+        const char *sql = tokens ? "UPDATE tokens SET revoked_at = ?2 WHERE name = ?1"
+                                 : "UPDATE keys SET revoked_at = ?2 WHERE name = ?1";
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+            rc = fail(cmd, "index: %s", sqlite3_errmsg(db));
+            goto cleanup;
+        }
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            rc = fail(cmd, "index: %s", sqlite3_errmsg(db));
+            goto cleanup;
+        }
+        if (sqlite3_changes(db) == 0) {
+            rc = fail(cmd, "no %s named '%s'", what, name);
+            goto cleanup;
+        }
+        printf("revoked %s %s\n", what, name);
+        rc = 0;
+        goto cleanup;
+    }
+    const char *sql = tokens ? "SELECT name, role, scope, created_at, expires_at, revoked_at "
+                               "FROM tokens ORDER BY name"
+                             : "SELECT name, key_id, scope, created_at, NULL, revoked_at "
+                               "FROM keys ORDER BY name";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        rc = fail(cmd, "index: %s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    list = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char when[40];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "name", sqlite3_column_text(st, 0),
+                              tokens ? "role" : "key_id", sqlite3_column_text(st, 1), "scope",
+                              sqlite3_column_text(st, 2), "created_at",
+                              psdbd_format_time(sqlite3_column_int64(st, 3), when, sizeof(when)));
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+            json_object_set_new(
+                o, "expires_at",
+                json_string(psdbd_format_time(sqlite3_column_int64(st, 4), when, sizeof(when))));
+        json_object_set_new(o, "revoked", json_boolean(sqlite3_column_type(st, 5) != SQLITE_NULL));
+        json_array_append_new(list, o);
+    }
+    if (json) {
+        json_dumpf(list, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+    } else {
+        size_t i;
+        json_t *o;
+        json_array_foreach(list, i, o)
+        {
+            printf("%-24s %-10.64s %-16s %s%s\n", json_string_value(json_object_get(o, "name")),
+                   json_string_value(json_object_get(o, tokens ? "role" : "key_id")),
+                   json_string_value(json_object_get(o, "scope")),
+                   json_string_value(json_object_get(o, "created_at")),
+                   json_is_true(json_object_get(o, "revoked")) ? " revoked" : "");
+        }
+    }
+    rc = 0;
+cleanup:
+    json_decref(list);
+    sqlite3_finalize(st);
+    psdbd_index_close(ix);
+    psdbd_store_close(&store);
+    free(dir);
+    return rc;
+}
+
 /* ---- token create -------------------------------------------------------------------------------
  */
 
@@ -78,7 +199,8 @@ static void token_usage(void)
            "                          [--scope APP_PATTERN] [--name NAME]\n"
            "                          [--expires-in SECONDS | --expires-at UNIX_TIME] [--json]\n\n"
            "Creates a bearer token and prints it once (only its SHA-256 is stored).\n"
-           "--scope is a shell pattern over application names (default '*').\n");
+           "--scope is a shell pattern over application names (default '*').\n"
+           "Also: psdbd token list|revoke (see psdbd token list --help).\n");
 }
 
 int psdbd_cmd_token(int argc, char **argv)
@@ -100,12 +222,16 @@ int psdbd_cmd_token(int argc, char **argv)
     psdbd_index *ix = NULL;
     char selector[17];
     uint8_t hash[32];
+    if (argc >= 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0)) {
+        rc = list_or_revoke("token", argc - 1, argv + 1);
+        goto cleanup;
+    }
     if (argc < 2 || strcmp(argv[1], "create") != 0) {
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
             token_usage();
             rc = 0;
         } else {
-            rc = fail("token", "expected 'token create' (see --help)");
+            rc = fail("token", "expected 'token create|list|revoke' (see --help)");
         }
         goto cleanup;
     }
@@ -237,12 +363,16 @@ int psdbd_cmd_key(int argc, char **argv)
     char id[PSDB_KEY_ID_SIZE];
     size_t pem_size = 0;
     psdb_hr hr;
+    if (argc >= 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0)) {
+        rc = list_or_revoke("key", argc - 1, argv + 1);
+        goto cleanup;
+    }
     if (argc < 2 || strcmp(argv[1], "add") != 0) {
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
             key_usage();
             rc = 0;
         } else {
-            rc = fail("key", "expected 'key add' (see --help)");
+            rc = fail("key", "expected 'key add|list|revoke' (see --help)");
         }
         goto cleanup;
     }

@@ -10,10 +10,11 @@
  * body chunk is hashed and appended to a temporary file in the data directory (never held in
  * memory), and on the final callback the file is validated with libpsdb, the signature checked,
  * the blob fsynced and renamed into the store, and only then the index row committed. That last
- * part can take seconds for a large PSDB, so it runs on a thread of its own while the connection
- * is suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
- * waits for those threads, since a suspended connection must not meet MHD_stop_daemon. Anything that ends a publish early removes its temporary file in the completion
- * callback, so a client that disconnects mid-body leaves nothing behind. */
+ * part can take seconds for a large PSDB, so it runs on a finisher thread while the connection is
+ * suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
+ * waits for the finishers, since a suspended connection must not meet MHD_stop_daemon. Anything
+ * that ends a publish early removes its temporary file in the completion callback, so a client that
+ * disconnects mid-body leaves nothing behind. */
 #include "http.h"
 
 #include <errno.h>
@@ -65,8 +66,8 @@ struct req {
     int finishing;
     unsigned result_status;
     json_t *result_body;
-    psdbd_server *srv;
     struct MHD_Connection *conn;
+    struct req *next; /* in the finishers' queue */
 };
 
 /* ---- responses ----------------------------------------------------------------------------------
@@ -463,42 +464,46 @@ cleanup:
 /* The end of a publish (validation, signature, fsync, rename, commit) may take seconds for a
  * large PSDB; it runs on its own thread while the connection is suspended, so the worker thread
  * keeps serving its other connections. */
-static void *finish_job(void *arg)
+/* A finisher thread: takes suspended publishes off the queue, finishes them, resumes them. The
+ * threads are joined at shutdown, so their SQLite connections and OpenSSL state are gone before
+ * the process exits. */
+static void *finisher(void *arg)
 {
-    struct req *r = arg;
-    psdbd_server *srv = r->srv;
-    struct MHD_Connection *c = r->conn;
-    publish_finish(srv, NULL, r);
-    MHD_resume_connection(c); /* r belongs to the connection again from here on */
+    psdbd_server *srv = arg;
     pthread_mutex_lock(&srv->lock);
-    if (--srv->jobs == 0)
-        pthread_cond_broadcast(&srv->idle);
+    for (;;) {
+        while (!srv->queue && !srv->stopping)
+            pthread_cond_wait(&srv->work, &srv->lock);
+        if (!srv->queue)
+            break;
+        struct req *r = srv->queue;
+        srv->queue = r->next;
+        pthread_mutex_unlock(&srv->lock);
+        struct MHD_Connection *c = r->conn;
+        publish_finish(srv, NULL, r);
+        MHD_resume_connection(c); /* r belongs to the connection again from here on */
+        pthread_mutex_lock(&srv->lock);
+        if (--srv->jobs == 0)
+            pthread_cond_broadcast(&srv->idle);
+    }
     pthread_mutex_unlock(&srv->lock);
     return NULL;
 }
 
 static enum MHD_Result publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
-    pthread_t t;
-    pthread_attr_t attr;
-    int rc;
+    struct req **tail;
     r->publishing = 0;
     r->finishing = 1;
-    r->srv = srv;
     r->conn = c;
+    MHD_suspend_connection(c);
     pthread_mutex_lock(&srv->lock);
     srv->jobs++;
-    pthread_mutex_unlock(&srv->lock);
-    MHD_suspend_connection(c);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    rc = pthread_create(&t, &attr, finish_job, r);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        /* No thread to spare: finish here, on the worker. */
-        psdbd_log("publish: pthread_create: %s; finishing on the worker thread", strerror(rc));
-        finish_job(r);
+    for (tail = &srv->queue; *tail; tail = &(*tail)->next) {
     }
+    *tail = r;
+    pthread_cond_signal(&srv->work);
+    pthread_mutex_unlock(&srv->lock);
     return MHD_YES;
 }
 
@@ -1066,6 +1071,7 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     const psdbd_config *cfg = srv->cfg;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->idle, NULL);
+    pthread_cond_init(&srv->work, NULL);
     if (parse_listen(cfg->listen, &ss, &sslen, err, err_size) != 0)
         goto cleanup;
     if (ss.ss_family == AF_INET6)
@@ -1085,6 +1091,15 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
             !(key = read_pem(cfg->tls_key, err, err_size)))
             goto cleanup;
         flags |= MHD_USE_TLS;
+    }
+    srv->finishers = xcalloc(cfg->threads < 2 ? 2 : cfg->threads, sizeof(pthread_t));
+    for (unsigned i = 0; i < (cfg->threads < 2 ? 2 : cfg->threads); i++) {
+        int e = pthread_create(&srv->finishers[i], NULL, finisher, srv);
+        if (e != 0) {
+            snprintf(err, err_size, "cannot start finisher threads: %s", strerror(e));
+            goto cleanup;
+        }
+        srv->num_finishers = i + 1;
     }
     if (MHD_is_feature_supported(MHD_FEATURE_LARGE_FILE) != MHD_YES)
         psdbd_log("warning: this libmicrohttpd cannot serve files over 2 GiB");
@@ -1117,6 +1132,16 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     srv->port = info ? info->port : 0;
     rc = 0;
 cleanup:
+    if (rc != 0 && srv->finishers) {
+        pthread_mutex_lock(&srv->lock);
+        srv->stopping = 1;
+        pthread_cond_broadcast(&srv->work);
+        pthread_mutex_unlock(&srv->lock);
+        for (unsigned i = 0; i < srv->num_finishers; i++)
+            pthread_join(srv->finishers[i], NULL);
+        free(srv->finishers);
+        srv->finishers = NULL;
+    }
     if (key) {
         memset(key, 0, strlen(key));
         free(key);
@@ -1148,9 +1173,23 @@ void psdbd_http_stop(psdbd_server *srv)
     /* A suspended connection must not meet MHD_stop_daemon: finishing publishes always end. */
     while (srv->jobs > 0)
         pthread_cond_wait(&srv->idle, &srv->lock);
+    /* A publish resumed just now is still suspended until its worker picks it up: give the
+     * worker a moment to answer it. */
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    while (srv->active > 0 &&
+           pthread_cond_timedwait(&srv->idle, &srv->lock, &deadline) != ETIMEDOUT) {
+    }
+    srv->stopping = 1;
+    pthread_cond_broadcast(&srv->work);
     pthread_mutex_unlock(&srv->lock);
+    for (unsigned i = 0; i < srv->num_finishers; i++)
+        pthread_join(srv->finishers[i], NULL);
+    free(srv->finishers);
+    srv->finishers = NULL;
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    pthread_cond_destroy(&srv->work);
     pthread_cond_destroy(&srv->idle);
     pthread_mutex_destroy(&srv->lock);
 }

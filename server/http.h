@@ -19,7 +19,14 @@ typedef struct psdbd_server {
     pthread_mutex_t lock;
     pthread_cond_t idle;
     unsigned active;
-    unsigned jobs; /* publishes finishing on their own threads */
+    /* Publishes finish on finisher threads (validation, fsync, commit) while their connection is
+     * suspended; `queue` holds those waiting, `jobs` counts queued and running ones. */
+    pthread_t *finishers;
+    unsigned num_finishers;
+    pthread_cond_t work;
+    struct req *queue;
+    unsigned jobs;
+    int stopping;
 } psdbd_server;
 
 /* Starts the daemon (its worker threads inherit the caller's signal mask). srv->cfg, ix and

@@ -822,6 +822,28 @@ START_TEST(test_server__tokens_and_scopes)
     http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
     ck_assert_int_eq(r.status, 200);
     resp_free(&r);
+
+    /* Revoked tokens and keys are refused at once; listings never show a secret. */
+    char *list = run_line("%s token list --data-dir %s --json", PSDBD_BIN, g_data);
+    ck_assert_ptr_nonnull(list);
+    ck_assert_ptr_nonnull(strstr(list, "\"name\":\"reader\""));
+    ck_assert_ptr_null(strstr(list, g_reader + 22)); /* the secret part */
+    free(list);
+    ck_assert_int_eq(run_status("%s token revoke --data-dir %s --name reader", PSDBD_BIN, g_data),
+                     0);
+    ck_assert_int_ne(run_status("%s token revoke --data-dir %s --name nobody", PSDBD_BIN, g_data),
+                     0);
+    http(&r, "GET", "/v1/apps", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    ck_assert_int_eq(run_status("%s key revoke --data-dir %s --name main", PSDBD_BIN, g_data), 0);
+    char *p2 = make_psdb(&base_spec);
+    pub_opts o5 = {.serial = 9};
+    publish(&r, p2, &o5);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "unknown_key");
+    resp_free(&r);
+    free(p2);
 }
 END_TEST
 
