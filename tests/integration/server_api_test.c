@@ -1,4 +1,5 @@
-/* server_api_test.c - the real psdbd on loopback: publish, resolve, blobs, auth, bad input, crashes. */
+/* server_api_test.c - the real psdbd on loopback: publish, resolve, blobs, auth, bad input,
+ * crashes. */
 #include "testutil.h"
 
 #include <arpa/inet.h>
@@ -26,7 +27,8 @@
 #define PSDBD_BIN "psdbd"
 #endif
 
-/* ---- the server process ------------------------------------------------------------------------- */
+/* ---- the server process -------------------------------------------------------------------------
+ */
 
 typedef struct srv {
     pid_t pid;
@@ -52,7 +54,7 @@ static int srv_try_start(srv *s, const char *const *extra, rlim_t fsize_limit)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        const char *argv[32] = {PSDBD_BIN, "--listen", "127.0.0.1:0", "--data-dir", g_data,
+        const char *argv[32] = {PSDBD_BIN,   "--listen", "127.0.0.1:0", "--data-dir", g_data,
                                 "--threads", "4"};
         int argc = 7;
         for (int i = 0; extra && extra[i] && argc < 30; i++)
@@ -82,6 +84,7 @@ static int srv_try_start(srv *s, const char *const *extra, rlim_t fsize_limit)
     line[n] = '\0';
     close(fds[0]);
     char *colon = strrchr(line, ':');
+    const char *scheme = strstr(line, "https://") ? "https" : "http";
     if (!colon || strstr(line, "listening on") == NULL) {
         int st;
         waitpid(pid, &st, 0);
@@ -89,7 +92,7 @@ static int srv_try_start(srv *s, const char *const *extra, rlim_t fsize_limit)
     }
     s->pid = pid;
     s->port = atoi(colon + 1);
-    snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", s->port);
+    snprintf(s->base, sizeof(s->base), "%s://127.0.0.1:%d", scheme, s->port);
     return 0;
 }
 
@@ -155,13 +158,14 @@ static int run_status(const char *fmt, ...)
 
 static char *token(const char *role, const char *scope, const char *extra)
 {
-    char *t = run_line("%s token create --data-dir %s --role %s --scope '%s' %s", PSDBD_BIN,
-                       g_data, role, scope, extra ? extra : "");
+    char *t = run_line("%s token create --data-dir %s --role %s --scope '%s' %s", PSDBD_BIN, g_data,
+                       role, scope, extra ? extra : "");
     ck_assert_ptr_nonnull(t);
     return t;
 }
 
-/* ---- PSDBs -------------------------------------------------------------------------------------- */
+/* ---- PSDBs --------------------------------------------------------------------------------------
+ */
 
 typedef struct spec {
     const char *app;
@@ -178,12 +182,16 @@ static char *make_psdb(const spec *sp)
     char name[64];
     snprintf(name, sizeof(name), "p%d.psdb", counter++);
     char *path = tu_path(g_dir, name);
-    psdb_app_identity id = {.desc = {.exe_filename = "game.exe", .name = sp->app,
-                                     .version = sp->version, .engine_name = "Engine",
+    psdb_app_identity id = {.desc = {.exe_filename = "game.exe",
+                                     .name = sp->app,
+                                     .version = sp->version,
+                                     .engine_name = "Engine",
                                      .engine_version = PSDB_VERSION(5, 0, 0, 0)},
                             .app_id = {0xa1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
-    psdb_target t = {.family = sp->family, .abi_version = sp->abi,
-                     .compiler_version = PSDB_VERSION(1, 0, 0, 0), .profile_version = sp->profile};
+    psdb_target t = {.family = sp->family,
+                     .abi_version = sp->abi,
+                     .compiler_version = PSDB_VERSION(1, 0, 0, 0),
+                     .profile_version = sp->profile};
     psdb_writer *w = NULL;
     ck_assert_hr(psdb_writer_create(path, &id, &t, &w), PSDB_S_OK);
     size_t chunk = 64 * 1024, left = sp->payload ? sp->payload : 100;
@@ -224,7 +232,8 @@ static void hex(const uint8_t *in, size_t n, char *out)
         snprintf(out + 2 * i, 3, "%02x", in[i]);
 }
 
-/* ---- HTTP --------------------------------------------------------------------------------------- */
+/* ---- HTTP ---------------------------------------------------------------------------------------
+ */
 
 struct buf {
     char *data;
@@ -268,6 +277,8 @@ static void http(resp *r, const char *method, const char *path, const char *tok,
     snprintf(url, sizeof(url), "%s%s", g_srv.base, path);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L); /* the TLS test's certificate is self-signed */
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
     if (tok) {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", tok);
         h = curl_slist_append(h, auth);
@@ -329,9 +340,9 @@ static const char *header(const resp *r, const char *name)
 
 typedef struct pub_opts {
     const char *token;
-    psdb_key *key;      /* signs */
-    const char *kid;    /* sent as X-Psdb-Key-Id */
-    uint64_t serial;    /* signed */
+    psdb_key *key;        /* signs */
+    const char *kid;      /* sent as X-Psdb-Key-Id */
+    uint64_t serial;      /* signed */
     uint64_t sent_serial; /* sent (0: same as serial) */
 } pub_opts;
 
@@ -426,7 +437,8 @@ static int wait_tmp_empty(void)
     return 0;
 }
 
-/* ---- fixture ------------------------------------------------------------------------------------ */
+/* ---- fixture ------------------------------------------------------------------------------------
+ */
 
 static void setup(void)
 {
@@ -443,11 +455,13 @@ static void setup(void)
     ck_assert_hr(psdb_key_load(k, &g_key), PSDB_S_OK);
     ck_assert_hr(psdb_key_load(k2, &g_key2), PSDB_S_OK);
     ck_assert_int_eq(run_status("%s key add --data-dir %s --name main --public-key %s.pub",
-                                PSDBD_BIN, g_data, k), 0);
+                                PSDBD_BIN, g_data, k),
+                     0);
     /* key2 may only publish for applications named Other*. */
     ck_assert_int_eq(run_status("%s key add --data-dir %s --name other --public-key %s.pub "
                                 "--scope 'Other*'",
-                                PSDBD_BIN, g_data, k2), 0);
+                                PSDBD_BIN, g_data, k2),
+                     0);
     free(k);
     free(k2);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -472,11 +486,16 @@ static void teardown(void)
     curl_global_cleanup();
 }
 
-static const spec base_spec = {.app = "Game", .version = PSDB_VERSION(1, 0, 0, 0),
-                               .family = "contoso-gfx9", .abi = 7,
-                               .profile = PSDB_VERSION(1, 2, 0, 0), .payload = 5000, .seed = 1};
+static const spec base_spec = {.app = "Game",
+                               .version = PSDB_VERSION(1, 0, 0, 0),
+                               .family = "contoso-gfx9",
+                               .abi = 7,
+                               .profile = PSDB_VERSION(1, 2, 0, 0),
+                               .payload = 5000,
+                               .seed = 1};
 
-/* ---- tests -------------------------------------------------------------------------------------- */
+/* ---- tests --------------------------------------------------------------------------------------
+ */
 
 START_TEST(test_server__publish_resolve_download)
 {
@@ -727,8 +746,8 @@ START_TEST(test_server__A3_resolve_order)
     ck_assert_int_eq(r.status, 400);
     ck_assert_str_eq(jstr(r.json, "error", NULL), "bad_request");
     resp_free(&r);
-    http(&r, "GET", "/v1/resolve?app=Game&app_version=1&family=f&abi_min=3&abi_max=2", NULL,
-         NULL, NULL, NULL, 0);
+    http(&r, "GET", "/v1/resolve?app=Game&app_version=1&family=f&abi_min=3&abi_max=2", NULL, NULL,
+         NULL, NULL, 0);
     ck_assert_int_eq(r.status, 400);
     resp_free(&r);
 }
@@ -740,8 +759,10 @@ START_TEST(test_server__tokens_and_scopes)
     char *path = make_psdb(&base_spec);
     resp r;
     /* No token, a malformed one, an unknown one: 401. */
-    pub_opts o = {.serial = 1, .token = "psdb_0000000000000000_" "00000000000000000000000000000000"
-                                        "00000000000000000000000000000000"};
+    pub_opts o = {.serial = 1,
+                  .token = "psdb_0000000000000000_"
+                           "00000000000000000000000000000000"
+                           "00000000000000000000000000000000"};
     publish(&r, path, &o);
     ck_assert_int_eq(r.status, 401);
     ck_assert_str_eq(jstr(r.json, "error", NULL), "unauthorized");
@@ -801,6 +822,28 @@ START_TEST(test_server__tokens_and_scopes)
     http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
     ck_assert_int_eq(r.status, 200);
     resp_free(&r);
+
+    /* Revoked tokens and keys are refused at once; listings never show a secret. */
+    char *list = run_line("%s token list --data-dir %s --json", PSDBD_BIN, g_data);
+    ck_assert_ptr_nonnull(list);
+    ck_assert_ptr_nonnull(strstr(list, "\"name\":\"reader\""));
+    ck_assert_ptr_null(strstr(list, g_reader + 22)); /* the secret part */
+    free(list);
+    ck_assert_int_eq(run_status("%s token revoke --data-dir %s --name reader", PSDBD_BIN, g_data),
+                     0);
+    ck_assert_int_ne(run_status("%s token revoke --data-dir %s --name nobody", PSDBD_BIN, g_data),
+                     0);
+    http(&r, "GET", "/v1/apps", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    ck_assert_int_eq(run_status("%s key revoke --data-dir %s --name main", PSDBD_BIN, g_data), 0);
+    char *p2 = make_psdb(&base_spec);
+    pub_opts o5 = {.serial = 9};
+    publish(&r, p2, &o5);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "unknown_key");
+    resp_free(&r);
+    free(p2);
 }
 END_TEST
 
@@ -821,8 +864,9 @@ START_TEST(test_server__signatures)
     ck_assert_int_eq(r.status, 403);
     resp_free(&r);
     /* An unregistered key id. */
-    pub_opts o3 = {.serial = 1, .kid = "0000000000000000000000000000000000000000000000000000000000"
-                                       "000000"};
+    pub_opts o3 = {.serial = 1,
+                   .kid = "0000000000000000000000000000000000000000000000000000000000"
+                          "000000"};
     publish(&r, path, &o3);
     ck_assert_int_eq(r.status, 403);
     ck_assert_str_eq(jstr(r.json, "error", NULL), "unknown_key");
@@ -860,13 +904,14 @@ START_TEST(test_server__invalid_bodies_and_conflicts)
     char data[4096];
     memset(data, 'x', sizeof(data));
     tu_write_file(junk, data, sizeof(data));
-    const char *hs[] = {"X-Psdb-Serial: 1",
-                        "X-Psdb-Key-Id: 0000000000000000000000000000000000000000000000000000000000"
-                        "000000",
-                        "X-Psdb-Signature: "
-                        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-                        "AAAAAA==",
-                        NULL};
+    const char *hs[] = {
+        "X-Psdb-Serial: 1",
+        "X-Psdb-Key-Id: 0000000000000000000000000000000000000000000000000000000000"
+        "000000",
+        "X-Psdb-Signature: "
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        "AAAAAA==",
+        NULL};
     char kid[128];
     snprintf(kid, sizeof(kid), "X-Psdb-Key-Id: %s", g_kid);
     hs[1] = kid;
@@ -960,11 +1005,12 @@ START_TEST(test_server__upload_limit_and_broken_uploads)
         snprintf(sig_line, sizeof(sig_line), "X-Psdb-Signature: %s\r\n", sig);
     }
     char *head = NULL;
-    ck_assert_int_ge(asprintf(&head,
-                              "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-                              "Content-Length: %zu\r\nX-Psdb-Serial: 1\r\nX-Psdb-Key-Id: %s\r\n%s\r\n",
-                              g_pub, n, g_kid, sig_line),
-                     0);
+    ck_assert_int_ge(
+        asprintf(&head,
+                 "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Length: %zu\r\nX-Psdb-Serial: 1\r\nX-Psdb-Key-Id: %s\r\n%s\r\n",
+                 g_pub, n, g_kid, sig_line),
+        0);
     size_t hl = strlen(head);
     char *msg = malloc(hl + n);
     memcpy(msg, head, hl);
@@ -981,11 +1027,12 @@ START_TEST(test_server__upload_limit_and_broken_uploads)
     ck_assert_msg(strncmp(out, "HTTP/1.1 201", 12) == 0, "got: %.200s", out);
     /* A Content-Length that promises less: the server reads a truncated PSDB (400). */
     char *lie = NULL;
-    ck_assert_int_ge(asprintf(&lie,
-                              "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-                              "Content-Length: %zu\r\nX-Psdb-Serial: 2\r\nX-Psdb-Key-Id: %s\r\n%s\r\n",
-                              g_pub, n / 2, g_kid, sig_line),
-                     0);
+    ck_assert_int_ge(
+        asprintf(&lie,
+                 "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Length: %zu\r\nX-Psdb-Serial: 2\r\nX-Psdb-Key-Id: %s\r\n%s\r\n",
+                 g_pub, n / 2, g_kid, sig_line),
+        0);
     size_t ll = strlen(lie);
     char *msg2 = malloc(ll + n);
     memcpy(msg2, lie, ll);
@@ -1011,24 +1058,24 @@ START_TEST(test_server__hostile_urls_and_headers)
 {
     srv_start(&g_srv, NULL);
     resp r;
-    const char *bad[] = {"/v1/blobs/xyz",
-                         "/v1/blobs/../../../../etc/passwd",
-                         "/v1/blobs/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
-                         "/v1/blobs/0932E7EB35728098E2F102F21F38EE11458D745D063846890EBCA1219612A43A",
-                         "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a0",
-                         "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43",
-                         "/v1/blobs/",
-                         "/v1/psdbs/1abc",
-                         "/v1/psdbs/-1",
-                         "/v1/psdbs/99999999999999999999999"};
+    const char *bad[] = {
+        "/v1/blobs/xyz",
+        "/v1/blobs/../../../../etc/passwd",
+        "/v1/blobs/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+        "/v1/blobs/0932E7EB35728098E2F102F21F38EE11458D745D063846890EBCA1219612A43A",
+        "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a0",
+        "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43",
+        "/v1/blobs/",
+        "/v1/psdbs/1abc",
+        "/v1/psdbs/-1",
+        "/v1/psdbs/99999999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         http(&r, "GET", bad[i], NULL, NULL, NULL, NULL, 0);
         ck_assert_msg(r.status == 400, "%s: %ld", bad[i], r.status);
         resp_free(&r);
     }
-    http(&r, "GET",
-         "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a", NULL, NULL,
-         NULL, NULL, 0);
+    http(&r, "GET", "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a",
+         NULL, NULL, NULL, NULL, 0);
     ck_assert_int_eq(r.status, 404);
     resp_free(&r);
     http(&r, "GET", "/../../etc/passwd", NULL, NULL, NULL, NULL, 0);
@@ -1205,8 +1252,7 @@ START_TEST(test_server__kill9_during_publishes)
     }
     if (f)
         fclose(f);
-    fprintf(stderr, "kill -9 test: %d acknowledged publishes survived %d crashes\n", acked,
-            ROUNDS);
+    fprintf(stderr, "kill -9 test: %d acknowledged publishes survived %d crashes\n", acked, ROUNDS);
     /* gc removes only unindexed blob files. */
     ck_assert_int_eq(srv_stop(&g_srv), 0);
     ck_assert_int_eq(run_status("%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
@@ -1277,7 +1323,8 @@ START_TEST(test_server__tool_keygen_and_publish)
     ck_assert_int_eq(run_status("%s keygen -o %s", PSDB_TOOL, key), 0);
     ck_assert_int_ne(run_status("%s keygen -o %s", PSDB_TOOL, key), 0); /* never overwrites */
     ck_assert_int_eq(run_status("%s key add --data-dir %s --name tool --public-key %s.pub",
-                                PSDBD_BIN, g_data, key), 0);
+                                PSDBD_BIN, g_data, key),
+                     0);
     char *path = make_psdb(&base_spec);
     char *line = run_line("%s publish --server %s --token %s --key %s --serial 7 %s", PSDB_TOOL,
                           g_srv.base, g_pub, key, path);
@@ -1295,6 +1342,104 @@ START_TEST(test_server__tool_keygen_and_publish)
     ck_assert_int_eq(resolve_id("abi_min=7&abi_max=7"), 1);
     free(path);
     free(key);
+}
+END_TEST
+
+START_TEST(test_server__native_tls_from_config_file)
+{
+    char *cert = tu_path(g_dir, "cert.pem"), *key = tu_path(g_dir, "key.pem");
+    char *conf = tu_path(g_dir, "psdbd.conf");
+    ck_assert_int_eq(run_status("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                                "-nodes -keyout %s -out %s -days 1 -subj /CN=127.0.0.1",
+                                key, cert),
+                     0);
+    FILE *f = fopen(conf, "w");
+    fprintf(f, "# native HTTPS\ntls-cert = %s\ntls-key = %s\nmax-upload = 1M\n", cert, key);
+    fclose(f);
+    const char *extra[] = {"--config", conf, NULL};
+    srv_start(&g_srv, extra);
+    ck_assert_msg(strncmp(g_srv.base, "https://", 8) == 0, "%s", g_srv.base);
+    resp r;
+    http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    /* Blobs over TLS (no sendfile there) and the upload limit from the file. */
+    char *path = make_psdb(&base_spec);
+    pub_opts o = {.serial = 1};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 201);
+    char url[128];
+    snprintf(url, sizeof(url), "%s", jstr(r.json, "url", NULL));
+    resp_free(&r);
+    size_t n = 0;
+    char *bytes = tu_read_file(path, &n);
+    http(&r, "GET", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, n);
+    ck_assert_mem_eq(r.body.data, bytes, n);
+    resp_free(&r);
+    spec s = base_spec;
+    s.payload = 2 << 20;
+    char *big = make_psdb(&s);
+    publish(&r, big, &o);
+    ck_assert_int_eq(r.status, 413);
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    /* A half-given TLS setting is refused. */
+    const char *half[] = {"--tls-cert", cert, NULL};
+    ck_assert_int_eq(srv_try_start(&g_srv, half, 0), -1);
+    free(big);
+    free(bytes);
+    free(path);
+    free(conf);
+    free(cert);
+    free(key);
+}
+END_TEST
+
+START_TEST(test_server__blob_over_4gib)
+{
+    /* A sparse 5 GiB file in the store (blobs are served by name; the index is not consulted). */
+    const char *sha = "5555555555555555555555555555555555555555555555555555555555555555";
+    char *sub = tu_path(g_data, "blobs/55");
+    mkdir(g_data, 0755);
+    char *blobs = tu_path(g_data, "blobs");
+    mkdir(blobs, 0755);
+    mkdir(sub, 0755);
+    char *file = tu_path(sub, sha);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    const uint64_t size = 5ull << 30;
+    ck_assert_int_eq(pwrite(fd, "tail", 4, (off_t)(size - 4)), 4);
+    ck_assert_int_eq(pwrite(fd, "mark", 4, (off_t)5000000000ull), 4);
+    close(fd);
+    srv_start(&g_srv, NULL);
+    char url[128];
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    resp r;
+    http(&r, "HEAD", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(header(&r, "Content-Length"), "5368709120");
+    resp_free(&r);
+    const char *range[] = {"Range: bytes=5000000000-5000000003", NULL};
+    http(&r, "GET", url, NULL, range, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_uint_eq(r.body.len, 4);
+    ck_assert_mem_eq(r.body.data, "mark", 4);
+    ck_assert_str_eq(header(&r, "Content-Range"), "bytes 5000000000-5000000003/5368709120");
+    resp_free(&r);
+    const char *last[] = {"Range: bytes=-4", NULL};
+    http(&r, "GET", url, NULL, last, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_mem_eq(r.body.data, "tail", 4);
+    resp_free(&r);
+    http(&r, "GET", "/v1/psdbs/12345", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    unlink(file);
+    free(file);
+    free(sub);
+    free(blobs);
 }
 END_TEST
 
@@ -1316,6 +1461,8 @@ int main(void)
     tcase_add_test(tc, test_server__kill9_during_publishes);
     tcase_add_test(tc, test_server__check_gc_and_schema_version);
     tcase_add_test(tc, test_server__tool_keygen_and_publish);
+    tcase_add_test(tc, test_server__native_tls_from_config_file);
+    tcase_add_test(tc, test_server__blob_over_4gib);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
