@@ -69,8 +69,7 @@ static int open_data(const char *cmd, const char *dir, psdbd_store *store, psdbd
     return 0;
 }
 
-/* ---- token/key list and revoke ------------------------------------------------------------------
- */
+/* ---- token/key list and revoke --------------------------------------------------------------- */
 
 /* `psdbd token|key list|revoke`: lists the rows (never a secret) or revokes one by name. */
 static int list_or_revoke(const char *what, int argc, char **argv)
@@ -190,8 +189,7 @@ cleanup:
     return rc;
 }
 
-/* ---- token create -------------------------------------------------------------------------------
- */
+/* ---- token create ---------------------------------------------------------------------------- */
 
 static void token_usage(void)
 {
@@ -334,8 +332,7 @@ cleanup:
     return rc;
 }
 
-/* ---- key add ------------------------------------------------------------------------------------
- */
+/* ---- key add --------------------------------------------------------------------------------- */
 
 static void key_usage(void)
 {
@@ -456,8 +453,7 @@ cleanup:
     return rc;
 }
 
-/* ---- gc and check -------------------------------------------------------------------------------
- */
+/* ---- gc and check ---------------------------------------------------------------------------- */
 
 struct walk {
     psdbd_index *ix;

@@ -226,8 +226,7 @@ int psdbd_index_ping(psdbd_index *ix)
     return rc;
 }
 
-/* ---- manifests ----------------------------------------------------------------------------------
- */
+/* ---- manifests ------------------------------------------------------------------------------- */
 
 #define PSDB_COLS                                                                                  \
     "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
@@ -566,8 +565,7 @@ psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **
     return rc;
 }
 
-/* ---- tokens and keys ----------------------------------------------------------------------------
- */
+/* ---- tokens and keys ------------------------------------------------------------------------- */
 
 psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
 {

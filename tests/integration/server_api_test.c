@@ -27,8 +27,7 @@
 #define PSDBD_BIN "psdbd"
 #endif
 
-/* ---- the server process -------------------------------------------------------------------------
- */
+/* ---- the server process ---------------------------------------------------------------------- */
 
 typedef struct srv {
     pid_t pid;
@@ -164,8 +163,7 @@ static char *token(const char *role, const char *scope, const char *extra)
     return t;
 }
 
-/* ---- PSDBs --------------------------------------------------------------------------------------
- */
+/* ---- PSDBs ----------------------------------------------------------------------------------- */
 
 typedef struct spec {
     const char *app;
@@ -232,8 +230,7 @@ static void hex(const uint8_t *in, size_t n, char *out)
         snprintf(out + 2 * i, 3, "%02x", in[i]);
 }
 
-/* ---- HTTP ---------------------------------------------------------------------------------------
- */
+/* ---- HTTP ------------------------------------------------------------------------------------ */
 
 struct buf {
     char *data;
@@ -437,8 +434,7 @@ static int wait_tmp_empty(void)
     return 0;
 }
 
-/* ---- fixture ------------------------------------------------------------------------------------
- */
+/* ---- fixture --------------------------------------------------------------------------------- */
 
 static void setup(void)
 {
@@ -494,8 +490,7 @@ static const spec base_spec = {.app = "Game",
                                .payload = 5000,
                                .seed = 1};
 
-/* ---- tests --------------------------------------------------------------------------------------
- */
+/* ---- tests ----------------------------------------------------------------------------------- */
 
 START_TEST(test_server__publish_resolve_download)
 {
@@ -684,6 +679,10 @@ static long long resolve_id(const char *query)
 START_TEST(test_server__A3_resolve_order)
 {
     srv_start(&g_srv, NULL);
+    /* Misses first, on every worker thread: the answers are cached, and publishes must make
+     * those cached answers stale. */
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(resolve_id("abi_min=1&abi_max=9&profile_version=1.2.0.0"), -1);
     spec s = base_spec;
     s.abi = 5;
     long long abi5 = publish_ok(&s, 1);
