@@ -1018,6 +1018,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512];
     (void)cls;
