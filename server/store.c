@@ -123,8 +123,14 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
         rc = errno;
         goto cleanup;
     }
-    if (stat(dst, &sb) == 0) {
-        /* Content-addressed: an existing blob with this name already holds these bytes. */
+    struct stat tb;
+    if (fstat(fd, &tb) != 0) {
+        rc = errno;
+        goto cleanup;
+    }
+    if (stat(dst, &sb) == 0 && sb.st_size == tb.st_size) {
+        /* Content-addressed: an existing blob with this name already holds these bytes (a file
+         * of another size is damaged and gets replaced below). */
         unlink(tmp_path);
         goto cleanup;
     }
