@@ -369,6 +369,23 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
                           "above 2^63-1");
         goto cleanup;
     }
+    {
+        /* Strings go into JSON manifests and the signed statement: UTF-8, bounded. */
+        const char *strs[] = {info.identity.desc.name, info.identity.desc.exe_filename,
+                              info.identity.desc.engine_name, info.target.family};
+        for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+            json_t *probe = strs[i] ? json_string(strs[i]) : NULL;
+            int ok = !strs[i] || (probe && strlen(strs[i]) <= PSDB_STATEMENT_STRING_MAX);
+            json_decref(probe);
+            if (!ok) {
+                ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                                  "the PSDB's identity or family is not UTF-8 or longer than "
+                                  "%u bytes",
+                                  PSDB_STATEMENT_STRING_MAX);
+                goto cleanup;
+            }
+        }
+    }
     if (r->who.role != PSDBD_ROLE_ADMIN &&
         !psdbd_scope_covers(r->who.scope, info.identity.desc.name)) {
         ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",

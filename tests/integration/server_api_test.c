@@ -947,6 +947,20 @@ START_TEST(test_server__invalid_bodies_and_conflicts)
     publish(&r, other, &o);
     ck_assert_int_eq(r.status, 201);
     resp_free(&r);
+    /* An identity that is not UTF-8 never reaches the index (manifests are JSON). */
+    spec bad = base_spec;
+    bad.app = "Bad\xff\xfe";
+    char *badp = make_psdb(&bad);
+    o.serial = 1;
+    publish(&r, badp, &o);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "invalid_psdb");
+    resp_free(&r);
+    free(badp);
+    http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(json_array_size(json_object_get(r.json, "apps")), 1);
+    resp_free(&r);
     /* Chunked bodies (no Content-Length) are refused. */
     const char *chunked[] = {"Transfer-Encoding: chunked", NULL};
     http(&r, "POST", "/v1/psdbs", g_pub, chunked, NULL, "abc", 3);
