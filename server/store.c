@@ -14,11 +14,23 @@
 
 #include "common.h"
 
+/* mkdir -p: the default data directory's parents (~/.local/share) may not exist yet. */
 static int mkdir_p(const char *path, mode_t mode)
 {
-    if (mkdir(path, mode) == 0 || errno == EEXIST)
-        return 0;
-    return -1;
+    char *p = xstrdup(path);
+    int rc = 0;
+    for (char *s = p + 1; *s && rc == 0; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = '/';
+    }
+    if (rc == 0 && mkdir(p, mode) != 0 && errno != EEXIST)
+        rc = -1;
+    free(p);
+    return rc;
 }
 
 static int fsync_dir(const char *path)
