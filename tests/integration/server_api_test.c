@@ -806,8 +806,14 @@ START_TEST(test_server__tokens_and_scopes)
 
     /* Readers need a token when configured so. */
     ck_assert_int_eq(srv_stop(&g_srv), 0);
-    const char *extra[] = {"--readers-need-token", NULL};
+    const char *extra[] = {"--readers-need-token", "--metrics-need-token", "true", NULL};
     srv_start(&g_srv, extra);
+    http(&r, "GET", "/metrics", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    http(&r, "GET", "/metrics", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
     http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
     ck_assert_int_eq(r.status, 401);
     ck_assert_ptr_nonnull(header(&r, "WWW-Authenticate"));
