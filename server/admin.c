@@ -69,8 +69,7 @@ static int open_data(const char *cmd, const char *dir, psdbd_store *store, psdbd
     return 0;
 }
 
-/* ---- token/key list and revoke ------------------------------------------------------------------
- */
+/* ---- token/key list and revoke --------------------------------------------------------------- */
 
 /* `psdbd token|key list|revoke`: lists the rows (never a secret) or revokes one by name. */
 static int list_or_revoke(const char *what, int argc, char **argv)
@@ -190,8 +189,7 @@ cleanup:
     return rc;
 }
 
-/* ---- token create -------------------------------------------------------------------------------
- */
+/* ---- token create ---------------------------------------------------------------------------- */
 
 static void token_usage(void)
 {
@@ -334,8 +332,7 @@ cleanup:
     return rc;
 }
 
-/* ---- key add ------------------------------------------------------------------------------------
- */
+/* ---- key add --------------------------------------------------------------------------------- */
 
 static void key_usage(void)
 {
@@ -456,8 +453,7 @@ cleanup:
     return rc;
 }
 
-/* ---- gc and check -------------------------------------------------------------------------------
- */
+/* ---- gc and check ---------------------------------------------------------------------------- */
 
 struct walk {
     psdbd_index *ix;
@@ -465,7 +461,7 @@ struct walk {
     sqlite3_stmt *ref; /* is this digest referenced? */
     sqlite3_stmt *row; /* blobs row of this digest */
     int64_t cutoff;    /* gc: files newer than this are left alone */
-    int dry_run, deep;
+    int dry_run, deep, json;
     uint64_t files, orphans, orphan_bytes, removed, errors, strays;
 };
 
@@ -482,8 +478,9 @@ static int gc_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
         return 0;
     w->orphans++;
     w->orphan_bytes += size;
-    printf("%s %s (%llu bytes)\n", w->dry_run ? "would remove" : "remove", sha,
-           (unsigned long long)size);
+    if (!w->json)
+        printf("%s %s (%llu bytes)\n", w->dry_run ? "would remove" : "remove", sha,
+               (unsigned long long)size);
     if (!w->dry_run) {
         char *p = psdbd_store_path(w->store, sha);
         if (unlink(p) == 0)
@@ -499,12 +496,12 @@ static void stray_one(const char *path, void *ctx)
 {
     struct walk *w = ctx;
     w->strays++;
-    printf("stray %s (not a blob; left alone)\n", path);
+    fprintf(w->json ? stderr : stdout, "stray %s (not a blob; left alone)\n", path);
 }
 
 static void gc_usage(void)
 {
-    printf("usage: psdbd gc --data-dir DIR [--dry-run] [--grace SECONDS]\n\n"
+    printf("usage: psdbd gc --data-dir DIR [--dry-run] [--grace SECONDS] [--json]\n\n"
            "Removes blob files that no index row references (left by a crash between storing a\n"
            "blob and indexing it, or by a refused publish), and leftover uploads in tmp/. Files\n"
            "younger than --grace (default 3600) are kept: a running server may be about to\n"
@@ -513,11 +510,10 @@ static void gc_usage(void)
 
 int psdbd_cmd_gc(int argc, char **argv)
 {
-    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
-                                         {"dry-run", no_argument, NULL, 'n'},
-                                         {"grace", required_argument, NULL, 'g'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"data-dir", required_argument, NULL, 'd'}, {"dry-run", no_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},           {"grace", required_argument, NULL, 'g'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     static const char ref_sql[] = "SELECT 1 FROM psdbs WHERE sha256 = ?1 LIMIT 1";
     static const char orphan_rows_sql[] =
         "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM psdbs) AND created_at < ?1";
@@ -537,6 +533,9 @@ int psdbd_cmd_gc(int argc, char **argv)
             break;
         case 'n':
             w.dry_run = 1;
+            break;
+        case 'j':
+            w.json = 1;
             break;
         case 'g':
             if (psdbd_parse_u64(optarg, &grace) != 0 || grace > INT32_MAX) {
@@ -586,18 +585,29 @@ int psdbd_cmd_gc(int argc, char **argv)
             if (strncmp(e->d_name, "upload-", 7) != 0 ||
                 fstatat(dirfd(d), e->d_name, &sb, 0) != 0 || sb.st_mtime > w.cutoff)
                 continue;
-            printf("%s tmp/%s (%lld bytes)\n", w.dry_run ? "would remove" : "remove", e->d_name,
-                   (long long)sb.st_size);
+            if (!w.json)
+                printf("%s tmp/%s (%lld bytes)\n", w.dry_run ? "would remove" : "remove", e->d_name,
+                       (long long)sb.st_size);
             if (!w.dry_run)
                 unlinkat(dirfd(d), e->d_name, 0);
         }
         if (d)
             closedir(d);
     }
-    printf("gc: %llu blob files, %llu unreferenced (%llu bytes), %llu removed%s\n",
-           (unsigned long long)w.files, (unsigned long long)w.orphans,
-           (unsigned long long)w.orphan_bytes, (unsigned long long)w.removed,
-           w.dry_run ? " (dry run)" : "");
+    if (w.json) {
+        json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:b}", "blob_files", (json_int_t)w.files,
+                              "unreferenced", (json_int_t)w.orphans, "unreferenced_bytes",
+                              (json_int_t)w.orphan_bytes, "removed", (json_int_t)w.removed,
+                              "dry_run", w.dry_run);
+        json_dumpf(o, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+        json_decref(o);
+    } else {
+        printf("gc: %llu blob files, %llu unreferenced (%llu bytes), %llu removed%s\n",
+               (unsigned long long)w.files, (unsigned long long)w.orphans,
+               (unsigned long long)w.orphan_bytes, (unsigned long long)w.removed,
+               w.dry_run ? " (dry run)" : "");
+    }
     rc = w.errors ? 1 : 0;
 cleanup:
     sqlite3_finalize(w.ref);
@@ -617,7 +627,8 @@ static int check_orphan(const char *sha, uint64_t size, int64_t mtime, void *ctx
     sqlite3_bind_text(w->row, 1, sha, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(w->row) != SQLITE_ROW) {
         w->orphans++;
-        printf("note: blob %s is not indexed (psdbd gc removes it)\n", sha);
+        fprintf(w->json ? stderr : stdout, "note: blob %s is not indexed (psdbd gc removes it)\n",
+                sha);
     }
     sqlite3_reset(w->row);
     return 0;
@@ -657,7 +668,7 @@ int psdbd_cmd_check(int argc, char **argv)
             w.deep = 1;
             break;
         case 'j':
-            json = 1;
+            json = w.json = 1;
             break;
         case 'h':
             check_usage();
@@ -682,12 +693,12 @@ int psdbd_cmd_check(int argc, char **argv)
         while (sqlite3_step(st) == SQLITE_ROW) {
             const char *msg = (const char *)sqlite3_column_text(st, 0);
             if (msg && strcmp(msg, "ok") != 0) {
-                printf("problem: index: %s\n", msg);
+                fprintf(w.json ? stderr : stdout, "problem: index: %s\n", msg);
                 problems++;
             }
         }
     } else {
-        printf("problem: index: %s\n", sqlite3_errmsg(db));
+        fprintf(w.json ? stderr : stdout, "problem: index: %s\n", sqlite3_errmsg(db));
         problems++;
     }
     sqlite3_finalize(st);
@@ -698,8 +709,9 @@ int psdbd_cmd_check(int argc, char **argv)
                            "p.sha256 WHERE b.sha256 IS NULL OR b.size != p.size",
                            -1, &st, NULL) == SQLITE_OK) {
         while (sqlite3_step(st) == SQLITE_ROW) {
-            printf("problem: psdb %lld names blob %s, which is not indexed with its size\n",
-                   (long long)sqlite3_column_int64(st, 0), sqlite3_column_text(st, 1));
+            fprintf(w.json ? stderr : stdout,
+                    "problem: psdb %lld names blob %s, which is not indexed with its size\n",
+                    (long long)sqlite3_column_int64(st, 0), sqlite3_column_text(st, 1));
             problems++;
         }
     }
@@ -719,20 +731,21 @@ int psdbd_cmd_check(int argc, char **argv)
             char actual[65];
             blobs++;
             if (!sha || !psdbd_is_digest(sha)) {
-                printf("problem: blobs row with a malformed digest\n");
+                fprintf(w.json ? stderr : stdout, "problem: blobs row with a malformed digest\n");
                 problems++;
                 continue;
             }
             if ((e = psdbd_store_open_blob(&store, sha, &fd, &got)) != 0) {
-                printf("problem: blob %s is indexed but %s\n", sha,
-                       e == ENOENT ? "missing" : strerror(e));
+                fprintf(w.json ? stderr : stdout, "problem: blob %s is indexed but %s\n", sha,
+                        e == ENOENT ? "missing" : strerror(e));
                 problems++;
                 continue;
             }
             close(fd);
             if (got != want) {
-                printf("problem: blob %s has %llu bytes, the index says %llu\n", sha,
-                       (unsigned long long)got, (unsigned long long)want);
+                fprintf(w.json ? stderr : stdout,
+                        "problem: blob %s has %llu bytes, the index says %llu\n", sha,
+                        (unsigned long long)got, (unsigned long long)want);
                 problems++;
                 continue;
             }
@@ -741,8 +754,8 @@ int psdbd_cmd_check(int argc, char **argv)
                 e = psdbd_sha256_file(p, actual, NULL);
                 free(p);
                 if (e != 0 || strcmp(actual, sha) != 0) {
-                    printf("problem: blob %s: %s\n", sha,
-                           e ? strerror(e) : "its bytes do not hash to its name");
+                    fprintf(w.json ? stderr : stdout, "problem: blob %s: %s\n", sha,
+                            e ? strerror(e) : "its bytes do not hash to its name");
                     problems++;
                 }
             }

@@ -37,6 +37,7 @@
 #include "psdb/psdb.h"
 
 #include "auth.h"
+#include "cache.h"
 #include "common.h"
 #include "metrics.h"
 
@@ -70,8 +71,7 @@ struct req {
     struct req *next; /* in the finishers' queue */
 };
 
-/* ---- responses ----------------------------------------------------------------------------------
- */
+/* ---- responses ------------------------------------------------------------------------------- */
 
 static enum MHD_Result queue(struct MHD_Connection *c, struct req *r, unsigned status,
                              struct MHD_Response *resp, uint64_t body_bytes)
@@ -106,28 +106,39 @@ static enum MHD_Result reply_buffer(struct MHD_Connection *c, struct req *r, uns
     return queue(c, r, status, resp, len);
 }
 
+/* The compact text of a JSON value with a newline (malloc'd, NUL-terminated); *len excludes
+ * the NUL. */
+static char *json_text(const json_t *v, size_t *len)
+{
+    char *text = json_dumps(v, JSON_COMPACT);
+    if (!text)
+        abort(); /* out of memory: the daemon's policy */
+    size_t n = strlen(text);
+    char *nl = realloc(text, n + 2);
+    if (!nl)
+        abort();
+    nl[n] = '\n';
+    nl[n + 1] = '\0';
+    *len = n + 1;
+    return nl;
+}
+
 /* Sends `body` (its reference is taken) as JSON. With c NULL (a publish finishing off the
  * connection's thread) the answer is kept in r until the connection is resumed. */
 static enum MHD_Result reply_json(struct MHD_Connection *c, struct req *r, unsigned status,
                                   json_t *body)
 {
+    size_t len = 0;
+    char *text = NULL;
     if (!c) {
         json_decref(r->result_body);
         r->result_body = body;
         r->result_status = status;
         return MHD_YES;
     }
-    char *text = json_dumps(body, JSON_COMPACT);
+    text = json_text(body, &len);
     json_decref(body);
-    if (!text)
-        abort(); /* out of memory: the daemon's policy */
-    size_t len = strlen(text);
-    char *nl = realloc(text, len + 2);
-    if (!nl)
-        abort();
-    nl[len] = '\n';
-    nl[len + 1] = '\0';
-    return reply_buffer(c, r, status, JSON_TYPE, nl, len + 1);
+    return reply_buffer(c, r, status, JSON_TYPE, text, len);
 }
 
 static enum MHD_Result reply_error(struct MHD_Connection *c, struct req *r, unsigned status,
@@ -154,8 +165,7 @@ static enum MHD_Result reply_index_error(struct MHD_Connection *c, struct req *r
                        "the index failed; see the server log");
 }
 
-/* ---- authentication -----------------------------------------------------------------------------
- */
+/* ---- authentication -------------------------------------------------------------------------- */
 
 /* Checks the token when `need` is not NONE (or when one is sent). Returns 0 when the request may
  * go on; otherwise an error response was queued and *ret says how to return. `app` non-NULL:
@@ -185,8 +195,7 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
     }
     if (r->who.role < need) {
         *ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "forbidden",
-                           "the token's role (%s) is "
-                           "not allowed here",
+                           "the token's role (%s) is not allowed here",
                            r->who.role == PSDBD_ROLE_READER ? "reader" : "publisher");
         return -1;
     }
@@ -203,8 +212,7 @@ static psdbd_role reader_role(const psdbd_server *srv)
     return srv->cfg->readers_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE;
 }
 
-/* ---- publish ------------------------------------------------------------------------------------
- */
+/* ---- publish --------------------------------------------------------------------------------- */
 
 static int disk_full_errno(int e)
 {
@@ -361,6 +369,23 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
                           "above 2^63-1");
         goto cleanup;
     }
+    {
+        /* Strings go into JSON manifests and the signed statement: UTF-8, bounded. */
+        const char *strs[] = {info.identity.desc.name, info.identity.desc.exe_filename,
+                              info.identity.desc.engine_name, info.target.family};
+        for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+            json_t *probe = strs[i] ? json_string(strs[i]) : NULL;
+            int ok = !strs[i] || (probe && strlen(strs[i]) <= PSDB_STATEMENT_STRING_MAX);
+            json_decref(probe);
+            if (!ok) {
+                ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                                  "the PSDB's identity or family is not UTF-8 or longer than "
+                                  "%u bytes",
+                                  PSDB_STATEMENT_STRING_MAX);
+                goto cleanup;
+            }
+        }
+    }
     if (r->who.role != PSDBD_ROLE_ADMIN &&
         !psdbd_scope_covers(r->who.scope, info.identity.desc.name)) {
         ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
@@ -435,6 +460,7 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
     rc = psdbd_index_publish(srv->ix, &rec, &manifest);
     switch (rc) {
     case PSDBD_OK:
+        psdbd_cache_invalidate();
         psdbd_metrics_publish(1);
         ret = reply_json(c, r, MHD_HTTP_CREATED, manifest);
         manifest = NULL;
@@ -507,8 +533,7 @@ static enum MHD_Result publish_defer(psdbd_server *srv, struct MHD_Connection *c
     return MHD_YES;
 }
 
-/* ---- blobs --------------------------------------------------------------------------------------
- */
+/* ---- blobs ----------------------------------------------------------------------------------- */
 
 int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
 {
@@ -654,8 +679,7 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
     return queue(c, r, MHD_HTTP_OK, resp, len);
 }
 
-/* ---- the other routes ---------------------------------------------------------------------------
- */
+/* ---- the other routes ------------------------------------------------------------------------ */
 
 static int parse_id(const char *s, int64_t *out)
 {
@@ -701,17 +725,42 @@ static enum MHD_Result resolve(psdbd_server *srv, struct MHD_Connection *c, stru
     }
     if (authorize(srv, c, r, reader_role(srv), q.app, &ret) != 0)
         return ret;
+    /* The cache key is the parsed query: equivalent spellings share an answer. Only the top 32
+     * bits of the profile version matter to the answer. */
+    uint64_t gen = psdbd_cache_generation();
+    char *key = xasprintf("%s%c%s%c%llx %llx %llx %d %llx", q.app, 0, q.family, 0,
+                          (unsigned long long)q.app_version, (unsigned long long)q.abi_min,
+                          (unsigned long long)q.abi_max, q.has_profile,
+                          (unsigned long long)(q.profile_version >> 32));
+    size_t key_len = strlen(q.app) + 1 + strlen(q.family) + 1;
+    key_len += strlen(key + key_len);
+    unsigned status = 0;
+    char *body = NULL;
+    size_t len = 0;
+    if (psdbd_cache_get(key, key_len, &status, &body, &len)) {
+        free(key);
+        psdbd_metrics_resolve(status == MHD_HTTP_OK);
+        return reply_buffer(c, r, status, JSON_TYPE, body, len);
+    }
     switch (psdbd_index_resolve(srv->ix, &q, &m)) {
     case PSDBD_OK:
-        psdbd_metrics_resolve(1);
-        return reply_json(c, r, MHD_HTTP_OK, m);
+        status = MHD_HTTP_OK;
+        break;
     case PSDBD_NOT_FOUND:
-        psdbd_metrics_resolve(0);
-        return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found",
-                           "no compatible PSDB for this application and adapter");
+        status = MHD_HTTP_NOT_FOUND;
+        m = json_pack("{s:s, s:s}", "error", "not_found", "message",
+                      "no compatible PSDB for this application and adapter");
+        break;
     default:
+        free(key);
         return reply_index_error(c, r, PSDBD_ERROR);
     }
+    psdbd_metrics_resolve(status == MHD_HTTP_OK);
+    body = json_text(m, &len);
+    json_decref(m);
+    psdbd_cache_put(key, key_len, status, body, len, gen);
+    free(key);
+    return reply_buffer(c, r, status, JSON_TYPE, body, len);
 }
 
 static enum MHD_Result psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
@@ -744,6 +793,7 @@ static enum MHD_Result psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, s
     json_decref(m);
     m = NULL;
     rc = psdbd_index_retire(srv->ix, id, r->who.name, &m);
+    psdbd_cache_invalidate();
     if (rc != PSDBD_OK)
         return reply_index_error(c, r, rc);
     return reply_json(c, r, MHD_HTTP_OK, m);
@@ -882,8 +932,7 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
                        "%.16s is not allowed here", r->method);
 }
 
-/* ---- MHD callbacks ------------------------------------------------------------------------------
- */
+/* ---- MHD callbacks --------------------------------------------------------------------------- */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
@@ -986,6 +1035,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512];
     (void)cls;
@@ -996,8 +1048,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     psdbd_log("libmicrohttpd: %s", msg);
 }
 
-/* ---- start and stop -----------------------------------------------------------------------------
- */
+/* ---- start and stop -------------------------------------------------------------------------- */
 
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *err,
                         size_t err_size)

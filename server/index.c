@@ -226,8 +226,7 @@ int psdbd_index_ping(psdbd_index *ix)
     return rc;
 }
 
-/* ---- manifests ----------------------------------------------------------------------------------
- */
+/* ---- manifests ------------------------------------------------------------------------------- */
 
 #define PSDB_COLS                                                                                  \
     "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
@@ -279,8 +278,14 @@ static json_t *manifest_of(sqlite3_stmt *st)
         col_text(st, 14), "signature", col_text(st, 15), "retired",
         sqlite3_column_type(st, 17) != SQLITE_NULL);
     if (!m) {
-        psdbd_log("manifest: %s", jerr.text);
-        abort(); /* json_pack fails only on out-of-memory here: the daemon's OOM policy */
+        /* Publishes admit only UTF-8 strings, so this is a damaged row (or no memory): answer
+         * with what is certain rather than failing every listing that meets it. */
+        psdbd_log("manifest of psdb %lld: %s", (long long)sqlite3_column_int64(st, 0), jerr.text);
+        m = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sqlite3_column_int64(st, 0), "sha256",
+                      col_text(st, 12), "error", "unreadable index row");
+        if (!m)
+            abort(); /* out of memory: the daemon's policy */
+        return m;
     }
     if (sqlite3_column_type(st, 17) != SQLITE_NULL)
         json_object_set_new(
@@ -566,8 +571,7 @@ psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **
     return rc;
 }
 
-/* ---- tokens and keys ----------------------------------------------------------------------------
- */
+/* ---- tokens and keys ------------------------------------------------------------------------- */
 
 psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
 {

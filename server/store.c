@@ -14,11 +14,23 @@
 
 #include "common.h"
 
+/* mkdir -p: the default data directory's parents (~/.local/share) may not exist yet. */
 static int mkdir_p(const char *path, mode_t mode)
 {
-    if (mkdir(path, mode) == 0 || errno == EEXIST)
-        return 0;
-    return -1;
+    char *p = xstrdup(path);
+    int rc = 0;
+    for (char *s = p + 1; *s && rc == 0; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = '/';
+    }
+    if (rc == 0 && mkdir(p, mode) != 0 && errno != EEXIST)
+        rc = -1;
+    free(p);
+    return rc;
 }
 
 static int fsync_dir(const char *path)
@@ -123,8 +135,14 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
         rc = errno;
         goto cleanup;
     }
-    if (stat(dst, &sb) == 0) {
-        /* Content-addressed: an existing blob with this name already holds these bytes. */
+    struct stat tb;
+    if (fstat(fd, &tb) != 0) {
+        rc = errno;
+        goto cleanup;
+    }
+    if (stat(dst, &sb) == 0 && sb.st_size == tb.st_size) {
+        /* Content-addressed: an existing blob with this name already holds these bytes (a file
+         * of another size is damaged and gets replaced below). */
         unlink(tmp_path);
         goto cleanup;
     }

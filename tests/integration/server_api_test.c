@@ -27,8 +27,7 @@
 #define PSDBD_BIN "psdbd"
 #endif
 
-/* ---- the server process -------------------------------------------------------------------------
- */
+/* ---- the server process ---------------------------------------------------------------------- */
 
 typedef struct srv {
     pid_t pid;
@@ -164,8 +163,7 @@ static char *token(const char *role, const char *scope, const char *extra)
     return t;
 }
 
-/* ---- PSDBs --------------------------------------------------------------------------------------
- */
+/* ---- PSDBs ----------------------------------------------------------------------------------- */
 
 typedef struct spec {
     const char *app;
@@ -232,8 +230,7 @@ static void hex(const uint8_t *in, size_t n, char *out)
         snprintf(out + 2 * i, 3, "%02x", in[i]);
 }
 
-/* ---- HTTP ---------------------------------------------------------------------------------------
- */
+/* ---- HTTP ------------------------------------------------------------------------------------ */
 
 struct buf {
     char *data;
@@ -437,8 +434,7 @@ static int wait_tmp_empty(void)
     return 0;
 }
 
-/* ---- fixture ------------------------------------------------------------------------------------
- */
+/* ---- fixture --------------------------------------------------------------------------------- */
 
 static void setup(void)
 {
@@ -494,8 +490,7 @@ static const spec base_spec = {.app = "Game",
                                .payload = 5000,
                                .seed = 1};
 
-/* ---- tests --------------------------------------------------------------------------------------
- */
+/* ---- tests ----------------------------------------------------------------------------------- */
 
 START_TEST(test_server__publish_resolve_download)
 {
@@ -684,6 +679,10 @@ static long long resolve_id(const char *query)
 START_TEST(test_server__A3_resolve_order)
 {
     srv_start(&g_srv, NULL);
+    /* Misses first, on every worker thread: the answers are cached, and publishes must make
+     * those cached answers stale. */
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(resolve_id("abi_min=1&abi_max=9&profile_version=1.2.0.0"), -1);
     spec s = base_spec;
     s.abi = 5;
     long long abi5 = publish_ok(&s, 1);
@@ -807,8 +806,14 @@ START_TEST(test_server__tokens_and_scopes)
 
     /* Readers need a token when configured so. */
     ck_assert_int_eq(srv_stop(&g_srv), 0);
-    const char *extra[] = {"--readers-need-token", NULL};
+    const char *extra[] = {"--readers-need-token", "--metrics-need-token", "true", NULL};
     srv_start(&g_srv, extra);
+    http(&r, "GET", "/metrics", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    http(&r, "GET", "/metrics", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
     http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
     ck_assert_int_eq(r.status, 401);
     ck_assert_ptr_nonnull(header(&r, "WWW-Authenticate"));
@@ -947,6 +952,20 @@ START_TEST(test_server__invalid_bodies_and_conflicts)
     o.serial = 5;
     publish(&r, other, &o);
     ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    /* An identity that is not UTF-8 never reaches the index (manifests are JSON). */
+    spec bad = base_spec;
+    bad.app = "Bad\xff\xfe";
+    char *badp = make_psdb(&bad);
+    o.serial = 1;
+    publish(&r, badp, &o);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "invalid_psdb");
+    resp_free(&r);
+    free(badp);
+    http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(json_array_size(json_object_get(r.json, "apps")), 1);
     resp_free(&r);
     /* Chunked bodies (no Content-Length) are refused. */
     const char *chunked[] = {"Transfer-Encoding: chunked", NULL};

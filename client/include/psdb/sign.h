@@ -27,7 +27,10 @@ typedef struct psdb_statement {
 #define PSDB_SIGNATURE_B64_SIZE 89u
 #define PSDB_KEY_ID_SIZE 65u
 
-/* An Ed25519 key: a private key (it can sign and verify) or a public key (it can verify). */
+/* An Ed25519 key: a private key (it can sign and verify) or a public key (it can verify).
+ * Thread safety: every function in this header is thread-safe, and one psdb_key may be used by
+ * several threads at once (it is never modified after loading); only psdb_key_release must not
+ * race with other uses of the same key. */
 typedef struct psdb_key psdb_key;
 
 /* Writes the canonical byte string of `st` (schema/STATEMENT.md) into buf. *size in is the
