@@ -92,7 +92,8 @@ int cmd_synth(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    for (int i = 1; i < argc; i++) {
+    /* Every option takes a value: each step consumes a pair. */
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!val && a[0] == '-') {
@@ -161,7 +162,6 @@ int cmd_synth(int argc, char **argv)
             rc = tool_fail("synth", "unknown argument '%s' (try --help)", a);
             goto cleanup;
         }
-        i++;
     }
     if (!p.app_name || !*p.app_name || !have_version || !have_n || !out) {
         rc = tool_fail("synth", "--app, --app-version, --pipelines and -o are required");
