@@ -55,6 +55,14 @@ static uint8_t *make_blob(psdb_device *dev, size_t *size)
     return b;
 }
 
+START_TEST(test_pipeline_library__crc32_check_value)
+{
+    /* The ISO-HDLC check value that schema/PIPELINE_LIBRARY.md quotes. */
+    ck_assert_uint_eq(psdb__crc32(0, "123456789", 9), 0xCBF43926u);
+    ck_assert_uint_eq(psdb__crc32(psdb__crc32(0, "1234", 4), "56789", 5), 0xCBF43926u);
+}
+END_TEST
+
 START_TEST(test_pipeline_library__L1_unsupported_without_library_flag)
 {
     psdb_device *dev = plain_device(PSDB_ADAPTER_FLAG_NO_LIBRARY);
@@ -559,6 +567,7 @@ int main(void)
 {
     Suite *s = suite_create("pipeline_library");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_pipeline_library__crc32_check_value);
     tcase_add_test(tc, test_pipeline_library__L1_unsupported_without_library_flag);
     tcase_add_test(tc, test_pipeline_library__L2_empty_and_serialized_blobs);
     tcase_add_test(tc, test_pipeline_library__L3_golden_bad_blobs_exact_statuses);
