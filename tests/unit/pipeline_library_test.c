@@ -431,6 +431,45 @@ START_TEST(test_pipeline_library__L9_concurrent_stores_and_loads)
 }
 END_TEST
 
+/* The fuzz corpus (tests/fuzz/corpus/pipeline_library) is the valid blob and the golden bad ones;
+ * PSDB_WRITE_CORPUS=1 rewrites it after a format change. Each file gives its exact status. */
+START_TEST(test_pipeline_library__L3_fuzz_corpus_replays_with_exact_statuses)
+{
+    const char *dir = PSDB_TEST_DATA "/../fuzz/corpus/pipeline_library";
+    psdb_device *dev = plain_device(0);
+    char path[1024];
+    if (getenv("PSDB_WRITE_CORPUS")) {
+        size_t size = 0;
+        uint8_t *valid = make_blob(dev, &size);
+        uint8_t *b = malloc(size);
+        snprintf(path, sizeof(path), "%s/valid.plib", dir);
+        ck_assert_int_eq(tu_write_file(path, valid, size), 0);
+        for (size_t i = 0; i < GOLDEN_COUNT; i++) {
+            memcpy(b, valid, size);
+            size_t n = golden_cases[i].fn(b, size);
+            snprintf(path, sizeof(path), "%s/%s.plib", dir, golden_cases[i].name);
+            ck_assert_int_eq(tu_write_file(path, b, n), 0);
+        }
+        free(b);
+        free(valid);
+    }
+    for (size_t i = 0; i <= GOLDEN_COUNT; i++) {
+        const char *name = i < GOLDEN_COUNT ? golden_cases[i].name : "valid";
+        psdb_hr want = i < GOLDEN_COUNT ? golden_cases[i].want : PSDB_S_OK;
+        size_t size = 0;
+        snprintf(path, sizeof(path), "%s/%s.plib", dir, name);
+        char *blob = tu_read_file(path, &size);
+        ck_assert_msg(blob != NULL, "missing corpus file %s", path);
+        psdb_pipeline_library *lib = NULL;
+        psdb_hr hr = psdb_device_create_pipeline_library(dev, blob, size, &lib);
+        ck_assert_msg(hr == want, "%s: got %s, want %s", name, psdb_hr_str(hr), psdb_hr_str(want));
+        psdb_pipeline_library_release(lib);
+        free(blob);
+    }
+    psdb_device_release(dev);
+}
+END_TEST
+
 /* ---- G2 -------------------------------------------------------------------------------------- */
 
 typedef struct g2_world {
@@ -572,6 +611,7 @@ int main(void)
     tcase_add_test(tc, test_pipeline_library__L2_empty_and_serialized_blobs);
     tcase_add_test(tc, test_pipeline_library__L3_golden_bad_blobs_exact_statuses);
     tcase_add_test(tc, test_pipeline_library__L3_blob_from_other_hardware_and_driver);
+    tcase_add_test(tc, test_pipeline_library__L3_fuzz_corpus_replays_with_exact_statuses);
     tcase_add_test(tc, test_pipeline_library__L4_validate_only_returns_s_false);
     tcase_add_test(tc, test_pipeline_library__L5_existing_name_is_not_overwritten);
     tcase_add_test(tc, test_pipeline_library__L6_serialize_needs_the_full_size);

@@ -276,6 +276,90 @@ START_TEST(test_serialized_pso__X5_a_deserialized_pso_is_not_serialized_again)
 }
 END_TEST
 
+/* The fuzz corpus (tests/fuzz/corpus/serialized_pso): the container of serialized_pso_fuzz.c
+ * holding a valid serialized PSO, and damaged ones. PSDB_WRITE_CORPUS=1 rewrites it. */
+static void container(const psdb_serialized_graphics_pipeline *s, int damage, psdb__buf *out)
+{
+    const void *ptr[12] = {s->packet,          s->metadata,       s->vs.gpu_instructions,
+                           s->vs.metadata,     s->ps.gpu_instructions, s->ps.metadata,
+                           s->ds.gpu_instructions, s->ds.metadata, s->hs.gpu_instructions,
+                           s->hs.metadata,     s->gs.gpu_instructions, s->gs.metadata};
+    size_t len[12] = {s->packet_size,          s->metadata_size,   s->vs.gpu_instructions_size,
+                      s->vs.metadata_size,     s->ps.gpu_instructions_size, s->ps.metadata_size,
+                      s->ds.gpu_instructions_size, s->ds.metadata_size, s->hs.gpu_instructions_size,
+                      s->hs.metadata_size,     s->gs.gpu_instructions_size, s->gs.metadata_size};
+    for (int i = 0; i < 12; i++)
+        psdb__buf_u32(out, ptr[i] ? (uint32_t)len[i] : UINT32_MAX);
+    size_t meta_at = 48 + len[0];
+    for (int i = 0; i < 12; i++)
+        if (ptr[i])
+            psdb__buf_append(out, ptr[i], len[i]);
+    ck_assert_hr(psdb__buf_status(out), PSDB_S_OK);
+    if (damage == 1)
+        out->data[out->len - 1] ^= 1; /* the CRC no longer matches */
+    if (damage == 2)
+        psdb__put_le32(out->data + meta_at + 8, 7); /* another structure version */
+    if (damage == 3)
+        psdb__put_le32(out->data + meta_at + 24, 0x9999); /* another vendor */
+}
+
+START_TEST(test_serialized_pso__X4_fuzz_corpus_replays_with_exact_statuses)
+{
+    static const char *const names[] = {"valid", "bad_crc", "other_version", "other_vendor"};
+    static const psdb_hr want[] = {PSDB_S_OK, PSDB_E_INVALIDARG, PSDB_E_DRIVER_VERSION_MISMATCH,
+                                   PSDB_E_ADAPTER_NOT_FOUND};
+    const char *dir = PSDB_TEST_DATA "/../fuzz/corpus/serialized_pso";
+    char path[1024];
+    psdb_device *dev = device(PSDB_DEVICE_FLAG_TOOLS, NULL);
+    if (getenv("PSDB_WRITE_CORPUS")) {
+        rt_graphics g;
+        psdb_pipeline *p = graphics(dev, &g, 0);
+        psdb_serialized_graphics_pipeline s;
+        ck_assert_hr(psdb_device_serialize_graphics_pipeline(dev, p, 0, &s), PSDB_S_OK);
+        for (int i = 0; i < 4; i++) {
+            psdb__buf b = {0};
+            container(&s, i, &b);
+            snprintf(path, sizeof(path), "%s/%s.spso", dir, names[i]);
+            ck_assert_int_eq(tu_write_file(path, b.data, b.len), 0);
+            psdb__buf_free(&b);
+        }
+        psdb_pipeline_release(p);
+    }
+    for (int i = 0; i < 4; i++) {
+        size_t size = 0;
+        snprintf(path, sizeof(path), "%s/%s.spso", dir, names[i]);
+        uint8_t *c = (uint8_t *)tu_read_file(path, &size);
+        ck_assert_msg(c != NULL && size >= 48, "missing corpus file %s", path);
+        const void *ptr[12];
+        size_t len[12], pos = 48;
+        for (int k = 0; k < 12; k++) {
+            uint32_t n = psdb__le32(c + 4 * k);
+            ptr[k] = n == UINT32_MAX ? NULL : c + pos;
+            len[k] = n == UINT32_MAX ? 0 : n;
+            pos += len[k];
+            ck_assert_uint_le(pos, size);
+        }
+        psdb_deserialize_graphics_pipeline_desc d = {.root_signature = "root-sig",
+                                                     .root_signature_size = 8,
+                                                     .packet = ptr[0],
+                                                     .packet_size = len[0],
+                                                     .metadata = ptr[1],
+                                                     .metadata_size = len[1],
+                                                     .vs = {ptr[2], len[2], ptr[3], len[3]},
+                                                     .ps = {ptr[4], len[4], ptr[5], len[5]},
+                                                     .ds = {ptr[6], len[6], ptr[7], len[7]},
+                                                     .hs = {ptr[8], len[8], ptr[9], len[9]},
+                                                     .gs = {ptr[10], len[10], ptr[11], len[11]}};
+        psdb_pipeline *q = NULL;
+        psdb_hr hr = psdb_device_deserialize_graphics_pipeline(dev, &d, &q);
+        ck_assert_msg(hr == want[i], "%s: got %s", names[i], psdb_hr_str(hr));
+        psdb_pipeline_release(q);
+        free(c);
+    }
+    psdb_device_release(dev);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("serialized_pso");
@@ -284,6 +368,7 @@ int main(void)
     tcase_add_test(tc, test_serialized_pso__X2_packet_metadata_and_stages);
     tcase_add_test(tc, test_serialized_pso__X3_blobs_are_shared_across_psos);
     tcase_add_test(tc, test_serialized_pso__X4_deserialize_gives_a_working_pso);
+    tcase_add_test(tc, test_serialized_pso__X4_fuzz_corpus_replays_with_exact_statuses);
     tcase_add_test(tc, test_serialized_pso__X5_a_deserialized_pso_is_not_serialized_again);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
