@@ -286,10 +286,12 @@ START_TEST(test_pipeline_library__L7_load_by_name_and_description)
     psdb_pipeline *r = NULL;
     ck_assert_hr(psdb_pipeline_library_load_graphics_pipeline(lib, "g1", &g1.desc, &r), PSDB_S_OK);
     ck_assert_ptr_eq(q, r);
-    ck_assert_hr(psdb_pipeline_library_load_graphics_pipeline(lib, "g1", NULL, &r),
+    psdb_pipeline *none = NULL;
+    ck_assert_hr(psdb_pipeline_library_load_graphics_pipeline(lib, "g1", NULL, &none),
                  PSDB_E_INVALIDARG);
-    ck_assert_hr(psdb_pipeline_library_load_graphics_pipeline(lib, NULL, &g1.desc, &r),
+    ck_assert_hr(psdb_pipeline_library_load_graphics_pipeline(lib, NULL, &g1.desc, &none),
                  PSDB_E_INVALIDARG);
+    ck_assert_ptr_null(none);
     ck_assert_hr(psdb_pipeline_library_load_graphics_pipeline(lib, "g1", &g1.desc, NULL),
                  PSDB_E_INVALIDARG);
     psdb_pipeline_release(q);
@@ -400,6 +402,23 @@ static void *l9_worker(void *arg)
     return NULL;
 }
 
+typedef struct same_ctx {
+    psdb_pipeline_library *lib;
+    psdb_pipeline *got;
+} same_ctx;
+
+static void *same_worker(void *arg)
+{
+    same_ctx *c = arg;
+    rt_graphics g;
+    rt_graphics_init(&g, 0, NULL);
+    g.desc.sample_mask = 0;
+    if (psdb_pipeline_library_load_graphics_pipeline(c->lib, "pso-0", &g.desc, &c->got) !=
+        PSDB_S_OK)
+        c->got = NULL;
+    return NULL;
+}
+
 START_TEST(test_pipeline_library__L9_concurrent_stores_and_loads)
 {
     psdb_device *dev = plain_device(0);
@@ -425,6 +444,19 @@ START_TEST(test_pipeline_library__L9_concurrent_stores_and_loads)
     psdb_pipeline_library_release(lib);
     /* Loads of distinct names from a parsed library, concurrently; then of one name. */
     ck_assert_hr(psdb_device_create_pipeline_library(dev, b, size, &lib), PSDB_S_OK);
+    /* Loads of one name racing (the seed leaves them to the caller): still one PSO. */
+    same_ctx sc[4];
+    for (int i = 0; i < 4; i++) {
+        sc[i] = (same_ctx){lib, NULL};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, same_worker, &sc[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_ptr_nonnull(sc[i].got);
+        ck_assert_ptr_eq(sc[i].got, sc[0].got);
+    }
+    for (int i = 0; i < 4; i++)
+        psdb_pipeline_release(sc[i].got);
     free(b);
     psdb_pipeline_library_release(lib);
     psdb_device_release(dev);
