@@ -431,9 +431,8 @@ psdb_hr psdb__derivations_count(const void *data, size_t size, uint32_t *count)
         hr = PSDB_E_DRIVER_VERSION_MISMATCH;
         goto cleanup;
     }
-    if (psdb__le64(b + 24) != 0 ||
-        psdb__crc32(0, b + PSDB__DRV_HEADER_SIZE, size - PSDB__DRV_HEADER_SIZE) !=
-            psdb__le32(b + 12))
+    if (psdb__le64(b + 24) != 0 || psdb__crc32(0, b + PSDB__DRV_HEADER_SIZE,
+                                               size - PSDB__DRV_HEADER_SIZE) != psdb__le32(b + 12))
         goto cleanup;
     uint64_t nb = psdb__le32(b + 16), nr = psdb__le32(b + 20);
     size_t pos = PSDB__DRV_HEADER_SIZE;

@@ -17,8 +17,8 @@
 
 static const char *export_name(uint32_t t)
 {
-    static const char *const names[] = {"NONE",   "UNORM16", "SNORM16", "UINT16", "SINT16",
-                                        "FLOAT16", "UINT32", "SINT32",  "FLOAT32"};
+    static const char *const names[] = {"NONE",    "UNORM16", "SNORM16", "UINT16", "SINT16",
+                                        "FLOAT16", "UINT32",  "SINT32",  "FLOAT32"};
     return t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
 
@@ -124,10 +124,10 @@ psdb_hr psdb_device_create_derived_graphics_pipeline(psdb_device *dev, psdb_pipe
     psdb__sha256(enc.data, enc.len, p->group_key);
     p->desc = enc;
     memset(&enc, 0, sizeof(enc));
-    p->origin = (base->origin == PSDB__ORIGIN_DESERIALIZED ||
-                 base->origin == PSDB__ORIGIN_DERIVED_COMPACT)
-                    ? PSDB__ORIGIN_DERIVED_COMPACT
-                    : PSDB__ORIGIN_DERIVED;
+    p->origin =
+        (base->origin == PSDB__ORIGIN_DESERIALIZED || base->origin == PSDB__ORIGIN_DERIVED_COMPACT)
+            ? PSDB__ORIGIN_DERIVED_COMPACT
+            : PSDB__ORIGIN_DERIVED;
     p->info.operation_id = atomic_fetch_add(&dev->next_operation, 1);
     p->info.selection = PSDB_SELECTION_NONE;
     p->assoc = base->assoc;

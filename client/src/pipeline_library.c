@@ -141,7 +141,8 @@ void psdb__pipeline_library_counts(psdb_pipeline_library *lib, size_t *entries, 
     pthread_mutex_unlock(&lib->lock);
 }
 
-/* ---- parsing a serialized library (L2, L3) ---------------------------------------------------- */
+/* ---- parsing a serialized library (L2, L3) ----------------------------------------------------
+ */
 
 static size_t pad8(size_t n)
 {
@@ -156,7 +157,8 @@ static int in_range(uint64_t off, uint64_t len, size_t lo, size_t size)
 
 /* Validates the blob in the order of L3 and, when lib is non-NULL, fills its tables with pointers
  * into the blob. */
-static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size, psdb_pipeline_library *lib)
+static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size,
+                          psdb_pipeline_library *lib)
 {
     psdb_hr hr = PSDB_S_OK;
     /* Bad magic or a blob too short to hold a header: not a library at all. */
@@ -242,8 +244,7 @@ static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size, psdb_
         uint64_t no = psdb__le64(e + 8);
         uint64_t first = psdb__le32(e + 48), nu = psdb__le32(e + 52);
         if ((kind != PSDB__PLIB_KIND_COMPUTE && kind != PSDB__PLIB_KIND_GRAPHICS) || nl == 0 ||
-            !in_range(no, nl, data_at, size) || memchr(b + no, 0, nl) || nu == 0 ||
-            first + nu > nr)
+            !in_range(no, nl, data_at, size) || memchr(b + no, 0, nl) || nu == 0 || first + nu > nr)
             goto cleanup;
         for (uint64_t j = 0; j < i; j++) {
             const uint8_t *o = b + PSDB__PLIB_HEADER_SIZE + j * PSDB__PLIB_ENTRY_SIZE;
@@ -530,12 +531,12 @@ static void write_locked(const psdb_pipeline_library *lib, uint8_t *out, size_t 
         psdb__put_le64(r + 48, data);
         memcpy(out + data, x->meta, x->meta_size);
         data += x->meta_size;
-        psdb__put_le32(r + 56, psdb__crc32(psdb__crc32(0, x->code, x->code_size), x->meta,
-                                           x->meta_size));
+        psdb__put_le32(r + 56,
+                       psdb__crc32(psdb__crc32(0, x->code, x->code_size), x->meta, x->meta_size));
     }
     assert(data == total);
-    psdb__put_le32(out + 68, psdb__crc32(0, out + PSDB__PLIB_HEADER_SIZE,
-                                         total - PSDB__PLIB_HEADER_SIZE));
+    psdb__put_le32(out + 68,
+                   psdb__crc32(0, out + PSDB__PLIB_HEADER_SIZE, total - PSDB__PLIB_HEADER_SIZE));
 }
 
 psdb_hr psdb_pipeline_library_serialize(psdb_pipeline_library *lib, void *data, size_t size)

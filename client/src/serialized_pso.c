@@ -195,8 +195,7 @@ psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline 
     memset(&r, 0, sizeof(r));
     if (out)
         memset(out, 0, sizeof(*out));
-    if (!dev || !p || !out || flags != PSDB_SERIALIZE_FLAG_NONE || p->dev != dev ||
-        p->is_compute) {
+    if (!dev || !p || !out || flags != PSDB_SERIALIZE_FLAG_NONE || p->dev != dev || p->is_compute) {
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
@@ -283,8 +282,7 @@ psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline 
     if (PSDB_FAILED(hr))
         goto cleanup;
     const psdb_serialized_shader *stages[SPSO_STAGES] = {&r.vs, &r.ps, &r.ds, &r.hs, &r.gs};
-    psdb__put_le32(blob.data + 12,
-                   pso_crc(blob.data, blob.len, r.packet, r.packet_size, stages));
+    psdb__put_le32(blob.data + 12, pso_crc(blob.data, blob.len, r.packet, r.packet_size, stages));
     hr = intern(st, &blob, &r.metadata, &r.metadata_size);
     if (PSDB_FAILED(hr))
         goto cleanup;
@@ -308,8 +306,8 @@ static int blob_header_ok(const void *data, size_t size, const char *magic, uint
                           size_t header)
 {
     const uint8_t *b = data;
-    return b && size >= header && memcmp(b, magic, 8) == 0 &&
-           psdb__le32(b + 8) == SPSO_VERSION && psdb__le32(b + 12) == kind;
+    return b && size >= header && memcmp(b, magic, 8) == 0 && psdb__le32(b + 8) == SPSO_VERSION &&
+           psdb__le32(b + 12) == kind;
 }
 
 /* Validates and takes the compact creation arguments out of the metadata. */
@@ -352,11 +350,10 @@ static psdb_hr check_metadata(psdb_device *dev, const psdb_deserialize_graphics_
         int present = (mask >> i) & 1u;
         int given = stages[i]->gpu_instructions || stages[i]->gpu_instructions_size ||
                     stages[i]->metadata || stages[i]->metadata_size;
-        if (present != given || (given && (!stages[i]->gpu_instructions ||
-                                           !blob_header_ok(stages[i]->metadata,
-                                                           stages[i]->metadata_size,
-                                                           SPSO_STAGE_MAGIC, (uint32_t)i,
-                                                           SPSO_STAGE_HEADER))))
+        if (present != given ||
+            (given && (!stages[i]->gpu_instructions ||
+                       !blob_header_ok(stages[i]->metadata, stages[i]->metadata_size,
+                                       SPSO_STAGE_MAGIC, (uint32_t)i, SPSO_STAGE_HEADER))))
             goto cleanup;
     }
     if (pso_crc(m, n, d->packet, d->packet_size, stages) != psdb__le32(m + 12))
@@ -384,9 +381,8 @@ cleanup:
     return hr;
 }
 
-psdb_hr psdb_device_deserialize_graphics_pipeline(psdb_device *dev,
-                                                  const psdb_deserialize_graphics_pipeline_desc *desc,
-                                                  psdb_pipeline **out)
+psdb_hr psdb_device_deserialize_graphics_pipeline(
+    psdb_device *dev, const psdb_deserialize_graphics_pipeline_desc *desc, psdb_pipeline **out)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb_graphics_pipeline_desc *g = NULL;

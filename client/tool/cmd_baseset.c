@@ -177,12 +177,11 @@ int cmd_baseset(int argc, char **argv)
     }
     if (json) {
         json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s}", "entries",
-                              (json_int_t)st.entries, "compute", (json_int_t)st.compute,
-                              "graphics", (json_int_t)st.graphics, "bases", (json_int_t)st.bases,
-                              "derived", (json_int_t)st.derived, "skipped",
-                              (json_int_t)st.skipped, "library_bytes", (json_int_t)lib.len,
-                              "records_bytes", (json_int_t)recs.len, "library", out, "records",
-                              records_path);
+                              (json_int_t)st.entries, "compute", (json_int_t)st.compute, "graphics",
+                              (json_int_t)st.graphics, "bases", (json_int_t)st.bases, "derived",
+                              (json_int_t)st.derived, "skipped", (json_int_t)st.skipped,
+                              "library_bytes", (json_int_t)lib.len, "records_bytes",
+                              (json_int_t)recs.len, "library", out, "records", records_path);
         if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
             json_decref(o);
             rc = tool_fail("baseset", "cannot print JSON");
@@ -194,8 +193,8 @@ int cmd_baseset(int argc, char **argv)
         printf("%llu entries: %llu compute and %llu graphics bases stored (%zu bytes -> %s), "
                "%llu derivation records (%zu bytes -> %s), %llu skipped\n",
                (unsigned long long)st.entries, (unsigned long long)st.compute,
-               (unsigned long long)st.bases, lib.len, out, (unsigned long long)st.derived,
-               recs.len, records_path, (unsigned long long)st.skipped);
+               (unsigned long long)st.bases, lib.len, out, (unsigned long long)st.derived, recs.len,
+               records_path, (unsigned long long)st.skipped);
     }
     rc = 0;
 cleanup:

@@ -48,9 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (psdb_device_create_pipeline_library(dev, copy, n, &again) != PSDB_S_OK)
         abort();
     const char rs[] = "root-sig", cs[] = "compute shader bytecode #0";
-    psdb_compute_pipeline_desc cd = {.root_signature = rs,
-                                     .root_signature_size = sizeof(rs) - 1,
-                                     .cs = {cs, sizeof(cs) - 1}};
+    psdb_compute_pipeline_desc cd = {
+        .root_signature = rs, .root_signature_size = sizeof(rs) - 1, .cs = {cs, sizeof(cs) - 1}};
     psdb_pipeline *p = NULL;
     if (psdb_pipeline_library_load_compute_pipeline(again, "c0", &cd, &p) == PSDB_S_OK)
         psdb_pipeline_release(p);

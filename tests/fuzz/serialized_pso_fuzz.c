@@ -49,18 +49,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pos += n;
     }
     const char rs[] = "root-sig";
-    psdb_deserialize_graphics_pipeline_desc d = {
-        .root_signature = rs,
-        .root_signature_size = sizeof(rs) - 1,
-        .packet = ptr[0],
-        .packet_size = len[0],
-        .metadata = ptr[1],
-        .metadata_size = len[1],
-        .vs = {ptr[2], len[2], ptr[3], len[3]},
-        .ps = {ptr[4], len[4], ptr[5], len[5]},
-        .ds = {ptr[6], len[6], ptr[7], len[7]},
-        .hs = {ptr[8], len[8], ptr[9], len[9]},
-        .gs = {ptr[10], len[10], ptr[11], len[11]}};
+    psdb_deserialize_graphics_pipeline_desc d = {.root_signature = rs,
+                                                 .root_signature_size = sizeof(rs) - 1,
+                                                 .packet = ptr[0],
+                                                 .packet_size = len[0],
+                                                 .metadata = ptr[1],
+                                                 .metadata_size = len[1],
+                                                 .vs = {ptr[2], len[2], ptr[3], len[3]},
+                                                 .ps = {ptr[4], len[4], ptr[5], len[5]},
+                                                 .ds = {ptr[6], len[6], ptr[7], len[7]},
+                                                 .hs = {ptr[8], len[8], ptr[9], len[9]},
+                                                 .gs = {ptr[10], len[10], ptr[11], len[11]}};
     psdb_pipeline *p = NULL, *q = NULL;
     if (psdb_device_deserialize_graphics_pipeline(device(), &d, &p) != PSDB_S_OK)
         return 0;

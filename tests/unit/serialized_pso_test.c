@@ -42,18 +42,17 @@ static psdb_pipeline *graphics(psdb_device *dev, rt_graphics *g, int n)
 static psdb_deserialize_graphics_pipeline_desc to_desc(const psdb_serialized_graphics_pipeline *s,
                                                        const rt_graphics *g)
 {
-    psdb_deserialize_graphics_pipeline_desc d = {
-        .root_signature = g->desc.root_signature,
-        .root_signature_size = g->desc.root_signature_size,
-        .packet = s->packet,
-        .packet_size = s->packet_size,
-        .metadata = s->metadata,
-        .metadata_size = s->metadata_size,
-        .vs = s->vs,
-        .ps = s->ps,
-        .ds = s->ds,
-        .hs = s->hs,
-        .gs = s->gs};
+    psdb_deserialize_graphics_pipeline_desc d = {.root_signature = g->desc.root_signature,
+                                                 .root_signature_size = g->desc.root_signature_size,
+                                                 .packet = s->packet,
+                                                 .packet_size = s->packet_size,
+                                                 .metadata = s->metadata,
+                                                 .metadata_size = s->metadata_size,
+                                                 .vs = s->vs,
+                                                 .ps = s->ps,
+                                                 .ds = s->ds,
+                                                 .hs = s->hs,
+                                                 .gs = s->gs};
     return d;
 }
 
@@ -280,14 +279,30 @@ END_TEST
  * holding a valid serialized PSO, and damaged ones. PSDB_WRITE_CORPUS=1 rewrites it. */
 static void container(const psdb_serialized_graphics_pipeline *s, int damage, psdb__buf *out)
 {
-    const void *ptr[12] = {s->packet,          s->metadata,       s->vs.gpu_instructions,
-                           s->vs.metadata,     s->ps.gpu_instructions, s->ps.metadata,
-                           s->ds.gpu_instructions, s->ds.metadata, s->hs.gpu_instructions,
-                           s->hs.metadata,     s->gs.gpu_instructions, s->gs.metadata};
-    size_t len[12] = {s->packet_size,          s->metadata_size,   s->vs.gpu_instructions_size,
-                      s->vs.metadata_size,     s->ps.gpu_instructions_size, s->ps.metadata_size,
-                      s->ds.gpu_instructions_size, s->ds.metadata_size, s->hs.gpu_instructions_size,
-                      s->hs.metadata_size,     s->gs.gpu_instructions_size, s->gs.metadata_size};
+    const void *ptr[12] = {s->packet,
+                           s->metadata,
+                           s->vs.gpu_instructions,
+                           s->vs.metadata,
+                           s->ps.gpu_instructions,
+                           s->ps.metadata,
+                           s->ds.gpu_instructions,
+                           s->ds.metadata,
+                           s->hs.gpu_instructions,
+                           s->hs.metadata,
+                           s->gs.gpu_instructions,
+                           s->gs.metadata};
+    size_t len[12] = {s->packet_size,
+                      s->metadata_size,
+                      s->vs.gpu_instructions_size,
+                      s->vs.metadata_size,
+                      s->ps.gpu_instructions_size,
+                      s->ps.metadata_size,
+                      s->ds.gpu_instructions_size,
+                      s->ds.metadata_size,
+                      s->hs.gpu_instructions_size,
+                      s->hs.metadata_size,
+                      s->gs.gpu_instructions_size,
+                      s->gs.metadata_size};
     for (int i = 0; i < 12; i++)
         psdb__buf_u32(out, ptr[i] ? (uint32_t)len[i] : UINT32_MAX);
     size_t meta_at = 48 + len[0];

@@ -13,7 +13,8 @@
 /* Recomputes the body CRC so that a mutation reaches the check after it. */
 static void golden_fix_crc(uint8_t *b, size_t size)
 {
-    psdb__put_le32(b + 68, psdb__crc32(0, b + PSDB__PLIB_HEADER_SIZE, size - PSDB__PLIB_HEADER_SIZE));
+    psdb__put_le32(b + 68,
+                   psdb__crc32(0, b + PSDB__PLIB_HEADER_SIZE, size - PSDB__PLIB_HEADER_SIZE));
 }
 
 /* Mutates a copy of a valid blob (at least 2 entries and 1 blob); returns its new size. */
