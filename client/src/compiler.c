@@ -597,7 +597,7 @@ static uint64_t cost_ns(uint64_t ns_per_kib, size_t size)
     return ns_per_kib * sz / 1024;
 }
 
-static volatile uint64_t burn_sink;
+static volatile _Atomic uint64_t burn_sink; /* atomic: compiles run on many threads */
 
 psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t ns_per_kib,
                            psdb__buf *object_code, psdb__buf *metadata)
