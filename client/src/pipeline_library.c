@@ -68,6 +68,13 @@ typedef struct plib_entry {
     psdb_pipeline *pso; /* stored or created by a load; referenced */
 } plib_entry;
 
+/* An open-addressing index: slots hold an array index + 1 (0: empty); capacity a power of two at
+ * least twice the count, so probes stay short and always end. */
+typedef struct plib_index {
+    uint32_t *slots;
+    size_t cap;
+} plib_index;
+
 struct psdb_pipeline_library {
     psdb_device *dev; /* referenced */
     pthread_mutex_t lock;
@@ -75,13 +82,75 @@ struct psdb_pipeline_library {
     size_t num_entries, cap_entries;
     plib_blob *blobs;
     size_t num_blobs, cap_blobs;
+    plib_index names, keys; /* entries by name, blobs by unit key */
 };
+
+static uint64_t name_hash(const char *name, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)name[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Unit keys are SHA-256 digests: their first bytes are already uniform. */
+static uint64_t key_hash(const uint8_t key[PSDB__KEY_SIZE])
+{
+    return psdb__le64(key);
+}
+
+static uint64_t entry_hash(const psdb_pipeline_library *lib, size_t i)
+{
+    return name_hash(lib->entries[i].name, lib->entries[i].name_len);
+}
+
+static uint64_t blob_hash(const psdb_pipeline_library *lib, size_t i)
+{
+    return key_hash(lib->blobs[i].key);
+}
+
+static void index_put(plib_index *ix, uint64_t h, size_t i)
+{
+    size_t m = ix->cap - 1, at = (size_t)h & m;
+    while (ix->slots[at])
+        at = (at + 1) & m;
+    ix->slots[at] = (uint32_t)(i + 1);
+}
+
+/* Makes room for `count` items, rehashing the `count - 1` present ones when it grows. */
+static psdb_hr index_reserve(plib_index *ix, size_t count, const psdb_pipeline_library *lib,
+                             uint64_t (*hash)(const psdb_pipeline_library *, size_t))
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (count * 2 <= ix->cap)
+        goto cleanup;
+    size_t cap = ix->cap ? ix->cap : 32;
+    while (cap < count * 2)
+        cap *= 2;
+    uint32_t *slots = calloc(cap, sizeof(*slots));
+    if (!slots) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    plib_index grown = {slots, cap};
+    for (size_t i = 0; i < ix->cap; i++)
+        if (ix->slots[i])
+            index_put(&grown, hash(lib, ix->slots[i] - 1u), ix->slots[i] - 1u);
+    free(ix->slots);
+    *ix = grown;
+cleanup:
+    return hr;
+}
 
 static int find_entry(const psdb_pipeline_library *lib, const char *name, size_t len, size_t *at)
 {
-    for (size_t i = 0; i < lib->num_entries; i++) {
-        if (lib->entries[i].name_len == len && memcmp(lib->entries[i].name, name, len) == 0) {
-            *at = i;
+    if (!lib->names.cap)
+        return 0;
+    size_t m = lib->names.cap - 1;
+    for (size_t s = (size_t)name_hash(name, len) & m; lib->names.slots[s]; s = (s + 1) & m) {
+        const plib_entry *e = &lib->entries[lib->names.slots[s] - 1u];
+        if (e->name_len == len && memcmp(e->name, name, len) == 0) {
+            *at = lib->names.slots[s] - 1u;
             return 1;
         }
     }
@@ -91,13 +160,33 @@ static int find_entry(const psdb_pipeline_library *lib, const char *name, size_t
 static int find_blob(const psdb_pipeline_library *lib, const uint8_t key[PSDB__KEY_SIZE],
                      uint32_t *at)
 {
-    for (size_t i = 0; i < lib->num_blobs; i++) {
-        if (memcmp(lib->blobs[i].key, key, PSDB__KEY_SIZE) == 0) {
-            *at = (uint32_t)i;
+    if (!lib->keys.cap)
+        return 0;
+    size_t m = lib->keys.cap - 1;
+    for (size_t s = (size_t)key_hash(key) & m; lib->keys.slots[s]; s = (s + 1) & m) {
+        if (memcmp(lib->blobs[lib->keys.slots[s] - 1u].key, key, PSDB__KEY_SIZE) == 0) {
+            *at = lib->keys.slots[s] - 1u;
             return 1;
         }
     }
     return 0;
+}
+
+/* Appends the entry / blob just written at the end of its array to its index. */
+static psdb_hr index_entry(psdb_pipeline_library *lib)
+{
+    psdb_hr hr = index_reserve(&lib->names, lib->num_entries, lib, entry_hash);
+    if (PSDB_SUCCEEDED(hr))
+        index_put(&lib->names, entry_hash(lib, lib->num_entries - 1), lib->num_entries - 1);
+    return hr;
+}
+
+static psdb_hr index_blob(psdb_pipeline_library *lib)
+{
+    psdb_hr hr = index_reserve(&lib->keys, lib->num_blobs, lib, blob_hash);
+    if (PSDB_SUCCEEDED(hr))
+        index_put(&lib->keys, blob_hash(lib, lib->num_blobs - 1), lib->num_blobs - 1);
+    return hr;
 }
 
 static psdb_hr grow(void **arr, size_t *cap, size_t need, size_t elem)
@@ -128,6 +217,8 @@ void psdb_pipeline_library_release(psdb_pipeline_library *lib)
         free(lib->blobs[i].owned);
     free(lib->entries);
     free(lib->blobs);
+    free(lib->names.slots);
+    free(lib->keys.slots);
     pthread_mutex_destroy(&lib->lock);
     psdb__device_unref(lib->dev);
     free(lib);
@@ -155,8 +246,8 @@ static int in_range(uint64_t off, uint64_t len, size_t lo, size_t size)
     return off >= lo && off <= size && len <= size - off;
 }
 
-/* Validates the blob in the order of L3 and, when lib is non-NULL, fills its tables with pointers
- * into the blob. */
+/* Validates the blob in the order of L3 and fills lib's tables with pointers into the blob (the
+ * tables find duplicate names and units; validate-only mode parses into a library it drops). */
 static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size,
                           psdb_pipeline_library *lib)
 {
@@ -206,16 +297,15 @@ static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size,
     for (uint64_t i = nr * 4u; refs_at + i < blobs_at; i++)
         if (b[refs_at + i])
             goto cleanup; /* padding is reserved */
-    if (lib) {
-        lib->blobs = calloc(nb ? nb : 1, sizeof(*lib->blobs));
-        lib->entries = calloc(ne ? ne : 1, sizeof(*lib->entries));
-        if (!lib->blobs || !lib->entries) {
-            hr = PSDB_E_OUTOFMEMORY;
-            goto cleanup;
-        }
-        lib->cap_blobs = nb ? nb : 1;
-        lib->cap_entries = ne ? ne : 1;
+    /* The counts are bounded by the blob's size (data_at <= size): so are these allocations. */
+    lib->blobs = calloc(nb ? nb : 1, sizeof(*lib->blobs));
+    lib->entries = calloc(ne ? ne : 1, sizeof(*lib->entries));
+    if (!lib->blobs || !lib->entries) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
     }
+    lib->cap_blobs = nb ? nb : 1;
+    lib->cap_entries = ne ? ne : 1;
     for (uint64_t i = 0; i < nb; i++) {
         const uint8_t *r = b + blobs_at + i * PSDB__PLIB_BLOB_SIZE;
         uint64_t co = psdb__le64(r + 32), cs = psdb__le32(r + 40), ms = psdb__le32(r + 44);
@@ -226,16 +316,18 @@ static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size,
         uint32_t crc = psdb__crc32(psdb__crc32(0, b + co, cs), b + mo, ms);
         if (crc != psdb__le32(r + 56))
             goto cleanup;
-        for (uint64_t j = 0; j < i; j++)
-            if (memcmp(r, b + blobs_at + j * PSDB__PLIB_BLOB_SIZE, PSDB__KEY_SIZE) == 0)
-                goto cleanup; /* a unit held twice breaks L8 and the key lookup */
-        if (lib) {
-            plib_blob *x = &lib->blobs[lib->num_blobs++];
-            memcpy(x->key, r, PSDB__KEY_SIZE);
-            x->code = b + co;
-            x->code_size = cs;
-            x->meta = b + mo;
-            x->meta_size = ms;
+        uint32_t dup = 0;
+        if (find_blob(lib, r, &dup))
+            goto cleanup; /* a unit held twice breaks L8 and the key lookup */
+        plib_blob *x = &lib->blobs[lib->num_blobs++];
+        memcpy(x->key, r, PSDB__KEY_SIZE);
+        x->code = b + co;
+        x->code_size = cs;
+        x->meta = b + mo;
+        x->meta_size = ms;
+        if (PSDB_FAILED(index_blob(lib))) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
         }
     }
     for (uint64_t i = 0; i < ne; i++) {
@@ -246,29 +338,29 @@ static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size,
         if ((kind != PSDB__PLIB_KIND_COMPUTE && kind != PSDB__PLIB_KIND_GRAPHICS) || nl == 0 ||
             !in_range(no, nl, data_at, size) || memchr(b + no, 0, nl) || nu == 0 || first + nu > nr)
             goto cleanup;
-        for (uint64_t j = 0; j < i; j++) {
-            const uint8_t *o = b + PSDB__PLIB_HEADER_SIZE + j * PSDB__PLIB_ENTRY_SIZE;
-            if (psdb__le32(o + 4) == nl && memcmp(b + psdb__le64(o + 8), b + no, nl) == 0)
-                goto cleanup; /* duplicate names (L5 holds for serialized libraries too) */
-        }
+        size_t dup = 0;
+        if (find_entry(lib, (const char *)b + no, nl, &dup))
+            goto cleanup; /* duplicate names (L5 holds for serialized libraries too) */
         for (uint64_t j = first; j < first + nu; j++)
             if (psdb__le32(refs + j * 4u) >= nb)
                 goto cleanup;
-        if (lib) {
-            plib_entry *x = &lib->entries[lib->num_entries];
-            x->units = calloc((size_t)nu, sizeof(*x->units));
-            if (!x->units) {
-                hr = PSDB_E_OUTOFMEMORY;
-                goto cleanup;
-            }
-            lib->num_entries++;
-            x->name = (const char *)b + no;
-            x->name_len = nl;
-            x->kind = kind;
-            memcpy(x->group_key, e + 16, PSDB__KEY_SIZE);
-            x->num_units = (uint32_t)nu;
-            for (uint64_t j = 0; j < nu; j++)
-                x->units[j] = psdb__le32(refs + (first + j) * 4u);
+        plib_entry *x = &lib->entries[lib->num_entries];
+        x->units = calloc((size_t)nu, sizeof(*x->units));
+        if (!x->units) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        lib->num_entries++;
+        x->name = (const char *)b + no;
+        x->name_len = nl;
+        x->kind = kind;
+        memcpy(x->group_key, e + 16, PSDB__KEY_SIZE);
+        x->num_units = (uint32_t)nu;
+        for (uint64_t j = 0; j < nu; j++)
+            x->units[j] = psdb__le32(refs + (first + j) * 4u);
+        if (PSDB_FAILED(index_entry(lib))) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
         }
     }
     hr = PSDB_S_OK;
@@ -291,13 +383,6 @@ psdb_hr psdb_device_create_pipeline_library(psdb_device *dev, const void *blob, 
         hr = PSDB_E_UNSUPPORTED; /* L1 */
         goto cleanup;
     }
-    if (!out) {
-        /* L4: validate only. */
-        hr = size ? parse_blob(dev, blob, size, NULL) : PSDB_S_OK;
-        if (PSDB_SUCCEEDED(hr))
-            hr = PSDB_S_FALSE;
-        goto cleanup;
-    }
     lib = calloc(1, sizeof(*lib));
     if (!lib) {
         hr = PSDB_E_OUTOFMEMORY;
@@ -315,6 +400,10 @@ psdb_hr psdb_device_create_pipeline_library(psdb_device *dev, const void *blob, 
         hr = parse_blob(dev, blob, size, lib);
         if (PSDB_FAILED(hr))
             goto cleanup;
+    }
+    if (!out) {
+        hr = PSDB_S_FALSE; /* L4: validate only */
+        goto cleanup;
     }
     *out = lib;
     lib = NULL;
@@ -424,6 +513,11 @@ psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const c
         if (find_blob(lib, fresh[j].key, &idx))
             continue; /* added meanwhile by another store: keep one */
         lib->blobs[lib->num_blobs++] = fresh[j];
+        hr = index_blob(lib);
+        if (PSDB_FAILED(hr)) {
+            lib->num_blobs--; /* not indexed: leave it out (fresh still owns it) */
+            goto cleanup;
+        }
         fresh[j].owned = NULL;
     }
     for (uint32_t i = 0; i < plan.num_units; i++) {
@@ -441,6 +535,12 @@ psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const c
     memcpy(e->group_key, plan.group_key, PSDB__KEY_SIZE);
     e->units = units;
     e->num_units = plan.num_units;
+    hr = index_entry(lib);
+    if (PSDB_FAILED(hr)) {
+        lib->num_entries--; /* not indexed: undo (the owned name and units are freed below) */
+        owned_name = e->owned_name;
+        goto cleanup;
+    }
     units = NULL;
     psdb_pipeline_addref(p); /* the library keeps the stored PSO (a load returns it, G2) */
     e->pso = p;
