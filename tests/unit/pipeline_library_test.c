@@ -109,6 +109,14 @@ START_TEST(test_pipeline_library__L2_empty_and_serialized_blobs)
     uint8_t *again = malloc(size);
     ck_assert_hr(psdb_pipeline_library_serialize(lib, again, size), PSDB_S_OK);
     ck_assert_mem_eq(again, b, size);
+    /* Not copied (L2): the library reads the caller's bytes, so a byte changed in the blob
+     * after creation shows in what the library serializes. */
+    b[size - 1] ^= 0x5A;
+    ck_assert_hr(psdb_pipeline_library_serialize(lib, again, size), PSDB_S_OK);
+    ck_assert_uint_eq(again[size - 1], b[size - 1]);
+    b[size - 1] ^= 0x5A;
+    ck_assert_hr(psdb_pipeline_library_serialize(lib, again, size), PSDB_S_OK);
+    ck_assert_mem_eq(again, b, size);
     /* Serializing into the very blob the library points into works (it is written last). */
     ck_assert_hr(psdb_pipeline_library_serialize(lib, b, size), PSDB_S_OK);
     ck_assert_mem_eq(again, b, size);
