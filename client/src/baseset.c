@@ -421,7 +421,7 @@ static size_t record_size(const uint8_t *p, size_t left, uint32_t num_bases)
     return n <= left ? n : 0;
 }
 
-psdb_hr psdb__derivations_count(const void *data, size_t size, uint32_t *count)
+psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t *count)
 {
     psdb_hr hr = PSDB_E_INVALIDARG;
     const uint8_t *b = data;
@@ -453,22 +453,27 @@ cleanup:
     return hr;
 }
 
-psdb_hr psdb__derivation_get(const void *data, size_t size, uint32_t i, psdb__derivation *out)
+psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *cursor,
+                                     psdb_derivation *out)
 {
-    psdb_hr hr = PSDB_S_OK;
-    uint32_t count = 0;
+    psdb_hr hr = PSDB_E_INVALIDARG;
     const uint8_t *b = data;
-    hr = psdb__derivations_count(data, size, &count);
-    if (PSDB_FAILED(hr))
+    if (!b || !cursor || !out || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
         goto cleanup;
-    if (i >= count || !out) {
-        hr = PSDB_E_INVALIDARG;
+    uint64_t nb = psdb__le32(b + 16);
+    size_t first = PSDB__DRV_HEADER_SIZE + (size_t)nb * 32u;
+    if (nb * 32u > size - PSDB__DRV_HEADER_SIZE)
+        goto cleanup;
+    size_t pos = *cursor ? *cursor : first;
+    if (pos < first || pos > size)
+        goto cleanup;
+    if (pos == size) {
+        hr = PSDB_S_FALSE;
         goto cleanup;
     }
-    uint32_t nb = psdb__le32(b + 16);
-    size_t pos = PSDB__DRV_HEADER_SIZE + (size_t)nb * 32u;
-    for (uint32_t k = 0; k < i; k++)
-        pos += record_size(b + pos, size - pos, nb);
+    size_t n = record_size(b + pos, size - pos, (uint32_t)nb);
+    if (!n)
+        goto cleanup;
     const uint8_t *r = b + pos;
     memset(out, 0, sizeof(*out));
     memcpy(out->key, r, 32);
@@ -481,6 +486,8 @@ psdb_hr psdb__derivation_get(const void *data, size_t size, uint32_t i, psdb__de
         state_from_words(t, p, &out->descs[out->count++]);
         p += 4u * state_words[t];
     }
+    *cursor = pos + n;
+    hr = PSDB_S_OK;
 cleanup:
     return hr;
 }

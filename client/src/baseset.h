@@ -36,20 +36,4 @@ psdb_hr psdb__baseset_key(const psdb_graphics_pipeline_desc *d, uint8_t key[32])
 psdb_hr psdb__baseset_build(psdb_device *dev, const char *sodb_path, psdb__buf *library,
                             psdb__buf *records, psdb__baseset_stats *stats);
 
-/* One parsed derivation record: the derived PSO's object key, its base's object key, and the
- * states to override (count entries of descs). */
-typedef struct psdb__derivation {
-    uint8_t key[32];
-    uint8_t base_key[32];
-    uint32_t count;
-    psdb_derived_graphics_state_desc descs[5];
-} psdb__derivation;
-
-/* Validates a records blob and returns the number of records. PSDB_E_INVALIDARG: too short, wrong
- * magic, reserved bytes set, CRC-32 mismatch, counts past the end, a base index out of range,
- * unknown state bits, trailing bytes; PSDB_E_DRIVER_VERSION_MISMATCH: another version. */
-psdb_hr psdb__derivations_count(const void *data, size_t size, uint32_t *count);
-/* Parses record i of a blob psdb__derivations_count accepted. PSDB_E_INVALIDARG past the end. */
-psdb_hr psdb__derivation_get(const void *data, size_t size, uint32_t i, psdb__derivation *out);
-
 #endif

@@ -79,11 +79,12 @@ START_TEST(test_baseset__bases_and_derivations_reproduce_every_pso)
     psdb_pipeline_library *l = NULL;
     ck_assert_hr(psdb_device_create_pipeline_library(game, lib.data, lib.len, &l), PSDB_S_OK);
     uint32_t count = 0;
-    ck_assert_hr(psdb__derivations_count(recs.data, recs.len, &count), PSDB_S_OK);
+    ck_assert_hr(psdb_derivation_records_validate(recs.data, recs.len, &count), PSDB_S_OK);
     ck_assert_uint_eq(count, st.derived);
+    size_t cursor = 0;
     for (uint32_t i = 0; i < count; i++) {
-        psdb__derivation d;
-        ck_assert_hr(psdb__derivation_get(recs.data, recs.len, i, &d), PSDB_S_OK);
+        psdb_derivation d;
+        ck_assert_hr(psdb_derivation_records_next(recs.data, recs.len, &cursor, &d), PSDB_S_OK);
         size_t b = find(c, d.base_key);
         psdb_graphics_pipeline_desc *bd = NULL;
         ck_assert_hr(psdb__desc_decode_graphics(c->desc[b], c->size[b], &bd), PSDB_S_OK);
@@ -114,16 +115,21 @@ START_TEST(test_baseset__bases_and_derivations_reproduce_every_pso)
         psdb_pipeline_release(base);
         psdb_pipeline_release(derived);
     }
+    psdb_derivation past;
+    ck_assert_hr(psdb_derivation_records_next(recs.data, recs.len, &cursor, &past), PSDB_S_FALSE);
     ck_assert_uint_eq(psdb_device_get_local_compile_count(game), 0);
     ck_assert_uint_eq(rec->n, 0); /* no PSDB selected here: no lookups */
     /* Bad records: a flipped byte, another version. */
     recs.data[recs.len - 1] ^= 1;
-    ck_assert_hr(psdb__derivations_count(recs.data, recs.len, &count), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_records_validate(recs.data, recs.len, &count), PSDB_E_INVALIDARG);
     recs.data[recs.len - 1] ^= 1;
     recs.data[8] = 9;
-    ck_assert_hr(psdb__derivations_count(recs.data, recs.len, &count),
+    ck_assert_hr(psdb_derivation_records_validate(recs.data, recs.len, &count),
                  PSDB_E_DRIVER_VERSION_MISMATCH);
-    ck_assert_hr(psdb__derivations_count(recs.data, 10, &count), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_records_validate(recs.data, 10, &count), PSDB_E_INVALIDARG);
+    cursor = 1; /* not a record boundary */
+    ck_assert_hr(psdb_derivation_records_next(recs.data, recs.len, &cursor, &past),
+                 PSDB_E_INVALIDARG);
     psdb_pipeline_library_release(l);
     rt_recorder_free(rec);
     psdb_device_release(game);

@@ -475,6 +475,29 @@ PSDB_API psdb_hr psdb_device_create_derived_graphics_pipeline(
     psdb_device *dev, psdb_pipeline *base, uint32_t count,
     const psdb_derived_graphics_state_desc *descs, psdb_pipeline **out);
 
+/* ---- Base sets: derivation records (seed 003, "serialized + derived together") -------------
+ * `psdb baseset` packages an SODB as a pipeline library of base PSOs plus derivation records
+ * (schema/PIPELINE_LIBRARY.md). A game loads each base from the library (its name is the lowercase
+ * hex of its SODB object key; its description is the captured one) and derives the other PSOs:
+ * psdb_device_create_derived_graphics_pipeline(dev, base, d.count, d.descs, &pso). */
+typedef struct psdb_derivation {
+    uint8_t key[32];      /* the derived PSO's SODB object key */
+    uint8_t base_key[32]; /* its base's SODB object key */
+    uint32_t count;       /* states in descs, in PSDB_DERIVED_STATE_* order */
+    psdb_derived_graphics_state_desc descs[5];
+} psdb_derivation;
+
+/* Validates a derivation-records blob completely (CRC-32, bounds, base indexes, reserved bytes)
+ * and gives its number of records. PSDB_E_INVALIDARG: NULL data or count, too short, wrong magic,
+ * corrupt; PSDB_E_DRIVER_VERSION_MISMATCH: another records version. Thread-safe. */
+PSDB_API psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t *count);
+/* Reads the record at *cursor (0: the first) into *out and advances *cursor: PSDB_S_OK, or
+ * PSDB_S_FALSE after the last record (out untouched). Bounds are checked on every call, the CRC-32
+ * only by psdb_derivation_records_validate (call it once first). PSDB_E_INVALIDARG: NULL
+ * arguments, a malformed header or record, a cursor that is not a record boundary. Thread-safe. */
+PSDB_API psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *cursor,
+                                              psdb_derivation *out);
+
 /* ---- Async creation queue and counters (MODEL Q) ----------------------------------------------- */
 #define PSDB_COUNTER_DEFAULT 0x0u
 #define PSDB_COUNTER_READ_AT_EOS 0x1u
