@@ -460,6 +460,10 @@ psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *curs
     const uint8_t *b = data;
     if (!b || !cursor || !out || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
         goto cleanup;
+    if (psdb__le32(b + 8) != PSDB__DRV_VERSION) {
+        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        goto cleanup;
+    }
     uint64_t nb = psdb__le32(b + 16);
     size_t first = PSDB__DRV_HEADER_SIZE + (size_t)nb * 32u;
     if (nb * 32u > size - PSDB__DRV_HEADER_SIZE)

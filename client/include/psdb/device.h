@@ -494,7 +494,8 @@ PSDB_API psdb_hr psdb_derivation_records_validate(const void *data, size_t size,
 /* Reads the record at *cursor (0: the first) into *out and advances *cursor: PSDB_S_OK, or
  * PSDB_S_FALSE after the last record (out untouched). Bounds are checked on every call, the CRC-32
  * only by psdb_derivation_records_validate (call it once first). PSDB_E_INVALIDARG: NULL
- * arguments, a malformed header or record, a cursor that is not a record boundary. Thread-safe. */
+ * arguments, a malformed header or record, a cursor that is not a record boundary;
+ * PSDB_E_DRIVER_VERSION_MISMATCH: another records version. Thread-safe. */
 PSDB_API psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *cursor,
                                               psdb_derivation *out);
 
