@@ -127,6 +127,10 @@ START_TEST(test_baseset__bases_and_derivations_reproduce_every_pso)
     ck_assert_hr(psdb_derivation_records_validate(recs.data, recs.len, &count),
                  PSDB_E_DRIVER_VERSION_MISMATCH);
     ck_assert_hr(psdb_derivation_records_validate(recs.data, 10, &count), PSDB_E_INVALIDARG);
+    cursor = 0;
+    ck_assert_hr(psdb_derivation_records_next(recs.data, recs.len, &cursor, &past),
+                 PSDB_E_DRIVER_VERSION_MISMATCH);
+    recs.data[8] = PSDB__DRV_VERSION;
     cursor = 1; /* not a record boundary */
     ck_assert_hr(psdb_derivation_records_next(recs.data, recs.len, &cursor, &past),
                  PSDB_E_INVALIDARG);
