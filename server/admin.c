@@ -69,7 +69,129 @@ static int open_data(const char *cmd, const char *dir, psdbd_store *store, psdbd
     return 0;
 }
 
-/* ---- token create ------------------------------------------------------------------------------- */
+/* ---- token/key list and revoke ------------------------------------------------------------------
+ */
+
+/* `psdbd token|key list|revoke`: lists the rows (never a secret) or revokes one by name. */
+static int list_or_revoke(const char *what, int argc, char **argv)
+{
+    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int tokens = strcmp(what, "token") == 0, revoke = strcmp(argv[0], "revoke") == 0;
+    char *dir = psdbd_default_data_dir(), cmd[32];
+    const char *name = NULL;
+    int json = 0, c, rc = 1;
+    psdbd_store store = {0};
+    psdbd_index *ix = NULL;
+    sqlite3_stmt *st = NULL;
+    json_t *list = NULL;
+    snprintf(cmd, sizeof(cmd), "%s %s", what, argv[0]);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            printf("usage: psdbd %s list --data-dir DIR [--json]\n"
+                   "       psdbd %s revoke --data-dir DIR --name NAME\n\n"
+                   "Lists the %ss (names, scopes, dates; never a secret), or revokes one: it is\n"
+                   "refused from then on, and its row is kept for the record.\n",
+                   what, what, what);
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail(cmd, "bad arguments (see --help)");
+            goto cleanup;
+        }
+    }
+    if (optind != argc || (revoke && !name)) {
+        rc = fail(cmd, revoke ? "--name is required" : "unexpected argument (see --help)");
+        goto cleanup;
+    }
+    if (open_data(cmd, dir, &store, &ix) != 0)
+        goto cleanup;
+    sqlite3 *db = psdbd_index_db(ix);
+    if (revoke) {
+        const char *sql = tokens ? "UPDATE tokens SET revoked_at = ?2 WHERE name = ?1"
+                                 : "UPDATE keys SET revoked_at = ?2 WHERE name = ?1";
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+            rc = fail(cmd, "index: %s", sqlite3_errmsg(db));
+            goto cleanup;
+        }
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            rc = fail(cmd, "index: %s", sqlite3_errmsg(db));
+            goto cleanup;
+        }
+        if (sqlite3_changes(db) == 0) {
+            rc = fail(cmd, "no %s named '%s'", what, name);
+            goto cleanup;
+        }
+        printf("revoked %s %s\n", what, name);
+        rc = 0;
+        goto cleanup;
+    }
+    const char *sql = tokens ? "SELECT name, role, scope, created_at, expires_at, revoked_at "
+                               "FROM tokens ORDER BY name"
+                             : "SELECT name, key_id, scope, created_at, NULL, revoked_at "
+                               "FROM keys ORDER BY name";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        rc = fail(cmd, "index: %s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    list = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char when[40];
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "name", sqlite3_column_text(st, 0),
+                              tokens ? "role" : "key_id", sqlite3_column_text(st, 1), "scope",
+                              sqlite3_column_text(st, 2), "created_at",
+                              psdbd_format_time(sqlite3_column_int64(st, 3), when, sizeof(when)));
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+            json_object_set_new(
+                o, "expires_at",
+                json_string(psdbd_format_time(sqlite3_column_int64(st, 4), when, sizeof(when))));
+        json_object_set_new(o, "revoked", json_boolean(sqlite3_column_type(st, 5) != SQLITE_NULL));
+        json_array_append_new(list, o);
+    }
+    if (json) {
+        json_dumpf(list, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+    } else {
+        size_t i;
+        json_t *o;
+        json_array_foreach(list, i, o)
+        {
+            printf("%-24s %-10.64s %-16s %s%s\n", json_string_value(json_object_get(o, "name")),
+                   json_string_value(json_object_get(o, tokens ? "role" : "key_id")),
+                   json_string_value(json_object_get(o, "scope")),
+                   json_string_value(json_object_get(o, "created_at")),
+                   json_is_true(json_object_get(o, "revoked")) ? " revoked" : "");
+        }
+    }
+    rc = 0;
+cleanup:
+    json_decref(list);
+    sqlite3_finalize(st);
+    psdbd_index_close(ix);
+    psdbd_store_close(&store);
+    free(dir);
+    return rc;
+}
+
+/* ---- token create -------------------------------------------------------------------------------
+ */
 
 static void token_usage(void)
 {
@@ -77,17 +199,21 @@ static void token_usage(void)
            "                          [--scope APP_PATTERN] [--name NAME]\n"
            "                          [--expires-in SECONDS | --expires-at UNIX_TIME] [--json]\n\n"
            "Creates a bearer token and prints it once (only its SHA-256 is stored).\n"
-           "--scope is a shell pattern over application names (default '*').\n");
+           "--scope is a shell pattern over application names (default '*').\n"
+           "Also: psdbd token list|revoke (see psdbd token list --help).\n");
 }
 
 int psdbd_cmd_token(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data-dir", required_argument, NULL, 'd'}, {"role", required_argument, NULL, 'r'},
-        {"scope", required_argument, NULL, 's'},    {"name", required_argument, NULL, 'n'},
-        {"expires-in", required_argument, NULL, 'i'}, {"expires-at", required_argument, NULL, 'a'},
-        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
+                                         {"role", required_argument, NULL, 'r'},
+                                         {"scope", required_argument, NULL, 's'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"expires-in", required_argument, NULL, 'i'},
+                                         {"expires-at", required_argument, NULL, 'a'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     char *dir = psdbd_default_data_dir(), *name = NULL, *tok = NULL;
     const char *role = NULL, *scope = "*";
     uint64_t expires = 0, v = 0;
@@ -96,12 +222,16 @@ int psdbd_cmd_token(int argc, char **argv)
     psdbd_index *ix = NULL;
     char selector[17];
     uint8_t hash[32];
+    if (argc >= 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0)) {
+        rc = list_or_revoke("token", argc - 1, argv + 1);
+        goto cleanup;
+    }
     if (argc < 2 || strcmp(argv[1], "create") != 0) {
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
             token_usage();
             rc = 0;
         } else {
-            rc = fail("token", "expected 'token create' (see --help)");
+            rc = fail("token", "expected 'token create|list|revoke' (see --help)");
         }
         goto cleanup;
     }
@@ -110,10 +240,20 @@ int psdbd_cmd_token(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'r': role = optarg; break;
-        case 's': scope = optarg; break;
-        case 'n': free(name); name = xstrdup(optarg); break;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'r':
+            role = optarg;
+            break;
+        case 's':
+            scope = optarg;
+            break;
+        case 'n':
+            free(name);
+            name = xstrdup(optarg);
+            break;
         case 'i':
             if (psdbd_parse_u64(optarg, &v) != 0 || v > INT32_MAX) {
                 rc = fail("token create", "bad --expires-in '%s'", optarg);
@@ -127,9 +267,16 @@ int psdbd_cmd_token(int argc, char **argv)
                 goto cleanup;
             }
             break;
-        case 'j': json = 1; break;
-        case 'h': token_usage(); rc = 0; goto cleanup;
-        default: rc = fail("token create", "bad arguments (see --help)"); goto cleanup;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            token_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("token create", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc) {
@@ -154,9 +301,14 @@ int psdbd_cmd_token(int argc, char **argv)
     if (!name)
         name = xasprintf("%s-%s", role, selector);
     switch (psdbd_index_token_add(ix, name, selector, hash, role, scope, (int64_t)expires)) {
-    case PSDBD_OK: break;
-    case PSDBD_EXISTS: rc = fail("token create", "a token named '%s' exists", name); goto cleanup;
-    default: rc = fail("token create", "the index cannot be written"); goto cleanup;
+    case PSDBD_OK:
+        break;
+    case PSDBD_EXISTS:
+        rc = fail("token create", "a token named '%s' exists", name);
+        goto cleanup;
+    default:
+        rc = fail("token create", "the index cannot be written");
+        goto cleanup;
     }
     if (json) {
         json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "token", tok, "name", name, "role", role,
@@ -182,7 +334,8 @@ cleanup:
     return rc;
 }
 
-/* ---- key add ------------------------------------------------------------------------------------ */
+/* ---- key add ------------------------------------------------------------------------------------
+ */
 
 static void key_usage(void)
 {
@@ -194,10 +347,13 @@ static void key_usage(void)
 
 int psdbd_cmd_key(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data-dir", required_argument, NULL, 'd'}, {"name", required_argument, NULL, 'n'},
-        {"public-key", required_argument, NULL, 'k'}, {"scope", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"public-key", required_argument, NULL, 'k'},
+                                         {"scope", required_argument, NULL, 's'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     char *dir = psdbd_default_data_dir(), *pem = NULL;
     const char *name = NULL, *file = NULL, *scope = "*";
     int json = 0, c, rc = 1;
@@ -207,12 +363,16 @@ int psdbd_cmd_key(int argc, char **argv)
     char id[PSDB_KEY_ID_SIZE];
     size_t pem_size = 0;
     psdb_hr hr;
+    if (argc >= 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0)) {
+        rc = list_or_revoke("key", argc - 1, argv + 1);
+        goto cleanup;
+    }
     if (argc < 2 || strcmp(argv[1], "add") != 0) {
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
             key_usage();
             rc = 0;
         } else {
-            rc = fail("key", "expected 'key add' (see --help)");
+            rc = fail("key", "expected 'key add|list|revoke' (see --help)");
         }
         goto cleanup;
     }
@@ -221,13 +381,29 @@ int psdbd_cmd_key(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'n': name = optarg; break;
-        case 'k': file = optarg; break;
-        case 's': scope = optarg; break;
-        case 'j': json = 1; break;
-        case 'h': key_usage(); rc = 0; goto cleanup;
-        default: rc = fail("key add", "bad arguments (see --help)"); goto cleanup;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'k':
+            file = optarg;
+            break;
+        case 's':
+            scope = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            key_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("key add", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc || !name || !*name || !file || !*scope) {
@@ -239,8 +415,10 @@ int psdbd_cmd_key(int argc, char **argv)
         goto cleanup;
     }
     if (psdb_key_is_private(key))
-        fprintf(stderr, "psdbd key add: warning: %s is a private key; only its public half is "
-                        "stored\n", file);
+        fprintf(stderr,
+                "psdbd key add: warning: %s is a private key; only its public half is "
+                "stored\n",
+                file);
     psdb_key_id(key, id);
     psdb_key_public_pem(key, NULL, &pem_size);
     pem = xmalloc(pem_size + 1);
@@ -252,11 +430,14 @@ int psdbd_cmd_key(int argc, char **argv)
     if (open_data("key add", dir, &store, &ix) != 0)
         goto cleanup;
     switch (psdbd_index_key_add(ix, name, id, pem, scope)) {
-    case PSDBD_OK: break;
+    case PSDBD_OK:
+        break;
     case PSDBD_EXISTS:
         rc = fail("key add", "a key named '%s' or with id %s is already registered", name, id);
         goto cleanup;
-    default: rc = fail("key add", "the index cannot be written"); goto cleanup;
+    default:
+        rc = fail("key add", "the index cannot be written");
+        goto cleanup;
     }
     if (json) {
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", name, "key_id", id, "scope", scope);
@@ -275,14 +456,15 @@ cleanup:
     return rc;
 }
 
-/* ---- gc and check ------------------------------------------------------------------------------- */
+/* ---- gc and check -------------------------------------------------------------------------------
+ */
 
 struct walk {
     psdbd_index *ix;
     const psdbd_store *store;
-    sqlite3_stmt *ref;   /* is this digest referenced? */
-    sqlite3_stmt *row;   /* blobs row of this digest */
-    int64_t cutoff;      /* gc: files newer than this are left alone */
+    sqlite3_stmt *ref; /* is this digest referenced? */
+    sqlite3_stmt *row; /* blobs row of this digest */
+    int64_t cutoff;    /* gc: files newer than this are left alone */
     int dry_run, deep;
     uint64_t files, orphans, orphan_bytes, removed, errors, strays;
 };
@@ -349,16 +531,26 @@ int psdbd_cmd_gc(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'n': w.dry_run = 1; break;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'n':
+            w.dry_run = 1;
+            break;
         case 'g':
             if (psdbd_parse_u64(optarg, &grace) != 0 || grace > INT32_MAX) {
                 rc = fail("gc", "bad --grace '%s'", optarg);
                 goto cleanup;
             }
             break;
-        case 'h': gc_usage(); rc = 0; goto cleanup;
-        default: rc = fail("gc", "bad arguments (see --help)"); goto cleanup;
+        case 'h':
+            gc_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("gc", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc) {
@@ -394,8 +586,8 @@ int psdbd_cmd_gc(int argc, char **argv)
             if (strncmp(e->d_name, "upload-", 7) != 0 ||
                 fstatat(dirfd(d), e->d_name, &sb, 0) != 0 || sb.st_mtime > w.cutoff)
                 continue;
-            printf("%s tmp/%s (%lld bytes)\n", w.dry_run ? "would remove" : "remove",
-                   e->d_name, (long long)sb.st_size);
+            printf("%s tmp/%s (%lld bytes)\n", w.dry_run ? "would remove" : "remove", e->d_name,
+                   (long long)sb.st_size);
             if (!w.dry_run)
                 unlinkat(dirfd(d), e->d_name, 0);
         }
@@ -457,11 +649,23 @@ int psdbd_cmd_check(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': free(dir); dir = xstrdup(optarg); break;
-        case 'D': w.deep = 1; break;
-        case 'j': json = 1; break;
-        case 'h': check_usage(); rc = 0; goto cleanup;
-        default: rc = fail("check", "bad arguments (see --help)"); goto cleanup;
+        case 'd':
+            free(dir);
+            dir = xstrdup(optarg);
+            break;
+        case 'D':
+            w.deep = 1;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            check_usage();
+            rc = 0;
+            goto cleanup;
+        default:
+            rc = fail("check", "bad arguments (see --help)");
+            goto cleanup;
         }
     }
     if (optind != argc) {
@@ -552,10 +756,9 @@ int psdbd_cmd_check(int argc, char **argv)
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (json) {
         json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:b}", "ok", problems == 0,
-                              "problems", (json_int_t)problems, "psdbs", (json_int_t)psdbs,
-                              "blobs", (json_int_t)blobs, "unindexed_files",
-                              (json_int_t)w.orphans, "strays", (json_int_t)w.strays, "deep",
-                              w.deep);
+                              "problems", (json_int_t)problems, "psdbs", (json_int_t)psdbs, "blobs",
+                              (json_int_t)blobs, "unindexed_files", (json_int_t)w.orphans, "strays",
+                              (json_int_t)w.strays, "deep", w.deep);
         json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);

@@ -80,9 +80,13 @@ psdbd_auth_rc psdbd_auth_check(psdbd_index *ix, const char *authorization, psdbd
     memcpy(selector, tok + 5, SELECTOR_HEX);
     selector[SELECTOR_HEX] = '\0';
     switch (psdbd_index_token_find(ix, selector, &row)) {
-    case PSDBD_OK: break;
-    case PSDBD_NOT_FOUND: goto cleanup;
-    default: rc = PSDBD_AUTH_ERROR; goto cleanup;
+    case PSDBD_OK:
+        break;
+    case PSDBD_NOT_FOUND:
+        goto cleanup;
+    default:
+        rc = PSDBD_AUTH_ERROR;
+        goto cleanup;
     }
     sha256(tok, TOKEN_LEN, hash);
     if (CRYPTO_memcmp(hash, row.hash, 32) != 0 || row.revoked ||

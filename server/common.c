@@ -118,11 +118,20 @@ int psdbd_parse_size(const char *s, uint64_t *out)
         return -1;
     memcpy(num, s, n + 1);
     switch (toupper((unsigned char)num[n - 1])) {
-    case 'K': mult = 1ull << 10; break;
-    case 'M': mult = 1ull << 20; break;
-    case 'G': mult = 1ull << 30; break;
-    case 'T': mult = 1ull << 40; break;
-    default: break;
+    case 'K':
+        mult = 1ull << 10;
+        break;
+    case 'M':
+        mult = 1ull << 20;
+        break;
+    case 'G':
+        mult = 1ull << 30;
+        break;
+    case 'T':
+        mult = 1ull << 40;
+        break;
+    default:
+        break;
     }
     if (mult != 1)
         num[n - 1] = '\0';
@@ -157,10 +166,9 @@ const char *psdbd_format_version(uint64_t v, char *buf, size_t size)
 
 const char *psdbd_format_uuid(const uint8_t id[16], char *buf, size_t size)
 {
-    snprintf(buf, size,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", id[0], id[1],
-             id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13],
-             id[14], id[15]);
+    snprintf(buf, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11],
+             id[12], id[13], id[14], id[15]);
     return buf;
 }
 

@@ -6,19 +6,19 @@
 #include <stdint.h>
 
 typedef struct psdbd_config {
-    char *listen;                 /* "HOST:PORT" or "[V6]:PORT"; port 0 picks a free port */
-    char *data_dir;               /* index.sqlite, blobs/, tmp/ */
-    unsigned threads;             /* MHD worker threads */
-    uint64_t max_upload;          /* largest accepted PSDB, bytes */
-    unsigned max_connections;     /* concurrent connections */
+    char *listen;                    /* "HOST:PORT" or "[V6]:PORT"; port 0 picks a free port */
+    char *data_dir;                  /* index.sqlite, blobs/, tmp/ */
+    unsigned threads;                /* MHD worker threads */
+    uint64_t max_upload;             /* largest accepted PSDB, bytes */
+    unsigned max_connections;        /* concurrent connections */
     unsigned max_connections_per_ip; /* 0: unlimited */
-    unsigned timeout;             /* seconds a connection may stay idle */
-    unsigned shutdown_timeout;    /* seconds to let in-flight requests finish on SIGTERM */
-    unsigned connection_memory;   /* bytes per connection for headers and upload chunks */
-    int readers_need_token;       /* reader endpoints require a reader token */
-    int metrics_need_token;       /* /metrics requires a reader token */
-    int log_requests;             /* one line per request on stderr */
-    char *tls_cert, *tls_key;     /* PEM files; both set: native HTTPS */
+    unsigned timeout;                /* seconds a connection may stay idle */
+    unsigned shutdown_timeout;       /* seconds to let in-flight requests finish on SIGTERM */
+    unsigned connection_memory;      /* bytes per connection for headers and upload chunks */
+    int readers_need_token;          /* reader endpoints require a reader token */
+    int metrics_need_token;          /* /metrics requires a reader token */
+    int log_requests;                /* one line per request on stderr */
+    char *tls_cert, *tls_key;        /* PEM files; both set: native HTTPS */
 } psdbd_config;
 
 /* The default data directory: $PSDBD_DATA_DIR, else $XDG_DATA_HOME/psdbd, else

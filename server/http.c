@@ -9,10 +9,12 @@
  * token, role, Content-Length against the limit, the signature headers and the key id. Then each
  * body chunk is hashed and appended to a temporary file in the data directory (never held in
  * memory), and on the final callback the file is validated with libpsdb, the signature checked,
- * the blob fsynced and renamed into the store, and only then the index row committed. Disk work
- * happens on the worker thread: a publish occupies one worker while it writes, which the thread
- * count bounds. Anything that ends a publish early removes its temporary file in the completion
- * callback, so a client that disconnects mid-body leaves nothing behind. */
+ * the blob fsynced and renamed into the store, and only then the index row committed. That last
+ * part can take seconds for a large PSDB, so it runs on a finisher thread while the connection is
+ * suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
+ * waits for the finishers, since a suspended connection must not meet MHD_stop_daemon. Anything
+ * that ends a publish early removes its temporary file in the completion callback, so a client that
+ * disconnects mid-body leaves nothing behind. */
 #include "http.h"
 
 #include <errno.h>
@@ -60,9 +62,16 @@ struct req {
     char key_id[65];
     char signature[PSDB_SIGNATURE_B64_SIZE];
     char *key_pem, *key_scope;
+    /* the end of a publish runs on its own thread while the connection is suspended */
+    int finishing;
+    unsigned result_status;
+    json_t *result_body;
+    struct MHD_Connection *conn;
+    struct req *next; /* in the finishers' queue */
 };
 
-/* ---- responses ---------------------------------------------------------------------------------- */
+/* ---- responses ----------------------------------------------------------------------------------
+ */
 
 static enum MHD_Result queue(struct MHD_Connection *c, struct req *r, unsigned status,
                              struct MHD_Response *resp, uint64_t body_bytes)
@@ -80,8 +89,7 @@ static enum MHD_Result queue(struct MHD_Connection *c, struct req *r, unsigned s
 static enum MHD_Result reply_buffer(struct MHD_Connection *c, struct req *r, unsigned status,
                                     const char *type, char *body, size_t len)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(body);
         return MHD_NO;
@@ -92,16 +100,23 @@ static enum MHD_Result reply_buffer(struct MHD_Connection *c, struct req *r, uns
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"psdbd\"");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
-                                r->route == PSDBD_ROUTE_PSDB_GET ? "GET, HEAD, DELETE"
+                                r->route == PSDBD_ROUTE_PSDB_GET  ? "GET, HEAD, DELETE"
                                 : r->route == PSDBD_ROUTE_PUBLISH ? "POST"
                                                                   : "GET, HEAD");
     return queue(c, r, status, resp, len);
 }
 
-/* Sends `body` (its reference is taken) as JSON. */
+/* Sends `body` (its reference is taken) as JSON. With c NULL (a publish finishing off the
+ * connection's thread) the answer is kept in r until the connection is resumed. */
 static enum MHD_Result reply_json(struct MHD_Connection *c, struct req *r, unsigned status,
                                   json_t *body)
 {
+    if (!c) {
+        json_decref(r->result_body);
+        r->result_body = body;
+        r->result_status = status;
+        return MHD_YES;
+    }
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     if (!text)
@@ -139,7 +154,8 @@ static enum MHD_Result reply_index_error(struct MHD_Connection *c, struct req *r
                        "the index failed; see the server log");
 }
 
-/* ---- authentication ----------------------------------------------------------------------------- */
+/* ---- authentication -----------------------------------------------------------------------------
+ */
 
 /* Checks the token when `need` is not NONE (or when one is sent). Returns 0 when the request may
  * go on; otherwise an error response was queued and *ret says how to return. `app` non-NULL:
@@ -152,7 +168,8 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
         return 0;
     if (!r->who.name) {
         switch (psdbd_auth_check(srv->ix, h, &r->who)) {
-        case PSDBD_AUTH_OK: break;
+        case PSDBD_AUTH_OK:
+            break;
         case PSDBD_AUTH_MISSING:
             *ret = reply_error(c, r, MHD_HTTP_UNAUTHORIZED, "unauthorized",
                                "this endpoint needs a bearer token");
@@ -167,7 +184,8 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
         }
     }
     if (r->who.role < need) {
-        *ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "forbidden", "the token's role (%s) is "
+        *ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "forbidden",
+                           "the token's role (%s) is "
                            "not allowed here",
                            r->who.role == PSDBD_ROLE_READER ? "reader" : "publisher");
         return -1;
@@ -185,7 +203,8 @@ static psdbd_role reader_role(const psdbd_server *srv)
     return srv->cfg->readers_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE;
 }
 
-/* ---- publish ------------------------------------------------------------------------------------ */
+/* ---- publish ------------------------------------------------------------------------------------
+ */
 
 static int disk_full_errno(int e)
 {
@@ -242,11 +261,13 @@ static enum MHD_Result publish_begin(psdbd_server *srv, struct MHD_Connection *c
     memcpy(r->key_id, kid, 65);
     memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
     switch (psdbd_index_key_find(srv->ix, kid, &r->key_pem, &r->key_scope)) {
-    case PSDBD_OK: break;
+    case PSDBD_OK:
+        break;
     case PSDBD_NOT_FOUND:
         return reply_error(c, r, MHD_HTTP_FORBIDDEN, "unknown_key",
                            "no registered publisher key has this key id");
-    default: return reply_index_error(c, r, PSDBD_ERROR);
+    default:
+        return reply_index_error(c, r, PSDBD_ERROR);
     }
     if ((e = psdbd_store_temp(&srv->store, &r->fd, &r->tmp_path)) != 0) {
         if (disk_full_errno(e))
@@ -348,9 +369,9 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         goto cleanup;
     }
     if (!psdbd_scope_covers(r->key_scope, info.identity.desc.name)) {
-        ret = reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
-                          "the key's scope does not cover application '%s'",
-                          info.identity.desc.name);
+        ret =
+            reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+                        "the key's scope does not cover application '%s'", info.identity.desc.name);
         goto cleanup;
     }
     st.size = r->received;
@@ -428,7 +449,9 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
                           "this identity, target and serial are already published with other "
                           "content");
         break;
-    default: ret = reply_index_error(c, r, rc); break;
+    default:
+        ret = reply_index_error(c, r, rc);
+        break;
     }
 cleanup:
     json_decref(manifest);
@@ -438,12 +461,56 @@ cleanup:
     return ret;
 }
 
-/* ---- blobs -------------------------------------------------------------------------------------- */
+/* The end of a publish (validation, signature, fsync, rename, commit) may take seconds for a
+ * large PSDB; it runs on its own thread while the connection is suspended, so the worker thread
+ * keeps serving its other connections. */
+/* A finisher thread: takes suspended publishes off the queue, finishes them, resumes them. The
+ * threads are joined at shutdown, so their SQLite connections and OpenSSL state are gone before
+ * the process exits. */
+static void *finisher(void *arg)
+{
+    psdbd_server *srv = arg;
+    pthread_mutex_lock(&srv->lock);
+    for (;;) {
+        while (!srv->queue && !srv->stopping)
+            pthread_cond_wait(&srv->work, &srv->lock);
+        if (!srv->queue)
+            break;
+        struct req *r = srv->queue;
+        srv->queue = r->next;
+        pthread_mutex_unlock(&srv->lock);
+        struct MHD_Connection *c = r->conn;
+        publish_finish(srv, NULL, r);
+        MHD_resume_connection(c); /* r belongs to the connection again from here on */
+        pthread_mutex_lock(&srv->lock);
+        if (--srv->jobs == 0)
+            pthread_cond_broadcast(&srv->idle);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return NULL;
+}
 
-/* Parses one "bytes=" range against `size`. Returns 1 with [*off, *off + *len) for a satisfiable
- * single range, 0 when the header is to be ignored (absent, malformed, several ranges), -1 when
- * unsatisfiable. */
-static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
+static enum MHD_Result publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    struct req **tail;
+    r->publishing = 0;
+    r->finishing = 1;
+    r->conn = c;
+    MHD_suspend_connection(c);
+    pthread_mutex_lock(&srv->lock);
+    srv->jobs++;
+    for (tail = &srv->queue; *tail; tail = &(*tail)->next) {
+    }
+    *tail = r;
+    pthread_cond_signal(&srv->work);
+    pthread_mutex_unlock(&srv->lock);
+    return MHD_YES;
+}
+
+/* ---- blobs --------------------------------------------------------------------------------------
+ */
+
+int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
 {
     const char *p, *dash;
     uint64_t a = 0, b = 0;
@@ -485,7 +552,7 @@ static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *le
     return 1;
 }
 
-static int etag_matches(const char *inm, const char *sha)
+int psdbd_etag_matches(const char *inm, const char *sha)
 {
     const char *p = inm;
     size_t n = strlen(sha);
@@ -536,9 +603,9 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
                            "cannot open the blob");
     }
     snprintf(etag, sizeof(etag), "\"%s\"", digest);
-    if (etag_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_IF_NONE_MATCH),
-                     digest)) {
+    if (psdbd_etag_matches(
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH),
+            digest)) {
         close(fd);
         resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
         if (resp)
@@ -549,7 +616,7 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
     if_range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
     if (range && if_range && strcmp(if_range, etag) != 0)
         range = NULL; /* a stale validator: send the whole representation */
-    rr = parse_range(range, size, &off, &len);
+    rr = psdbd_parse_range(range, size, &off, &len);
     if (rr < 0) {
         close(fd);
         snprintf(crange, sizeof(crange), "bytes */%llu", (unsigned long long)size);
@@ -587,7 +654,8 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
     return queue(c, r, MHD_HTTP_OK, resp, len);
 }
 
-/* ---- the other routes --------------------------------------------------------------------------- */
+/* ---- the other routes ---------------------------------------------------------------------------
+ */
 
 static int parse_id(const char *s, int64_t *out)
 {
@@ -622,8 +690,7 @@ static enum MHD_Result resolve(psdbd_server *srv, struct MHD_Connection *c, stru
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                            "app_version is required (a.b.c.d or a number)");
     if (!(v = arg(c, "abi_min")) || psdbd_parse_u64(v, &q.abi_min) != 0 ||
-        !(v = arg(c, "abi_max")) || psdbd_parse_u64(v, &q.abi_max) != 0 ||
-        q.abi_min > q.abi_max)
+        !(v = arg(c, "abi_max")) || psdbd_parse_u64(v, &q.abi_max) != 0 || q.abi_min > q.abi_max)
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                            "abi_min and abi_max are required numbers, abi_min <= abi_max");
     if ((v = arg(c, "profile_version")) != NULL) {
@@ -635,12 +702,15 @@ static enum MHD_Result resolve(psdbd_server *srv, struct MHD_Connection *c, stru
     if (authorize(srv, c, r, reader_role(srv), q.app, &ret) != 0)
         return ret;
     switch (psdbd_index_resolve(srv->ix, &q, &m)) {
-    case PSDBD_OK: psdbd_metrics_resolve(1); return reply_json(c, r, MHD_HTTP_OK, m);
+    case PSDBD_OK:
+        psdbd_metrics_resolve(1);
+        return reply_json(c, r, MHD_HTTP_OK, m);
     case PSDBD_NOT_FOUND:
         psdbd_metrics_resolve(0);
         return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found",
                            "no compatible PSDB for this application and adapter");
-    default: return reply_index_error(c, r, PSDBD_ERROR);
+    default:
+        return reply_index_error(c, r, PSDBD_ERROR);
     }
 }
 
@@ -687,10 +757,12 @@ static enum MHD_Result app_psdbs(psdbd_server *srv, struct MHD_Connection *c, st
     if (authorize(srv, c, r, reader_role(srv), name, &ret) != 0)
         return ret;
     switch (psdbd_index_list_app_psdbs(srv->ix, name, &list)) {
-    case PSDBD_OK: return reply_json(c, r, MHD_HTTP_OK, list);
+    case PSDBD_OK:
+        return reply_json(c, r, MHD_HTTP_OK, list);
     case PSDBD_NOT_FOUND:
         return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such application");
-    default: return reply_index_error(c, r, PSDBD_ERROR);
+    default:
+        return reply_index_error(c, r, PSDBD_ERROR);
     }
 }
 
@@ -758,8 +830,7 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
     case PSDBD_ROUTE_METRICS: {
         if (!get)
             break;
-        if (authorize(srv, c, r, srv->cfg->metrics_need_token ? PSDBD_ROLE_READER
-                                                              : PSDBD_ROLE_NONE,
+        if (authorize(srv, c, r, srv->cfg->metrics_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE,
                       NULL, &ret) != 0)
             return ret;
         char *text = psdbd_metrics_render();
@@ -802,21 +873,21 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
         if (!get)
             break;
         return psdb_by_id(srv, c, r, tail, 0);
-    case PSDBD_ROUTE_PUBLISH: break; /* POST is handled before dispatch */
+    case PSDBD_ROUTE_PUBLISH:
+        break; /* POST is handled before dispatch */
     default:
-        return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint: %.200s",
-                           url);
+        return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint: %.200s", url);
     }
     return reply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
                        "%.16s is not allowed here", r->method);
 }
 
-/* ---- MHD callbacks ------------------------------------------------------------------------------ */
+/* ---- MHD callbacks ------------------------------------------------------------------------------
+ */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     psdbd_server *srv = cls;
     struct req *r = *req_cls;
@@ -835,7 +906,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->route = route_of(url, &tail);
         if (r->route == PSDBD_ROUTE_PUBLISH && strcmp(method, "POST") == 0)
             return publish_begin(srv, c, r);
-        return dispatch(srv, c, r, url, tail);
+        /* Other requests are answered once the request is read: libmicrohttpd closes the
+         * connection after an answer queued before that point. */
+        return MHD_YES;
     }
     if (r->publishing) {
         if (*upload_data_size > 0) {
@@ -843,11 +916,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             *upload_data_size = 0;
             return MHD_YES;
         }
-        return publish_finish(srv, c, r);
+        return publish_defer(srv, c, r);
     }
-    /* A body on any other request (or after an early answer) is read and dropped. */
-    *upload_data_size = 0;
-    return MHD_YES;
+    if (r->finishing) {
+        json_t *body = r->result_body;
+        r->finishing = 0;
+        r->result_body = NULL;
+        if (!body)
+            return MHD_NO;
+        return reply_json(c, r, r->result_status, body);
+    }
+    if (*upload_data_size > 0 || r->status != 0) {
+        /* A body on any other request (or after an early answer) is read and dropped. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    r->route = route_of(url, &tail);
+    return dispatch(srv, c, r, url, tail);
 }
 
 static void sanitize(char *s)
@@ -870,15 +955,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     psdbd_metrics_request(r->route, ok ? r->status : 0, ok ? r->bytes : 0);
     if (srv->cfg->log_requests) {
-        static const char *why[] = {"ok", "error", "timeout", "shutdown", "read_error",
-                                    "client_abort"};
+        static const char *why[] = {"ok",       "error",      "timeout",
+                                    "shutdown", "read_error", "client_abort"};
         sanitize(r->path);
         fprintf(stderr, "psdbd: access %s %s %u %llu %.3fms %s%s%s\n", r->method, r->path,
                 r->status, (unsigned long long)(ok ? r->bytes : 0), ms,
-                r->who.name ? r->who.name : "-", ok ? "" : " aborted=",
-                ok ? "" : ((unsigned)toe < 6 ? why[toe] : "other"));
+                r->who.name ? r->who.name : "-",
+                ok ? "" : " aborted=", ok ? "" : ((unsigned)toe < 6 ? why[toe] : "other"));
     }
     publish_discard(r);
+    json_decref(r->result_body);
     psdbd_principal_free(&r->who);
     free(r->key_pem);
     free(r->key_scope);
@@ -910,10 +996,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     psdbd_log("libmicrohttpd: %s", msg);
 }
 
-/* ---- start and stop ----------------------------------------------------------------------------- */
+/* ---- start and stop -----------------------------------------------------------------------------
+ */
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
-                        char *err, size_t err_size)
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *err,
+                        size_t err_size)
 {
     char host[256];
     const char *colon, *port;
@@ -979,11 +1066,12 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     char *cert = NULL, *key = NULL;
     const union MHD_DaemonInfo *info;
     int rc = -1;
-    unsigned flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
     const psdbd_config *cfg = srv->cfg;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->idle, NULL);
+    pthread_cond_init(&srv->work, NULL);
     if (parse_listen(cfg->listen, &ss, &sslen, err, err_size) != 0)
         goto cleanup;
     if (ss.ss_family == AF_INET6)
@@ -994,14 +1082,24 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     }
     if (cfg->tls_cert) {
         if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            snprintf(err, err_size, "this libmicrohttpd was built without TLS (GnuTLS): serve "
-                                    "plain HTTP behind a TLS proxy instead");
+            snprintf(err, err_size,
+                     "this libmicrohttpd was built without TLS (GnuTLS): serve "
+                     "plain HTTP behind a TLS proxy instead");
             goto cleanup;
         }
         if (!(cert = read_pem(cfg->tls_cert, err, err_size)) ||
             !(key = read_pem(cfg->tls_key, err, err_size)))
             goto cleanup;
         flags |= MHD_USE_TLS;
+    }
+    srv->finishers = xcalloc(cfg->threads < 2 ? 2 : cfg->threads, sizeof(pthread_t));
+    for (unsigned i = 0; i < (cfg->threads < 2 ? 2 : cfg->threads); i++) {
+        int e = pthread_create(&srv->finishers[i], NULL, finisher, srv);
+        if (e != 0) {
+            snprintf(err, err_size, "cannot start finisher threads: %s", strerror(e));
+            goto cleanup;
+        }
+        srv->num_finishers = i + 1;
     }
     if (MHD_is_feature_supported(MHD_FEATURE_LARGE_FILE) != MHD_YES)
         psdbd_log("warning: this libmicrohttpd cannot serve files over 2 GiB");
@@ -1034,6 +1132,16 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     srv->port = info ? info->port : 0;
     rc = 0;
 cleanup:
+    if (rc != 0 && srv->finishers) {
+        pthread_mutex_lock(&srv->lock);
+        srv->stopping = 1;
+        pthread_cond_broadcast(&srv->work);
+        pthread_mutex_unlock(&srv->lock);
+        for (unsigned i = 0; i < srv->num_finishers; i++)
+            pthread_join(srv->finishers[i], NULL);
+        free(srv->finishers);
+        srv->finishers = NULL;
+    }
     if (key) {
         memset(key, 0, strlen(key));
         free(key);
@@ -1047,20 +1155,41 @@ void psdbd_http_stop(psdbd_server *srv)
     struct timespec deadline;
     if (!srv->daemon)
         return;
-    MHD_quiesce_daemon(srv->daemon);
+    /* After quiescing, the listen socket is ours to close: new connections are refused now
+     * rather than queued until MHD_stop_daemon. */
+    MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls);
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += srv->cfg->shutdown_timeout;
     pthread_mutex_lock(&srv->lock);
     while (srv->active > 0) {
         if (pthread_cond_timedwait(&srv->idle, &srv->lock, &deadline) == ETIMEDOUT) {
-            psdbd_log("shutdown: %u requests still running after %u s, closing them",
-                      srv->active, srv->cfg->shutdown_timeout);
+            psdbd_log("shutdown: %u requests still running after %u s, closing them", srv->active,
+                      srv->cfg->shutdown_timeout);
             break;
         }
     }
+    /* A suspended connection must not meet MHD_stop_daemon: finishing publishes always end. */
+    while (srv->jobs > 0)
+        pthread_cond_wait(&srv->idle, &srv->lock);
+    /* A publish resumed just now is still suspended until its worker picks it up: give the
+     * worker a moment to answer it. */
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    while (srv->active > 0 &&
+           pthread_cond_timedwait(&srv->idle, &srv->lock, &deadline) != ETIMEDOUT) {
+    }
+    srv->stopping = 1;
+    pthread_cond_broadcast(&srv->work);
     pthread_mutex_unlock(&srv->lock);
+    for (unsigned i = 0; i < srv->num_finishers; i++)
+        pthread_join(srv->finishers[i], NULL);
+    free(srv->finishers);
+    srv->finishers = NULL;
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    pthread_cond_destroy(&srv->work);
     pthread_cond_destroy(&srv->idle);
     pthread_mutex_destroy(&srv->lock);
 }

@@ -47,9 +47,8 @@ static void conn_free(void *p)
 static sqlite3 *open_db(const char *path, char *err, size_t err_size)
 {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             NULL);
+    int rc = sqlite3_open_v2(
+        path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         snprintf(err, err_size, "open index %s: %s", path, db ? sqlite3_errmsg(db) : "no memory");
         goto fail;
@@ -227,7 +226,8 @@ int psdbd_index_ping(psdbd_index *ix)
     return rc;
 }
 
-/* ---- manifests ---------------------------------------------------------------------------------- */
+/* ---- manifests ----------------------------------------------------------------------------------
+ */
 
 #define PSDB_COLS                                                                                  \
     "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
@@ -244,8 +244,8 @@ static const char *col_text(sqlite3_stmt *st, int i)
 static json_t *version_json(sqlite3_stmt *st, int i)
 {
     char buf[32];
-    return json_string(psdbd_format_version(psdbd_u64_from_db(sqlite3_column_int64(st, i)), buf,
-                                            sizeof(buf)));
+    return json_string(
+        psdbd_format_version(psdbd_u64_from_db(sqlite3_column_int64(st, i)), buf, sizeof(buf)));
 }
 
 /* The manifest (API.md, schema/HTTP.md) of the row st is on, selected with PSDB_COLS. */
@@ -257,20 +257,21 @@ static json_t *manifest_of(sqlite3_stmt *st)
         memcpy(guid, sqlite3_column_blob(st, 6), 16);
     snprintf(url, sizeof(url), "/v1/blobs/%s", col_text(st, 12));
     json_error_t jerr;
-    json_t *app = json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
-                            "exe_filename", col_text(st, 2), "version", version_json(st, 3),
-                            "engine_name", col_text(st, 4), "engine_version", version_json(st, 5),
-                            "app_id", psdbd_format_uuid(guid, uuid, sizeof(uuid)));
+    json_t *app =
+        json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
+                     "exe_filename", col_text(st, 2), "version", version_json(st, 3), "engine_name",
+                     col_text(st, 4), "engine_version", version_json(st, 5), "app_id",
+                     psdbd_format_uuid(guid, uuid, sizeof(uuid)));
     if (!app)
         psdbd_log("manifest app: %s", jerr.text);
-    json_t *target = json_pack_ex(&jerr, 0,
-        "{s:s, s:I, s:o, s:o}", "family", col_text(st, 7), "abi_version",
-        (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 8)), "compiler_version",
-        version_json(st, 9), "profile_version", version_json(st, 10));
+    json_t *target =
+        json_pack_ex(&jerr, 0, "{s:s, s:I, s:o, s:o}", "family", col_text(st, 7), "abi_version",
+                     (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 8)), "compiler_version",
+                     version_json(st, 9), "profile_version", version_json(st, 10));
     if (!target)
         psdbd_log("manifest target: %s", jerr.text);
-    json_t *m = json_pack_ex(&jerr, 0,
-        "{s:I, s:s, s:I, s:s, s:o, s:o, s:I, s:s, s:s, s:s, s:b}", "id",
+    json_t *m = json_pack_ex(
+        &jerr, 0, "{s:I, s:s, s:I, s:s, s:o, s:o, s:I, s:s, s:s, s:s, s:b}", "id",
         (json_int_t)sqlite3_column_int64(st, 0), "sha256", col_text(st, 12), "size",
         (json_int_t)sqlite3_column_int64(st, 13), "url", url, "app", app, "target", target,
         "serial", (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 11)), "created_at",
@@ -282,8 +283,9 @@ static json_t *manifest_of(sqlite3_stmt *st)
         abort(); /* json_pack fails only on out-of-memory here: the daemon's OOM policy */
     }
     if (sqlite3_column_type(st, 17) != SQLITE_NULL)
-        json_object_set_new(m, "retired_at", json_string(psdbd_format_time(
-                                                  sqlite3_column_int64(st, 17), when, sizeof(when))));
+        json_object_set_new(
+            m, "retired_at",
+            json_string(psdbd_format_time(sqlite3_column_int64(st, 17), when, sizeof(when))));
     return m;
 }
 
@@ -481,8 +483,7 @@ psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out
     /* The profile range is the biased image of [top << 32, top << 32 | 0xFFFFFFFF]: the bias
      * flips only the top bit, so it keeps the top 32 bits' equality and the order. */
     static const char sql[] =
-        "SELECT " PSDB_COLS
-        "WHERE a.name = ?1 AND p.app_version = ?2 AND p.family = ?3 "
+        "SELECT " PSDB_COLS "WHERE a.name = ?1 AND p.app_version = ?2 AND p.family = ?3 "
         "AND p.abi_version BETWEEN ?4 AND ?5 AND p.profile_version BETWEEN ?6 AND ?7 "
         "AND p.retired_at IS NULL "
         "ORDER BY p.abi_version DESC, p.profile_version DESC, p.serial DESC, p.id DESC LIMIT 1";
@@ -565,7 +566,8 @@ psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **
     return rc;
 }
 
-/* ---- tokens and keys ---------------------------------------------------------------------------- */
+/* ---- tokens and keys ----------------------------------------------------------------------------
+ */
 
 psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
 {
@@ -654,8 +656,8 @@ psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, c
     return rc;
 }
 
-psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id,
-                             const char *pem, const char *scope)
+psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
+                             const char *scope)
 {
     static const char sql[] = "INSERT INTO keys (name, key_id, public_key, scope, created_at) "
                               "VALUES (?1, ?2, ?3, ?4, ?5)";

@@ -96,7 +96,7 @@ psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *se
 /* Publisher keys. *pem and *scope are malloc'd. */
 psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope);
 /* PSDBD_EXISTS when the name or the key is already registered. */
-psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id,
-                             const char *pem, const char *scope);
+psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
+                             const char *scope);
 
 #endif

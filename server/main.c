@@ -10,6 +10,7 @@
 #include "psdb/psdb.h"
 
 #include "admin.h"
+#include "backup.h"
 #include "common.h"
 #include "config.h"
 #include "http.h"
@@ -24,7 +25,9 @@ static void usage(void)
            "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
            "[--scope APP_PATTERN]\n"
            "       psdbd gc --data-dir DIR [--dry-run]\n"
-           "       psdbd check --data-dir DIR [--deep]\n\n"
+           "       psdbd check --data-dir DIR [--deep]\n"
+           "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
+           "--data-dir NEWDIR\n\n"
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
            "serves 127.0.0.1:8470 from its default data directory. The first stdout line is\n"
            "\"psdbd: listening on http://ADDR:PORT\". SIGTERM or SIGINT stop it after in-flight\n"
@@ -34,25 +37,24 @@ static void usage(void)
 
 static int serve(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 1},
-        {"data-dir", required_argument, NULL, 1},
-        {"config", required_argument, NULL, 2},
-        {"threads", required_argument, NULL, 1},
-        {"max-upload", required_argument, NULL, 1},
-        {"max-connections", required_argument, NULL, 1},
-        {"max-connections-per-ip", required_argument, NULL, 1},
-        {"timeout", required_argument, NULL, 1},
-        {"shutdown-timeout", required_argument, NULL, 1},
-        {"connection-memory", required_argument, NULL, 1},
-        {"readers-need-token", optional_argument, NULL, 1},
-        {"metrics-need-token", optional_argument, NULL, 1},
-        {"log-requests", optional_argument, NULL, 1},
-        {"tls-cert", required_argument, NULL, 1},
-        {"tls-key", required_argument, NULL, 1},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"listen", required_argument, NULL, 1},
+                                         {"data-dir", required_argument, NULL, 1},
+                                         {"config", required_argument, NULL, 2},
+                                         {"threads", required_argument, NULL, 1},
+                                         {"max-upload", required_argument, NULL, 1},
+                                         {"max-connections", required_argument, NULL, 1},
+                                         {"max-connections-per-ip", required_argument, NULL, 1},
+                                         {"timeout", required_argument, NULL, 1},
+                                         {"shutdown-timeout", required_argument, NULL, 1},
+                                         {"connection-memory", required_argument, NULL, 1},
+                                         {"readers-need-token", optional_argument, NULL, 1},
+                                         {"metrics-need-token", optional_argument, NULL, 1},
+                                         {"log-requests", optional_argument, NULL, 1},
+                                         {"tls-cert", required_argument, NULL, 1},
+                                         {"tls-key", required_argument, NULL, 1},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {NULL, 0, NULL, 0}};
     psdbd_config cfg;
     psdbd_server srv;
     char err[1024];
@@ -93,8 +95,14 @@ static int serve(int argc, char **argv)
             goto cleanup;
         }
         const char *value = optarg;
-        if (!value && opts[idx].has_arg == optional_argument)
-            value = "true";
+        int b = 0;
+        /* Boolean flags: "--flag", "--flag=false" or "--flag false". */
+        if (!value && opts[idx].has_arg == optional_argument) {
+            if (optind < argc && psdbd_parse_bool(argv[optind], &b) == 0)
+                value = argv[optind++];
+            else
+                value = "true";
+        }
         if (psdbd_config_set(&cfg, opts[idx].name, value, err, sizeof(err)) != 0) {
             fprintf(stderr, "psdbd: %s\n", err);
             goto cleanup;
@@ -142,8 +150,8 @@ static int serve(int argc, char **argv)
     {
         const char *scheme = cfg.tls_cert ? "https" : "http";
         char host[256];
-        const char *colon = cfg.listen[0] == '[' ? strchr(cfg.listen, ']') + 1
-                                                 : strrchr(cfg.listen, ':');
+        const char *colon =
+            cfg.listen[0] == '[' ? strchr(cfg.listen, ']') + 1 : strrchr(cfg.listen, ':');
         snprintf(host, sizeof(host), "%.*s", (int)(colon - cfg.listen), cfg.listen);
         printf("psdbd: listening on %s://%s:%u\n", scheme, host, (unsigned)srv.port);
         fflush(stdout);
@@ -185,6 +193,10 @@ int main(int argc, char **argv)
             return psdbd_cmd_gc(argc - 1, argv + 1);
         if (strcmp(cmd, "check") == 0)
             return psdbd_cmd_check(argc - 1, argv + 1);
+        if (strcmp(cmd, "backup") == 0)
+            return psdbd_cmd_backup(argc - 1, argv + 1);
+        if (strcmp(cmd, "restore") == 0)
+            return psdbd_cmd_restore(argc - 1, argv + 1);
         if (cmd[0] != '-') {
             fprintf(stderr, "psdbd: unknown command '%s' (try psdbd --help)\n", cmd);
             return 2;

@@ -7,8 +7,8 @@
 
 #include "common.h"
 
-static const unsigned statuses[] = {200, 201, 204, 206, 304, 400, 401, 403, 404, 405, 409,
-                                    411, 413, 416, 431, 500, 503, 507};
+static const unsigned statuses[] = {200, 201, 204, 206, 304, 400, 401, 403, 404,
+                                    405, 409, 411, 413, 416, 431, 500, 503, 507};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
 
 static atomic_uint_fast64_t requests[PSDBD_ROUTE_COUNT][NSTATUS + 1]; /* last: other statuses */
@@ -18,8 +18,8 @@ static atomic_uint_fast64_t resolve_hits, resolve_misses;
 static atomic_int_fast64_t connections;
 
 static const char *route_names[PSDBD_ROUTE_COUNT] = {
-    "other", "healthz", "readyz", "metrics", "publish", "psdb_get",
-    "psdb_retire", "resolve", "apps", "app_psdbs", "blob"};
+    "other",       "healthz", "readyz", "metrics",   "publish", "psdb_get",
+    "psdb_retire", "resolve", "apps",   "app_psdbs", "blob"};
 
 const char *psdbd_route_name(psdbd_route r)
 {

@@ -2,6 +2,7 @@
  * deterministic simulated compile (schema/COMPILER.md). */
 #include "compiler.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -597,7 +598,15 @@ static uint64_t cost_ns(uint64_t ns_per_kib, size_t size)
     return ns_per_kib * sz / 1024;
 }
 
-static volatile _Atomic uint64_t burn_sink; /* atomic: compiles run on many threads */
+/* Keeps the simulated compile work from being optimized away; atomic because units compile on
+ * many threads at once. */
+static _Atomic uint64_t burn_sink;
+static _Thread_local uint64_t compiles_on_thread;
+
+uint64_t psdb__compile_count_on_thread(void)
+{
+    return compiles_on_thread;
+}
 
 psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t ns_per_kib,
                            psdb__buf *object_code, psdb__buf *metadata)
@@ -606,6 +615,8 @@ psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t n
     psdb__buf oc = {0}, md = {0}, sb = {0};
     uint8_t seed[32];
     size_t family_len = 0;
+
+    compiles_on_thread++;
 
     if (!u || !t || !object_code || !metadata || !t->family || (!u->code && u->code_size))
         return PSDB_E_INVALIDARG;
@@ -679,7 +690,8 @@ psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t n
         hr = psdb__buf_status(&md);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    burn_sink = burn(cost_ns(ns_per_kib, u->code_size), state);
+    atomic_store_explicit(&burn_sink, burn(cost_ns(ns_per_kib, u->code_size), state),
+                          memory_order_relaxed);
     *object_code = oc;
     *metadata = md;
     memset(&oc, 0, sizeof(oc));

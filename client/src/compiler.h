@@ -135,6 +135,10 @@ void psdb__plan_free(psdb__plan *p);
  *   PSDB_E_OUTOFMEMORY. Thread-safe. */
 psdb_hr psdb__compile_unit(const psdb__unit *u, const psdb_target *t, uint64_t ns_per_kib,
                            psdb__buf *object_code, psdb__buf *metadata);
+/* Number of psdb__compile_unit calls made on the calling thread so far. A creation compiles on
+ * the thread that calls it, so the difference across one creation call says whether that creation
+ * compiled locally, whatever other threads compile meanwhile (the queue's K1 counters). */
+uint64_t psdb__compile_count_on_thread(void);
 
 /* Computes the export of each render target (MODEL V3) from the render-target formats, what the
  * shader writes (ps_outputs), write masks, alpha-to-coverage and blend state:

@@ -104,8 +104,7 @@ const char psdb__psdb_schema_sql[] =
 /* SQLite's default SQLITE_MAX_LENGTH: no blob or key may be longer. */
 #define MAX_ITEM_SIZE 1000000000u
 
-/* ---- Shared helpers
- * ------------------------------------------------------------------------------ */
+/* ---- Shared helpers -------------------------------------------------------------------------- */
 
 static void set_msg(char *msg, size_t msg_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -337,8 +336,7 @@ cleanup:
     return hr;
 }
 
-/* ---- Reading
- * ------------------------------------------------------------------------------------- */
+/* ---- Reading --------------------------------------------------------------------------------- */
 
 /* Every type of one key in one index range scan: a runtime asks for the size, then the object
  * code, then the metadata of the same key, and the last two then cost one blob seek each. */
@@ -1238,8 +1236,7 @@ cleanup:
     return hr;
 }
 
-/* ---- Writing
- * ------------------------------------------------------------------------------------- */
+/* ---- Writing --------------------------------------------------------------------------------- */
 
 /* The staging tables, in a private temporary database: unsorted puts land here. */
 static const char stage_sql[] =

@@ -12,8 +12,7 @@
 
 #define MAX_RESPONSE (1u << 20)
 
-CURL *psdb__curl_new(const char *url, const char *token, char *errbuf,
-                     struct curl_slist **headers)
+CURL *psdb__curl_new(const char *url, const char *token, char *errbuf, struct curl_slist **headers)
 {
     CURL *c = curl_easy_init();
     char *auth = NULL;
@@ -103,15 +102,23 @@ static psdb_hr hash_file(FILE *f, uint8_t digest[32], uint64_t *size)
 static psdb_hr status_hr(long status)
 {
     switch (status) {
-    case 201: return PSDB_S_OK;
-    case 200: return PSDB_S_FALSE;
-    case 400: return PSDB_E_INVALIDARG;
+    case 201:
+        return PSDB_S_OK;
+    case 200:
+        return PSDB_S_FALSE;
+    case 400:
+        return PSDB_E_INVALIDARG;
     case 401:
-    case 403: return PSDB_E_ACCESS;
-    case 409: return PSDB_E_ALREADY_EXISTS;
-    case 413: return PSDB_E_CACHE_FULL;
-    case 507: return PSDB_E_DISK_FULL;
-    default: return PSDB_E_PROTOCOL;
+    case 403:
+        return PSDB_E_ACCESS;
+    case 409:
+        return PSDB_E_ALREADY_EXISTS;
+    case 413:
+        return PSDB_E_CACHE_FULL;
+    case 507:
+        return PSDB_E_DISK_FULL;
+    default:
+        return PSDB_E_PROTOCOL;
     }
 }
 

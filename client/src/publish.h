@@ -14,8 +14,7 @@
  * redirects, HTTP/1.1, errors in errbuf (CURL_ERROR_SIZE bytes, kept alive by the caller). The
  * token's header list is returned in *headers (NULL when none): append to it, pass it with
  * CURLOPT_HTTPHEADER, free it with curl_slist_free_all after curl_easy_cleanup. NULL on OOM. */
-CURL *psdb__curl_new(const char *url, const char *token, char *errbuf,
-                     struct curl_slist **headers);
+CURL *psdb__curl_new(const char *url, const char *token, char *errbuf, struct curl_slist **headers);
 
 typedef struct psdb__publish_desc {
     const char *server;   /* base URL, e.g. http://127.0.0.1:8470 */

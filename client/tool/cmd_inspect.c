@@ -98,6 +98,76 @@ static void print_text(const char *path, const psdb_file_info *info)
     printf("content digest:   %s\n", digest);
 }
 
+/* Counts an SODB's entries by kind. */
+typedef struct sodb_counts {
+    uint64_t compute, graphics, state_objects, bytes;
+} sodb_counts;
+
+static int count_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
+                       size_t desc_size, void *ctx)
+{
+    (void)key;
+    (void)version;
+    (void)desc;
+    sodb_counts *c = ctx;
+    c->compute += kind == PSDB_SODB_COMPUTE;
+    c->graphics += kind == PSDB_SODB_GRAPHICS;
+    c->state_objects += kind == PSDB_SODB_STATE_OBJECT;
+    c->bytes += desc_size;
+    return 0;
+}
+
+static int inspect_sodb(const char *path, int json)
+{
+    psdb_sodb *s = NULL;
+    psdb_app_identity id;
+    sodb_counts c = {0};
+    char ver[32], ever[32], uuid[40];
+    int rc = 1;
+    psdb_hr hr = psdb_sodb_open(path, &s);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_sodb_get_identity(s, &id);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_sodb_foreach(s, count_entry, &c);
+    if (PSDB_FAILED(hr)) {
+        rc = tool_fail("inspect", "%s: %s", path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    tool_format_version(id.desc.version, ver, sizeof(ver));
+    tool_format_version(id.desc.engine_version, ever, sizeof(ever));
+    tool_format_uuid(id.app_id, uuid, sizeof(uuid));
+    if (json) {
+        json_t *root = json_pack(
+            "{s:s, s:s, s:{s:s?, s:s, s:s, s:s?, s:s, s:s}, s:{s:I, s:I, s:I, s:I}}", "kind",
+            "sodb", "path", path, "app", "exe_filename", id.desc.exe_filename, "name",
+            id.desc.name, "version", ver, "engine_name", id.desc.engine_name, "engine_version",
+            ever, "app_id", uuid, "entries", "compute", (json_int_t)c.compute, "graphics",
+            (json_int_t)c.graphics, "state_objects", (json_int_t)c.state_objects,
+            "description_bytes", (json_int_t)c.bytes);
+        if (!root || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0) {
+            json_decref(root);
+            rc = tool_fail("inspect", "cannot print JSON");
+            goto cleanup;
+        }
+        fputc('\n', stdout);
+        json_decref(root);
+    } else {
+        printf("kind:             sodb\n");
+        printf("application:      %s %s (%s)\n", id.desc.name, ver,
+               id.desc.exe_filename ? id.desc.exe_filename : "-");
+        printf("engine:           %s %s\n", id.desc.engine_name ? id.desc.engine_name : "-", ever);
+        printf("app id:           %s\n", uuid);
+        printf("entries:          %llu compute, %llu graphics, %llu state objects\n",
+               (unsigned long long)c.compute, (unsigned long long)c.graphics,
+               (unsigned long long)c.state_objects);
+        printf("description bytes: %llu\n", (unsigned long long)c.bytes);
+    }
+    rc = 0;
+cleanup:
+    psdb_sodb_release(s);
+    return rc;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL;
@@ -112,7 +182,7 @@ int cmd_inspect(int argc, char **argv)
         printf("usage: psdb inspect FILE [--json]\n\n"
                "Prints what a PSDB records: application identity, target (adapter family, ABI,\n"
                "compiler and profile versions), value, group and blob counts, blob bytes and the\n"
-               "content digest. An SODB is recognised and reported as kind \"sodb\".\n");
+               "content digest. For an SODB: its application identity and entries by kind.\n");
         return 0;
     }
     for (int i = 1; i < argc; i++) {
@@ -128,18 +198,8 @@ int cmd_inspect(int argc, char **argv)
     if (!path)
         return tool_fail("inspect", "missing FILE (try --help)");
 
-    if (psdb__sqlite_application_id(path, &appid) == 0 && appid == PSDB__SODB_APPLICATION_ID) {
-        /* The SODB detail is printed by psdb_sodb_* once that reader is linked in. */
-        if (json) {
-            json_t *root = json_pack("{s:s, s:s}", "kind", "sodb", "path", path);
-            if (root && json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) == 0)
-                fputc('\n', stdout);
-            json_decref(root);
-        } else {
-            printf("kind:             sodb\n");
-        }
-        return tool_fail("inspect", "SODB files are not supported yet");
-    }
+    if (psdb__sqlite_application_id(path, &appid) == 0 && appid == PSDB__SODB_APPLICATION_ID)
+        return inspect_sodb(path, json);
     hr = psdb__file_open_msg(path, NULL, &f, msg, sizeof(msg));
     if (hr < 0) {
         rc = tool_fail("inspect", "%s: %s", path, msg);

@@ -82,7 +82,7 @@ static int parse_target(const char *s, psdb_precompile_target *t)
         return -1;
     *dash = '\0';
     memset(t, 0, sizeof(*t));
-    snprintf(t->family, sizeof(t->family), "%s", buf);
+    memcpy(t->family, buf, (size_t)(colon - buf) + 1);
     if (tool_parse_u64(range, &t->abi_min) || tool_parse_u64(dash + 1, &t->abi_max) ||
         t->abi_min > t->abi_max)
         return -1;

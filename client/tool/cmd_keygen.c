@@ -34,7 +34,7 @@ int cmd_keygen(int argc, char **argv)
     if (PSDB_FAILED(hr))
         return tool_fail("keygen", "cannot write %s: %s", out, psdb_hr_str(hr));
     if (json) {
-        json_t *o = json_pack("{s:s, s:s++, s:s}", "private_key", out, "public_key", out, ".pub",
+        json_t *o = json_pack("{s:s, s:s+, s:s}", "private_key", out, "public_key", out, ".pub",
                               "key_id", id);
         json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);

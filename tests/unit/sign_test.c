@@ -23,10 +23,15 @@ static psdb_statement sample(void)
 {
     psdb_statement st = {
         .size = 12345,
-        .identity = {.desc = {.exe_filename = "game.exe", .name = "Game", .version = PSDB_VERSION(1, 2, 3, 4),
-                              .engine_name = "Engine", .engine_version = PSDB_VERSION(5, 0, 0, 0)},
+        .identity = {.desc = {.exe_filename = "game.exe",
+                              .name = "Game",
+                              .version = PSDB_VERSION(1, 2, 3, 4),
+                              .engine_name = "Engine",
+                              .engine_version = PSDB_VERSION(5, 0, 0, 0)},
                      .app_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
-        .target = {.family = "contoso-gfx9", .abi_version = 7, .compiler_version = PSDB_VERSION(2, 0, 0, 0),
+        .target = {.family = "contoso-gfx9",
+                   .abi_version = 7,
+                   .compiler_version = PSDB_VERSION(2, 0, 0, 0),
                    .profile_version = PSDB_VERSION(1, 1, 0, 0)},
         .serial = 42,
     };
@@ -185,19 +190,45 @@ START_TEST(test_sign__tampered_fields_fail)
     for (int field = 0; field < 13; field++) {
         psdb_statement t = sample();
         switch (field) {
-        case 0: t.sha256[31] ^= 1; break;
-        case 1: t.size++; break;
-        case 2: t.identity.desc.exe_filename = "other.exe"; break;
-        case 3: t.identity.desc.name = "Gamf"; break;
-        case 4: t.identity.desc.version++; break;
-        case 5: t.identity.desc.engine_name = "Engina"; break;
-        case 6: t.identity.desc.engine_version++; break;
-        case 7: t.identity.app_id[0] ^= 0x80; break;
-        case 8: t.target.family = "contoso-gfx8"; break;
-        case 9: t.target.abi_version++; break;
-        case 10: t.target.compiler_version++; break;
-        case 11: t.target.profile_version++; break;
-        default: t.serial++; break;
+        case 0:
+            t.sha256[31] ^= 1;
+            break;
+        case 1:
+            t.size++;
+            break;
+        case 2:
+            t.identity.desc.exe_filename = "other.exe";
+            break;
+        case 3:
+            t.identity.desc.name = "Gamf";
+            break;
+        case 4:
+            t.identity.desc.version++;
+            break;
+        case 5:
+            t.identity.desc.engine_name = "Engina";
+            break;
+        case 6:
+            t.identity.desc.engine_version++;
+            break;
+        case 7:
+            t.identity.app_id[0] ^= 0x80;
+            break;
+        case 8:
+            t.target.family = "contoso-gfx8";
+            break;
+        case 9:
+            t.target.abi_version++;
+            break;
+        case 10:
+            t.target.compiler_version++;
+            break;
+        case 11:
+            t.target.profile_version++;
+            break;
+        default:
+            t.serial++;
+            break;
         }
         ck_assert_msg(psdb_statement_verify(key, &t, sig) == PSDB_E_SIGNATURE,
                       "tampered field %d still verifies", field);

@@ -125,7 +125,8 @@ PSDB_API psdb_hr psdb_writer_put_group(psdb_writer *w, const void *group_key, si
  * the same SQLite version; the content digest is the same across versions), fsyncs it, renames it
  * to path and fsyncs the directory. The writer stays valid only for psdb_writer_release().
  * PSDB_E_INVALIDARG (NULL, already finished), PSDB_E_DISK_FULL, PSDB_E_IO, PSDB_E_ACCESS,
- * PSDB_E_OUTOFMEMORY; on failure path is left as it was. */
+ * PSDB_E_OUTOFMEMORY. A failure before the rename leaves path as it was; only the directory sync
+ * comes after it (PSDB_E_IO then, with the complete new file in place). */
 PSDB_API psdb_hr psdb_writer_finish(psdb_writer *w);
 
 /* Discards an unfinished writer (its temporary file is removed). NULL is a no-op. */

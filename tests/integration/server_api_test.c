@@ -1,0 +1,1468 @@
+/* server_api_test.c - the real psdbd on loopback: publish, resolve, blobs, auth, bad input,
+ * crashes. */
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#ifndef PSDBD_BIN
+#define PSDBD_BIN "psdbd"
+#endif
+
+/* ---- the server process -------------------------------------------------------------------------
+ */
+
+typedef struct srv {
+    pid_t pid;
+    int port;
+    char base[64];
+} srv;
+
+static char *g_dir, *g_data, *g_log;
+static srv g_srv;
+static char *g_pub, *g_pub_other, *g_reader, *g_admin;
+static psdb_key *g_key, *g_key2;
+static char g_kid[PSDB_KEY_ID_SIZE], g_kid2[PSDB_KEY_ID_SIZE];
+static int g_soft; /* in forked clients: a failed transfer is status 0, not a test failure */
+
+/* Starts psdbd on 127.0.0.1:0 with `extra` flags (NULL-terminated) and an optional file-size
+ * limit; returns 0, or -1 when it exited before announcing its port. */
+static int srv_try_start(srv *s, const char *const *extra, rlim_t fsize_limit)
+{
+    int fds[2];
+    char line[256];
+    size_t n = 0;
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        const char *argv[32] = {PSDBD_BIN,   "--listen", "127.0.0.1:0", "--data-dir", g_data,
+                                "--threads", "4"};
+        int argc = 7;
+        for (int i = 0; extra && extra[i] && argc < 30; i++)
+            argv[argc++] = extra[i];
+        argv[argc] = NULL;
+        dup2(fds[1], 1);
+        int lf = open(g_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (lf >= 0)
+            dup2(lf, 2);
+        close(fds[0]);
+        if (fsize_limit) {
+            struct rlimit rl = {fsize_limit, fsize_limit};
+            setrlimit(RLIMIT_FSIZE, &rl);
+        }
+        execv(PSDBD_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    while (n < sizeof(line) - 1) {
+        ssize_t r = read(fds[0], line + n, 1);
+        if (r <= 0)
+            break;
+        if (line[n] == '\n')
+            break;
+        n++;
+    }
+    line[n] = '\0';
+    close(fds[0]);
+    char *colon = strrchr(line, ':');
+    const char *scheme = strstr(line, "https://") ? "https" : "http";
+    if (!colon || strstr(line, "listening on") == NULL) {
+        int st;
+        waitpid(pid, &st, 0);
+        return -1;
+    }
+    s->pid = pid;
+    s->port = atoi(colon + 1);
+    snprintf(s->base, sizeof(s->base), "%s://127.0.0.1:%d", scheme, s->port);
+    return 0;
+}
+
+static void srv_start(srv *s, const char *const *extra)
+{
+    ck_assert_msg(srv_try_start(s, extra, 0) == 0, "psdbd did not start; see %s", g_log);
+}
+
+/* SIGTERM and wait; returns the exit status. */
+static int srv_stop(srv *s)
+{
+    int st = 0;
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    waitpid(s->pid, &st, 0);
+    s->pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void srv_kill9(srv *s)
+{
+    int st;
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &st, 0);
+    s->pid = 0;
+}
+
+/* Runs a command line and returns its first stdout line (malloc'd) or NULL when it failed. */
+static char *run_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *run_line(const char *fmt, ...)
+{
+    char *cmd = NULL, buf[1024] = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    ck_assert_int_ge(vasprintf(&cmd, fmt, ap), 0);
+    va_end(ap);
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    ck_assert_ptr_nonnull(p);
+    char *got = fgets(buf, sizeof(buf), p);
+    while (fgetc(p) != EOF) {
+    }
+    int st = pclose(p);
+    if (!got || st != 0)
+        return NULL;
+    buf[strcspn(buf, "\n")] = '\0';
+    return strdup(buf);
+}
+
+static int run_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_status(const char *fmt, ...)
+{
+    char *cmd = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    ck_assert_int_ge(vasprintf(&cmd, fmt, ap), 0);
+    va_end(ap);
+    int rc = tu_run(cmd, NULL);
+    free(cmd);
+    return rc;
+}
+
+static char *token(const char *role, const char *scope, const char *extra)
+{
+    char *t = run_line("%s token create --data-dir %s --role %s --scope '%s' %s", PSDBD_BIN, g_data,
+                       role, scope, extra ? extra : "");
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* ---- PSDBs --------------------------------------------------------------------------------------
+ */
+
+typedef struct spec {
+    const char *app;
+    uint64_t version;
+    const char *family;
+    uint64_t abi, profile;
+    size_t payload; /* bytes of value data */
+    unsigned seed;
+} spec;
+
+static char *make_psdb(const spec *sp)
+{
+    static int counter;
+    char name[64];
+    snprintf(name, sizeof(name), "p%d.psdb", counter++);
+    char *path = tu_path(g_dir, name);
+    psdb_app_identity id = {.desc = {.exe_filename = "game.exe",
+                                     .name = sp->app,
+                                     .version = sp->version,
+                                     .engine_name = "Engine",
+                                     .engine_version = PSDB_VERSION(5, 0, 0, 0)},
+                            .app_id = {0xa1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+    psdb_target t = {.family = sp->family,
+                     .abi_version = sp->abi,
+                     .compiler_version = PSDB_VERSION(1, 0, 0, 0),
+                     .profile_version = sp->profile};
+    psdb_writer *w = NULL;
+    ck_assert_hr(psdb_writer_create(path, &id, &t, &w), PSDB_S_OK);
+    size_t chunk = 64 * 1024, left = sp->payload ? sp->payload : 100;
+    uint8_t *buf = malloc(chunk);
+    unsigned x = sp->seed * 2654435761u + 1;
+    for (int k = 0; left > 0; k++) {
+        size_t n = left < chunk ? left : chunk;
+        for (size_t i = 0; i < n; i++) {
+            x = x * 1103515245u + 12345u;
+            buf[i] = (uint8_t)(x >> 16);
+        }
+        char key[16];
+        snprintf(key, sizeof(key), "k%06d", k);
+        ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf, n),
+                     PSDB_S_OK);
+        left -= n;
+    }
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    free(buf);
+    return path;
+}
+
+static void sha256_file(const char *path, uint8_t out[32], uint64_t *size)
+{
+    size_t n = 0;
+    char *data = tu_read_file(path, &n);
+    unsigned len = 32;
+    ck_assert_ptr_nonnull(data);
+    EVP_Digest(data, n, out, &len, EVP_sha256(), NULL);
+    *size = n;
+    free(data);
+}
+
+static void hex(const uint8_t *in, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", in[i]);
+}
+
+/* ---- HTTP ---------------------------------------------------------------------------------------
+ */
+
+struct buf {
+    char *data;
+    size_t len;
+};
+
+static size_t on_write(char *p, size_t size, size_t n, void *ctx)
+{
+    struct buf *b = ctx;
+    b->data = realloc(b->data, b->len + size * n + 1);
+    memcpy(b->data + b->len, p, size * n);
+    b->len += size * n;
+    b->data[b->len] = '\0';
+    return size * n;
+}
+
+typedef struct resp {
+    long status;
+    struct buf body, headers;
+    json_t *json;
+} resp;
+
+static void resp_free(resp *r)
+{
+    free(r->body.data);
+    free(r->headers.data);
+    json_decref(r->json);
+    memset(r, 0, sizeof(*r));
+}
+
+/* One request. body_file (streamed) or body/body_len for a request body. */
+static void http(resp *r, const char *method, const char *path, const char *tok,
+                 const char *const *headers, const char *body_file, const void *body,
+                 size_t body_len)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    char url[512], auth[256];
+    FILE *f = NULL;
+    memset(r, 0, sizeof(*r));
+    snprintf(url, sizeof(url), "%s%s", g_srv.base, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L); /* the TLS test's certificate is self-signed */
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    if (tok) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", tok);
+        h = curl_slist_append(h, auth);
+    }
+    for (int i = 0; headers && headers[i]; i++)
+        h = curl_slist_append(h, headers[i]);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    else
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body_file) {
+        struct stat sb;
+        f = fopen(body_file, "rb");
+        ck_assert_ptr_nonnull(f);
+        fstat(fileno(f), &sb);
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_READDATA, f);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sb.st_size);
+    } else if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_write);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
+    CURLcode cc = curl_easy_perform(c);
+    if (!g_soft)
+        ck_assert_msg(cc == CURLE_OK, "%s %s: %s", method, path, curl_easy_strerror(cc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    if (r->body.data)
+        r->json = json_loads(r->body.data, 0, NULL);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (f)
+        fclose(f);
+}
+
+static const char *header(const resp *r, const char *name)
+{
+    static char value[512];
+    size_t n = strlen(name);
+    for (const char *p = r->headers.data; p && *p;) {
+        const char *eol = strstr(p, "\r\n");
+        if (!eol)
+            break;
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+            const char *v = p + n + 1;
+            while (*v == ' ')
+                v++;
+            snprintf(value, sizeof(value), "%.*s", (int)(eol - v), v);
+            return value;
+        }
+        p = eol + 2;
+    }
+    return NULL;
+}
+
+typedef struct pub_opts {
+    const char *token;
+    psdb_key *key;        /* signs */
+    const char *kid;      /* sent as X-Psdb-Key-Id */
+    uint64_t serial;      /* signed */
+    uint64_t sent_serial; /* sent (0: same as serial) */
+} pub_opts;
+
+static void publish(resp *r, const char *path, const pub_opts *o)
+{
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    psdb_statement st = {0};
+    char sig[PSDB_SIGNATURE_B64_SIZE], h_sig[128], h_kid[128], h_serial[64];
+    ck_assert_hr(psdb_file_open(path, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    sha256_file(path, st.sha256, &st.size);
+    st.identity = info.identity;
+    st.target = info.target;
+    st.serial = o->serial;
+    ck_assert_hr(psdb_statement_sign(o->key ? o->key : g_key, &st, sig), PSDB_S_OK);
+    psdb_file_release(f);
+    snprintf(h_sig, sizeof(h_sig), "X-Psdb-Signature: %s", sig);
+    snprintf(h_kid, sizeof(h_kid), "X-Psdb-Key-Id: %s", o->kid ? o->kid : g_kid);
+    snprintf(h_serial, sizeof(h_serial), "X-Psdb-Serial: %llu",
+             (unsigned long long)(o->sent_serial ? o->sent_serial : o->serial));
+    const char *hs[] = {h_sig, h_kid, h_serial, NULL};
+    http(r, "POST", "/v1/psdbs", o->token ? o->token : g_pub, hs, path, NULL, 0);
+}
+
+static const char *jstr(json_t *o, const char *path1, const char *path2)
+{
+    json_t *v = json_object_get(o, path1);
+    if (path2)
+        v = json_object_get(v, path2);
+    return json_string_value(v);
+}
+
+static long long jint(json_t *o, const char *path1, const char *path2)
+{
+    json_t *v = json_object_get(o, path1);
+    if (path2)
+        v = json_object_get(v, path2);
+    ck_assert_msg(json_is_integer(v), "%s.%s is not an integer", path1, path2 ? path2 : "");
+    return json_integer_value(v);
+}
+
+/* Sends raw bytes on a new connection; reads the answer until the server closes or 5 s pass. */
+static size_t raw(const void *data, size_t len, int shut_wr, char *out, size_t out_size)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv.port)};
+    struct timeval tv = {5, 0};
+    size_t got = 0;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (len)
+        ck_assert_int_eq(send(s, data, len, MSG_NOSIGNAL), (ssize_t)len);
+    if (shut_wr)
+        shutdown(s, SHUT_WR);
+    while (got + 1 < out_size) {
+        ssize_t n = recv(s, out + got, out_size - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    close(s);
+    return got;
+}
+
+static int count_dir(const char *sub)
+{
+    char *p = tu_path(g_data, sub);
+    DIR *d = opendir(p);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    if (d)
+        closedir(d);
+    free(p);
+    return n;
+}
+
+/* Waits (polling, bounded) until tmp/ is empty: the server removes a dropped upload in its
+ * completion callback, which runs after the client has gone. */
+static int wait_tmp_empty(void)
+{
+    for (int i = 0; i < 500; i++) {
+        if (count_dir("tmp") == 0)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* ---- fixture ------------------------------------------------------------------------------------
+ */
+
+static void setup(void)
+{
+    g_dir = tu_mkdtemp();
+    g_data = tu_path(g_dir, "data");
+    g_log = tu_path(g_dir, "psdbd.log");
+    g_pub = token("publisher", "*", "--name pub");
+    g_pub_other = token("publisher", "Other*", "--name pub-other");
+    g_reader = token("reader", "*", "--name reader");
+    g_admin = token("admin", "*", "--name admin");
+    char *k = tu_path(g_dir, "key"), *k2 = tu_path(g_dir, "key2");
+    ck_assert_hr(psdb_keygen(k, g_kid), PSDB_S_OK);
+    ck_assert_hr(psdb_keygen(k2, g_kid2), PSDB_S_OK);
+    ck_assert_hr(psdb_key_load(k, &g_key), PSDB_S_OK);
+    ck_assert_hr(psdb_key_load(k2, &g_key2), PSDB_S_OK);
+    ck_assert_int_eq(run_status("%s key add --data-dir %s --name main --public-key %s.pub",
+                                PSDBD_BIN, g_data, k),
+                     0);
+    /* key2 may only publish for applications named Other*. */
+    ck_assert_int_eq(run_status("%s key add --data-dir %s --name other --public-key %s.pub "
+                                "--scope 'Other*'",
+                                PSDBD_BIN, g_data, k2),
+                     0);
+    free(k);
+    free(k2);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void teardown(void)
+{
+    if (g_srv.pid > 0)
+        srv_stop(&g_srv);
+    psdb_key_release(g_key);
+    psdb_key_release(g_key2);
+    g_key = g_key2 = NULL;
+    if (getenv("PSDB_KEEP_TEST_DIR") == NULL)
+        tu_rmtree(g_dir);
+    free(g_dir);
+    free(g_data);
+    free(g_log);
+    free(g_pub);
+    free(g_pub_other);
+    free(g_reader);
+    free(g_admin);
+    curl_global_cleanup();
+}
+
+static const spec base_spec = {.app = "Game",
+                               .version = PSDB_VERSION(1, 0, 0, 0),
+                               .family = "contoso-gfx9",
+                               .abi = 7,
+                               .profile = PSDB_VERSION(1, 2, 0, 0),
+                               .payload = 5000,
+                               .seed = 1};
+
+/* ---- tests --------------------------------------------------------------------------------------
+ */
+
+START_TEST(test_server__publish_resolve_download)
+{
+    srv_start(&g_srv, NULL);
+    char *path = make_psdb(&base_spec);
+    uint8_t digest[32];
+    char sha[65];
+    uint64_t size = 0;
+    resp r;
+    sha256_file(path, digest, &size);
+    hex(digest, 32, sha);
+
+    pub_opts o = {.serial = 3};
+    publish(&r, path, &o);
+    ck_assert_msg(r.status == 201, "publish: %ld %s", r.status, r.body.data);
+    ck_assert_str_eq(jstr(r.json, "sha256", NULL), sha);
+    ck_assert_int_eq(jint(r.json, "size", NULL), (long long)size);
+    ck_assert_int_eq(jint(r.json, "serial", NULL), 3);
+    ck_assert_str_eq(jstr(r.json, "app", "name"), "Game");
+    ck_assert_str_eq(jstr(r.json, "app", "exe_filename"), "game.exe");
+    ck_assert_str_eq(jstr(r.json, "app", "version"), "1.0.0.0");
+    ck_assert_str_eq(jstr(r.json, "app", "engine_name"), "Engine");
+    ck_assert_str_eq(jstr(r.json, "app", "engine_version"), "5.0.0.0");
+    ck_assert_str_eq(jstr(r.json, "app", "app_id"), "a1020304-0506-0708-090a-0b0c0d0e0f10");
+    ck_assert_str_eq(jstr(r.json, "target", "family"), "contoso-gfx9");
+    ck_assert_int_eq(jint(r.json, "target", "abi_version"), 7);
+    ck_assert_str_eq(jstr(r.json, "target", "compiler_version"), "1.0.0.0");
+    ck_assert_str_eq(jstr(r.json, "target", "profile_version"), "1.2.0.0");
+    ck_assert_str_eq(jstr(r.json, "key_id", NULL), g_kid);
+    ck_assert_uint_eq(strlen(jstr(r.json, "signature", NULL)), 88);
+    ck_assert_ptr_nonnull(jstr(r.json, "created_at", NULL));
+    char url[128];
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    ck_assert_str_eq(jstr(r.json, "url", NULL), url);
+    long long id = jint(r.json, "id", NULL);
+    resp_free(&r);
+
+    /* Same content, same serial: idempotent. */
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(jint(r.json, "id", NULL), id);
+    resp_free(&r);
+
+    /* The manifest by id, and the listings. */
+    char p[256];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(jstr(r.json, "sha256", NULL), sha);
+    resp_free(&r);
+    http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(jstr(json_array_get(json_object_get(r.json, "apps"), 0), "name", NULL),
+                     "Game");
+    resp_free(&r);
+    http(&r, "GET", "/v1/apps/Game/psdbs", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(json_array_size(json_object_get(r.json, "psdbs")), 1);
+    resp_free(&r);
+    http(&r, "GET", "/v1/apps/Nope/psdbs", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "not_found");
+    resp_free(&r);
+
+    /* Resolve. */
+    http(&r, "GET",
+         "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&abi_max=9&"
+         "profile_version=1.2.7.7",
+         NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(jint(r.json, "id", NULL), id);
+    resp_free(&r);
+
+    /* Download: whole, HEAD, Range, 304, 416. */
+    size_t n = 0;
+    char *bytes = tu_read_file(path, &n);
+    http(&r, "GET", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, n);
+    ck_assert_mem_eq(r.body.data, bytes, n);
+    char etag[80];
+    snprintf(etag, sizeof(etag), "\"%s\"", sha);
+    ck_assert_str_eq(header(&r, "ETag"), etag);
+    ck_assert_str_eq(header(&r, "Cache-Control"), "public, max-age=31536000, immutable");
+    resp_free(&r);
+    http(&r, "HEAD", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(atoll(header(&r, "Content-Length")), (long long)n);
+    resp_free(&r);
+    const char *range[] = {"Range: bytes=10-19", NULL};
+    http(&r, "GET", url, NULL, range, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_uint_eq(r.body.len, 10);
+    ck_assert_mem_eq(r.body.data, bytes + 10, 10);
+    char cr[96];
+    snprintf(cr, sizeof(cr), "bytes 10-19/%zu", n);
+    ck_assert_str_eq(header(&r, "Content-Range"), cr);
+    resp_free(&r);
+    const char *suffix[] = {"Range: bytes=-5", NULL};
+    http(&r, "GET", url, NULL, suffix, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_mem_eq(r.body.data, bytes + n - 5, 5);
+    resp_free(&r);
+    const char *open_end[] = {"Range: bytes=100-", NULL};
+    http(&r, "GET", url, NULL, open_end, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_uint_eq(r.body.len, n - 100);
+    resp_free(&r);
+    char inm[128];
+    snprintf(inm, sizeof(inm), "If-None-Match: %s", etag);
+    const char *cond[] = {inm, NULL};
+    http(&r, "GET", url, NULL, cond, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 304);
+    ck_assert_uint_eq(r.body.len, 0);
+    resp_free(&r);
+    char far[64];
+    snprintf(far, sizeof(far), "Range: bytes=%zu-", n);
+    const char *bad_range[] = {far, NULL};
+    http(&r, "GET", url, NULL, bad_range, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 416);
+    snprintf(cr, sizeof(cr), "bytes */%zu", n);
+    ck_assert_str_eq(header(&r, "Content-Range"), cr);
+    resp_free(&r);
+    /* An If-Range that does not match gives the whole blob. */
+    const char *if_range[] = {"Range: bytes=0-0", "If-Range: \"other\"", NULL};
+    http(&r, "GET", url, NULL, if_range, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, n);
+    resp_free(&r);
+
+    /* Health, readiness, metrics. */
+    http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    http(&r, "GET", "/readyz", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    http(&r, "GET", "/metrics", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdbd_publishes_total{result=\"created\"} 1"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdbd_resolve_total{result=\"hit\"} 1"));
+    ck_assert_ptr_nonnull(
+        strstr(r.body.data, "psdbd_http_requests_total{route=\"blob\",status=\"206\"} 3"));
+    resp_free(&r);
+    free(bytes);
+    free(path);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    /* One access log line per request, with the token name. */
+    char *log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "access POST /v1/psdbs 201 "));
+    ck_assert_ptr_nonnull(strstr(log, "ms pub\n"));
+    free(log);
+}
+END_TEST
+
+/* Publishes `sp` with `serial`; returns the id. */
+static long long publish_ok(const spec *sp, uint64_t serial)
+{
+    char *path = make_psdb(sp);
+    resp r;
+    pub_opts o = {.serial = serial};
+    publish(&r, path, &o);
+    ck_assert_msg(r.status == 201, "publish: %ld %s", r.status, r.body.data);
+    long long id = jint(r.json, "id", NULL);
+    resp_free(&r);
+    free(path);
+    return id;
+}
+
+static long long resolve_id(const char *query)
+{
+    resp r;
+    char p[512];
+    long long id = -1;
+    snprintf(p, sizeof(p), "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&%s",
+             query);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    if (r.status == 200)
+        id = jint(r.json, "id", NULL);
+    else
+        ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    return id;
+}
+
+START_TEST(test_server__A3_resolve_order)
+{
+    srv_start(&g_srv, NULL);
+    spec s = base_spec;
+    s.abi = 5;
+    long long abi5 = publish_ok(&s, 1);
+    s.abi = 9;
+    s.seed = 2;
+    long long abi9 = publish_ok(&s, 1);
+    s.abi = 9;
+    s.profile = PSDB_VERSION(1, 2, 5, 0);
+    s.seed = 3;
+    long long abi9_p125 = publish_ok(&s, 1);
+    s.profile = PSDB_VERSION(1, 2, 5, 0);
+    s.seed = 4;
+    long long abi9_p125_s2 = publish_ok(&s, 2);
+    s.profile = PSDB_VERSION(1, 3, 0, 0);
+    s.seed = 5;
+    long long abi9_p13 = publish_ok(&s, 1);
+    s.family = "other-family";
+    s.abi = 6;
+    s.seed = 6;
+    publish_ok(&s, 1);
+
+    /* Larger ABI wins, then the larger profile, then the larger serial. */
+    ck_assert_int_eq(resolve_id("abi_min=1&abi_max=9&profile_version=1.2.0.0"), abi9_p125_s2);
+    /* Profile top 32 bits must be equal: 1.3 only. */
+    ck_assert_int_eq(resolve_id("abi_min=1&abi_max=9&profile_version=1.3.9.9"), abi9_p13);
+    /* No profile given: every profile is acceptable, the largest wins. */
+    ck_assert_int_eq(resolve_id("abi_min=1&abi_max=9"), abi9_p13);
+    /* ABI range excludes 9. */
+    ck_assert_int_eq(resolve_id("abi_min=1&abi_max=8&profile_version=1.2.0.0"), abi5);
+    ck_assert_int_eq(resolve_id("abi_min=6&abi_max=8"), -1);
+    ck_assert_int_eq(resolve_id("abi_min=1&abi_max=9&profile_version=2.0.0.0"), -1);
+    /* Another family is never chosen. */
+    ck_assert_int_eq(resolve_id("abi_min=6&abi_max=6"), -1);
+
+    /* Retired PSDBs are never resolved (DELETE needs a publisher token). */
+    resp r;
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", abi9_p125_s2);
+    http(&r, "DELETE", p, g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 403);
+    resp_free(&r);
+    http(&r, "DELETE", p, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    http(&r, "DELETE", p, g_pub_other, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 403);
+    resp_free(&r);
+    http(&r, "DELETE", p, g_pub, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(json_is_true(json_object_get(r.json, "retired")));
+    resp_free(&r);
+    ck_assert_int_eq(resolve_id("abi_min=1&abi_max=9&profile_version=1.2.0.0"), abi9_p125);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200); /* still readable by id */
+    resp_free(&r);
+    (void)abi9;
+
+    /* Bad queries. */
+    http(&r, "GET", "/v1/resolve?app=Game&family=f&abi_min=1&abi_max=2", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "bad_request");
+    resp_free(&r);
+    http(&r, "GET", "/v1/resolve?app=Game&app_version=1&family=f&abi_min=3&abi_max=2", NULL, NULL,
+         NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 400);
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_server__tokens_and_scopes)
+{
+    srv_start(&g_srv, NULL);
+    char *path = make_psdb(&base_spec);
+    resp r;
+    /* No token, a malformed one, an unknown one: 401. */
+    pub_opts o = {.serial = 1,
+                  .token = "psdb_0000000000000000_"
+                           "00000000000000000000000000000000"
+                           "00000000000000000000000000000000"};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 401);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "unauthorized");
+    resp_free(&r);
+    o.token = "nonsense";
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    /* The right selector with a wrong secret. */
+    char *wrong = strdup(g_pub);
+    wrong[strlen(wrong) - 1] = wrong[strlen(wrong) - 1] == '0' ? '1' : '0';
+    o.token = wrong;
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    free(wrong);
+    /* Expired. */
+    char *expired = token("publisher", "*", "--name old --expires-at 1000");
+    o.token = expired;
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    free(expired);
+    /* A reader cannot publish. */
+    o.token = g_reader;
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 403);
+    resp_free(&r);
+    /* A publisher whose scope does not cover "Game". */
+    o.token = g_pub_other;
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "out_of_scope");
+    resp_free(&r);
+    ck_assert_int_eq(count_dir("blobs"), 0);
+    /* An admin token publishes anything. */
+    o.token = g_admin;
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    free(path);
+
+    /* Readers need a token when configured so. */
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    const char *extra[] = {"--readers-need-token", NULL};
+    srv_start(&g_srv, extra);
+    http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 401);
+    ck_assert_ptr_nonnull(header(&r, "WWW-Authenticate"));
+    resp_free(&r);
+    http(&r, "GET", "/v1/apps", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    http(&r, "GET", "/v1/apps/Game/psdbs", g_pub_other, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 403);
+    resp_free(&r);
+    http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+
+    /* Revoked tokens and keys are refused at once; listings never show a secret. */
+    char *list = run_line("%s token list --data-dir %s --json", PSDBD_BIN, g_data);
+    ck_assert_ptr_nonnull(list);
+    ck_assert_ptr_nonnull(strstr(list, "\"name\":\"reader\""));
+    ck_assert_ptr_null(strstr(list, g_reader + 22)); /* the secret part */
+    free(list);
+    ck_assert_int_eq(run_status("%s token revoke --data-dir %s --name reader", PSDBD_BIN, g_data),
+                     0);
+    ck_assert_int_ne(run_status("%s token revoke --data-dir %s --name nobody", PSDBD_BIN, g_data),
+                     0);
+    http(&r, "GET", "/v1/apps", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 401);
+    resp_free(&r);
+    ck_assert_int_eq(run_status("%s key revoke --data-dir %s --name main", PSDBD_BIN, g_data), 0);
+    char *p2 = make_psdb(&base_spec);
+    pub_opts o5 = {.serial = 9};
+    publish(&r, p2, &o5);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "unknown_key");
+    resp_free(&r);
+    free(p2);
+}
+END_TEST
+
+START_TEST(test_server__signatures)
+{
+    srv_start(&g_srv, NULL);
+    char *path = make_psdb(&base_spec);
+    resp r;
+    /* Signed by key2 but sent under key1's id. */
+    pub_opts o = {.serial = 1, .key = g_key2};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "bad_signature");
+    resp_free(&r);
+    /* The serial header differs from the signed serial. */
+    pub_opts o2 = {.serial = 1, .sent_serial = 2};
+    publish(&r, path, &o2);
+    ck_assert_int_eq(r.status, 403);
+    resp_free(&r);
+    /* An unregistered key id. */
+    pub_opts o3 = {.serial = 1,
+                   .kid = "0000000000000000000000000000000000000000000000000000000000"
+                          "000000"};
+    publish(&r, path, &o3);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "unknown_key");
+    resp_free(&r);
+    /* key2 is registered with scope Other*: correct signature, wrong application. */
+    pub_opts o4 = {.serial = 1, .key = g_key2, .kid = g_kid2};
+    publish(&r, path, &o4);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "out_of_scope");
+    resp_free(&r);
+    /* Missing headers. */
+    http(&r, "POST", "/v1/psdbs", g_pub, NULL, path, NULL, 0);
+    ck_assert_int_eq(r.status, 400);
+    resp_free(&r);
+    ck_assert_int_eq(count_dir("blobs"), 0);
+    ck_assert(wait_tmp_empty());
+    /* And key2 within its scope works. */
+    spec s = base_spec;
+    s.app = "OtherGame";
+    char *other = make_psdb(&s);
+    publish(&r, other, &o4);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    free(other);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_server__invalid_bodies_and_conflicts)
+{
+    srv_start(&g_srv, NULL);
+    resp r;
+    /* Not a PSDB: 400, nothing stored. */
+    char *junk = tu_path(g_dir, "junk.psdb");
+    char data[4096];
+    memset(data, 'x', sizeof(data));
+    tu_write_file(junk, data, sizeof(data));
+    const char *hs[] = {
+        "X-Psdb-Serial: 1",
+        "X-Psdb-Key-Id: 0000000000000000000000000000000000000000000000000000000000"
+        "000000",
+        "X-Psdb-Signature: "
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        "AAAAAA==",
+        NULL};
+    char kid[128];
+    snprintf(kid, sizeof(kid), "X-Psdb-Key-Id: %s", g_kid);
+    hs[1] = kid;
+    http(&r, "POST", "/v1/psdbs", g_pub, hs, junk, NULL, 0);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "invalid_psdb");
+    resp_free(&r);
+    /* A truncated PSDB is not a PSDB either. */
+    char *path = make_psdb(&base_spec);
+    size_t n = 0;
+    char *bytes = tu_read_file(path, &n);
+    char *half = tu_path(g_dir, "half.psdb");
+    tu_write_file(half, bytes, n / 2);
+    http(&r, "POST", "/v1/psdbs", g_pub, hs, half, NULL, 0);
+    ck_assert_int_eq(r.status, 400);
+    resp_free(&r);
+    ck_assert_int_eq(count_dir("blobs"), 0);
+    ck_assert(wait_tmp_empty());
+
+    /* Same identity + target + serial with other content: 409. */
+    pub_opts o = {.serial = 4};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    spec s = base_spec;
+    s.seed = 99;
+    char *other = make_psdb(&s);
+    publish(&r, other, &o);
+    ck_assert_int_eq(r.status, 409);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "conflict");
+    resp_free(&r);
+    /* With another serial it is a new PSDB. */
+    o.serial = 5;
+    publish(&r, other, &o);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    /* Chunked bodies (no Content-Length) are refused. */
+    const char *chunked[] = {"Transfer-Encoding: chunked", NULL};
+    http(&r, "POST", "/v1/psdbs", g_pub, chunked, NULL, "abc", 3);
+    ck_assert_int_eq(r.status, 411);
+    resp_free(&r);
+    free(bytes);
+    free(half);
+    free(junk);
+    free(other);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_server__upload_limit_and_broken_uploads)
+{
+    const char *extra[] = {"--max-upload", "64K", "--timeout", "2", NULL};
+    srv_start(&g_srv, extra);
+    spec s = base_spec;
+    s.payload = 200 * 1024;
+    char *big = make_psdb(&s);
+    resp r;
+    pub_opts o = {.serial = 1};
+    publish(&r, big, &o);
+    ck_assert_int_eq(r.status, 413);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "too_large");
+    resp_free(&r);
+
+    /* 413 is answered from the headers alone: no body byte is sent. */
+    char req[1024], out[4096];
+    int len = snprintf(req, sizeof(req),
+                       "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                       "Content-Length: 1000000000\r\nX-Psdb-Serial: 1\r\n\r\n",
+                       g_pub);
+    raw(req, (size_t)len, 0, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 413", 12) == 0, "got: %.80s", out);
+
+    /* A client that disconnects mid-body leaves nothing behind. */
+    char *small = make_psdb(&base_spec);
+    size_t n = 0;
+    char *bytes = tu_read_file(small, &n);
+    char sig_line[256];
+    {
+        psdb_file *f = NULL;
+        psdb_file_info info;
+        psdb_statement st = {0};
+        char sig[PSDB_SIGNATURE_B64_SIZE];
+        psdb_file_open(small, NULL, &f);
+        psdb_file_get_info(f, &info);
+        sha256_file(small, st.sha256, &st.size);
+        st.identity = info.identity;
+        st.target = info.target;
+        st.serial = 1;
+        psdb_statement_sign(g_key, &st, sig);
+        psdb_file_release(f);
+        snprintf(sig_line, sizeof(sig_line), "X-Psdb-Signature: %s\r\n", sig);
+    }
+    char *head = NULL;
+    ck_assert_int_ge(
+        asprintf(&head,
+                 "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Length: %zu\r\nX-Psdb-Serial: 1\r\nX-Psdb-Key-Id: %s\r\n%s\r\n",
+                 g_pub, n, g_kid, sig_line),
+        0);
+    size_t hl = strlen(head);
+    char *msg = malloc(hl + n);
+    memcpy(msg, head, hl);
+    memcpy(msg + hl, bytes, n);
+    raw(msg, hl + n / 2, 1, out, sizeof(out)); /* half the body, then the client hangs up */
+    ck_assert(wait_tmp_empty());
+    /* A Content-Length that promises more than is sent: the server times the connection out. */
+    raw(msg, hl + n - 10, 0, out, sizeof(out));
+    ck_assert_uint_eq(strlen(out), 0);
+    ck_assert(wait_tmp_empty());
+    ck_assert_int_eq(count_dir("blobs"), 0);
+    /* The whole message still works. */
+    raw(msg, hl + n, 0, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 201", 12) == 0, "got: %.200s", out);
+    /* A Content-Length that promises less: the server reads a truncated PSDB (400). */
+    char *lie = NULL;
+    ck_assert_int_ge(
+        asprintf(&lie,
+                 "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Length: %zu\r\nX-Psdb-Serial: 2\r\nX-Psdb-Key-Id: %s\r\n%s\r\n",
+                 g_pub, n / 2, g_kid, sig_line),
+        0);
+    size_t ll = strlen(lie);
+    char *msg2 = malloc(ll + n);
+    memcpy(msg2, lie, ll);
+    memcpy(msg2 + ll, bytes, n);
+    raw(msg2, ll + n, 1, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 400", 12) == 0, "got: %.200s", out);
+    ck_assert(wait_tmp_empty());
+    /* The server is fine afterwards. */
+    http(&r, "GET", "/readyz", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    free(lie);
+    free(msg2);
+    free(msg);
+    free(head);
+    free(bytes);
+    free(small);
+    free(big);
+}
+END_TEST
+
+START_TEST(test_server__hostile_urls_and_headers)
+{
+    srv_start(&g_srv, NULL);
+    resp r;
+    const char *bad[] = {
+        "/v1/blobs/xyz",
+        "/v1/blobs/../../../../etc/passwd",
+        "/v1/blobs/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+        "/v1/blobs/0932E7EB35728098E2F102F21F38EE11458D745D063846890EBCA1219612A43A",
+        "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a0",
+        "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43",
+        "/v1/blobs/",
+        "/v1/psdbs/1abc",
+        "/v1/psdbs/-1",
+        "/v1/psdbs/99999999999999999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        http(&r, "GET", bad[i], NULL, NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 400, "%s: %ld", bad[i], r.status);
+        resp_free(&r);
+    }
+    http(&r, "GET", "/v1/blobs/0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a",
+         NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    http(&r, "GET", "/../../etc/passwd", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    http(&r, "PUT", "/v1/apps", NULL, NULL, NULL, "x", 1);
+    ck_assert_int_eq(r.status, 405);
+    resp_free(&r);
+
+    /* A huge header is refused (431 or a closed connection), and the server stays up. */
+    size_t big = 256 * 1024;
+    char *req = malloc(big + 256);
+    int l = snprintf(req, 256, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(req + l, 'a', big);
+    memcpy(req + l + big, "\r\n\r\n", 4);
+    char out[4096];
+    raw(req, (size_t)l + big + 4, 0, out, sizeof(out));
+    ck_assert_msg(out[0] == '\0' || strncmp(out, "HTTP/1.1 431", 12) == 0 ||
+                      strncmp(out, "HTTP/1.1 413", 12) == 0,
+                  "got: %.80s", out);
+    free(req);
+
+    /* Many idle connections do not stop others from being served. */
+    int socks[300];
+    for (int i = 0; i < 300; i++) {
+        socks[i] = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv.port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_int_eq(connect(socks[i], (struct sockaddr *)&a, sizeof(a)), 0);
+    }
+    http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    for (int i = 0; i < 300; i++)
+        close(socks[i]);
+}
+END_TEST
+
+START_TEST(test_server__disk_full_is_507)
+{
+    /* A file-size limit makes every write past 256 KiB fail with EFBIG, as a full disk would. */
+    ck_assert_int_eq(srv_try_start(&g_srv, NULL, 256 * 1024), 0);
+    spec s = base_spec;
+    s.payload = 600 * 1024;
+    char *big = make_psdb(&s);
+    resp r;
+    pub_opts o = {.serial = 1};
+    publish(&r, big, &o);
+    ck_assert_int_eq(r.status, 507);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "disk_full");
+    resp_free(&r);
+    ck_assert(wait_tmp_empty());
+    ck_assert_int_eq(count_dir("blobs"), 0);
+    /* A small one still fits. */
+    char *small = make_psdb(&base_spec);
+    publish(&r, small, &o);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    ck_assert_int_eq(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
+    free(small);
+    free(big);
+}
+END_TEST
+
+START_TEST(test_server__sigterm_finishes_inflight_request)
+{
+    srv_start(&g_srv, NULL);
+    char *path = make_psdb(&base_spec);
+    size_t n = 0;
+    char *bytes = tu_read_file(path, &n);
+    char hdr[1024];
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    psdb_statement st = {0};
+    char sig[PSDB_SIGNATURE_B64_SIZE];
+    psdb_file_open(path, NULL, &f);
+    psdb_file_get_info(f, &info);
+    sha256_file(path, st.sha256, &st.size);
+    st.identity = info.identity;
+    st.target = info.target;
+    st.serial = 1;
+    psdb_statement_sign(g_key, &st, sig);
+    psdb_file_release(f);
+    int hl = snprintf(hdr, sizeof(hdr),
+                      "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                      "Content-Length: %zu\r\nX-Psdb-Serial: 1\r\nX-Psdb-Key-Id: %s\r\n"
+                      "X-Psdb-Signature: %s\r\n\r\n",
+                      g_pub, n, g_kid, sig);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv.port)};
+    struct timeval tv = {10, 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_eq(send(s, hdr, (size_t)hl, 0), hl);
+    ck_assert_int_eq(send(s, bytes, n / 2, 0), (ssize_t)(n / 2));
+    /* Wait until the upload file exists: the request is in flight. */
+    for (int i = 0; i < 500 && count_dir("tmp") == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(count_dir("tmp"), 1);
+    kill(g_srv.pid, SIGTERM);
+    ck_assert_int_eq(send(s, bytes + n / 2, n - n / 2, 0), (ssize_t)(n - n / 2));
+    char out[4096];
+    ssize_t got = recv(s, out, sizeof(out) - 1, 0);
+    ck_assert_int_gt(got, 12);
+    out[got] = '\0';
+    ck_assert_msg(strncmp(out, "HTTP/1.1 201", 12) == 0, "got: %.200s", out);
+    close(s);
+    int status = 0;
+    waitpid(g_srv.pid, &status, 0);
+    g_srv.pid = 0;
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
+    free(bytes);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_server__kill9_during_publishes)
+{
+    enum { ROUNDS = 5, CLIENTS = 6 };
+    spec s = base_spec;
+    s.payload = 512 * 1024;
+    char *path = make_psdb(&s);
+    char *acked_path = tu_path(g_dir, "acked");
+    srand(12345);
+    uint64_t serial = 1;
+    for (int round = 0; round < ROUNDS; round++) {
+        srv_start(&g_srv, NULL);
+        pid_t kids[CLIENTS];
+        for (int c = 0; c < CLIENTS; c++) {
+            uint64_t my = serial++;
+            kids[c] = fork();
+            ck_assert_int_ge(kids[c], 0);
+            if (kids[c] == 0) {
+                /* Each client publishes its serial; an acknowledged one is recorded. */
+                resp r;
+                g_soft = 1;
+                pub_opts o = {.serial = my};
+                publish(&r, path, &o);
+                if (r.status == 201 || r.status == 200) {
+                    FILE *f = fopen(acked_path, "a");
+                    fprintf(f, "%lld %llu\n", jint(r.json, "id", NULL), (unsigned long long)my);
+                    fclose(f);
+                }
+                _exit(0);
+            }
+        }
+        usleep((useconds_t)(rand() % 150000));
+        srv_kill9(&g_srv);
+        for (int c = 0; c < CLIENTS; c++) {
+            int st;
+            waitpid(kids[c], &st, 0);
+        }
+        /* After a crash: the index is consistent, every acknowledged publish is there. */
+        ck_assert_int_eq(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
+    }
+    srv_start(&g_srv, NULL);
+    ck_assert_int_eq(count_dir("tmp"), 0); /* leftovers removed at start */
+    FILE *f = fopen(acked_path, "r");
+    long long id;
+    unsigned long long ser;
+    int acked = 0;
+    while (f && fscanf(f, "%lld %llu", &id, &ser) == 2) {
+        resp r;
+        char p[64];
+        snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+        http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 200, "acknowledged psdb %lld lost", id);
+        ck_assert_int_eq(jint(r.json, "serial", NULL), (long long)ser);
+        resp_free(&r);
+        acked++;
+    }
+    if (f)
+        fclose(f);
+    fprintf(stderr, "kill -9 test: %d acknowledged publishes survived %d crashes\n", acked, ROUNDS);
+    /* gc removes only unindexed blob files. */
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    ck_assert_int_eq(run_status("%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
+    ck_assert_int_eq(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
+    free(acked_path);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_server__check_gc_and_schema_version)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    (void)id;
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    ck_assert_int_eq(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
+    /* An orphan blob file: gc --dry-run keeps it, gc removes it; check passes either way. */
+    char *dir = tu_path(g_data, "blobs/ab");
+    mkdir(dir, 0755);
+    char *orphan = tu_path(dir, "ab00000000000000000000000000000000000000000000000000000000000000");
+    tu_write_file(orphan, "junk", 4);
+    ck_assert_int_eq(run_status("%s check --data-dir %s", PSDBD_BIN, g_data), 0);
+    ck_assert_int_eq(run_status("%s gc --data-dir %s --dry-run --grace 0", PSDBD_BIN, g_data), 0);
+    ck_assert_int_eq(access(orphan, F_OK), 0);
+    ck_assert_int_eq(run_status("%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
+    ck_assert_int_ne(access(orphan, F_OK), 0);
+    /* A damaged blob fails the deep check. */
+    resp r;
+    srv_start(&g_srv, NULL);
+    http(&r, "GET", "/v1/psdbs/1", NULL, NULL, NULL, NULL, 0);
+    char *blob = NULL;
+    const char *sha = jstr(r.json, "sha256", NULL);
+    ck_assert_int_ge(asprintf(&blob, "%s/blobs/%.2s/%s", g_data, sha, sha), 0);
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    chmod(blob, 0644);
+    FILE *f = fopen(blob, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(0x55, f);
+    fclose(f);
+    ck_assert_int_eq(run_status("%s check --data-dir %s", PSDBD_BIN, g_data), 0);
+    ck_assert_int_ne(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
+    /* A missing blob fails the plain check. */
+    unlink(blob);
+    ck_assert_int_ne(run_status("%s check --data-dir %s", PSDBD_BIN, g_data), 0);
+    free(blob);
+    /* An index newer than this psdbd is refused. */
+    char *ixp = tu_path(g_data, "index.sqlite");
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(ixp, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(srv_try_start(&g_srv, NULL, 0), -1);
+    char *log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "newer than this psdbd knows"));
+    free(log);
+    free(ixp);
+    free(orphan);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_server__tool_keygen_and_publish)
+{
+    srv_start(&g_srv, NULL);
+    char *key = tu_path(g_dir, "toolkey");
+    ck_assert_int_eq(run_status("%s keygen -o %s", PSDB_TOOL, key), 0);
+    ck_assert_int_ne(run_status("%s keygen -o %s", PSDB_TOOL, key), 0); /* never overwrites */
+    ck_assert_int_eq(run_status("%s key add --data-dir %s --name tool --public-key %s.pub",
+                                PSDBD_BIN, g_data, key),
+                     0);
+    char *path = make_psdb(&base_spec);
+    char *line = run_line("%s publish --server %s --token %s --key %s --serial 7 %s", PSDB_TOOL,
+                          g_srv.base, g_pub, key, path);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(strncmp(line, "published id ", 13) == 0, "%s", line);
+    free(line);
+    line = run_line("%s publish --server %s --token %s --key %s --serial 7 %s", PSDB_TOOL,
+                    g_srv.base, g_pub, key, path);
+    ck_assert_msg(line && strncmp(line, "already published", 17) == 0, "%s", line);
+    free(line);
+    /* A wrong token fails with a non-zero exit status. */
+    ck_assert_int_ne(run_status("%s publish --server %s --token nope --key %s %s", PSDB_TOOL,
+                                g_srv.base, key, path),
+                     0);
+    ck_assert_int_eq(resolve_id("abi_min=7&abi_max=7"), 1);
+    free(path);
+    free(key);
+}
+END_TEST
+
+START_TEST(test_server__native_tls_from_config_file)
+{
+    char *cert = tu_path(g_dir, "cert.pem"), *key = tu_path(g_dir, "key.pem");
+    char *conf = tu_path(g_dir, "psdbd.conf");
+    ck_assert_int_eq(run_status("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                                "-nodes -keyout %s -out %s -days 1 -subj /CN=127.0.0.1",
+                                key, cert),
+                     0);
+    FILE *f = fopen(conf, "w");
+    fprintf(f, "# native HTTPS\ntls-cert = %s\ntls-key = %s\nmax-upload = 1M\n", cert, key);
+    fclose(f);
+    const char *extra[] = {"--config", conf, NULL};
+    srv_start(&g_srv, extra);
+    ck_assert_msg(strncmp(g_srv.base, "https://", 8) == 0, "%s", g_srv.base);
+    resp r;
+    http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    /* Blobs over TLS (no sendfile there) and the upload limit from the file. */
+    char *path = make_psdb(&base_spec);
+    pub_opts o = {.serial = 1};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 201);
+    char url[128];
+    snprintf(url, sizeof(url), "%s", jstr(r.json, "url", NULL));
+    resp_free(&r);
+    size_t n = 0;
+    char *bytes = tu_read_file(path, &n);
+    http(&r, "GET", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, n);
+    ck_assert_mem_eq(r.body.data, bytes, n);
+    resp_free(&r);
+    spec s = base_spec;
+    s.payload = 2 << 20;
+    char *big = make_psdb(&s);
+    publish(&r, big, &o);
+    ck_assert_int_eq(r.status, 413);
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    /* A half-given TLS setting is refused. */
+    const char *half[] = {"--tls-cert", cert, NULL};
+    ck_assert_int_eq(srv_try_start(&g_srv, half, 0), -1);
+    free(big);
+    free(bytes);
+    free(path);
+    free(conf);
+    free(cert);
+    free(key);
+}
+END_TEST
+
+START_TEST(test_server__blob_over_4gib)
+{
+    /* A sparse 5 GiB file in the store (blobs are served by name; the index is not consulted). */
+    const char *sha = "5555555555555555555555555555555555555555555555555555555555555555";
+    char *sub = tu_path(g_data, "blobs/55");
+    mkdir(g_data, 0755);
+    char *blobs = tu_path(g_data, "blobs");
+    mkdir(blobs, 0755);
+    mkdir(sub, 0755);
+    char *file = tu_path(sub, sha);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    const uint64_t size = 5ull << 30;
+    ck_assert_int_eq(pwrite(fd, "tail", 4, (off_t)(size - 4)), 4);
+    ck_assert_int_eq(pwrite(fd, "mark", 4, (off_t)5000000000ull), 4);
+    close(fd);
+    srv_start(&g_srv, NULL);
+    char url[128];
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    resp r;
+    http(&r, "HEAD", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(header(&r, "Content-Length"), "5368709120");
+    resp_free(&r);
+    const char *range[] = {"Range: bytes=5000000000-5000000003", NULL};
+    http(&r, "GET", url, NULL, range, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_uint_eq(r.body.len, 4);
+    ck_assert_mem_eq(r.body.data, "mark", 4);
+    ck_assert_str_eq(header(&r, "Content-Range"), "bytes 5000000000-5000000003/5368709120");
+    resp_free(&r);
+    const char *last[] = {"Range: bytes=-4", NULL};
+    http(&r, "GET", url, NULL, last, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    ck_assert_mem_eq(r.body.data, "tail", 4);
+    resp_free(&r);
+    http(&r, "GET", "/v1/psdbs/12345", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    unlink(file);
+    free(file);
+    free(sub);
+    free(blobs);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("server");
+    TCase *tc = tcase_create("api");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_server__publish_resolve_download);
+    tcase_add_test(tc, test_server__A3_resolve_order);
+    tcase_add_test(tc, test_server__tokens_and_scopes);
+    tcase_add_test(tc, test_server__signatures);
+    tcase_add_test(tc, test_server__invalid_bodies_and_conflicts);
+    tcase_add_test(tc, test_server__upload_limit_and_broken_uploads);
+    tcase_add_test(tc, test_server__hostile_urls_and_headers);
+    tcase_add_test(tc, test_server__disk_full_is_507);
+    tcase_add_test(tc, test_server__sigterm_finishes_inflight_request);
+    tcase_add_test(tc, test_server__kill9_during_publishes);
+    tcase_add_test(tc, test_server__check_gc_and_schema_version);
+    tcase_add_test(tc, test_server__tool_keygen_and_publish);
+    tcase_add_test(tc, test_server__native_tls_from_config_file);
+    tcase_add_test(tc, test_server__blob_over_4gib);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

@@ -1,0 +1,288 @@
+/* server_core_test.c - psdbd internals: settings, ranges, ETags, tokens, the index and A3. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "auth.h"
+#include "common.h"
+#include "config.h"
+#include "http.h"
+#include "index.h"
+#include "store.h"
+
+static char *dir;
+static psdbd_index *ix;
+
+static void setup(void)
+{
+    char err[512];
+    dir = tu_mkdtemp();
+    char *path = tu_path(dir, "index.sqlite");
+    ck_assert_msg(psdbd_index_open(path, &ix, err, sizeof(err)) == 0, "%s", err);
+    free(path);
+}
+
+static void teardown(void)
+{
+    psdbd_index_close(ix);
+    ix = NULL;
+    tu_rmtree(dir);
+    free(dir);
+}
+
+START_TEST(test_server_core__config_file_and_flags)
+{
+    psdbd_config cfg;
+    char err[512];
+    psdbd_config_defaults(&cfg);
+    ck_assert_str_eq(cfg.listen, "127.0.0.1:8470");
+    ck_assert_uint_eq(cfg.max_upload, 8ull << 30);
+    char *path = tu_path(dir, "psdbd.conf");
+    const char *text = "# comment\n\nlisten = 0.0.0.0:9000\nmax-upload = 64K  # inline\n"
+                       "readers-need-token = yes\nthreads=8\n";
+    tu_write_file(path, text, strlen(text));
+    ck_assert_int_eq(psdbd_config_load(&cfg, path, err, sizeof(err)), 0);
+    ck_assert_str_eq(cfg.listen, "0.0.0.0:9000");
+    ck_assert_uint_eq(cfg.max_upload, 65536);
+    ck_assert_int_eq(cfg.readers_need_token, 1);
+    ck_assert_uint_eq(cfg.threads, 8);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "threads", "0", err, sizeof(err)), -1);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "max-upload", "12Q", err, sizeof(err)), -1);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "nope", "1", err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "unknown setting"));
+    const char *bad = "listen 127.0.0.1:1\n";
+    tu_write_file(path, bad, strlen(bad));
+    ck_assert_int_eq(psdbd_config_load(&cfg, path, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, ":1:"));
+    psdbd_config_free(&cfg);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_server_core__parse_numbers)
+{
+    uint64_t v = 0;
+    ck_assert_int_eq(psdbd_parse_version("1.2.3.4", &v), 0);
+    ck_assert_uint_eq(v, PSDB_VERSION(1, 2, 3, 4));
+    ck_assert_int_eq(psdbd_parse_version("1.2", &v), 0);
+    ck_assert_uint_eq(v, PSDB_VERSION(1, 2, 0, 0));
+    ck_assert_int_eq(psdbd_parse_version("1.70000", &v), -1);
+    ck_assert_int_eq(psdbd_parse_version("1.2.3.4.5", &v), -1);
+    ck_assert_int_eq(psdbd_parse_u64("0x10", &v), 0);
+    ck_assert_uint_eq(v, 16);
+    ck_assert_int_eq(psdbd_parse_u64("-1", &v), -1);
+    ck_assert_int_eq(psdbd_parse_u64("18446744073709551616", &v), -1);
+    ck_assert_int_eq(psdbd_parse_u64("12abc", &v), -1);
+    ck_assert_int_eq(psdbd_parse_size("2G", &v), 0);
+    ck_assert_uint_eq(v, 2ull << 30);
+    /* The stored form of u64 keeps unsigned order under signed comparison. */
+    ck_assert(psdbd_u64_to_db(0) < psdbd_u64_to_db(1));
+    ck_assert(psdbd_u64_to_db(INT64_MAX) < psdbd_u64_to_db((uint64_t)INT64_MAX + 1));
+    ck_assert(psdbd_u64_to_db(UINT64_MAX - 1) < psdbd_u64_to_db(UINT64_MAX));
+    ck_assert_uint_eq(psdbd_u64_from_db(psdbd_u64_to_db(0xFFFF000012345678ull)),
+                      0xFFFF000012345678ull);
+}
+END_TEST
+
+START_TEST(test_server_core__ranges_and_etags)
+{
+    uint64_t off = 0, len = 0;
+    ck_assert_int_eq(psdbd_parse_range("bytes=0-9", 100, &off, &len), 1);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_uint_eq(len, 10);
+    ck_assert_int_eq(psdbd_parse_range("bytes=90-200", 100, &off, &len), 1);
+    ck_assert_uint_eq(len, 10);
+    ck_assert_int_eq(psdbd_parse_range("bytes=-30", 100, &off, &len), 1);
+    ck_assert_uint_eq(off, 70);
+    ck_assert_int_eq(psdbd_parse_range("bytes=-300", 100, &off, &len), 1);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_uint_eq(len, 100);
+    ck_assert_int_eq(psdbd_parse_range("bytes=50-", 100, &off, &len), 1);
+    ck_assert_uint_eq(len, 50);
+    ck_assert_int_eq(psdbd_parse_range("bytes=100-", 100, &off, &len), -1);
+    ck_assert_int_eq(psdbd_parse_range("bytes=-0", 100, &off, &len), -1);
+    ck_assert_int_eq(psdbd_parse_range("bytes=0-", 0, &off, &len), -1);
+    ck_assert_int_eq(psdbd_parse_range("bytes=5-1", 100, &off, &len), 0);
+    ck_assert_int_eq(psdbd_parse_range("bytes=0-1,5-6", 100, &off, &len), 0);
+    ck_assert_int_eq(psdbd_parse_range("items=0-1", 100, &off, &len), 0);
+    ck_assert_int_eq(psdbd_parse_range("bytes=x-1", 100, &off, &len), 0);
+    ck_assert_int_eq(psdbd_parse_range("bytes=0x10-", 100, &off, &len), 0);
+    ck_assert_int_eq(psdbd_parse_range(NULL, 100, &off, &len), 0);
+    /* Sizes over 4 GiB. */
+    ck_assert_int_eq(psdbd_parse_range("bytes=5000000000-", 6000000000ull, &off, &len), 1);
+    ck_assert_uint_eq(len, 1000000000ull);
+
+    const char *sha = "0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a";
+    ck_assert(psdbd_etag_matches(
+        "\"0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a\"", sha));
+    ck_assert(psdbd_etag_matches(
+        "\"x\", W/\"0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a\"", sha));
+    ck_assert(psdbd_etag_matches("*", sha));
+    ck_assert(!psdbd_etag_matches("\"0932e7eb\"", sha));
+    ck_assert(!psdbd_etag_matches(NULL, sha));
+    ck_assert(psdbd_is_digest(sha));
+    ck_assert(!psdbd_is_digest("0932E7EB35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a"));
+    ck_assert(!psdbd_is_digest("../etc/passwd"));
+}
+END_TEST
+
+START_TEST(test_server_core__tokens_hashed_and_checked)
+{
+    char selector[17];
+    uint8_t hash[32];
+    psdbd_principal who;
+    char *tok = psdbd_token_new(selector, hash);
+    ck_assert_uint_eq(strlen(tok), 5 + 16 + 1 + 64);
+    ck_assert_int_eq(psdbd_index_token_add(ix, "t1", selector, hash, "publisher", "Game*", 0),
+                     PSDBD_OK);
+    ck_assert_int_eq(psdbd_index_token_add(ix, "t1", "ffffffffffffffff", hash, "reader", "*", 0),
+                     PSDBD_EXISTS);
+    char *hdr = NULL;
+    ck_assert_int_ge(asprintf(&hdr, "Bearer %s", tok), 0);
+    ck_assert_int_eq(psdbd_auth_check(ix, hdr, &who), PSDBD_AUTH_OK);
+    ck_assert_int_eq(who.role, PSDBD_ROLE_PUBLISHER);
+    ck_assert_str_eq(who.name, "t1");
+    ck_assert(psdbd_scope_covers(who.scope, "GameOne"));
+    ck_assert(!psdbd_scope_covers(who.scope, "Other"));
+    psdbd_principal_free(&who);
+    hdr[strlen(hdr) - 1] ^= 1; /* one bit of the secret */
+    ck_assert_int_eq(psdbd_auth_check(ix, hdr, &who), PSDBD_AUTH_INVALID);
+    ck_assert_int_eq(psdbd_auth_check(ix, NULL, &who), PSDBD_AUTH_MISSING);
+    ck_assert_int_eq(psdbd_auth_check(ix, "Basic abc", &who), PSDBD_AUTH_INVALID);
+    /* The database holds the hash, not the token. */
+    sqlite3 *db = psdbd_index_db(ix);
+    sqlite3_stmt *st = NULL;
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM tokens WHERE hash = ?1", -1, &st, NULL),
+        SQLITE_OK);
+    sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    /* Expired. */
+    free(tok);
+    tok = psdbd_token_new(selector, hash);
+    ck_assert_int_eq(psdbd_index_token_add(ix, "t2", selector, hash, "reader", "*", 1000),
+                     PSDBD_OK);
+    free(hdr);
+    ck_assert_int_ge(asprintf(&hdr, "Bearer %s", tok), 0);
+    ck_assert_int_eq(psdbd_auth_check(ix, hdr, &who), PSDBD_AUTH_INVALID);
+    free(hdr);
+    free(tok);
+}
+END_TEST
+
+static psdbd_record rec(uint64_t abi, uint64_t profile, uint64_t serial, char c)
+{
+    psdbd_record r = {.app_name = "Game",
+                      .exe_filename = "g.exe",
+                      .engine_name = "",
+                      .family = "fam",
+                      .app_version = 1,
+                      .abi_version = abi,
+                      .profile_version = profile,
+                      .serial = serial,
+                      .size = 10,
+                      .signature = "sig",
+                      .published_by = "t"};
+    memset(r.sha256, c, 64);
+    r.sha256[64] = '\0';
+    memset(r.key_id, 'k', 64);
+    r.key_id[64] = '\0';
+    return r;
+}
+
+static int64_t publish(psdbd_record r)
+{
+    json_t *m = NULL;
+    ck_assert_int_eq(psdbd_index_publish(ix, &r, &m), PSDBD_OK);
+    int64_t id = json_integer_value(json_object_get(m, "id"));
+    json_decref(m);
+    return id;
+}
+
+static int64_t resolve(uint64_t lo, uint64_t hi, int has_profile, uint64_t profile)
+{
+    psdbd_query q = {.app = "Game",
+                     .app_version = 1,
+                     .family = "fam",
+                     .abi_min = lo,
+                     .abi_max = hi,
+                     .has_profile = has_profile,
+                     .profile_version = profile};
+    json_t *m = NULL;
+    psdbd_rc rc = psdbd_index_resolve(ix, &q, &m);
+    if (rc == PSDBD_NOT_FOUND)
+        return -1;
+    ck_assert_int_eq(rc, PSDBD_OK);
+    int64_t id = json_integer_value(json_object_get(m, "id"));
+    json_decref(m);
+    return id;
+}
+
+START_TEST(test_server_core__A3_index_order_with_large_values)
+{
+    const uint64_t big = 0xF000000000000000ull; /* above 2^63: the biased storage must order it */
+    int64_t a = publish(rec(5, PSDB_VERSION(1, 0, 0, 0), 1, 'a'));
+    int64_t b = publish(rec(big, PSDB_VERSION(1, 0, 0, 0), 1, 'b'));
+    int64_t c = publish(rec(big, PSDB_VERSION(1, 0, 9, 0), 1, 'c'));
+    int64_t d = publish(rec(big, PSDB_VERSION(1, 0, 9, 0), 0xFFFFFFFFFFFFFFF0ull, 'd'));
+    int64_t e = publish(rec(big, PSDB_VERSION(0xFFFF, 0, 0, 0), 1, 'e'));
+    ck_assert_int_eq(resolve(1, UINT64_MAX - 1, 1, PSDB_VERSION(1, 0, 0, 0)), d);
+    ck_assert_int_eq(resolve(1, UINT64_MAX - 1, 1, PSDB_VERSION(0xFFFF, 0, 5, 5)), e);
+    ck_assert_int_eq(resolve(1, big - 1, 1, PSDB_VERSION(1, 0, 0, 0)), a);
+    ck_assert_int_eq(resolve(6, big - 1, 0, 0), -1);
+    ck_assert_int_eq(resolve(1, UINT64_MAX - 1, 1, PSDB_VERSION(1, 1, 0, 0)), -1);
+    json_t *m = NULL;
+    ck_assert_int_eq(psdbd_index_retire(ix, d, "t", &m), PSDBD_OK);
+    json_decref(m);
+    ck_assert_int_eq(resolve(1, UINT64_MAX - 1, 1, PSDB_VERSION(1, 0, 0, 0)), c);
+    ck_assert_int_eq(psdbd_index_retire(ix, 999, "t", &m), PSDBD_NOT_FOUND);
+    (void)b;
+    /* Same identity + serial: same bytes exist, other bytes conflict. */
+    psdbd_record again = rec(5, PSDB_VERSION(1, 0, 0, 0), 1, 'a');
+    ck_assert_int_eq(psdbd_index_publish(ix, &again, &m), PSDBD_EXISTS);
+    json_decref(m);
+    psdbd_record other = rec(5, PSDB_VERSION(1, 0, 0, 0), 1, 'z');
+    ck_assert_int_eq(psdbd_index_publish(ix, &other, NULL), PSDBD_CONFLICT);
+}
+END_TEST
+
+START_TEST(test_server_core__migrations_refuse_newer)
+{
+    char err[512];
+    psdbd_index *again = NULL;
+    char *path = tu_path(dir, "index.sqlite");
+    ck_assert_int_eq(psdbd_index_schema_version(ix), (int)psdbd_num_migrations);
+    psdbd_index_close(ix);
+    ix = NULL;
+    /* Reopening is a no-op; a newer schema is refused. */
+    ck_assert_int_eq(psdbd_index_open(path, &again, err, sizeof(err)), 0);
+    psdbd_index_close(again);
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 1000", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(psdbd_index_open(path, &again, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "newer than this psdbd knows"));
+    free(path);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("server_core");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_server_core__config_file_and_flags);
+    tcase_add_test(tc, test_server_core__parse_numbers);
+    tcase_add_test(tc, test_server_core__ranges_and_etags);
+    tcase_add_test(tc, test_server_core__tokens_hashed_and_checked);
+    tcase_add_test(tc, test_server_core__A3_index_order_with_large_values);
+    tcase_add_test(tc, test_server_core__migrations_refuse_newer);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
