@@ -48,6 +48,7 @@ void psdb__device_unref(psdb_device *dev)
     /* Last reference: no session, object or operation refers to the device any more. */
     psdb_session_release(dev->implicit);
     psdb_sodb_writer_release(dev->capture);
+    psdb__serialized_store_free(atomic_load(&dev->serialized));
     psdb__local_clear(&dev->local);
     pthread_mutex_destroy(&dev->local.lock);
     free(atomic_load(&dev->lookup_rec));
@@ -536,6 +537,13 @@ cleanup:
 psdb_hr psdb__run_creation(psdb_device *dev, const psdb__selection *sel, const psdb__plan *plan,
                            int state_object, psdb_creation_info *info)
 {
+    return psdb__run_creation_ex(dev, sel, plan, state_object, NULL, NULL, info);
+}
+
+psdb_hr psdb__run_creation_ex(psdb_device *dev, const psdb__selection *sel, const psdb__plan *plan,
+                              int state_object, psdb__unit_source_fn source, void *source_ctx,
+                              psdb_creation_info *info)
+{
     psdb_hr hr = PSDB_S_OK;
     psdb__buf code = {0}, meta = {0};
     int all_hit = 1, any_compiled = 0;
@@ -563,6 +571,8 @@ psdb_hr psdb__run_creation(psdb_device *dev, const psdb__selection *sel, const p
         if (unit_hit)
             continue; /* the precompiled values are used as they are: no compile */
         all_hit = 0;
+        if (source && source(source_ctx, u->key))
+            continue; /* the caller holds the compiled values (a pipeline library's blobs) */
         int use_local = !atomic_load(&dev->implicit_disabled);
         if (use_local && local_contains(&dev->local, u->key))
             continue;

@@ -97,6 +97,9 @@ struct psdb_device {
 
     psdb_sodb_writer *capture; /* capture_sodb_path; thread-safe */
 
+    /* Blobs of the PSOs this tools device serialized, deduplicated (X3); made on first use. */
+    _Atomic(struct psdb__serialized_store *) serialized;
+
     /* Application-managed cache stores open on this device, shared by identifier (D2). */
     pthread_mutex_t caches_lock;
     psdb__cache_store *caches;
@@ -150,6 +153,14 @@ int psdb__session_is_explicit_psdb(psdb_device *dev, const psdb_session *s);
  * and statistics (K1). Fills info. */
 psdb_hr psdb__run_creation(psdb_device *dev, const psdb__selection *sel, const psdb__plan *plan,
                            int state_object, psdb_creation_info *info);
+/* A source of compiled units besides the PSDB and the local cache (a pipeline library's blobs):
+ * non-zero when it holds the unit's values, which are then neither compiled nor cached. */
+typedef int (*psdb__unit_source_fn)(void *ctx, const uint8_t key[32]);
+/* psdb__run_creation with a unit source consulted after a PSDB miss (G2: a library load still
+ * selects and looks up like any creation). source may be NULL. */
+psdb_hr psdb__run_creation_ex(psdb_device *dev, const psdb__selection *sel, const psdb__plan *plan,
+                              int state_object, psdb__unit_source_fn source, void *source_ctx,
+                              psdb_creation_info *info);
 /* Records a creation description into the capture SODB when enabled. */
 void psdb__capture(psdb_device *dev, uint32_t kind, const psdb__buf *encoded);
 void psdb__message(psdb_device *dev, uint32_t severity, uint32_t id, const char *text);
@@ -178,6 +189,10 @@ void psdb__cache_clear_all(psdb_device *dev);
 /* Test hook: number of low bits of the key hash that cache stores created from now on keep
  * (64: all). Fewer bits make DXGI_ERROR_CACHE_HASH_COLLISION reachable in tests. */
 void psdb__cache_set_hash_bits(unsigned bits);
+
+/* serialized_pso.c: frees the device's serialized blobs (NULL is a no-op). */
+struct psdb__serialized_store;
+void psdb__serialized_store_free(struct psdb__serialized_store *st);
 
 /* local cache (device.c) */
 void psdb__local_clear(psdb__local_cache *c);

@@ -8,7 +8,7 @@
 
 #include "desc.h"
 
-static psdb_hr new_pipeline(psdb_device *dev, psdb_pipeline **out)
+psdb_hr psdb__pipeline_new(psdb_device *dev, psdb_pipeline **out)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb_pipeline *p = calloc(1, sizeof(*p));
@@ -26,7 +26,7 @@ cleanup:
 
 /* The common path: one selection for the whole operation (F7), held until creation ends (I2). */
 static psdb_hr create_planned(psdb_device *dev, const psdb_session_subobject *sub, psdb__plan *plan,
-                              int is_compute, psdb_pipeline **out)
+                              int is_compute, psdb__buf *enc, psdb_pipeline **out)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__selection sel = {0};
@@ -34,7 +34,7 @@ static psdb_hr create_planned(psdb_device *dev, const psdb_session_subobject *su
     hr = psdb__select(dev, sub, &sel);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    hr = new_pipeline(dev, &p);
+    hr = psdb__pipeline_new(dev, &p);
     if (PSDB_FAILED(hr))
         goto cleanup;
     p->is_compute = is_compute;
@@ -43,6 +43,8 @@ static psdb_hr create_planned(psdb_device *dev, const psdb_session_subobject *su
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb__associate(&sel, &p->assoc);
+    p->desc = *enc; /* moved: the library, serialization and derivation read it */
+    memset(enc, 0, sizeof(*enc));
     *out = p;
     p = NULL;
 cleanup:
@@ -60,14 +62,12 @@ static psdb_hr create_compute(psdb_device *dev, const psdb_compute_pipeline_desc
     hr = psdb__plan_compute(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    if (dev->capture) {
-        hr = psdb__desc_encode_compute(desc, &enc);
-        if (PSDB_FAILED(hr))
-            goto cleanup;
-    }
-    hr = create_planned(dev, desc->psdb, &plan, 1, out);
+    hr = psdb__desc_encode_compute(desc, &enc);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = create_planned(dev, desc->psdb, &plan, 1, &enc, out);
     if (PSDB_SUCCEEDED(hr))
-        psdb__capture(dev, PSDB_SODB_COMPUTE, &enc);
+        psdb__capture(dev, PSDB_SODB_COMPUTE, &(*out)->desc);
 cleanup:
     psdb__buf_free(&enc);
     psdb__plan_free(&plan);
@@ -83,14 +83,12 @@ static psdb_hr create_graphics(psdb_device *dev, const psdb_graphics_pipeline_de
     hr = psdb__plan_graphics(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    if (dev->capture) {
-        hr = psdb__desc_encode_graphics(desc, &enc);
-        if (PSDB_FAILED(hr))
-            goto cleanup;
-    }
-    hr = create_planned(dev, desc->psdb, &plan, 0, out);
+    hr = psdb__desc_encode_graphics(desc, &enc);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = create_planned(dev, desc->psdb, &plan, 0, &enc, out);
     if (PSDB_SUCCEEDED(hr))
-        psdb__capture(dev, PSDB_SODB_GRAPHICS, &enc);
+        psdb__capture(dev, PSDB_SODB_GRAPHICS, &(*out)->desc);
 cleanup:
     psdb__buf_free(&enc);
     psdb__plan_free(&plan);
@@ -163,6 +161,8 @@ void psdb_pipeline_release(psdb_pipeline *p)
     if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
         return;
     psdb__association_release(&p->assoc);
+    psdb__buf_free(&p->desc);
+    psdb_pipeline_release(p->base);
     psdb_device *dev = p->dev;
     free(p);
     psdb__device_unref(dev);

@@ -12,7 +12,21 @@ struct psdb_pipeline {
     uint8_t group_key[32];   /* SHA-256 of the encoded description (the SODB object key) */
     psdb_creation_info info; /* fixed at creation */
     psdb__association assoc; /* what later object-associated lookups search (I3-I5) */
+    /* The description's encoding (desc.h), kept for the pipeline library, serialization and
+     * derivation; with origin DESERIALIZED (and what derives from it) the compact form of
+     * serialized_pso.c, whose bytecode is replaced by digests. */
+    psdb__buf desc;
+    uint32_t origin;     /* PSDB__ORIGIN_* */
+    psdb_pipeline *base; /* derived PSOs: the base whose compiled code they share (referenced) */
 };
+
+#define PSDB__ORIGIN_CREATED 0u
+#define PSDB__ORIGIN_DESERIALIZED 1u
+#define PSDB__ORIGIN_DERIVED 2u
+#define PSDB__ORIGIN_DERIVED_COMPACT 3u /* derived from a deserialized PSO: compact description */
+
+/* A pipeline handle with one reference and a device reference, everything else zero. */
+psdb_hr psdb__pipeline_new(psdb_device *dev, psdb_pipeline **out);
 
 struct psdb_state_object {
     atomic_uint refs;

@@ -15,6 +15,7 @@ static const struct {
     {"version", cmd_version, "print the library version"},
     {"synth", cmd_synth, "write a deterministic synthetic SODB"},
     {"compile", cmd_compile, "compile an SODB into a PSDB (reference compiler)"},
+    {"baseset", cmd_baseset, "package an SODB as base PSOs and derivation records"},
     {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},
     {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"registry", cmd_registry, "list registered applications, components and PSDBs"},

@@ -318,14 +318,61 @@ PSDB_API psdb_hr psdb_device_set_message_callback(psdb_device *dev,
                                                              const char *text, void *ctx),
                                                   void *ctx);
 
-/* ---- Pipeline library (MODEL L, G2) ------------------------------------------------------------ */
+/* ---- Pipeline library (MODEL L, G2) ------------------------------------------------------------
+ * A library holds named PSOs; PSOs with identical sub-components (compile units: shader stages,
+ * pipeline state) share them, in memory and in the serialized blob (L8). The blob format is
+ * schema/PIPELINE_LIBRARY.md.
+ * Thread safety (L9): every function may be called from several threads on one library; the
+ * library synchronizes internally. The seed asks callers to synchronize loads of the SAME name;
+ * this implementation tolerates them (both callers get one and the same PSO). */
+
+/* Message ids of the validation messages of this section (psdb_device_set_message_callback). */
+#define PSDB_MESSAGE_ID_DERIVED_EXPORT_MISMATCH 0x0201u /* V4 */
+#define PSDB_MESSAGE_ID_SERIALIZE_DESERIALIZED 0x0202u  /* X5 */
+
+/* CreatePipelineLibrary. size 0: an empty library (blob may be NULL). Otherwise the blob is
+ * validated, parsed, and its pointer kept: it is NOT copied and must outlive the library (L2).
+ * out NULL: validate only, PSDB_S_FALSE when the library would have been created (L4).
+ * Validation order (L3): size < 96 bytes or wrong magic -> PSDB_E_INVALIDARG (unrecognized);
+ * another format version -> PSDB_E_DRIVER_VERSION_MISMATCH (an older or newer runtime); wrong
+ * header size or total size -> PSDB_E_INVALIDARG; vendor or device id not this adapter's ->
+ * PSDB_E_ADAPTER_NOT_FOUND; driver build, ABI version or compiler version not this driver's ->
+ * PSDB_E_DRIVER_VERSION_MISMATCH; anything else wrong (checksums, reserved bytes, a table past the
+ * end, offsets out of range, duplicate names or units, unknown kinds) -> PSDB_E_INVALIDARG.
+ * Other statuses: PSDB_E_INVALIDARG for NULL dev or a NULL blob with size > 0; PSDB_E_UNSUPPORTED
+ * when the adapter has no library support (PSDB_ADAPTER_FLAG_NO_LIBRARY, L1; checked first);
+ * PSDB_E_OUTOFMEMORY. *out is the caller's (psdb_pipeline_library_release). Thread-safe. */
 PSDB_API psdb_hr psdb_device_create_pipeline_library(psdb_device *dev, const void *blob,
                                                      size_t size, psdb_pipeline_library **out);
+/* StorePipeline (L5): adds p under name (a non-empty UTF-8 string, copied). The library keeps a
+ * reference to p: a later load of that name returns p itself, with its original selection (G2).
+ * Compute and graphics PSOs made by creation, by a load or by derivation can be stored.
+ * PSDB_E_INVALIDARG: NULL or empty name, NULL lib or p, a PSO of another device, a name already
+ * present (no overwrite), a deserialized PSO or one derived from it (its description is only the
+ * compact form, without bytecode). PSDB_E_OUTOFMEMORY. Thread-safe. */
 PSDB_API psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const char *name,
                                                       psdb_pipeline *p);
+/* GetSerializedSize: the bytes psdb_pipeline_library_serialize writes now (0 for NULL). A store
+ * made between this call and serialize may make the buffer too small. Thread-safe. */
 PSDB_API size_t psdb_pipeline_library_get_serialized_size(psdb_pipeline_library *lib);
+/* Serialize (L6): writes the whole library as one contiguous blob of GetSerializedSize bytes at
+ * data (bytes past it are untouched). data may be the blob the library was created from.
+ * PSDB_E_INVALIDARG: NULL lib or data, size smaller than the serialized size;
+ * PSDB_E_OUTOFMEMORY. The blob is valid for devices with the same vendor and device ids, driver
+ * build, ABI and compiler versions. Thread-safe. */
 PSDB_API psdb_hr psdb_pipeline_library_serialize(psdb_pipeline_library *lib, void *data,
                                                  size_t size);
+/* LoadComputePipeline / LoadGraphicsPipeline / LoadPipeline (L7, G2): the PSO stored under name,
+ * whose description must match desc (the same encoded description: every byte of bytecode and
+ * state; the PSDB subobject is not part of it). When the entry already has a PSO (stored, or
+ * created by an earlier load) that same object is returned with a new reference, keeping its
+ * original PSDB selection. Otherwise the load is a creation (G2): it selects a PSDB from desc's
+ * subobject like psdb_device_create_*_pipeline (F1-F4) and looks every unit up in it; units the
+ * PSDB does not hold come from the library's blobs, not from a local compile. That PSO stays in
+ * the library for later loads.
+ * PSDB_E_INVALIDARG: NULL arguments, an unknown name, a PSO of the other kind, a description that
+ * does not match or that the compiler refuses, a PSDB subobject refused by selection (F4, E5);
+ * PSDB_E_OUTOFMEMORY. *out is the caller's. Thread-safe. */
 PSDB_API psdb_hr psdb_pipeline_library_load_compute_pipeline(psdb_pipeline_library *lib,
                                                              const char *name,
                                                              const psdb_compute_pipeline_desc *desc,
@@ -336,28 +383,33 @@ PSDB_API psdb_hr psdb_pipeline_library_load_graphics_pipeline(
 PSDB_API psdb_hr psdb_pipeline_library_load_pipeline(psdb_pipeline_library *lib, const char *name,
                                                      const psdb_pipeline_stream_desc *desc,
                                                      psdb_pipeline **out);
+/* Releases the library and its references to PSOs (PSOs handed out stay valid). The blob it was
+ * created from may be freed afterwards. NULL is a no-op. Not concurrently with other calls on lib. */
 PSDB_API void psdb_pipeline_library_release(psdb_pipeline_library *lib);
 
-/* ---- Serialized PSOs (MODEL X) ----------------------------------------------------------------- */
+/* ---- Serialized PSOs (MODEL X) -----------------------------------------------------------------
+ * Format: schema/SERIALIZED_PSO.md. */
 typedef struct psdb_serialized_shader {
-    const void *gpu_instructions;
+    const void *gpu_instructions; /* the stage's compiled code */
     size_t gpu_instructions_size;
-    const void *metadata;
+    const void *metadata; /* structure version, unit key, compiler metadata, PIX shader info */
     size_t metadata_size;
 } psdb_serialized_shader;
 
 /* Blobs are owned by the tools device that serialized them (deduplicated across all its
- * serialized PSOs) and stay valid until psdb_device_release(). */
+ * serialized PSOs, X3: identical bytes are one blob at one address) and stay valid until the
+ * device is released. Absent stages are {NULL, 0, NULL, 0}. */
 typedef struct psdb_serialized_graphics_pipeline {
-    const void *packet;
+    const void *packet; /* the compiled pipeline state */
     size_t packet_size;
-    const void *metadata;
+    const void *metadata; /* CRC32, version, validation data, compact creation arguments, input
+                           * layout, stream output */
     size_t metadata_size;
     psdb_serialized_shader vs, ps, ds, hs, gs;
 } psdb_serialized_graphics_pipeline;
 
 typedef struct psdb_deserialize_graphics_pipeline_desc {
-    const void *root_signature;
+    const void *root_signature; /* must be the serialized PSO's root signature */
     size_t root_signature_size;
     const void *packet;
     size_t packet_size;
@@ -366,9 +418,28 @@ typedef struct psdb_deserialize_graphics_pipeline_desc {
     psdb_serialized_shader vs, ps, ds, hs, gs;
 } psdb_deserialize_graphics_pipeline_desc;
 
+#define PSDB_SERIALIZE_FLAG_NONE 0x0u
+
+/* SerializeGraphicsPipelineStateX (X1-X3): fills *out with blobs owned by dev. Only a tools device
+ * (PSDB_DEVICE_FLAG_TOOLS) serializes: a retail device returns PSDB_E_UNSUPPORTED (X1). A PSO that
+ * was deserialized (or derived from one) lost what serialization needs: PSDB_E_INVALIDARG and an
+ * error message PSDB_MESSAGE_ID_SERIALIZE_DESERIALIZED through the message callback (X5).
+ * PSDB_E_INVALIDARG also for NULL arguments, flags other than NONE, a compute PSO or a PSO of
+ * another device; PSDB_E_OUTOFMEMORY. On failure *out is zeroed. Thread-safe. */
 PSDB_API psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline *p,
                                                          uint32_t flags,
                                                          psdb_serialized_graphics_pipeline *out);
+/* DeserializeGraphicsPipelineStateX (X4): checks the metadata in this order: too short or wrong
+ * magic -> PSDB_E_INVALIDARG; another structure version -> PSDB_E_DRIVER_VERSION_MISMATCH; vendor
+ * or device id not this adapter's -> PSDB_E_ADAPTER_NOT_FOUND; driver build, ABI or compiler
+ * version not this driver's -> PSDB_E_DRIVER_VERSION_MISMATCH; CRC32 mismatch over the packet,
+ * metadata and stage blobs, malformed content, a root signature other than the serialized one, a
+ * stage present in one and absent in the other, a stage blob that is not the serialized one ->
+ * PSDB_E_INVALIDARG. Any device (retail or tools) deserializes. The PSO is working: it can be
+ * derived from and reports creation info (selection NONE: deserialization compiles nothing and
+ * looks nothing up). The caller's blobs are not referenced after the call.
+ * PSDB_E_INVALIDARG also for NULL arguments; PSDB_E_OUTOFMEMORY. *out is the caller's.
+ * Thread-safe. */
 PSDB_API psdb_hr psdb_device_deserialize_graphics_pipeline(
     psdb_device *dev, const psdb_deserialize_graphics_pipeline_desc *desc, psdb_pipeline **out);
 
@@ -388,9 +459,45 @@ typedef struct psdb_derived_graphics_state_desc {
     psdb_shader_limits shader_limits;
 } psdb_derived_graphics_state_desc;
 
+/* CreateDerivedGraphicsPipelineStateX (V1-V4): a PSO equal to base except for the states in
+ * descs (depth-stencil, rasterizer, blend, sample mask, shader limits; each at most once; count 0
+ * gives a copy). Input layout, render-target formats, stream output, shaders and every other
+ * field are the base's (V1). Nothing is compiled and no PSDB is looked up (V2): the derived PSO
+ * shares the base's compiled code, keeps a reference to base, uses the base's association for
+ * object-associated lookups and reports selection NONE with no lookups. The derivation is not
+ * counted in psdb_device_get_statistics. If an export the derived state needs (V3) differs from
+ * the base's on any render target, it fails with PSDB_E_INVALIDARG and an error message
+ * PSDB_MESSAGE_ID_DERIVED_EXPORT_MISMATCH naming the target (V4). base may be deserialized or
+ * derived itself. PSDB_E_INVALIDARG also for NULL dev, base or out, descs NULL with count > 0, an
+ * unknown or repeated type, a compute base or a base of another device; PSDB_E_OUTOFMEMORY.
+ * *out is the caller's. Thread-safe. */
 PSDB_API psdb_hr psdb_device_create_derived_graphics_pipeline(
     psdb_device *dev, psdb_pipeline *base, uint32_t count,
     const psdb_derived_graphics_state_desc *descs, psdb_pipeline **out);
+
+/* ---- Base sets: derivation records (seed 003, "serialized + derived together") -------------
+ * `psdb baseset` packages an SODB as a pipeline library of base PSOs plus derivation records
+ * (schema/PIPELINE_LIBRARY.md). A game loads each base from the library (its name is the lowercase
+ * hex of its SODB object key; its description is the captured one) and derives the other PSOs:
+ * psdb_device_create_derived_graphics_pipeline(dev, base, d.count, d.descs, &pso). */
+typedef struct psdb_derivation {
+    uint8_t key[32];      /* the derived PSO's SODB object key */
+    uint8_t base_key[32]; /* its base's SODB object key */
+    uint32_t count;       /* states in descs, in PSDB_DERIVED_STATE_* order */
+    psdb_derived_graphics_state_desc descs[5];
+} psdb_derivation;
+
+/* Validates a derivation-records blob completely (CRC-32, bounds, base indexes, reserved bytes)
+ * and gives its number of records. PSDB_E_INVALIDARG: NULL data or count, too short, wrong magic,
+ * corrupt; PSDB_E_DRIVER_VERSION_MISMATCH: another records version. Thread-safe. */
+PSDB_API psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t *count);
+/* Reads the record at *cursor (0: the first) into *out and advances *cursor: PSDB_S_OK, or
+ * PSDB_S_FALSE after the last record (out untouched). Bounds are checked on every call, the CRC-32
+ * only by psdb_derivation_records_validate (call it once first). PSDB_E_INVALIDARG: NULL
+ * arguments, a malformed header or record, a cursor that is not a record boundary;
+ * PSDB_E_DRIVER_VERSION_MISMATCH: another records version. Thread-safe. */
+PSDB_API psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *cursor,
+                                              psdb_derivation *out);
 
 /* ---- Async creation queue and counters (MODEL Q) -----------------------------------------------
  * A queue creates pipelines on its own worker threads, the way launchers and games create PSOs off
