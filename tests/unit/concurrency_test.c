@@ -185,7 +185,13 @@ START_TEST(test_concurrency__H1_H2_setters_and_creations_never_mix)
         nanosleep(&nap, NULL);
         clock_gettime(CLOCK_MONOTONIC, &now);
         double secs = (double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
-        if ((atomic_load(&s.creations) >= 600 && atomic_load(&s.sets) >= 2000) || secs > 15)
+        /* On a loaded machine the setters can run a burst of sets while every creator is
+         * descheduled: keep going until creations have observed more than one pair. */
+        int seen = 0;
+        for (int i = 0; i < 4; i++)
+            seen += atomic_load(&s.seen_pairs[i]) > 0;
+        if ((atomic_load(&s.creations) >= 600 && atomic_load(&s.sets) >= 2000 && seen >= 2) ||
+            secs > 15)
             break;
     }
     atomic_store(&s.stop, 1);
