@@ -51,17 +51,6 @@ void psdb__client_error(psdb_client *c, const char *fmt, ...)
     va_end(ap);
 }
 
-static void curl_global(void)
-{
-    /* curl_global_init is not thread-safe before 7.84 on every platform; calling it once per
-     * process from the first client is the documented pattern. It is reference counted. */
-    static int done;
-    if (!done) {
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        done = 1;
-    }
-}
-
 psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -75,10 +64,15 @@ psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
          strncmp(desc->server_url, "https://", 8) != 0) ||
         (desc->num_trusted_keys && !desc->trusted_keys))
         return PSDB_E_INVALIDARG;
-    curl_global();
+    /* Reference counted, and thread-safe in the libcurl Debian 12 ships (7.88, CURL_VERSION_
+     * THREADSAFE); balanced by psdb_client_release. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return PSDB_E_FAIL;
     c = calloc(1, sizeof(*c));
-    if (!c)
+    if (!c) {
+        curl_global_cleanup();
         return PSDB_E_OUTOFMEMORY;
+    }
     c->server_url = psdb__strdup(desc->server_url);
     c->token = psdb__strdup(desc->token);
     c->ca_file = psdb__strdup(desc->ca_file);
@@ -129,6 +123,7 @@ void psdb_client_release(psdb_client *c)
         psdb_key_release(c->keys[i]);
     free(c->keys);
     free(c);
+    curl_global_cleanup();
 }
 
 const char *psdb_client_last_error(const psdb_client *c)
