@@ -12,6 +12,8 @@
 
 #include "compiler.h"
 
+#include "bench.h"
+
 #define FAMILY "contoso-gfx9"
 #define DESCS 16
 
@@ -92,12 +94,6 @@ static double round_once(shared *s, int threads, int with_setter, int ms, double
     return (double)atomic_load(&s->creations) / secs;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int make_psdb(shared *s, const char *path)
 {
     psdb_target t = {FAMILY, 5, PSDB_VERSION(1, 0, 0, 0), PSDB_VERSION(1, 0, 0, 0)};
@@ -176,10 +172,10 @@ int main(int argc, char **argv)
         ratio[r] = with[r] / without[r];
         cpu_ratio[r] = cpu_with / cpu_without;
     }
-    qsort(cpu_ratio, (size_t)rounds, sizeof(double), cmp_double);
-    qsort(with, (size_t)rounds, sizeof(double), cmp_double);
-    qsort(without, (size_t)rounds, sizeof(double), cmp_double);
-    qsort(ratio, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(cpu_ratio, (size_t)rounds, sizeof(double), bench_cmp_double);
+    qsort(with, (size_t)rounds, sizeof(double), bench_cmp_double);
+    qsort(without, (size_t)rounds, sizeof(double), bench_cmp_double);
+    qsort(ratio, (size_t)rounds, sizeof(double), bench_cmp_double);
     psdb_statistics st;
     psdb_device_get_statistics(s.dev, &st);
     printf("%d creator threads, %d rounds of %d ms, 100%% PSDB hits (misses %u, errors %d)\n",

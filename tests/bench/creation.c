@@ -12,61 +12,12 @@
 #include "desc.h"
 #include "synth.h"
 
+#include "bench.h"
+
 #define FAMILY "contoso-gfx9"
 
-typedef struct entry {
-    uint32_t kind;
-    void *desc; /* decoded block (free()) */
-} entry;
-
-typedef struct corpus {
-    entry *e;
-    size_t n, cap;
-} corpus;
-
-static int load(uint32_t kind, const uint8_t key[32], uint64_t version, const void *data,
-                size_t size, void *ctx)
-{
-    corpus *c = ctx;
-    (void)key;
-    (void)version;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        entry *ne = realloc(c->e, cap * sizeof(*ne));
-        if (!ne)
-            return 1;
-        c->e = ne;
-        c->cap = cap;
-    }
-    void *d = NULL;
-    psdb_hr hr = PSDB_E_INVALIDARG;
-    if (kind == PSDB_SODB_COMPUTE)
-        hr = psdb__desc_decode_compute(data, size, (psdb_compute_pipeline_desc **)&d);
-    else if (kind == PSDB_SODB_GRAPHICS)
-        hr = psdb__desc_decode_graphics(data, size, (psdb_graphics_pipeline_desc **)&d);
-    if (PSDB_FAILED(hr))
-        return 1;
-    c->e[c->n].kind = kind;
-    c->e[c->n].desc = d;
-    c->n++;
-    return 0;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* One round on a fresh device; returns creations per second, or -1. */
-static double round_once(const corpus *c, const psdb_device_desc *dd, const char *psdb,
+static double round_once(const bench_corpus *c, const psdb_device_desc *dd, const char *psdb,
                          uint32_t *missed)
 {
     psdb_device *dev = NULL;
@@ -80,7 +31,7 @@ static double round_once(const corpus *c, const psdb_device_desc *dd, const char
             PSDB_FAILED(psdb_device_set_default_session(dev, s, 0)))
             goto cleanup;
     }
-    double t0 = now();
+    double t0 = bench_now();
     for (size_t i = 0; i < c->n; i++) {
         psdb_pipeline *p = NULL;
         psdb_hr hr = c->e[i].kind == PSDB_SODB_COMPUTE
@@ -90,7 +41,7 @@ static double round_once(const corpus *c, const psdb_device_desc *dd, const char
             goto cleanup;
         psdb_pipeline_release(p);
     }
-    double t1 = now();
+    double t1 = bench_now();
     psdb_statistics st;
     psdb_device_get_statistics(dev, &st);
     *missed = st.pipeline_states.num_psdb_cache_missed;
@@ -106,7 +57,7 @@ int main(int argc, char **argv)
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 200;
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
     char dir[] = "/tmp/psdb-bench-XXXXXX", sodb[64], psdb[64], exe[64];
-    corpus c = {0};
+    bench_corpus c = {0};
     int rc = 1;
     if (n == 0 || rounds < 1 || rounds > 99 || !mkdtemp(dir)) {
         fprintf(stderr, "bench_creation: bad arguments or no temporary directory\n");
@@ -126,7 +77,7 @@ int main(int argc, char **argv)
     if (PSDB_FAILED(psdb__synth_write(&p, sodb)) ||
         PSDB_FAILED(psdb__synth_identity(&p, exe, sizeof(exe), &id)) ||
         PSDB_FAILED(psdb__compile_sodb(sodb, &t, PSDB_COMPILE_COST_FREE, psdb, NULL, NULL, 0)) ||
-        PSDB_FAILED(psdb_sodb_open(sodb, &sd)) || PSDB_FAILED(psdb_sodb_foreach(sd, load, &c))) {
+        PSDB_FAILED(psdb_sodb_open(sodb, &sd)) || PSDB_FAILED(bench_corpus_load(sd, &c))) {
         fprintf(stderr, "bench_creation: preparing the corpus failed\n");
         goto cleanup;
     }
@@ -149,8 +100,8 @@ int main(int argc, char **argv)
             goto cleanup;
         }
     }
-    qsort(hit, (size_t)rounds, sizeof(double), cmp_double);
-    qsort(miss, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(hit, (size_t)rounds, sizeof(double), bench_cmp_double);
+    qsort(miss, (size_t)rounds, sizeof(double), bench_cmp_double);
     double mh = hit[rounds / 2], mm = miss[rounds / 2];
     printf("corpus: %zu pipelines (synth seed 1, 20%% compute), %d rounds, fresh device each\n",
            c.n, rounds);
@@ -159,9 +110,7 @@ int main(int argc, char **argv)
     printf("ratio            : %10.1f x\n", mh / mm);
     rc = 0;
 cleanup:
-    for (size_t i = 0; i < c.n; i++)
-        free(c.e[i].desc);
-    free(c.e);
+    bench_corpus_free(&c);
     psdb_sodb_release(sd);
     unlink(sodb);
     unlink(psdb);

@@ -18,6 +18,8 @@
 
 #include "psdb/psdb.h"
 
+#include "bench.h"
+
 #define RUNS 5
 #define SAMPLES 100000
 #define KEY_SIZE 16
@@ -47,25 +49,6 @@ static size_t make_value(uint64_t i, uint32_t type, uint8_t *buf)
         memcpy(buf + j, &r, n - j < 8 ? n - j : 8);
     }
     return n;
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ---- The in-memory baseline: open addressing, linear probing ----------------------------------
@@ -159,7 +142,7 @@ static double throughput(psdb_file *f, uint64_t nkeys, int nthreads)
     pthread_t th[8];
     worker w[8];
     int started = 0, errors = 0;
-    double a = now_ns();
+    double a = (bench_now() * 1e9);
     for (int i = 0; i < nthreads && i < 8; i++) {
         w[i] = (worker){.f = f, .nkeys = nkeys, .seed = 77 + (uint64_t)i, .count = SAMPLES};
         if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0)
@@ -170,7 +153,7 @@ static double throughput(psdb_file *f, uint64_t nkeys, int nthreads)
         pthread_join(th[i], NULL);
         errors += w[i].errors;
     }
-    double secs = (now_ns() - a) / 1e9;
+    double secs = ((bench_now() * 1e9) - a) / 1e9;
     return started == nthreads && errors == 0 ? (double)SAMPLES * started / secs : -1;
 }
 
@@ -209,7 +192,7 @@ static int bench(uint64_t nkeys, const char *dir)
         goto cleanup;
     }
 
-    t0 = now_ns();
+    t0 = (bench_now() * 1e9);
     if (psdb_writer_create(path, &id, &target, &w) < 0)
         goto fail;
     for (uint64_t i = 0; i < nkeys; i++) {
@@ -230,7 +213,7 @@ static int bench(uint64_t nkeys, const char *dir)
         goto fail;
     psdb_writer_release(w);
     w = NULL;
-    write_s = (now_ns() - t0) / 1e9;
+    write_s = ((bench_now() * 1e9) - t0) / 1e9;
     if (stat(path, &sb) != 0)
         goto fail;
 
@@ -244,14 +227,14 @@ static int bench(uint64_t nkeys, const char *dir)
             for (size_t i = 0; i < SAMPLES; i++) {
                 size_t n = 0;
                 make_key(sample[i], key);
-                double a = now_ns();
+                double a = (bench_now() * 1e9);
                 errors += psdb_file_find_value(f, key, KEY_SIZE, 0, NULL, &n) != PSDB_S_OK;
-                double b = now_ns();
+                double b = (bench_now() * 1e9);
                 errors += psdb_file_find_value(f, key, KEY_SIZE, 0, buf, &n) != PSDB_S_OK;
-                double c = now_ns();
+                double c = (bench_now() * 1e9);
                 n = 8192;
                 errors += psdb_file_find_value(f, key, KEY_SIZE, 1, buf, &n) != PSDB_S_OK;
-                times[i] = now_ns() - a;
+                times[i] = (bench_now() * 1e9) - a;
                 if (pass == 1) {
                     op_times[0][i] = b - a;
                     op_times[1][i] = c - b;
@@ -259,25 +242,25 @@ static int bench(uint64_t nkeys, const char *dir)
                 }
                 sink += n;
             }
-            (pass == 0 ? med_psdb1 : med_psdb2)[run] = median(times, SAMPLES);
+            (pass == 0 ? med_psdb1 : med_psdb2)[run] = bench_median(times, SAMPLES);
         }
         for (int op = 0; op < 3; op++)
-            med_op[op][run] = median(op_times[op], SAMPLES);
+            med_op[op][run] = bench_median(op_times[op], SAMPLES);
         psdb_file_get_info(f, &info);
         psdb_file_release(f);
         f = NULL;
         for (size_t i = 0; i < SAMPLES; i++) {
             size_t n = 0;
             make_key(sample[i], key);
-            double a = now_ns();
+            double a = (bench_now() * 1e9);
             errors += table_lookup(&t, key, 0, NULL, &n) != 0;
             errors += table_lookup(&t, key, 0, buf, &n) != 0;
             n = 8192;
             errors += table_lookup(&t, key, 1, buf, &n) != 0;
-            times[i] = now_ns() - a;
+            times[i] = (bench_now() * 1e9) - a;
             sink += n;
         }
-        med_mem[run] = median(times, SAMPLES);
+        med_mem[run] = bench_median(times, SAMPLES);
     }
     double tput[3] = {0};
     if (psdb_file_open(path, NULL, &f) < 0)
@@ -287,7 +270,7 @@ static int bench(uint64_t nkeys, const char *dir)
         tput[nt] = throughput(f, nkeys, nt);
     psdb_file_release(f);
     f = NULL;
-    double p1 = median(med_psdb1, RUNS), p2 = median(med_psdb2, RUNS), m = median(med_mem, RUNS);
+    double p1 = bench_median(med_psdb1, RUNS), p2 = bench_median(med_psdb2, RUNS), m = bench_median(med_mem, RUNS);
     printf("keys %llu (values %llu, blobs %llu, blob bytes %.1f MiB, file %.1f MiB, written in "
            "%.1f s)\n",
            (unsigned long long)nkeys, (unsigned long long)info.num_values,
@@ -298,7 +281,7 @@ static int bench(uint64_t nkeys, const char *dir)
     printf("    psdb, first fetch (SHA-256 checked): %8.0f ns\n", p1);
     printf("    psdb, repeat fetch (already checked): %7.0f ns  (size %.0f, object code %.0f, "
            "metadata %.0f)\n",
-           p2, median(med_op[0], RUNS), median(med_op[1], RUNS), median(med_op[2], RUNS));
+           p2, bench_median(med_op[0], RUNS), bench_median(med_op[1], RUNS), bench_median(med_op[2], RUNS));
     printf("    in-memory hash table:                 %7.0f ns\n", m);
     printf("    ratio psdb/memory: %.1f (first fetch), %.1f (repeat)\n", p1 / m, p2 / m);
     printf("  throughput, threads sharing one psdb_file: 1 thread %.0f triples/s, 2 threads %.0f "

@@ -20,6 +20,8 @@
 #include "desc.h"
 #include "synth.h"
 
+#include "bench.h"
+
 typedef struct entry {
     uint32_t kind;
     uint8_t key[32];
@@ -57,13 +59,6 @@ static int load_entry(uint32_t kind, const uint8_t key[32], uint64_t version, co
     c->e[c->n].desc = d;
     c->n++;
     return 0;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 static const entry *by_key(const corpus *c, const uint8_t key[32])
@@ -255,7 +250,7 @@ int main(int argc, char **argv)
     /* 3. Loading from the library against creating with local compilation (default cost). */
     psdb_device *game = device(0, 0);
     psdb_pipeline_library *l = NULL;
-    double t0 = now();
+    double t0 = bench_now();
     if (psdb_device_create_pipeline_library(game, blob, together, &l) != PSDB_S_OK)
         return 1;
     for (size_t i = 0; i < c.n; i++) {
@@ -269,24 +264,24 @@ int main(int argc, char **argv)
             return 1;
         psdb_pipeline_release(p);
     }
-    double load_s = now() - t0;
+    double load_s = bench_now() - t0;
     uint32_t load_compiles = psdb_device_get_local_compile_count(game);
     psdb_pipeline_library_release(l);
     psdb_device_release(game);
     psdb_device *cold = device(0, 0);
-    t0 = now();
+    t0 = bench_now();
     for (size_t i = 0; i < c.n; i++)
         psdb_pipeline_release(create(cold, &c.e[i]));
-    double create_s = now() - t0;
+    double create_s = bench_now() - t0;
     uint32_t create_compiles = psdb_device_get_local_compile_count(cold);
     psdb_device_release(cold);
     printf("load all from library: %.4f s (%u local compiles); create with local compilation: "
            "%.4f s (%u local compiles); speed-up %.1fx\n",
            load_s, load_compiles, create_s, create_compiles, create_s / load_s);
     psdb_device *fresh = device(0, 0);
-    t0 = now();
+    t0 = bench_now();
     size_t made = start_from_base_set(&c, fresh, &bl, &br);
-    double base_s = now() - t0;
+    double base_s = bench_now() - t0;
     printf("load the bases and derive the rest: %.4f s for %zu PSOs (%u local compiles); "
            "speed-up over local compilation %.1fx\n",
            base_s, made, psdb_device_get_local_compile_count(fresh), create_s / base_s);

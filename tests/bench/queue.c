@@ -14,59 +14,10 @@
 #include "desc.h"
 #include "synth.h"
 
+#include "bench.h"
+
 #define FAMILY "contoso-gfx9"
 #define MAX_ROUNDS 99
-
-typedef struct entry {
-    uint32_t kind;
-    void *desc; /* decoded block (free()) */
-} entry;
-
-typedef struct corpus {
-    entry *e;
-    size_t n, cap;
-} corpus;
-
-static int load(uint32_t kind, const uint8_t key[32], uint64_t version, const void *data,
-                size_t size, void *ctx)
-{
-    corpus *c = ctx;
-    (void)key;
-    (void)version;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        entry *ne = realloc(c->e, cap * sizeof(*ne));
-        if (!ne)
-            return 1;
-        c->e = ne;
-        c->cap = cap;
-    }
-    void *d = NULL;
-    psdb_hr hr = PSDB_E_INVALIDARG;
-    if (kind == PSDB_SODB_COMPUTE)
-        hr = psdb__desc_decode_compute(data, size, (psdb_compute_pipeline_desc **)&d);
-    else if (kind == PSDB_SODB_GRAPHICS)
-        hr = psdb__desc_decode_graphics(data, size, (psdb_graphics_pipeline_desc **)&d);
-    if (PSDB_FAILED(hr))
-        return 1;
-    c->e[c->n].kind = kind;
-    c->e[c->n].desc = d;
-    c->n++;
-    return 0;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static atomic_uint failures;
 
@@ -81,7 +32,7 @@ static void on_done(psdb_hr hr, psdb_pipeline *p, void *ctx)
 /* One round on a fresh device: workers 0 creates synchronously on this thread, else through a
  * queue with that many workers (timed from the first submission to wait_idle). Returns creations
  * per second, or -1; *missed receives the PSDB misses the round counted. */
-static double round_once(const corpus *c, const psdb_device_desc *dd, const char *psdb,
+static double round_once(const bench_corpus *c, const psdb_device_desc *dd, const char *psdb,
                          uint32_t workers, uint32_t *missed)
 {
     psdb_device *dev = NULL;
@@ -100,7 +51,7 @@ static double round_once(const corpus *c, const psdb_device_desc *dd, const char
     if (workers && PSDB_FAILED(psdb_device_create_queue(dev, workers, &q)))
         goto cleanup;
     atomic_store(&failures, 0);
-    double t0 = now();
+    double t0 = bench_now();
     for (size_t i = 0; i < c->n; i++) {
         psdb_pipeline *p = NULL;
         psdb_hr hr = PSDB_S_OK;
@@ -118,7 +69,7 @@ static double round_once(const corpus *c, const psdb_device_desc *dd, const char
     }
     if (q && PSDB_FAILED(psdb_queue_wait_idle(q)))
         goto cleanup;
-    double t1 = now();
+    double t1 = bench_now();
     if (atomic_load(&failures) != 0)
         goto cleanup;
     if (q)
@@ -150,7 +101,7 @@ int main(int argc, char **argv)
     enum { NUM_MODES = sizeof(modes) / sizeof(modes[0]) };
     unsigned long long n = 200, rounds_arg = 5;
     char dir[] = "/tmp/psdb-bench-XXXXXX", sodb[64], psdb[64], exe[64];
-    corpus c = {0};
+    bench_corpus c = {0};
     psdb_sodb *sd = NULL;
     int rc = 1;
     if ((argc > 1 && parse_count(argv[1], 1000000, &n)) ||
@@ -172,7 +123,7 @@ int main(int argc, char **argv)
     if (PSDB_FAILED(psdb__synth_write(&p, sodb)) ||
         PSDB_FAILED(psdb__synth_identity(&p, exe, sizeof(exe), &id)) ||
         PSDB_FAILED(psdb__compile_sodb(sodb, &t, PSDB_COMPILE_COST_FREE, psdb, NULL, NULL, 0)) ||
-        PSDB_FAILED(psdb_sodb_open(sodb, &sd)) || PSDB_FAILED(psdb_sodb_foreach(sd, load, &c))) {
+        PSDB_FAILED(psdb_sodb_open(sodb, &sd)) || PSDB_FAILED(bench_corpus_load(sd, &c))) {
         fprintf(stderr, "bench_queue: preparing the corpus failed\n");
         goto cleanup;
     }
@@ -206,7 +157,7 @@ int main(int argc, char **argv)
         double median[NUM_MODES];
         printf("%s\n", h == 0 ? "100% PSDB hits:" : "0% PSDB hits (no PSDB, 0.2 ms/KiB compiles):");
         for (int m = 0; m < NUM_MODES; m++) {
-            qsort(rate[h][m], (size_t)rounds, sizeof(double), cmp_double);
+            qsort(rate[h][m], (size_t)rounds, sizeof(double), bench_cmp_double);
             median[m] = rate[h][m][rounds / 2];
             if (modes[m] == 0)
                 printf("  synchronous, 1 thread : %10.1f pipelines/s (median; PSDB misses %u)\n",
@@ -220,9 +171,7 @@ int main(int argc, char **argv)
     }
     rc = 0;
 cleanup:
-    for (size_t i = 0; i < c.n; i++)
-        free(c.e[i].desc);
-    free(c.e);
+    bench_corpus_free(&c);
     psdb_sodb_release(sd);
     unlink(sodb);
     unlink(psdb);
