@@ -2,7 +2,7 @@
 # nginx_test.sh - deploy/nginx/psdbd.conf in a real nginx on loopback (a self-signed certificate made
 # here) in front of a real psdbd: resolve over HTTPS (and its short cache), full downloads (second one
 # a cache HIT), Range downloads across cache slices, HEAD, headers passed through to psdbd, and
-# `psdb install --ca-file` when the tool has it. Env: PSDB, PSDBD; needs nginx, openssl, curl.
+# `psdb install --ca-file`. Env: PSDB, PSDBD; needs nginx, openssl, curl.
 set -euo pipefail
 : "${PSDB:?set PSDB to the psdb tool}"
 : "${PSDBD:?set PSDBD to the psdbd server (built with the server)}"
@@ -199,21 +199,19 @@ code=$("${c[@]}" -o "$dir/body" -w '%{http_code}' -X POST --data-binary @"$dir/g
 grep -q NginxGame "$dir/apps.json" || fail "apps: $(cat "$dir/apps.json")"
 
 # ---- psdb install through nginx with the test CA ----
-if "$PSDB" install --help >/dev/null 2>&1; then
-    mkdir -p "$dir/game" "$dir/registry"
-    : >"$dir/game/NginxGame.exe"
-    "$PSDB" install --server "$base" --ca-file "$dir/cert.pem" --exe-path "$dir/game/NginxGame.exe" \
-        --app NginxGame --app-version 1.0.0.0 --target gfx1:1-1 --trust "$dir/key.pub" \
-        --registry "$dir/registry" >"$dir/install.log" 2>&1 ||
-        fail "psdb install over HTTPS: $(cat "$dir/install.log")"
-    # Without the CA the certificate must not verify.
-    if "$PSDB" install --server "$base" --exe-path "$dir/game/NginxGame.exe" --app NginxGame \
-        --app-version 1.0.0.0 --target gfx1:1-1 --trust "$dir/key.pub" \
-        --registry "$dir/registry2" >"$dir/install2.log" 2>&1; then
-        fail "psdb install trusted a self-signed certificate without --ca-file"
-    fi
-else
-    echo "nginx_test: psdb install is not in this build: skipping the install step"
+mkdir -p "$dir/game" "$dir/registry"
+: >"$dir/game/NginxGame.exe"
+"$PSDB" install --server "$base" --ca-file "$dir/cert.pem" --exe-path "$dir/game/NginxGame.exe" \
+    --app NginxGame --app-version 1.0.0.0 --target gfx1:1-1 --trust "$dir/key.pub" \
+    --registry "$dir/registry" >"$dir/install.log" 2>&1 ||
+    fail "psdb install over HTTPS: $(cat "$dir/install.log")"
+"$PSDB" registry list --registry "$dir/registry" | grep -q gfx1 ||
+    fail "psdb install over HTTPS registered nothing"
+# Without the CA the certificate must not verify.
+if "$PSDB" install --server "$base" --exe-path "$dir/game/NginxGame.exe" --app NginxGame \
+    --app-version 1.0.0.0 --target gfx1:1-1 --trust "$dir/key.pub" \
+    --registry "$dir/registry2" >"$dir/install2.log" 2>&1; then
+    fail "psdb install trusted a self-signed certificate without --ca-file"
 fi
 # ---- a private server: readers need a token, and auth_request guards the blob cache ----
 pdata="$dir/private"
