@@ -29,15 +29,14 @@ digest() { grep -o '"content_digest": *"[0-9a-f]\{64\}"' "$1" | grep -o '[0-9a-f
 c1=$(digest "$dir/out1.json")
 c2=$(digest "$dir/out2.json")
 [ -n "$c1" ] && [ "$c1" = "$c2" ] || fail "compile digests differ: '$c1' / '$c2'"
-# psdb inspect (when the tool has it) reports the same content digest for both files.
-if "$PSDB" inspect --help >/dev/null 2>&1; then
-    "$PSDB" inspect "$dir/1.psdb" --json >"$dir/i1.json"
-    "$PSDB" inspect "$dir/2.psdb" --json >"$dir/i2.json"
-    i1=$(digest "$dir/i1.json")
-    i2=$(digest "$dir/i2.json")
-    [ -n "$i1" ] && [ "$i1" = "$i2" ] && [ "$i1" = "$c1" ] ||
-        fail "inspect digests differ: '$i1' / '$i2' / compile '$c1'"
-fi
+# psdb inspect reports the same content digest for both files, and psdb verify passes them.
+"$PSDB" inspect "$dir/1.psdb" --json >"$dir/i1.json"
+"$PSDB" inspect "$dir/2.psdb" --json >"$dir/i2.json"
+i1=$(digest "$dir/i1.json")
+i2=$(digest "$dir/i2.json")
+[ -n "$i1" ] && [ "$i1" = "$i2" ] && [ "$i1" = "$c1" ] ||
+    fail "inspect digests differ: '$i1' / '$i2' / compile '$c1'"
+"$PSDB" verify "$dir/1.psdb" >/dev/null || fail "verify rejected a compiled PSDB"
 
 # Another family -> another file.
 "$PSDB" compile "$dir/a.sodb" --family contoso-gfx10 --abi 16 --cost-ns-per-kib 0 \
