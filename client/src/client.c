@@ -6,7 +6,8 @@
  * context before asking for the rest with a Range request. Only a complete, matching, signed file
  * is fsynced and renamed over <dest>, so <dest> is either absent, the previous version, or the new
  * verified one. Transient failures (connection, timeout, 5xx, a short body) retry with doubling
- * backoff and resume from what is on disk; a permanent failure (4xx, integrity, disk full) stops. */
+ * backoff and resume from what is on disk; a permanent failure (4xx, integrity, disk full) stops.
+ */
 #include "psdb/client.h"
 #include "psdb/sign.h"
 
@@ -131,7 +132,8 @@ const char *psdb_client_last_error(const psdb_client *c)
     return c ? c->error : "";
 }
 
-/* ---- manifests ---------------------------------------------------------------------------------- */
+/* ---- manifests ----------------------------------------------------------------------------------
+ */
 
 void psdb_manifest_free(psdb_manifest *m)
 {
@@ -233,9 +235,9 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     } else if (json_str(root, "id", 0, &m->id)) {
         goto cleanup;
     }
-    if (json_str(root, "sha256", 0, &sha) ||
-        json_u64(root, "size", &m->size) || json_str(root, "url", 0, &m->url) ||
-        json_u64(root, "serial", &m->serial) || json_str(root, "created_at", 1, &m->created_at) ||
+    if (json_str(root, "sha256", 0, &sha) || json_u64(root, "size", &m->size) ||
+        json_str(root, "url", 0, &m->url) || json_u64(root, "serial", &m->serial) ||
+        json_str(root, "created_at", 1, &m->created_at) ||
         json_str(root, "key_id", 0, &m->key_id) || json_str(root, "signature", 0, &m->signature))
         goto cleanup;
     if (json_str(app, "name", 0, &name) || json_str(app, "exe_filename", 1, &exe) ||
@@ -295,8 +297,8 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
     if (!c || !m)
         return PSDB_E_INVALIDARG;
     psdb_hr hr = PSDB_E_SIGNATURE;
-    psdb_statement st = {.size = m->size, .identity = m->app, .target = m->target,
-                         .serial = m->serial};
+    psdb_statement st = {
+        .size = m->size, .identity = m->app, .target = m->target, .serial = m->serial};
     memcpy(st.sha256, m->sha256, 32);
     /* The key id only picks the key: the signature must verify with that trusted key itself. */
     for (uint32_t i = 0; i < c->num_keys && m->key_id && m->signature; i++) {
@@ -308,11 +310,12 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
     }
     if (PSDB_FAILED(hr))
         psdb__client_error(c, "signature of %s (key %s) does not verify with a trusted key", m->id,
-                  m->key_id ? m->key_id : "?");
+                           m->key_id ? m->key_id : "?");
     return hr;
 }
 
-/* ---- transfers ---------------------------------------------------------------------------------- */
+/* ---- transfers ----------------------------------------------------------------------------------
+ */
 
 /* A handle with the project's defaults (psdb__curl_new) and this client's TLS and timeouts. */
 static CURL *new_handle(psdb_client *c, const char *url, struct curl_slist **headers)
@@ -418,11 +421,10 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    if (asprintf(&url,
-                 "%s/v1/resolve?app=%s&app_version=%llu&family=%s&abi_min=%llu&abi_max=%llu%s",
-                 c->server_url, e_app, (unsigned long long)app->version, e_family,
-                 (unsigned long long)target->abi_min, (unsigned long long)target->abi_max,
-                 "") < 0) {
+    if (asprintf(
+            &url, "%s/v1/resolve?app=%s&app_version=%llu&family=%s&abi_min=%llu&abi_max=%llu%s",
+            c->server_url, e_app, (unsigned long long)app->version, e_family,
+            (unsigned long long)target->abi_min, (unsigned long long)target->abi_max, "") < 0) {
         url = NULL;
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
@@ -464,7 +466,7 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         if (rc == CURLE_WRITE_ERROR && sink.too_big) {
             hr = PSDB_E_PROTOCOL;
             psdb__client_error(c, "resolve: the server's answer is larger than %u bytes",
-                      RESOLVE_MAX_BYTES);
+                               RESOLVE_MAX_BYTES);
             goto cleanup;
         }
         int retry = rc != CURLE_OK ? transient_curl(rc) : transient_http(status);
@@ -488,13 +490,14 @@ cleanup:
     return hr;
 }
 
-/* ---- download ----------------------------------------------------------------------------------- */
+/* ---- download -----------------------------------------------------------------------------------
+ */
 
 typedef struct file_sink {
     psdb_client *c;
     int fd;
-    uint64_t have;   /* bytes in the .part, hashed */
-    uint64_t limit;  /* the manifest's size: more is an integrity failure */
+    uint64_t have;  /* bytes in the .part, hashed */
+    uint64_t limit; /* the manifest's size: more is an integrity failure */
     psdb__sha256_ctx *sha;
     int write_errno; /* errno of a failed write */
     int too_long;
@@ -744,15 +747,15 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
         curl_slist_free_all(headers);
         headers = NULL;
         if (s.write_errno) {
-            hr = (s.write_errno == ENOSPC || s.write_errno == EDQUOT) ? PSDB_E_DISK_FULL
-                                                                      : PSDB_E_IO;
+            hr =
+                (s.write_errno == ENOSPC || s.write_errno == EDQUOT) ? PSDB_E_DISK_FULL : PSDB_E_IO;
             psdb__client_error(c, "download: write %s: %s", part, strerror(s.write_errno));
             goto cleanup;
         }
         if (s.too_long) {
             hr = PSDB_E_INTEGRITY;
             psdb__client_error(c, "download: %s sent more than the manifest's %llu bytes", url,
-                      (unsigned long long)m->size);
+                               (unsigned long long)m->size);
             goto cleanup;
         }
         if (status == 416 && s.have == m->size)
@@ -772,8 +775,8 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
         }
         if (attempt > c->max_retries) {
             hr = PSDB_E_NETWORK;
-            psdb__client_error(c, "download: %s: gave up after %u attempts (%s, HTTP %ld)", url, attempt,
-                      curl_easy_strerror(rc), status);
+            psdb__client_error(c, "download: %s: gave up after %u attempts (%s, HTTP %ld)", url,
+                               attempt, curl_easy_strerror(rc), status);
             goto cleanup;
         }
         backoff(c, attempt);

@@ -97,12 +97,13 @@ static int file_exists(const char *path)
 
 /* Opens the downloaded PSDB as a device of that target would and checks that it is what the
  * manifest says it is. */
-static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t,
-                          const psdb_manifest *m)
+static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t, const psdb_manifest *m)
 {
     psdb_file *f = NULL;
     psdb_file_info info;
-    psdb_adapter_desc ad = {.family = t->family, .abi_min = t->abi_min, .abi_max = t->abi_max,
+    psdb_adapter_desc ad = {.family = t->family,
+                            .abi_min = t->abi_min,
+                            .abi_max = t->abi_max,
                             .app_profile_version = t->profile_version};
     psdb_hr hr;
     if (!t->profile_version)
@@ -110,10 +111,9 @@ static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t,
     hr = psdb_file_open(path, &ad, &f);
     if (PSDB_SUCCEEDED(hr))
         hr = psdb_file_get_info(f, &info);
-    if (PSDB_SUCCEEDED(hr) &&
-        (strcmp(info.target.family, m->target.family) != 0 ||
-         info.target.abi_version != m->target.abi_version ||
-         strcmp(info.identity.desc.name, m->app.desc.name) != 0))
+    if (PSDB_SUCCEEDED(hr) && (strcmp(info.target.family, m->target.family) != 0 ||
+                               info.target.abi_version != m->target.abi_version ||
+                               strcmp(info.identity.desc.name, m->app.desc.name) != 0))
         hr = PSDB_E_INTEGRITY;
     psdb_file_release(f);
     return hr;
@@ -130,8 +130,8 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     const char *exe_filename = NULL;
     uint32_t n = 0, i;
 
-    if (!c || !d || !d->exe_path || !*d->exe_path || !d->app || !d->app->name ||
-        !d->app->version || !d->targets || d->num_targets == 0)
+    if (!c || !d || !d->exe_path || !*d->exe_path || !d->app || !d->app->name || !d->app->version ||
+        !d->targets || d->num_targets == 0)
         return PSDB_E_INVALIDARG;
     n = d->num_targets;
     for (i = 0; i < n; i++) {
@@ -139,19 +139,21 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
             return PSDB_E_INVALIDARG;
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(d->targets[i].family, d->targets[j].family) == 0) {
-                psdb__client_error(c, "install: family %s is named by two targets", d->targets[i].family);
+                psdb__client_error(c, "install: family %s is named by two targets",
+                                   d->targets[i].family);
                 return PSDB_E_INVALIDARG;
             }
     }
     if (results)
         memset(results, 0, n * sizeof(*results));
     psdb_installer_desc idesc = {.name = d->installer_name ? d->installer_name : "psdb",
-                                 .scope = PSDB_SCOPE_USER, .root_dir = d->registry_dir};
+                                 .scope = PSDB_SCOPE_USER,
+                                 .root_dir = d->registry_dir};
     hr = psdb_installer_open(&idesc, &inst);
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "install: installer '%s': %s",
-                 idesc.name, hr == PSDB_E_BUSY ? "another install of it is running"
-                                               : psdb_hr_str(hr));
+        psdb__client_error(c, "install: installer '%s': %s", idesc.name,
+                           hr == PSDB_E_BUSY ? "another install of it is running"
+                                             : psdb_hr_str(hr));
         goto cleanup;
     }
     /* Registrations hold absolute paths: the runtime opens them from any working directory. */
@@ -165,8 +167,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     free(root);
     if (mkdir(store, 0755) != 0 && errno != EEXIST) {
         hr = errno == EACCES || errno == EROFS ? PSDB_E_ACCESS : PSDB_E_IO;
-        psdb__client_error(c, "install: mkdir %s: %s", store,
-                 strerror(errno));
+        psdb__client_error(c, "install: mkdir %s: %s", store, strerror(errno));
         goto cleanup;
     }
     manifests = calloc(n, sizeof(*manifests));
@@ -196,14 +197,15 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         psdb__hex(m->sha256, 32, entries[i].sha256);
         entries[i].family = t->family;
         entries[i].serial = m->serial;
-        psdb_hr known = psdb__registry_installed(inst, d->exe_path, t->family, &have_serial,
-                                                 have_sha);
+        psdb_hr known =
+            psdb__registry_installed(inst, d->exe_path, t->family, &have_serial, have_sha);
         if (PSDB_SUCCEEDED(known) && m->serial < have_serial && !d->allow_downgrade) {
             hr = PSDB_E_DOWNGRADE;
-            psdb__client_error(c, "install: %s offers serial %llu for %s but %llu is installed "
-                     "(--allow-downgrade to accept)",
-                     c ? "the server" : "", (unsigned long long)m->serial, t->family,
-                     (unsigned long long)have_serial);
+            psdb__client_error(c,
+                               "install: %s offers serial %llu for %s but %llu is installed "
+                               "(--allow-downgrade to accept)",
+                               c ? "the server" : "", (unsigned long long)m->serial, t->family,
+                               (unsigned long long)have_serial);
             if (r)
                 r->status = hr;
             goto cleanup;
@@ -213,8 +215,8 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
             goto cleanup;
         }
         entries[i].psdb_path = path;
-        int same = PSDB_SUCCEEDED(known) && strcmp(have_sha, entries[i].sha256) == 0 &&
-                   file_exists(path);
+        int same =
+            PSDB_SUCCEEDED(known) && strcmp(have_sha, entries[i].sha256) == 0 && file_exists(path);
         if (!same) {
             /* Verifies the signature even when the file is already in the store. */
             hr = psdb_client_verify_manifest(c, m);
@@ -228,9 +230,9 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         }
         hr = check_psdb(path, t, m);
         if (PSDB_FAILED(hr)) {
-            psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path, t->family,
-                     (unsigned long long)t->abi_min, (unsigned long long)t->abi_max,
-                     psdb_hr_str(hr));
+            psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path,
+                               t->family, (unsigned long long)t->abi_min,
+                               (unsigned long long)t->abi_max, psdb_hr_str(hr));
             if (!same)
                 unlink(path);
             if (r)
@@ -246,8 +248,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         app.exe_filename = exe_filename ? exe_filename + 1 : d->exe_path;
     hr = psdb__registry_install(inst, d->exe_path, &app, d->app_id, n, entries, d->allow_downgrade);
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "install: registry update: %s",
-                 psdb_hr_str(hr));
+        psdb__client_error(c, "install: registry update: %s", psdb_hr_str(hr));
         goto cleanup;
     }
     sweep_store(inst, store);

@@ -1160,7 +1160,8 @@ cleanup:
     return hr;
 }
 
-/* ---- install support (install.h) ---------------------------------------------------------------- */
+/* ---- install support (install.h) ----------------------------------------------------------------
+ */
 
 const char *psdb__installer_root(const psdb_installer *inst)
 {
@@ -1172,9 +1173,9 @@ psdb_hr psdb__registry_installed(psdb_installer *inst, const char *exe_path, con
 {
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(inst->reg->db,
-                                "SELECT serial, sha256 FROM installed WHERE exe_path=? AND family=?",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(
+        inst->reg->db, "SELECT serial, sha256 FROM installed WHERE exe_path=? AND family=?", -1,
+        &st, NULL);
     if (rc != SQLITE_OK) {
         hr = sqlite_hr(rc);
         goto cleanup;
@@ -1235,11 +1236,12 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
                                 " WHERE exe_path=? ON CONFLICT(app, name) DO NOTHING",
                                 -1, &comp, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(db,
-                                "INSERT OR REPLACE INTO component_psdbs(component, family, psdb_path)"
-                                " SELECT c.id, ?, ? FROM components c JOIN applications a"
-                                " ON c.app = a.id WHERE a.exe_path=? AND c.name=?",
-                                -1, &psdb, NULL);
+        rc = sqlite3_prepare_v2(
+            db,
+            "INSERT OR REPLACE INTO component_psdbs(component, family, psdb_path)"
+            " SELECT c.id, ?, ? FROM components c JOIN applications a"
+            " ON c.app = a.id WHERE a.exe_path=? AND c.name=?",
+            -1, &psdb, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(db, "SELECT serial FROM installed WHERE exe_path=? AND family=?",
                                 -1, &old, NULL);
@@ -1317,8 +1319,8 @@ psdb_hr psdb__registry_foreach_path(psdb_installer *inst, void (*fn)(const char 
 {
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(inst->reg->db, "SELECT DISTINCT psdb_path FROM component_psdbs",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(inst->reg->db, "SELECT DISTINCT psdb_path FROM component_psdbs", -1,
+                                &st, NULL);
     if (rc != SQLITE_OK) {
         hr = sqlite_hr(rc);
         goto cleanup;

@@ -139,11 +139,10 @@ static int inspect_sodb(const char *path, int json)
     if (json) {
         json_t *root = json_pack(
             "{s:s, s:s, s:{s:s?, s:s, s:s, s:s?, s:s, s:s}, s:{s:I, s:I, s:I, s:I}}", "kind",
-            "sodb", "path", path, "app", "exe_filename", id.desc.exe_filename, "name",
-            id.desc.name, "version", ver, "engine_name", id.desc.engine_name, "engine_version",
-            ever, "app_id", uuid, "entries", "compute", (json_int_t)c.compute, "graphics",
-            (json_int_t)c.graphics, "state_objects", (json_int_t)c.state_objects,
-            "description_bytes", (json_int_t)c.bytes);
+            "sodb", "path", path, "app", "exe_filename", id.desc.exe_filename, "name", id.desc.name,
+            "version", ver, "engine_name", id.desc.engine_name, "engine_version", ever, "app_id",
+            uuid, "entries", "compute", (json_int_t)c.compute, "graphics", (json_int_t)c.graphics,
+            "state_objects", (json_int_t)c.state_objects, "description_bytes", (json_int_t)c.bytes);
         if (!root || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0) {
             json_decref(root);
             rc = tool_fail("inspect", "cannot print JSON");

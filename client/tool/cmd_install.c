@@ -126,16 +126,36 @@ int cmd_install(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 's': server = optarg; break;
-        case 'e': exe = optarg; break;
-        case 'a': app = optarg; break;
-        case 'r': registry = optarg; break;
-        case 't': token = optarg; break;
-        case 'c': ca = optarg; break;
-        case 'P': pinned = optarg; break;
-        case 'n': installer = optarg; break;
-        case 'D': allow_downgrade = 1; break;
-        case 'j': json = 1; break;
+        case 's':
+            server = optarg;
+            break;
+        case 'e':
+            exe = optarg;
+            break;
+        case 'a':
+            app = optarg;
+            break;
+        case 'r':
+            registry = optarg;
+            break;
+        case 't':
+            token = optarg;
+            break;
+        case 'c':
+            ca = optarg;
+            break;
+        case 'P':
+            pinned = optarg;
+            break;
+        case 'n':
+            installer = optarg;
+            break;
+        case 'D':
+            allow_downgrade = 1;
+            break;
+        case 'j':
+            json = 1;
+            break;
         case 'v':
             if (tool_parse_version(optarg, &version) != 0 || version == 0)
                 return tool_fail("install", "--app-version: not a version: '%s'", optarg);
@@ -159,8 +179,12 @@ int cmd_install(int argc, char **argv)
                 return tool_fail("install", "at most %d trusted keys", MAX_TRUST);
             trust[num_trust++] = optarg;
             break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        default:
+            fputs(usage_text, stderr);
+            return 2;
         }
     }
     if (!server || !exe || !app || !version || !num_targets || optind != argc)
@@ -172,9 +196,13 @@ int cmd_install(int argc, char **argv)
         token = getenv("PSDB_TOKEN");
     ps.tty = isatty(2);
     ps.json = json;
-    psdb_client_desc cd = {.server_url = server, .token = token, .ca_file = ca,
-                           .pinned_public_key = pinned, .trusted_keys = trust,
-                           .num_trusted_keys = num_trust, .progress = on_progress,
+    psdb_client_desc cd = {.server_url = server,
+                           .token = token,
+                           .ca_file = ca,
+                           .pinned_public_key = pinned,
+                           .trusted_keys = trust,
+                           .num_trusted_keys = num_trust,
+                           .progress = on_progress,
                            .progress_ctx = &ps};
     psdb_hr hr = psdb_client_create(&cd, &client);
     if (PSDB_FAILED(hr)) {
@@ -182,9 +210,13 @@ int cmd_install(int argc, char **argv)
         goto cleanup;
     }
     psdb_app_desc ad = {.name = app, .version = version};
-    psdb_install_desc d = {.exe_path = exe, .app = &ad, .app_id = have_app_id ? app_id : NULL,
-                           .targets = targets, .num_targets = num_targets,
-                           .registry_dir = registry, .installer_name = installer,
+    psdb_install_desc d = {.exe_path = exe,
+                           .app = &ad,
+                           .app_id = have_app_id ? app_id : NULL,
+                           .targets = targets,
+                           .num_targets = num_targets,
+                           .registry_dir = registry,
+                           .installer_name = installer,
                            .allow_downgrade = allow_downgrade};
     hr = psdb_client_install(client, &d, results);
     if (json) {
@@ -193,12 +225,10 @@ int cmd_install(int argc, char **argv)
             char sha[65];
             psdb__hex(results[i].sha256, 32, sha);
             json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family,
-                               "status",
-                               results[i].status == PSDB_S_FALSE ? "unchanged"
-                               : PSDB_SUCCEEDED(results[i].status)
-                                   ? "installed"
-                                   : psdb_hr_str(results[i].status),
+                arr, json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
+                               results[i].status == PSDB_S_FALSE   ? "unchanged"
+                               : PSDB_SUCCEEDED(results[i].status) ? "installed"
+                                                                   : psdb_hr_str(results[i].status),
                                "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
                                (json_int_t)results[i].size));
         }
@@ -219,8 +249,7 @@ int cmd_install(int argc, char **argv)
     }
     if (!json)
         for (uint32_t i = 0; i < num_targets; i++)
-            printf("%s: serial %llu %s\n", targets[i].family,
-                   (unsigned long long)results[i].serial,
+            printf("%s: serial %llu %s\n", targets[i].family, (unsigned long long)results[i].serial,
                    results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
     rc = 0;
 cleanup:

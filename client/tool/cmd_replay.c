@@ -99,11 +99,21 @@ int cmd_replay(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'f': family = optarg; break;
-        case 'e': exe = optarg; break;
-        case 'r': registry = optarg; break;
-        case 'P': psdb_path = optarg; break;
-        case 'j': json = 1; break;
+        case 'f':
+            family = optarg;
+            break;
+        case 'e':
+            exe = optarg;
+            break;
+        case 'r':
+            registry = optarg;
+            break;
+        case 'P':
+            psdb_path = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
         case 'm':
             if (tool_parse_u64(optarg, &abi_min))
                 return tool_fail("replay", "--abi-min: not a number: '%s'", optarg);
@@ -120,8 +130,12 @@ int cmd_replay(int argc, char **argv)
             if (tool_parse_u64(optarg, &cost))
                 return tool_fail("replay", "--cost-ns-per-kib: not a number: '%s'", optarg);
             break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        default:
+            fputs(usage_text, stderr);
+            return 2;
         }
     }
     if (optind != argc - 1 || !family || !abi_min || !abi_max)
@@ -139,8 +153,12 @@ int cmd_replay(int argc, char **argv)
         goto cleanup;
     }
     psdb_device_desc dd = {
-        .adapter = {.vendor_id = 0x1234, .device_id = 1, .family = family, .abi_min = abi_min,
-                    .abi_max = abi_max, .app_profile_version = profile},
+        .adapter = {.vendor_id = 0x1234,
+                    .device_id = 1,
+                    .family = family,
+                    .abi_min = abi_min,
+                    .abi_max = abi_max,
+                    .app_profile_version = profile},
         .identity = &id,
         .exe_path = exe,
         .registry_dir = registry,
@@ -177,22 +195,22 @@ int cmd_replay(int argc, char **argv)
     }
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     uint32_t created = st.pipeline_states.num_created + st.state_objects.num_created;
-    uint32_t missed = st.pipeline_states.num_psdb_cache_missed +
-                      st.state_objects.num_psdb_cache_missed;
+    uint32_t missed =
+        st.pipeline_states.num_psdb_cache_missed + st.state_objects.num_psdb_cache_missed;
     double hit_rate = created ? 100.0 * (double)(created - missed) / (double)created : 0.0;
     if (json) {
-        json_t *o = json_pack(
-            "{s:b, s:{s:i, s:i, s:i, s:i}, s:{s:i, s:i, s:i, s:i}, s:f, s:i, s:f}",
-            "default_psdb_registered", st.default_psdb_registered, "pipeline_states",
-            "created", (int)st.pipeline_states.num_created, "psdb_missed",
-            (int)st.pipeline_states.num_psdb_cache_missed, "total_missed",
-            (int)st.pipeline_states.num_total_cache_missed, "unknown",
-            (int)st.pipeline_states.num_cache_unknown, "state_objects", "created",
-            (int)st.state_objects.num_created, "psdb_missed",
-            (int)st.state_objects.num_psdb_cache_missed, "total_missed",
-            (int)st.state_objects.num_total_cache_missed, "unknown",
-            (int)st.state_objects.num_cache_unknown, "psdb_hit_rate", hit_rate, "failed",
-            (int)r.failed, "seconds", secs);
+        json_t *o =
+            json_pack("{s:b, s:{s:i, s:i, s:i, s:i}, s:{s:i, s:i, s:i, s:i}, s:f, s:i, s:f}",
+                      "default_psdb_registered", st.default_psdb_registered, "pipeline_states",
+                      "created", (int)st.pipeline_states.num_created, "psdb_missed",
+                      (int)st.pipeline_states.num_psdb_cache_missed, "total_missed",
+                      (int)st.pipeline_states.num_total_cache_missed, "unknown",
+                      (int)st.pipeline_states.num_cache_unknown, "state_objects", "created",
+                      (int)st.state_objects.num_created, "psdb_missed",
+                      (int)st.state_objects.num_psdb_cache_missed, "total_missed",
+                      (int)st.state_objects.num_total_cache_missed, "unknown",
+                      (int)st.state_objects.num_cache_unknown, "psdb_hit_rate", hit_rate, "failed",
+                      (int)r.failed, "seconds", secs);
         if (o) {
             json_dumpf(o, stdout, JSON_COMPACT);
             fputc('\n', stdout);

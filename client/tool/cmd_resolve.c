@@ -57,12 +57,24 @@ int cmd_resolve(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 's': server = optarg; break;
-        case 'a': app = optarg; break;
-        case 'f': family = optarg; break;
-        case 't': token = optarg; break;
-        case 'c': ca = optarg; break;
-        case 'j': json = 1; break;
+        case 's':
+            server = optarg;
+            break;
+        case 'a':
+            app = optarg;
+            break;
+        case 'f':
+            family = optarg;
+            break;
+        case 't':
+            token = optarg;
+            break;
+        case 'c':
+            ca = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
         case 'v':
             if (tool_parse_version(optarg, &version) != 0)
                 return tool_fail("resolve", "--app-version: not a version: '%s'", optarg);
@@ -82,8 +94,12 @@ int cmd_resolve(int argc, char **argv)
             if (tool_parse_version(optarg, &profile) != 0)
                 return tool_fail("resolve", "--profile-version: not a version: '%s'", optarg);
             break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        default:
+            fputs(usage_text, stderr);
+            return 2;
         }
     }
     if (!server || !app || !family || !have_version || !have_min || !have_max || optind != argc)

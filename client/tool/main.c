@@ -83,7 +83,8 @@ int tool_parse_u64(const char *s, uint64_t *out)
         return -1;
     char *end = NULL;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10);
+    unsigned long long v =
+        strtoull(s, &end, (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10);
     if (errno || *end)
         return -1;
     *out = (uint64_t)v;
@@ -141,10 +142,9 @@ int tool_parse_uuid(const char *s, uint8_t out[16])
 
 const char *tool_format_uuid(const uint8_t id[16], char *buf, size_t size)
 {
-    snprintf(buf, size,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", id[0], id[1],
-             id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13],
-             id[14], id[15]);
+    snprintf(buf, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11],
+             id[12], id[13], id[14], id[15]);
     return buf;
 }
 

@@ -270,7 +270,8 @@ static int bench(uint64_t nkeys, const char *dir)
         tput[nt] = throughput(f, nkeys, nt);
     psdb_file_release(f);
     f = NULL;
-    double p1 = bench_median(med_psdb1, RUNS), p2 = bench_median(med_psdb2, RUNS), m = bench_median(med_mem, RUNS);
+    double p1 = bench_median(med_psdb1, RUNS), p2 = bench_median(med_psdb2, RUNS),
+           m = bench_median(med_mem, RUNS);
     printf("keys %llu (values %llu, blobs %llu, blob bytes %.1f MiB, file %.1f MiB, written in "
            "%.1f s)\n",
            (unsigned long long)nkeys, (unsigned long long)info.num_values,
@@ -281,7 +282,8 @@ static int bench(uint64_t nkeys, const char *dir)
     printf("    psdb, first fetch (SHA-256 checked): %8.0f ns\n", p1);
     printf("    psdb, repeat fetch (already checked): %7.0f ns  (size %.0f, object code %.0f, "
            "metadata %.0f)\n",
-           p2, bench_median(med_op[0], RUNS), bench_median(med_op[1], RUNS), bench_median(med_op[2], RUNS));
+           p2, bench_median(med_op[0], RUNS), bench_median(med_op[1], RUNS),
+           bench_median(med_op[2], RUNS));
     printf("    in-memory hash table:                 %7.0f ns\n", m);
     printf("    ratio psdb/memory: %.1f (first fetch), %.1f (repeat)\n", p1 / m, p2 / m);
     printf("  throughput, threads sharing one psdb_file: 1 thread %.0f triples/s, 2 threads %.0f "

@@ -32,8 +32,8 @@
 #define FAMILY "contoso-gfx9"
 #define EXE "/games/demo/demo.exe"
 
-static char *g_dir;     /* per-test temporary directory */
-static char *g_reg;     /* registry root */
+static char *g_dir; /* per-test temporary directory */
+static char *g_reg; /* registry root */
 static char *g_key, *g_pub, *g_key2, *g_pub2;
 
 /* ---- a PSDB and its signed manifest --------------------------------------------------------- */
@@ -47,8 +47,8 @@ typedef struct blob {
 static blob make_psdb(const char *name, size_t payload, unsigned seed, uint64_t abi)
 {
     char *path = tu_path(g_dir, name);
-    psdb_app_identity id = {.desc = {.exe_filename = "demo.exe", .name = "Demo",
-                                     .version = PSDB_VERSION(1, 0, 0, 0)}};
+    psdb_app_identity id = {
+        .desc = {.exe_filename = "demo.exe", .name = "Demo", .version = PSDB_VERSION(1, 0, 0, 0)}};
     psdb_target t = {.family = FAMILY, .abi_version = abi};
     psdb_writer *w = NULL;
     ck_assert_hr(psdb_writer_create(path, &id, &t, &w), PSDB_S_OK);
@@ -61,8 +61,7 @@ static blob make_psdb(const char *name, size_t payload, unsigned seed, uint64_t 
         }
         char key[16];
         snprintf(key, sizeof(key), "v%05zu", k);
-        ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf,
-                                           65536),
+        ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf, 65536),
                      PSDB_S_OK);
     }
     free(buf);
@@ -85,7 +84,8 @@ static char *make_manifest(const blob *b, uint64_t serial, uint64_t abi, const c
     ck_assert_hr(psdb_key_load(key_path, &key), PSDB_S_OK);
     ck_assert_hr(psdb_key_id(key, kid), PSDB_S_OK);
     psdb_statement st = {.size = b->size,
-                         .identity = {.desc = {.exe_filename = "demo.exe", .name = "Demo",
+                         .identity = {.desc = {.exe_filename = "demo.exe",
+                                               .name = "Demo",
                                                .version = PSDB_VERSION(1, 0, 0, 0)}},
                          .target = {.family = FAMILY, .abi_version = abi},
                          .serial = serial};
@@ -98,12 +98,11 @@ static char *make_manifest(const blob *b, uint64_t serial, uint64_t abi, const c
     json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:{s:s, s:s, s:s, s:n, s:s}, s:{s:s, s:I, s:s, "
                           "s:s}, s:I, s:s, s:s, s:s}",
                           "id", (json_int_t)serial, "sha256", sha, "size", (json_int_t)b->size,
-                          "url", url, "app", "name", "Demo", "exe_filename", "demo.exe",
-                          "version", "1.0.0.0", "engine_name", "engine_version", "0.0.0.0",
-                          "target", "family", FAMILY, "abi_version", (json_int_t)abi,
-                          "compiler_version", "0.0.0.0", "profile_version", "0.0.0.0", "serial",
-                          (json_int_t)serial, "created_at", "2026-01-01T00:00:00Z", "key_id",
-                          kid, "signature", sig);
+                          "url", url, "app", "name", "Demo", "exe_filename", "demo.exe", "version",
+                          "1.0.0.0", "engine_name", "engine_version", "0.0.0.0", "target", "family",
+                          FAMILY, "abi_version", (json_int_t)abi, "compiler_version", "0.0.0.0",
+                          "profile_version", "0.0.0.0", "serial", (json_int_t)serial, "created_at",
+                          "2026-01-01T00:00:00Z", "key_id", kid, "signature", sig);
     ck_assert_ptr_nonnull(o);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -120,9 +119,9 @@ typedef struct fake {
     const char *resolve_body;
     const blob *b;
     int blob_status;
-    size_t cut_after;  /* end the body with an error after this many bytes ... */
-    atomic_int cuts;   /* ... this many times */
-    long flip_at;      /* body offset of a byte to flip; -1: none */
+    size_t cut_after; /* end the body with an error after this many bytes ... */
+    atomic_int cuts;  /* ... this many times */
+    long flip_at;     /* body offset of a byte to flip; -1: none */
     atomic_int blob_requests, range_requests;
 } fake;
 
@@ -221,13 +220,17 @@ static void fake_stop(fake *f)
     MHD_stop_daemon(f->d);
 }
 
-/* ---- helpers ---------------------------------------------------------------------------------- */
+/* ---- helpers ----------------------------------------------------------------------------------
+ */
 
 static psdb_client *client_for(const char *url, const char *trust)
 {
     const char *keys[1] = {trust};
-    psdb_client_desc d = {.server_url = url, .trusted_keys = keys, .num_trusted_keys = 1,
-                          .retry_base_ms = 10, .max_retries = 4};
+    psdb_client_desc d = {.server_url = url,
+                          .trusted_keys = keys,
+                          .num_trusted_keys = 1,
+                          .retry_base_ms = 10,
+                          .max_retries = 4};
     psdb_client *c = NULL;
     ck_assert_hr(psdb_client_create(&d, &c), PSDB_S_OK);
     return c;
@@ -237,8 +240,12 @@ static psdb_hr install(psdb_client *c, int allow_downgrade, psdb_install_result 
 {
     psdb_app_desc app = {.name = "Demo", .version = PSDB_VERSION(1, 0, 0, 0)};
     psdb_precompile_target t = {.family = FAMILY, .abi_min = 1, .abi_max = 10};
-    psdb_install_desc d = {.exe_path = EXE, .app = &app, .targets = &t, .num_targets = 1,
-                           .registry_dir = g_reg, .allow_downgrade = allow_downgrade};
+    psdb_install_desc d = {.exe_path = EXE,
+                           .app = &app,
+                           .targets = &t,
+                           .num_targets = 1,
+                           .registry_dir = g_reg,
+                           .allow_downgrade = allow_downgrade};
     return psdb_client_install(c, &d, r);
 }
 
@@ -284,7 +291,8 @@ static void teardown(void)
     free(g_pub2);
 }
 
-/* ---- faults ----------------------------------------------------------------------------------- */
+/* ---- faults -----------------------------------------------------------------------------------
+ */
 
 START_TEST(test_delivery__download_resumes_after_cut_connections)
 {
@@ -503,7 +511,8 @@ START_TEST(test_delivery__second_installer_of_the_same_name_is_refused)
 }
 END_TEST
 
-/* ---- the real psdbd ----------------------------------------------------------------------------- */
+/* ---- the real psdbd -----------------------------------------------------------------------------
+ */
 
 typedef struct server {
     pid_t pid;
@@ -625,8 +634,8 @@ START_TEST(test_delivery__end_to_end_publish_install_create_hit)
              PSDBD_BIN, s.data, g_pub);
     free(run_out(cmd));
     snprintf(cmd, sizeof(cmd),
-             "%s synth --app Demo --app-version 1.0.0.0 --pipelines 120 --seed 7 -o %s",
-             PSDB_TOOL, sodb);
+             "%s synth --app Demo --app-version 1.0.0.0 --pipelines 120 --seed 7 -o %s", PSDB_TOOL,
+             sodb);
     free(run_out(cmd));
     compile(sodb, FAMILY, 3, "1.0.0.0", a1);
     compile(sodb, "fabrikam-x", 5, "1.0.0.0", b1);
@@ -682,7 +691,8 @@ typedef struct relay {
 static int connect_to(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         close(fd);
@@ -791,8 +801,11 @@ START_TEST(test_delivery__psdbd_killed_mid_download_then_restarted)
     ck_assert_int_ge(child, 0);
     if (child == 0) {
         const char *keys[1] = {g_pub};
-        psdb_client_desc d = {.server_url = url, .trusted_keys = keys, .num_trusted_keys = 1,
-                              .retry_base_ms = 250, .max_retries = 8};
+        psdb_client_desc d = {.server_url = url,
+                              .trusted_keys = keys,
+                              .num_trusted_keys = 1,
+                              .retry_base_ms = 250,
+                              .max_retries = 8};
         psdb_client *c = NULL;
         if (PSDB_FAILED(psdb_client_create(&d, &c)))
             _exit(2);

@@ -341,9 +341,9 @@ START_TEST(test_device__J1_miss_compiles_into_the_local_cache_not_the_psdb)
     ck_assert_uint_eq(psdb_device_get_local_compile_count(dev), 4);
     psdb_pipeline_release(pl);
     /* With the local cache disabled every creation compiles, and nothing is stored. */
-    ck_assert_hr(psdb_device_shader_cache_control(dev, PSDB_CACHE_KIND_IMPLICIT,
-                                                  PSDB_CACHE_CONTROL_DISABLE),
-                 PSDB_S_OK);
+    ck_assert_hr(
+        psdb_device_shader_cache_control(dev, PSDB_CACHE_KIND_IMPLICIT, PSDB_CACHE_CONTROL_DISABLE),
+        PSDB_S_OK);
     ck_assert_hr(psdb_device_create_compute_pipeline(dev, &c.desc, &pl), PSDB_S_OK);
     psdb_pipeline_release(pl);
     ck_assert_hr(psdb_device_create_compute_pipeline(dev, &c.desc, &pl), PSDB_S_OK);

@@ -19,13 +19,31 @@ END_TEST
 
 START_TEST(test_hr__every_code_has_a_name)
 {
-    const psdb_hr codes[] = {
-        PSDB_S_OK, PSDB_S_FALSE, PSDB_E_INVALIDARG, PSDB_E_OUTOFMEMORY, PSDB_E_FAIL,
-        PSDB_E_NOTIMPL, PSDB_E_ADAPTER_NOT_FOUND, PSDB_E_DRIVER_VERSION_MISMATCH,
-        PSDB_E_NOT_FOUND, PSDB_E_MORE_DATA, PSDB_E_UNSUPPORTED, PSDB_E_NOT_CURRENTLY_AVAILABLE,
-        PSDB_E_CACHE_CORRUPT, PSDB_E_CACHE_FULL, PSDB_E_CACHE_HASH_COLLISION,
-        PSDB_E_ALREADY_EXISTS, PSDB_E_IO, PSDB_E_NETWORK, PSDB_E_SIGNATURE, PSDB_E_ACCESS,
-        PSDB_E_BUSY, PSDB_E_DISK_FULL, PSDB_E_DOWNGRADE, PSDB_E_PROTOCOL, PSDB_E_INTEGRITY};
+    const psdb_hr codes[] = {PSDB_S_OK,
+                             PSDB_S_FALSE,
+                             PSDB_E_INVALIDARG,
+                             PSDB_E_OUTOFMEMORY,
+                             PSDB_E_FAIL,
+                             PSDB_E_NOTIMPL,
+                             PSDB_E_ADAPTER_NOT_FOUND,
+                             PSDB_E_DRIVER_VERSION_MISMATCH,
+                             PSDB_E_NOT_FOUND,
+                             PSDB_E_MORE_DATA,
+                             PSDB_E_UNSUPPORTED,
+                             PSDB_E_NOT_CURRENTLY_AVAILABLE,
+                             PSDB_E_CACHE_CORRUPT,
+                             PSDB_E_CACHE_FULL,
+                             PSDB_E_CACHE_HASH_COLLISION,
+                             PSDB_E_ALREADY_EXISTS,
+                             PSDB_E_IO,
+                             PSDB_E_NETWORK,
+                             PSDB_E_SIGNATURE,
+                             PSDB_E_ACCESS,
+                             PSDB_E_BUSY,
+                             PSDB_E_DISK_FULL,
+                             PSDB_E_DOWNGRADE,
+                             PSDB_E_PROTOCOL,
+                             PSDB_E_INTEGRITY};
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
         const char *s = psdb_hr_str(codes[i]);
         ck_assert_ptr_nonnull(s);

@@ -14,17 +14,18 @@ typedef struct psdb_client psdb_client;
 
 /* Progress of one download, reported at most every 100 ms and once at the end. */
 typedef struct psdb_progress {
-    const char *what;  /* the file being fetched (borrowed for the call) */
-    uint64_t done;     /* bytes on disk so far, resumed bytes included */
-    uint64_t total;    /* the manifest's size */
-    uint32_t attempt;  /* 1 on the first try, 2 on the first retry, ... */
+    const char *what; /* the file being fetched (borrowed for the call) */
+    uint64_t done;    /* bytes on disk so far, resumed bytes included */
+    uint64_t total;   /* the manifest's size */
+    uint32_t attempt; /* 1 on the first try, 2 on the first retry, ... */
 } psdb_progress;
 
 typedef struct psdb_client_desc {
-    const char *server_url;       /* "http://127.0.0.1:8470" or "https://..." (required) */
-    const char *token;            /* bearer token; NULL: none */
-    const char *ca_file;          /* PEM CA bundle for https; NULL: the system's */
-    const char *pinned_public_key; /* curl CURLOPT_PINNEDPUBLICKEY form ("sha256//..."); NULL: off */
+    const char *server_url; /* "http://127.0.0.1:8470" or "https://..." (required) */
+    const char *token;      /* bearer token; NULL: none */
+    const char *ca_file;    /* PEM CA bundle for https; NULL: the system's */
+    const char
+        *pinned_public_key;       /* curl CURLOPT_PINNEDPUBLICKEY form ("sha256//..."); NULL: off */
     uint32_t connect_timeout_ms;  /* 0: 10 s */
     uint32_t low_speed_timeout_s; /* abort a transfer slower than 1 KiB/s for this long; 0: 30 s */
     uint32_t max_retries;         /* transient failures retried this often; 0: 5 */
@@ -40,14 +41,14 @@ typedef struct psdb_manifest {
     char *id;
     uint8_t sha256[32];
     uint64_t size;
-    char *url;               /* blob URL, absolute or relative to the server */
-    psdb_app_identity app;   /* desc strings owned by the manifest */
-    psdb_target target;      /* family owned by the manifest */
+    char *url;             /* blob URL, absolute or relative to the server */
+    psdb_app_identity app; /* desc strings owned by the manifest */
+    psdb_target target;    /* family owned by the manifest */
     uint64_t serial;
     char *created_at;
     char *key_id;
-    char *signature;         /* base64 Ed25519 over the signed statement (schema/STATEMENT.md) */
-    char *json;              /* the manifest as served, compact */
+    char *signature; /* base64 Ed25519 over the signed statement (schema/STATEMENT.md) */
+    char *json;      /* the manifest as served, compact */
 } psdb_manifest;
 
 /* Creates a client. Copies every string of desc. PSDB_E_INVALIDARG (no server_url, not http(s)),
@@ -84,23 +85,24 @@ PSDB_API psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m,
  * (S_OK, or PSDB_E_SIGNATURE). Download calls it; exposed for launchers that cache manifests. */
 PSDB_API psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m);
 
-/* ---- Install (what `psdb install` runs) ---------------------------------------------------------- */
+/* ---- Install (what `psdb install` runs)
+ * ---------------------------------------------------------- */
 
 typedef struct psdb_install_desc {
-    const char *exe_path;          /* full path of the game's executable: the registry key (B2) */
-    const psdb_app_desc *app;      /* name and version required */
-    const uint8_t *app_id;         /* 16 bytes, or NULL */
+    const char *exe_path;     /* full path of the game's executable: the registry key (B2) */
+    const psdb_app_desc *app; /* name and version required */
+    const uint8_t *app_id;    /* 16 bytes, or NULL */
     const psdb_precompile_target *targets; /* one per adapter family of the machine */
     uint32_t num_targets;
-    const char *registry_dir;      /* NULL: the default USER root */
-    const char *installer_name;    /* NULL: "psdb" */
-    int allow_downgrade;           /* accept a serial lower than the one installed */
+    const char *registry_dir;   /* NULL: the default USER root */
+    const char *installer_name; /* NULL: "psdb" */
+    int allow_downgrade;        /* accept a serial lower than the one installed */
 } psdb_install_desc;
 
 /* What happened to one target. */
 typedef struct psdb_install_result {
-    psdb_hr status;      /* S_OK installed, S_FALSE already installed (same digest), or the error */
-    uint64_t serial;     /* the resolved PSDB's serial (0 when none) */
+    psdb_hr status;  /* S_OK installed, S_FALSE already installed (same digest), or the error */
+    uint64_t serial; /* the resolved PSDB's serial (0 when none) */
     uint8_t sha256[32];
     uint64_t size;
 } psdb_install_result;

@@ -9,7 +9,8 @@
 extern "C" {
 #endif
 
-/* ---- Device (MODEL A) -------------------------------------------------------------------------- */
+/* ---- Device (MODEL A) --------------------------------------------------------------------------
+ */
 #define PSDB_DEVICE_FLAG_TOOLS 0x1u /* a tools device: may serialize PSOs (MODEL X1) */
 
 typedef struct psdb_device_desc {
@@ -71,15 +72,16 @@ typedef struct psdb_feature_data_explicit_psdbs {
 
 /* Feature queries (MODEL A4). data points to the feature's struct and size is its sizeof:
  *   SHADER_CACHE            support flags: SINGLE_PSO always, AUTOMATIC_INPROC_CACHE (the local
- *                           driver cache), LIBRARY unless the adapter has PSDB_ADAPTER_FLAG_NO_LIBRARY;
- *   SHADER_CACHE_ABI_SUPPORT the adapter's family, ABI range, compiler and profile versions;
- *                           PSDB_E_FAIL when the driver has no ASD support;
- *   EXPLICIT_PSDBS          supported = ASD support and an identity given at creation.
- * PSDB_E_INVALIDARG on NULL dev or data, a wrong size or an unknown feature. Thread-safe. */
+ *                           driver cache), LIBRARY unless the adapter has
+ * PSDB_ADAPTER_FLAG_NO_LIBRARY; SHADER_CACHE_ABI_SUPPORT the adapter's family, ABI range, compiler
+ * and profile versions; PSDB_E_FAIL when the driver has no ASD support; EXPLICIT_PSDBS supported =
+ * ASD support and an identity given at creation. PSDB_E_INVALIDARG on NULL dev or data, a wrong
+ * size or an unknown feature. Thread-safe. */
 PSDB_API psdb_hr psdb_device_check_feature_support(psdb_device *dev, psdb_feature f, void *data,
                                                    size_t size);
 
-/* ---- Sessions (MODEL D) ------------------------------------------------------------------------ */
+/* ---- Sessions (MODEL D) ------------------------------------------------------------------------
+ */
 typedef struct psdb_session_desc {
     const char *psdb_path; /* exactly one of psdb_path and component */
     const char *component; /* registered component of the device's exe path */
@@ -139,19 +141,22 @@ PSDB_API psdb_hr psdb_session_find_value(psdb_session *s, const void *key, size_
 /* StoreValue (cache sessions): PSDB_E_ALREADY_EXISTS for a stored key, PSDB_E_CACHE_HASH_COLLISION,
  * PSDB_E_CACHE_FULL past the limits, PSDB_E_NOT_CURRENTLY_AVAILABLE when disabled; bytes are
  * copied. PSDB sessions are read-only: PSDB_E_ACCESS (local compiles never go into a PSDB, J1).
- * PSDB_E_INVALIDARG on NULL s or key, key_size 0, or value NULL with value_size > 0. Thread-safe. */
+ * PSDB_E_INVALIDARG on NULL s or key, key_size 0, or value NULL with value_size > 0. Thread-safe.
+ */
 PSDB_API psdb_hr psdb_session_store_value(psdb_session *s, const void *key, size_t key_size,
                                           const void *value, size_t value_size);
 /* Reference counting (atomic; thread-safe). The last release destroys the session: its PSDB file
  * is closed, then its destroy callbacks run, on the releasing thread, in registration order. The
- * device, pipelines and in-flight creations hold their own references (MODEL I). NULL is a no-op. */
+ * device, pipelines and in-flight creations hold their own references (MODEL I). NULL is a no-op.
+ */
 PSDB_API void psdb_session_addref(psdb_session *s);
 PSDB_API void psdb_session_release(psdb_session *s);
 /* Registers fn(ctx) to run when the session is destroyed (any number of callbacks). A callback
  * must not use the session. PSDB_E_INVALIDARG on NULL s or fn; PSDB_E_OUTOFMEMORY. Thread-safe. */
 PSDB_API psdb_hr psdb_session_on_destroy(psdb_session *s, void (*fn)(void *ctx), void *ctx);
 
-/* ---- The device-wide default (MODEL E, H) ------------------------------------------------------ */
+/* ---- The device-wide default (MODEL E, H) ------------------------------------------------------
+ */
 /* SetDefaultPrecompiledShaderCacheSession (seed 000; MODEL E, H, I). Sets (session non-NULL) or
  * clears (NULL) the device-wide explicit default and its flags (PSDB_SESSION_FLAG_NONE: objects
  * created with it keep the session for their lifetime; CREATE_ONLY: only during creation).
@@ -215,13 +220,15 @@ PSDB_API void psdb_pipeline_addref(psdb_pipeline *p);
 PSDB_API void psdb_pipeline_release(psdb_pipeline *p);
 PSDB_API void psdb_state_object_release(psdb_state_object *so);
 
-/* ---- Lookups, creation info (MODEL F5-F7, I3, I4) ---------------------------------------------- */
+/* ---- Lookups, creation info (MODEL F5-F7, I3, I4) ----------------------------------------------
+ */
 #define PSDB_QUERY_SIZE 0u
 #define PSDB_QUERY_DATA 1u
 
 /* One event per PSDB lookup; no event when no PSDB is selected. */
 typedef struct psdb_lookup_event {
-    uint64_t operation_id; /* same id for every lookup of one creation or object-associated lookup */
+    uint64_t
+        operation_id; /* same id for every lookup of one creation or object-associated lookup */
     psdb_session *session; /* the PSDB searched (borrowed for the callback's duration) */
     uint32_t value_type;   /* PSDB_VALUE_* */
     uint32_t query;        /* PSDB_QUERY_SIZE or PSDB_QUERY_DATA */
@@ -271,10 +278,11 @@ PSDB_API psdb_hr psdb_state_object_find_value(psdb_state_object *so, const void 
                                               size_t key_size, uint32_t value_type, void *value,
                                               size_t *value_size);
 
-/* ---- ShaderCacheControl (MODEL J2) ------------------------------------------------------------- */
-#define PSDB_CACHE_KIND_IMPLICIT 0x1u     /* the local driver cache */
-#define PSDB_CACHE_KIND_APPLICATION 0x2u  /* application-managed cache sessions */
-#define PSDB_CACHE_KIND_PRECOMPILED 0x4u  /* PSDB lookups */
+/* ---- ShaderCacheControl (MODEL J2) -------------------------------------------------------------
+ */
+#define PSDB_CACHE_KIND_IMPLICIT 0x1u    /* the local driver cache */
+#define PSDB_CACHE_KIND_APPLICATION 0x2u /* application-managed cache sessions */
+#define PSDB_CACHE_KIND_PRECOMPILED 0x4u /* PSDB lookups */
 #define PSDB_CACHE_CONTROL_DISABLE 0x1u
 #define PSDB_CACHE_CONTROL_ENABLE 0x2u
 #define PSDB_CACHE_CONTROL_CLEAR 0x4u
@@ -287,7 +295,8 @@ PSDB_API psdb_hr psdb_state_object_find_value(psdb_state_object *so, const void 
 PSDB_API psdb_hr psdb_device_shader_cache_control(psdb_device *dev, uint32_t kinds,
                                                   uint32_t control);
 
-/* ---- Statistics (MODEL K1) --------------------------------------------------------------------- */
+/* ---- Statistics (MODEL K1) ---------------------------------------------------------------------
+ */
 typedef struct psdb_creation_statistics {
     uint32_t num_created, num_psdb_cache_missed, num_total_cache_missed, num_cache_unknown;
 } psdb_creation_statistics;
@@ -384,7 +393,8 @@ PSDB_API psdb_hr psdb_pipeline_library_load_pipeline(psdb_pipeline_library *lib,
                                                      const psdb_pipeline_stream_desc *desc,
                                                      psdb_pipeline **out);
 /* Releases the library and its references to PSOs (PSOs handed out stay valid). The blob it was
- * created from may be freed afterwards. NULL is a no-op. Not concurrently with other calls on lib. */
+ * created from may be freed afterwards. NULL is a no-op. Not concurrently with other calls on lib.
+ */
 PSDB_API void psdb_pipeline_library_release(psdb_pipeline_library *lib);
 
 /* ---- Serialized PSOs (MODEL X) -----------------------------------------------------------------
@@ -443,7 +453,8 @@ PSDB_API psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_
 PSDB_API psdb_hr psdb_device_deserialize_graphics_pipeline(
     psdb_device *dev, const psdb_deserialize_graphics_pipeline_desc *desc, psdb_pipeline **out);
 
-/* ---- Derived PSOs (MODEL V) -------------------------------------------------------------------- */
+/* ---- Derived PSOs (MODEL V) --------------------------------------------------------------------
+ */
 #define PSDB_DERIVED_STATE_DEPTH_STENCIL 0u
 #define PSDB_DERIVED_STATE_RASTERIZER 1u
 #define PSDB_DERIVED_STATE_BLEND 2u
@@ -553,16 +564,12 @@ PSDB_API psdb_hr psdb_device_create_queue(psdb_device *dev, uint32_t num_workers
  * others. Statuses: PSDB_E_INVALIDARG on NULL q, desc or done, or a description that cannot be
  * copied (a NULL pointer with a non-zero size or count; the callback is not called);
  * PSDB_E_OUTOFMEMORY. Thread-safe. */
-PSDB_API psdb_hr psdb_queue_create_compute_pipeline(psdb_queue *q,
-                                                    const psdb_compute_pipeline_desc *desc,
-                                                    void (*done)(psdb_hr hr, psdb_pipeline *p,
-                                                                 void *ctx),
-                                                    void *ctx);
-PSDB_API psdb_hr psdb_queue_create_graphics_pipeline(psdb_queue *q,
-                                                     const psdb_graphics_pipeline_desc *desc,
-                                                     void (*done)(psdb_hr hr, psdb_pipeline *p,
-                                                                  void *ctx),
-                                                     void *ctx);
+PSDB_API psdb_hr psdb_queue_create_compute_pipeline(
+    psdb_queue *q, const psdb_compute_pipeline_desc *desc,
+    void (*done)(psdb_hr hr, psdb_pipeline *p, void *ctx), void *ctx);
+PSDB_API psdb_hr psdb_queue_create_graphics_pipeline(
+    psdb_queue *q, const psdb_graphics_pipeline_desc *desc,
+    void (*done)(psdb_hr hr, psdb_pipeline *p, void *ctx), void *ctx);
 /* Reads the queue's counters into *out (Q2). The call is synchronous: it submits a read packet
  * and blocks until the packet has been processed, then returns the snapshot.
  *   READ_AT_EOS (or DEFAULT): at its TOP the read waits for the end (the callback returned) of
@@ -592,7 +599,8 @@ PSDB_API psdb_hr psdb_queue_write_statistics(psdb_queue *q, uint32_t flags,
                                              const psdb_statistics *values);
 /* Blocks until every packet submitted before the call has been processed and every creation among
  * them has ended (its callback returned). Packets submitted meanwhile by other threads are not
- * waited for. PSDB_E_INVALIDARG on NULL q or a call from a completion callback of q. Thread-safe. */
+ * waited for. PSDB_E_INVALIDARG on NULL q or a call from a completion callback of q. Thread-safe.
+ */
 PSDB_API psdb_hr psdb_queue_wait_idle(psdb_queue *q);
 /* Drains the queue (every submitted packet is processed and every callback called, including
  * creations submitted by callbacks meanwhile), stops its workers and frees it, dropping its device

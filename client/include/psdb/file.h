@@ -13,17 +13,18 @@ typedef struct psdb_writer psdb_writer;
 typedef struct psdb_sodb psdb_sodb;
 typedef struct psdb_sodb_writer psdb_sodb_writer;
 
-/* ---- Reading a PSDB (MODEL C1-C3) -------------------------------------------------------------- */
+/* ---- Reading a PSDB (MODEL C1-C3) --------------------------------------------------------------
+ */
 
 /* Everything a PSDB records about itself. Strings are borrowed from the psdb_file and live until
  * psdb_file_release(). */
 typedef struct psdb_file_info {
     psdb_app_identity identity;
     psdb_target target;
-    uint64_t num_values;  /* (key, type) pairs */
+    uint64_t num_values; /* (key, type) pairs */
     uint64_t num_groups;
-    uint64_t num_blobs;   /* distinct blobs after deduplication */
-    uint64_t blob_bytes;  /* bytes of distinct blobs */
+    uint64_t num_blobs;         /* distinct blobs after deduplication */
+    uint64_t blob_bytes;        /* bytes of distinct blobs */
     uint8_t content_digest[32]; /* SHA-256 over the logical content (schema/PSDB.md), MODEL C4 */
 } psdb_file_info;
 
@@ -44,7 +45,8 @@ typedef struct psdb_file_info {
  * On success *out is the caller's, released with psdb_file_release(); on failure *out is NULL.
  * Thread safety: a psdb_file may be used from many threads at once. Each lookup borrows one of a
  * pool of read connections, so lookups from different threads run in parallel. */
-PSDB_API psdb_hr psdb_file_open(const char *path, const psdb_adapter_desc *adapter, psdb_file **out);
+PSDB_API psdb_hr psdb_file_open(const char *path, const psdb_adapter_desc *adapter,
+                                psdb_file **out);
 /* Closes the file and its connections. NULL is a no-op. No call on f may be running or follow. */
 PSDB_API void psdb_file_release(psdb_file *f);
 
@@ -84,7 +86,8 @@ PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
  * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 
-/* ---- Writing a PSDB ---------------------------------------------------------------------------- */
+/* ---- Writing a PSDB ----------------------------------------------------------------------------
+ */
 
 /* Starts a new PSDB at `path` (written to path + ".tmp", renamed by psdb_writer_finish, so a crash
  * never leaves a half-written PSDB under `path`; an existing path.tmp is replaced). Puts are staged
@@ -140,14 +143,13 @@ PSDB_API void psdb_writer_release(psdb_writer *w);
 /* Opens (creating if absent, schema/sodb.sql) an SODB for appending. identity is copied into the
  * header of a new SODB; an existing SODB must carry the same application name.
  *   PSDB_E_INVALIDARG    path, identity or out NULL; identity without name or version, or with an
- *                        engine version but no engine name; an existing SODB of another application;
- *   PSDB_E_CACHE_CORRUPT the file exists and is not an SODB (not SQLite, other application_id or
- *                        user_version, malformed header);
- *   PSDB_E_IO, PSDB_E_ACCESS, PSDB_E_BUSY (locked past 10 s), PSDB_E_OUTOFMEMORY.
- * On success *out is the caller's (psdb_sodb_writer_release), else NULL. The file stays in WAL mode
- * while the writer is open, so readers may open it meanwhile. Thread safety: a writer may be shared
- * by any number of threads (adds are serialised); several writers, also in other processes, may
- * append to one file. */
+ *                        engine version but no engine name; an existing SODB of another
+ * application; PSDB_E_CACHE_CORRUPT the file exists and is not an SODB (not SQLite, other
+ * application_id or user_version, malformed header); PSDB_E_IO, PSDB_E_ACCESS, PSDB_E_BUSY (locked
+ * past 10 s), PSDB_E_OUTOFMEMORY. On success *out is the caller's (psdb_sodb_writer_release), else
+ * NULL. The file stays in WAL mode while the writer is open, so readers may open it meanwhile.
+ * Thread safety: a writer may be shared by any number of threads (adds are serialised); several
+ * writers, also in other processes, may append to one file. */
 PSDB_API psdb_hr psdb_sodb_writer_open(const char *path, const psdb_app_identity *identity,
                                        psdb_sodb_writer **out);
 /* Records one description: `desc` holds the encoding of schema/SODB.md whose magic matches `kind`

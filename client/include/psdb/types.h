@@ -34,8 +34,9 @@ typedef struct psdb_app_identity {
     uint8_t app_id[16]; /* AppId GUID bytes */
 } psdb_app_identity;
 
-/* ---- Adapter and driver (MODEL A1) ------------------------------------------------------------ */
-#define PSDB_ADAPTER_FAMILY_MAX 128 /* family strings are shorter than this, NUL included */
+/* ---- Adapter and driver (MODEL A1) ------------------------------------------------------------
+ */
+#define PSDB_ADAPTER_FAMILY_MAX 128       /* family strings are shorter than this, NUL included */
 #define PSDB_ADAPTER_FLAG_NO_ASD 0x1u     /* the driver has no Advanced Shader Delivery support */
 #define PSDB_ADAPTER_FLAG_NO_LIBRARY 0x2u /* the driver has no pipeline-library support */
 
@@ -64,7 +65,8 @@ typedef struct psdb_target {
 #define PSDB_VALUE_PERFORMANCE_DATA 3u
 #define PSDB_VALUE_TYPE_COUNT 4u
 
-/* ---- Explicit PSDB subobject ------------------------------------------------------------------ */
+/* ---- Explicit PSDB subobject ------------------------------------------------------------------
+ */
 #define PSDB_SESSION_FLAG_NONE 0x0u
 #define PSDB_SESSION_FLAG_CREATE_ONLY 0x1u
 
@@ -73,7 +75,8 @@ typedef struct psdb_session_subobject {
     uint32_t flags;        /* PSDB_SESSION_FLAG_* */
 } psdb_session_subobject;
 
-/* ---- Shaders, formats and fixed-function state (D3D12 names in snake_case) -------------------- */
+/* ---- Shaders, formats and fixed-function state (D3D12 names in snake_case) --------------------
+ */
 typedef struct psdb_shader {
     const void *code; /* bytecode: any non-empty bytes; {NULL, 0} means the stage is absent */
     size_t size;
@@ -237,11 +240,12 @@ typedef struct psdb_ps_output {
 
 /* Console-style hardware shader limits (a derived PSO may override them, MODEL V1). */
 typedef struct psdb_shader_limits {
-    uint32_t max_waves_per_cu;  /* 0: no limit */
-    uint32_t cu_enable_mask;    /* 0: all compute units */
+    uint32_t max_waves_per_cu; /* 0: no limit */
+    uint32_t cu_enable_mask;   /* 0: all compute units */
 } psdb_shader_limits;
 
-/* ---- Pipelines (MODEL G1) ---------------------------------------------------------------------- */
+/* ---- Pipelines (MODEL G1) ----------------------------------------------------------------------
+ */
 typedef struct psdb_compute_pipeline_desc {
     const void *root_signature; /* opaque, non-empty */
     size_t root_signature_size;
@@ -260,9 +264,9 @@ typedef struct psdb_graphics_pipeline_desc {
     psdb_depth_stencil_desc depth_stencil;
     psdb_input_layout_desc input_layout;
     uint32_t primitive_topology_type;
-    uint32_t num_render_targets;                     /* 0-8 */
+    uint32_t num_render_targets;                   /* 0-8 */
     uint32_t rtv_formats[PSDB_MAX_RENDER_TARGETS]; /* psdb_format */
-    uint32_t dsv_format;                             /* psdb_format */
+    uint32_t dsv_format;                           /* psdb_format */
     uint32_t sample_count, sample_quality;
     psdb_ps_output ps_outputs[PSDB_MAX_RENDER_TARGETS];
     psdb_shader_limits shader_limits;
@@ -280,18 +284,18 @@ typedef enum psdb_stream_subobject_type {
     PSDB_STREAM_HS = 4,
     PSDB_STREAM_GS = 5,
     PSDB_STREAM_CS = 6,
-    PSDB_STREAM_STREAM_OUTPUT = 7,      /* psdb_stream_output_desc */
-    PSDB_STREAM_BLEND = 8,              /* psdb_blend_desc */
-    PSDB_STREAM_SAMPLE_MASK = 9,        /* uint32_t */
-    PSDB_STREAM_RASTERIZER = 10,        /* psdb_rasterizer_desc */
-    PSDB_STREAM_DEPTH_STENCIL = 11,     /* psdb_depth_stencil_desc */
-    PSDB_STREAM_INPUT_LAYOUT = 12,      /* psdb_input_layout_desc */
-    PSDB_STREAM_PRIMITIVE_TOPOLOGY = 13, /* uint32_t */
-    PSDB_STREAM_RENDER_TARGETS = 14,    /* psdb_render_targets_desc */
+    PSDB_STREAM_STREAM_OUTPUT = 7,         /* psdb_stream_output_desc */
+    PSDB_STREAM_BLEND = 8,                 /* psdb_blend_desc */
+    PSDB_STREAM_SAMPLE_MASK = 9,           /* uint32_t */
+    PSDB_STREAM_RASTERIZER = 10,           /* psdb_rasterizer_desc */
+    PSDB_STREAM_DEPTH_STENCIL = 11,        /* psdb_depth_stencil_desc */
+    PSDB_STREAM_INPUT_LAYOUT = 12,         /* psdb_input_layout_desc */
+    PSDB_STREAM_PRIMITIVE_TOPOLOGY = 13,   /* uint32_t */
+    PSDB_STREAM_RENDER_TARGETS = 14,       /* psdb_render_targets_desc */
     PSDB_STREAM_DEPTH_STENCIL_FORMAT = 15, /* uint32_t psdb_format */
-    PSDB_STREAM_SAMPLE_DESC = 16,       /* uint32_t[2]: count, quality */
-    PSDB_STREAM_PS_OUTPUTS = 17,        /* psdb_ps_output[8] */
-    PSDB_STREAM_PSDB = 18               /* psdb_session_subobject */
+    PSDB_STREAM_SAMPLE_DESC = 16,          /* uint32_t[2]: count, quality */
+    PSDB_STREAM_PS_OUTPUTS = 17,           /* psdb_ps_output[8] */
+    PSDB_STREAM_PSDB = 18                  /* psdb_session_subobject */
 } psdb_stream_subobject_type;
 
 typedef struct psdb_render_targets_desc {
@@ -309,7 +313,8 @@ typedef struct psdb_pipeline_stream_desc {
     uint32_t num_subobjects;
 } psdb_pipeline_stream_desc;
 
-/* ---- State objects (MODEL G3, G4) -------------------------------------------------------------- */
+/* ---- State objects (MODEL G3, G4) --------------------------------------------------------------
+ */
 typedef enum psdb_state_object_type {
     PSDB_STATE_OBJECT_COLLECTION = 0,
     PSDB_STATE_OBJECT_RAYTRACING_PIPELINE = 3,
@@ -325,8 +330,8 @@ typedef enum psdb_state_subobject_type {
 } psdb_state_subobject_type;
 
 typedef struct psdb_dxil_library_desc {
-    psdb_shader library;          /* the library bytecode */
-    const char *const *exports;   /* names of the shaders it exports */
+    psdb_shader library;        /* the library bytecode */
+    const char *const *exports; /* names of the shaders it exports */
     uint32_t num_exports;
 } psdb_dxil_library_desc;
 
