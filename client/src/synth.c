@@ -456,6 +456,52 @@ static psdb_hr add_graphics(gen *g, sink *k, base *b, uint32_t variants)
     return hr;
 }
 
+static psdb_hr emit_state_object(sink *k, const psdb_state_object_desc *d)
+{
+    psdb__buf_free(&k->enc);
+    psdb_hr hr = psdb__desc_encode_state_object(d, NULL, &k->enc);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_sodb_writer_add(k->w, PSDB_SODB_STATE_OBJECT, 1, k->enc.data, k->enc.len);
+    return hr;
+}
+
+/* A raytracing pipeline: ray generation, miss and closest-hit shaders in one to three libraries
+ * (compute-like bytecode from the CS pool, so popular libraries recur) and one hit group. */
+static psdb_hr add_state_object(gen *g, sink *k)
+{
+    static const char *const raygen[] = {"RayGen"}, *const miss[] = {"Miss", "ShadowMiss"},
+                             *const hit[] = {"ClosestHit", "AnyHit"};
+    psdb_hr hr = PSDB_S_FALSE;
+    for (int attempt = 0; hr == PSDB_S_FALSE; attempt++) {
+        int fresh = attempt < 8 ? 0 : attempt - 7;
+        const psdb_shader *rs = pick(g, POOL_RS, 0);
+        uint32_t nlib = 1 + (uint32_t)below(&g->rng, 3);
+        psdb_dxil_library_desc libs[3];
+        static const char *const *const exports[3] = {raygen, miss, hit};
+        static const uint32_t num_exports[3] = {1, 2, 2};
+        psdb_hit_group_desc hg = {.name = "HitGroup",
+                                  .closest_hit = "ClosestHit",
+                                  .any_hit = nlib == 3 ? "AnyHit" : NULL};
+        psdb_state_subobject subs[5];
+        uint32_t n = 0;
+        if (!rs)
+            return PSDB_E_OUTOFMEMORY;
+        subs[n++] = (psdb_state_subobject){PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, rs};
+        for (uint32_t i = 0; i < nlib; i++) {
+            const psdb_shader *code = pick(g, POOL_CS, i + 1 == nlib ? fresh : 0);
+            if (!code)
+                return PSDB_E_OUTOFMEMORY;
+            libs[i] = (psdb_dxil_library_desc){*code, exports[i], num_exports[i]};
+            subs[n++] = (psdb_state_subobject){PSDB_SUBOBJECT_DXIL_LIBRARY, &libs[i]};
+        }
+        if (nlib == 3)
+            subs[n++] = (psdb_state_subobject){PSDB_SUBOBJECT_HIT_GROUP, &hg};
+        psdb_state_object_desc d = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, n, subs};
+        hr = emit_state_object(k, &d);
+    }
+    return hr;
+}
+
 psdb_hr psdb__synth_identity(const psdb__synth_params *p, char *exe_buf, size_t exe_size,
                              psdb_app_identity *out)
 {
@@ -551,6 +597,13 @@ psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path)
             goto cleanup;
         if (p->progress && ((i + 1) % 1000 == 0 || i + 1 == n))
             p->progress(i + 1, n, p->progress_ctx);
+    }
+    for (uint64_t i = 0; i < p->state_objects; i++) {
+        hr = add_state_object(&g, &k);
+        if (g.oom)
+            hr = PSDB_E_OUTOFMEMORY;
+        if (PSDB_FAILED(hr))
+            goto cleanup;
     }
     hr = psdb__sodb_writer_commit(k.w);
     if (PSDB_FAILED(hr))

@@ -18,6 +18,7 @@ typedef struct psdb__synth_params {
     uint64_t seed;
     uint32_t variants;         /* graphics state variants per base pipeline, 1..256 */
     uint32_t compute_permille; /* share of compute pipelines, 0..1000 */
+    uint64_t state_objects;    /* raytracing state objects written after the pipelines */
     /* Called every 1000 entries and at the end; may be NULL. */
     void (*progress)(uint64_t done, uint64_t total, void *ctx);
     void *progress_ctx;
@@ -32,7 +33,10 @@ typedef struct psdb__synth_params {
  * blend, depth-stencil, rasterizer and sample mask (what a derived PSO may override), so the base
  * set can be recovered; shader bytecode of realistic sizes (1.5 to ~32 KiB, pseudo-random bytes)
  * reused across pipelines with a Zipf-like skew; a few root signatures; common input layouts and
- * render-target setups (G-buffer, forward HDR, shadow depth-only, post, UI, velocity). */
+ * render-target setups (G-buffer, forward HDR, shadow depth-only, post, UI, velocity). Then
+ * `state_objects` raytracing pipelines (a global root signature, one to three DXIL libraries drawn
+ * with the same skew, so libraries are shared between state objects, and a hit group); the
+ * pipelines before them are the same bytes whatever this count. */
 psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path);
 
 /* The identity the corpus is written with (strings borrowed from p or static). */

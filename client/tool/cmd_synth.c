@@ -13,7 +13,7 @@ static void usage(FILE *f)
         f,
         "usage: psdb synth --app NAME --app-version V --pipelines N [--seed S] [--variants K]\n"
         "                  [--exe FILE] [--engine NAME[:VERSION]] [--app-id UUID]\n"
-        "                  [--compute-fraction F] -o OUT.sodb\n"
+        "                  [--compute-fraction F] [--state-objects M] -o OUT.sodb\n"
         "\n"
         "Writes a synthetic state-object database (SODB) of N pipeline descriptions: compute\n"
         "and graphics pipelines with shaders of realistic sizes shared across pipelines with a\n"
@@ -31,6 +31,7 @@ static void usage(FILE *f)
         "  --engine NAME[:V]       engine name and version (default psdb-synth:1.0.0.0)\n"
         "  --app-id UUID           AppId (default: derived from the name)\n"
         "  --compute-fraction F    share of compute pipelines, 0-1 (default 0.2)\n"
+        "  --state-objects M       raytracing state objects after the pipelines (default 0)\n"
         "  -o, --output OUT.sodb   output file (replaced)\n",
         PSDB_SYNTH_MAX_VARIANTS);
 }
@@ -151,6 +152,11 @@ int cmd_synth(int argc, char **argv)
                 goto cleanup;
             }
             p.app_id = app_id;
+        } else if (strcmp(a, "--state-objects") == 0) {
+            if (tool_parse_u64(val, &p.state_objects) != 0 || p.state_objects > 1000000) {
+                rc = tool_fail("synth", "invalid --state-objects '%s' (want 0-1000000)", val);
+                goto cleanup;
+            }
         } else if (strcmp(a, "--compute-fraction") == 0) {
             if (parse_fraction(val, &p.compute_permille) != 0) {
                 rc = tool_fail("synth", "invalid --compute-fraction '%s' (want 0-1)", val);

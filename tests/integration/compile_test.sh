@@ -43,6 +43,20 @@ i2=$(digest "$dir/i2.json")
     -o "$dir/3.psdb" >/dev/null
 cmp -s "$dir/1.psdb" "$dir/3.psdb" && fail "another family gave the same PSDB"
 
+# State objects: the corpus appends raytracing pipelines without changing the pipelines before
+# them; compiled, every one of them (and every pipeline) is a PSDB hit on replay.
+"$PSDB" synth --app Game --app-version 1.0.0.0 --pipelines 300 --seed 9 --variants 6 \
+    --state-objects 25 -o "$dir/rt.sodb"
+"$PSDB" inspect "$dir/rt.sodb" | grep -q ', 25 state objects' || fail "synth wrote no state objects"
+"$PSDB" compile "$dir/rt.sodb" --family contoso-gfx9 --abi 16 --cost-ns-per-kib 0 \
+    -o "$dir/rt.psdb" >/dev/null
+"$PSDB" replay "$dir/rt.sodb" --family contoso-gfx9 --abi-min 1 --abi-max 16 --psdb "$dir/rt.psdb" \
+    --cost-ns-per-kib 1 --json >"$dir/rt.json" || fail "replay failed: $(cat "$dir/rt.json")"
+grep -q '"state_objects":{"created":25,"psdb_missed":0' "$dir/rt.json" ||
+    fail "state objects not all PSDB hits: $(cat "$dir/rt.json")"
+grep -q '"pipeline_states":{"created":300,"psdb_missed":0' "$dir/rt.json" ||
+    fail "pipelines not all PSDB hits: $(cat "$dir/rt.json")"
+
 # Bad SODB -> non-zero exit, exactly one line on stderr, no output file.
 head -c 5000 /dev/urandom >"$dir/bad.sodb"
 if "$PSDB" compile "$dir/bad.sodb" --family f --abi 1 -o "$dir/bad.psdb" 2>"$dir/err"; then
