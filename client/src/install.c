@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "install.h"
 #include "util.h"
 
 #define STORE_DIR "psdbs"
+#define PART_GRACE_SECONDS (24 * 3600)
 
 typedef struct path_set {
     char **paths;
@@ -58,8 +60,9 @@ static void path_set_free(path_set *s)
     free(s->paths);
 }
 
-/* Removes files in the store that no registration references (and stale .part files of
- * completed installs are kept only while something may resume them: they are removed too). */
+/* Removes files in the store that no registration references. A .part file younger than a day is
+ * kept: another installer (another name, same root) may be writing it, or a later install may
+ * resume it. */
 static void sweep_store(psdb_installer *inst, const char *store)
 {
     path_set keep = {0};
@@ -79,6 +82,11 @@ static void sweep_store(psdb_installer *inst, const char *store)
         int referenced = 0;
         for (size_t i = 0; i < keep.n && !referenced; i++)
             referenced = strcmp(keep.paths[i], full) == 0;
+        size_t len = strlen(e->d_name);
+        struct stat st;
+        if (!referenced && len > 5 && strcmp(e->d_name + len - 5, ".part") == 0 &&
+            stat(full, &st) == 0 && time(NULL) - st.st_mtime < PART_GRACE_SECONDS)
+            referenced = 1;
         if (!referenced)
             unlink(full);
         free(full);

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -511,6 +512,42 @@ START_TEST(test_delivery__second_installer_of_the_same_name_is_refused)
 }
 END_TEST
 
+START_TEST(test_delivery__sweep_keeps_recent_part_files_only)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    char *m = make_manifest(&b, 1, 3, g_key, NULL);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_S_OK);
+    /* Another installer's download in progress, and one abandoned long ago. */
+    char *fresh = NULL, *stale = NULL, *orphan = NULL;
+    ck_assert_int_ge(asprintf(&fresh, "%s/psdbs/fresh.psdb.part", g_reg), 0);
+    ck_assert_int_ge(asprintf(&stale, "%s/psdbs/stale.psdb.part", g_reg), 0);
+    ck_assert_int_ge(asprintf(&orphan, "%s/psdbs/orphan.psdb", g_reg), 0);
+    ck_assert_int_eq(tu_write_file(fresh, "x", 1), 0);
+    ck_assert_int_eq(tu_write_file(stale, "x", 1), 0);
+    ck_assert_int_eq(tu_write_file(orphan, "x", 1), 0);
+    struct timespec old[2] = {{.tv_sec = time(NULL) - 3 * 24 * 3600},
+                              {.tv_sec = time(NULL) - 3 * 24 * 3600}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, stale, old, 0), 0);
+    ck_assert_hr(install(c, 0, NULL), PSDB_S_OK);
+    ck_assert_int_eq(access(fresh, F_OK), 0);
+    ck_assert_int_ne(access(stale, F_OK), 0);
+    ck_assert_int_ne(access(orphan, F_OK), 0);
+    char *path = registered_path();
+    ck_assert_int_eq(access(path, F_OK), 0);
+    free(path);
+    free(fresh);
+    free(stale);
+    free(orphan);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
 /* ---- the real psdbd -----------------------------------------------------------------------------
  */
 
@@ -853,6 +890,7 @@ int main(void)
     tcase_add_test(faults, test_delivery__server_errors_are_clear_and_change_nothing);
     tcase_add_test(faults, test_delivery__full_disk_at_destination);
     tcase_add_test(faults, test_delivery__second_installer_of_the_same_name_is_refused);
+    tcase_add_test(faults, test_delivery__sweep_keeps_recent_part_files_only);
     suite_add_tcase(s, faults);
     TCase *e2e = tcase_create("psdbd");
     tcase_add_checked_fixture(e2e, setup, teardown);
