@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # package_test.sh - installs libpsdb into a temporary prefix and builds a consumer against it, once
 # with pkg-config and once with CMake's find_package(psdb): the installed headers, library,
-# psdb.pc and CMake package must be usable as they are.
+# psdb.pc and CMake package (shared and static targets) must be usable as they are.
 set -euo pipefail
 build=${PSDB_BUILD_DIR:?PSDB_BUILD_DIR is the build directory}
 work=$(mktemp -d "${TMPDIR:-/tmp}/psdb-package-XXXXXX")
@@ -45,10 +45,13 @@ project(consumer C)
 find_package(psdb REQUIRED)
 add_executable(consumer consumer.c)
 target_link_libraries(consumer PRIVATE psdb::psdb)
+add_executable(consumer_static consumer.c)
+target_link_libraries(consumer_static PRIVATE psdb::psdb_static)
 CM
 cmake -S "$work/cmake-consumer" -B "$work/cmake-consumer/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
     >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "find_package(psdb) failed"; }
 cmake --build "$work/cmake-consumer/build" >"$work/cmake-build.log" 2>&1 ||
     { cat "$work/cmake-build.log"; fail "CMake consumer did not build"; }
 LD_LIBRARY_PATH=$libdir "$work/cmake-consumer/build/consumer" || fail "CMake consumer failed"
+"$work/cmake-consumer/build/consumer_static" || fail "CMake consumer of the static library failed"
 echo "package_test: pkg-config and find_package(psdb) consumers build and run"
