@@ -26,12 +26,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -377,6 +379,13 @@ struct psdb_file {
     /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
     _Atomic unsigned char *verified;
     uint64_t num_verified_slots;
+    /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
+    _Atomic int index_state;      /* INDEX_* */
+    _Atomic int index_cancel;     /* set by psdb_file_release to stop a build early */
+    struct key_index *_Atomic index; /* non-NULL once published; immutable from then on */
+    pthread_t index_thread;       /* valid when index_started */
+    int index_started;            /* under lock */
+    pthread_cond_t index_done;    /* broadcast under lock when the build ends */
 };
 
 static void conn_close(conn *c)
@@ -455,6 +464,301 @@ static void conn_put(psdb_file *f, conn *c)
     c->next = f->idle;
     f->idle = c;
     pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- The key index ---------------------------------------------------------------------------- */
+
+/* A size query through SQLite costs a statement step and a B-tree seek on blob keys (about a
+ * microsecond), and the value_entries pages compete with blob pages in the connection caches. A
+ * thread started by the first lookup therefore copies value_entries into a hash table in one
+ * sequential scan and publishes it; lookups use SQL until then, and for good when the scan fails
+ * (a damaged table, an implausible row, no memory): the SQL path reports each lookup's own error. */
+#define INDEX_NONE 0     /* no build started */
+#define INDEX_BUILDING 1 /* the thread runs */
+#define INDEX_READY 2    /* f->index is published */
+#define INDEX_FAILED 3   /* lookups stay on the SQL path */
+
+/* index_entry.blob_id of a row whose blob_id or size is not a valid number. */
+#define INDEX_MALFORMED UINT32_MAX
+/* How often (in rows) the build checks whether psdb_file_release asks it to stop. */
+#define INDEX_CANCEL_EVERY 4096u
+
+/* Every type of one key; blob ids and sizes fit 32 bits (the build gives up otherwise). */
+typedef struct index_entry {
+    uint64_t key_off; /* into key_index.keys */
+    uint32_t key_size;
+    uint32_t blob_id[PSDB_VALUE_TYPE_COUNT]; /* BLOB_ABSENT, INDEX_MALFORMED or an id */
+    uint32_t size[PSDB_VALUE_TYPE_COUNT];
+} index_entry;
+
+typedef struct key_index {
+    uint64_t seed; /* per file: a crafted file cannot choose colliding keys in advance */
+    uint64_t *slots; /* high 32 bits: hash tag; low 32 bits: entry index + 1; 0: empty */
+    size_t mask;
+    index_entry *entries;
+    size_t num_entries, cap_entries;
+    uint8_t *keys;
+    size_t keys_len, keys_cap;
+} key_index;
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t key_hash(uint64_t seed, const uint8_t *p, size_t n)
+{
+    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull), w = 0;
+
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = mix64(h ^ w);
+    }
+    if (n) {
+        w = 0;
+        memcpy(&w, p, n);
+        h = mix64(h ^ w ^ 0xFF);
+    }
+    return mix64(h);
+}
+
+static void index_free(key_index *x)
+{
+    if (!x)
+        return;
+    free(x->slots);
+    free(x->entries);
+    free(x->keys);
+    free(x);
+}
+
+static const index_entry *index_find(const key_index *x, const void *key, size_t key_size)
+{
+    uint64_t h = key_hash(x->seed, key, key_size), tag = h & 0xFFFFFFFF00000000ull;
+
+    for (size_t i = (size_t)h & x->mask;; i = (i + 1) & x->mask) {
+        uint64_t s = x->slots[i];
+        if (s == 0)
+            return NULL;
+        if ((s & 0xFFFFFFFF00000000ull) == tag) {
+            const index_entry *e = &x->entries[(s & 0xFFFFFFFFu) - 1];
+            if (e->key_size == key_size && memcmp(x->keys + e->key_off, key, key_size) == 0)
+                return e;
+        }
+    }
+}
+
+/* Grows *p (of *cap elements of size each) to hold need elements; 0 on success. */
+static int grow(void **p, size_t *cap, size_t need, size_t each)
+{
+    size_t n = *cap ? *cap : 1024;
+    void *q = NULL;
+
+    if (need <= *cap)
+        return 0;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / each)
+            return -1;
+        n *= 2;
+    }
+    if (!(q = realloc(*p, n * each)))
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Adds one value_entries row to x (rows come in key order, so one key's rows are neighbours). */
+static psdb_hr index_add_row(key_index *x, sqlite3_stmt *st)
+{
+    const void *key = sqlite3_column_blob(st, 0);
+    size_t key_size = (size_t)sqlite3_column_bytes(st, 0);
+    sqlite3_int64 type = sqlite3_column_int64(st, 1);
+    sqlite3_int64 id = sqlite3_column_int64(st, 2);
+    sqlite3_int64 size = sqlite3_column_int64(st, 3);
+    index_entry *e = x->num_entries ? &x->entries[x->num_entries - 1] : NULL;
+
+    /* Rows a lookup can never match (it binds a non-empty blob key) or never asks for. */
+    if (sqlite3_column_type(st, 0) != SQLITE_BLOB || key_size == 0 || !key || type < 0 ||
+        type >= (sqlite3_int64)PSDB_VALUE_TYPE_COUNT)
+        return PSDB_S_OK;
+    if (!e || e->key_size != key_size || memcmp(x->keys + e->key_off, key, key_size) != 0) {
+        if (x->num_entries >= UINT32_MAX - 1 || key_size > UINT32_MAX ||
+            x->keys_len > SIZE_MAX - key_size)
+            return PSDB_E_FAIL;
+        if (grow((void **)&x->entries, &x->cap_entries, x->num_entries + 1, sizeof(*e)) != 0 ||
+            grow((void **)&x->keys, &x->keys_cap, x->keys_len + key_size, 1) != 0)
+            return PSDB_E_OUTOFMEMORY;
+        e = &x->entries[x->num_entries++];
+        memset(e, 0, sizeof(*e));
+        e->key_off = x->keys_len;
+        e->key_size = (uint32_t)key_size;
+        memcpy(x->keys + x->keys_len, key, key_size);
+        x->keys_len += key_size;
+    }
+    if (sqlite3_column_type(st, 2) != SQLITE_INTEGER || id <= 0 ||
+        sqlite3_column_type(st, 3) != SQLITE_INTEGER || size <= 0 || size > MAX_ITEM_SIZE) {
+        e->blob_id[type] = INDEX_MALFORMED;
+        e->size[type] = 0;
+        return PSDB_S_OK;
+    }
+    if (id >= INDEX_MALFORMED)
+        return PSDB_E_FAIL; /* far beyond any real file: leave such files to SQL */
+    e->blob_id[type] = (uint32_t)id;
+    e->size[type] = (uint32_t)size;
+    return PSDB_S_OK;
+}
+
+/* Puts every entry into the hash table; fails if a key occurs twice (rows out of key order). */
+static psdb_hr index_hash(key_index *x)
+{
+    size_t cap = 16;
+
+    while (cap < x->num_entries * 2) {
+        if (cap > SIZE_MAX / 2 / sizeof(*x->slots))
+            return PSDB_E_OUTOFMEMORY;
+        cap *= 2;
+    }
+    if (!(x->slots = calloc(cap, sizeof(*x->slots))))
+        return PSDB_E_OUTOFMEMORY;
+    x->mask = cap - 1;
+    for (size_t n = 0; n < x->num_entries; n++) {
+        const index_entry *e = &x->entries[n];
+        const uint8_t *key = x->keys + e->key_off;
+        if (index_find(x, key, e->key_size))
+            return PSDB_E_FAIL;
+        uint64_t h = key_hash(x->seed, key, e->key_size);
+        size_t i = (size_t)h & x->mask;
+        while (x->slots[i])
+            i = (i + 1) & x->mask;
+        x->slots[i] = (h & 0xFFFFFFFF00000000ull) | (uint64_t)(n + 1);
+    }
+    return PSDB_S_OK;
+}
+
+/* Scans value_entries into a new index on a connection of its own. */
+static psdb_hr index_build(psdb_file *f, key_index **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    key_index *x = NULL;
+    void *shrunk = NULL;
+    uint64_t rows = 0;
+    int rc = SQLITE_OK;
+
+    if (!(x = calloc(1, sizeof(*x)))) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    x->seed = mix64((uint64_t)(uintptr_t)x ^ (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+    if ((hr = db_open(f, &db, NULL, 0)) < 0)
+        goto cleanup;
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT key, type, blob_id, size FROM value_entries ORDER BY key, type",
+                            -1, &st, NULL);
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+            break;
+        if (++rows % INDEX_CANCEL_EVERY == 0 && atomic_load(&f->index_cancel)) {
+            hr = PSDB_E_FAIL;
+            goto cleanup;
+        }
+        if ((hr = index_add_row(x, st)) < 0)
+            goto cleanup;
+    }
+    if (rc != SQLITE_DONE) {
+        hr = read_error(rc);
+        goto cleanup;
+    }
+    if (x->num_entries > 0 && (shrunk = realloc(x->entries, x->num_entries * sizeof(*x->entries)))) {
+        x->entries = shrunk;
+        x->cap_entries = x->num_entries;
+    }
+    if (x->keys_len > 0 && (shrunk = realloc(x->keys, x->keys_len))) {
+        x->keys = shrunk;
+        x->keys_cap = x->keys_len;
+    }
+    if ((hr = index_hash(x)) < 0)
+        goto cleanup;
+    *out = x;
+    x = NULL;
+cleanup:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    index_free(x);
+    return hr;
+}
+
+static void *index_thread_main(void *arg)
+{
+    psdb_file *f = arg;
+    key_index *x = NULL;
+    int state = index_build(f, &x) >= 0 ? INDEX_READY : INDEX_FAILED;
+
+    pthread_mutex_lock(&f->lock);
+    atomic_store_explicit(&f->index, x, memory_order_release);
+    atomic_store(&f->index_state, state);
+    pthread_cond_broadcast(&f->index_done);
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+/* Starts the build unless it was started (or given up) already; cheap when it was. */
+static void index_start(psdb_file *f)
+{
+    sigset_t all, old;
+
+    if (atomic_load_explicit(&f->index_state, memory_order_relaxed) != INDEX_NONE)
+        return;
+    pthread_mutex_lock(&f->lock);
+    if (atomic_load(&f->index_state) == INDEX_NONE) {
+        /* The build thread must not take the application's signals. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        atomic_store(&f->index_state, INDEX_BUILDING);
+        if (pthread_create(&f->index_thread, NULL, index_thread_main, f) == 0)
+            f->index_started = 1;
+        else
+            atomic_store(&f->index_state, INDEX_FAILED);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+int psdb__file_index_wait(psdb_file *f)
+{
+    int state = INDEX_NONE;
+
+    index_start(f);
+    pthread_mutex_lock(&f->lock);
+    while ((state = atomic_load(&f->index_state)) == INDEX_BUILDING)
+        pthread_cond_wait(&f->index_done, &f->lock);
+    pthread_mutex_unlock(&f->lock);
+    return state == INDEX_READY;
+}
+
+void psdb__file_index_disable(psdb_file *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (atomic_load(&f->index_state) == INDEX_NONE)
+        atomic_store(&f->index_state, INDEX_FAILED);
+    pthread_mutex_unlock(&f->lock);
+}
+
+size_t psdb__file_index_bytes(psdb_file *f)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&f->lock);
+    const key_index *x = atomic_load(&f->index);
+    if (x)
+        n = sizeof(*x) + (x->mask + 1) * sizeof(*x->slots) +
+            x->cap_entries * sizeof(*x->entries) + x->keys_cap;
+    pthread_mutex_unlock(&f->lock);
+    return n;
 }
 
 /* "file:" URI of a path, percent-encoding everything but unreserved characters and '/'. */
@@ -781,11 +1085,16 @@ void psdb_file_release(psdb_file *f)
 {
     if (!f)
         return;
+    atomic_store(&f->index_cancel, 1);
+    if (f->index_started)
+        pthread_join(f->index_thread, NULL);
+    index_free(atomic_load(&f->index));
     while (f->idle) {
         conn *c = f->idle;
         f->idle = c->next;
         conn_close(c);
     }
+    pthread_cond_destroy(&f->index_done);
     pthread_mutex_destroy(&f->lock);
     EVP_MD_free(f->sha256);
     free((void *)f->verified);
@@ -820,6 +1129,13 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         goto cleanup;
     }
     if (pthread_mutex_init(&f->lock, NULL) != 0) {
+        free(f);
+        f = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (pthread_cond_init(&f->index_done, NULL) != 0) {
+        pthread_mutex_destroy(&f->lock);
         free(f);
         f = NULL;
         hr = PSDB_E_OUTOFMEMORY;
@@ -987,6 +1303,8 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
     conn *c = NULL;
     cached_key uncached;
     const cached_key *k = NULL;
+    const key_index *x = NULL;
+    const index_entry *e = NULL;
     sqlite3_int64 id = 0;
     size_t size = 0;
 
@@ -995,19 +1313,30 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if ((hr = conn_get(f, &c)) < 0)
-        goto cleanup;
-    if (c->cache.key_size == key_size && memcmp(c->cache.key, key, key_size) == 0) {
-        k = &c->cache;
+    x = atomic_load_explicit(&f->index, memory_order_acquire);
+    if (x) {
+        /* The index answers every key of value_entries: a miss is NOT_FOUND. */
+        if ((e = index_find(x, key, key_size)) != NULL) {
+            id = e->blob_id[value_type] == INDEX_MALFORMED ? (sqlite3_int64)BLOB_MALFORMED
+                                                            : (sqlite3_int64)e->blob_id[value_type];
+            size = e->size[value_type];
+        }
     } else {
-        /* Long keys bypass the cache (it holds CACHED_KEY_MAX bytes). */
-        cached_key *dst = key_size <= CACHED_KEY_MAX ? &c->cache : &uncached;
-        if ((hr = load_key(c, key, key_size, dst)) < 0)
+        index_start(f);
+        if ((hr = conn_get(f, &c)) < 0)
             goto cleanup;
-        k = dst;
+        if (c->cache.key_size == key_size && memcmp(c->cache.key, key, key_size) == 0) {
+            k = &c->cache;
+        } else {
+            /* Long keys bypass the cache (it holds CACHED_KEY_MAX bytes). */
+            cached_key *dst = key_size <= CACHED_KEY_MAX ? &c->cache : &uncached;
+            if ((hr = load_key(c, key, key_size, dst)) < 0)
+                goto cleanup;
+            k = dst;
+        }
+        id = k->blob_id[value_type];
+        size = (size_t)k->size[value_type];
     }
-    id = k->blob_id[value_type];
-    size = (size_t)k->size[value_type];
     if (id == BLOB_ABSENT) {
         hr = PSDB_E_NOT_FOUND;
         goto cleanup;
@@ -1025,6 +1354,8 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
         hr = PSDB_E_MORE_DATA;
         goto cleanup;
     }
+    if (!c && (hr = conn_get(f, &c)) < 0)
+        goto cleanup;
     if ((uint64_t)id < f->num_verified_slots &&
         atomic_load_explicit(&f->verified[id], memory_order_relaxed))
         hr = read_verified(c, id, value, size);
