@@ -340,6 +340,280 @@ cleanup:
 
 /* ---- Reading --------------------------------------------------------------------------------- */
 
+/* ---- Interior page cache: a VFS shim ----------------------------------------------------------- */
+
+/* Each blob fetch seeks the blobs B-tree from its root. The leaf page is a different one each time,
+ * and its reads push the interior pages out of every connection's LRU cache, so without help a
+ * fetch costs a pread per level. The file is immutable and mapped I/O is ruled out, so the VFS of
+ * the file's connections keeps a copy of every interior B-tree page it reads, shared by all
+ * connections of the psdb_file, and serves later reads of that page with a copy from memory. A
+ * page is kept only once read whole and intact, so a truncated file still gives short reads. */
+#define PAGE_CACHE_PAGE_SIZE 4096u               /* schema/psdb.sql fixes the page size */
+#define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20)  /* a crafted file of interior pages stops here */
+#define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << 28) /* larger files go without the cache */
+
+typedef struct page_cache {
+    sqlite3_vfs vfs; /* registered under name; pAppData points here */
+    sqlite3_vfs *base;
+    char name[48];
+    size_t num_pages;
+    uint8_t *_Atomic *pages; /* [page number - 1]: a copy of an interior page, or NULL */
+    _Atomic size_t bytes;
+    int registered;
+} page_cache;
+
+typedef struct pc_file {
+    sqlite3_file base;
+    page_cache *pc;      /* NULL: not the main database file, nothing cached */
+    sqlite3_file *real;  /* the base VFS's file, stored right after this struct */
+} pc_file;
+
+static int pc_close(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xClose(p->real);
+}
+
+static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
+{
+    pc_file *p = (pc_file *)file;
+    page_cache *pc = p->pc;
+    uint8_t *page = NULL, *expected = NULL;
+    uint64_t idx = 0;
+    int rc = SQLITE_OK, cacheable = pc && amt == (int)PAGE_CACHE_PAGE_SIZE && off >= 0 &&
+                                    (uint64_t)off % PAGE_CACHE_PAGE_SIZE == 0 &&
+                                    (uint64_t)off / PAGE_CACHE_PAGE_SIZE < pc->num_pages;
+
+    if (cacheable) {
+        idx = (uint64_t)off / PAGE_CACHE_PAGE_SIZE;
+        page = atomic_load_explicit(&pc->pages[idx], memory_order_acquire);
+        if (page) {
+            memcpy(buf, page, PAGE_CACHE_PAGE_SIZE);
+            return SQLITE_OK;
+        }
+    }
+    rc = p->real->pMethods->xRead(p->real, buf, amt, off);
+    if (rc != SQLITE_OK || !cacheable)
+        return rc;
+    /* B-tree page type flag (after the 100-byte file header on page 1): 2 and 5 are interior. */
+    uint8_t type = ((const uint8_t *)buf)[idx == 0 ? SQLITE_HEADER_SIZE : 0];
+    if ((type != 2 && type != 5) ||
+        atomic_fetch_add(&pc->bytes, PAGE_CACHE_PAGE_SIZE) >= PAGE_CACHE_MAX_BYTES)
+        return rc;
+    if ((page = malloc(PAGE_CACHE_PAGE_SIZE)) != NULL) {
+        memcpy(page, buf, PAGE_CACHE_PAGE_SIZE);
+        if (!atomic_compare_exchange_strong_explicit(&pc->pages[idx], &expected, page,
+                                                     memory_order_release, memory_order_relaxed))
+            free(page); /* another connection stored the same bytes first */
+    }
+    return rc;
+}
+
+static int pc_write(sqlite3_file *file, const void *buf, int amt, sqlite3_int64 off)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xWrite(p->real, buf, amt, off);
+}
+
+static int pc_truncate(sqlite3_file *file, sqlite3_int64 size)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xTruncate(p->real, size);
+}
+
+static int pc_sync(sqlite3_file *file, int flags)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xSync(p->real, flags);
+}
+
+static int pc_file_size(sqlite3_file *file, sqlite3_int64 *size)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xFileSize(p->real, size);
+}
+
+static int pc_lock(sqlite3_file *file, int lock)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xLock(p->real, lock);
+}
+
+static int pc_unlock(sqlite3_file *file, int lock)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xUnlock(p->real, lock);
+}
+
+static int pc_check_reserved_lock(sqlite3_file *file, int *out)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xCheckReservedLock(p->real, out);
+}
+
+static int pc_file_control(sqlite3_file *file, int op, void *arg)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xFileControl(p->real, op, arg);
+}
+
+static int pc_sector_size(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xSectorSize(p->real);
+}
+
+static int pc_device_characteristics(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xDeviceCharacteristics(p->real);
+}
+
+/* Version 1: no shared memory (immutable files need no WAL) and no xFetch (no mapped I/O). */
+static const sqlite3_io_methods pc_methods = {
+    .iVersion = 1,
+    .xClose = pc_close,
+    .xRead = pc_read,
+    .xWrite = pc_write,
+    .xTruncate = pc_truncate,
+    .xSync = pc_sync,
+    .xFileSize = pc_file_size,
+    .xLock = pc_lock,
+    .xUnlock = pc_unlock,
+    .xCheckReservedLock = pc_check_reserved_lock,
+    .xFileControl = pc_file_control,
+    .xSectorSize = pc_sector_size,
+    .xDeviceCharacteristics = pc_device_characteristics,
+};
+
+static int pc_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, int flags,
+                   int *out_flags)
+{
+    page_cache *pc = vfs->pAppData;
+    pc_file *p = (pc_file *)file;
+    int rc = SQLITE_OK;
+
+    memset(p, 0, sizeof(*p));
+    p->real = (sqlite3_file *)(p + 1);
+    p->pc = (flags & SQLITE_OPEN_MAIN_DB) ? pc : NULL;
+    rc = pc->base->xOpen(pc->base, name, p->real, flags, out_flags);
+    if (rc == SQLITE_OK && p->real->pMethods) {
+        p->base.pMethods = &pc_methods;
+    } else if (p->real->pMethods) {
+        p->real->pMethods->xClose(p->real);
+        p->real->pMethods = NULL;
+    }
+    return rc;
+}
+
+static int pc_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDelete(b, name, sync_dir);
+}
+
+static int pc_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xAccess(b, name, flags, out);
+}
+
+static int pc_full_pathname(sqlite3_vfs *vfs, const char *name, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xFullPathname(b, name, n, out);
+}
+
+static int pc_randomness(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xRandomness(b, n, out);
+}
+
+static int pc_sleep(sqlite3_vfs *vfs, int us)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xSleep(b, us);
+}
+
+static int pc_current_time(sqlite3_vfs *vfs, double *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xCurrentTime(b, out);
+}
+
+static int pc_get_last_error(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xGetLastError ? b->xGetLastError(b, n, out) : 0;
+}
+
+static int pc_current_time_int64(sqlite3_vfs *vfs, sqlite3_int64 *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->iVersion >= 2 && b->xCurrentTimeInt64)
+        return b->xCurrentTimeInt64(b, out);
+    double t = 0;
+    int rc = b->xCurrentTime(b, &t);
+    *out = (sqlite3_int64)(t * 86400000.0);
+    return rc;
+}
+
+static void page_cache_free(page_cache *pc)
+{
+    if (!pc)
+        return;
+    if (pc->registered)
+        sqlite3_vfs_unregister(&pc->vfs);
+    for (size_t i = 0; pc->pages && i < pc->num_pages; i++)
+        free(atomic_load(&pc->pages[i]));
+    free((void *)pc->pages);
+    free(pc);
+}
+
+/* A VFS of its own for a file of file_size bytes; NULL (lookups read through the default VFS) when
+ * there is no memory for it or the file is too large. */
+static page_cache *page_cache_new(uint64_t file_size)
+{
+    page_cache *pc = NULL;
+    sqlite3_vfs *base = sqlite3_vfs_find(NULL);
+    uint64_t n = file_size / PAGE_CACHE_PAGE_SIZE;
+
+    if (!base || n == 0 || n > PAGE_CACHE_MAX_PAGES || base->szOsFile < 0 ||
+        (size_t)base->szOsFile > INT_MAX - sizeof(pc_file))
+        goto fail;
+    if (!(pc = calloc(1, sizeof(*pc))))
+        goto fail;
+    pc->base = base;
+    pc->num_pages = (size_t)n;
+    if (!(pc->pages = calloc(pc->num_pages, sizeof(*pc->pages))))
+        goto fail;
+    snprintf(pc->name, sizeof(pc->name), "psdb-pages-%p", (void *)pc);
+    pc->vfs = (sqlite3_vfs){
+        .iVersion = 2,
+        .szOsFile = (int)(sizeof(pc_file) + (size_t)base->szOsFile),
+        .mxPathname = base->mxPathname,
+        .zName = pc->name,
+        .pAppData = pc,
+        .xOpen = pc_open,
+        .xDelete = pc_delete,
+        .xAccess = pc_access,
+        .xFullPathname = pc_full_pathname,
+        .xRandomness = pc_randomness,
+        .xSleep = pc_sleep,
+        .xCurrentTime = pc_current_time,
+        .xGetLastError = pc_get_last_error,
+        .xCurrentTimeInt64 = pc_current_time_int64,
+    };
+    if (sqlite3_vfs_register(&pc->vfs, 0) != SQLITE_OK)
+        goto fail;
+    pc->registered = 1;
+    return pc;
+fail:
+    page_cache_free(pc);
+    return NULL;
+}
+
 /* Every type of one key in one index range scan: a runtime asks for the size, then the object
  * code, then the metadata of the same key, and the last two then cost one blob seek each. */
 static const char key_sql[] = "SELECT type, blob_id, size FROM value_entries WHERE key = ?1";
@@ -379,6 +653,7 @@ struct psdb_file {
     /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
     _Atomic unsigned char *verified;
     uint64_t num_verified_slots;
+    page_cache *pages; /* the VFS of the file's connections; NULL: SQLite's default */
     /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
     _Atomic int index_state;      /* INDEX_* */
     _Atomic int index_cancel;     /* set by psdb_file_release to stop a build early */
@@ -403,7 +678,8 @@ static void conn_close(conn *c)
 static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
 {
     int rc = sqlite3_open_v2(f->uri, db,
-                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                             f->pages ? f->pages->name : NULL);
     if (rc != SQLITE_OK) {
         set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
         return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
@@ -483,13 +759,18 @@ static void conn_put(psdb_file *f, conn *c)
 /* How often (in rows) the build checks whether psdb_file_release asks it to stop. */
 #define INDEX_CANCEL_EVERY 4096u
 
-/* Every type of one key; blob ids and sizes fit 32 bits (the build gives up otherwise). */
+/* Keys up to this size are held in their entry, longer ones in key_index.keys. */
+#define INDEX_INLINE_KEY 28
+
+/* Every type of one key in one 64-byte cache line (a probe touches its slot and this line only);
+ * blob ids and sizes fit 32 bits (the build gives up otherwise). */
 typedef struct index_entry {
-    uint64_t key_off; /* into key_index.keys */
     uint32_t key_size;
     uint32_t blob_id[PSDB_VALUE_TYPE_COUNT]; /* BLOB_ABSENT, INDEX_MALFORMED or an id */
     uint32_t size[PSDB_VALUE_TYPE_COUNT];
+    uint8_t key[INDEX_INLINE_KEY]; /* the key, or a uint64_t offset into key_index.keys */
 } index_entry;
+_Static_assert(sizeof(index_entry) == 64, "an index entry is one cache line");
 
 typedef struct key_index {
     uint64_t seed; /* per file: a crafted file cannot choose colliding keys in advance */
@@ -534,6 +815,16 @@ static void index_free(key_index *x)
     free(x);
 }
 
+static const uint8_t *entry_key(const key_index *x, const index_entry *e)
+{
+    uint64_t off = 0;
+
+    if (e->key_size <= INDEX_INLINE_KEY)
+        return e->key;
+    memcpy(&off, e->key, sizeof(off));
+    return x->keys + off;
+}
+
 static const index_entry *index_find(const key_index *x, const void *key, size_t key_size)
 {
     uint64_t h = key_hash(x->seed, key, key_size), tag = h & 0xFFFFFFFF00000000ull;
@@ -544,7 +835,7 @@ static const index_entry *index_find(const key_index *x, const void *key, size_t
             return NULL;
         if ((s & 0xFFFFFFFF00000000ull) == tag) {
             const index_entry *e = &x->entries[(s & 0xFFFFFFFFu) - 1];
-            if (e->key_size == key_size && memcmp(x->keys + e->key_off, key, key_size) == 0)
+            if (e->key_size == key_size && memcmp(entry_key(x, e), key, key_size) == 0)
                 return e;
         }
     }
@@ -584,19 +875,26 @@ static psdb_hr index_add_row(key_index *x, sqlite3_stmt *st)
     if (sqlite3_column_type(st, 0) != SQLITE_BLOB || key_size == 0 || !key || type < 0 ||
         type >= (sqlite3_int64)PSDB_VALUE_TYPE_COUNT)
         return PSDB_S_OK;
-    if (!e || e->key_size != key_size || memcmp(x->keys + e->key_off, key, key_size) != 0) {
+    if (!e || e->key_size != key_size || memcmp(entry_key(x, e), key, key_size) != 0) {
         if (x->num_entries >= UINT32_MAX - 1 || key_size > UINT32_MAX ||
             x->keys_len > SIZE_MAX - key_size)
             return PSDB_E_FAIL;
-        if (grow((void **)&x->entries, &x->cap_entries, x->num_entries + 1, sizeof(*e)) != 0 ||
-            grow((void **)&x->keys, &x->keys_cap, x->keys_len + key_size, 1) != 0)
+        if (grow((void **)&x->entries, &x->cap_entries, x->num_entries + 1, sizeof(*e)) != 0)
             return PSDB_E_OUTOFMEMORY;
-        e = &x->entries[x->num_entries++];
+        e = &x->entries[x->num_entries];
         memset(e, 0, sizeof(*e));
-        e->key_off = x->keys_len;
         e->key_size = (uint32_t)key_size;
-        memcpy(x->keys + x->keys_len, key, key_size);
-        x->keys_len += key_size;
+        if (key_size <= INDEX_INLINE_KEY) {
+            memcpy(e->key, key, key_size);
+        } else {
+            uint64_t off = x->keys_len;
+            if (grow((void **)&x->keys, &x->keys_cap, x->keys_len + key_size, 1) != 0)
+                return PSDB_E_OUTOFMEMORY;
+            memcpy(e->key, &off, sizeof(off));
+            memcpy(x->keys + x->keys_len, key, key_size);
+            x->keys_len += key_size;
+        }
+        x->num_entries++;
     }
     if (sqlite3_column_type(st, 2) != SQLITE_INTEGER || id <= 0 ||
         sqlite3_column_type(st, 3) != SQLITE_INTEGER || size <= 0 || size > MAX_ITEM_SIZE) {
@@ -626,7 +924,7 @@ static psdb_hr index_hash(key_index *x)
     x->mask = cap - 1;
     for (size_t n = 0; n < x->num_entries; n++) {
         const index_entry *e = &x->entries[n];
-        const uint8_t *key = x->keys + e->key_off;
+        const uint8_t *key = entry_key(x, e);
         if (index_find(x, key, e->key_size))
             return PSDB_E_FAIL;
         uint64_t h = key_hash(x->seed, key, e->key_size);
@@ -673,11 +971,15 @@ static psdb_hr index_build(psdb_file *f, key_index **out)
         hr = read_error(rc);
         goto cleanup;
     }
-    if (x->num_entries > 0 && (shrunk = realloc(x->entries, x->num_entries * sizeof(*x->entries)))) {
+    /* Exact size, each entry on a cache line of its own when the aligned copy can be made. */
+    if (x->num_entries > 0 &&
+        posix_memalign(&shrunk, 64, x->num_entries * sizeof(*x->entries)) == 0) {
+        memcpy(shrunk, x->entries, x->num_entries * sizeof(*x->entries));
+        free(x->entries);
         x->entries = shrunk;
         x->cap_entries = x->num_entries;
     }
-    if (x->keys_len > 0 && (shrunk = realloc(x->keys, x->keys_len))) {
+    if (x->keys_len > 0 && (shrunk = realloc(x->keys, x->keys_len)) != NULL) {
         x->keys = shrunk;
         x->keys_cap = x->keys_len;
     }
@@ -1094,6 +1396,7 @@ void psdb_file_release(psdb_file *f)
         f->idle = c->next;
         conn_close(c);
     }
+    page_cache_free(f->pages);
     pthread_cond_destroy(&f->index_done);
     pthread_mutex_destroy(&f->lock);
     EVP_MD_free(f->sha256);
@@ -1142,6 +1445,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         goto cleanup;
     }
     f->uri = make_uri(path);
+    f->pages = page_cache_new(file_size);
     f->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
     if (!f->uri || !f->sha256) {
         hr = PSDB_E_OUTOFMEMORY;
