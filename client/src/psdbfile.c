@@ -703,6 +703,9 @@ static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
     }
     if ((hr = db_open(f, &c->db, msg, msg_size)) < 0)
         goto cleanup;
+    /* Small: interior pages come from the file's page cache (pc_read), and leaf pages are
+     * seldom read twice; a large LRU only costs memory and cache misses (measured). */
+    sqlite3_exec(c->db, "PRAGMA cache_size = -256", NULL, NULL, NULL);
     rc = sqlite3_prepare_v3(c->db, key_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->key_st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v3(c->db, blob_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->blob_st, NULL);
@@ -774,9 +777,11 @@ _Static_assert(sizeof(index_entry) == 64, "an index entry is one cache line");
 
 typedef struct key_index {
     uint64_t seed; /* per file: a crafted file cannot choose colliding keys in advance */
-    uint64_t *slots; /* high 32 bits: hash tag; low 32 bits: entry index + 1; 0: empty */
-    size_t mask;
-    index_entry *entries;
+    /* Open addressing with linear probing, at most 3/4 full: a probe usually reads one cache line
+     * (the next ones are adjacent). key_size 0 marks a free entry (keys are never empty). */
+    index_entry *table;
+    size_t cap;
+    index_entry *entries; /* while building: one per key, in key order */
     size_t num_entries, cap_entries;
     uint8_t *keys;
     size_t keys_len, keys_cap;
@@ -809,7 +814,7 @@ static void index_free(key_index *x)
 {
     if (!x)
         return;
-    free(x->slots);
+    free(x->table);
     free(x->entries);
     free(x->keys);
     free(x);
@@ -827,17 +832,14 @@ static const uint8_t *entry_key(const key_index *x, const index_entry *e)
 
 static const index_entry *index_find(const key_index *x, const void *key, size_t key_size)
 {
-    uint64_t h = key_hash(x->seed, key, key_size), tag = h & 0xFFFFFFFF00000000ull;
+    uint64_t h = key_hash(x->seed, key, key_size);
 
-    for (size_t i = (size_t)h & x->mask;; i = (i + 1) & x->mask) {
-        uint64_t s = x->slots[i];
-        if (s == 0)
+    for (size_t i = (size_t)(((h >> 32) * (uint64_t)x->cap) >> 32);; i = i + 1 == x->cap ? 0 : i + 1) {
+        const index_entry *e = &x->table[i];
+        if (e->key_size == 0)
             return NULL;
-        if ((s & 0xFFFFFFFF00000000ull) == tag) {
-            const index_entry *e = &x->entries[(s & 0xFFFFFFFFu) - 1];
-            if (e->key_size == key_size && memcmp(entry_key(x, e), key, key_size) == 0)
-                return e;
-        }
+        if (e->key_size == key_size && memcmp(entry_key(x, e), key, key_size) == 0)
+            return e;
     }
 }
 
@@ -912,27 +914,30 @@ static psdb_hr index_add_row(key_index *x, sqlite3_stmt *st)
 /* Puts every entry into the hash table; fails if a key occurs twice (rows out of key order). */
 static psdb_hr index_hash(key_index *x)
 {
-    size_t cap = 16;
+    void *table = NULL;
+    size_t cap = x->num_entries + x->num_entries / 3 + 1;
 
-    while (cap < x->num_entries * 2) {
-        if (cap > SIZE_MAX / 2 / sizeof(*x->slots))
-            return PSDB_E_OUTOFMEMORY;
-        cap *= 2;
-    }
-    if (!(x->slots = calloc(cap, sizeof(*x->slots))))
+    /* num_entries < 2^32 - 1 (index_add_row), so cap fits the 32-bit range reduction. */
+    if (cap > SIZE_MAX / sizeof(index_entry) ||
+        posix_memalign(&table, 64, cap * sizeof(index_entry)) != 0)
         return PSDB_E_OUTOFMEMORY;
-    x->mask = cap - 1;
+    memset(table, 0, cap * sizeof(index_entry));
+    x->table = table;
+    x->cap = cap;
     for (size_t n = 0; n < x->num_entries; n++) {
         const index_entry *e = &x->entries[n];
         const uint8_t *key = entry_key(x, e);
         if (index_find(x, key, e->key_size))
             return PSDB_E_FAIL;
         uint64_t h = key_hash(x->seed, key, e->key_size);
-        size_t i = (size_t)h & x->mask;
-        while (x->slots[i])
-            i = (i + 1) & x->mask;
-        x->slots[i] = (h & 0xFFFFFFFF00000000ull) | (uint64_t)(n + 1);
+        size_t i = (size_t)(((h >> 32) * (uint64_t)cap) >> 32);
+        while (x->table[i].key_size != 0)
+            i = i + 1 == cap ? 0 : i + 1;
+        x->table[i] = *e;
     }
+    free(x->entries);
+    x->entries = NULL;
+    x->cap_entries = 0;
     return PSDB_S_OK;
 }
 
@@ -970,14 +975,6 @@ static psdb_hr index_build(psdb_file *f, key_index **out)
     if (rc != SQLITE_DONE) {
         hr = read_error(rc);
         goto cleanup;
-    }
-    /* Exact size, each entry on a cache line of its own when the aligned copy can be made. */
-    if (x->num_entries > 0 &&
-        posix_memalign(&shrunk, 64, x->num_entries * sizeof(*x->entries)) == 0) {
-        memcpy(shrunk, x->entries, x->num_entries * sizeof(*x->entries));
-        free(x->entries);
-        x->entries = shrunk;
-        x->cap_entries = x->num_entries;
     }
     if (x->keys_len > 0 && (shrunk = realloc(x->keys, x->keys_len)) != NULL) {
         x->keys = shrunk;
@@ -1057,8 +1054,7 @@ size_t psdb__file_index_bytes(psdb_file *f)
     pthread_mutex_lock(&f->lock);
     const key_index *x = atomic_load(&f->index);
     if (x)
-        n = sizeof(*x) + (x->mask + 1) * sizeof(*x->slots) +
-            x->cap_entries * sizeof(*x->entries) + x->keys_cap;
+        n = sizeof(*x) + x->cap * sizeof(*x->table) + x->keys_cap;
     pthread_mutex_unlock(&f->lock);
     return n;
 }
