@@ -7,10 +7,15 @@
  * a pool of read connections, each with its own prepared statements and SHA-256 context. A lookup
  * pops one from a free list under a mutex held for a few instructions, runs, and pushes it back;
  * the pool grows to the peak number of concurrent lookups. A runtime asks for the size, then the
- * object code, then the metadata of one key: the first query reads every type of the key in one
- * index range scan and the connection keeps it, so the two fetches that follow seek blob rows only
+ * object code, then the metadata of one key. The first lookup starts a thread that copies
+ * value_entries into an in-memory hash table (key -> blob id and size per type, one cache line per
+ * key); once it is published a size query is a hash probe and a data fetch seeks one blob row.
+ * Until then, or when the table cannot be indexed, the first query reads every type of the key in
+ * one index range scan and the connection keeps it, so the fetches that follow seek blob rows only
  * (blobs are numbered so that one key's blobs are neighbours). Mapped I/O is off on purpose: a
- * file truncated under a reader must give a short read (PSDB_E_CACHE_CORRUPT), not SIGBUS.
+ * file truncated under a reader must give a short read (PSDB_E_CACHE_CORRUPT), not SIGBUS. So that
+ * a blob seek costs one pread (its leaf) rather than one per B-tree level, the connections read
+ * through a VFS of the file's own that keeps every interior page it has read, shared by all.
  *
  * Every data fetch checks the blob's bytes against its stored SHA-256 the first time that blob is
  * fetched through this psdb_file; a per-blob flag then skips the hash (the file is immutable, and a

@@ -783,6 +783,40 @@ START_TEST(test_psdbfile__C2_flipped_blob_corrupt_with_index)
 }
 END_TEST
 
+START_TEST(test_psdbfile__C2_truncated_under_reader_is_corrupt)
+{
+    char *p = sample_file("index-trunc.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[4096];
+    int ok = 0, corrupt = 0;
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_int_eq(psdb__file_index_wait(f), 1);
+    /* Some blobs verified and interior pages cached before the file shrinks under the reader. */
+    for (int i = 0; i < NKEYS; i += 2) {
+        char key[8];
+        size_t n = sizeof(buf);
+        sample_key(i, key);
+        ck_assert_hr(psdb_file_find_value(f, key, 4, 0, buf, &n), PSDB_S_OK);
+    }
+    ck_assert_int_eq(truncate(p, 3 * 4096), 0);
+    for (int i = 0; i < NKEYS; i++) {
+        char key[8];
+        sample_key(i, key);
+        for (uint32_t t = 0; t < 2; t++) {
+            size_t n = sizeof(buf);
+            psdb_hr hr = psdb_file_find_value(f, key, 4, t, buf, &n);
+            ck_assert_msg(hr == PSDB_S_OK || hr == PSDB_E_CACHE_CORRUPT, "%08x", (unsigned)hr);
+            ok += hr == PSDB_S_OK;
+            corrupt += hr == PSDB_E_CACHE_CORRUPT;
+        }
+    }
+    /* Blobs past the cut cannot be read: they are reported, not returned. */
+    ck_assert_int_gt(corrupt, 0);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
 typedef struct first_job {
     psdb_file *f;
     pthread_barrier_t *go;
@@ -1369,6 +1403,7 @@ int main(void)
     tcase_add_test(tc, test_psdbfile__C2_index_gives_up_on_unreadable_table);
     tcase_add_test(tc, test_psdbfile__C2_flipped_blob_corrupt_with_index);
     tcase_add_test(tc, test_psdbfile__C3_concurrent_first_lookups_share_one_index);
+    tcase_add_test(tc, test_psdbfile__C2_truncated_under_reader_is_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_C3_structural_damage_found_at_lookup);
     tcase_add_test(tc, test_psdbfile__C2_verify_finds_broken_references);
     tcase_add_test(tc, test_psdbfile__C2_corpus_replays_cleanly);
