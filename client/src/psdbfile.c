@@ -345,7 +345,7 @@ cleanup:
 
 /* ---- Reading --------------------------------------------------------------------------------- */
 
-/* ---- Interior page cache: a VFS shim ----------------------------------------------------------- */
+/* ---- Interior page cache: a VFS shim --------------------------------------------------------- */
 
 /* Each blob fetch seeks the blobs B-tree from its root. The leaf page is a different one each time,
  * and its reads push the interior pages out of every connection's LRU cache, so without help a
@@ -369,8 +369,8 @@ typedef struct page_cache {
 
 typedef struct pc_file {
     sqlite3_file base;
-    page_cache *pc;      /* NULL: not the main database file, nothing cached */
-    sqlite3_file *real;  /* the base VFS's file, stored right after this struct */
+    page_cache *pc;     /* NULL: not the main database file, nothing cached */
+    sqlite3_file *real; /* the base VFS's file, stored right after this struct */
 } pc_file;
 
 static int pc_close(sqlite3_file *file)
@@ -529,6 +529,34 @@ static int pc_full_pathname(sqlite3_vfs *vfs, const char *name, int n, char *out
     return b->xFullPathname(b, name, n, out);
 }
 
+static void *pc_dl_open(sqlite3_vfs *vfs, const char *name)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDlOpen ? b->xDlOpen(b, name) : NULL;
+}
+
+static void pc_dl_error(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->xDlError)
+        b->xDlError(b, n, out);
+    else if (n > 0)
+        out[0] = '\0';
+}
+
+static void (*pc_dl_sym(sqlite3_vfs *vfs, void *lib, const char *sym))(void)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDlSym ? b->xDlSym(b, lib, sym) : NULL;
+}
+
+static void pc_dl_close(sqlite3_vfs *vfs, void *lib)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->xDlClose)
+        b->xDlClose(b, lib);
+}
+
 static int pc_randomness(sqlite3_vfs *vfs, int n, char *out)
 {
     sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
@@ -604,6 +632,10 @@ static page_cache *page_cache_new(uint64_t file_size)
         .xDelete = pc_delete,
         .xAccess = pc_access,
         .xFullPathname = pc_full_pathname,
+        .xDlOpen = pc_dl_open,
+        .xDlError = pc_dl_error,
+        .xDlSym = pc_dl_sym,
+        .xDlClose = pc_dl_close,
         .xRandomness = pc_randomness,
         .xSleep = pc_sleep,
         .xCurrentTime = pc_current_time,
@@ -660,12 +692,12 @@ struct psdb_file {
     uint64_t num_verified_slots;
     page_cache *pages; /* the VFS of the file's connections; NULL: SQLite's default */
     /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
-    _Atomic int index_state;      /* INDEX_* */
-    _Atomic int index_cancel;     /* set by psdb_file_release to stop a build early */
+    _Atomic int index_state;         /* INDEX_* */
+    _Atomic int index_cancel;        /* set by psdb_file_release to stop a build early */
     struct key_index *_Atomic index; /* non-NULL once published; immutable from then on */
-    pthread_t index_thread;       /* valid when index_started */
-    int index_started;            /* under lock */
-    pthread_cond_t index_done;    /* broadcast under lock when the build ends */
+    pthread_t index_thread;          /* valid when index_started */
+    int index_started;               /* under lock */
+    pthread_cond_t index_done;       /* broadcast under lock when the build ends */
 };
 
 static void conn_close(conn *c)
@@ -682,9 +714,9 @@ static void conn_close(conn *c)
 
 static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
 {
-    int rc = sqlite3_open_v2(f->uri, db,
-                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
-                             f->pages ? f->pages->name : NULL);
+    int rc =
+        sqlite3_open_v2(f->uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                        f->pages ? f->pages->name : NULL);
     if (rc != SQLITE_OK) {
         set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
         return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
@@ -750,13 +782,14 @@ static void conn_put(psdb_file *f, conn *c)
     pthread_mutex_unlock(&f->lock);
 }
 
-/* ---- The key index ---------------------------------------------------------------------------- */
+/* ---- The key index --------------------------------------------------------------------------- */
 
 /* A size query through SQLite costs a statement step and a B-tree seek on blob keys (about a
  * microsecond), and the value_entries pages compete with blob pages in the connection caches. A
  * thread started by the first lookup therefore copies value_entries into a hash table in one
  * sequential scan and publishes it; lookups use SQL until then, and for good when the scan fails
- * (a damaged table, an implausible row, no memory): the SQL path reports each lookup's own error. */
+ * (a damaged table, an implausible row, no memory): the SQL path reports each lookup's own error.
+ */
 #define INDEX_NONE 0     /* no build started */
 #define INDEX_BUILDING 1 /* the thread runs */
 #define INDEX_READY 2    /* f->index is published */
@@ -839,7 +872,8 @@ static const index_entry *index_find(const key_index *x, const void *key, size_t
 {
     uint64_t h = key_hash(x->seed, key, key_size);
 
-    for (size_t i = (size_t)(((h >> 32) * (uint64_t)x->cap) >> 32);; i = i + 1 == x->cap ? 0 : i + 1) {
+    for (size_t i = (size_t)(((h >> 32) * (uint64_t)x->cap) >> 32);;
+         i = i + 1 == x->cap ? 0 : i + 1) {
         const index_entry *e = &x->table[i];
         if (e->key_size == 0)
             return NULL;
@@ -964,9 +998,8 @@ static psdb_hr index_build(psdb_file *f, key_index **out)
     x->seed = mix64((uint64_t)(uintptr_t)x ^ (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
     if ((hr = db_open(f, &db, NULL, 0)) < 0)
         goto cleanup;
-    rc = sqlite3_prepare_v2(db,
-                            "SELECT key, type, blob_id, size FROM value_entries ORDER BY key, type",
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(
+        db, "SELECT key, type, blob_id, size FROM value_entries ORDER BY key, type", -1, &st, NULL);
     while (rc == SQLITE_OK || rc == SQLITE_ROW) {
         if ((rc = sqlite3_step(st)) != SQLITE_ROW)
             break;
@@ -1623,7 +1656,7 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
         /* The index answers every key of value_entries: a miss is NOT_FOUND. */
         if ((e = index_find(x, key, key_size)) != NULL) {
             id = e->blob_id[value_type] == INDEX_MALFORMED ? (sqlite3_int64)BLOB_MALFORMED
-                                                            : (sqlite3_int64)e->blob_id[value_type];
+                                                           : (sqlite3_int64)e->blob_id[value_type];
             size = e->size[value_type];
         }
     } else {

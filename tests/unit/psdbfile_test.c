@@ -666,7 +666,7 @@ START_TEST(test_psdbfile__C2_C3_flipped_blob_found_at_lookup)
 }
 END_TEST
 
-/* ---- The in-memory key index agrees with the SQL path ------------------------------------------ */
+/* ---- The in-memory key index agrees with the SQL path ---------------------------------------- */
 
 /* Every status, size and byte of a lookup on f equals the one on g. */
 static void assert_same_answers(psdb_file *f, psdb_file *g)
@@ -733,13 +733,14 @@ START_TEST(test_psdbfile__C2_C3_index_keeps_malformed_rows_corrupt)
     uint8_t buf[4096];
     size_t n = sizeof(buf);
     /* A text size, a negative blob id, a dangling blob id, a type out of range, a text key. */
-    exec_sql(p, "PRAGMA ignore_check_constraints = 1;"
-                "UPDATE value_entries SET size = 'big' WHERE key = CAST('k001' AS BLOB) AND type = 0;"
-                "UPDATE value_entries SET blob_id = -4 WHERE key = CAST('k002' AS BLOB) AND type = 1;"
-                "UPDATE value_entries SET blob_id = 999999 WHERE key = CAST('k003' AS BLOB) AND "
-                "type = 0;"
-                "UPDATE value_entries SET type = 7 WHERE key = CAST('k004' AS BLOB) AND type = 1;"
-                "INSERT INTO value_entries VALUES ('text', 0, 1, 1000);");
+    exec_sql(p,
+             "PRAGMA ignore_check_constraints = 1;"
+             "UPDATE value_entries SET size = 'big' WHERE key = CAST('k001' AS BLOB) AND type = 0;"
+             "UPDATE value_entries SET blob_id = -4 WHERE key = CAST('k002' AS BLOB) AND type = 1;"
+             "UPDATE value_entries SET blob_id = 999999 WHERE key = CAST('k003' AS BLOB) AND "
+             "type = 0;"
+             "UPDATE value_entries SET type = 7 WHERE key = CAST('k004' AS BLOB) AND type = 1;"
+             "INSERT INTO value_entries VALUES ('text', 0, 1, 1000);");
     compare_paths(p, 1);
     ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
     ck_assert_int_eq(psdb__file_index_wait(f), 1);
