@@ -402,15 +402,21 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
         return rc;
     /* B-tree page type flag (after the 100-byte file header on page 1): 2 and 5 are interior. */
     uint8_t type = ((const uint8_t *)buf)[idx == 0 ? SQLITE_HEADER_SIZE : 0];
-    if ((type != 2 && type != 5) ||
-        atomic_fetch_add(&pc->bytes, PAGE_CACHE_PAGE_SIZE) >= PAGE_CACHE_MAX_BYTES)
+    if (type != 2 && type != 5)
         return rc;
+    /* Reserve first so that concurrent readers never pass the cap together. */
+    if (atomic_fetch_add(&pc->bytes, PAGE_CACHE_PAGE_SIZE) >= PAGE_CACHE_MAX_BYTES) {
+        atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
+        return rc;
+    }
     if ((page = malloc(PAGE_CACHE_PAGE_SIZE)) != NULL) {
         memcpy(page, buf, PAGE_CACHE_PAGE_SIZE);
-        if (!atomic_compare_exchange_strong_explicit(&pc->pages[idx], &expected, page,
-                                                     memory_order_release, memory_order_relaxed))
-            free(page); /* another connection stored the same bytes first */
+        if (atomic_compare_exchange_strong_explicit(&pc->pages[idx], &expected, page,
+                                                    memory_order_release, memory_order_relaxed))
+            return rc;
+        free(page); /* another connection stored the same bytes first */
     }
+    atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
     return rc;
 }
 
@@ -1075,6 +1081,12 @@ int psdb__file_index_wait(psdb_file *f)
         pthread_cond_wait(&f->index_done, &f->lock);
     pthread_mutex_unlock(&f->lock);
     return state == INDEX_READY;
+}
+
+size_t psdb__file_page_cache_bytes(psdb_file *f)
+{
+    const page_cache *pc = f->pages;
+    return pc ? sizeof(*pc) + pc->num_pages * sizeof(*pc->pages) + atomic_load(&pc->bytes) : 0;
 }
 
 void psdb__file_index_disable(psdb_file *f)

@@ -31,5 +31,8 @@ int psdb__sqlite_application_id(const char *path, uint32_t *out);
 int psdb__file_index_wait(psdb_file *f);
 void psdb__file_index_disable(psdb_file *f);
 size_t psdb__file_index_bytes(psdb_file *f);
+/* Heap bytes of the interior page cache shared by the file's connections (0 without one);
+ * thread-safe. */
+size_t psdb__file_page_cache_bytes(psdb_file *f);
 
 #endif

@@ -179,7 +179,7 @@ static int bench(uint64_t nkeys, const char *dir)
     double *op_times[3] = {malloc(SAMPLES * sizeof(double)), malloc(SAMPLES * sizeof(double)),
                            malloc(SAMPLES * sizeof(double))};
     double open_s[RUNS], index_s[RUNS];
-    size_t index_bytes = 0;
+    size_t index_bytes = 0, page_bytes = 0;
     struct stat sb;
     int rc = 1, errors = 0, indexed = 1;
     size_t cap = 1;
@@ -257,6 +257,7 @@ static int bench(uint64_t nkeys, const char *dir)
         for (int op = 0; op < 3; op++)
             med_op[op][run] = bench_median(op_times[op], SAMPLES);
         psdb_file_get_info(f, &info);
+        page_bytes = psdb__file_page_cache_bytes(f);
         psdb_file_release(f);
         f = NULL;
         for (size_t i = 0; i < SAMPLES; i++) {
@@ -290,6 +291,8 @@ static int bench(uint64_t nkeys, const char *dir)
     printf("  open %.3f s, key index %s in %.3f s, %zu bytes (%.1f per value)\n",
            bench_median(open_s, RUNS), indexed ? "built" : "NOT built", bench_median(index_s, RUNS),
            index_bytes, info.num_values ? (double)index_bytes / (double)info.num_values : 0.0);
+    printf("  interior page cache after the runs: %zu bytes (%.1f per value)\n", page_bytes,
+           info.num_values ? (double)page_bytes / (double)info.num_values : 0.0);
     printf("  median triple (size, object code, metadata), median of %d runs x %d samples:\n", RUNS,
            SAMPLES);
     printf("    psdb, first fetch (SHA-256 checked): %8.0f ns\n", p1);
