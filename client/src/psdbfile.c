@@ -7,10 +7,15 @@
  * a pool of read connections, each with its own prepared statements and SHA-256 context. A lookup
  * pops one from a free list under a mutex held for a few instructions, runs, and pushes it back;
  * the pool grows to the peak number of concurrent lookups. A runtime asks for the size, then the
- * object code, then the metadata of one key: the first query reads every type of the key in one
- * index range scan and the connection keeps it, so the two fetches that follow seek blob rows only
+ * object code, then the metadata of one key. The first lookup starts a thread that copies
+ * value_entries into an in-memory hash table (key -> blob id and size per type, one cache line per
+ * key); once it is published a size query is a hash probe and a data fetch seeks one blob row.
+ * Until then, or when the table cannot be indexed, the first query reads every type of the key in
+ * one index range scan and the connection keeps it, so the fetches that follow seek blob rows only
  * (blobs are numbered so that one key's blobs are neighbours). Mapped I/O is off on purpose: a
- * file truncated under a reader must give a short read (PSDB_E_CACHE_CORRUPT), not SIGBUS.
+ * file truncated under a reader must give a short read (PSDB_E_CACHE_CORRUPT), not SIGBUS. So that
+ * a blob seek costs one pread (its leaf) rather than one per B-tree level, the connections read
+ * through a VFS of the file's own that keeps every interior page it has read, shared by all.
  *
  * Every data fetch checks the blob's bytes against its stored SHA-256 the first time that blob is
  * fetched through this psdb_file; a per-blob flag then skips the hash (the file is immutable, and a
@@ -26,12 +31,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -338,6 +345,318 @@ cleanup:
 
 /* ---- Reading --------------------------------------------------------------------------------- */
 
+/* ---- Interior page cache: a VFS shim --------------------------------------------------------- */
+
+/* Each blob fetch seeks the blobs B-tree from its root. The leaf page is a different one each time,
+ * and its reads push the interior pages out of every connection's LRU cache, so without help a
+ * fetch costs a pread per level. The file is immutable and mapped I/O is ruled out, so the VFS of
+ * the file's connections keeps a copy of every interior B-tree page it reads, shared by all
+ * connections of the psdb_file, and serves later reads of that page with a copy from memory. A
+ * page is kept only once read whole and intact, so a truncated file still gives short reads. */
+#define PAGE_CACHE_PAGE_SIZE 4096u               /* schema/psdb.sql fixes the page size */
+#define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20)  /* a crafted file of interior pages stops here */
+#define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << 28) /* larger files go without the cache */
+
+typedef struct page_cache {
+    sqlite3_vfs vfs; /* registered under name; pAppData points here */
+    sqlite3_vfs *base;
+    char name[48];
+    size_t num_pages;
+    uint8_t *_Atomic *pages; /* [page number - 1]: a copy of an interior page, or NULL */
+    _Atomic size_t bytes;
+    int registered;
+} page_cache;
+
+typedef struct pc_file {
+    sqlite3_file base;
+    page_cache *pc;     /* NULL: not the main database file, nothing cached */
+    sqlite3_file *real; /* the base VFS's file, stored right after this struct */
+} pc_file;
+
+static int pc_close(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xClose(p->real);
+}
+
+static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
+{
+    pc_file *p = (pc_file *)file;
+    page_cache *pc = p->pc;
+    uint8_t *page = NULL, *expected = NULL;
+    uint64_t idx = 0;
+    int rc = SQLITE_OK, cacheable = pc && amt == (int)PAGE_CACHE_PAGE_SIZE && off >= 0 &&
+                                    (uint64_t)off % PAGE_CACHE_PAGE_SIZE == 0 &&
+                                    (uint64_t)off / PAGE_CACHE_PAGE_SIZE < pc->num_pages;
+
+    if (cacheable) {
+        idx = (uint64_t)off / PAGE_CACHE_PAGE_SIZE;
+        page = atomic_load_explicit(&pc->pages[idx], memory_order_acquire);
+        if (page) {
+            memcpy(buf, page, PAGE_CACHE_PAGE_SIZE);
+            return SQLITE_OK;
+        }
+    }
+    rc = p->real->pMethods->xRead(p->real, buf, amt, off);
+    if (rc != SQLITE_OK || !cacheable)
+        return rc;
+    /* B-tree page type flag (after the 100-byte file header on page 1): 2 and 5 are interior. */
+    uint8_t type = ((const uint8_t *)buf)[idx == 0 ? SQLITE_HEADER_SIZE : 0];
+    if (type != 2 && type != 5)
+        return rc;
+    /* Reserve first so that concurrent readers never pass the cap together. */
+    if (atomic_fetch_add(&pc->bytes, PAGE_CACHE_PAGE_SIZE) >= PAGE_CACHE_MAX_BYTES) {
+        atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
+        return rc;
+    }
+    if ((page = malloc(PAGE_CACHE_PAGE_SIZE)) != NULL) {
+        memcpy(page, buf, PAGE_CACHE_PAGE_SIZE);
+        if (atomic_compare_exchange_strong_explicit(&pc->pages[idx], &expected, page,
+                                                    memory_order_release, memory_order_relaxed))
+            return rc;
+        free(page); /* another connection stored the same bytes first */
+    }
+    atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
+    return rc;
+}
+
+static int pc_write(sqlite3_file *file, const void *buf, int amt, sqlite3_int64 off)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xWrite(p->real, buf, amt, off);
+}
+
+static int pc_truncate(sqlite3_file *file, sqlite3_int64 size)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xTruncate(p->real, size);
+}
+
+static int pc_sync(sqlite3_file *file, int flags)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xSync(p->real, flags);
+}
+
+static int pc_file_size(sqlite3_file *file, sqlite3_int64 *size)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xFileSize(p->real, size);
+}
+
+static int pc_lock(sqlite3_file *file, int lock)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xLock(p->real, lock);
+}
+
+static int pc_unlock(sqlite3_file *file, int lock)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xUnlock(p->real, lock);
+}
+
+static int pc_check_reserved_lock(sqlite3_file *file, int *out)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xCheckReservedLock(p->real, out);
+}
+
+static int pc_file_control(sqlite3_file *file, int op, void *arg)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xFileControl(p->real, op, arg);
+}
+
+static int pc_sector_size(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xSectorSize(p->real);
+}
+
+static int pc_device_characteristics(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xDeviceCharacteristics(p->real);
+}
+
+/* Version 1: no shared memory (immutable files need no WAL) and no xFetch (no mapped I/O). */
+static const sqlite3_io_methods pc_methods = {
+    .iVersion = 1,
+    .xClose = pc_close,
+    .xRead = pc_read,
+    .xWrite = pc_write,
+    .xTruncate = pc_truncate,
+    .xSync = pc_sync,
+    .xFileSize = pc_file_size,
+    .xLock = pc_lock,
+    .xUnlock = pc_unlock,
+    .xCheckReservedLock = pc_check_reserved_lock,
+    .xFileControl = pc_file_control,
+    .xSectorSize = pc_sector_size,
+    .xDeviceCharacteristics = pc_device_characteristics,
+};
+
+static int pc_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, int flags,
+                   int *out_flags)
+{
+    page_cache *pc = vfs->pAppData;
+    pc_file *p = (pc_file *)file;
+    int rc = SQLITE_OK;
+
+    memset(p, 0, sizeof(*p));
+    p->real = (sqlite3_file *)(p + 1);
+    p->pc = (flags & SQLITE_OPEN_MAIN_DB) ? pc : NULL;
+    rc = pc->base->xOpen(pc->base, name, p->real, flags, out_flags);
+    if (rc == SQLITE_OK && p->real->pMethods) {
+        p->base.pMethods = &pc_methods;
+    } else if (p->real->pMethods) {
+        p->real->pMethods->xClose(p->real);
+        p->real->pMethods = NULL;
+    }
+    return rc;
+}
+
+static int pc_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDelete(b, name, sync_dir);
+}
+
+static int pc_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xAccess(b, name, flags, out);
+}
+
+static int pc_full_pathname(sqlite3_vfs *vfs, const char *name, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xFullPathname(b, name, n, out);
+}
+
+static void *pc_dl_open(sqlite3_vfs *vfs, const char *name)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDlOpen ? b->xDlOpen(b, name) : NULL;
+}
+
+static void pc_dl_error(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->xDlError)
+        b->xDlError(b, n, out);
+    else if (n > 0)
+        out[0] = '\0';
+}
+
+static void (*pc_dl_sym(sqlite3_vfs *vfs, void *lib, const char *sym))(void)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDlSym ? b->xDlSym(b, lib, sym) : NULL;
+}
+
+static void pc_dl_close(sqlite3_vfs *vfs, void *lib)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->xDlClose)
+        b->xDlClose(b, lib);
+}
+
+static int pc_randomness(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xRandomness(b, n, out);
+}
+
+static int pc_sleep(sqlite3_vfs *vfs, int us)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xSleep(b, us);
+}
+
+static int pc_current_time(sqlite3_vfs *vfs, double *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xCurrentTime(b, out);
+}
+
+static int pc_get_last_error(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xGetLastError ? b->xGetLastError(b, n, out) : 0;
+}
+
+static int pc_current_time_int64(sqlite3_vfs *vfs, sqlite3_int64 *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->iVersion >= 2 && b->xCurrentTimeInt64)
+        return b->xCurrentTimeInt64(b, out);
+    double t = 0;
+    int rc = b->xCurrentTime(b, &t);
+    *out = (sqlite3_int64)(t * 86400000.0);
+    return rc;
+}
+
+static void page_cache_free(page_cache *pc)
+{
+    if (!pc)
+        return;
+    if (pc->registered)
+        sqlite3_vfs_unregister(&pc->vfs);
+    for (size_t i = 0; pc->pages && i < pc->num_pages; i++)
+        free(atomic_load(&pc->pages[i]));
+    free((void *)pc->pages);
+    free(pc);
+}
+
+/* A VFS of its own for a file of file_size bytes; NULL (lookups read through the default VFS) when
+ * there is no memory for it or the file is too large. */
+static page_cache *page_cache_new(uint64_t file_size)
+{
+    page_cache *pc = NULL;
+    sqlite3_vfs *base = sqlite3_vfs_find(NULL);
+    uint64_t n = file_size / PAGE_CACHE_PAGE_SIZE;
+
+    if (!base || n == 0 || n > PAGE_CACHE_MAX_PAGES || base->szOsFile < 0 ||
+        (size_t)base->szOsFile > INT_MAX - sizeof(pc_file))
+        goto fail;
+    if (!(pc = calloc(1, sizeof(*pc))))
+        goto fail;
+    pc->base = base;
+    pc->num_pages = (size_t)n;
+    if (!(pc->pages = calloc(pc->num_pages, sizeof(*pc->pages))))
+        goto fail;
+    snprintf(pc->name, sizeof(pc->name), "psdb-pages-%p", (void *)pc);
+    pc->vfs = (sqlite3_vfs){
+        .iVersion = 2,
+        .szOsFile = (int)(sizeof(pc_file) + (size_t)base->szOsFile),
+        .mxPathname = base->mxPathname,
+        .zName = pc->name,
+        .pAppData = pc,
+        .xOpen = pc_open,
+        .xDelete = pc_delete,
+        .xAccess = pc_access,
+        .xFullPathname = pc_full_pathname,
+        .xDlOpen = pc_dl_open,
+        .xDlError = pc_dl_error,
+        .xDlSym = pc_dl_sym,
+        .xDlClose = pc_dl_close,
+        .xRandomness = pc_randomness,
+        .xSleep = pc_sleep,
+        .xCurrentTime = pc_current_time,
+        .xGetLastError = pc_get_last_error,
+        .xCurrentTimeInt64 = pc_current_time_int64,
+    };
+    if (sqlite3_vfs_register(&pc->vfs, 0) != SQLITE_OK)
+        goto fail;
+    pc->registered = 1;
+    return pc;
+fail:
+    page_cache_free(pc);
+    return NULL;
+}
+
 /* Every type of one key in one index range scan: a runtime asks for the size, then the object
  * code, then the metadata of the same key, and the last two then cost one blob seek each. */
 static const char key_sql[] = "SELECT type, blob_id, size FROM value_entries WHERE key = ?1";
@@ -377,6 +696,14 @@ struct psdb_file {
     /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
     _Atomic unsigned char *verified;
     uint64_t num_verified_slots;
+    page_cache *pages; /* the VFS of the file's connections; NULL: SQLite's default */
+    /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
+    _Atomic int index_state;         /* INDEX_* */
+    _Atomic int index_cancel;        /* set by psdb_file_release to stop a build early */
+    struct key_index *_Atomic index; /* non-NULL once published; immutable from then on */
+    pthread_t index_thread;          /* valid when index_started */
+    int index_started;               /* under lock */
+    pthread_cond_t index_done;       /* broadcast under lock when the build ends */
 };
 
 static void conn_close(conn *c)
@@ -393,8 +720,9 @@ static void conn_close(conn *c)
 
 static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
 {
-    int rc = sqlite3_open_v2(f->uri, db,
-                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc =
+        sqlite3_open_v2(f->uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                        f->pages ? f->pages->name : NULL);
     if (rc != SQLITE_OK) {
         set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
         return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
@@ -418,6 +746,9 @@ static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
     }
     if ((hr = db_open(f, &c->db, msg, msg_size)) < 0)
         goto cleanup;
+    /* Small: interior pages come from the file's page cache (pc_read), and leaf pages are
+     * seldom read twice; a large LRU only costs memory and cache misses (measured). */
+    sqlite3_exec(c->db, "PRAGMA cache_size = -256", NULL, NULL, NULL);
     rc = sqlite3_prepare_v3(c->db, key_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->key_st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v3(c->db, blob_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->blob_st, NULL);
@@ -455,6 +786,327 @@ static void conn_put(psdb_file *f, conn *c)
     c->next = f->idle;
     f->idle = c;
     pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- The key index --------------------------------------------------------------------------- */
+
+/* A size query through SQLite costs a statement step and a B-tree seek on blob keys (about a
+ * microsecond), and the value_entries pages compete with blob pages in the connection caches. A
+ * thread started by the first lookup therefore copies value_entries into a hash table in one
+ * sequential scan and publishes it; lookups use SQL until then, and for good when the scan fails
+ * (a damaged table, an implausible row, no memory): the SQL path reports each lookup's own error.
+ */
+#define INDEX_NONE 0     /* no build started */
+#define INDEX_BUILDING 1 /* the thread runs */
+#define INDEX_READY 2    /* f->index is published */
+#define INDEX_FAILED 3   /* lookups stay on the SQL path */
+
+/* index_entry.blob_id of a row whose blob_id or size is not a valid number. */
+#define INDEX_MALFORMED UINT32_MAX
+/* How often (in rows) the build checks whether psdb_file_release asks it to stop. */
+#define INDEX_CANCEL_EVERY 4096u
+
+/* Keys up to this size are held in their entry, longer ones in key_index.keys. */
+#define INDEX_INLINE_KEY 28
+
+/* Every type of one key in one 64-byte cache line (a probe touches its slot and this line only);
+ * blob ids and sizes fit 32 bits (the build gives up otherwise). */
+typedef struct index_entry {
+    uint32_t key_size;
+    uint32_t blob_id[PSDB_VALUE_TYPE_COUNT]; /* BLOB_ABSENT, INDEX_MALFORMED or an id */
+    uint32_t size[PSDB_VALUE_TYPE_COUNT];
+    uint8_t key[INDEX_INLINE_KEY]; /* the key, or a uint64_t offset into key_index.keys */
+} index_entry;
+_Static_assert(sizeof(index_entry) == 64, "an index entry is one cache line");
+
+typedef struct key_index {
+    uint64_t seed; /* per file: a crafted file cannot choose colliding keys in advance */
+    /* Open addressing with linear probing, at most 3/4 full: a probe usually reads one cache line
+     * (the next ones are adjacent). key_size 0 marks a free entry (keys are never empty). */
+    index_entry *table;
+    size_t cap;
+    index_entry *entries; /* while building: one per key, in key order */
+    size_t num_entries, cap_entries;
+    uint8_t *keys;
+    size_t keys_len, keys_cap;
+} key_index;
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t key_hash(uint64_t seed, const uint8_t *p, size_t n)
+{
+    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull), w = 0;
+
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = mix64(h ^ w);
+    }
+    if (n) {
+        w = 0;
+        memcpy(&w, p, n);
+        h = mix64(h ^ w ^ 0xFF);
+    }
+    return mix64(h);
+}
+
+static void index_free(key_index *x)
+{
+    if (!x)
+        return;
+    free(x->table);
+    free(x->entries);
+    free(x->keys);
+    free(x);
+}
+
+static const uint8_t *entry_key(const key_index *x, const index_entry *e)
+{
+    uint64_t off = 0;
+
+    if (e->key_size <= INDEX_INLINE_KEY)
+        return e->key;
+    memcpy(&off, e->key, sizeof(off));
+    return x->keys + off;
+}
+
+static const index_entry *index_find(const key_index *x, const void *key, size_t key_size)
+{
+    uint64_t h = key_hash(x->seed, key, key_size);
+
+    for (size_t i = (size_t)(((h >> 32) * (uint64_t)x->cap) >> 32);;
+         i = i + 1 == x->cap ? 0 : i + 1) {
+        const index_entry *e = &x->table[i];
+        if (e->key_size == 0)
+            return NULL;
+        if (e->key_size == key_size && memcmp(entry_key(x, e), key, key_size) == 0)
+            return e;
+    }
+}
+
+/* Grows *p (of *cap elements of size each) to hold need elements; 0 on success. */
+static int grow(void **p, size_t *cap, size_t need, size_t each)
+{
+    size_t n = *cap ? *cap : 1024;
+    void *q = NULL;
+
+    if (need <= *cap)
+        return 0;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / each)
+            return -1;
+        n *= 2;
+    }
+    if (!(q = realloc(*p, n * each)))
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Adds one value_entries row to x (rows come in key order, so one key's rows are neighbours). */
+static psdb_hr index_add_row(key_index *x, sqlite3_stmt *st)
+{
+    const void *key = sqlite3_column_blob(st, 0);
+    size_t key_size = (size_t)sqlite3_column_bytes(st, 0);
+    sqlite3_int64 type = sqlite3_column_int64(st, 1);
+    sqlite3_int64 id = sqlite3_column_int64(st, 2);
+    sqlite3_int64 size = sqlite3_column_int64(st, 3);
+    index_entry *e = x->num_entries ? &x->entries[x->num_entries - 1] : NULL;
+
+    /* Rows a lookup can never match (it binds a non-empty blob key) or never asks for. */
+    if (sqlite3_column_type(st, 0) != SQLITE_BLOB || key_size == 0 || !key || type < 0 ||
+        type >= (sqlite3_int64)PSDB_VALUE_TYPE_COUNT)
+        return PSDB_S_OK;
+    if (!e || e->key_size != key_size || memcmp(entry_key(x, e), key, key_size) != 0) {
+        if (x->num_entries >= UINT32_MAX - 1 || key_size > UINT32_MAX ||
+            x->keys_len > SIZE_MAX - key_size)
+            return PSDB_E_FAIL;
+        if (grow((void **)&x->entries, &x->cap_entries, x->num_entries + 1, sizeof(*e)) != 0)
+            return PSDB_E_OUTOFMEMORY;
+        e = &x->entries[x->num_entries];
+        memset(e, 0, sizeof(*e));
+        e->key_size = (uint32_t)key_size;
+        if (key_size <= INDEX_INLINE_KEY) {
+            memcpy(e->key, key, key_size);
+        } else {
+            uint64_t off = x->keys_len;
+            if (grow((void **)&x->keys, &x->keys_cap, x->keys_len + key_size, 1) != 0)
+                return PSDB_E_OUTOFMEMORY;
+            memcpy(e->key, &off, sizeof(off));
+            memcpy(x->keys + x->keys_len, key, key_size);
+            x->keys_len += key_size;
+        }
+        x->num_entries++;
+    }
+    if (sqlite3_column_type(st, 2) != SQLITE_INTEGER || id <= 0 ||
+        sqlite3_column_type(st, 3) != SQLITE_INTEGER || size <= 0 || size > MAX_ITEM_SIZE) {
+        e->blob_id[type] = INDEX_MALFORMED;
+        e->size[type] = 0;
+        return PSDB_S_OK;
+    }
+    if (id >= INDEX_MALFORMED)
+        return PSDB_E_FAIL; /* far beyond any real file: leave such files to SQL */
+    e->blob_id[type] = (uint32_t)id;
+    e->size[type] = (uint32_t)size;
+    return PSDB_S_OK;
+}
+
+/* Puts every entry into the hash table; fails if a key occurs twice (rows out of key order). */
+static psdb_hr index_hash(key_index *x)
+{
+    void *table = NULL;
+    size_t cap = x->num_entries + x->num_entries / 3 + 1;
+
+    /* num_entries < 2^32 - 1 (index_add_row), so cap fits the 32-bit range reduction. */
+    if (cap > SIZE_MAX / sizeof(index_entry) ||
+        posix_memalign(&table, 64, cap * sizeof(index_entry)) != 0)
+        return PSDB_E_OUTOFMEMORY;
+    memset(table, 0, cap * sizeof(index_entry));
+    x->table = table;
+    x->cap = cap;
+    for (size_t n = 0; n < x->num_entries; n++) {
+        const index_entry *e = &x->entries[n];
+        const uint8_t *key = entry_key(x, e);
+        if (index_find(x, key, e->key_size))
+            return PSDB_E_FAIL;
+        uint64_t h = key_hash(x->seed, key, e->key_size);
+        size_t i = (size_t)(((h >> 32) * (uint64_t)cap) >> 32);
+        while (x->table[i].key_size != 0)
+            i = i + 1 == cap ? 0 : i + 1;
+        x->table[i] = *e;
+    }
+    free(x->entries);
+    x->entries = NULL;
+    x->cap_entries = 0;
+    return PSDB_S_OK;
+}
+
+/* Scans value_entries into a new index on a connection of its own. */
+static psdb_hr index_build(psdb_file *f, key_index **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    key_index *x = NULL;
+    void *shrunk = NULL;
+    uint64_t rows = 0;
+    int rc = SQLITE_OK;
+
+    if (!(x = calloc(1, sizeof(*x)))) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    x->seed = mix64((uint64_t)(uintptr_t)x ^ (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+    if ((hr = db_open(f, &db, NULL, 0)) < 0)
+        goto cleanup;
+    rc = sqlite3_prepare_v2(
+        db, "SELECT key, type, blob_id, size FROM value_entries ORDER BY key, type", -1, &st, NULL);
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+            break;
+        if (++rows % INDEX_CANCEL_EVERY == 0 && atomic_load(&f->index_cancel)) {
+            hr = PSDB_E_FAIL;
+            goto cleanup;
+        }
+        if ((hr = index_add_row(x, st)) < 0)
+            goto cleanup;
+    }
+    if (rc != SQLITE_DONE) {
+        hr = read_error(rc);
+        goto cleanup;
+    }
+    if (x->keys_len > 0 && (shrunk = realloc(x->keys, x->keys_len)) != NULL) {
+        x->keys = shrunk;
+        x->keys_cap = x->keys_len;
+    }
+    if ((hr = index_hash(x)) < 0)
+        goto cleanup;
+    *out = x;
+    x = NULL;
+cleanup:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    index_free(x);
+    return hr;
+}
+
+static void *index_thread_main(void *arg)
+{
+    psdb_file *f = arg;
+    key_index *x = NULL;
+    int state = index_build(f, &x) >= 0 ? INDEX_READY : INDEX_FAILED;
+
+    pthread_mutex_lock(&f->lock);
+    atomic_store_explicit(&f->index, x, memory_order_release);
+    atomic_store(&f->index_state, state);
+    pthread_cond_broadcast(&f->index_done);
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+/* Starts the build unless it was started (or given up) already; cheap when it was. */
+static void index_start(psdb_file *f)
+{
+    sigset_t all, old;
+
+    if (atomic_load_explicit(&f->index_state, memory_order_relaxed) != INDEX_NONE)
+        return;
+    pthread_mutex_lock(&f->lock);
+    if (atomic_load(&f->index_state) == INDEX_NONE) {
+        /* The build thread must not take the application's signals. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        atomic_store(&f->index_state, INDEX_BUILDING);
+        if (pthread_create(&f->index_thread, NULL, index_thread_main, f) == 0)
+            f->index_started = 1;
+        else
+            atomic_store(&f->index_state, INDEX_FAILED);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+int psdb__file_index_wait(psdb_file *f)
+{
+    int state = INDEX_NONE;
+
+    index_start(f);
+    pthread_mutex_lock(&f->lock);
+    while ((state = atomic_load(&f->index_state)) == INDEX_BUILDING)
+        pthread_cond_wait(&f->index_done, &f->lock);
+    pthread_mutex_unlock(&f->lock);
+    return state == INDEX_READY;
+}
+
+size_t psdb__file_page_cache_bytes(psdb_file *f)
+{
+    const page_cache *pc = f->pages;
+    return pc ? sizeof(*pc) + pc->num_pages * sizeof(*pc->pages) + atomic_load(&pc->bytes) : 0;
+}
+
+void psdb__file_index_disable(psdb_file *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (atomic_load(&f->index_state) == INDEX_NONE)
+        atomic_store(&f->index_state, INDEX_FAILED);
+    pthread_mutex_unlock(&f->lock);
+}
+
+size_t psdb__file_index_bytes(psdb_file *f)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&f->lock);
+    const key_index *x = atomic_load(&f->index);
+    if (x)
+        n = sizeof(*x) + x->cap * sizeof(*x->table) + x->keys_cap;
+    pthread_mutex_unlock(&f->lock);
+    return n;
 }
 
 /* "file:" URI of a path, percent-encoding everything but unreserved characters and '/'. */
@@ -781,11 +1433,17 @@ void psdb_file_release(psdb_file *f)
 {
     if (!f)
         return;
+    atomic_store(&f->index_cancel, 1);
+    if (f->index_started)
+        pthread_join(f->index_thread, NULL);
+    index_free(atomic_load(&f->index));
     while (f->idle) {
         conn *c = f->idle;
         f->idle = c->next;
         conn_close(c);
     }
+    page_cache_free(f->pages);
+    pthread_cond_destroy(&f->index_done);
     pthread_mutex_destroy(&f->lock);
     EVP_MD_free(f->sha256);
     free((void *)f->verified);
@@ -825,7 +1483,15 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
+    if (pthread_cond_init(&f->index_done, NULL) != 0) {
+        pthread_mutex_destroy(&f->lock);
+        free(f);
+        f = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
     f->uri = make_uri(path);
+    f->pages = page_cache_new(file_size);
     f->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
     if (!f->uri || !f->sha256) {
         hr = PSDB_E_OUTOFMEMORY;
@@ -987,6 +1653,8 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
     conn *c = NULL;
     cached_key uncached;
     const cached_key *k = NULL;
+    const key_index *x = NULL;
+    const index_entry *e = NULL;
     sqlite3_int64 id = 0;
     size_t size = 0;
 
@@ -995,19 +1663,30 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if ((hr = conn_get(f, &c)) < 0)
-        goto cleanup;
-    if (c->cache.key_size == key_size && memcmp(c->cache.key, key, key_size) == 0) {
-        k = &c->cache;
+    x = atomic_load_explicit(&f->index, memory_order_acquire);
+    if (x) {
+        /* The index answers every key of value_entries: a miss is NOT_FOUND. */
+        if ((e = index_find(x, key, key_size)) != NULL) {
+            id = e->blob_id[value_type] == INDEX_MALFORMED ? (sqlite3_int64)BLOB_MALFORMED
+                                                           : (sqlite3_int64)e->blob_id[value_type];
+            size = e->size[value_type];
+        }
     } else {
-        /* Long keys bypass the cache (it holds CACHED_KEY_MAX bytes). */
-        cached_key *dst = key_size <= CACHED_KEY_MAX ? &c->cache : &uncached;
-        if ((hr = load_key(c, key, key_size, dst)) < 0)
+        index_start(f);
+        if ((hr = conn_get(f, &c)) < 0)
             goto cleanup;
-        k = dst;
+        if (c->cache.key_size == key_size && memcmp(c->cache.key, key, key_size) == 0) {
+            k = &c->cache;
+        } else {
+            /* Long keys bypass the cache (it holds CACHED_KEY_MAX bytes). */
+            cached_key *dst = key_size <= CACHED_KEY_MAX ? &c->cache : &uncached;
+            if ((hr = load_key(c, key, key_size, dst)) < 0)
+                goto cleanup;
+            k = dst;
+        }
+        id = k->blob_id[value_type];
+        size = (size_t)k->size[value_type];
     }
-    id = k->blob_id[value_type];
-    size = (size_t)k->size[value_type];
     if (id == BLOB_ABSENT) {
         hr = PSDB_E_NOT_FOUND;
         goto cleanup;
@@ -1025,6 +1704,8 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
         hr = PSDB_E_MORE_DATA;
         goto cleanup;
     }
+    if (!c && (hr = conn_get(f, &c)) < 0)
+        goto cleanup;
     if ((uint64_t)id < f->num_verified_slots &&
         atomic_load_explicit(&f->verified[id], memory_order_relaxed))
         hr = read_verified(c, id, value, size);

@@ -23,4 +23,16 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
  * success; -1 when the file cannot be read or is not a SQLite file. */
 int psdb__sqlite_application_id(const char *path, uint32_t *out);
 
+/* The in-memory key index of an open PSDB (built by a thread that the first lookup starts).
+ * psdb__file_index_wait starts the build if needed, waits for its end and returns 1 when the index
+ * is in use, 0 when lookups stay on SQL. psdb__file_index_disable keeps lookups on SQL if no build
+ * started yet (tests compare both paths). psdb__file_index_bytes: heap bytes of the index, 0 when
+ * none. All three are thread-safe. */
+int psdb__file_index_wait(psdb_file *f);
+void psdb__file_index_disable(psdb_file *f);
+size_t psdb__file_index_bytes(psdb_file *f);
+/* Heap bytes of the interior page cache shared by the file's connections (0 without one);
+ * thread-safe. */
+size_t psdb__file_page_cache_bytes(psdb_file *f);
+
 #endif

@@ -666,6 +666,211 @@ START_TEST(test_psdbfile__C2_C3_flipped_blob_found_at_lookup)
 }
 END_TEST
 
+/* ---- The in-memory key index agrees with the SQL path ---------------------------------------- */
+
+/* Every status, size and byte of a lookup on f equals the one on g. */
+static void assert_same_answers(psdb_file *f, psdb_file *g)
+{
+    static const char *extra[] = {"nope", "k00", "k0030", "text"};
+    uint8_t a[4096], b[4096];
+
+    for (int i = 0; i < NKEYS + 4; i++) {
+        char key[8];
+        const char *k = key;
+        size_t ks = 4;
+        if (i < NKEYS) {
+            sample_key(i, key);
+        } else {
+            k = extra[i - NKEYS];
+            ks = strlen(k);
+        }
+        for (uint32_t t = 0; t < PSDB_VALUE_TYPE_COUNT; t++) {
+            size_t caps[3] = {0, 10, sizeof(a)};
+            for (int c = 0; c < 3; c++) {
+                size_t na = caps[c], nb = caps[c];
+                memset(a, 0xA5, sizeof(a));
+                memset(b, 0xA5, sizeof(b));
+                psdb_hr ha = psdb_file_find_value(f, k, ks, t, c ? a : NULL, &na);
+                psdb_hr hb = psdb_file_find_value(g, k, ks, t, c ? b : NULL, &nb);
+                ck_assert_msg(ha == hb, "key %.*s type %u cap %zu: %08x vs %08x", (int)ks, k, t,
+                              caps[c], (unsigned)ha, (unsigned)hb);
+                ck_assert_uint_eq(na, nb);
+                ck_assert_mem_eq(a, b, sizeof(a));
+            }
+        }
+    }
+}
+
+/* Opens path twice, one handle kept on SQL and one with the index built, and compares them. */
+static void compare_paths(const char *path, int want_index)
+{
+    psdb_file *sql = NULL, *idx = NULL;
+
+    ck_assert_hr(psdb_file_open(path, NULL, &sql), PSDB_S_OK);
+    ck_assert_hr(psdb_file_open(path, NULL, &idx), PSDB_S_OK);
+    psdb__file_index_disable(sql);
+    ck_assert_int_eq(psdb__file_index_wait(sql), 0);
+    ck_assert_int_eq(psdb__file_index_wait(idx), want_index);
+    ck_assert_uint_eq(psdb__file_index_bytes(sql), 0);
+    ck_assert(want_index ? psdb__file_index_bytes(idx) > 0 : psdb__file_index_bytes(idx) == 0);
+    assert_same_answers(idx, sql);
+    psdb_file_release(sql);
+    psdb_file_release(idx);
+}
+
+START_TEST(test_psdbfile__C3_index_agrees_with_sql)
+{
+    char *p = sample_file("index.psdb");
+    compare_paths(p, 1);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_C3_index_keeps_malformed_rows_corrupt)
+{
+    char *p = sample_file("index-bad.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[4096];
+    size_t n = sizeof(buf);
+    /* A text size, a negative blob id, a dangling blob id, a type out of range, a text key. */
+    exec_sql(p,
+             "PRAGMA ignore_check_constraints = 1;"
+             "UPDATE value_entries SET size = 'big' WHERE key = CAST('k001' AS BLOB) AND type = 0;"
+             "UPDATE value_entries SET blob_id = -4 WHERE key = CAST('k002' AS BLOB) AND type = 1;"
+             "UPDATE value_entries SET blob_id = 999999 WHERE key = CAST('k003' AS BLOB) AND "
+             "type = 0;"
+             "UPDATE value_entries SET type = 7 WHERE key = CAST('k004' AS BLOB) AND type = 1;"
+             "INSERT INTO value_entries VALUES ('text', 0, 1, 1000);");
+    compare_paths(p, 1);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_int_eq(psdb__file_index_wait(f), 1);
+    ck_assert_hr(psdb_file_find_value(f, "k001", 4, 0, NULL, &n), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_file_find_value(f, "k002", 4, 1, buf, &n), PSDB_E_CACHE_CORRUPT);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k003", 4, 0, buf, &n), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_file_find_value(f, "k004", 4, 1, NULL, &n), PSDB_E_NOT_FOUND);
+    ck_assert_hr(psdb_file_find_value(f, "text", 4, 0, NULL, &n), PSDB_E_NOT_FOUND);
+    ck_assert_hr(psdb_file_find_value(f, "k005", 4, 0, NULL, &n), PSDB_S_OK);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_index_gives_up_on_unreadable_table)
+{
+    char *p = sample_file("index-ids.psdb");
+    /* A blob id beyond 32 bits: the index is not built, lookups keep answering through SQL. */
+    exec_sql(p, "UPDATE value_entries SET blob_id = 5000000000 WHERE key = CAST('k001' AS BLOB) "
+                "AND type = 0;");
+    compare_paths(p, 0);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_flipped_blob_corrupt_with_index)
+{
+    char *p = sample_file("index-flip.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[4096];
+    size_t n = sizeof(buf);
+    flip_object_code(p);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_int_eq(psdb__file_index_wait(f), 1);
+    ck_assert_hr(psdb_file_find_value(f, "k005", 4, 0, buf, &n), PSDB_E_CACHE_CORRUPT);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k006", 4, 0, buf, &n), PSDB_S_OK);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_truncated_under_reader_is_corrupt)
+{
+    char *p = sample_file("index-trunc.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[4096];
+    int ok = 0, corrupt = 0;
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_int_eq(psdb__file_index_wait(f), 1);
+    /* Some blobs verified and interior pages cached before the file shrinks under the reader. */
+    for (int i = 0; i < NKEYS; i += 2) {
+        char key[8];
+        size_t n = sizeof(buf);
+        sample_key(i, key);
+        ck_assert_hr(psdb_file_find_value(f, key, 4, 0, buf, &n), PSDB_S_OK);
+    }
+    ck_assert_int_eq(truncate(p, 3 * 4096), 0);
+    for (int i = 0; i < NKEYS; i++) {
+        char key[8];
+        sample_key(i, key);
+        for (uint32_t t = 0; t < 2; t++) {
+            size_t n = sizeof(buf);
+            psdb_hr hr = psdb_file_find_value(f, key, 4, t, buf, &n);
+            ck_assert_msg(hr == PSDB_S_OK || hr == PSDB_E_CACHE_CORRUPT, "%08x", (unsigned)hr);
+            ok += hr == PSDB_S_OK;
+            corrupt += hr == PSDB_E_CACHE_CORRUPT;
+        }
+    }
+    /* Blobs past the cut cannot be read: they are reported, not returned. */
+    ck_assert_int_gt(corrupt, 0);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+typedef struct first_job {
+    psdb_file *f;
+    pthread_barrier_t *go;
+    int errors;
+} first_job;
+
+static void *first_lookup_thread(void *arg)
+{
+    first_job *job = arg;
+    uint8_t buf[4096], want[4096];
+    pthread_barrier_wait(job->go);
+    for (int i = 0; i < NKEYS; i++) {
+        char key[8];
+        size_t n = sizeof(buf), wn = sample_value(i, 0, want);
+        sample_key(i, key);
+        if (psdb_file_find_value(job->f, key, 4, 0, buf, &n) != PSDB_S_OK || n != wn ||
+            memcmp(buf, want, wn) != 0)
+            job->errors++;
+    }
+    return NULL;
+}
+
+START_TEST(test_psdbfile__C3_concurrent_first_lookups_share_one_index)
+{
+    char *p = sample_file("index-race.psdb");
+    psdb_file *f = NULL;
+    pthread_t th[4];
+    first_job jobs[4];
+    pthread_barrier_t go;
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_int_eq(pthread_barrier_init(&go, NULL, 4), 0);
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (first_job){.f = f, .go = &go};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, first_lookup_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(jobs[i].errors, 0);
+    }
+    pthread_barrier_destroy(&go);
+    size_t bytes = psdb__file_index_bytes(f);
+    ck_assert_int_eq(psdb__file_index_wait(f), 1);
+    ck_assert(bytes == 0 || bytes == psdb__file_index_bytes(f));
+    psdb_file_release(f);
+    /* Released while the build may still run: the build stops, nothing leaks (ASan). */
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    size_t n = 0;
+    ck_assert_hr(psdb_file_find_value(f, "k001", 4, 0, NULL, &n), PSDB_S_OK);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
 START_TEST(test_psdbfile__C2_C3_structural_damage_found_at_lookup)
 {
     char *p = sample_file("dangling.psdb");
@@ -1194,6 +1399,12 @@ int main(void)
     tcase_add_test(tc, test_psdbfile__C2_malformed_header_row_is_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_corruption_checked_before_compatibility);
     tcase_add_test(tc, test_psdbfile__C2_C3_flipped_blob_found_at_lookup);
+    tcase_add_test(tc, test_psdbfile__C3_index_agrees_with_sql);
+    tcase_add_test(tc, test_psdbfile__C2_C3_index_keeps_malformed_rows_corrupt);
+    tcase_add_test(tc, test_psdbfile__C2_index_gives_up_on_unreadable_table);
+    tcase_add_test(tc, test_psdbfile__C2_flipped_blob_corrupt_with_index);
+    tcase_add_test(tc, test_psdbfile__C3_concurrent_first_lookups_share_one_index);
+    tcase_add_test(tc, test_psdbfile__C2_truncated_under_reader_is_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_C3_structural_damage_found_at_lookup);
     tcase_add_test(tc, test_psdbfile__C2_verify_finds_broken_references);
     tcase_add_test(tc, test_psdbfile__C2_corpus_replays_cleanly);
