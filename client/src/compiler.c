@@ -252,6 +252,7 @@ static void plan_reset(psdb__plan *p)
 {
     free(p->units);
     psdb__buf_free(&p->state);
+    psdb__buf_free(&p->desc);
     free(p->decoded);
     memset(p, 0, sizeof(*p));
 }
@@ -279,6 +280,8 @@ psdb_hr psdb__plan_compute(const psdb_compute_pipeline_desc *d, psdb__plan *out)
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb__sha256(enc.data, enc.len, p.group_key);
+    p.desc = enc; /* kept: creations store it and capture writes it */
+    memset(&enc, 0, sizeof(enc));
     hr = psdb__desc_encode_compute_state(d, &p.state);
     if (PSDB_FAILED(hr))
         goto cleanup;
@@ -327,6 +330,8 @@ psdb_hr psdb__plan_graphics(const psdb_graphics_pipeline_desc *d, psdb__plan *ou
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb__sha256(enc.data, enc.len, p.group_key);
+    p.desc = enc; /* kept: creations store it and capture writes it */
+    memset(&enc, 0, sizeof(enc));
     hr = psdb__desc_encode_graphics_state(d, &p.state);
     if (PSDB_FAILED(hr))
         goto cleanup;
@@ -473,6 +478,8 @@ psdb_hr psdb__plan_state_object_ex(const psdb_state_object_desc *d,
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb__sha256(enc.data, enc.len, p.group_key);
+    p.desc = enc; /* kept: creations store it and capture writes it */
+    memset(&enc, 0, sizeof(enc));
     hr = psdb__desc_encode_state_object_state(d, collection_key, &p.state);
     if (PSDB_FAILED(hr))
         goto cleanup;

@@ -92,6 +92,7 @@ typedef struct psdb__plan {
     psdb__unit *units; /* owned */
     psdb__buf state;   /* owned bytes that PIPELINE / STATE_OBJECT units point into */
     void *decoded;     /* owned decoded description (psdb__plan_encoded), freed with the plan */
+    psdb__buf desc;    /* owned: the encoded description the group key hashes (SODB encoding) */
 } psdb__plan;
 
 /* Plans a creation: validates the description, derives the group key and every unit's key.

@@ -26,7 +26,7 @@ cleanup:
 
 /* The common path: one selection for the whole operation (F7), held until creation ends (I2). */
 static psdb_hr create_planned(psdb_device *dev, const psdb_session_subobject *sub, psdb__plan *plan,
-                              int is_compute, psdb__buf *enc, psdb_pipeline **out)
+                              int is_compute, psdb_pipeline **out)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__selection sel = {0};
@@ -43,8 +43,8 @@ static psdb_hr create_planned(psdb_device *dev, const psdb_session_subobject *su
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb__associate(&sel, &p->assoc);
-    p->desc = *enc; /* moved: the library, serialization and derivation read it */
-    memset(enc, 0, sizeof(*enc));
+    p->desc = plan->desc; /* moved: the library, serialization and derivation read it */
+    memset(&plan->desc, 0, sizeof(plan->desc));
     *out = p;
     p = NULL;
 cleanup:
@@ -58,18 +58,13 @@ static psdb_hr create_compute(psdb_device *dev, const psdb_compute_pipeline_desc
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    psdb__buf enc = {0};
     hr = psdb__plan_compute(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    hr = psdb__desc_encode_compute(desc, &enc);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    hr = create_planned(dev, desc->psdb, &plan, 1, &enc, out);
+    hr = create_planned(dev, desc->psdb, &plan, 1, out);
     if (PSDB_SUCCEEDED(hr))
         psdb__capture(dev, PSDB_SODB_COMPUTE, &(*out)->desc);
 cleanup:
-    psdb__buf_free(&enc);
     psdb__plan_free(&plan);
     return hr;
 }
@@ -79,18 +74,13 @@ static psdb_hr create_graphics(psdb_device *dev, const psdb_graphics_pipeline_de
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    psdb__buf enc = {0};
     hr = psdb__plan_graphics(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    hr = psdb__desc_encode_graphics(desc, &enc);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    hr = create_planned(dev, desc->psdb, &plan, 0, &enc, out);
+    hr = create_planned(dev, desc->psdb, &plan, 0, out);
     if (PSDB_SUCCEEDED(hr))
         psdb__capture(dev, PSDB_SODB_GRAPHICS, &(*out)->desc);
 cleanup:
-    psdb__buf_free(&enc);
     psdb__plan_free(&plan);
     return hr;
 }

@@ -690,7 +690,6 @@ static psdb_hr load(psdb_pipeline_library *lib, const char *name, uint32_t kind,
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    psdb__buf enc = {0};
     psdb__selection sel = {0};
     psdb_pipeline *p = NULL;
     size_t at = 0;
@@ -710,10 +709,6 @@ static psdb_hr load(psdb_pipeline_library *lib, const char *name, uint32_t kind,
     pthread_mutex_unlock(&lib->lock);
     if (PSDB_FAILED(hr) || p)
         goto cleanup;
-    hr = kind == PSDB__PLIB_KIND_COMPUTE ? psdb__desc_encode_compute(cd, &enc)
-                                         : psdb__desc_encode_graphics(gd, &enc);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
     /* G2: the load that creates selects like any creation (F), from the load description. */
     hr = psdb__select(dev, kind == PSDB__PLIB_KIND_COMPUTE ? cd->psdb : gd->psdb, &sel);
     if (PSDB_FAILED(hr))
@@ -727,8 +722,8 @@ static psdb_hr load(psdb_pipeline_library *lib, const char *name, uint32_t kind,
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb__associate(&sel, &p->assoc);
-    p->desc = enc;
-    memset(&enc, 0, sizeof(enc));
+    p->desc = plan.desc; /* the plan's encoding of the load description */
+    memset(&plan.desc, 0, sizeof(plan.desc));
     pthread_mutex_lock(&lib->lock);
     /* The entry table may have grown meanwhile: find the entry again. */
     int found = find_entry(lib, name, strlen(name), &at);
@@ -749,7 +744,6 @@ cleanup:
     else
         psdb_pipeline_release(p);
     psdb__selection_release(&sel);
-    psdb__buf_free(&enc);
     psdb__plan_free(&plan);
     return hr;
 }

@@ -52,7 +52,6 @@ static psdb_hr create(psdb_device *dev, const psdb_state_object_desc *desc, psdb
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    psdb__buf enc = {0};
     psdb__selection sel = {0};
     psdb_state_object *so = NULL;
     const psdb_session_subobject *sub = NULL;
@@ -63,11 +62,6 @@ static psdb_hr create(psdb_device *dev, const psdb_state_object_desc *desc, psdb
     hr = psdb__plan_state_object_ex(desc, collection_key, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    if (dev->capture) {
-        hr = psdb__desc_encode_state_object(desc, collection_key, &enc);
-        if (PSDB_FAILED(hr))
-            goto cleanup;
-    }
     /* G3: an addition selects for itself; the base's selection is neither inherited nor
      * changed. */
     hr = psdb__select(dev, sub, &sel);
@@ -106,13 +100,12 @@ static psdb_hr create(psdb_device *dev, const psdb_state_object_desc *desc, psdb
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb__associate(&sel, &so->assoc);
-    psdb__capture(dev, PSDB_SODB_STATE_OBJECT, &enc);
+    psdb__capture(dev, PSDB_SODB_STATE_OBJECT, &plan.desc);
     *out = so;
     so = NULL;
 cleanup:
     psdb__selection_release(&sel);
     psdb_state_object_release(so);
-    psdb__buf_free(&enc);
     psdb__plan_free(&plan);
     return hr;
 }
