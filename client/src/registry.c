@@ -311,19 +311,25 @@ cleanup:
     return hr;
 }
 
+/* A registry handle with one reference and the path of its database under root. */
+static psdb_hr reg_new(const char *root, psdb__reg **reg, char **path)
+{
+    *path = join_path(root, PSDB__REGISTRY_DB);
+    *reg = calloc(1, sizeof(**reg));
+    if (*reg)
+        atomic_init(&(*reg)->refs, 1);
+    /* On failure the caller's cleanup frees what was allocated. */
+    return *path && *reg ? PSDB_S_OK : PSDB_E_OUTOFMEMORY;
+}
+
 /* Opens the registry database of root for writing (creating and migrating it). */
 static psdb_hr reg_open_rw(const char *root, psdb__reg **out)
 {
-    psdb_hr hr = PSDB_S_OK;
     psdb__reg *reg = NULL;
     char *path = NULL;
-    path = join_path(root, PSDB__REGISTRY_DB);
-    reg = calloc(1, sizeof(*reg));
-    if (!path || !reg) {
-        hr = PSDB_E_OUTOFMEMORY;
+    psdb_hr hr = reg_new(root, &reg, &path);
+    if (PSDB_FAILED(hr))
         goto cleanup;
-    }
-    atomic_init(&reg->refs, 1);
     int rc = sqlite3_open_v2(
         path, &reg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
@@ -351,16 +357,11 @@ cleanup:
 /* Opens the registry of root read-only; a root without a registry gives an empty view. */
 static psdb_hr reg_open_ro(const char *root, psdb__reg **out)
 {
-    psdb_hr hr = PSDB_S_OK;
     psdb__reg *reg = NULL;
     char *path = NULL;
-    path = join_path(root, PSDB__REGISTRY_DB);
-    reg = calloc(1, sizeof(*reg));
-    if (!path || !reg) {
-        hr = PSDB_E_OUTOFMEMORY;
+    psdb_hr hr = reg_new(root, &reg, &path);
+    if (PSDB_FAILED(hr))
         goto cleanup;
-    }
-    atomic_init(&reg->refs, 1);
     reg->readonly = 1;
     if (access(path, F_OK) != 0) {
         if (errno != ENOENT) {
