@@ -4,7 +4,10 @@
  * Thread safety
  *   psdb_device, psdb_session, psdb_pipeline, psdb_state_object, psdb_file and psdb_queue may be
  *   shared between threads (like an ID3D12Device). psdb_installer, psdb_explorer, psdb_writer and
- *   psdb_sodb are used by one thread at a time. Each function says where it differs. */
+ *   psdb_sodb are used by one thread at a time. Each function says where it differs.
+ *
+ * "MODEL <id>" in these headers cites rule <id> of schema/MODEL.md, the behavioural
+ * specification. */
 #ifndef PSDB_PSDB_H
 #define PSDB_PSDB_H
 
