@@ -172,6 +172,9 @@ def manifest_seeds(key, out):
     write(f"{out}/version_five_components.json", manifest(key, BASE, **{"app.version": "1.0.2.0.0"}))
     write(f"{out}/version_component_wraps_at_2_32.json",
           manifest(key, BASE, **{"app.version": "4294967297.0.2.0"}))
+    write(f"{out}/size_string_minus_after_space.json", manifest(key, BASE, size=" -1"))
+    write(f"{out}/version_sign_and_spaces.json", manifest(key, BASE, **{"app.version": " +1. 0.2.0"}))
+    write(f"{out}/version_two_parts.json", manifest(key, BASE, **{"app.version": "1.0"}))
     write(f"{out}/app_id_too_short.json", manifest(key, BASE, **{"app.app_id": "0102-0304"}))
     write(f"{out}/app_id_not_hex.json", manifest(key, BASE, **{"app.app_id": "zz" * 16}))
     write(f"{out}/duplicate_key.json",
