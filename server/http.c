@@ -158,6 +158,9 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, struct req *r, unsi
 
 static enum MHD_Result reply_index_error(struct MHD_Connection *c, struct req *r, psdbd_rc rc)
 {
+    if (rc == PSDBD_UNAVAILABLE) /* logged where it was found: the log says what happened */
+        return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "index_unavailable",
+                           "the index was removed, replaced or damaged; see the server log");
     if (rc == PSDBD_FULL)
         return reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
                            "the index cannot be written: no space left on the device");
@@ -189,7 +192,7 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                                "the token is unknown, expired or revoked");
             return -1;
         default:
-            *ret = reply_index_error(c, r, PSDBD_ERROR);
+            *ret = reply_index_error(c, r, psdbd_index_failure(srv->ix));
             return -1;
         }
     }
@@ -753,7 +756,7 @@ static enum MHD_Result resolve(psdbd_server *srv, struct MHD_Connection *c, stru
         break;
     default:
         free(key);
-        return reply_index_error(c, r, PSDBD_ERROR);
+        return reply_index_error(c, r, psdbd_index_failure(srv->ix));
     }
     psdbd_metrics_resolve(status == MHD_HTTP_OK);
     body = json_text(m, &len);
@@ -812,7 +815,7 @@ static enum MHD_Result app_psdbs(psdbd_server *srv, struct MHD_Connection *c, st
     case PSDBD_NOT_FOUND:
         return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such application");
     default:
-        return reply_index_error(c, r, PSDBD_ERROR);
+        return reply_index_error(c, r, psdbd_index_failure(srv->ix));
     }
 }
 
@@ -820,8 +823,10 @@ static enum MHD_Result readyz(psdbd_server *srv, struct MHD_Connection *c, struc
 {
     struct stat sb;
     if (psdbd_index_ping(srv->ix) != 0)
-        return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-                           "the index does not answer");
+        return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "%s",
+                           psdbd_index_lost(srv->ix)
+                               ? "the index was removed, replaced or damaged; see the server log"
+                               : "the index does not answer");
     if (stat(srv->store.blob_dir, &sb) != 0 || access(srv->store.tmp_dir, W_OK) != 0)
         return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
                            "the blob store is not usable");

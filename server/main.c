@@ -60,7 +60,6 @@ static int serve(int argc, char **argv)
     char err[1024];
     int c, idx = 0, rc = 1, lock_fd = -1, sig = 0;
     sigset_t set;
-    char *index_path = NULL;
 
     memset(&srv, 0, sizeof(srv));
     psdbd_config_defaults(&cfg);
@@ -137,8 +136,7 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
-    index_path = xasprintf("%s/index.sqlite", cfg.data_dir);
-    if (psdbd_index_open(index_path, &srv.ix, err, sizeof(err)) != 0) {
+    if (psdbd_data_open_index(&srv.store, 1, &srv.ix, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
@@ -174,7 +172,6 @@ cleanup:
     psdbd_store_close(&srv.store);
     if (lock_fd >= 0)
         close(lock_fd);
-    free(index_path);
     psdbd_config_free(&cfg);
     return rc;
 }
