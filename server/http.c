@@ -215,6 +215,32 @@ static psdbd_role reader_role(const psdbd_server *srv)
     return srv->cfg->readers_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE;
 }
 
+/* True when the request's token limits which applications it sees: a token was checked, it is
+ * not an admin's, and its scope is not '*'. Anonymous reads (no token needed) see everything. */
+static int scoped(const struct req *r)
+{
+    return r->who.name && r->who.role != PSDBD_ROLE_ADMIN &&
+           !(r->who.scope && strcmp(r->who.scope, "*") == 0);
+}
+
+/* Removes the entries of a listing ({"name": ...} objects) that the token's scope does not
+ * cover. */
+static void drop_out_of_scope(const struct req *r, json_t *list)
+{
+    if (!scoped(r) || !json_is_array(list))
+        return;
+    for (size_t i = json_array_size(list); i-- > 0;) {
+        const char *name = json_string_value(json_object_get(json_array_get(list, i), "name"));
+        if (!psdbd_scope_covers(r->who.scope, name))
+            json_array_remove(list, i);
+    }
+}
+
+static int scope_accepts(const char *app, void *ctx)
+{
+    return psdbd_scope_covers(ctx, app);
+}
+
 /* ---- publish --------------------------------------------------------------------------------- */
 
 static int disk_full_errno(int e)
@@ -623,6 +649,16 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
                            "a blob is named by 64 lowercase hex digits (its SHA-256)");
     if (authorize(srv, c, r, reader_role(srv), NULL, &ret) != 0)
         return ret;
+    /* A scoped token reads a blob only through a PSDB of an application in its scope; asked
+     * before the file is looked at, so a 403 says nothing about whether the blob exists. */
+    if (scoped(r)) {
+        psdbd_rc rc = psdbd_index_blob_apps(srv->ix, digest, scope_accepts, r->who.scope);
+        if (rc == PSDBD_NOT_FOUND)
+            return reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+                               "no PSDB of an application in the token's scope has this blob");
+        if (rc != PSDBD_OK)
+            return reply_index_error(c, r, rc);
+    }
     if ((e = psdbd_store_open_blob(&srv->store, digest, &fd, &size)) != 0) {
         if (e == ENOENT)
             return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such blob");
@@ -899,10 +935,12 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
         json_t *list = NULL;
         if (!get)
             break;
+        psdbd_rc rc;
         if (authorize(srv, c, r, reader_role(srv), NULL, &ret) != 0)
             return ret;
-        if (psdbd_index_list_apps(srv->ix, &list) != PSDBD_OK)
-            return reply_index_error(c, r, PSDBD_ERROR);
+        if ((rc = psdbd_index_list_apps(srv->ix, &list)) != PSDBD_OK)
+            return reply_index_error(c, r, rc);
+        drop_out_of_scope(r, json_object_get(list, "apps"));
         return reply_json(c, r, MHD_HTTP_OK, list);
     }
     case PSDBD_ROUTE_APP_PSDBS: {
