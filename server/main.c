@@ -24,7 +24,7 @@ static void usage(void)
            "[--scope APP_PATTERN]\n"
            "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
            "[--scope APP_PATTERN]\n"
-           "       psdbd gc --data-dir DIR [--dry-run]\n"
+           "       psdbd gc --data-dir DIR [--dry-run] [--force-empty-index]\n"
            "       psdbd check --data-dir DIR [--deep]\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
            "--data-dir NEWDIR\n\n"
