@@ -37,6 +37,21 @@ static int fail(const char *cmd, const char *fmt, ...)
     return 1;
 }
 
+/* Names and scopes reach the access log and `list` output (JSON): UTF-8 without control
+ * characters. Returns 0, or 1 after the message. */
+static int bad_text(const char *cmd, const char *option, const char *s)
+{
+    json_t *probe = json_string(s);
+    long cc = probe ? psdbd_control_char_in(s) : -1;
+    int rc = 0;
+    if (!probe)
+        rc = fail(cmd, "%s is not UTF-8", option);
+    else if (cc >= 0)
+        rc = fail(cmd, "%s contains the control character U+%04lX", option, (unsigned long)cc);
+    json_decref(probe);
+    return rc;
+}
+
 int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
 {
     char *path = xasprintf("%s/psdbd.lock", dir);
@@ -343,6 +358,9 @@ int psdbd_cmd_token(int argc, char **argv)
         rc = fail("token create", "--scope must not be empty");
         goto cleanup;
     }
+    if ((name && bad_text("token create", "--name", name)) ||
+        bad_text("token create", "--scope", scope))
+        goto cleanup;
     if (open_data("token create", dir, 1, &store, &ix) != 0)
         goto cleanup;
     tok = psdbd_token_new(selector, hash);
@@ -461,6 +479,8 @@ int psdbd_cmd_key(int argc, char **argv)
         rc = fail("key add", "--name and --public-key are required (see --help)");
         goto cleanup;
     }
+    if (bad_text("key add", "--name", name) || bad_text("key add", "--scope", scope))
+        goto cleanup;
     if ((hr = psdb_key_load(file, &key)) != PSDB_S_OK) {
         rc = fail("key add", "%s: not an Ed25519 PEM key (%s)", file, psdb_hr_str(hr));
         goto cleanup;

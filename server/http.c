@@ -345,20 +345,6 @@ static void publish_chunk(struct req *r, const char *data, size_t n)
     }
 }
 
-/* The first control character (C0, DEL or C1) of a valid UTF-8 string as a code point, or -1.
- * Identity strings end up in manifests, logs and launchers' screens, where such characters
- * rewrite lines or terminals. C1 (U+0080-U+009F) is encoded as 0xC2 0x80-0x9F. */
-static long control_char_in(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p < 0x20 || *p == 0x7F)
-            return (long)*p;
-        if (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F)
-            return (long)p[1];
-    }
-    return -1;
-}
-
 static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
     enum MHD_Result ret = MHD_YES;
@@ -421,7 +407,8 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
             json_t *probe = strs[i] ? json_string(strs[i]) : NULL;
             int ok = !strs[i] || (probe && strlen(strs[i]) <= PSDB_STATEMENT_STRING_MAX);
-            long cc = ok && strs[i] ? control_char_in(strs[i]) : -1;
+            /* Identity strings reach manifests, logs and launchers' screens. */
+            long cc = ok && strs[i] ? psdbd_control_char_in(strs[i]) : -1;
             json_decref(probe);
             if (!ok) {
                 ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",

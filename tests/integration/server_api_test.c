@@ -1859,6 +1859,29 @@ START_TEST(test_server__identity_control_characters_refused)
         free(path);
     }
     ck_assert_int_eq(count_dir("blobs"), 0);
+    /* Token and key names and scopes reach the access log and listings: the same rule. */
+    char *out = NULL;
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s token create --data-dir %s --role reader --name \"$(printf "
+                                 "'bad\\033[2Jname')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--name contains the control character U+001B"));
+    free(out);
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s token create --data-dir %s --role reader --scope \"$(printf "
+                                 "'G\\302\\233*')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--scope contains the control character U+009B"));
+    free(out);
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s key add --data-dir %s --public-key /nonexistent.pub --name "
+                                 "\"$(printf 'k\\r')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--name contains the control character U+000D"));
+    free(out);
     /* Non-ASCII letters and the first code point after C1 (U+00A0) are fine. */
     spec ok = base_spec;
     ok.app = "Spi\xc3\xa9l\xc2\xa0Z";
