@@ -14,8 +14,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -357,9 +359,64 @@ int psdbd_index_open(const char *path, psdbd_index **out, char *err, size_t err_
     return index_start(path, 0, out, err, err_size);
 }
 
+/* Removes a database file and its WAL companions (best effort). */
+static void remove_db_files(const char *path)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        char *p = xasprintf("%s%s", path, suffixes[i]);
+        unlink(p);
+        free(p);
+    }
+}
+
 int psdbd_index_create(const char *path, psdbd_index **out, char *err, size_t err_size)
 {
-    return index_start(path, 1, out, err, err_size);
+    /* Built under another name and linked into place complete: a crash while creating leaves
+     * no index.sqlite (which the next start would have to refuse as "empty"), only a .new file
+     * that the next creation replaces. link() never replaces an existing index. */
+    char *tmp = xasprintf("%s.new", path), *dir = xstrdup(path), *slash;
+    psdbd_index *ix = NULL;
+    int rc = -1, fd = -1;
+    *out = NULL;
+    if (access(path, F_OK) == 0 || errno != ENOENT) {
+        snprintf(err, err_size, "create index %s: a file is already there", path);
+        goto cleanup;
+    }
+    remove_db_files(tmp);
+    if (index_start(tmp, 1, &ix, err, err_size) != 0)
+        goto cleanup;
+    /* Everything into the main file before it is renamed: the WAL belongs to the old name. */
+    if (sqlite3_exec(psdbd_index_db(ix), "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, err_size, "create index %s: checkpoint: %s", tmp,
+                 sqlite3_errmsg(psdbd_index_db(ix)));
+        goto cleanup;
+    }
+    psdbd_index_close(ix);
+    ix = NULL;
+    if (link(tmp, path) != 0) {
+        snprintf(err, err_size, "create index %s: link %s: %s", path, tmp, strerror(errno));
+        goto cleanup;
+    }
+    remove_db_files(tmp);
+    if ((slash = strrchr(dir, '/')) != NULL)
+        *slash = '\0';
+    if ((fd = open(slash ? (*dir ? dir : "/") : ".", O_RDONLY | O_DIRECTORY)) < 0 ||
+        fsync(fd) != 0) {
+        snprintf(err, err_size, "create index %s: fsync its directory: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    rc = index_start(path, 0, out, err, err_size);
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    psdbd_index_close(ix);
+    if (rc != 0)
+        remove_db_files(tmp);
+    free(tmp);
+    free(dir);
+    return rc;
 }
 
 void psdbd_index_close(psdbd_index *ix)
@@ -701,12 +758,13 @@ psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
         "SELECT a.name, a.created_at, count(p.id), count(p.id) - count(p.retired_at) "
         "FROM apps a LEFT JOIN psdbs p ON p.app = a.id GROUP BY a.id ORDER BY a.name";
     sqlite3_stmt *st = prep(ix, sql);
-    json_t *list = json_array();
+    json_t *list = NULL;
     psdbd_rc rc = PSDBD_OK;
     int s;
     char when[40];
     if (!st)
         return psdbd_index_failure(ix);
+    list = json_array();
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
         json_array_append_new(
             list, json_pack("{s:s, s:s, s:I, s:I}", "name", col_text(st, 0), "created_at",

@@ -38,8 +38,9 @@ extern const size_t psdbd_num_migrations;
  * remembered: every later use checks it (psdbd_index_lost). 0 on success, -1 with a one-line
  * message in err. */
 int psdbd_index_open(const char *path, psdbd_index **out, char *err, size_t err_size);
-/* Creates a new index at `path` (refused when a file is already there) with every migration.
- * Only the initialisation of a new data directory calls it (psdbd_data_open_index). */
+/* Creates a new index at `path` (refused when a file is already there) with every migration,
+ * built as `path`.new and linked into place complete, then opens it. Only the initialisation of a
+ * new data directory calls it (psdbd_data_open_index). */
 int psdbd_index_create(const char *path, psdbd_index **out, char *err, size_t err_size);
 /* Closes the calling thread's connection and frees the index. Every other thread that used it
  * must have exited. NULL is a no-op. */

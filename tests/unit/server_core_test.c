@@ -272,6 +272,10 @@ START_TEST(test_server_core__index_open_never_creates)
     ck_assert_ptr_nonnull(strstr(err, "empty or not a psdbd index"));
     ck_assert_int_eq(stat(empty, &sb), 0);
     ck_assert_int_eq(sb.st_size, 0);
+    /* The new index was linked into place whole: nothing left under the name it was built at. */
+    char *built = tu_path(dir, "index.sqlite.new");
+    ck_assert_int_ne(access(built, F_OK), 0);
+    free(built);
     /* Creating over an existing file is refused. */
     ck_assert_int_eq(psdbd_index_create(path, &other, err, sizeof(err)), -1);
     ck_assert_ptr_nonnull(strstr(err, "already there"));
