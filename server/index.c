@@ -96,7 +96,11 @@ static int file_lost(psdbd_index *ix)
     } else if (sb.st_dev != ix->dev || sb.st_ino != ix->ino) {
         state = LOST_REPLACED;
     }
-    was = atomic_exchange(&ix->lost, state);
+    /* Read first: every query of every thread passes here, and a store would bounce the cache
+     * line between them. */
+    was = atomic_load(&ix->lost);
+    if (state != was)
+        was = atomic_exchange(&ix->lost, state);
     if (state != was && state != LOST_NO)
         psdbd_log("index %s was %s while psdbd runs: index reads and writes are refused (503) "
                   "until it is put back; restore it (psdbd restore) and restart psdbd",
