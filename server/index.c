@@ -95,6 +95,10 @@ static int file_lost(psdbd_index *ix)
         state = e == ENOENT ? LOST_REMOVED : LOST_UNREADABLE;
     } else if (sb.st_dev != ix->dev || sb.st_ino != ix->ino) {
         state = LOST_REPLACED;
+    } else if (access(ix->path, R_OK | W_OK) != 0) {
+        /* Open connections would go on working; new ones would fail: refuse on every thread. */
+        e = errno;
+        state = LOST_UNREADABLE;
     }
     /* Read first: every query of every thread passes here, and a store would bounce the cache
      * line between them. */
@@ -102,12 +106,13 @@ static int file_lost(psdbd_index *ix)
     if (state != was)
         was = atomic_exchange(&ix->lost, state);
     if (state != was && state != LOST_NO)
-        psdbd_log("index %s was %s while psdbd runs: index reads and writes are refused (503) "
+        psdbd_log("index %s was %s%s while psdbd runs: index reads and writes are refused (503) "
                   "until it is put back; restore it (psdbd restore) and restart psdbd",
                   ix->path,
                   state == LOST_REMOVED    ? "removed"
                   : state == LOST_REPLACED ? "replaced by another file"
-                                           : strerror(e));
+                                           : "made unusable: ",
+                  state == LOST_UNREADABLE ? strerror(e) : "");
     else if (state != was)
         psdbd_log("index %s is back in place", ix->path);
     return state != LOST_NO;

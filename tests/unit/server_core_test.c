@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -327,6 +328,51 @@ START_TEST(test_server_core__index_removed_is_unavailable)
 }
 END_TEST
 
+/* In a child with a non-root identity (access() ignores permissions for root): the index
+ * made unreadable under an open index is lost. Exit status 0 when it behaves. */
+static int unreadable_child(const char *path)
+{
+    char err[512];
+    psdbd_index *mine = NULL;
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 10;
+    if (psdbd_index_open(path, &mine, err, sizeof(err)) != 0)
+        return 11;
+    if (psdbd_index_lost(mine) || psdbd_index_ping(mine) != 0)
+        return 12;
+    if (chmod(path, 0) != 0)
+        return 13;
+    if (!psdbd_index_lost(mine) || psdbd_index_ping(mine) == 0)
+        return 14;
+    json_t *m = NULL;
+    if (psdbd_index_list_apps(mine, &m) != PSDBD_UNAVAILABLE)
+        return 15;
+    if (chmod(path, 0644) != 0 || psdbd_index_lost(mine) || psdbd_index_ping(mine) != 0)
+        return 16; /* made usable again: served again */
+    psdbd_index_close(mine);
+    return 0;
+}
+
+START_TEST(test_server_core__index_unreadable_is_unavailable)
+{
+    char *path = tu_path(dir, "index.sqlite"), *cmd = NULL;
+    int st = 0;
+    psdbd_index_close(ix);
+    ix = NULL;
+    ck_assert_int_ge(asprintf(&cmd, "chown -R 65534:65534 %s", dir), 0);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(unreadable_child(path));
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child step %d failed",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    free(path);
+}
+END_TEST
+
 START_TEST(test_server_core__migrations_refuse_newer)
 {
     char err[512];
@@ -361,6 +407,8 @@ int main(void)
     tcase_add_test(tc, test_server_core__migrations_refuse_newer);
     tcase_add_test(tc, test_server_core__index_open_never_creates);
     tcase_add_test(tc, test_server_core__index_removed_is_unavailable);
+    if (geteuid() == 0) /* it needs to become another user */
+        tcase_add_test(tc, test_server_core__index_unreadable_is_unavailable);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
