@@ -781,7 +781,9 @@ static void check_usage(void)
     printf("usage: psdbd check --data-dir DIR [--deep] [--json]\n\n"
            "Checks that the index and the blob store agree: SQLite integrity, every indexed blob\n"
            "present with its size, every PSDB's blob indexed. --deep also recomputes every\n"
-           "blob's SHA-256 and runs a full SQLite integrity check. Exit status 1 on a problem.\n");
+           "blob's SHA-256 and runs a full SQLite integrity check. A missing index, a file that\n"
+           "is not a psdbd index, and an index with no PSDB beside blob files (it looks lost)\n"
+           "are problems too. Exit status 1 on a problem.\n");
 }
 
 int psdbd_cmd_check(int argc, char **argv)
