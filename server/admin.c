@@ -37,6 +37,21 @@ static int fail(const char *cmd, const char *fmt, ...)
     return 1;
 }
 
+/* Names and scopes reach the access log and `list` output (JSON): UTF-8 without control
+ * characters. Returns 0, or 1 after the message. */
+static int bad_text(const char *cmd, const char *option, const char *s)
+{
+    json_t *probe = json_string(s);
+    long cc = probe ? psdbd_control_char_in(s) : -1;
+    int rc = 0;
+    if (!probe)
+        rc = fail(cmd, "%s is not UTF-8", option);
+    else if (cc >= 0)
+        rc = fail(cmd, "%s contains the control character U+%04lX", option, (unsigned long)cc);
+    json_decref(probe);
+    return rc;
+}
+
 int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
 {
     char *path = xasprintf("%s/psdbd.lock", dir);
@@ -53,15 +68,69 @@ int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
     return fd;
 }
 
-/* Opens the data directory's store (without touching tmp/) and index for a command. */
-static int open_data(const char *cmd, const char *dir, psdbd_store *store, psdbd_index **ix)
+static int first_blob(const char *sha, uint64_t size, int64_t mtime, void *ctx)
 {
-    char err[512];
+    (void)sha;
+    (void)size;
+    (void)mtime;
+    (*(uint64_t *)ctx)++;
+    return 1;
+}
+
+static int count_blob(const char *sha, uint64_t size, int64_t mtime, void *ctx)
+{
+    (void)sha;
+    (void)size;
+    (void)mtime;
+    (*(uint64_t *)ctx)++;
+    return 0;
+}
+
+int psdbd_data_open_index(const psdbd_store *store, int may_init, psdbd_index **out, char *err,
+                          size_t err_size)
+{
+    char *path = xasprintf("%s/index.sqlite", store->dir);
+    struct stat sb;
+    uint64_t blobs = 0;
+    int rc = -1;
+    *out = NULL;
+    if (lstat(path, &sb) == 0 || errno != ENOENT) {
+        rc = psdbd_index_open(path, out, err, err_size);
+        goto cleanup;
+    }
+    if (!may_init) {
+        snprintf(err, err_size,
+                 "index %s is missing: restore it from a backup (psdbd restore --from BACKUPDIR "
+                 "--data-dir NEWDIR)",
+                 path);
+        goto cleanup;
+    }
+    /* Blobs without an index are a data directory that lost its index, not a new one: starting
+     * with an empty index would serve nothing and let gc delete every blob. */
+    psdbd_store_walk(store, first_blob, NULL, &blobs);
+    if (blobs > 0) {
+        snprintf(err, err_size,
+                 "index %s is missing but %s holds blobs: restore the index from a backup "
+                 "(psdbd restore --from BACKUPDIR --data-dir NEWDIR, then serve NEWDIR), or, to "
+                 "rebuild from nothing, move %s away and publish the PSDBs again",
+                 path, store->blob_dir, store->blob_dir);
+        goto cleanup;
+    }
+    rc = psdbd_index_create(path, out, err, err_size);
+cleanup:
+    free(path);
+    return rc;
+}
+
+/* Opens the data directory's store (without touching tmp/) and index for a command; `may_init`:
+ * the command may set up a new data directory (psdbd_data_open_index). */
+static int open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
+                     psdbd_index **ix)
+{
+    char err[1024];
     if (psdbd_store_open(store, dir, 0, err, sizeof(err)) != 0)
         return fail(cmd, "%s", err);
-    char *path = xasprintf("%s/index.sqlite", dir);
-    int rc = psdbd_index_open(path, ix, err, sizeof(err));
-    free(path);
+    int rc = psdbd_data_open_index(store, may_init, ix, err, sizeof(err));
     if (rc != 0) {
         psdbd_store_close(store);
         return fail(cmd, "%s", err);
@@ -118,7 +187,7 @@ static int list_or_revoke(const char *what, int argc, char **argv)
         rc = fail(cmd, revoke ? "--name is required" : "unexpected argument (see --help)");
         goto cleanup;
     }
-    if (open_data(cmd, dir, &store, &ix) != 0)
+    if (open_data(cmd, dir, 0, &store, &ix) != 0)
         goto cleanup;
     sqlite3 *db = psdbd_index_db(ix);
     if (revoke) {
@@ -289,7 +358,10 @@ int psdbd_cmd_token(int argc, char **argv)
         rc = fail("token create", "--scope must not be empty");
         goto cleanup;
     }
-    if (open_data("token create", dir, &store, &ix) != 0)
+    if ((name && bad_text("token create", "--name", name)) ||
+        bad_text("token create", "--scope", scope))
+        goto cleanup;
+    if (open_data("token create", dir, 1, &store, &ix) != 0)
         goto cleanup;
     tok = psdbd_token_new(selector, hash);
     if (!tok) {
@@ -407,6 +479,8 @@ int psdbd_cmd_key(int argc, char **argv)
         rc = fail("key add", "--name and --public-key are required (see --help)");
         goto cleanup;
     }
+    if (bad_text("key add", "--name", name) || bad_text("key add", "--scope", scope))
+        goto cleanup;
     if ((hr = psdb_key_load(file, &key)) != PSDB_S_OK) {
         rc = fail("key add", "%s: not an Ed25519 PEM key (%s)", file, psdb_hr_str(hr));
         goto cleanup;
@@ -424,7 +498,7 @@ int psdbd_cmd_key(int argc, char **argv)
         rc = fail("key add", "cannot encode the public key");
         goto cleanup;
     }
-    if (open_data("key add", dir, &store, &ix) != 0)
+    if (open_data("key add", dir, 1, &store, &ix) != 0)
         goto cleanup;
     switch (psdbd_index_key_add(ix, name, id, pem, scope)) {
     case PSDBD_OK:
@@ -501,25 +575,79 @@ static void stray_one(const char *path, void *ctx)
 
 static void gc_usage(void)
 {
-    printf("usage: psdbd gc --data-dir DIR [--dry-run] [--grace SECONDS] [--json]\n\n"
+    printf("usage: psdbd gc --data-dir DIR [--dry-run] [--grace SECONDS] [--json]\n"
+           "                [--force-empty-index]\n\n"
            "Removes blob files that no index row references (left by a crash between storing a\n"
            "blob and indexing it, or by a refused publish), and leftover uploads in tmp/. Files\n"
            "younger than --grace (default 3600) are kept: a running server may be about to\n"
-           "index them. Safe while psdbd serves.\n");
+           "index them. Safe while psdbd serves.\n\n"
+           "gc removes nothing while the index looks lost: no PSDB indexed but blob files\n"
+           "present, or a failed SQLite integrity check (restore the index with psdbd restore).\n"
+           "--force-empty-index removes every unreferenced blob even then. A missing index or\n"
+           "one that is not a psdbd index is always refused.\n");
+}
+
+/* Why the index cannot be trusted to say which blobs are garbage, or NULL. `why` receives the
+ * details. */
+static const char *gc_index_doubt(sqlite3 *db, const psdbd_store *store, char *why, size_t why_size)
+{
+    sqlite3_stmt *st = NULL;
+    const char *doubt = NULL;
+    int64_t psdbs = -1;
+    uint64_t files = 0;
+    if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(why, why_size, "%s", sqlite3_errmsg(db));
+        doubt = "the index cannot be checked";
+        goto cleanup;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *msg = (const char *)sqlite3_column_text(st, 0);
+        if (!msg || strcmp(msg, "ok") != 0) {
+            snprintf(why, why_size, "%s", msg ? msg : "no answer");
+            doubt = "the index fails its integrity check";
+            goto cleanup;
+        }
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM psdbs", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        psdbs = sqlite3_column_int64(st, 0);
+    if (psdbs < 0) {
+        snprintf(why, why_size, "%s", sqlite3_errmsg(db));
+        doubt = "the index cannot be read";
+        goto cleanup;
+    }
+    if (psdbs == 0) {
+        psdbd_store_walk(store, count_blob, NULL, &files);
+        if (files > 0) {
+            snprintf(why, why_size, "0 psdbs indexed, %llu blob files in %s",
+                     (unsigned long long)files, store->blob_dir);
+            doubt = "the index is empty but blobs are present";
+        }
+    }
+cleanup:
+    sqlite3_finalize(st);
+    return doubt;
 }
 
 int psdbd_cmd_gc(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data-dir", required_argument, NULL, 'd'}, {"dry-run", no_argument, NULL, 'n'},
-        {"json", no_argument, NULL, 'j'},           {"grace", required_argument, NULL, 'g'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"data-dir", required_argument, NULL, 'd'},
+                                         {"dry-run", no_argument, NULL, 'n'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"grace", required_argument, NULL, 'g'},
+                                         {"force-empty-index", no_argument, NULL, 'F'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     static const char ref_sql[] = "SELECT 1 FROM psdbs WHERE sha256 = ?1 LIMIT 1";
     static const char orphan_rows_sql[] =
         "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM psdbs) AND created_at < ?1";
     char *dir = psdbd_default_data_dir();
     uint64_t grace = 3600;
-    int c, rc = 1;
+    int c, rc = 1, force = 0;
+    const char *doubt;
+    char why[512];
     psdbd_store store = {0};
     psdbd_index *ix = NULL;
     struct walk w = {0};
@@ -536,6 +664,9 @@ int psdbd_cmd_gc(int argc, char **argv)
             break;
         case 'j':
             w.json = 1;
+            break;
+        case 'F':
+            force = 1;
             break;
         case 'g':
             if (psdbd_parse_u64(optarg, &grace) != 0 || grace > INT32_MAX) {
@@ -556,9 +687,20 @@ int psdbd_cmd_gc(int argc, char **argv)
         rc = fail("gc", "unexpected argument '%s'", argv[optind]);
         goto cleanup;
     }
-    if (open_data("gc", dir, &store, &ix) != 0)
+    if (open_data("gc", dir, 0, &store, &ix) != 0)
         goto cleanup;
     db = psdbd_index_db(ix);
+    /* An index that lost its rows would make every blob look unreferenced. */
+    if ((doubt = gc_index_doubt(db, &store, why, sizeof(why))) != NULL) {
+        if (!force) {
+            rc = fail("gc",
+                      "%s (%s): removing nothing; restore the index (psdbd restore), or "
+                      "pass --force-empty-index to remove every unreferenced blob anyway",
+                      doubt, why);
+            goto cleanup;
+        }
+        fprintf(stderr, "psdbd gc: warning: %s (%s); going on (--force-empty-index)\n", doubt, why);
+    }
     w.ix = ix;
     w.store = &store;
     w.cutoff = (int64_t)time(NULL) - (int64_t)grace;
@@ -639,7 +781,9 @@ static void check_usage(void)
     printf("usage: psdbd check --data-dir DIR [--deep] [--json]\n\n"
            "Checks that the index and the blob store agree: SQLite integrity, every indexed blob\n"
            "present with its size, every PSDB's blob indexed. --deep also recomputes every\n"
-           "blob's SHA-256 and runs a full SQLite integrity check. Exit status 1 on a problem.\n");
+           "blob's SHA-256 and runs a full SQLite integrity check. A missing index, a file that\n"
+           "is not a psdbd index, and an index with no PSDB beside blob files (it looks lost)\n"
+           "are problems too. Exit status 1 on a problem.\n");
 }
 
 int psdbd_cmd_check(int argc, char **argv)
@@ -683,8 +827,27 @@ int psdbd_cmd_check(int argc, char **argv)
         rc = fail("check", "unexpected argument '%s'", argv[optind]);
         goto cleanup;
     }
-    if (open_data("check", dir, &store, &ix) != 0)
-        goto cleanup;
+    {
+        char err[1024];
+        if (psdbd_store_open(&store, dir, 0, err, sizeof(err)) != 0) {
+            rc = fail("check", "%s", err);
+            goto cleanup;
+        }
+        /* A missing or foreign index is the worst finding, reported like the others. */
+        if (psdbd_data_open_index(&store, 0, &ix, err, sizeof(err)) != 0) {
+            fprintf(json ? stderr : stdout, "problem: %s\n", err);
+            if (json) {
+                json_t *o =
+                    json_pack("{s:b, s:I, s:s}", "ok", 0, "problems", (json_int_t)1, "index", err);
+                json_dumpf(o, stdout, JSON_COMPACT);
+                fputc('\n', stdout);
+                json_decref(o);
+            } else {
+                printf("check: FAILED: the index cannot be opened, 1 problem\n");
+            }
+            goto cleanup;
+        }
+    }
     db = psdbd_index_db(ix);
     /* One read transaction: a consistent snapshot even while a server publishes. */
     sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
@@ -767,6 +930,15 @@ int psdbd_cmd_check(int argc, char **argv)
         SQLITE_OK)
         psdbd_store_walk(&store, check_orphan, stray_one, &w);
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    /* An index that lost its rows reads as "every blob unindexed": that is a problem, not a
+     * note, since gc would then delete them all. */
+    if (psdbs == 0 && w.orphans > 0) {
+        fprintf(w.json ? stderr : stdout,
+                "problem: the index has no PSDBs but blobs/ holds %llu blob files: it looks "
+                "lost; restore it (psdbd restore) before running psdbd gc\n",
+                (unsigned long long)w.orphans);
+        problems++;
+    }
     if (json) {
         json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:b}", "ok", problems == 0,
                               "problems", (json_int_t)problems, "psdbs", (json_int_t)psdbs, "blobs",

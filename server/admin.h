@@ -14,4 +14,13 @@ int psdbd_cmd_check(int argc, char **argv);
  * directory; gc takes it too. Returns the lock fd, or -1 with err (another holder or an error). */
 int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size);
 
+/* Opens the index of the data directory whose store is open: the one place that decides whether
+ * a data directory is new. When DIR/index.sqlite is absent and `may_init` is set, a new index is
+ * created only if blobs/ holds no blob file; beside blobs it is refused with a message that says
+ * how to restore. 0, or -1 with a one-line message in err. */
+struct psdbd_store;
+struct psdbd_index;
+int psdbd_data_open_index(const struct psdbd_store *store, int may_init, struct psdbd_index **out,
+                          char *err, size_t err_size);
+
 #endif

@@ -158,6 +158,9 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, struct req *r, unsi
 
 static enum MHD_Result reply_index_error(struct MHD_Connection *c, struct req *r, psdbd_rc rc)
 {
+    if (rc == PSDBD_UNAVAILABLE) /* logged where it was found: the log says what happened */
+        return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "index_unavailable",
+                           "the index was removed, replaced or damaged; see the server log");
     if (rc == PSDBD_FULL)
         return reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
                            "the index cannot be written: no space left on the device");
@@ -189,7 +192,7 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                                "the token is unknown, expired or revoked");
             return -1;
         default:
-            *ret = reply_index_error(c, r, PSDBD_ERROR);
+            *ret = reply_index_error(c, r, psdbd_index_failure(srv->ix));
             return -1;
         }
     }
@@ -210,6 +213,32 @@ static int authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
 static psdbd_role reader_role(const psdbd_server *srv)
 {
     return srv->cfg->readers_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE;
+}
+
+/* True when the request's token limits which applications it sees: a token was checked, it is
+ * not an admin's, and its scope is not '*'. Anonymous reads (no token needed) see everything. */
+static int scoped(const struct req *r)
+{
+    return r->who.name && r->who.role != PSDBD_ROLE_ADMIN &&
+           !(r->who.scope && strcmp(r->who.scope, "*") == 0);
+}
+
+/* Removes the entries of a listing ({"name": ...} objects) that the token's scope does not
+ * cover. */
+static void drop_out_of_scope(const struct req *r, json_t *list)
+{
+    if (!scoped(r) || !json_is_array(list))
+        return;
+    for (size_t i = json_array_size(list); i-- > 0;) {
+        const char *name = json_string_value(json_object_get(json_array_get(list, i), "name"));
+        if (!psdbd_scope_covers(r->who.scope, name))
+            json_array_remove(list, i);
+    }
+}
+
+static int scope_accepts(const char *app, void *ctx)
+{
+    return psdbd_scope_covers(ctx, app);
 }
 
 /* ---- publish --------------------------------------------------------------------------------- */
@@ -373,15 +402,24 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         /* Strings go into JSON manifests and the signed statement: UTF-8, bounded. */
         const char *strs[] = {info.identity.desc.name, info.identity.desc.exe_filename,
                               info.identity.desc.engine_name, info.target.family};
+        static const char *const fields[] = {"application name", "exe filename", "engine name",
+                                             "family"};
         for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
             json_t *probe = strs[i] ? json_string(strs[i]) : NULL;
             int ok = !strs[i] || (probe && strlen(strs[i]) <= PSDB_STATEMENT_STRING_MAX);
+            /* Identity strings reach manifests, logs and launchers' screens. */
+            long cc = ok && strs[i] ? psdbd_control_char_in(strs[i]) : -1;
             json_decref(probe);
             if (!ok) {
                 ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
-                                  "the PSDB's identity or family is not UTF-8 or longer than "
-                                  "%u bytes",
+                                  "the PSDB's %s is not UTF-8 or longer than %u bytes", fields[i],
                                   PSDB_STATEMENT_STRING_MAX);
+                goto cleanup;
+            }
+            if (cc >= 0) {
+                ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                                  "the PSDB's %s contains the control character U+%04lX", fields[i],
+                                  (unsigned long)cc);
                 goto cleanup;
             }
         }
@@ -620,6 +658,16 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
                            "a blob is named by 64 lowercase hex digits (its SHA-256)");
     if (authorize(srv, c, r, reader_role(srv), NULL, &ret) != 0)
         return ret;
+    /* A scoped token reads a blob only through a PSDB of an application in its scope; asked
+     * before the file is looked at, so a 403 says nothing about whether the blob exists. */
+    if (scoped(r)) {
+        psdbd_rc rc = psdbd_index_blob_apps(srv->ix, digest, scope_accepts, r->who.scope);
+        if (rc == PSDBD_NOT_FOUND)
+            return reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+                               "no PSDB of an application in the token's scope has this blob");
+        if (rc != PSDBD_OK)
+            return reply_index_error(c, r, rc);
+    }
     if ((e = psdbd_store_open_blob(&srv->store, digest, &fd, &size)) != 0) {
         if (e == ENOENT)
             return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such blob");
@@ -753,7 +801,7 @@ static enum MHD_Result resolve(psdbd_server *srv, struct MHD_Connection *c, stru
         break;
     default:
         free(key);
-        return reply_index_error(c, r, PSDBD_ERROR);
+        return reply_index_error(c, r, psdbd_index_failure(srv->ix));
     }
     psdbd_metrics_resolve(status == MHD_HTTP_OK);
     body = json_text(m, &len);
@@ -812,7 +860,7 @@ static enum MHD_Result app_psdbs(psdbd_server *srv, struct MHD_Connection *c, st
     case PSDBD_NOT_FOUND:
         return reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such application");
     default:
-        return reply_index_error(c, r, PSDBD_ERROR);
+        return reply_index_error(c, r, psdbd_index_failure(srv->ix));
     }
 }
 
@@ -820,8 +868,10 @@ static enum MHD_Result readyz(psdbd_server *srv, struct MHD_Connection *c, struc
 {
     struct stat sb;
     if (psdbd_index_ping(srv->ix) != 0)
-        return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-                           "the index does not answer");
+        return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "%s",
+                           psdbd_index_lost(srv->ix)
+                               ? "the index was removed, replaced or damaged; see the server log"
+                               : "the index does not answer");
     if (stat(srv->store.blob_dir, &sb) != 0 || access(srv->store.tmp_dir, W_OK) != 0)
         return reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
                            "the blob store is not usable");
@@ -894,10 +944,12 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
         json_t *list = NULL;
         if (!get)
             break;
+        psdbd_rc rc;
         if (authorize(srv, c, r, reader_role(srv), NULL, &ret) != 0)
             return ret;
-        if (psdbd_index_list_apps(srv->ix, &list) != PSDBD_OK)
-            return reply_index_error(c, r, PSDBD_ERROR);
+        if ((rc = psdbd_index_list_apps(srv->ix, &list)) != PSDBD_OK)
+            return reply_index_error(c, r, rc);
+        drop_out_of_scope(r, json_object_get(list, "apps"));
         return reply_json(c, r, MHD_HTTP_OK, list);
     }
     case PSDBD_ROUTE_APP_PSDBS: {

@@ -9,10 +9,15 @@
  * 201 survives a power cut. */
 #include "index.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -31,6 +36,11 @@ struct psdbd_index {
     char *path;
     pthread_key_t key;
     int version;
+    /* The file opened: a path that names another file (or none) means the index is lost. */
+    dev_t dev;
+    ino_t ino;
+    atomic_int lost;    /* the last check's finding, a LOST_ value (logged when it changes) */
+    atomic_int damaged; /* a query met SQLITE_CORRUPT or SQLITE_NOTADB: stays until restart */
 };
 
 static void conn_free(void *p)
@@ -44,20 +54,23 @@ static void conn_free(void *p)
     free(c);
 }
 
-static sqlite3 *open_db(const char *path, char *err, size_t err_size)
+/* Opens a connection. Only psdbd_index_create passes create: every other open, the worker
+ * threads' included, finds the file or fails, so a removed index is never silently replaced by
+ * an empty one. */
+static sqlite3 *open_db(const char *path, int create, char *err, size_t err_size)
 {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(
-        path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(path, &db, flags, NULL);
     if (rc != SQLITE_OK) {
         snprintf(err, err_size, "open index %s: %s", path, db ? sqlite3_errmsg(db) : "no memory");
         goto fail;
     }
     sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
     sqlite3_extended_result_codes(db, 1);
-    rc = sqlite3_exec(db,
-                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
-                      NULL, NULL, NULL);
+    /* journal_mode=WAL is set once, by index_start after the file proved to be an index: it is
+     * stored in the file, and setting it writes to a file that may be someone else's. */
+    rc = sqlite3_exec(db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         snprintf(err, err_size, "configure index %s: %s", path, sqlite3_errmsg(db));
         goto fail;
@@ -68,14 +81,63 @@ fail:
     return NULL;
 }
 
+enum { LOST_NO = 0, LOST_REMOVED, LOST_REPLACED, LOST_UNREADABLE };
+
+/* True when the path names another file than the one opened, or none. Logs each change. */
+static int file_lost(psdbd_index *ix)
+{
+    struct stat sb;
+    int state = LOST_NO, e = 0, was;
+    if (ix->ino == 0)
+        return 0; /* still opening */
+    if (stat(ix->path, &sb) != 0) {
+        e = errno;
+        state = e == ENOENT ? LOST_REMOVED : LOST_UNREADABLE;
+    } else if (sb.st_dev != ix->dev || sb.st_ino != ix->ino) {
+        state = LOST_REPLACED;
+    } else if (access(ix->path, R_OK | W_OK) != 0) {
+        /* Open connections would go on working; new ones would fail: refuse on every thread. */
+        e = errno;
+        state = LOST_UNREADABLE;
+    }
+    /* Read first: every query of every thread passes here, and a store would bounce the cache
+     * line between them. */
+    was = atomic_load(&ix->lost);
+    if (state != was)
+        was = atomic_exchange(&ix->lost, state);
+    if (state != was && state != LOST_NO)
+        psdbd_log("index %s was %s%s while psdbd runs: index reads and writes are refused (503) "
+                  "until it is put back; restore it (psdbd restore) and restart psdbd",
+                  ix->path,
+                  state == LOST_REMOVED    ? "removed"
+                  : state == LOST_REPLACED ? "replaced by another file"
+                                           : "made unusable: ",
+                  state == LOST_UNREADABLE ? strerror(e) : "");
+    else if (state != was)
+        psdbd_log("index %s is back in place", ix->path);
+    return state != LOST_NO;
+}
+
+int psdbd_index_lost(psdbd_index *ix)
+{
+    return file_lost(ix) || atomic_load(&ix->damaged);
+}
+
+psdbd_rc psdbd_index_failure(psdbd_index *ix)
+{
+    return psdbd_index_lost(ix) ? PSDBD_UNAVAILABLE : PSDBD_ERROR;
+}
+
 sqlite3 *psdbd_index_db(psdbd_index *ix)
 {
     struct conn *c = pthread_getspecific(ix->key);
     char err[512];
+    if (file_lost(ix))
+        return NULL;
     if (c)
         return c->db;
     c = xcalloc(1, sizeof(*c));
-    c->db = open_db(ix->path, err, sizeof(err));
+    c->db = open_db(ix->path, 0, err, sizeof(err));
     if (!c->db) {
         psdbd_log("%s", err);
         free(c);
@@ -83,6 +145,13 @@ sqlite3 *psdbd_index_db(psdbd_index *ix)
     }
     pthread_setspecific(ix->key, c);
     return c->db;
+}
+
+/* This thread's connection as it is (no check, no open): for error messages. */
+static sqlite3 *this_db(psdbd_index *ix)
+{
+    struct conn *c = pthread_getspecific(ix->key);
+    return c ? c->db : NULL;
 }
 
 /* A cached prepared statement of this thread's connection, reset and unbound. `sql` must be a
@@ -103,7 +172,10 @@ static sqlite3_stmt *prep(psdbd_index *ix, const char *sql)
             free_slot = i;
     }
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+    int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+    if (rc != SQLITE_OK) {
+        if ((rc & 0xFF) == SQLITE_CORRUPT || (rc & 0xFF) == SQLITE_NOTADB)
+            atomic_store(&ix->damaged, 1);
         psdbd_log("index: prepare: %s", sqlite3_errmsg(c->db));
         return NULL;
     }
@@ -116,8 +188,9 @@ static sqlite3_stmt *prep(psdbd_index *ix, const char *sql)
     return st;
 }
 
-static psdbd_rc rc_of(sqlite3 *db, int rc)
+static psdbd_rc rc_of(psdbd_index *ix, int rc)
 {
+    sqlite3 *db = this_db(ix);
     int primary = rc & 0xFF;
     if (primary == SQLITE_FULL)
         return PSDBD_FULL;
@@ -125,48 +198,127 @@ static psdbd_rc rc_of(sqlite3 *db, int rc)
         return PSDBD_FULL; /* ENOSPC surfaces as a write error on some paths */
     if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
         return PSDBD_CONFLICT;
-    psdbd_log("index: %s", sqlite3_errmsg(db));
-    return PSDBD_ERROR;
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
+        if (atomic_exchange(&ix->damaged, 1) == 0)
+            psdbd_log("index %s is damaged (%s): index reads and writes are refused (503); "
+                      "restore it (psdbd restore) and restart psdbd",
+                      ix->path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        return PSDBD_UNAVAILABLE;
+    }
+    if (rc == SQLITE_READONLY_DBMOVED || primary == SQLITE_CANTOPEN) {
+        psdbd_log("index %s: %s", ix->path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        return PSDBD_UNAVAILABLE;
+    }
+    psdbd_log("index: %s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    return psdbd_index_failure(ix);
 }
 
-int psdbd_index_open(const char *path, psdbd_index **out, char *err, size_t err_size)
+/* One integer pragma of db into *out; 0, or -1 with err. */
+static int pragma_int(sqlite3 *db, const char *path, const char *sql, int *out, char *err,
+                      size_t err_size)
 {
-    psdbd_index *ix = xcalloc(1, sizeof(*ix));
-    sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
-    int in_tx = 0, result = -1;
-    ix->path = xstrdup(path);
-    if (pthread_key_create(&ix->key, conn_free) != 0) {
-        snprintf(err, err_size, "pthread_key_create failed");
-        free(ix->path);
-        free(ix);
-        return -1;
-    }
-    db = psdbd_index_db(ix);
-    if (!db) {
-        snprintf(err, err_size, "cannot open index %s", path);
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
+        snprintf(err, err_size, "index %s: %s: %s", path, sql, sqlite3_errmsg(db));
         goto cleanup;
     }
-    /* The version is read inside the write transaction so two processes never both migrate. */
+    *out = sqlite3_column_int(st, 0);
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Refuses a file that is not (create: not yet) a psdbd index. 0, or -1 with err. */
+static int check_identity(sqlite3 *db, const char *path, int create, int *version, char *err,
+                          size_t err_size)
+{
+    int app_id = 0;
+    if (pragma_int(db, path, "PRAGMA application_id", &app_id, err, err_size) != 0 ||
+        pragma_int(db, path, "PRAGMA user_version", version, err, err_size) != 0)
+        return -1;
+    if (app_id != 0 && (uint32_t)app_id != PSDBD_INDEX_APPLICATION_ID) {
+        snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08x)", path,
+                 (unsigned)app_id);
+        return -1;
+    }
+    if (create && *version != 0) {
+        snprintf(err, err_size, "create index %s: another process created it meanwhile", path);
+        return -1;
+    }
+    if (!create && *version == 0) {
+        /* An empty file (truncated, or created by something else) must not be migrated into a
+         * fresh, empty index: that would silently start over. */
+        snprintf(err, err_size,
+                 "index %s is empty or not a psdbd index (schema version 0): restore it "
+                 "(psdbd restore --from BACKUPDIR --data-dir NEWDIR) or move it away",
+                 path);
+        return -1;
+    }
+    if (*version < 0 || (size_t)*version > psdbd_num_migrations) {
+        snprintf(err, err_size,
+                 "index %s has schema version %d, newer than this psdbd knows (%zu): upgrade psdbd",
+                 path, *version, psdbd_num_migrations);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens or creates the index and brings its schema up to date. `create`: the file must be new
+ * (user_version 0); otherwise it must already be a psdbd index. */
+static int index_start(const char *path, int create, psdbd_index **out, char *err, size_t err_size)
+{
+    psdbd_index *ix = xcalloc(1, sizeof(*ix));
+    struct conn *c = NULL;
+    sqlite3 *db = NULL;
+    struct stat sb;
+    int in_tx = 0, result = -1, version = 0, app_id = 0;
+    ix->path = xstrdup(path);
+    if (pthread_key_create(&ix->key, conn_free) != 0) {
+        snprintf(err, err_size, "index %s: pthread_key_create failed", path);
+        free(ix->path);
+        free(ix);
+        *out = NULL;
+        return -1;
+    }
+    if (lstat(path, &sb) == 0 && create) {
+        snprintf(err, err_size, "create index %s: a file is already there", path);
+        goto cleanup;
+    }
+    if (!create && lstat(path, &sb) != 0) {
+        snprintf(err, err_size, "index %s: %s", path,
+                 errno == ENOENT ? "missing (psdbd creates one only in a new data directory)"
+                                 : strerror(errno));
+        goto cleanup;
+    }
+    c = xcalloc(1, sizeof(*c));
+    if (!(c->db = open_db(path, create, err, err_size))) {
+        free(c);
+        goto cleanup;
+    }
+    pthread_setspecific(ix->key, c);
+    db = c->db;
+    if (stat(path, &sb) != 0) {
+        snprintf(err, err_size, "index %s: stat: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    /* Checked before anything is written (WAL mode writes the header), then again under the
+     * write lock, where the version is read so that two processes never both migrate. */
+    if (check_identity(db, path, create, &version, err, err_size) != 0)
+        goto cleanup;
+    if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, err_size, "configure index %s: %s", path, sqlite3_errmsg(db));
+        goto cleanup;
+    }
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
     in_tx = 1;
-    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
-        snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
+    if (check_identity(db, path, create, &version, err, err_size) != 0 ||
+        pragma_int(db, path, "PRAGMA application_id", &app_id, err, err_size) != 0)
         goto cleanup;
-    }
-    int version = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    st = NULL;
-    if (version < 0 || (size_t)version > psdbd_num_migrations) {
-        snprintf(err, err_size,
-                 "index %s has schema version %d, newer than this psdbd knows (%zu): upgrade psdbd",
-                 path, version, psdbd_num_migrations);
-        goto cleanup;
-    }
     for (size_t i = (size_t)version; i < psdbd_num_migrations; i++) {
         char pragma[64];
         if (sqlite3_exec(db, (const char *)psdbd_migrations[i].sql, NULL, NULL, NULL) !=
@@ -181,15 +333,26 @@ int psdbd_index_open(const char *path, psdbd_index **out, char *err, size_t err_
             goto cleanup;
         }
     }
+    /* Indexes made before the application_id was set get it on their first open. */
+    if ((uint32_t)app_id != PSDBD_INDEX_APPLICATION_ID) {
+        char pragma[64];
+        snprintf(pragma, sizeof(pragma), "PRAGMA application_id = %d",
+                 (int)PSDBD_INDEX_APPLICATION_ID);
+        if (sqlite3_exec(db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
+            snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
+            goto cleanup;
+        }
+    }
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         snprintf(err, err_size, "index %s: commit: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
     in_tx = 0;
     ix->version = (int)psdbd_num_migrations;
+    ix->dev = sb.st_dev;
+    ix->ino = sb.st_ino;
     result = 0;
 cleanup:
-    sqlite3_finalize(st);
     if (in_tx)
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     if (result != 0) {
@@ -198,6 +361,71 @@ cleanup:
     }
     *out = ix;
     return result;
+}
+
+int psdbd_index_open(const char *path, psdbd_index **out, char *err, size_t err_size)
+{
+    return index_start(path, 0, out, err, err_size);
+}
+
+/* Removes a database file and its WAL companions (best effort). */
+static void remove_db_files(const char *path)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        char *p = xasprintf("%s%s", path, suffixes[i]);
+        unlink(p);
+        free(p);
+    }
+}
+
+int psdbd_index_create(const char *path, psdbd_index **out, char *err, size_t err_size)
+{
+    /* Built under another name and linked into place complete: a crash while creating leaves
+     * no index.sqlite (which the next start would have to refuse as "empty"), only a .new file
+     * that the next creation replaces. link() never replaces an existing index. */
+    char *tmp = xasprintf("%s.new", path), *dir = xstrdup(path), *slash;
+    psdbd_index *ix = NULL;
+    int rc = -1, fd = -1;
+    *out = NULL;
+    if (access(path, F_OK) == 0 || errno != ENOENT) {
+        snprintf(err, err_size, "create index %s: a file is already there", path);
+        goto cleanup;
+    }
+    remove_db_files(tmp);
+    if (index_start(tmp, 1, &ix, err, err_size) != 0)
+        goto cleanup;
+    /* Everything into the main file before it is renamed: the WAL belongs to the old name. */
+    if (sqlite3_exec(psdbd_index_db(ix), "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, err_size, "create index %s: checkpoint: %s", tmp,
+                 sqlite3_errmsg(psdbd_index_db(ix)));
+        goto cleanup;
+    }
+    psdbd_index_close(ix);
+    ix = NULL;
+    if (link(tmp, path) != 0) {
+        snprintf(err, err_size, "create index %s: link %s: %s", path, tmp, strerror(errno));
+        goto cleanup;
+    }
+    remove_db_files(tmp);
+    if ((slash = strrchr(dir, '/')) != NULL)
+        *slash = '\0';
+    if ((fd = open(slash ? (*dir ? dir : "/") : ".", O_RDONLY | O_DIRECTORY)) < 0 ||
+        fsync(fd) != 0) {
+        snprintf(err, err_size, "create index %s: fsync its directory: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    rc = index_start(path, 0, out, err, err_size);
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    psdbd_index_close(ix);
+    if (rc != 0)
+        remove_db_files(tmp);
+    free(tmp);
+    free(dir);
+    return rc;
 }
 
 void psdbd_index_close(psdbd_index *ix)
@@ -218,11 +446,26 @@ int psdbd_index_schema_version(psdbd_index *ix)
 
 int psdbd_index_ping(psdbd_index *ix)
 {
-    static const char sql[] = "SELECT count(*) FROM apps";
+    /* Also catches a file overwritten in place (same inode) with something else. */
+    static const char sql[] = "SELECT (SELECT application_id FROM pragma_application_id()), "
+                              "(SELECT user_version FROM pragma_user_version()), "
+                              "(SELECT count(*) FROM apps)";
     sqlite3_stmt *st = prep(ix, sql);
-    int rc = st && sqlite3_step(st) == SQLITE_ROW ? 0 : -1;
-    if (st)
-        sqlite3_reset(st);
+    int rc = -1, s;
+    if (!st)
+        return -1;
+    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((uint32_t)sqlite3_column_int(st, 0) == PSDBD_INDEX_APPLICATION_ID &&
+            sqlite3_column_int(st, 1) == ix->version)
+            rc = 0;
+        else
+            psdbd_log("index %s: application_id 0x%08x, schema version %d: not the index psdbd "
+                      "opened",
+                      ix->path, (unsigned)sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
+    } else {
+        rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
+    }
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -304,7 +547,7 @@ static psdbd_rc one_manifest(psdbd_index *ix, sqlite3_stmt *st, json_t **out)
             *out = manifest_of(st);
         rc = PSDBD_OK;
     } else if (s != SQLITE_DONE) {
-        rc = rc_of(psdbd_index_db(ix), s);
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     }
     sqlite3_reset(st);
     return rc;
@@ -336,7 +579,7 @@ psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_
     sqlite3_stmt *st = prep(ix, find_identity_sql);
     json_t *m = NULL;
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     bind_identity(st, r);
     psdbd_rc rc = one_manifest(ix, st, &m);
     if (rc == PSDBD_OK) {
@@ -368,10 +611,12 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
     psdbd_rc rc = PSDBD_ERROR;
     int s, in_tx = 0;
     int64_t now = (int64_t)time(NULL), id = 0;
-    if (!db)
+    if (!db) {
+        rc = psdbd_index_failure(ix);
         goto cleanup;
+    }
     if ((s = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     in_tx = 1;
@@ -385,7 +630,7 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
     sqlite3_bind_text(st, 1, r->app_name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, now);
     if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     sqlite3_reset(st);
@@ -395,7 +640,7 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
     sqlite3_bind_int64(st, 2, (int64_t)r->size);
     sqlite3_bind_int64(st, 3, now);
     if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     sqlite3_reset(st);
@@ -409,13 +654,13 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
     sqlite3_bind_int64(st, 16, now);
     sqlite3_bind_text(st, 17, r->published_by ? r->published_by : "", -1, SQLITE_STATIC);
     if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     sqlite3_reset(st);
     id = sqlite3_last_insert_rowid(db);
     if ((s = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     in_tx = 0;
@@ -430,6 +675,8 @@ cleanup:
         sqlite3_reset(st);
     if (in_tx)
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == PSDBD_ERROR)
+        rc = psdbd_index_failure(ix);
     return rc;
 }
 
@@ -438,7 +685,7 @@ psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out)
     static const char sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";
     sqlite3_stmt *st = prep(ix, sql);
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_int64(st, 1, id);
     return one_manifest(ix, st, out);
 }
@@ -451,10 +698,12 @@ psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t 
     sqlite3_stmt *st = NULL;
     psdbd_rc rc = PSDBD_ERROR;
     int s, in_tx = 0;
-    if (!db)
+    if (!db) {
+        rc = psdbd_index_failure(ix);
         goto cleanup;
+    }
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     in_tx = 1;
@@ -464,13 +713,13 @@ psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t 
     sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
     sqlite3_bind_text(st, 3, by ? by : "", -1, SQLITE_STATIC);
     if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     sqlite3_reset(st);
     st = NULL;
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        rc = rc_of(db, sqlite3_extended_errcode(db));
+        rc = rc_of(ix, sqlite3_extended_errcode(db));
         goto cleanup;
     }
     in_tx = 0;
@@ -480,6 +729,8 @@ cleanup:
         sqlite3_reset(st);
     if (in_tx)
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == PSDBD_ERROR)
+        rc = psdbd_index_failure(ix);
     return rc;
 }
 
@@ -495,7 +746,7 @@ psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out
     sqlite3_stmt *st = prep(ix, sql);
     uint64_t lo = 0, hi = UINT64_MAX;
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     if (q->has_profile) {
         lo = q->profile_version & 0xFFFFFFFF00000000ull;
         hi = lo | 0xFFFFFFFFull;
@@ -516,12 +767,13 @@ psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
         "SELECT a.name, a.created_at, count(p.id), count(p.id) - count(p.retired_at) "
         "FROM apps a LEFT JOIN psdbs p ON p.app = a.id GROUP BY a.id ORDER BY a.name";
     sqlite3_stmt *st = prep(ix, sql);
-    json_t *list = json_array();
+    json_t *list = NULL;
     psdbd_rc rc = PSDBD_OK;
     int s;
     char when[40];
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
+    list = json_array();
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
         json_array_append_new(
             list, json_pack("{s:s, s:s, s:I, s:I}", "name", col_text(st, 0), "created_at",
@@ -529,12 +781,35 @@ psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
                             "psdbs", (json_int_t)sqlite3_column_int64(st, 2), "active",
                             (json_int_t)sqlite3_column_int64(st, 3)));
     if (s != SQLITE_DONE)
-        rc = rc_of(psdbd_index_db(ix), s);
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     sqlite3_reset(st);
     if (rc == PSDBD_OK)
         *out = json_pack("{s:o}", "apps", list);
     else
         json_decref(list);
+    return rc;
+}
+
+psdbd_rc psdbd_index_blob_apps(psdbd_index *ix, const char *sha256,
+                               int (*fn)(const char *app, void *ctx), void *ctx)
+{
+    static const char sql[] = "SELECT DISTINCT a.name FROM psdbs p JOIN apps a ON a.id = p.app "
+                              "WHERE p.sha256 = ?1";
+    sqlite3_stmt *st = prep(ix, sql);
+    psdbd_rc rc = PSDBD_NOT_FOUND;
+    int s;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (fn(col_text(st, 0), ctx)) {
+            rc = PSDBD_OK;
+            break;
+        }
+    }
+    if (s != SQLITE_ROW && s != SQLITE_DONE)
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -547,22 +822,22 @@ psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **
     psdbd_rc rc = PSDBD_OK;
     int s;
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     s = sqlite3_step(st);
     sqlite3_reset(st);
     if (s == SQLITE_DONE)
         return PSDBD_NOT_FOUND;
     if (s != SQLITE_ROW)
-        return rc_of(psdbd_index_db(ix), s);
+        return rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     if (!(st = prep(ix, sql)))
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     list = json_array();
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
         json_array_append_new(list, manifest_of(st));
     if (s != SQLITE_DONE)
-        rc = rc_of(psdbd_index_db(ix), s);
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     sqlite3_reset(st);
     if (rc == PSDBD_OK)
         *out = json_pack("{s:s, s:o}", "app", name, "psdbs", list);
@@ -582,7 +857,7 @@ psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_tok
     int s;
     memset(out, 0, sizeof(*out));
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_text(st, 1, selector, -1, SQLITE_STATIC);
     s = sqlite3_step(st);
     if (s == SQLITE_ROW && sqlite3_column_bytes(st, 3) == 32) {
@@ -594,7 +869,7 @@ psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_tok
         out->revoked = sqlite3_column_type(st, 5) != SQLITE_NULL;
         rc = PSDBD_OK;
     } else if (s != SQLITE_ROW && s != SQLITE_DONE) {
-        rc = rc_of(psdbd_index_db(ix), s);
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     }
     sqlite3_reset(st);
     return rc;
@@ -620,7 +895,7 @@ psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *se
     psdbd_rc rc = PSDBD_OK;
     int s;
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, selector, -1, SQLITE_STATIC);
     sqlite3_bind_blob(st, 3, hash, 32, SQLITE_STATIC);
@@ -631,7 +906,7 @@ psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *se
         sqlite3_bind_int64(st, 7, expires_at);
     s = sqlite3_step(st);
     if (s != SQLITE_DONE)
-        rc = rc_of(psdbd_index_db(ix), sqlite3_extended_errcode(psdbd_index_db(ix)));
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     if (rc == PSDBD_CONFLICT)
         rc = PSDBD_EXISTS;
     sqlite3_reset(st);
@@ -646,7 +921,7 @@ psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, c
     psdbd_rc rc = PSDBD_NOT_FOUND;
     int s;
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_text(st, 1, key_id, -1, SQLITE_STATIC);
     s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
@@ -654,7 +929,7 @@ psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, c
         *scope = xstrdup(col_text(st, 1));
         rc = PSDBD_OK;
     } else if (s != SQLITE_DONE) {
-        rc = rc_of(psdbd_index_db(ix), s);
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     }
     sqlite3_reset(st);
     return rc;
@@ -668,14 +943,14 @@ psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_
     sqlite3_stmt *st = prep(ix, sql);
     psdbd_rc rc = PSDBD_OK;
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, key_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, pem, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, scope, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
     if (sqlite3_step(st) != SQLITE_DONE)
-        rc = rc_of(psdbd_index_db(ix), sqlite3_extended_errcode(psdbd_index_db(ix)));
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     if (rc == PSDBD_CONFLICT)
         rc = PSDBD_EXISTS;
     sqlite3_reset(st);

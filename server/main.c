@@ -24,7 +24,7 @@ static void usage(void)
            "[--scope APP_PATTERN]\n"
            "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
            "[--scope APP_PATTERN]\n"
-           "       psdbd gc --data-dir DIR [--dry-run]\n"
+           "       psdbd gc --data-dir DIR [--dry-run] [--force-empty-index]\n"
            "       psdbd check --data-dir DIR [--deep]\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
            "--data-dir NEWDIR\n\n"
@@ -60,7 +60,6 @@ static int serve(int argc, char **argv)
     char err[1024];
     int c, idx = 0, rc = 1, lock_fd = -1, sig = 0;
     sigset_t set;
-    char *index_path = NULL;
 
     memset(&srv, 0, sizeof(srv));
     psdbd_config_defaults(&cfg);
@@ -137,8 +136,7 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
-    index_path = xasprintf("%s/index.sqlite", cfg.data_dir);
-    if (psdbd_index_open(index_path, &srv.ix, err, sizeof(err)) != 0) {
+    if (psdbd_data_open_index(&srv.store, 1, &srv.ix, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
@@ -174,7 +172,6 @@ cleanup:
     psdbd_store_close(&srv.store);
     if (lock_fd >= 0)
         close(lock_fd);
-    free(index_path);
     psdbd_config_free(&cfg);
     return rc;
 }

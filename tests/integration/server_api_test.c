@@ -142,6 +142,33 @@ static char *run_line(const char *fmt, ...)
     return strdup(buf);
 }
 
+/* Runs a command line with stderr joined to stdout; returns its exit status, *out the output
+ * (malloc'd). */
+static int run_capture(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run_capture(char **out, const char *fmt, ...)
+{
+    char *cmd = NULL, *full = NULL, buf[4096];
+    size_t len = 0, n;
+    va_list ap;
+    va_start(ap, fmt);
+    ck_assert_int_ge(vasprintf(&cmd, fmt, ap), 0);
+    va_end(ap);
+    ck_assert_int_ge(asprintf(&full, "%s 2>&1", cmd), 0);
+    FILE *p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    *out = calloc(1, 1);
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+        *out = realloc(*out, len + n + 1);
+        memcpy(*out + len, buf, n);
+        len += n;
+        (*out)[len] = '\0';
+    }
+    int st = pclose(p);
+    free(cmd);
+    free(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static int run_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int run_status(const char *fmt, ...)
 {
@@ -167,6 +194,7 @@ static char *token(const char *role, const char *scope, const char *extra)
 
 typedef struct spec {
     const char *app;
+    const char *exe, *engine; /* NULL: "game.exe", "Engine" */
     uint64_t version;
     const char *family;
     uint64_t abi, profile;
@@ -180,10 +208,10 @@ static char *make_psdb(const spec *sp)
     char name[64];
     snprintf(name, sizeof(name), "p%d.psdb", counter++);
     char *path = tu_path(g_dir, name);
-    psdb_app_identity id = {.desc = {.exe_filename = "game.exe",
+    psdb_app_identity id = {.desc = {.exe_filename = sp->exe ? sp->exe : "game.exe",
                                      .name = sp->app,
                                      .version = sp->version,
-                                     .engine_name = "Engine",
+                                     .engine_name = sp->engine ? sp->engine : "Engine",
                                      .engine_version = PSDB_VERSION(5, 0, 0, 0)},
                             .app_id = {0xa1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
     psdb_target t = {.family = sp->family,
@@ -1462,6 +1490,410 @@ START_TEST(test_server__blob_over_4gib)
 }
 END_TEST
 
+/* ---- the index never silently starts over ---------------------------------------------------- */
+
+/* The sha256 of PSDB `id`, from its manifest (malloc'd). */
+static char *sha_of(long long id, const char *tok)
+{
+    resp r;
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+    http(&r, "GET", p, tok, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    char *sha = strdup(jstr(r.json, "sha256", NULL));
+    resp_free(&r);
+    return sha;
+}
+
+static char *blob_path(const char *sha)
+{
+    char *p = NULL;
+    ck_assert_int_ge(asprintf(&p, "%s/blobs/%.2s/%s", g_data, sha, sha), 0);
+    return p;
+}
+
+static void expect_status(const char *method, const char *path, const char *tok, long status,
+                          const char *error)
+{
+    resp r;
+    http(&r, method, path, tok, NULL, NULL, NULL, 0);
+    ck_assert_msg(r.status == status, "%s %s: %ld, expected %ld (%s)", method, path, r.status,
+                  status, r.body.data ? r.body.data : "");
+    if (error && strcmp(method, "HEAD") != 0)
+        ck_assert_str_eq(jstr(r.json, "error", NULL), error);
+    resp_free(&r);
+}
+
+/* Every route that needs the index answers 503 after the index file went away, and nothing
+ * creates a new one. */
+static void expect_index_unavailable(long long id)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+    /* Several times: each worker thread has its own connection (4 threads). */
+    for (int i = 0; i < 8; i++)
+        expect_status("GET", "/readyz", NULL, 503, "not_ready");
+    spec s = base_spec;
+    s.seed = 42;
+    char *path = make_psdb(&s);
+    resp r;
+    pub_opts o = {.serial = 7};
+    publish(&r, path, &o);
+    ck_assert_msg(r.status == 503, "publish: %ld %s", r.status, r.body.data);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "index_unavailable");
+    resp_free(&r);
+    free(path);
+    expect_status("DELETE", p, g_pub, 503, "index_unavailable");
+    expect_status("GET", "/v1/apps", g_reader, 503, "index_unavailable");
+    expect_status("GET", "/v1/apps/Game/psdbs", NULL, 503, "index_unavailable");
+    expect_status("GET", p, NULL, 503, "index_unavailable");
+}
+
+START_TEST(test_server__index_removed_under_running_server_is_503)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    char *ixp = tu_path(g_data, "index.sqlite");
+    expect_status("GET", "/readyz", NULL, 200, NULL);
+    ck_assert_int_eq(unlink(ixp), 0);
+    expect_index_unavailable(id);
+    ck_assert_msg(access(ixp, F_OK) != 0, "a new index.sqlite was created");
+    char *log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "index.sqlite was removed while psdbd runs"));
+    free(log);
+
+    /* Replaced by another file (here an empty SQLite database): still refused, and psdbd writes
+     * nothing into it. */
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(ixp, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "CREATE TABLE x (y)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    expect_index_unavailable(id);
+    ck_assert_int_eq(sqlite3_open(ixp, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "index.sqlite was replaced by another file"));
+    free(log);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    free(ixp);
+}
+END_TEST
+
+START_TEST(test_server__start_refuses_blobs_without_index)
+{
+    srv_start(&g_srv, NULL);
+    publish_ok(&base_spec, 1);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    char *ixp = tu_path(g_data, "index.sqlite"), *out = NULL;
+    ck_assert_int_eq(unlink(ixp), 0);
+    /* A restart, and the admin commands that may set up a new data directory, refuse. */
+    ck_assert_int_eq(srv_try_start(&g_srv, NULL, 0), -1);
+    char *log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "index.sqlite is missing but"));
+    ck_assert_ptr_nonnull(strstr(log, "psdbd restore --from BACKUPDIR"));
+    free(log);
+    ck_assert_int_ne(
+        run_capture(&out, "%s token create --data-dir %s --role reader", PSDBD_BIN, g_data), 0);
+    ck_assert_ptr_nonnull(strstr(out, "psdbd restore"));
+    free(out);
+    ck_assert_msg(access(ixp, F_OK) != 0, "a new index.sqlite was created");
+    /* check reports it; gc refuses (even forced: there is nothing to compare against). */
+    ck_assert_int_eq(run_capture(&out, "%s check --data-dir %s", PSDBD_BIN, g_data), 1);
+    ck_assert_ptr_nonnull(strstr(out, "problem: index"));
+    ck_assert_ptr_nonnull(strstr(out, "is missing"));
+    free(out);
+    ck_assert_int_eq(run_capture(&out, "%s check --data-dir %s --json", PSDBD_BIN, g_data), 1);
+    ck_assert_ptr_nonnull(strstr(out, "\"ok\":false"));
+    free(out);
+    ck_assert_int_ne(
+        run_capture(&out, "%s gc --data-dir %s --grace 0 --force-empty-index", PSDBD_BIN, g_data),
+        0);
+    free(out);
+    ck_assert_int_eq(count_dir("blobs"), 1);
+    ck_assert_msg(access(ixp, F_OK) != 0, "a new index.sqlite was created");
+
+    /* An index truncated to nothing is not a new one either. */
+    tu_write_file(ixp, "", 0);
+    ck_assert_int_eq(srv_try_start(&g_srv, NULL, 0), -1);
+    log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "is empty or not a psdbd index"));
+    free(log);
+    struct stat sb;
+    ck_assert_int_eq(stat(ixp, &sb), 0);
+    ck_assert_int_eq(sb.st_size, 0);
+    free(ixp);
+}
+END_TEST
+
+START_TEST(test_server__gc_keeps_blobs_while_index_looks_lost)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    char *sha = sha_of(id, NULL), *blob = blob_path(sha), *out = NULL;
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    char *ixp = tu_path(g_data, "index.sqlite");
+    sqlite3 *db = NULL;
+
+    /* Another application_id: not a psdbd index; nothing opens it, gc removes nothing. */
+    ck_assert_int_eq(sqlite3_open(ixp, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "PRAGMA application_id = 7", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(srv_try_start(&g_srv, NULL, 0), -1);
+    ck_assert_int_ne(run_capture(&out, "%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
+    ck_assert_ptr_nonnull(strstr(out, "not a psdbd index"));
+    free(out);
+    ck_assert_int_eq(run_capture(&out, "%s check --data-dir %s", PSDBD_BIN, g_data), 1);
+    ck_assert_ptr_nonnull(strstr(out, "not a psdbd index"));
+    free(out);
+    ck_assert_int_eq(access(blob, F_OK), 0);
+    ck_assert_int_eq(sqlite3_open(ixp, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "PRAGMA application_id = 1347634249", NULL, NULL, NULL),
+                     SQLITE_OK);
+
+    /* Every row gone (an index that lost its data): gc refuses and keeps the blob, check says
+     * why; with --force-empty-index gc removes it. */
+    ck_assert_int_eq(sqlite3_exec(db, "DELETE FROM psdbs; DELETE FROM blobs; DELETE FROM apps",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(run_capture(&out, "%s check --data-dir %s", PSDBD_BIN, g_data), 1);
+    ck_assert_ptr_nonnull(strstr(out, "the index has no PSDBs but blobs/ holds 1 blob files"));
+    free(out);
+    ck_assert_int_ne(run_capture(&out, "%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
+    ck_assert_ptr_nonnull(strstr(out, "the index is empty but blobs are present"));
+    ck_assert_ptr_nonnull(strstr(out, "--force-empty-index"));
+    free(out);
+    ck_assert_int_eq(access(blob, F_OK), 0);
+    ck_assert_int_eq(run_status("%s gc --data-dir %s --grace 0 --dry-run --force-empty-index",
+                                PSDBD_BIN, g_data),
+                     0);
+    ck_assert_int_eq(access(blob, F_OK), 0);
+    ck_assert_int_eq(
+        run_status("%s gc --data-dir %s --grace 0 --force-empty-index", PSDBD_BIN, g_data), 0);
+    ck_assert_int_ne(access(blob, F_OK), 0);
+    /* With the blobs gone too the directory is consistent again: no problem, gc runs. */
+    ck_assert_int_eq(run_status("%s check --data-dir %s", PSDBD_BIN, g_data), 0);
+    ck_assert_int_eq(run_status("%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
+    free(ixp);
+    free(sha);
+    free(blob);
+}
+END_TEST
+
+/* ---- token scopes on every route ------------------------------------------------------------- */
+
+START_TEST(test_server__scopes_on_every_route)
+{
+    srv_start(&g_srv, NULL);
+    long long game = publish_ok(&base_spec, 1);
+    spec s = base_spec;
+    s.app = "OtherGame";
+    s.seed = 2;
+    long long other = publish_ok(&s, 1);
+    s.app = "OtherTwo";
+    s.seed = 3;
+    long long two = publish_ok(&s, 1);
+    char *sha_game = sha_of(game, NULL), *sha_other = sha_of(other, NULL),
+         *sha_two = sha_of(two, NULL);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    char *tok_game = token("reader", "Game", "--name r-game");
+    char *tok_other = token("reader", "Other*", "--name r-other"); /* a pattern */
+    const char *extra[] = {"--readers-need-token", NULL};
+    srv_start(&g_srv, extra);
+
+    /* Listings: a scoped token sees only its applications. */
+    struct {
+        const char *tok;
+        const char *names;
+    } lists[] = {{tok_game, "Game,"},
+                 {tok_other, "OtherGame,OtherTwo,"},
+                 {g_reader, "Game,OtherGame,OtherTwo,"},
+                 {g_admin, "Game,OtherGame,OtherTwo,"},
+                 {g_pub_other, "OtherGame,OtherTwo,"}};
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        resp r;
+        char names[256] = "";
+        size_t k;
+        json_t *a;
+        http(&r, "GET", "/v1/apps", lists[i].tok, NULL, NULL, NULL, 0);
+        ck_assert_int_eq(r.status, 200);
+        json_array_foreach(json_object_get(r.json, "apps"), k, a)
+        {
+            strncat(names, json_string_value(json_object_get(a, "name")),
+                    sizeof(names) - strlen(names) - 2);
+            strcat(names, ",");
+        }
+        ck_assert_str_eq(names, lists[i].names);
+        resp_free(&r);
+    }
+
+    /* Each reader route, in scope and out of scope. */
+    struct {
+        const char *app;
+        long long id;
+        const char *sha;
+    } apps[] = {
+        {"Game", game, sha_game}, {"OtherGame", other, sha_other}, {"OtherTwo", two, sha_two}};
+    for (size_t a = 0; a < 3; a++) {
+        for (int t = 0; t < 2; t++) {
+            const char *tok = t == 0 ? tok_game : tok_other;
+            int in = t == 0 ? a == 0 : a != 0;
+            long want = in ? 200 : 403;
+            const char *err = in ? NULL : "out_of_scope";
+            char p[256];
+            snprintf(p, sizeof(p), "/v1/apps/%s/psdbs", apps[a].app);
+            expect_status("GET", p, tok, want, err);
+            snprintf(p, sizeof(p), "/v1/psdbs/%lld", apps[a].id);
+            expect_status("GET", p, tok, want, err);
+            snprintf(p, sizeof(p),
+                     "/v1/resolve?app=%s&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&"
+                     "abi_max=9",
+                     apps[a].app);
+            expect_status("GET", p, tok, want, err);
+            snprintf(p, sizeof(p), "/v1/blobs/%s", apps[a].sha);
+            expect_status("GET", p, tok, want, err);
+            expect_status("HEAD", p, tok, want, NULL);
+        }
+    }
+    /* A blob no PSDB references: out of scope for a scoped token (which learns nothing about its
+     * existence), absent for an unscoped one. */
+    const char *nosuch =
+        "/v1/blobs/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    expect_status("GET", nosuch, tok_game, 403, "out_of_scope");
+    expect_status("HEAD", nosuch, tok_game, 403, NULL);
+    expect_status("GET", nosuch, g_reader, 404, "not_found");
+    expect_status("GET", nosuch, g_admin, 404, "not_found");
+    /* Unknown applications: a scoped token may not ask. */
+    expect_status("GET", "/v1/apps/Nope/psdbs", tok_game, 403, "out_of_scope");
+    expect_status("GET", "/v1/apps/Nope/psdbs", g_reader, 404, "not_found");
+
+    /* Retire: a publisher token's scope (a pattern here) decides; readers never retire. */
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", game);
+    expect_status("DELETE", p, g_pub_other, 403, "out_of_scope");
+    expect_status("DELETE", p, tok_game, 403, "forbidden");
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", two);
+    expect_status("DELETE", p, g_pub_other, 200, NULL);
+    /* Publish: the token's scope and the key's scope both apply. */
+    s.app = "Game";
+    s.seed = 9;
+    char *path = make_psdb(&s);
+    resp r;
+    pub_opts o = {.serial = 2, .token = g_pub_other, .key = g_key2, .kid = g_kid2};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "out_of_scope");
+    resp_free(&r);
+    pub_opts o2 = {.serial = 2, .key = g_key2, .kid = g_kid2};
+    publish(&r, path, &o2);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "out_of_scope");
+    resp_free(&r);
+    free(path);
+
+    /* Anonymous reads (no token needed): everything stays readable, with or without a token. */
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    srv_start(&g_srv, NULL);
+    char b[128];
+    snprintf(b, sizeof(b), "/v1/blobs/%s", sha_other);
+    expect_status("GET", b, NULL, 200, NULL);
+    expect_status("GET", b, tok_game, 200, NULL);
+    resp r2;
+    http(&r2, "GET", "/v1/apps", tok_game, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r2.status, 200);
+    ck_assert_uint_eq(json_array_size(json_object_get(r2.json, "apps")), 3);
+    resp_free(&r2);
+    free(tok_game);
+    free(tok_other);
+    free(sha_game);
+    free(sha_other);
+    free(sha_two);
+}
+END_TEST
+
+/* ---- identity strings ------------------------------------------------------------------------ */
+
+START_TEST(test_server__identity_control_characters_refused)
+{
+    srv_start(&g_srv, NULL);
+    struct {
+        const char *app, *exe, *engine, *family, *field;
+    } bad[] = {
+        {"Bad\x07Game", NULL, NULL, NULL, "application name"},
+        {"Bad\tGame", NULL, NULL, NULL, "application name"},
+        {"Bad\x1b[2JGame", NULL, NULL, NULL, "application name"},
+        {"Bad\x7fGame", NULL, NULL, NULL, "application name"},
+        {"Bad\xc2\x85Game", NULL, NULL, NULL, "application name"}, /* U+0085, C1 */
+        {"Bad\xc2\x9bGame", NULL, NULL, NULL, "application name"}, /* U+009B, C1 CSI */
+        {"Game", "ga\nme.exe", NULL, NULL, "exe filename"},
+        {"Game", "game.exe\r", NULL, NULL, "exe filename"},
+        {"Game", NULL, "Eng\x01ine", NULL, "engine name"},
+        {"Game", NULL, "Eng\xc2\x80ine", NULL, "engine name"},
+        {"Game", NULL, NULL, "contoso\x1f-gfx9", "family"},
+        {"Game", NULL, NULL, "contoso-\xc2\x9f", "family"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        spec s = base_spec;
+        s.app = bad[i].app;
+        s.exe = bad[i].exe;
+        s.engine = bad[i].engine;
+        if (bad[i].family)
+            s.family = bad[i].family;
+        s.seed = (unsigned)i + 10;
+        char *path = make_psdb(&s);
+        resp r;
+        pub_opts o = {.serial = 1};
+        publish(&r, path, &o);
+        ck_assert_msg(r.status == 400, "case %zu: %ld %s", i, r.status, r.body.data);
+        ck_assert_str_eq(jstr(r.json, "error", NULL), "invalid_psdb");
+        ck_assert_msg(strstr(jstr(r.json, "message", NULL), bad[i].field) &&
+                          strstr(jstr(r.json, "message", NULL), "control character"),
+                      "case %zu: %s", i, jstr(r.json, "message", NULL));
+        resp_free(&r);
+        free(path);
+    }
+    ck_assert_int_eq(count_dir("blobs"), 0);
+    /* Token and key names and scopes reach the access log and listings: the same rule. */
+    char *out = NULL;
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s token create --data-dir %s --role reader --name \"$(printf "
+                                 "'bad\\033[2Jname')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--name contains the control character U+001B"));
+    free(out);
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s token create --data-dir %s --role reader --scope \"$(printf "
+                                 "'G\\302\\233*')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--scope contains the control character U+009B"));
+    free(out);
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s key add --data-dir %s --public-key /nonexistent.pub --name "
+                                 "\"$(printf 'k\\r')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--name contains the control character U+000D"));
+    free(out);
+    /* Non-ASCII letters and the first code point after C1 (U+00A0) are fine. */
+    spec ok = base_spec;
+    ok.app = "Spi\xc3\xa9l\xc2\xa0Z";
+    ok.engine = "\xe5\xbc\x95\xe6\x93\x8e";
+    publish_ok(&ok, 1);
+    resp r;
+    http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(r.json, "apps")), 1);
+    resp_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server");
@@ -1483,5 +1915,22 @@ int main(void)
     tcase_add_test(tc, test_server__native_tls_from_config_file);
     tcase_add_test(tc, test_server__blob_over_4gib);
     suite_add_tcase(s, tc);
+    /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity). */
+    const char *cases[] = {"index", "scopes", "identity"};
+    for (int i = 0; i < 3; i++) {
+        TCase *t = tcase_create(cases[i]);
+        tcase_add_checked_fixture(t, setup, teardown);
+        tcase_set_timeout(t, 120);
+        if (i == 0) {
+            tcase_add_test(t, test_server__index_removed_under_running_server_is_503);
+            tcase_add_test(t, test_server__start_refuses_blobs_without_index);
+            tcase_add_test(t, test_server__gc_keeps_blobs_while_index_looks_lost);
+        } else if (i == 1) {
+            tcase_add_test(t, test_server__scopes_on_every_route);
+        } else {
+            tcase_add_test(t, test_server__identity_control_characters_refused);
+        }
+        suite_add_tcase(s, t);
+    }
     return tu_run_suite(s);
 }

@@ -1,7 +1,11 @@
 /* server_core_test.c - psdbd internals: settings, ranges, ETags, tokens, the index and A3. */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <sqlite3.h>
@@ -21,7 +25,7 @@ static void setup(void)
     char err[512];
     dir = tu_mkdtemp();
     char *path = tu_path(dir, "index.sqlite");
-    ck_assert_msg(psdbd_index_open(path, &ix, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(psdbd_index_create(path, &ix, err, sizeof(err)) == 0, "%s", err);
     free(path);
 }
 
@@ -333,6 +337,124 @@ START_TEST(test_server_core__A3_index_order_with_large_values)
 }
 END_TEST
 
+START_TEST(test_server_core__index_open_never_creates)
+{
+    char err[512];
+    psdbd_index *other = NULL;
+    char *missing = tu_path(dir, "missing.sqlite"), *empty = tu_path(dir, "empty.sqlite");
+    char *path = tu_path(dir, "index.sqlite");
+    struct stat sb;
+    /* Opening a missing index fails and leaves no file. */
+    ck_assert_int_eq(psdbd_index_open(missing, &other, err, sizeof(err)), -1);
+    ck_assert_ptr_null(other);
+    ck_assert_ptr_nonnull(strstr(err, "missing"));
+    ck_assert_int_ne(access(missing, F_OK), 0);
+    /* A zero-byte file is not migrated into a new index, and is not written to. */
+    ck_assert_int_eq(tu_write_file(empty, "", 0), 0);
+    ck_assert_int_eq(psdbd_index_open(empty, &other, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "empty or not a psdbd index"));
+    ck_assert_int_eq(stat(empty, &sb), 0);
+    ck_assert_int_eq(sb.st_size, 0);
+    /* The new index was linked into place whole: nothing left under the name it was built at. */
+    char *built = tu_path(dir, "index.sqlite.new");
+    ck_assert_int_ne(access(built, F_OK), 0);
+    free(built);
+    /* Creating over an existing file is refused. */
+    ck_assert_int_eq(psdbd_index_create(path, &other, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "already there"));
+    /* The index carries psdbd's application_id. */
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq((uint32_t)sqlite3_column_int(st, 0), PSDBD_INDEX_APPLICATION_ID);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    free(missing);
+    free(empty);
+    free(path);
+}
+END_TEST
+
+static void *other_thread_db(void *arg)
+{
+    return psdbd_index_db(arg);
+}
+
+START_TEST(test_server_core__index_removed_is_unavailable)
+{
+    char *path = tu_path(dir, "index.sqlite");
+    json_t *m = NULL;
+    pthread_t t;
+    void *db = (void *)1;
+    publish(rec(5, 0, 1, 'a'));
+    ck_assert_int_eq(psdbd_index_ping(ix), 0);
+    ck_assert(!psdbd_index_lost(ix));
+    ck_assert_int_eq(unlink(path), 0);
+    /* This thread's open connection still reaches the unlinked file: it must not be used. */
+    ck_assert(psdbd_index_lost(ix));
+    ck_assert_int_ne(psdbd_index_ping(ix), 0);
+    psdbd_record r = rec(6, 0, 1, 'b');
+    ck_assert_int_eq(psdbd_index_publish(ix, &r, NULL), PSDBD_UNAVAILABLE);
+    ck_assert_int_eq(psdbd_index_retire(ix, 1, "t", NULL), PSDBD_UNAVAILABLE);
+    ck_assert_int_eq(psdbd_index_list_apps(ix, &m), PSDBD_UNAVAILABLE);
+    psdbd_token_row row;
+    ck_assert_int_eq(psdbd_index_token_find(ix, "0123456789abcdef", &row), PSDBD_UNAVAILABLE);
+    /* A thread without a connection yet gets none, and creates no file. */
+    ck_assert_int_eq(pthread_create(&t, NULL, other_thread_db, ix), 0);
+    ck_assert_int_eq(pthread_join(t, &db), 0);
+    ck_assert_ptr_null(db);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    free(path);
+}
+END_TEST
+
+/* In a child with a non-root identity (access() ignores permissions for root): the index
+ * made unreadable under an open index is lost. Exit status 0 when it behaves. */
+static int unreadable_child(const char *path)
+{
+    char err[512];
+    psdbd_index *mine = NULL;
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 10;
+    if (psdbd_index_open(path, &mine, err, sizeof(err)) != 0)
+        return 11;
+    if (psdbd_index_lost(mine) || psdbd_index_ping(mine) != 0)
+        return 12;
+    if (chmod(path, 0) != 0)
+        return 13;
+    if (!psdbd_index_lost(mine) || psdbd_index_ping(mine) == 0)
+        return 14;
+    json_t *m = NULL;
+    if (psdbd_index_list_apps(mine, &m) != PSDBD_UNAVAILABLE)
+        return 15;
+    if (chmod(path, 0644) != 0 || psdbd_index_lost(mine) || psdbd_index_ping(mine) != 0)
+        return 16; /* made usable again: served again */
+    psdbd_index_close(mine);
+    return 0;
+}
+
+START_TEST(test_server_core__index_unreadable_is_unavailable)
+{
+    char *path = tu_path(dir, "index.sqlite"), *cmd = NULL;
+    int st = 0;
+    psdbd_index_close(ix);
+    ix = NULL;
+    ck_assert_int_ge(asprintf(&cmd, "chown -R 65534:65534 %s", dir), 0);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(unreadable_child(path));
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child step %d failed",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    free(path);
+}
+END_TEST
+
 START_TEST(test_server_core__migrations_refuse_newer)
 {
     char err[512];
@@ -366,6 +488,10 @@ int main(void)
     tcase_add_test(tc, test_server_core__tokens_hashed_and_checked);
     tcase_add_test(tc, test_server_core__A3_index_order_with_large_values);
     tcase_add_test(tc, test_server_core__migrations_refuse_newer);
+    tcase_add_test(tc, test_server_core__index_open_never_creates);
+    tcase_add_test(tc, test_server_core__index_removed_is_unavailable);
+    if (geteuid() == 0) /* it needs to become another user */
+        tcase_add_test(tc, test_server_core__index_unreadable_is_unavailable);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
