@@ -129,8 +129,8 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     if (PSDB_SUCCEEDED(hr)) {
         hr = psdb__store_hold(&store);
         if (PSDB_FAILED(hr))
-            snprintf(err, sizeof(err), "store: flock %s/../" PSDB__STORE_LOCK ": %s", store.dir,
-                     strerror(errno));
+            snprintf(err, sizeof(err), "store: flock " PSDB__STORE_LOCK " of %s: %s",
+                     psdb__installer_root(inst), strerror(errno));
     }
     if (PSDB_FAILED(hr)) {
         psdb__client_error(c, "install: %s", err[0] ? err : psdb_hr_str(hr));

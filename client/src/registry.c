@@ -1475,6 +1475,8 @@ cleanup:
     sqlite3_finalize(mark);
     if (in_tx)
         exec_sql(db, "ROLLBACK");
+    if (PSDB_FAILED(hr) && hr != PSDB_E_DOWNGRADE)
+        reg_fail(inst->reg, hr);
     return hr;
 }
 
