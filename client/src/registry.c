@@ -1162,9 +1162,11 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
                             " LEFT JOIN components c ON c.app = a.id"
                             " LEFT JOIN component_psdbs p ON p.component = c.id"
                             /* What psdb install recorded applies to the PSDB it registered:
-                             * the default component's, for that family. */
+                             * the default component's, for that family, still at the file
+                             * named by that digest (not one the component API put there). */
                             " LEFT JOIN installed i ON i.exe_path = a.exe_path"
                             " AND i.family = p.family AND c.name = '" PSDB_DEFAULT_COMPONENT "'"
+                            " AND p.psdb_path LIKE '%/' || i.sha256 || '.psdb'"
                             " ORDER BY a.exe_path, c.name, p.family",
                             -1, &st, NULL);
     if (rc != SQLITE_OK) {

@@ -617,7 +617,12 @@ static psdb_registry_file_state state_of(const char *root)
 START_TEST(test_registry__entry_check_states)
 {
     char *root = tu_mkdtemp();
-    char *file = tu_path(root, "a.psdb");
+    uint8_t sha[32];
+    char name[80];
+    psdb__sha256("psdb bytes", 10, sha);
+    psdb__hex(sha, 32, name);
+    memcpy(name + 64, ".psdb", sizeof(".psdb")); /* named by its digest, as the store names it */
+    char *file = tu_path(root, name);
     ck_assert_int_eq(tu_write_file(file, "psdb bytes", 10), 0);
     psdb_installer *inst = open_installer(root, "launcher");
     psdb_application *app = NULL;
@@ -633,8 +638,6 @@ START_TEST(test_registry__entry_check_states)
     ck_assert_hr(psdb_application_remove_component(app, c), PSDB_S_OK);
     psdb_component_release(c);
     /* Registered as psdb install does: the digest is recorded and compared. */
-    uint8_t sha[32];
-    psdb__sha256("psdb bytes", 10, sha);
     psdb__install_entry e = {.family = "fam", .psdb_path = file, .serial = 7};
     psdb__hex(sha, 32, e.sha256);
     ck_assert_hr(psdb__registry_install(inst, "/g/game.exe", &app_desc, NULL, 1, &e, 0), PSDB_S_OK);
@@ -643,6 +646,15 @@ START_TEST(test_registry__entry_check_states)
     ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_MISMATCH);
     ck_assert_int_eq(unlink(file), 0);
     ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_MISSING);
+    /* The component API points the default component elsewhere: the record no longer applies. */
+    char *other = tu_path(root, "other.psdb");
+    ck_assert_int_eq(tu_write_file(other, "x", 1), 0);
+    psdb_component_psdb q = {"fam", other};
+    ck_assert_hr(
+        psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, &q, NULL),
+        PSDB_S_OK);
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_UNVERIFIED);
+    free(other);
     psdb_registry_file_state st;
     ck_assert_hr(psdb_registry_entry_check(NULL, &st), PSDB_E_INVALIDARG);
     ck_assert_str_eq(psdb_registry_file_state_str(PSDB_REGISTRY_FILE_MISMATCH), "mismatch");

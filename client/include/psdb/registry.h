@@ -39,8 +39,9 @@ typedef struct psdb_component_psdb {
  * its process exits). Statuses: PSDB_E_INVALIDARG (desc or out NULL, name NULL, empty or longer
  * than 200 bytes, unknown scope); PSDB_E_BUSY; PSDB_E_ACCESS when the root cannot be created or
  * written (permissions, read-only file system) - nothing is created then; PSDB_E_IO on other file
- * errors; PSDB_E_UNSUPPORTED for a registry schema newer than this library; PSDB_E_NOT_FOUND when
- * no default root can be derived (no HOME). *out is the caller's (psdb_installer_release). */
+ * errors; PSDB_E_UNSUPPORTED for a registry schema newer than this library; PSDB_E_CACHE_CORRUPT
+ * for a damaged database or one that is not a registry (see psdb_explorer_open); PSDB_E_NOT_FOUND
+ * when no default root can be derived (no HOME). *out is the caller's (psdb_installer_release). */
 PSDB_API psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **out);
 /* Releases the installer and its name lock. Application handles made from it stay usable. NULL is a
  * no-op. */
@@ -58,7 +59,9 @@ PSDB_API psdb_hr psdb_installer_register_application(psdb_installer *inst, const
  * becomes invalid: further calls on it return PSDB_E_NOT_FOUND, also after the same exe path is
  * registered again (that is a new registration). The caller still releases the handle.
  * PSDB_E_ACCESS for an explorer's application; PSDB_E_INVALIDARG for NULL or an application of
- * another registry root; PSDB_E_NOT_FOUND when already removed. */
+ * another registry root; PSDB_E_NOT_FOUND when already removed. No file is deleted here: the
+ * store's files it referenced go at the next sweep (psdb_installer_sweep_store) if nothing else
+ * references them. */
 PSDB_API psdb_hr psdb_installer_remove_application(psdb_installer *inst, psdb_application *app);
 
 /* Registers a component atomically, replacing one of the same name with all its PSDBs (MODEL B3);
@@ -94,7 +97,9 @@ PSDB_API void psdb_component_release(psdb_component *component);
  * root without a registry is an empty view (lookups give PSDB_E_NOT_FOUND), never created.
  * Mutating calls on applications from an explorer return PSDB_E_ACCESS. PSDB_E_INVALIDARG when
  * out is NULL or root_dir empty; PSDB_E_UNSUPPORTED for a newer schema; PSDB_E_IO /
- * PSDB_E_ACCESS / PSDB_E_CACHE_CORRUPT when the database cannot be read. */
+ * PSDB_E_ACCESS when the database cannot be read; PSDB_E_CACHE_CORRUPT when it is damaged (SQLite's
+ * quick_check fails) or not a psdb registry (another application_id, a negative schema version,
+ * tables without a schema version). psdb_installer_open refuses the same databases. */
 PSDB_API psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out);
 /* The application registered at exe_path (exact string match). PSDB_E_NOT_FOUND when absent;
  * PSDB_E_INVALIDARG on NULL or empty arguments. *out is the caller's. */
