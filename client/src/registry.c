@@ -550,6 +550,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     psdb_hr hr = PSDB_S_OK;
     psdb_installer *inst = NULL;
     char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
+    problem[0] = '\0'; /* a failure before the database is reached is not about it */
     if (out)
         *out = NULL;
     if (!desc || !out || !desc->name || !*desc->name || strlen(desc->name) > INSTALLER_NAME_MAX ||
@@ -1083,6 +1084,7 @@ psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
     psdb_hr hr = PSDB_S_OK;
     psdb_explorer *exp = NULL;
     char *root = NULL;
+    problem[0] = '\0';
     if (out)
         *out = NULL;
     if (!out) {
