@@ -2,105 +2,62 @@
  *
  * DESIGN
  * Nothing reaches the registry until every target is on disk and checked: downloads land in
- * <root>/psdbs/<sha256>.psdb (content-addressed, so a file that is there under its digest name was
- * verified when it was renamed in), each is opened with libpsdb against its target, and only then
- * does one registry transaction switch the "default" component and record the serials. A crash at
- * any point leaves the previous registration in force; leftover files are collected by the next
- * install's sweep of unreferenced files. */
+ * <root>/psdbs/<sha256>.psdb (content-addressed and shared by every installer of the root), each
+ * is hashed and opened with libpsdb against its target, and only then does one registry
+ * transaction switch the "default" component and record the serials. The whole install holds the
+ * store lock shared (store.h), so no sweep can remove a file between its arrival and the commit.
+ * A file already in the store is hashed, never trusted by its name: a damaged or missing file is
+ * downloaded again even when the serial is unchanged. A crash at any point leaves the previous
+ * registration in force; leftover files are collected by a later sweep. */
 #include "psdb/client.h"
 
-#include <dirent.h>
-#include <limits.h>
-#include <stdio.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "install.h"
+#include "registry.h"
+#include "store.h"
 #include "util.h"
 
-#define STORE_DIR "psdbs"
-#define PART_GRACE_SECONDS (24 * 3600)
-
-typedef struct path_set {
-    char **paths;
-    size_t n, cap;
-    int oom;
-} path_set;
-
-static void path_set_add(const char *path, void *ctx)
+/* Whether path is a regular file with this SHA-256. */
+static int file_has_digest(const char *path, const uint8_t sha256[32])
 {
-    path_set *s = ctx;
-    if (s->oom)
-        return;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        char **p = realloc(s->paths, cap * sizeof(*p));
-        if (!p) {
-            s->oom = 1;
-            return;
-        }
-        s->paths = p;
-        s->cap = cap;
-    }
-    s->paths[s->n] = psdb__strdup(path);
-    if (!s->paths[s->n])
-        s->oom = 1;
-    else
-        s->n++;
+    uint8_t got[32];
+    return PSDB_SUCCEEDED(psdb__file_sha256(path, got)) && memcmp(got, sha256, 32) == 0;
 }
 
-static void path_set_free(path_set *s)
+/* Downloads m to path unless another process has put it there meanwhile. Installs of one digest
+ * serialize on its .part (another launcher may be installing the same PSDB for another
+ * application): the second finds the first's file, hashes it and is done. */
+static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path)
 {
-    for (size_t i = 0; i < s->n; i++)
-        free(s->paths[i]);
-    free(s->paths);
-}
-
-/* Removes files in the store that no registration references. A .part file younger than a day is
- * kept: another installer (another name, same root) may be writing it, or a later install may
- * resume it. */
-static void sweep_store(psdb_installer *inst, const char *store)
-{
-    path_set keep = {0};
-    DIR *d = NULL;
-    if (PSDB_FAILED(psdb__registry_foreach_path(inst, path_set_add, &keep)) || keep.oom)
-        goto cleanup; /* when in doubt, keep everything */
-    d = opendir(store);
-    if (!d)
+    psdb_hr hr = PSDB_S_OK;
+    char *part = NULL;
+    int fd = -1, done = 0;
+    if (asprintf(&part, "%s.part", path) < 0) {
+        part = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char *full = NULL;
-        if (asprintf(&full, "%s/%s", store, e->d_name) < 0)
-            break;
-        int referenced = 0;
-        for (size_t i = 0; i < keep.n && !referenced; i++)
-            referenced = strcmp(keep.paths[i], full) == 0;
-        size_t len = strlen(e->d_name);
-        struct stat st;
-        if (!referenced && len > 5 && strcmp(e->d_name + len - 5, ".part") == 0 &&
-            stat(full, &st) == 0 && time(NULL) - st.st_mtime < PART_GRACE_SECONDS)
-            referenced = 1;
-        if (!referenced)
-            unlink(full);
-        free(full);
+    }
+    hr = psdb__store_lock_part(part, &fd);
+    if (PSDB_FAILED(hr)) {
+        psdb__client_error(c, "install: lock %s: %s", part, strerror(errno));
+        goto cleanup;
+    }
+    done = file_has_digest(path, m->sha256);
+    if (!done) {
+        hr = psdb_client_download(c, m, path);
+        done = PSDB_SUCCEEDED(hr);
     }
 cleanup:
-    if (d)
-        closedir(d);
-    path_set_free(&keep);
-}
-
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    /* A .part left after a failed download is kept for resuming; after success it is gone (renamed
+     * into place) or, when another process did the work, an empty file of ours to remove. */
+    if (part)
+        psdb__store_unlock_part(part, fd, done);
+    free(part);
+    return hr;
 }
 
 /* Opens the downloaded PSDB as a device of that target would and checks that it is what the
@@ -134,7 +91,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     psdb_installer *inst = NULL;
     psdb_manifest **manifests = NULL;
     psdb__install_entry *entries = NULL;
-    char *store = NULL;
+    psdb__store store = {.lock_fd = -1};
     const char *exe_filename = NULL;
     uint32_t n = 0, i;
 
@@ -159,23 +116,24 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                  .root_dir = d->registry_dir};
     hr = psdb_installer_open(&idesc, &inst);
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "install: installer '%s': %s", idesc.name,
-                           hr == PSDB_E_BUSY ? "another install of it is running"
-                                             : psdb_hr_str(hr));
+        if (*psdb__registry_problem())
+            psdb__client_error(c, "install: %s", psdb__registry_problem());
+        else
+            psdb__client_error(c, "install: installer '%s': %s", idesc.name,
+                               hr == PSDB_E_BUSY ? "another install of it is running"
+                                                 : psdb_hr_str(hr));
         goto cleanup;
     }
-    /* Registrations hold absolute paths: the runtime opens them from any working directory. */
-    char *root = realpath(psdb__installer_root(inst), NULL);
-    if (!root || asprintf(&store, "%s/" STORE_DIR, root) < 0) {
-        store = NULL;
-        hr = root ? PSDB_E_OUTOFMEMORY : PSDB_E_IO;
-        free(root);
-        goto cleanup;
+    char err[512] = "";
+    hr = psdb__store_open(inst, &store, err, sizeof(err));
+    if (PSDB_SUCCEEDED(hr)) {
+        hr = psdb__store_hold(&store);
+        if (PSDB_FAILED(hr))
+            snprintf(err, sizeof(err), "store: flock " PSDB__STORE_LOCK " of %s: %s",
+                     psdb__installer_root(inst), strerror(errno));
     }
-    free(root);
-    if (mkdir(store, 0755) != 0 && errno != EEXIST) {
-        hr = errno == EACCES || errno == EROFS ? PSDB_E_ACCESS : PSDB_E_IO;
-        psdb__client_error(c, "install: mkdir %s: %s", store, strerror(errno));
+    if (PSDB_FAILED(hr)) {
+        psdb__client_error(c, "install: %s", err[0] ? err : psdb_hr_str(hr));
         goto cleanup;
     }
     manifests = calloc(n, sizeof(*manifests));
@@ -218,18 +176,18 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                 r->status = hr;
             goto cleanup;
         }
-        if (asprintf(&path, "%s/%s.psdb", store, entries[i].sha256) < 0) {
+        if (asprintf(&path, "%s/%s.psdb", store.dir, entries[i].sha256) < 0) {
             hr = PSDB_E_OUTOFMEMORY;
             goto cleanup;
         }
         entries[i].psdb_path = path;
-        int same =
-            PSDB_SUCCEEDED(known) && strcmp(have_sha, entries[i].sha256) == 0 && file_exists(path);
+        int intact = file_has_digest(path, m->sha256);
+        int same = PSDB_SUCCEEDED(known) && strcmp(have_sha, entries[i].sha256) == 0 && intact;
         if (!same) {
             /* Verifies the signature even when the file is already in the store. */
             hr = psdb_client_verify_manifest(c, m);
-            if (PSDB_SUCCEEDED(hr) && !file_exists(path))
-                hr = psdb_client_download(c, m, path);
+            if (PSDB_SUCCEEDED(hr) && !intact)
+                hr = fetch(c, m, path);
             if (PSDB_FAILED(hr)) {
                 if (r)
                     r->status = hr;
@@ -238,11 +196,11 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         }
         hr = check_psdb(path, t, m);
         if (PSDB_FAILED(hr)) {
+            /* Not removed here: its digest is the published one, and another application may
+             * register the same file; the sweep removes it if nothing does. */
             psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path,
                                t->family, (unsigned long long)t->abi_min,
                                (unsigned long long)t->abi_max, psdb_hr_str(hr));
-            if (!same)
-                unlink(path);
             if (r)
                 r->status = hr;
             goto cleanup;
@@ -256,10 +214,12 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         app.exe_filename = exe_filename ? exe_filename + 1 : d->exe_path;
     hr = psdb__registry_install(inst, d->exe_path, &app, d->app_id, n, entries, d->allow_downgrade);
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "install: registry update: %s", psdb_hr_str(hr));
+        psdb__client_error(c, "install: registry update: %s",
+                           *psdb__registry_problem() ? psdb__registry_problem() : psdb_hr_str(hr));
         goto cleanup;
     }
-    sweep_store(inst, store);
+    /* Best effort: the install is complete; a sweep that cannot run now runs after a later one. */
+    psdb__store_sweep(inst, &store, 0);
 cleanup:
     for (i = 0; manifests && i < n; i++)
         psdb_manifest_free(manifests[i]);
@@ -267,7 +227,7 @@ cleanup:
         free((char *)entries[i].psdb_path);
     free(manifests);
     free(entries);
-    free(store);
+    psdb__store_close(&store);
     psdb_installer_release(inst);
     return hr;
 }

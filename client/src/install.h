@@ -30,6 +30,10 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
                                const psdb_app_desc *desc, const uint8_t *app_id, uint32_t n,
                                const psdb__install_entry *entries, int allow_downgrade);
 
+/* Runs fn inside one BEGIN IMMEDIATE transaction of the installer's registry (committed when fn
+ * succeeds): no registration can commit while fn runs. */
+psdb_hr psdb__registry_with_write_lock(psdb_installer *inst, psdb_hr (*fn)(void *ctx), void *ctx);
+
 /* Calls fn for every PSDB path any component of any application registers. */
 psdb_hr psdb__registry_foreach_path(psdb_installer *inst, void (*fn)(const char *path, void *ctx),
                                     void *ctx);

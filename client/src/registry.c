@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "util.h"
 
 #define BUSY_TIMEOUT_MS 10000
@@ -36,7 +37,40 @@ typedef struct psdb__reg {
     atomic_uint refs;
     sqlite3 *db; /* NULL: an explorer on a root that has no registry yet (empty) */
     int readonly;
+    char *path; /* <root>/registry.db, for messages */
 } psdb__reg;
+
+/* The last registry problem of this thread, one line naming the database and the way out. */
+static _Thread_local char problem[640];
+
+const char *psdb__registry_problem(void)
+{
+    return problem;
+}
+
+/* Records why the registry at path cannot be used; detail says what was found. */
+static void set_problem(const char *path, psdb_hr hr, const char *detail)
+{
+    if (hr == PSDB_E_CACHE_CORRUPT)
+        snprintf(problem, sizeof(problem),
+                 "registry %s is damaged or not a psdb registry (%s): move it aside (mv %s "
+                 "%s.broken) and run psdb install again for each application to rebuild it",
+                 path, detail, path, path);
+    else if (hr == PSDB_E_UNSUPPORTED)
+        snprintf(problem, sizeof(problem),
+                 "registry %s: %s: use a newer psdb, or move it aside and run psdb install again",
+                 path, detail);
+    else
+        snprintf(problem, sizeof(problem), "registry %s: %s", path, detail);
+}
+
+/* Records a failed SQLite call on reg's database (corruption found while reading, for one). */
+static psdb_hr reg_fail(const psdb__reg *reg, psdb_hr hr)
+{
+    if (reg && reg->path && hr != PSDB_E_BUSY && hr != PSDB_E_OUTOFMEMORY)
+        set_problem(reg->path, hr, reg->db ? sqlite3_errmsg(reg->db) : psdb_hr_str(hr));
+    return hr;
+}
 
 struct psdb_installer {
     psdb__reg *reg;
@@ -241,6 +275,7 @@ static void reg_unref(psdb__reg *reg)
     if (!reg || atomic_fetch_sub(&reg->refs, 1) != 1)
         return;
     sqlite3_close_v2(reg->db);
+    free(reg->path);
     free(reg);
 }
 
@@ -255,11 +290,12 @@ static psdb_hr exec_sql(sqlite3 *db, const char *sql)
     return sqlite_hr(sqlite3_exec(db, sql, NULL, NULL, NULL));
 }
 
-static psdb_hr read_user_version(sqlite3 *db, int *out)
+/* Runs a query that yields one integer (a PRAGMA, a count). */
+static psdb_hr query_int(sqlite3 *db, const char *sql, int *out)
 {
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
@@ -274,8 +310,48 @@ cleanup:
     return hr;
 }
 
-/* Brings the schema to PSDB__REGISTRY_SCHEMA_VERSION in one transaction; refuses newer ones. */
-static psdb_hr migrate(sqlite3 *db)
+/* Checks that db is a psdb registry this library can use: its application_id is psdb's (0 is
+ * accepted: registries written before the id was stamped), its user_version is one psdb writes,
+ * and a version-0 file is empty. *version gets the schema version. On failure the problem names
+ * path and what was found. */
+static psdb_hr check_identity(sqlite3 *db, const char *path, int *version)
+{
+    psdb_hr hr = PSDB_S_OK;
+    int app_id = 0, tables = 0;
+    char detail[160];
+    hr = query_int(db, "PRAGMA application_id", &app_id);
+    if (PSDB_SUCCEEDED(hr))
+        hr = query_int(db, "PRAGMA user_version", version);
+    if (PSDB_SUCCEEDED(hr))
+        hr = query_int(db, "SELECT count(*) FROM sqlite_master", &tables);
+    if (PSDB_FAILED(hr)) {
+        snprintf(detail, sizeof(detail), "%s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    if (app_id != 0 && app_id != PSDB__REGISTRY_APPLICATION_ID) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        snprintf(detail, sizeof(detail), "application_id 0x%08x, not psdb's 0x%08x",
+                 (unsigned)app_id, (unsigned)PSDB__REGISTRY_APPLICATION_ID);
+    } else if (*version < 0) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        snprintf(detail, sizeof(detail), "schema version %d", *version);
+    } else if (*version == 0 && tables > 0) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        snprintf(detail, sizeof(detail), "%d tables but no psdb schema version", tables);
+    } else if (*version > PSDB__REGISTRY_SCHEMA_VERSION) {
+        hr = PSDB_E_UNSUPPORTED;
+        snprintf(detail, sizeof(detail), "schema version %d is newer than this psdb knows (%d)",
+                 *version, PSDB__REGISTRY_SCHEMA_VERSION);
+    }
+cleanup:
+    if (PSDB_FAILED(hr) && hr != PSDB_E_BUSY && hr != PSDB_E_OUTOFMEMORY)
+        set_problem(path, hr, detail);
+    return hr;
+}
+
+/* Brings the schema to PSDB__REGISTRY_SCHEMA_VERSION in one transaction and stamps psdb's
+ * application_id; refuses newer schemas and databases that are not a registry. */
+static psdb_hr migrate(sqlite3 *db, const char *path)
 {
     psdb_hr hr = PSDB_S_OK;
     int in_tx = 0, version = 0;
@@ -283,13 +359,9 @@ static psdb_hr migrate(sqlite3 *db)
     if (PSDB_FAILED(hr))
         goto cleanup;
     in_tx = 1;
-    hr = read_user_version(db, &version);
+    hr = check_identity(db, path, &version);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    if (version > PSDB__REGISTRY_SCHEMA_VERSION) {
-        hr = PSDB_E_UNSUPPORTED;
-        goto cleanup;
-    }
     for (int v = version; v < PSDB__REGISTRY_SCHEMA_VERSION; v++) {
         hr = exec_sql(db, migrations[v]);
         if (PSDB_FAILED(hr))
@@ -302,6 +374,11 @@ static psdb_hr migrate(sqlite3 *db)
         if (PSDB_FAILED(hr))
             goto cleanup;
     }
+    char pragma[64];
+    snprintf(pragma, sizeof(pragma), "PRAGMA application_id = %d", PSDB__REGISTRY_APPLICATION_ID);
+    hr = exec_sql(db, pragma);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
     hr = exec_sql(db, "COMMIT");
     if (PSDB_SUCCEEDED(hr))
         in_tx = 0;
@@ -314,12 +391,45 @@ cleanup:
 /* A registry handle with one reference and the path of its database under root. */
 static psdb_hr reg_new(const char *root, psdb__reg **reg, char **path)
 {
+    problem[0] = '\0';
     *path = join_path(root, PSDB__REGISTRY_DB);
     *reg = calloc(1, sizeof(**reg));
-    if (*reg)
+    if (*reg) {
         atomic_init(&(*reg)->refs, 1);
+        (*reg)->path = psdb__strdup(*path);
+    }
     /* On failure the caller's cleanup frees what was allocated. */
-    return *path && *reg ? PSDB_S_OK : PSDB_E_OUTOFMEMORY;
+    return *path && *reg && (*reg)->path ? PSDB_S_OK : PSDB_E_OUTOFMEMORY;
+}
+
+/* SQLite's quick_check: a truncated or overwritten registry is found when it is opened, not by
+ * whichever query reaches the damaged page first. The registry is small (kilobytes), so this costs
+ * little. */
+static psdb_hr check_integrity(sqlite3 *db, const char *path)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    char detail[200];
+    int rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        hr = sqlite_hr(rc);
+        if (hr == PSDB_S_OK || hr == PSDB_E_IO)
+            hr = PSDB_E_CACHE_CORRUPT;
+        snprintf(detail, sizeof(detail), "%s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    const char *verdict = (const char *)sqlite3_column_text(st, 0);
+    if (!verdict || strcmp(verdict, "ok") != 0) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        snprintf(detail, sizeof(detail), "%s", verdict ? verdict : "quick_check failed");
+    }
+cleanup:
+    if (PSDB_FAILED(hr) && hr != PSDB_E_BUSY && hr != PSDB_E_OUTOFMEMORY)
+        set_problem(path, hr, detail);
+    sqlite3_finalize(st);
+    return hr;
 }
 
 /* Opens the registry database of root for writing (creating and migrating it). */
@@ -333,19 +443,26 @@ static psdb_hr reg_open_rw(const char *root, psdb__reg **out)
     int rc = sqlite3_open_v2(
         path, &reg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = reg_fail(reg, sqlite_hr(rc));
         goto cleanup;
     }
     sqlite3_busy_timeout(reg->db, BUSY_TIMEOUT_MS);
     hr = exec_sql(reg->db, "PRAGMA journal_mode=WAL");
+    if (PSDB_SUCCEEDED(hr))
+        hr = exec_sql(reg->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL");
+    if (PSDB_FAILED(hr)) {
+        reg_fail(reg, hr);
+        goto cleanup;
+    }
+    hr = check_integrity(reg->db, path);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    hr = exec_sql(reg->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL");
-    if (PSDB_FAILED(hr))
+    hr = migrate(reg->db, path);
+    if (PSDB_FAILED(hr)) {
+        if (!problem[0])
+            reg_fail(reg, hr);
         goto cleanup;
-    hr = migrate(reg->db);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
+    }
     *out = reg;
     reg = NULL;
 cleanup:
@@ -374,18 +491,17 @@ static psdb_hr reg_open_ro(const char *root, psdb__reg **out)
     }
     int rc = sqlite3_open_v2(path, &reg->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = reg_fail(reg, sqlite_hr(rc));
         goto cleanup;
     }
     sqlite3_busy_timeout(reg->db, BUSY_TIMEOUT_MS);
     int version = 0;
-    hr = read_user_version(reg->db, &version);
+    hr = check_integrity(reg->db, path);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    if (version > PSDB__REGISTRY_SCHEMA_VERSION) {
-        hr = PSDB_E_UNSUPPORTED;
+    hr = check_identity(reg->db, path, &version);
+    if (PSDB_FAILED(hr))
         goto cleanup;
-    }
     if (version == 0) {
         /* Created but never migrated (an installer died before its first commit): empty. */
         sqlite3_close_v2(reg->db);
@@ -434,6 +550,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     psdb_hr hr = PSDB_S_OK;
     psdb_installer *inst = NULL;
     char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
+    problem[0] = '\0'; /* a failure before the database is reached is not about it */
     if (out)
         *out = NULL;
     if (!desc || !out || !desc->name || !*desc->name || strlen(desc->name) > INSTALLER_NAME_MAX ||
@@ -967,6 +1084,7 @@ psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
     psdb_hr hr = PSDB_S_OK;
     psdb_explorer *exp = NULL;
     char *root = NULL;
+    problem[0] = '\0';
     if (out)
         *out = NULL;
     if (!out) {
@@ -1042,13 +1160,19 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
     rc = sqlite3_prepare_v2(exp->reg->db,
                             "SELECT a.exe_path, a.exe_filename, a.name, a.version, a.engine_name,"
                             " a.engine_version, a.installer, c.name, c.sodb_path, p.family,"
-                            " p.psdb_path FROM applications a"
+                            " p.psdb_path, i.serial, i.sha256 FROM applications a"
                             " LEFT JOIN components c ON c.app = a.id"
                             " LEFT JOIN component_psdbs p ON p.component = c.id"
+                            /* What psdb install recorded applies to the PSDB it registered:
+                             * the default component's, for that family, still at the file
+                             * named by that digest (not one the component API put there). */
+                            " LEFT JOIN installed i ON i.exe_path = a.exe_path"
+                            " AND i.family = p.family AND c.name = '" PSDB_DEFAULT_COMPONENT "'"
+                            " AND p.psdb_path LIKE '%/' || i.sha256 || '.psdb'"
                             " ORDER BY a.exe_path, c.name, p.family",
                             -1, &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = reg_fail(exp->reg, sqlite_hr(rc));
         goto cleanup;
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1067,6 +1191,8 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
             .sodb_path = (const char *)sqlite3_column_text(st, 8),
             .adapter_family = (const char *)sqlite3_column_text(st, 9),
             .psdb_path = (const char *)sqlite3_column_text(st, 10),
+            .installed_serial = (uint64_t)sqlite3_column_int64(st, 11),
+            .installed_sha256 = (const char *)sqlite3_column_text(st, 12),
         };
         if (fn(&e, ctx)) {
             hr = PSDB_S_FALSE;
@@ -1074,12 +1200,53 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
         }
     }
     if (hr == PSDB_S_OK && rc != SQLITE_DONE)
-        hr = sqlite_hr(rc);
+        hr = reg_fail(exp->reg, sqlite_hr(rc));
 cleanup:
     sqlite3_finalize(st);
     if (exp && exp->reg->db && !sqlite3_get_autocommit(exp->reg->db))
         exec_sql(exp->reg->db, "COMMIT");
     return hr;
+}
+
+psdb_hr psdb_registry_entry_check(const psdb_registry_entry *e, psdb_registry_file_state *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t got[32], want[32];
+    if (!e || !out || !e->psdb_path) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    *out = PSDB_REGISTRY_FILE_MISSING;
+    /* The whole file is hashed every time: registry version 2 records no size or mtime to trust,
+     * and damage in place (a flipped sector, a rewrite of the same length) keeps both. */
+    hr = psdb__file_sha256(e->psdb_path, got);
+    if (hr == PSDB_E_NOT_FOUND) {
+        hr = PSDB_S_OK;
+        goto cleanup;
+    }
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    if (!e->installed_sha256 || psdb__unhex(e->installed_sha256, want, 32) != 0)
+        *out = PSDB_REGISTRY_FILE_UNVERIFIED;
+    else
+        *out = memcmp(got, want, 32) == 0 ? PSDB_REGISTRY_FILE_OK : PSDB_REGISTRY_FILE_MISMATCH;
+cleanup:
+    return hr;
+}
+
+const char *psdb_registry_file_state_str(psdb_registry_file_state state)
+{
+    switch (state) {
+    case PSDB_REGISTRY_FILE_OK:
+        return "ok";
+    case PSDB_REGISTRY_FILE_UNVERIFIED:
+        return "unverified";
+    case PSDB_REGISTRY_FILE_MISSING:
+        return "missing";
+    case PSDB_REGISTRY_FILE_MISMATCH:
+        return "mismatch";
+    }
+    return "unknown";
 }
 
 void psdb_explorer_release(psdb_explorer *exp)
@@ -1312,6 +1479,28 @@ cleanup:
     sqlite3_finalize(mark);
     if (in_tx)
         exec_sql(db, "ROLLBACK");
+    if (PSDB_FAILED(hr) && hr != PSDB_E_DOWNGRADE)
+        reg_fail(inst->reg, hr);
+    return hr;
+}
+
+psdb_hr psdb__registry_with_write_lock(psdb_installer *inst, psdb_hr (*fn)(void *ctx), void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    int in_tx = 0;
+    hr = exec_sql(inst->reg->db, "BEGIN IMMEDIATE");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    in_tx = 1;
+    hr = fn(ctx);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = exec_sql(inst->reg->db, "COMMIT");
+    if (PSDB_SUCCEEDED(hr))
+        in_tx = 0;
+cleanup:
+    if (in_tx)
+        exec_sql(inst->reg->db, "ROLLBACK");
     return hr;
 }
 

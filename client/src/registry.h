@@ -7,6 +7,10 @@
 /* Newest registry schema this library knows (PRAGMA user_version of registry.db). */
 #define PSDB__REGISTRY_SCHEMA_VERSION 2
 
+/* PRAGMA application_id of registry.db: "PSDR". Registries written before it was stamped carry
+ * 0 and are stamped by the next installer; any other value is another program's database. */
+#define PSDB__REGISTRY_APPLICATION_ID 0x50534452
+
 /* File name of the registry database under a registry root. */
 #define PSDB__REGISTRY_DB "registry.db"
 
@@ -16,5 +20,11 @@
  * other statuses from opening the registry. */
 psdb_hr psdb__registry_find_psdb(const char *root_dir, const char *exe_path, const char *component,
                                  const char *family, char **out);
+
+/* Why the last registry call of this thread failed, when it was the database (damaged, not a
+ * registry, too new, unreadable): one line that names registry.db's path and the way out. Empty
+ * when the last failure was not about the database. Borrowed; valid until the thread's next
+ * registry call. */
+const char *psdb__registry_problem(void);
 
 #endif

@@ -26,9 +26,12 @@ static const char usage_text[] =
     "For each target (one per GPU family of the machine): resolves the best PSDB on psdbd,\n"
     "downloads it (resuming an interrupted download), verifies size, SHA-256 and the publisher's\n"
     "signature against the trusted keys, checks it opens for that target, then registers all of\n"
-    "them at once as the application's \"default\" component. A lower serial than installed is\n"
-    "refused unless --allow-downgrade. Progress: a bar on a terminal, plain lines otherwise,\n"
-    "none with --json (one JSON object at the end).\n";
+    "them at once as the application's \"default\" component. A PSDB already in the registry's\n"
+    "store counts only when its SHA-256 matches: a missing or damaged one is downloaded again,\n"
+    "also at an unchanged serial. Launchers with different --installer names may install into\n"
+    "one registry at once. A lower serial than installed is refused unless --allow-downgrade.\n"
+    "Progress: a bar on a terminal, plain lines otherwise, none with --json (one JSON object at\n"
+    "the end).\n";
 
 typedef struct progress_state {
     int tty;

@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "registry.h"
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: psdb registry list [--registry DIR] [--json]\n\n"
@@ -13,7 +15,12 @@ static void usage(FILE *f)
                "  --registry DIR  registry root (default: $PSDB_REGISTRY_DIR, else\n"
                "                  $XDG_DATA_HOME/psdb, else ~/.local/share/psdb)\n"
                "  --json          print JSON: [{exe_path, name, version, ..., components:\n"
-               "                  [{name, sodb_path, psdbs: [{family, path}]}]}]\n");
+               "                  [{name, sodb_path, psdbs: [{family, path, status, serial,\n"
+               "                  sha256}]}]}]\n\n"
+               "Each PSDB file is hashed and given a status: ok (the SHA-256 psdb install\n"
+               "recorded), unverified (present, no digest recorded), missing, or mismatch\n"
+               "(damaged). Run psdb install again for an application whose PSDB is missing or\n"
+               "damaged: it downloads it again. The exit status is 0 either way.\n");
 }
 
 /* Groups the explorer's flat rows (ordered by exe path, component, family) into JSON. */
@@ -22,6 +29,7 @@ typedef struct listing {
     json_t *app;  /* current application (borrowed from apps) */
     json_t *comp; /* current component (borrowed) */
     int failed;
+    unsigned broken; /* PSDBs missing or not matching their digest */
 } listing;
 
 static json_t *str_or_null(const char *s)
@@ -60,7 +68,16 @@ static int collect(const psdb_registry_entry *e, void *ctx)
         }
     }
     if (e->adapter_family) {
-        json_t *p = json_pack("{s:s, s:s}", "family", e->adapter_family, "path", e->psdb_path);
+        psdb_registry_file_state state = PSDB_REGISTRY_FILE_MISSING;
+        const char *status = PSDB_FAILED(psdb_registry_entry_check(e, &state))
+                                 ? "unreadable"
+                                 : psdb_registry_file_state_str(state);
+        if (state == PSDB_REGISTRY_FILE_MISSING || state == PSDB_REGISTRY_FILE_MISMATCH)
+            l->broken++;
+        json_t *p =
+            json_pack("{s:s, s:s, s:s, s:I, s:o}", "family", e->adapter_family, "path",
+                      e->psdb_path, "status", status, "serial", (json_int_t)e->installed_serial,
+                      "sha256", str_or_null(e->installed_sha256));
         if (!p || json_array_append_new(json_object_get(l->comp, "psdbs"), p) != 0)
             l->failed = 1;
     }
@@ -87,8 +104,11 @@ static void print_text(json_t *apps)
                    sodb ? "  sodb " : "", sodb ? sodb : "");
             json_array_foreach(json_object_get(comp, "psdbs"), k, p)
             {
-                printf("    %-24s %s\n", json_string_value(json_object_get(p, "family")),
-                       json_string_value(json_object_get(p, "path")));
+                const char *status = json_string_value(json_object_get(p, "status"));
+                int flag = strcmp(status, "ok") != 0 && strcmp(status, "unverified") != 0;
+                printf("    %-24s %s%s%s%s\n", json_string_value(json_object_get(p, "family")),
+                       json_string_value(json_object_get(p, "path")), flag ? "  [" : "",
+                       flag ? status : "", flag ? "]" : "");
             }
         }
     }
@@ -120,7 +140,10 @@ int cmd_registry(int argc, char **argv)
     }
     psdb_hr hr = psdb_explorer_open(root, &exp);
     if (PSDB_FAILED(hr)) {
-        rc = tool_fail("registry", "opening the registry failed: %s", psdb_hr_str(hr));
+        if (*psdb__registry_problem())
+            rc = tool_fail("registry", "%s", psdb__registry_problem());
+        else
+            rc = tool_fail("registry", "opening the registry failed: %s", psdb_hr_str(hr));
         goto cleanup;
     }
     l.apps = json_array();
@@ -131,7 +154,9 @@ int cmd_registry(int argc, char **argv)
     hr = psdb_explorer_foreach(exp, collect, &l);
     if (PSDB_FAILED(hr) || l.failed) {
         rc = tool_fail("registry", "reading the registry failed: %s",
-                       l.failed ? "out of memory" : psdb_hr_str(hr));
+                       l.failed                    ? "out of memory"
+                       : *psdb__registry_problem() ? psdb__registry_problem()
+                                                   : psdb_hr_str(hr));
         goto cleanup;
     }
     if (json) {
@@ -143,6 +168,12 @@ int cmd_registry(int argc, char **argv)
     } else {
         print_text(l.apps);
     }
+    if (l.broken)
+        fprintf(stderr,
+                "psdb registry: %u registered PSDB%s missing or damaged: run psdb install again "
+                "for %s\n",
+                l.broken, l.broken == 1 ? " is" : "s are",
+                l.broken == 1 ? "its application" : "their applications");
     rc = 0;
 cleanup:
     json_decref(l.apps);

@@ -1,12 +1,18 @@
 /* registry_test.c - shader cache registration: installers, applications, components, explorer. */
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "install.h"
+#include "util.h"
 
 static const psdb_app_desc app_desc = {
     .exe_filename = "game.exe", .name = "Game", .version = PSDB_VERSION(1, 0, 0, 0)};
@@ -579,6 +585,147 @@ START_TEST(test_registry__B8_newer_schema_is_refused)
 }
 END_TEST
 
+/* The state psdb_registry_entry_check gives the only PSDB row of the registry at root. */
+typedef struct one_state {
+    psdb_registry_file_state state;
+    psdb_hr hr;
+    int rows;
+} one_state;
+
+static int check_row(const psdb_registry_entry *e, void *ctx)
+{
+    one_state *o = ctx;
+    if (e->psdb_path) {
+        o->hr = psdb_registry_entry_check(e, &o->state);
+        o->rows++;
+    }
+    return 0;
+}
+
+static psdb_registry_file_state state_of(const char *root)
+{
+    psdb_explorer *exp = NULL;
+    one_state o = {.state = (psdb_registry_file_state)-1};
+    ck_assert_hr(psdb_explorer_open(root, &exp), PSDB_S_OK);
+    ck_assert_hr(psdb_explorer_foreach(exp, check_row, &o), PSDB_S_OK);
+    psdb_explorer_release(exp);
+    ck_assert_int_eq(o.rows, 1);
+    ck_assert_hr(o.hr, PSDB_S_OK);
+    return o.state;
+}
+
+START_TEST(test_registry__entry_check_states)
+{
+    char *root = tu_mkdtemp();
+    uint8_t sha[32];
+    char name[80];
+    psdb__sha256("psdb bytes", 10, sha);
+    psdb__hex(sha, 32, name);
+    memcpy(name + 64, ".psdb", sizeof(".psdb")); /* named by its digest, as the store names it */
+    char *file = tu_path(root, name);
+    ck_assert_int_eq(tu_write_file(file, "psdb bytes", 10), 0);
+    psdb_installer *inst = open_installer(root, "launcher");
+    psdb_application *app = NULL;
+    ck_assert_hr(psdb_installer_register_application(inst, "/g/game.exe", &app_desc, &app),
+                 PSDB_S_OK);
+    psdb_component_psdb p = {"fam", file};
+    ck_assert_hr(psdb_application_register_component(app, "extra", NULL, 1, &p, NULL), PSDB_S_OK);
+    /* Registered through the component API: no digest on record. */
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_UNVERIFIED);
+    ck_assert_hr(psdb_application_remove_component(app, NULL), PSDB_E_INVALIDARG);
+    psdb_component *c = NULL;
+    ck_assert_hr(psdb_application_get_component(app, "extra", &c), PSDB_S_OK);
+    ck_assert_hr(psdb_application_remove_component(app, c), PSDB_S_OK);
+    psdb_component_release(c);
+    /* Registered as psdb install does: the digest is recorded and compared. */
+    psdb__install_entry e = {.family = "fam", .psdb_path = file, .serial = 7};
+    psdb__hex(sha, 32, e.sha256);
+    ck_assert_hr(psdb__registry_install(inst, "/g/game.exe", &app_desc, NULL, 1, &e, 0), PSDB_S_OK);
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_OK);
+    ck_assert_int_eq(tu_write_file(file, "psdb bytez", 10), 0);
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_MISMATCH);
+    ck_assert_int_eq(unlink(file), 0);
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_MISSING);
+    /* The component API points the default component elsewhere: the record no longer applies. */
+    char *other = tu_path(root, "other.psdb");
+    ck_assert_int_eq(tu_write_file(other, "x", 1), 0);
+    psdb_component_psdb q = {"fam", other};
+    ck_assert_hr(
+        psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, &q, NULL),
+        PSDB_S_OK);
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_UNVERIFIED);
+    free(other);
+    psdb_registry_file_state st;
+    ck_assert_hr(psdb_registry_entry_check(NULL, &st), PSDB_E_INVALIDARG);
+    ck_assert_str_eq(psdb_registry_file_state_str(PSDB_REGISTRY_FILE_MISMATCH), "mismatch");
+    psdb_application_release(app);
+    psdb_installer_release(inst);
+    free(file);
+    tu_rmtree(root);
+    free(root);
+}
+END_TEST
+
+static int exists(const char *dir, const char *name)
+{
+    char *p = tu_path(dir, name);
+    int r = access(p, F_OK) == 0;
+    free(p);
+    return r;
+}
+
+START_TEST(test_registry__sweep_never_runs_while_an_install_is_in_flight)
+{
+    char *root = tu_mkdtemp();
+    psdb_installer *inst = open_installer(root, "launcher");
+    char *store = tu_path(root, "psdbs");
+    ck_assert_int_eq(mkdir(store, 0755), 0);
+    char *kept = tu_path(store, "kept.psdb"), *orphan = tu_path(store, "orphan.psdb");
+    char *part = tu_path(store, "fresh.psdb.part");
+    ck_assert_int_eq(tu_write_file(kept, "k", 1), 0);
+    ck_assert_int_eq(tu_write_file(orphan, "o", 1), 0);
+    ck_assert_int_eq(tu_write_file(part, "p", 1), 0);
+    /* Registered through a symlinked spelling of the root: still protected (same inode). */
+    char *link = tu_path(root, "alias");
+    ck_assert_int_eq(symlink(root, link), 0);
+    char *via_link = NULL;
+    ck_assert_int_ge(asprintf(&via_link, "%s/psdbs/kept.psdb", link), 0);
+    psdb_application *app = NULL;
+    ck_assert_hr(psdb_installer_register_application(inst, "/g/game.exe", &app_desc, &app),
+                 PSDB_S_OK);
+    psdb_component_psdb p = {"fam", via_link};
+    ck_assert_hr(psdb_application_register_component(app, "default", NULL, 1, &p, NULL), PSDB_S_OK);
+    /* Another process's install holds the store lock shared: its unregistered file stays. */
+    char *lock = tu_path(root, "store.lock");
+    int fd = open(lock, O_RDWR | O_CREAT, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(flock(fd, LOCK_SH), 0);
+    ck_assert_hr(psdb_installer_sweep_store(inst, 0), PSDB_S_FALSE);
+    ck_assert(exists(store, "orphan.psdb"));
+    close(fd);
+    ck_assert_hr(psdb_installer_sweep_store(inst, 0), PSDB_S_OK);
+    ck_assert(!exists(store, "orphan.psdb"));
+    ck_assert(exists(store, "kept.psdb"));
+    ck_assert(exists(store, "fresh.psdb.part")); /* resumable */
+    ck_assert_hr(psdb_installer_sweep_store(inst, PSDB_SWEEP_WAIT | PSDB_SWEEP_PARTIAL), PSDB_S_OK);
+    ck_assert(!exists(store, "fresh.psdb.part"));
+    ck_assert(exists(store, "kept.psdb"));
+    ck_assert_hr(psdb_installer_sweep_store(inst, 0x80), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_installer_sweep_store(NULL, 0), PSDB_E_INVALIDARG);
+    psdb_application_release(app);
+    psdb_installer_release(inst);
+    free(lock);
+    free(via_link);
+    free(link);
+    free(kept);
+    free(orphan);
+    free(part);
+    free(store);
+    tu_rmtree(root);
+    free(root);
+}
+END_TEST
+
 START_TEST(test_registry__default_roots)
 {
     char buf[512];
@@ -625,6 +772,8 @@ int main(void)
     tcase_add_test(tc, test_registry__B8_root_is_a_file_gives_io);
     tcase_add_test(tc, test_registry__B8_newer_schema_is_refused);
     tcase_add_test(tc, test_registry__default_roots);
+    tcase_add_test(tc, test_registry__entry_check_states);
+    tcase_add_test(tc, test_registry__sweep_never_runs_while_an_install_is_in_flight);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -108,13 +108,19 @@ typedef struct psdb_install_result {
 } psdb_install_result;
 
 /* Installs the best PSDB of every target for one application: resolves each target, skips what is
- * installed with the same digest, downloads and verifies the rest (psdb_client_download), opens
- * each with libpsdb to check it against its target, then registers all of them in the
- * application's "default" component in ONE registry transaction (families not among the targets
- * keep their registration). The registry remembers the highest serial installed per (exe path,
- * family) and refuses a lower one (PSDB_E_DOWNGRADE) unless allow_downgrade. Files under
- * <registry root>/psdbs that no registration references any more are removed afterwards.
- * Any failure leaves the registry as it was. results (may be NULL) has num_targets entries.
+ * installed with the same digest and whose file still hashes to it, downloads and verifies the
+ * rest (psdb_client_download; a missing or damaged file is downloaded again even at an unchanged
+ * serial, and a file another installer already put in the store with the right digest is used
+ * as it is), opens each with libpsdb to check it against its target, then registers all of them
+ * in the application's "default" component in ONE registry transaction (families not among the
+ * targets keep their registration). The registry remembers the highest serial installed per (exe
+ * path, family) and refuses a lower one (PSDB_E_DOWNGRADE) unless allow_downgrade. Installs of
+ * any installer names may run at once on one root: each holds the store lock shared until its
+ * registration is committed, concurrent downloads of one digest wait for each other, and the
+ * sweep of unreferenced files under <registry root>/psdbs that follows an install runs only when
+ * no install is in flight (psdb_installer_sweep_store). Any failure leaves the registry as it
+ * was; a damaged registry database fails with PSDB_E_CACHE_CORRUPT and a last error naming it and
+ * the way out. results (may be NULL) has num_targets entries.
  * Statuses: S_OK; PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (another
  * installer of that name is running); PSDB_E_DOWNGRADE; the statuses of resolve and download;
  * PSDB_E_INVALIDARG (duplicate families, missing fields). */

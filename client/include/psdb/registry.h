@@ -39,8 +39,9 @@ typedef struct psdb_component_psdb {
  * its process exits). Statuses: PSDB_E_INVALIDARG (desc or out NULL, name NULL, empty or longer
  * than 200 bytes, unknown scope); PSDB_E_BUSY; PSDB_E_ACCESS when the root cannot be created or
  * written (permissions, read-only file system) - nothing is created then; PSDB_E_IO on other file
- * errors; PSDB_E_UNSUPPORTED for a registry schema newer than this library; PSDB_E_NOT_FOUND when
- * no default root can be derived (no HOME). *out is the caller's (psdb_installer_release). */
+ * errors; PSDB_E_UNSUPPORTED for a registry schema newer than this library; PSDB_E_CACHE_CORRUPT
+ * for a damaged database or one that is not a registry (see psdb_explorer_open); PSDB_E_NOT_FOUND
+ * when no default root can be derived (no HOME). *out is the caller's (psdb_installer_release). */
 PSDB_API psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **out);
 /* Releases the installer and its name lock. Application handles made from it stay usable. NULL is a
  * no-op. */
@@ -58,7 +59,9 @@ PSDB_API psdb_hr psdb_installer_register_application(psdb_installer *inst, const
  * becomes invalid: further calls on it return PSDB_E_NOT_FOUND, also after the same exe path is
  * registered again (that is a new registration). The caller still releases the handle.
  * PSDB_E_ACCESS for an explorer's application; PSDB_E_INVALIDARG for NULL or an application of
- * another registry root; PSDB_E_NOT_FOUND when already removed. */
+ * another registry root; PSDB_E_NOT_FOUND when already removed. No file is deleted here: the
+ * store's files it referenced go at the next sweep (psdb_installer_sweep_store) if nothing else
+ * references them. */
 PSDB_API psdb_hr psdb_installer_remove_application(psdb_installer *inst, psdb_application *app);
 
 /* Registers a component atomically, replacing one of the same name with all its PSDBs (MODEL B3);
@@ -94,7 +97,9 @@ PSDB_API void psdb_component_release(psdb_component *component);
  * root without a registry is an empty view (lookups give PSDB_E_NOT_FOUND), never created.
  * Mutating calls on applications from an explorer return PSDB_E_ACCESS. PSDB_E_INVALIDARG when
  * out is NULL or root_dir empty; PSDB_E_UNSUPPORTED for a newer schema; PSDB_E_IO /
- * PSDB_E_ACCESS / PSDB_E_CACHE_CORRUPT when the database cannot be read. */
+ * PSDB_E_ACCESS when the database cannot be read; PSDB_E_CACHE_CORRUPT when it is damaged (SQLite's
+ * quick_check fails) or not a psdb registry (another application_id, a negative schema version,
+ * tables without a schema version). psdb_installer_open refuses the same databases. */
 PSDB_API psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out);
 /* The application registered at exe_path (exact string match). PSDB_E_NOT_FOUND when absent;
  * PSDB_E_INVALIDARG on NULL or empty arguments. *out is the caller's. */
@@ -113,6 +118,11 @@ typedef struct psdb_registry_entry {
     const char *sodb_path;
     const char *adapter_family;
     const char *psdb_path;
+    /* What psdb install (psdb_client_install) recorded for this PSDB: set for the "default"
+     * component's PSDB of a family it installed, else 0 and NULL (registered through
+     * psdb_application_register_component). installed_sha256 is lowercase hex. */
+    uint64_t installed_serial;
+    const char *installed_sha256;
 } psdb_registry_entry;
 
 /* Visits every (application, component, PSDB) of the registry in exe path, component name and
@@ -121,6 +131,41 @@ typedef struct psdb_registry_entry {
 PSDB_API psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
                                        int (*fn)(const psdb_registry_entry *e, void *ctx),
                                        void *ctx);
+
+/* The state of a registered PSDB file, as psdb_registry_entry_check finds it. */
+typedef enum psdb_registry_file_state {
+    PSDB_REGISTRY_FILE_OK = 0,         /* present; its SHA-256 is the one psdb install recorded */
+    PSDB_REGISTRY_FILE_UNVERIFIED = 1, /* present; no digest recorded to compare with */
+    PSDB_REGISTRY_FILE_MISSING = 2,    /* no regular file at psdb_path */
+    PSDB_REGISTRY_FILE_MISMATCH = 3    /* present, but not the recorded SHA-256: damaged */
+} psdb_registry_file_state;
+
+/* Checks the file of one registry row (from psdb_explorer_foreach), so that a launcher can repair
+ * a MISSING or MISMATCH registration by installing again (psdb install re-downloads it even when
+ * the serial is unchanged). The whole file is hashed on every call (no size/mtime shortcut: the
+ * registry records neither). Statuses: PSDB_S_OK with *out set; PSDB_E_INVALIDARG for NULL e or
+ * out or a row without a PSDB (psdb_path NULL); PSDB_E_ACCESS / PSDB_E_IO when the file exists but
+ * cannot be read (*out is MISSING then). Thread-safe; may be called from the foreach callback. */
+PSDB_API psdb_hr psdb_registry_entry_check(const psdb_registry_entry *e,
+                                           psdb_registry_file_state *out);
+/* "ok", "unverified", "missing", "mismatch" (static strings); "unknown" for other values. */
+PSDB_API const char *psdb_registry_file_state_str(psdb_registry_file_state state);
+
+/* Flags of psdb_installer_sweep_store. */
+#define PSDB_SWEEP_WAIT 0x1u    /* wait for installs in flight instead of returning PSDB_S_FALSE */
+#define PSDB_SWEEP_PARTIAL 0x2u /* also remove partial downloads (.part) however recent */
+
+/* Removes the files of the root's PSDB store (<root>/psdbs/) that no registration references:
+ * those of removed applications and components, replaced serials, and installs that died before
+ * registering. psdb install does this after each install; removal calls leave files to the next
+ * sweep. It runs only while no install of any installer name is between placing a file in the
+ * store and registering it (<root>/store.lock, exclusive), and inside a registry write
+ * transaction, so it never removes a file that is registered or about to be. A partial download
+ * younger than a day is kept (a later install resumes it) unless PSDB_SWEEP_PARTIAL. Statuses:
+ * PSDB_S_OK; PSDB_S_FALSE when an install was in flight (nothing removed; it sweeps when it
+ * finishes) and PSDB_SWEEP_WAIT was not given; PSDB_E_INVALIDARG for NULL inst or unknown flags;
+ * PSDB_E_IO / PSDB_E_ACCESS on file errors. The installer is used by one thread at a time. */
+PSDB_API psdb_hr psdb_installer_sweep_store(psdb_installer *inst, uint32_t flags);
 
 /* What an installer should fetch for one adapter of this machine (B6). */
 typedef struct psdb_precompile_target {
