@@ -991,8 +991,17 @@ static struct req *req_new(psdbd_server *srv, struct MHD_Connection *c)
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     struct req *r = req_new(cls, c);
+    const char *tail = NULL;
     r->bad_uri = psdbd_uri_has_encoded_nul(uri);
     r->path = xstrdup(uri);
+    /* The route until the decoded path replaces it: a request that never gets past its
+     * headers is still counted under the route it asked for. */
+    size_t n = strcspn(uri, "?");
+    char *path = xmalloc(n + 1);
+    memcpy(path, uri, n);
+    path[n] = '\0';
+    r->route = psdbd_route_of(path, &tail);
+    free(path);
     return r;
 }
 
