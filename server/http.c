@@ -14,7 +14,15 @@
  * suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
  * waits for the finishers, since a suspended connection must not meet MHD_stop_daemon. Anything
  * that ends a publish early removes its temporary file in the completion callback, so a client that
- * disconnects mid-body leaves nothing behind. */
+ * disconnects mid-body leaves nothing behind.
+ *
+ * The request starts in the URI log callback, which sees the target before libmicrohttpd decodes
+ * it (an encoded NUL is only visible there) and makes the struct req, so requests libmicrohttpd
+ * refuses alone are logged too. Each connection carries a struct conn (its socket context) with
+ * the deadline for receiving its current request; libmicrohttpd's own timeout only counts idle
+ * time, so a reaper thread shuts down the sockets of connections past their deadline. The
+ * deadline is cleared once a response is queued (sending is bounded by the idle timeout) and set
+ * afresh when a request completes, for the next one on a keep-alive connection. */
 #include "http.h"
 
 #include <errno.h>
