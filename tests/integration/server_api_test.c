@@ -1694,8 +1694,8 @@ START_TEST(test_server__repeated_or_conflicting_content_length_is_400)
         "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
         "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabcde",
         "GET /healthz HTTP/1.1\r\nHost: x\r\ncontent-length: 0\r\nContent-Length: 0\r\n\r\n",
-        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: "
-        "chunked\r\n\r\n0\r\n\r\n",
+        ("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
         "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc",
     };
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
