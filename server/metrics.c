@@ -8,7 +8,7 @@
 #include "common.h"
 
 /* The statuses psdbd or libmicrohttpd answer with (schema/HTTP.md); any other counts as
- * "other", and a request whose connection ended before its response was sent as "aborted". */
+ * "other", and a request the access log marks aborted= as "aborted". */
 static const unsigned statuses[] = {200, 201, 204, 206, 304, 400, 401, 403, 404, 405, 409, 411,
                                     412, 413, 414, 416, 417, 431, 500, 501, 503, 505, 507};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
