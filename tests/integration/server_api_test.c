@@ -1648,6 +1648,38 @@ START_TEST(test_server__per_address_connection_limit)
 }
 END_TEST
 
+START_TEST(test_server__connections_over_global_limit_wait_for_deadline)
+{
+    /* Slow clients fill every slot: a new client waits to be accepted, and is served once the
+     * deadline has closed them, instead of never. */
+    const char *extra[] = {"--max-connections", "4", "--threads", "1",
+                           "--request-timeout", "2", NULL};
+    srv_start(&g_srv, extra);
+    int socks[4];
+    for (int i = 0; i < 4; i++) {
+        socks[i] = connect_from("127.0.0.5");
+        send(socks[i], "GET /", 5, MSG_NOSIGNAL);
+    }
+    usleep(300000);
+    int s = connect_from("127.0.0.6");
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    ck_assert_int_eq(send(s, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    struct timeval tv = {1, 0};
+    char out[512];
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    double t0 = now_s();
+    ck_assert_int_lt(recv(s, out, sizeof(out), 0), 0); /* not accepted yet */
+    tv.tv_sec = 6;
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_gt(recv(s, out, sizeof(out), 0), 12);
+    ck_assert_int_eq(strncmp(out, "HTTP/1.1 200", 12), 0);
+    ck_assert_msg(now_s() - t0 < 4.5, "served after %.1f s", now_s() - t0);
+    close(s);
+    for (int i = 0; i < 4; i++)
+        close(socks[i]);
+}
+END_TEST
+
 START_TEST(test_server__encoded_nul_in_path_or_query_is_400)
 {
     srv_start(&g_srv, NULL);
@@ -1982,6 +2014,7 @@ int main(void)
     tcase_add_test(tc, test_server__slowloris_connections_closed_at_request_deadline);
     tcase_add_test(tc, test_server__trickled_body_closed_at_request_deadline);
     tcase_add_test(tc, test_server__per_address_connection_limit);
+    tcase_add_test(tc, test_server__connections_over_global_limit_wait_for_deadline);
     tcase_add_test(tc, test_server__encoded_nul_in_path_or_query_is_400);
     tcase_add_test(tc, test_server__repeated_or_conflicting_content_length_is_400);
     tcase_add_test(tc, test_server__blob_validators_if_match_and_dates);
