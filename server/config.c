@@ -32,6 +32,8 @@ void psdbd_config_defaults(psdbd_config *cfg)
     cfg->max_upload = 8ull << 30;
     cfg->max_connections = 1024;
     cfg->timeout = 60;
+    cfg->request_timeout = 30;
+    cfg->upload_min_rate = 64 * 1024;
     cfg->shutdown_timeout = 30;
     cfg->connection_memory = 64 * 1024;
     cfg->log_requests = 1;
@@ -88,6 +90,10 @@ int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char
         rc = set_uint(&cfg->max_connections_per_ip, value, 0, 1000000);
     else if (strcmp(key, "timeout") == 0)
         rc = set_uint(&cfg->timeout, value, 0, 86400);
+    else if (strcmp(key, "request-timeout") == 0)
+        rc = set_uint(&cfg->request_timeout, value, 0, 86400);
+    else if (strcmp(key, "upload-min-rate") == 0)
+        rc = psdbd_parse_size(value, &cfg->upload_min_rate);
     else if (strcmp(key, "shutdown-timeout") == 0)
         rc = set_uint(&cfg->shutdown_timeout, value, 0, 86400);
     else if (strcmp(key, "connection-memory") == 0) {
@@ -182,9 +188,16 @@ void psdbd_config_usage(void)
            "                              $XDG_DATA_HOME/psdbd, else ~/.local/share/psdbd)\n"
            "  threads N                   worker threads (default 4)\n"
            "  max-upload SIZE             largest PSDB accepted, K/M/G/T suffixes (default 8G)\n"
-           "  max-connections N           concurrent connections (default 1024)\n"
-           "  max-connections-per-ip N    per client address, 0 unlimited (default 0)\n"
+           "  max-connections N           concurrent connections; more wait to be accepted\n"
+           "                              (default 1024)\n"
+           "  max-connections-per-ip N    per client address, 0 unlimited (default 0); over\n"
+           "                              it new connections from that address are closed\n"
            "  timeout SECONDS             idle connection timeout, 0 none (default 60)\n"
+           "  request-timeout SECONDS     time to send a request's line, headers and body,\n"
+           "                              from connect or the previous response; 0 none\n"
+           "                              (default 30)\n"
+           "  upload-min-rate SIZE        a publish body gets its length at this rate on top\n"
+           "                              of request-timeout, bytes/s, 0 unlimited (default 64K)\n"
            "  shutdown-timeout SECONDS    grace for in-flight requests on SIGTERM (default 30)\n"
            "  connection-memory SIZE      per-connection buffer: bounds headers (default 64K)\n"
            "  readers-need-token BOOL     reader endpoints need a token (default false)\n"

@@ -13,6 +13,8 @@ typedef struct psdbd_config {
     unsigned max_connections;        /* concurrent connections */
     unsigned max_connections_per_ip; /* 0: unlimited */
     unsigned timeout;                /* seconds a connection may stay idle */
+    unsigned request_timeout;        /* seconds to receive a request (0: no deadline) */
+    uint64_t upload_min_rate;        /* bytes/s a publish body gets on top of it (0: no limit) */
     unsigned shutdown_timeout;       /* seconds to let in-flight requests finish on SIGTERM */
     unsigned connection_memory;      /* bytes per connection for headers and upload chunks */
     int readers_need_token;          /* reader endpoints require a reader token */

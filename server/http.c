@@ -14,18 +14,32 @@
  * suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
  * waits for the finishers, since a suspended connection must not meet MHD_stop_daemon. Anything
  * that ends a publish early removes its temporary file in the completion callback, so a client that
- * disconnects mid-body leaves nothing behind. */
+ * disconnects mid-body leaves nothing behind.
+ *
+ * The request starts in the URI log callback, which sees the target before libmicrohttpd decodes
+ * it (an encoded NUL is only visible there) and makes the struct req, so requests libmicrohttpd
+ * refuses alone are logged too. Each connection carries a struct conn (its socket context) with
+ * the deadline for receiving its current request; libmicrohttpd's own timeout only counts idle
+ * time, so a reaper thread shuts down the sockets of connections past their deadline. The
+ * deadline is cleared once a response is queued (sending is bounded by the idle timeout) and set
+ * afresh when a request completes, for the next one on a keep-alive connection. */
 #include "http.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_acked (glibc's copy is older) */
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -39,16 +53,33 @@
 #include "auth.h"
 #include "cache.h"
 #include "common.h"
+#include "http_parse.h"
 #include "metrics.h"
 
 #define JSON_TYPE "application/json"
 #define BLOB_TYPE "application/octet-stream"
+
+/* One client connection (its socket context): the deadline by which the request now being read
+ * must have arrived, enforced by the reaper thread. */
+struct conn {
+    struct conn *prev, *next; /* in srv->conns */
+    int fd;
+    atomic_uint_fast64_t deadline_ns; /* psdbd_now_ns() time; 0 while a response is sent */
+    atomic_int timed_out;             /* the reaper shut the socket down */
+};
 
 struct req {
     uint64_t start_ns;
     psdbd_route route;
     unsigned status;
     uint64_t bytes; /* response body bytes queued */
+    int started;    /* the access handler has seen the request */
+    int bad_uri;    /* the raw request target encodes a NUL */
+    struct conn *cx;
+    /* For the bytes of an aborted response: what had been written to the socket before it was
+     * queued, and the size of its header (estimated as libmicrohttpd writes it). */
+    int sent_known;
+    uint64_t sent_base, header_bytes;
     char method[16];
     char *path;
     psdbd_principal who;
@@ -71,7 +102,52 @@ struct req {
     struct req *next; /* in the finishers' queue */
 };
 
+static uint64_t seconds_ns(uint64_t s)
+{
+    return s > UINT64_MAX / 1000000000u / 2 ? UINT64_MAX / 2 : s * 1000000000u;
+}
+
 /* ---- responses ------------------------------------------------------------------------------- */
+
+/* Bytes the application has written to a TCP socket so far: those the peer acknowledged plus
+ * those still in the send queue. A reset connection drops its queue, so what remains counts what
+ * reached the client. */
+static int socket_written(int fd, uint64_t *out)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    int queued = 0;
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked))
+        return -1;
+    if (ioctl(fd, SIOCOUTQ, &queued) != 0 || queued < 0)
+        queued = 0;
+    *out = ti.tcpi_bytes_acked + (uint64_t)queued;
+    return 0;
+}
+
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    (void)kind;
+    *(uint64_t *)cls += strlen(key) + 2 + (value ? strlen(value) : 0) + 2;
+    return MHD_YES;
+}
+
+/* The header libmicrohttpd writes for `resp`: status line, our headers, Date, Content-Length and
+ * the blank line (a Connection header, when it adds one, is not counted). */
+static uint64_t header_size(struct MHD_Response *resp, unsigned status, uint64_t body_len)
+{
+    char cl[32];
+    const char *reason = MHD_get_reason_phrase_for(status);
+    uint64_t n = strlen("HTTP/1.1 ") + 3 + 1 + (reason ? strlen(reason) : 0) + 2;
+    MHD_get_response_headers(resp, add_header_size, &n);
+    n += strlen("Date: ") + 29 + 2;
+    if (status != MHD_HTTP_NOT_MODIFIED)
+        n += (uint64_t)snprintf(cl, sizeof(cl), "Content-Length: %llu\r\n",
+                                (unsigned long long)body_len);
+    return n + 2;
+}
 
 static enum MHD_Result queue(struct MHD_Connection *c, struct req *r, unsigned status,
                              struct MHD_Response *resp, uint64_t body_bytes)
@@ -81,6 +157,13 @@ static enum MHD_Result queue(struct MHD_Connection *c, struct req *r, unsigned s
         return MHD_NO;
     r->status = status;
     r->bytes = strcmp(r->method, "HEAD") == 0 ? 0 : body_bytes;
+    /* The request is read (or refused): the receive deadline no longer applies; a slow reader
+     * of the answer is bounded by the idle timeout. */
+    if (r->cx) {
+        atomic_store(&r->cx->deadline_ns, 0);
+        r->sent_known = socket_written(r->cx->fd, &r->sent_base) == 0;
+        r->header_bytes = header_size(resp, status, body_bytes);
+    }
     ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -289,9 +372,10 @@ static enum MHD_Result publish_begin(psdbd_server *srv, struct MHD_Connection *c
     if (!kid || !psdbd_is_digest(kid))
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                            "X-Psdb-Key-Id must be 64 lowercase hex digits");
-    if (!sig || strlen(sig) != PSDB_SIGNATURE_B64_SIZE - 1)
+    if (!psdbd_is_signature_b64(sig))
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                           "X-Psdb-Signature must be an 88-character base64 Ed25519 signature");
+                           "X-Psdb-Signature must be the 88-character base64 of a 64-byte "
+                           "Ed25519 signature");
     if (!serial || psdbd_parse_u64(serial, &r->serial) != 0 || r->serial > INT64_MAX)
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                            "X-Psdb-Serial must be a number below 2^63");
@@ -319,6 +403,13 @@ static enum MHD_Result publish_begin(psdbd_server *srv, struct MHD_Connection *c
         abort(); /* out of memory: the daemon's policy */
     r->expected = len;
     r->publishing = 1;
+    /* The body may take its time, but not forever: request-timeout plus its length at the
+     * slowest upload rate accepted. */
+    if (r->cx && srv->cfg->request_timeout) {
+        uint64_t secs = srv->cfg->request_timeout;
+        secs += srv->cfg->upload_min_rate ? len / srv->cfg->upload_min_rate + 1 : UINT32_MAX;
+        atomic_store(&r->cx->deadline_ns, psdbd_now_ns() + seconds_ns(secs));
+    }
     return MHD_YES;
 }
 
@@ -560,6 +651,8 @@ static enum MHD_Result publish_defer(psdbd_server *srv, struct MHD_Connection *c
     r->publishing = 0;
     r->finishing = 1;
     r->conn = c;
+    if (r->cx) /* the body is in: validation and the commit are not the client's time */
+        atomic_store(&r->cx->deadline_ns, 0);
     MHD_suspend_connection(c);
     pthread_mutex_lock(&srv->lock);
     srv->jobs++;
@@ -573,75 +666,34 @@ static enum MHD_Result publish_defer(psdbd_server *srv, struct MHD_Connection *c
 
 /* ---- blobs ----------------------------------------------------------------------------------- */
 
-int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
+/* The content of a 304: none (libmicrohttpd never asks for a body it does not send). */
+static ssize_t no_content(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    const char *p, *dash;
-    uint64_t a = 0, b = 0;
-    char num[24];
-    if (!h || strncasecmp(h, "bytes=", 6) != 0 || strchr(h, ','))
-        return 0;
-    p = h + 6;
-    while (*p == ' ')
-        p++;
-    dash = strchr(p, '-');
-    if (!dash || (size_t)(dash - p) >= sizeof(num) || strlen(dash + 1) >= sizeof(num))
-        return 0;
-    if (dash == p) { /* suffix: the last N bytes */
-        if (psdbd_parse_u64(dash + 1, &b) != 0 || strncmp(dash + 1, "0x", 2) == 0)
-            return 0;
-        if (b == 0 || size == 0)
-            return -1;
-        if (b > size)
-            b = size;
-        *off = size - b;
-        *len = b;
-        return 1;
-    }
-    memcpy(num, p, (size_t)(dash - p));
-    num[dash - p] = '\0';
-    if (psdbd_parse_u64(num, &a) != 0 || strncmp(num, "0x", 2) == 0)
-        return 0;
-    if (dash[1] == '\0') {
-        b = UINT64_MAX;
-    } else if (psdbd_parse_u64(dash + 1, &b) != 0 || strncmp(dash + 1, "0x", 2) == 0 || b < a) {
-        return 0;
-    }
-    if (a >= size)
-        return -1;
-    if (b >= size)
-        b = size - 1;
-    *off = a;
-    *len = b - a + 1;
-    return 1;
+    (void)cls;
+    (void)pos;
+    (void)buf;
+    (void)max;
+    return MHD_CONTENT_READER_END_OF_STREAM;
 }
 
-int psdbd_etag_matches(const char *inm, const char *sha)
-{
-    const char *p = inm;
-    size_t n = strlen(sha);
-    if (!inm)
-        return 0;
-    while (*p) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (*p == '*')
-            return 1;
-        if (strncmp(p, "W/", 2) == 0)
-            p += 2;
-        if (*p == '"' && strncmp(p + 1, sha, n) == 0 && p[1 + n] == '"')
-            return 1;
-        while (*p && *p != ',')
-            p++;
-    }
-    return 0;
-}
-
-static void blob_headers(struct MHD_Response *resp, const char *etag)
+static void blob_headers(struct MHD_Response *resp, const char *etag, const char *last_modified)
 {
     MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, last_modified);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
                             "public, max-age=31536000, immutable");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+}
+
+/* When the blob was published: the earliest PSDB row naming it. A blob no row names (a leftover
+ * that gc has not removed yet) falls back to its file's mtime, which is when it was stored. */
+static int64_t blob_published(psdbd_server *srv, const char *digest, int fd)
+{
+    int64_t t = 0;
+    struct stat sb;
+    if (psdbd_index_blob_published(srv->ix, digest, &t) == PSDBD_OK)
+        return t;
+    return fstat(fd, &sb) == 0 ? (int64_t)sb.st_mtime : 0;
 }
 
 static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
@@ -649,10 +701,12 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
 {
     enum MHD_Result ret = MHD_YES;
     struct MHD_Response *resp = NULL;
-    char etag[70], crange[96];
+    char etag[70], crange[96], lastmod[40];
     uint64_t size = 0, off = 0, len = 0;
-    int fd = -1, e, rr;
-    const char *range, *if_range;
+    int fd = -1, e, rr, use_range = 1;
+    unsigned pre;
+    const char *range;
+    psdbd_conditions cond;
     if (!psdbd_is_digest(digest))
         return reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_digest",
                            "a blob is named by 64 lowercase hex digits (its SHA-256)");
@@ -676,19 +730,39 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
                            "cannot open the blob");
     }
     snprintf(etag, sizeof(etag), "\"%s\"", digest);
-    if (psdbd_etag_matches(
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH),
-            digest)) {
+    int64_t published = blob_published(srv, digest, fd);
+    psdbd_format_http_date(published, lastmod, sizeof(lastmod));
+    cond.if_match = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH);
+    cond.if_none_match =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    cond.if_modified_since =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
+    cond.if_unmodified_since =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE);
+    cond.if_range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
+    pre = psdbd_blob_preconditions(&cond, digest, published, (int64_t)time(NULL), &use_range);
+    if (pre == MHD_HTTP_PRECONDITION_FAILED) {
         close(fd);
-        resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-        if (resp)
-            blob_headers(resp, etag);
+        return reply_error(c, r, MHD_HTTP_PRECONDITION_FAILED, "precondition_failed",
+                           "the blob does not match If-Match or If-Unmodified-Since");
+    }
+    if (pre == MHD_HTTP_NOT_MODIFIED) {
+        close(fd);
+        /* A 304 has no content, and libmicrohttpd 0.9.75 cannot send one without a framing
+         * header on a kept-alive connection: a sized response gets "Content-Length: 0" (a
+         * claim that the blob is empty; RFC 9110 8.6 allows only the 200's length), an unsized
+         * one "Transfer-Encoding: chunked". Unsized and closing the connection, it sends
+         * neither. A 304 is rare here (blobs are immutable and cached for a year), so the
+         * reconnect costs little. */
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, no_content, NULL, NULL);
+        if (!resp)
+            return MHD_NO;
+        MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RO_END);
+        blob_headers(resp, etag, lastmod);
         return queue(c, r, MHD_HTTP_NOT_MODIFIED, resp, 0);
     }
-    range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
-    if_range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
-    if (range && if_range && strcmp(if_range, etag) != 0)
-        range = NULL; /* a stale validator: send the whole representation */
+    range =
+        use_range ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE) : NULL;
     rr = psdbd_parse_range(range, size, &off, &len);
     if (rr < 0) {
         close(fd);
@@ -703,7 +777,7 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
-        blob_headers(resp, etag);
+        blob_headers(resp, etag, lastmod);
         return queue(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp, strlen(body));
     }
     if (rr == 0) {
@@ -716,7 +790,7 @@ static enum MHD_Result serve_blob(psdbd_server *srv, struct MHD_Connection *c, s
         close(fd);
         return MHD_NO;
     }
-    blob_headers(resp, etag);
+    blob_headers(resp, etag, lastmod);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, BLOB_TYPE);
     if (rr > 0) {
         snprintf(crange, sizeof(crange), "bytes %llu-%llu/%llu", (unsigned long long)off,
@@ -878,41 +952,6 @@ static enum MHD_Result readyz(psdbd_server *srv, struct MHD_Connection *c, struc
     return reply_json(c, r, MHD_HTTP_OK, json_pack("{s:s}", "status", "ready"));
 }
 
-/* Which route a request is for; *tail receives the path parameter when there is one. */
-static psdbd_route route_of(const char *url, const char **tail)
-{
-    static const char blobs[] = "/v1/blobs/", psdbs[] = "/v1/psdbs/", apps[] = "/v1/apps/";
-    size_t n;
-    *tail = NULL;
-    if (strcmp(url, "/healthz") == 0)
-        return PSDBD_ROUTE_HEALTHZ;
-    if (strcmp(url, "/readyz") == 0)
-        return PSDBD_ROUTE_READYZ;
-    if (strcmp(url, "/metrics") == 0)
-        return PSDBD_ROUTE_METRICS;
-    if (strcmp(url, "/v1/psdbs") == 0)
-        return PSDBD_ROUTE_PUBLISH;
-    if (strcmp(url, "/v1/resolve") == 0)
-        return PSDBD_ROUTE_RESOLVE;
-    if (strcmp(url, "/v1/apps") == 0)
-        return PSDBD_ROUTE_APPS;
-    if (strncmp(url, blobs, sizeof(blobs) - 1) == 0) {
-        *tail = url + sizeof(blobs) - 1;
-        return PSDBD_ROUTE_BLOB;
-    }
-    if (strncmp(url, psdbs, sizeof(psdbs) - 1) == 0) {
-        *tail = url + sizeof(psdbs) - 1;
-        return PSDBD_ROUTE_PSDB_GET;
-    }
-    n = strlen(url);
-    if (strncmp(url, apps, sizeof(apps) - 1) == 0 && n > sizeof(apps) - 1 + 6 &&
-        strcmp(url + n - 6, "/psdbs") == 0) {
-        *tail = url + sizeof(apps) - 1;
-        return PSDBD_ROUTE_APP_PSDBS;
-    }
-    return PSDBD_ROUTE_OTHER;
-}
-
 static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                                 const char *url, const char *tail)
 {
@@ -986,6 +1025,87 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
 
 /* ---- MHD callbacks --------------------------------------------------------------------------- */
 
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static struct req *req_new(psdbd_server *srv, struct MHD_Connection *c)
+{
+    struct req *r = xcalloc(1, sizeof(*r));
+    r->start_ns = psdbd_now_ns();
+    r->fd = -1;
+    r->cx = conn_of(c);
+    pthread_mutex_lock(&srv->lock);
+    srv->active++;
+    pthread_mutex_unlock(&srv->lock);
+    return r;
+}
+
+/* Called with the request target as received, once the request line is read and before it is
+ * percent-decoded: the only place a "%00" can still be seen (the decoded path and arguments end
+ * at it). Its result becomes *req_cls, so the request is accounted for even when libmicrohttpd
+ * answers it alone (a 431, a malformed header). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct req *r = req_new(cls, c);
+    const char *tail = NULL;
+    r->bad_uri = psdbd_uri_has_encoded_nul(uri);
+    r->path = xstrdup(uri);
+    /* The route until the decoded path replaces it: a request that never gets past its
+     * headers is still counted under the route it asked for. */
+    size_t n = strcspn(uri, "?");
+    char *path = xmalloc(n + 1);
+    memcpy(path, uri, n);
+    path[n] = '\0';
+    r->route = psdbd_route_of(path, &tail);
+    free(path);
+    return r;
+}
+
+struct framing {
+    unsigned content_length, transfer_encoding;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct framing *f = cls;
+    (void)kind;
+    (void)value;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        f->content_length++;
+    else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+        f->transfer_encoding++;
+    return MHD_YES;
+}
+
+/* Checks what every request must satisfy before its route sees it. 0, or an error response was
+ * queued and *ret says how to return. */
+static int check_request(struct MHD_Connection *c, struct req *r, enum MHD_Result *ret)
+{
+    struct framing f = {0};
+    if (r->bad_uri) {
+        *ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                           "the request target encodes a NUL byte (%%00)");
+        return -1;
+    }
+    /* libmicrohttpd frames the body by the first Content-Length; a proxy in front may have used
+     * another one. Two lengths, or a length beside chunked coding, are a smuggling attempt or a
+     * broken client: refused, and the connection closed (RFC 9112 6.3). */
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    if (f.content_length > 1 || (f.content_length && f.transfer_encoding)) {
+        *ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                           f.content_length > 1
+                               ? "the request has more than one Content-Length"
+                               : "the request has both Content-Length and Transfer-Encoding");
+        return -1;
+    }
+    return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls)
@@ -993,18 +1113,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     psdbd_server *srv = cls;
     struct req *r = *req_cls;
     const char *tail = NULL;
+    enum MHD_Result ret = MHD_YES;
     (void)version;
-    if (!r) {
-        r = xcalloc(1, sizeof(*r));
-        r->start_ns = psdbd_now_ns();
-        r->fd = -1;
+    if (!r) /* on_uri always runs first; kept so that a missing call cannot crash */
+        *req_cls = r = req_new(srv, c);
+    if (!r->started) {
+        r->started = 1;
         snprintf(r->method, sizeof(r->method), "%s", method);
-        r->path = xstrdup(url);
-        *req_cls = r;
-        pthread_mutex_lock(&srv->lock);
-        srv->active++;
-        pthread_mutex_unlock(&srv->lock);
-        r->route = route_of(url, &tail);
+        if (!r->bad_uri) { /* the log shows the decoded path, as routing saw it */
+            free(r->path);
+            r->path = xstrdup(url);
+        }
+        r->route = psdbd_route_of(url, &tail);
+        if (check_request(c, r, &ret) != 0)
+            return ret;
         if (r->route == PSDBD_ROUTE_PUBLISH && strcmp(method, "POST") == 0)
             return publish_begin(srv, c, r);
         /* Other requests are answered once the request is read: libmicrohttpd closes the
@@ -1028,11 +1150,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_json(c, r, r->result_status, body);
     }
     if (*upload_data_size > 0 || r->status != 0) {
-        /* A body on any other request (or after an early answer) is read and dropped. */
+        /* A body on any other request (or after an early answer) is read and dropped, within
+         * the request's receive deadline. */
         *upload_data_size = 0;
         return MHD_YES;
     }
-    r->route = route_of(url, &tail);
+    r->route = psdbd_route_of(url, &tail);
     return dispatch(srv, c, r, url, tail);
 }
 
@@ -1043,27 +1166,70 @@ static void sanitize(char *s)
             *s = '?';
 }
 
+/* The access log's and the metrics' name for how a request ended (schema/HTTP.md). */
+static const char *abort_reason(enum MHD_RequestTerminationCode toe, int timed_out)
+{
+    if (timed_out)
+        return "timeout"; /* the receive deadline: the reaper shut the socket down */
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK:
+        return NULL;
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
+        return "timeout";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
+        return "shutdown";
+    case MHD_REQUEST_TERMINATED_READ_ERROR:
+        return "read_error";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+        return "client_abort";
+    default:
+        return "error"; /* libmicrohttpd gave up: a failed send, a broken request, no memory */
+    }
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     psdbd_server *srv = cls;
     struct req *r = *req_cls;
-    (void)c;
     if (!r)
         return;
     *req_cls = NULL;
     double ms = (double)(psdbd_now_ns() - r->start_ns) / 1e6;
-    int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
-    psdbd_metrics_request(r->route, ok ? r->status : 0, ok ? r->bytes : 0);
+    const char *why = abort_reason(toe, r->cx && atomic_load(&r->cx->timed_out));
+    uint64_t bytes = r->bytes, now_sent = 0;
+    if (!r->started) {
+        /* libmicrohttpd answered alone (a malformed or oversized header): its status. */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+        if (ci && ci->http_status >= 100 && ci->http_status <= 599)
+            r->status = ci->http_status;
+    }
+    if (why) {
+        /* What reached the client, not what was planned: the socket's counters since the
+         * response was queued, less its header, at most the body. */
+        bytes = 0;
+        if (r->status && r->sent_known && socket_written(r->cx->fd, &now_sent) == 0 &&
+            now_sent > r->sent_base + r->header_bytes)
+            bytes = now_sent - r->sent_base - r->header_bytes;
+        if (bytes > r->bytes)
+            bytes = r->bytes;
+    }
+    psdbd_metrics_request(r->route, why ? 0 : r->status, bytes);
     if (srv->cfg->log_requests) {
-        static const char *why[] = {"ok",       "error",      "timeout",
-                                    "shutdown", "read_error", "client_abort"};
+        if (!r->method[0])
+            snprintf(r->method, sizeof(r->method), "-");
+        if (!r->path)
+            r->path = xstrdup("-");
+        sanitize(r->method);
         sanitize(r->path);
         fprintf(stderr, "psdbd: access %s %s %u %llu %.3fms %s%s%s\n", r->method, r->path,
-                r->status, (unsigned long long)(ok ? r->bytes : 0), ms,
-                r->who.name ? r->who.name : "-",
-                ok ? "" : " aborted=", ok ? "" : ((unsigned)toe < 6 ? why[toe] : "other"));
+                r->status, (unsigned long long)bytes, ms, r->who.name ? r->who.name : "-",
+                why ? " aborted=" : "", why ? why : "");
     }
+    /* The next request on a keep-alive connection gets a fresh receive deadline. */
+    if (r->cx && srv->cfg->request_timeout)
+        atomic_store(&r->cx->deadline_ns, psdbd_now_ns() + seconds_ns(srv->cfg->request_timeout));
     publish_discard(r);
     json_decref(r->result_body);
     psdbd_principal_free(&r->who);
@@ -1080,10 +1246,72 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    (void)cls;
-    (void)c;
-    (void)socket_context;
-    psdbd_metrics_connection(toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    psdbd_server *srv = cls;
+    struct conn *cx = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        cx = xcalloc(1, sizeof(*cx));
+        cx->fd = ci ? ci->connect_fd : -1;
+        atomic_init(&cx->deadline_ns, srv->cfg->request_timeout
+                                          ? psdbd_now_ns() + seconds_ns(srv->cfg->request_timeout)
+                                          : 0);
+        atomic_init(&cx->timed_out, 0);
+        pthread_mutex_lock(&srv->conns_lock);
+        cx->next = srv->conns;
+        if (srv->conns)
+            srv->conns->prev = cx;
+        srv->conns = cx;
+        pthread_mutex_unlock(&srv->conns_lock);
+        *socket_context = cx;
+        psdbd_metrics_connection(1);
+        return;
+    }
+    if (!cx)
+        return;
+    /* Unlinked before libmicrohttpd closes the socket: the reaper never sees a reused fd. */
+    pthread_mutex_lock(&srv->conns_lock);
+    if (cx->prev)
+        cx->prev->next = cx->next;
+    else
+        srv->conns = cx->next;
+    if (cx->next)
+        cx->next->prev = cx->prev;
+    pthread_mutex_unlock(&srv->conns_lock);
+    free(cx);
+    *socket_context = NULL;
+    psdbd_metrics_connection(-1);
+}
+
+/* The reaper: libmicrohttpd's timeout counts idle time only, so a client that sends a byte now
+ * and then would hold its connection (and, with enough of them, the server) forever. Each
+ * connection carries a deadline for receiving its current request (request-timeout, plus the
+ * upload's time at upload-min-rate for a publish); past it, the socket is shut down, which
+ * libmicrohttpd sees as the client going away, and the access log says aborted=timeout. */
+static void *reaper(void *arg)
+{
+    psdbd_server *srv = arg;
+    struct timespec next;
+    pthread_mutex_lock(&srv->conns_lock);
+    while (!srv->reaper_stop) {
+        uint64_t now = psdbd_now_ns();
+        for (struct conn *cx = srv->conns; cx; cx = cx->next) {
+            uint64_t d = atomic_load(&cx->deadline_ns);
+            if (d && now > d && cx->fd >= 0 && !atomic_exchange(&cx->timed_out, 1)) {
+                psdbd_metrics_request_timeout();
+                shutdown(cx->fd, SHUT_RDWR);
+            }
+        }
+        clock_gettime(CLOCK_REALTIME, &next);
+        next.tv_nsec += 250 * 1000 * 1000;
+        if (next.tv_nsec >= 1000000000) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&srv->reaper_wake, &srv->conns_lock, &next);
+    }
+    pthread_mutex_unlock(&srv->conns_lock);
+    return NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1175,6 +1403,8 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->idle, NULL);
     pthread_cond_init(&srv->work, NULL);
+    pthread_mutex_init(&srv->conns_lock, NULL);
+    pthread_cond_init(&srv->reaper_wake, NULL);
     if (parse_listen(cfg->listen, &ss, &sslen, err, err_size) != 0)
         goto cleanup;
     if (ss.ss_family == AF_INET6)
@@ -1217,6 +1447,7 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
             {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, srv},
+            {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, srv},
             /* TLS entries last: cut off by MHD_OPTION_END when serving plain HTTP */
             {cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
             {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
@@ -1233,6 +1464,16 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     }
     info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : 0;
+    {
+        int e = pthread_create(&srv->reaper_thread, NULL, reaper, srv);
+        if (e != 0) {
+            snprintf(err, err_size, "cannot start the connection reaper thread: %s", strerror(e));
+            MHD_stop_daemon(srv->daemon);
+            srv->daemon = NULL;
+            goto cleanup;
+        }
+        srv->reaper_started = 1;
+    }
     rc = 0;
 cleanup:
     if (rc != 0 && srv->finishers) {
@@ -1290,8 +1531,17 @@ void psdbd_http_stop(psdbd_server *srv)
         pthread_join(srv->finishers[i], NULL);
     free(srv->finishers);
     srv->finishers = NULL;
+    pthread_mutex_lock(&srv->conns_lock);
+    srv->reaper_stop = 1;
+    pthread_cond_broadcast(&srv->reaper_wake);
+    pthread_mutex_unlock(&srv->conns_lock);
+    if (srv->reaper_started)
+        pthread_join(srv->reaper_thread, NULL);
+    srv->reaper_started = 0;
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    pthread_cond_destroy(&srv->reaper_wake);
+    pthread_mutex_destroy(&srv->conns_lock);
     pthread_cond_destroy(&srv->work);
     pthread_cond_destroy(&srv->idle);
     pthread_mutex_destroy(&srv->lock);

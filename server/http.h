@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "http_parse.h"
 #include "index.h"
 #include "store.h"
 
@@ -27,6 +28,12 @@ typedef struct psdbd_server {
     struct req *queue;
     unsigned jobs;
     int stopping;
+    /* Open connections (struct conn), for the reaper thread that enforces receive deadlines. */
+    pthread_mutex_t conns_lock;
+    pthread_cond_t reaper_wake;
+    struct conn *conns;
+    pthread_t reaper_thread;
+    int reaper_started, reaper_stop;
 } psdbd_server;
 
 /* Starts the daemon (its worker threads inherit the caller's signal mask). srv->cfg, ix and
@@ -37,12 +44,6 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size);
  * stops the daemon (closing idle keep-alive connections). */
 void psdbd_http_stop(psdbd_server *srv);
 
-/* Parses one "bytes=" Range header against a blob of `size` bytes. Returns 1 with [*off, *off +
- * *len) for a satisfiable single range; 0 when the header is to be ignored (absent, malformed,
- * several ranges); -1 when unsatisfiable (416). */
-int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len);
-
-/* True when an If-None-Match value lists the ETag of `sha` (weak or strong) or is "*". */
-int psdbd_etag_matches(const char *inm, const char *sha);
+/* psdbd_parse_range and psdbd_etag_matches are declared in http_parse.h. */
 
 #endif

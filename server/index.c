@@ -680,6 +680,28 @@ cleanup:
     return rc;
 }
 
+psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
+{
+    /* Retired rows count: the blob was public from its first publish on. */
+    static const char sql[] = "SELECT min(created_at) FROM psdbs WHERE sha256 = ?1";
+    sqlite3_stmt *st = prep(ix, sql);
+    psdbd_rc rc = PSDBD_ERROR;
+    if (!st)
+        return PSDBD_ERROR;
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = PSDBD_OK;
+    } else if (s == SQLITE_ROW) {
+        rc = PSDBD_NOT_FOUND;
+    } else {
+        rc = rc_of(psdbd_index_db(ix), s);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
 psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out)
 {
     static const char sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";

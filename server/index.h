@@ -81,6 +81,9 @@ psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_
  * PSDBD_ERROR. *out receives the manifest on OK and EXISTS. */
 psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **out);
 psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out);
+/* The publish time (Unix seconds) of a blob: the earliest created_at of the PSDB rows naming it,
+ * retired ones included. PSDBD_NOT_FOUND when no row names it. */
+psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t *out);
 /* Marks a PSDB retired (kept for GET, never resolved). Retiring twice is PSDBD_OK. */
 psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out);
 

@@ -45,6 +45,8 @@ static int serve(int argc, char **argv)
                                          {"max-connections", required_argument, NULL, 1},
                                          {"max-connections-per-ip", required_argument, NULL, 1},
                                          {"timeout", required_argument, NULL, 1},
+                                         {"request-timeout", required_argument, NULL, 1},
+                                         {"upload-min-rate", required_argument, NULL, 1},
                                          {"shutdown-timeout", required_argument, NULL, 1},
                                          {"connection-memory", required_argument, NULL, 1},
                                          {"readers-need-token", optional_argument, NULL, 1},

@@ -7,11 +7,16 @@
 
 #include "common.h"
 
-static const unsigned statuses[] = {200, 201, 204, 206, 304, 400, 401, 403, 404,
-                                    405, 409, 411, 413, 416, 431, 500, 503, 507};
+/* The statuses psdbd or libmicrohttpd answer with (schema/HTTP.md); any other counts as
+ * "other", and a request the access log marks aborted= as "aborted". */
+static const unsigned statuses[] = {200, 201, 204, 206, 304, 400, 401, 403, 404, 405, 409, 411,
+                                    412, 413, 414, 416, 417, 431, 500, 501, 503, 505, 507};
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]))
+#define OTHER NSTATUS
+#define ABORTED (NSTATUS + 1)
 
-static atomic_uint_fast64_t requests[PSDBD_ROUTE_COUNT][NSTATUS + 1]; /* last: other statuses */
+static atomic_uint_fast64_t requests[PSDBD_ROUTE_COUNT][NSTATUS + 2];
+static atomic_uint_fast64_t request_timeouts;
 static atomic_uint_fast64_t bytes_served, bytes_uploaded;
 static atomic_uint_fast64_t publishes_created, publishes_existing;
 static atomic_uint_fast64_t resolve_hits, resolve_misses;
@@ -31,6 +36,8 @@ void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes)
     size_t i = 0;
     while (i < NSTATUS && statuses[i] != status)
         i++;
+    if (status == 0)
+        i = ABORTED;
     if ((unsigned)r >= PSDBD_ROUTE_COUNT)
         r = PSDBD_ROUTE_OTHER;
     atomic_fetch_add_explicit(&requests[r][i], 1, memory_order_relaxed);
@@ -53,6 +60,11 @@ void psdbd_metrics_connection(int delta)
     atomic_fetch_add_explicit(&connections, delta, memory_order_relaxed);
 }
 
+void psdbd_metrics_request_timeout(void)
+{
+    atomic_fetch_add_explicit(&request_timeouts, 1, memory_order_relaxed);
+}
+
 void psdbd_metrics_upload_bytes(uint64_t n)
 {
     atomic_fetch_add_explicit(&bytes_uploaded, n, memory_order_relaxed);
@@ -68,7 +80,7 @@ char *psdbd_metrics_render(void)
     fprintf(f, "# HELP psdbd_http_requests_total HTTP requests by route and status.\n"
                "# TYPE psdbd_http_requests_total counter\n");
     for (int r = 0; r < PSDBD_ROUTE_COUNT; r++)
-        for (size_t i = 0; i <= NSTATUS; i++) {
+        for (size_t i = 0; i <= ABORTED; i++) {
             uint64_t n = atomic_load_explicit(&requests[r][i], memory_order_relaxed);
             if (n == 0)
                 continue;
@@ -76,8 +88,8 @@ char *psdbd_metrics_render(void)
                 fprintf(f, "psdbd_http_requests_total{route=\"%s\",status=\"%u\"} %llu\n",
                         route_names[r], statuses[i], (unsigned long long)n);
             else
-                fprintf(f, "psdbd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-                        route_names[r], (unsigned long long)n);
+                fprintf(f, "psdbd_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                        route_names[r], i == OTHER ? "other" : "aborted", (unsigned long long)n);
         }
     fprintf(f,
             "# HELP psdbd_http_response_bytes_total Response body bytes sent.\n"
@@ -95,6 +107,10 @@ char *psdbd_metrics_render(void)
             "# TYPE psdbd_resolve_total counter\n"
             "psdbd_resolve_total{result=\"hit\"} %llu\n"
             "psdbd_resolve_total{result=\"miss\"} %llu\n"
+            "# HELP psdbd_request_timeouts_total Connections closed because a request was not "
+            "received within its deadline.\n"
+            "# TYPE psdbd_request_timeouts_total counter\n"
+            "psdbd_request_timeouts_total %llu\n"
             "# HELP psdbd_connections Open client connections.\n"
             "# TYPE psdbd_connections gauge\n"
             "psdbd_connections %lld\n",
@@ -103,7 +119,9 @@ char *psdbd_metrics_render(void)
             (unsigned long long)atomic_load(&publishes_created),
             (unsigned long long)atomic_load(&publishes_existing),
             (unsigned long long)atomic_load(&resolve_hits),
-            (unsigned long long)atomic_load(&resolve_misses), (long long)atomic_load(&connections));
+            (unsigned long long)atomic_load(&resolve_misses),
+            (unsigned long long)atomic_load(&request_timeouts),
+            (long long)atomic_load(&connections));
     if (fclose(f) != 0)
         abort();
     return out;

@@ -21,7 +21,9 @@ typedef enum psdbd_route {
 
 const char *psdbd_route_name(psdbd_route r);
 
+/* One finished request; status 0: it was aborted (schema/HTTP.md, Access log). */
 void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes);
+void psdbd_metrics_request_timeout(void);
 void psdbd_metrics_publish(int created);
 void psdbd_metrics_resolve(int hit);
 void psdbd_metrics_connection(int delta);

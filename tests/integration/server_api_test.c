@@ -1894,6 +1894,530 @@ START_TEST(test_server__identity_control_characters_refused)
 }
 END_TEST
 
+/* ---- slow clients, framing, validators (issue 11) -------------------------------------------- */
+
+/* 86 base64 digits of zero bits: with "==", a well-formed (if wrong) signature. */
+#define ALL_A                                                                                      \
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+/* A TCP connection to the server from `src` (any 127/8 address: each is another client address
+ * to the per-address limit). */
+static int connect_from(const char *src)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv.port)};
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(inet_pton(AF_INET, src, &me.sin_addr), 1);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&me, sizeof(me)), 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    return s;
+}
+
+/* True when the server has closed (or reset) the connection: a read sees EOF or an error. */
+static int peer_closed(int s)
+{
+    char b[256];
+    ssize_t n = recv(s, b, sizeof(b), MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Times one GET /healthz on a new connection from 127.0.0.1; fails unless it is a 200. */
+static double healthz_seconds(void)
+{
+    resp r;
+    double t0 = now_s();
+    http(&r, "GET", "/healthz", NULL, NULL, NULL, NULL, 0);
+    double t = now_s() - t0;
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    return t;
+}
+
+START_TEST(test_server__slowloris_connections_closed_at_request_deadline)
+{
+    enum { SLOW = 60 };
+    const char *extra[] = {"--request-timeout", "3", NULL};
+    srv_start(&g_srv, extra);
+    int socks[SLOW], closed_at[SLOW];
+    double t0 = now_s();
+    /* 60 clients from another address send the request line, then trickle a header one byte a
+     * second: each byte resets libmicrohttpd's idle timeout, only the deadline ends them. */
+    for (int i = 0; i < SLOW; i++) {
+        socks[i] = connect_from("127.0.0.2");
+        closed_at[i] = -1;
+        const char *line = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        ck_assert_int_eq(send(socks[i], line, strlen(line), MSG_NOSIGNAL), (ssize_t)strlen(line));
+    }
+    for (int sec = 0; sec < 9; sec++) {
+        for (int i = 0; i < SLOW; i++) {
+            if (closed_at[i] >= 0)
+                continue;
+            if (peer_closed(socks[i]) || send(socks[i], "a", 1, MSG_NOSIGNAL) != 1)
+                closed_at[i] = sec;
+        }
+        /* Meanwhile a new client is served at once. */
+        double t = healthz_seconds();
+        ck_assert_msg(t < 1.0, "/healthz took %.3f s beside %d slow clients", t, SLOW);
+        while (now_s() < t0 + sec + 1)
+            usleep(20000);
+    }
+    for (int i = 0; i < SLOW; i++) {
+        /* Alive before the 3 s deadline, closed within a few seconds after it. */
+        ck_assert_msg(closed_at[i] >= 2 && closed_at[i] <= 6, "slow client %d closed at %d s", i,
+                      closed_at[i]);
+        close(socks[i]);
+    }
+    resp r;
+    http(&r, "GET", "/metrics", NULL, NULL, NULL, NULL, 0);
+    ck_assert_msg(strstr(r.body.data, "psdbd_request_timeouts_total 60\n") != NULL, "%s",
+                  r.body.data);
+    ck_assert_ptr_nonnull(
+        strstr(r.body.data, "psdbd_http_requests_total{route=\"healthz\",status=\"aborted\"} 60"));
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    char *log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "access - /healthz 0 0 "));
+    ck_assert_ptr_nonnull(strstr(log, " aborted=timeout\n"));
+    free(log);
+}
+END_TEST
+
+START_TEST(test_server__trickled_body_closed_at_request_deadline)
+{
+    const char *extra[] = {"--request-timeout", "2", NULL};
+    srv_start(&g_srv, extra);
+    /* A body nobody reads (on a GET) or a publish body sent far below upload-min-rate. */
+    int s = connect_from("127.0.0.3");
+    const char *head = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n";
+    ck_assert_int_eq(send(s, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    int closed = -1;
+    for (int sec = 0; sec < 8 && closed < 0; sec++) {
+        if (peer_closed(s) || send(s, "b", 1, MSG_NOSIGNAL) != 1)
+            closed = sec;
+        sleep(1);
+    }
+    ck_assert_msg(closed >= 1 && closed <= 5, "trickled body closed at %d s", closed);
+    close(s);
+    /* A keep-alive connection waiting for its next request gets the same deadline. */
+    s = connect_from("127.0.0.3");
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    char out[1024];
+    ck_assert_int_eq(send(s, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    struct timeval tv = {2, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_gt(recv(s, out, sizeof(out), 0), 12);
+    ck_assert_int_eq(strncmp(out, "HTTP/1.1 200", 12), 0);
+    double t0 = now_s();
+    for (int i = 0; i < 8 && send(s, "G", 1, MSG_NOSIGNAL) == 1 && !peer_closed(s); i++)
+        sleep(1);
+    ck_assert_msg(now_s() - t0 < 6, "a trickled second request lived %.1f s", now_s() - t0);
+    close(s);
+    /* Publish bodies get their length at upload-min-rate on top. */
+    srv_stop(&g_srv);
+    const char *slow_rate[] = {"--request-timeout", "1", "--upload-min-rate", "1K", NULL};
+    srv_start(&g_srv, slow_rate);
+    s = connect_from("127.0.0.3");
+    char *h = NULL;
+    ck_assert_int_ge(asprintf(&h,
+                              "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                              "Content-Length: 2048\r\nX-Psdb-Serial: 1\r\nX-Psdb-Key-Id: %s\r\n"
+                              "X-Psdb-Signature: %.86s==\r\n\r\n",
+                              g_pub, g_kid, ALL_A),
+                     0);
+    ck_assert_int_eq(send(s, h, strlen(h), MSG_NOSIGNAL), (ssize_t)strlen(h));
+    free(h);
+    t0 = now_s();
+    closed = -1;
+    for (int sec = 0; sec < 12 && closed < 0; sec++) {
+        if (peer_closed(s) || send(s, "c", 1, MSG_NOSIGNAL) != 1)
+            closed = sec;
+        sleep(1);
+    }
+    /* 1 s + 2048 B at 1 KiB/s (+1 s rounding): alive at 3 s, closed soon after 4 s. */
+    ck_assert_msg(closed >= 3 && closed <= 7, "trickled publish closed at %d s", closed);
+    close(s);
+    ck_assert(wait_tmp_empty());
+}
+END_TEST
+
+START_TEST(test_server__per_address_connection_limit)
+{
+    const char *extra[] = {"--max-connections-per-ip", "5", NULL};
+    srv_start(&g_srv, extra);
+    int socks[5];
+    for (int i = 0; i < 5; i++)
+        socks[i] = connect_from("127.0.0.4");
+    usleep(300000);
+    /* The sixth from the same address is closed unanswered; other addresses are served. */
+    int extra_s = connect_from("127.0.0.4");
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    send(extra_s, req, strlen(req), MSG_NOSIGNAL);
+    struct timeval tv = {3, 0};
+    char out[512];
+    setsockopt(extra_s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_le(recv(extra_s, out, sizeof(out), 0), 0);
+    close(extra_s);
+    ck_assert(healthz_seconds() < 1.0);
+    for (int i = 0; i < 5; i++)
+        close(socks[i]);
+    /* Once they are gone, the address is served again. */
+    usleep(300000);
+    int again = connect_from("127.0.0.4");
+    ck_assert_int_eq(send(again, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    setsockopt(again, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_gt(recv(again, out, sizeof(out), 0), 12);
+    ck_assert_int_eq(strncmp(out, "HTTP/1.1 200", 12), 0);
+    close(again);
+}
+END_TEST
+
+START_TEST(test_server__connections_over_global_limit_wait_for_deadline)
+{
+    /* Slow clients fill every slot: a new client waits to be accepted, and is served once the
+     * deadline has closed them, instead of never. */
+    const char *extra[] = {"--max-connections", "4", "--threads", "1",
+                           "--request-timeout", "2", NULL};
+    srv_start(&g_srv, extra);
+    int socks[4];
+    for (int i = 0; i < 4; i++) {
+        socks[i] = connect_from("127.0.0.5");
+        send(socks[i], "GET /", 5, MSG_NOSIGNAL);
+    }
+    usleep(300000);
+    int s = connect_from("127.0.0.6");
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    ck_assert_int_eq(send(s, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    struct timeval tv = {1, 0};
+    char out[512];
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    double t0 = now_s();
+    ck_assert_int_lt(recv(s, out, sizeof(out), 0), 0); /* not accepted yet */
+    tv.tv_sec = 6;
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_gt(recv(s, out, sizeof(out), 0), 12);
+    ck_assert_int_eq(strncmp(out, "HTTP/1.1 200", 12), 0);
+    ck_assert_msg(now_s() - t0 < 4.5, "served after %.1f s", now_s() - t0);
+    close(s);
+    for (int i = 0; i < 4; i++)
+        close(socks[i]);
+}
+END_TEST
+
+START_TEST(test_server__encoded_nul_in_path_or_query_is_400)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    char p[256], sha[65];
+    resp r;
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    snprintf(sha, sizeof(sha), "%s", jstr(r.json, "sha256", NULL));
+    resp_free(&r);
+    char blob_nul[160], id_nul[64];
+    snprintf(blob_nul, sizeof(blob_nul), "/v1/blobs/%s%%00.psdb", sha);
+    snprintf(id_nul, sizeof(id_nul), "/v1/psdbs/%lld%%00", id);
+    /* Each would be served as the part before the NUL without the check. */
+    const char *bad[] = {blob_nul,
+                         id_nul,
+                         "/healthz%00",
+                         "/v1/apps/Game%00x/psdbs",
+                         "/v1/resolve?app=Game%00Other&app_version=1.0.0.0&family=contoso-gfx9&"
+                         "abi_min=1&abi_max=9",
+                         "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9%00&"
+                         "abi_min=1&abi_max=9",
+                         "/healthz?x=%00"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        http(&r, "GET", bad[i], NULL, NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 400, "%s: %ld", bad[i], r.status);
+        ck_assert_str_eq(jstr(r.json, "error", NULL), "bad_request");
+        resp_free(&r);
+    }
+    /* Other escapes still decode. */
+    http(&r, "GET",
+         "/v1/resolve?app=G%61me&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&abi_max=9", NULL,
+         NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_server__repeated_or_conflicting_content_length_is_400)
+{
+    srv_start(&g_srv, NULL);
+    char out[4096], req[2048];
+    const char *variants[] = {
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabcde",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\ncontent-length: 0\r\nContent-Length: 0\r\n\r\n",
+        ("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc",
+    };
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+        raw(variants[i], strlen(variants[i]), 0, out, sizeof(out));
+        ck_assert_msg(strncmp(out, "HTTP/1.1 400", 12) == 0, "variant %zu: %.80s", i, out);
+    }
+    /* The same on a publish, before the token or any body is looked at. */
+    int n = snprintf(req, sizeof(req),
+                     "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Length: 10\r\nContent-Length: 20\r\nX-Psdb-Serial: 1\r\n\r\n",
+                     g_pub);
+    raw(req, (size_t)n, 0, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 400", 12) == 0, "publish: %.80s", out);
+    ck_assert_int_eq(count_dir("tmp"), 0);
+}
+END_TEST
+
+START_TEST(test_server__blob_validators_if_match_and_dates)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    resp r;
+    char p[256], url[128], sha[65], etag[80];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    snprintf(sha, sizeof(sha), "%s", jstr(r.json, "sha256", NULL));
+    struct tm tm = {0};
+    ck_assert_ptr_nonnull(strptime(jstr(r.json, "created_at", NULL), "%Y-%m-%dT%H:%M:%SZ", &tm));
+    time_t created = timegm(&tm);
+    resp_free(&r);
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    snprintf(etag, sizeof(etag), "\"%s\"", sha);
+    char lm[64], before[64], after[64];
+    time_t t_before = created - 3600, t_after = time(NULL) + 86400;
+    strftime(lm, sizeof(lm), "%a, %d %b %Y %H:%M:%S GMT", gmtime(&created));
+    strftime(before, sizeof(before), "%a, %d %b %Y %H:%M:%S GMT", gmtime(&t_before));
+    strftime(after, sizeof(after), "%a, %d %b %Y %H:%M:%S GMT", gmtime(&t_after));
+
+    /* Last-Modified is the publish time (the manifest's created_at). */
+    http(&r, "HEAD", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(header(&r, "Last-Modified"), lm);
+    resp_free(&r);
+
+    char h1[160], h2[160];
+    struct {
+        const char *a, *b;
+        long status;
+    } cases[] = {
+        {"If-Match: \"0000\"", NULL, 412},
+        {"If-Match: *", NULL, 200},
+        {h1, NULL, 200}, /* If-Match: the ETag */
+        {"If-Match: \"0000\", W/\"x\"", NULL, 412},
+        {h2, NULL, 412}, /* If-Match: W/ETag: weak never matches strongly */
+        {"If-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT", NULL, 412},
+        {"If-Modified-Since: ", lm, 304},
+        {"If-Modified-Since: ", after, 200}, /* a date in the future is no validator */
+        {"If-Modified-Since: ", before, 200},
+        {"If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT", NULL, 200},
+        {"If-Modified-Since: not a date", NULL, 200},
+        /* If-None-Match takes precedence over If-Modified-Since (RFC 9110 13.1.3). */
+        {"If-None-Match: \"0000\"", NULL, 200},
+        {"If-Match: \"0000\"", "If-None-Match: *", 412},
+    };
+    snprintf(h1, sizeof(h1), "If-Match: %s", etag);
+    snprintf(h2, sizeof(h2), "If-Match: W/%s", etag);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char line[200];
+        const char *hs[3] = {cases[i].a, NULL, NULL};
+        if (cases[i].b && strncmp(cases[i].b, "If-", 3) == 0) {
+            hs[1] = cases[i].b;
+        } else if (cases[i].b) {
+            snprintf(line, sizeof(line), "%s%s", cases[i].a, cases[i].b);
+            hs[0] = line;
+        }
+        http(&r, "GET", url, NULL, hs, NULL, NULL, 0);
+        ck_assert_msg(r.status == cases[i].status, "case %zu (%s %s): %ld", i, hs[0],
+                      hs[1] ? hs[1] : "", r.status);
+        if (r.status == 412)
+            ck_assert_str_eq(jstr(r.json, "error", NULL), "precondition_failed");
+        resp_free(&r);
+    }
+    char ims[160], inm_other[] = "If-None-Match: \"0000\"";
+    snprintf(ims, sizeof(ims), "If-Modified-Since: %s", lm);
+    const char *both[] = {inm_other, ims, NULL};
+    http(&r, "GET", url, NULL, both, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200); /* If-Modified-Since is ignored beside If-None-Match */
+    resp_free(&r);
+
+    /* A 304 carries the validators and no body framing at all. */
+    char inm[160];
+    snprintf(inm, sizeof(inm), "If-None-Match: %s", etag);
+    const char *cond[] = {inm, NULL};
+    http(&r, "GET", url, NULL, cond, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 304);
+    ck_assert_ptr_null(header(&r, "Content-Length"));
+    ck_assert_ptr_null(header(&r, "Transfer-Encoding"));
+    ck_assert_str_eq(header(&r, "ETag"), etag);
+    ck_assert_str_eq(header(&r, "Last-Modified"), lm);
+    resp_free(&r);
+
+    /* If-Range: the ETag or exactly the Last-Modified date keeps the range. */
+    char ir_date[160];
+    snprintf(ir_date, sizeof(ir_date), "If-Range: %s", lm);
+    const char *ir1[] = {"Range: bytes=0-9", ir_date, NULL};
+    http(&r, "GET", url, NULL, ir1, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 206);
+    resp_free(&r);
+    snprintf(ir_date, sizeof(ir_date), "If-Range: %s", before);
+    http(&r, "GET", url, NULL, ir1, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+}
+END_TEST
+
+/* A publish request head with the given signature, key id and serial header values. */
+static char *publish_head(const char *sig, const char *kid, const char *serial, int expect)
+{
+    char *h = NULL;
+    ck_assert_int_ge(asprintf(&h,
+                              "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                              "Content-Length: 1000000000\r\nX-Psdb-Serial: %s\r\n"
+                              "X-Psdb-Key-Id: %s\r\nX-Psdb-Signature: %s\r\n%s\r\n",
+                              g_pub, serial, kid, sig, expect ? "Expect: 100-continue\r\n" : ""),
+                     0);
+    return h;
+}
+
+START_TEST(test_server__malformed_publish_headers_refused_before_body)
+{
+    srv_start(&g_srv, NULL);
+    char good_sig[PSDB_SIGNATURE_B64_SIZE], upper_kid[PSDB_KEY_ID_SIZE];
+    memset(good_sig, 'A', 86);
+    memcpy(good_sig + 86, "==", 3);
+    snprintf(upper_kid, sizeof(upper_kid), "%s", g_kid);
+    for (char *q = upper_kid; *q; q++)
+        if (*q >= 'a' && *q <= 'f')
+            *q = (char)(*q - 32);
+    char bad_chars[PSDB_SIGNATURE_B64_SIZE], pad_bits[PSDB_SIGNATURE_B64_SIZE],
+        no_pad[PSDB_SIGNATURE_B64_SIZE];
+    memcpy(bad_chars, good_sig, sizeof(good_sig));
+    bad_chars[10] = '!';
+    memcpy(pad_bits, good_sig, sizeof(good_sig));
+    pad_bits[85] = 'B'; /* non-zero pad bits: not the canonical encoding of any 64 bytes */
+    memset(no_pad, 'A', 88);
+    no_pad[88] = '\0';
+    struct {
+        const char *sig, *kid, *serial;
+    } bad[] = {
+        {bad_chars, g_kid, "1"},
+        {pad_bits, g_kid, "1"},
+        {no_pad, g_kid, "1"},
+        {"AAAA", g_kid, "1"},
+        {good_sig, upper_kid, "1"},
+        {good_sig, "1234", "1"},
+        {good_sig, g_kid, "x1"},
+        {good_sig, g_kid, "-1"},
+        {good_sig, g_kid, "9223372036854775808"},
+        {good_sig, g_kid, "1 2"},
+    };
+    char out[4096];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        /* Expect: 100-continue: a server that looked at the body would send 100 first. */
+        char *h = publish_head(bad[i].sig, bad[i].kid, bad[i].serial, 1);
+        raw(h, strlen(h), 0, out, sizeof(out));
+        ck_assert_msg(strncmp(out, "HTTP/1.1 400", 12) == 0, "case %zu: %.80s", i, out);
+        ck_assert_ptr_null(strstr(out, "100 Continue"));
+        free(h);
+    }
+    ck_assert_int_eq(count_dir("tmp"), 0);
+    /* Well-formed headers with Expect: 100-continue get the 100 and then read the body. */
+    char *h = publish_head(good_sig, g_kid, "1", 1);
+    raw(h, strlen(h), 1, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 100", 12) == 0, "good headers: %.80s", out);
+    free(h);
+
+    /* A whole publish with Expect: 100-continue (what curl sends for large bodies). */
+    char *path = make_psdb(&base_spec);
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    psdb_statement st = {0};
+    char sig[PSDB_SIGNATURE_B64_SIZE], h_sig[128], h_kid[128];
+    ck_assert_hr(psdb_file_open(path, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    sha256_file(path, st.sha256, &st.size);
+    st.identity = info.identity;
+    st.target = info.target;
+    st.serial = 5;
+    ck_assert_hr(psdb_statement_sign(g_key, &st, sig), PSDB_S_OK);
+    psdb_file_release(f);
+    snprintf(h_sig, sizeof(h_sig), "X-Psdb-Signature: %s", sig);
+    snprintf(h_kid, sizeof(h_kid), "X-Psdb-Key-Id: %s", g_kid);
+    const char *hs[] = {h_sig, h_kid, "X-Psdb-Serial: 5", "Expect: 100-continue", NULL};
+    resp r;
+    http(&r, "POST", "/v1/psdbs", g_pub, hs, path, NULL, 0);
+    ck_assert_msg(r.status == 201, "publish with Expect: %ld %s", r.status, r.body.data);
+    ck_assert_ptr_nonnull(strstr(r.headers.data, "HTTP/1.1 100 Continue"));
+    resp_free(&r);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_server__aborted_download_logs_bytes_sent)
+{
+    srv_start(&g_srv, NULL);
+    spec sp = base_spec;
+    sp.payload = 48u << 20;
+    long long id = publish_ok(&sp, 1);
+    resp r;
+    char p[256], req[256];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    long long size = jint(r.json, "size", NULL);
+    int n = snprintf(req, sizeof(req), "GET /v1/blobs/%s HTTP/1.1\r\nHost: x\r\n\r\n",
+                     jstr(r.json, "sha256", NULL));
+    resp_free(&r);
+    /* A client with a small receive buffer reads 256 KiB, then resets the connection. */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int rcvbuf = 64 * 1024;
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(send(s, req, (size_t)n, 0), n);
+    char buf[16384];
+    size_t got = 0;
+    while (got < 256 * 1024) {
+        ssize_t k = recv(s, buf, sizeof(buf), 0);
+        ck_assert_int_gt(k, 0);
+        got += (size_t)k;
+    }
+    usleep(200000);
+    struct linger lg = {1, 0};
+    setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(s);
+    usleep(500000);
+    http(&r, "GET", "/metrics", NULL, NULL, NULL, NULL, 0);
+    ck_assert_ptr_nonnull(
+        strstr(r.body.data, "psdbd_http_requests_total{route=\"blob\",status=\"aborted\"} 1"));
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    char *log = tu_read_file(g_log, NULL), *line = strstr(log, "access GET /v1/blobs/");
+    ck_assert_ptr_nonnull(line);
+    char *eol = strchr(line, '\n');
+    ck_assert_ptr_nonnull(eol);
+    *eol = '\0';
+    ck_assert_msg(strstr(line, " aborted=") != NULL, "%s", line);
+    unsigned status = 0;
+    unsigned long long bytes = 0;
+    ck_assert_int_eq(sscanf(strchr(line + 21, ' '), " %u %llu", &status, &bytes), 2);
+    ck_assert_uint_eq(status, 200);
+    /* What the client took (and its kernel buffered), not the planned 48 MiB. */
+    ck_assert_msg(bytes >= 200 * 1024 && bytes < (unsigned long long)size / 4,
+                  "logged %llu of %lld", bytes, size);
+    free(log);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server");
@@ -1932,5 +2456,19 @@ int main(void)
         }
         suite_add_tcase(s, t);
     }
+    /* Slow clients, framing and validators: CK_RUN_CASE=hardening runs these alone. */
+    tc = tcase_create("hardening");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_server__slowloris_connections_closed_at_request_deadline);
+    tcase_add_test(tc, test_server__trickled_body_closed_at_request_deadline);
+    tcase_add_test(tc, test_server__per_address_connection_limit);
+    tcase_add_test(tc, test_server__connections_over_global_limit_wait_for_deadline);
+    tcase_add_test(tc, test_server__encoded_nul_in_path_or_query_is_400);
+    tcase_add_test(tc, test_server__repeated_or_conflicting_content_length_is_400);
+    tcase_add_test(tc, test_server__blob_validators_if_match_and_dates);
+    tcase_add_test(tc, test_server__malformed_publish_headers_refused_before_body);
+    tcase_add_test(tc, test_server__aborted_download_logs_bytes_sent);
+    suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

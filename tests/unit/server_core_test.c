@@ -14,6 +14,7 @@
 #include "common.h"
 #include "config.h"
 #include "http.h"
+#include "http_parse.h"
 #include "index.h"
 #include "store.h"
 
@@ -212,6 +213,113 @@ START_TEST(test_server_core__ranges_and_etags)
     ck_assert(psdbd_is_digest(sha));
     ck_assert(!psdbd_is_digest("0932E7EB35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a"));
     ck_assert(!psdbd_is_digest("../etc/passwd"));
+}
+END_TEST
+
+START_TEST(test_server_core__slow_client_settings)
+{
+    psdbd_config cfg;
+    char err[512];
+    psdbd_config_defaults(&cfg);
+    /* A deadline by default: without one a trickling client holds its connection forever. */
+    ck_assert_uint_eq(cfg.request_timeout, 30);
+    ck_assert_uint_eq(cfg.upload_min_rate, 64 * 1024);
+    ck_assert_uint_eq(cfg.max_connections, 1024);
+    ck_assert_uint_eq(cfg.max_connections_per_ip, 0);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "request-timeout", "5", err, sizeof(err)), 0);
+    ck_assert_uint_eq(cfg.request_timeout, 5);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "request-timeout", "0", err, sizeof(err)), 0);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "request-timeout", "-1", err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "request-timeout"));
+    ck_assert_int_eq(psdbd_config_set(&cfg, "upload-min-rate", "1M", err, sizeof(err)), 0);
+    ck_assert_uint_eq(cfg.upload_min_rate, 1 << 20);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "upload-min-rate", "fast", err, sizeof(err)), -1);
+    psdbd_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(test_server_core__request_target_and_signature_checks)
+{
+    ck_assert(psdbd_uri_has_encoded_nul("/v1/blobs/ab%00"));
+    ck_assert(psdbd_uri_has_encoded_nul("/v1/resolve?app=a%00b"));
+    ck_assert(!psdbd_uri_has_encoded_nul("/v1/resolve?app=a%20b%0"));
+    ck_assert(!psdbd_uri_has_encoded_nul("/v1/resolve?app=%0a%100"));
+    char sig[89];
+    memset(sig, 'A', 86);
+    memcpy(sig + 86, "==", 3);
+    ck_assert(psdbd_is_signature_b64(sig));
+    sig[85] = 'B'; /* 0b000001: a pad bit set */
+    ck_assert(!psdbd_is_signature_b64(sig));
+    sig[85] = 'w'; /* 0b110000: data bits only */
+    ck_assert(psdbd_is_signature_b64(sig));
+    sig[3] = '-'; /* base64url is not base64 */
+    ck_assert(!psdbd_is_signature_b64(sig));
+    ck_assert(!psdbd_is_signature_b64("AAAA"));
+    ck_assert(!psdbd_is_signature_b64(NULL));
+    const char *tail = NULL;
+    ck_assert_int_eq(psdbd_route_of("/v1/apps/x/psdbs", &tail), PSDBD_ROUTE_APP_PSDBS);
+    ck_assert_str_eq(tail, "x/psdbs");
+    ck_assert_int_eq(psdbd_route_of("/v1/apps//psdbs", &tail), PSDBD_ROUTE_OTHER);
+    ck_assert_ptr_null(tail);
+}
+END_TEST
+
+START_TEST(test_server_core__http_dates_and_preconditions)
+{
+    int64_t t = 0;
+    /* RFC 9110 5.6.7's three forms of one instant. */
+    ck_assert_int_eq(psdbd_parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT", &t), 0);
+    ck_assert_int_eq(t, 784111777);
+    ck_assert_int_eq(psdbd_parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT", &t), 0);
+    ck_assert_int_eq(t, 784111777);
+    ck_assert_int_eq(psdbd_parse_http_date("Sun Nov  6 08:49:37 1994", &t), 0);
+    ck_assert_int_eq(t, 784111777);
+    ck_assert_int_eq(psdbd_parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT", &t), 0);
+    ck_assert_int_eq(psdbd_parse_http_date("Fri, 30 Feb 2024 00:00:00 GMT", &t), -1);
+    ck_assert_int_eq(psdbd_parse_http_date("Sun, 06 Nov 1994 08:49:37 UTC", &t), -1);
+    ck_assert_int_eq(psdbd_parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT ", &t), -1);
+    ck_assert_int_eq(psdbd_parse_http_date("784111777", &t), -1);
+    char buf[40];
+    ck_assert_str_eq(psdbd_format_http_date(784111777, buf, sizeof(buf)),
+                     "Sun, 06 Nov 1994 08:49:37 GMT");
+    ck_assert_str_eq(psdbd_format_http_date(0, buf, sizeof(buf)), "Thu, 01 Jan 1970 00:00:00 GMT");
+
+    const char *sha = "0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a";
+    char tag[80], weak[80];
+    snprintf(tag, sizeof(tag), "\"%s\"", sha);
+    snprintf(weak, sizeof(weak), "W/\"%s\"", sha);
+    ck_assert(psdbd_etag_matches_strong(tag, sha));
+    ck_assert(!psdbd_etag_matches_strong(weak, sha));
+    ck_assert(psdbd_etag_matches(weak, sha));
+    ck_assert(psdbd_etag_matches_strong("*", sha));
+    ck_assert(!psdbd_etag_matches("\"a,b\" junk", sha));
+
+    int64_t lm = 784111777, now = lm + 1000;
+    int use_range = 0;
+    psdbd_conditions c = {0};
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 0);
+    ck_assert_int_eq(use_range, 1);
+    c.if_match = "\"other\"";
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 412);
+    c.if_match = tag;
+    c.if_none_match = tag;
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 304);
+    /* If-None-Match wins over If-Modified-Since. */
+    c = (psdbd_conditions){.if_none_match = "\"other\"",
+                           .if_modified_since = "Sun, 06 Nov 1994 08:49:37 GMT"};
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 0);
+    c.if_none_match = NULL;
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 304);
+    c.if_modified_since = "Sun, 06 Nov 1994 08:49:36 GMT";
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 0);
+    c = (psdbd_conditions){.if_unmodified_since = "Sun, 06 Nov 1994 08:49:36 GMT"};
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 412);
+    c = (psdbd_conditions){.if_range = "Sun, 06 Nov 1994 08:49:37 GMT"};
+    ck_assert_uint_eq(psdbd_blob_preconditions(&c, sha, lm, now, &use_range), 0);
+    ck_assert_int_eq(use_range, 1);
+    c.if_range = weak;
+    psdbd_blob_preconditions(&c, sha, lm, now, &use_range);
+    ck_assert_int_eq(use_range, 0);
 }
 END_TEST
 
@@ -485,6 +593,9 @@ int main(void)
     tcase_add_test(tc, test_server_core__parse_numbers);
     tcase_add_test(tc, test_server_core__version_spellings_grammar);
     tcase_add_test(tc, test_server_core__ranges_and_etags);
+    tcase_add_test(tc, test_server_core__slow_client_settings);
+    tcase_add_test(tc, test_server_core__request_target_and_signature_checks);
+    tcase_add_test(tc, test_server_core__http_dates_and_preconditions);
     tcase_add_test(tc, test_server_core__tokens_hashed_and_checked);
     tcase_add_test(tc, test_server_core__A3_index_order_with_large_values);
     tcase_add_test(tc, test_server_core__migrations_refuse_newer);
