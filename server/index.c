@@ -687,7 +687,7 @@ psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t
     sqlite3_stmt *st = prep(ix, sql);
     psdbd_rc rc = PSDBD_ERROR;
     if (!st)
-        return PSDBD_ERROR;
+        return psdbd_index_failure(ix);
     sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
@@ -696,7 +696,7 @@ psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t
     } else if (s == SQLITE_ROW) {
         rc = PSDBD_NOT_FOUND;
     } else {
-        rc = rc_of(psdbd_index_db(ix), s);
+        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
     }
     sqlite3_reset(st);
     return rc;
