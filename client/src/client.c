@@ -101,7 +101,12 @@ psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
         }
     }
     for (uint32_t i = 0; i < desc->num_trusted_keys; i++) {
-        hr = psdb_key_load(desc->trusted_keys[i], &c->keys[i]);
+        /* A trusted key is a public key: a private one given here is a mistake to report, not a
+         * key to use (it would verify, and the publisher's secret would sit on players' machines).
+         */
+        hr = psdb_key_load_kind(desc->trusted_keys[i], PSDB_KEY_PUBLIC, &c->keys[i], NULL, 0);
+        if (hr == PSDB_E_ACCESS)
+            hr = PSDB_E_IO;
         if (PSDB_FAILED(hr))
             goto cleanup;
         c->num_keys++;

@@ -57,8 +57,9 @@ static void on_progress(const psdb_progress *p, void *ctx)
     time_t now = time(NULL);
     if (now != s->last_line || p->done == p->total) {
         s->last_line = now;
-        fprintf(stderr, "psdb install: %s %llu/%llu bytes (%u%%)\n", p->what,
-                (unsigned long long)p->done, (unsigned long long)p->total, pct);
+        tool_printf_safe(stderr, "psdb install: %s %llu/%llu bytes (%u%%)", p->what,
+                         (unsigned long long)p->done, (unsigned long long)p->total, pct);
+        fputc('\n', stderr);
     }
 }
 
@@ -192,6 +193,17 @@ int cmd_install(int argc, char **argv)
                                     "required (see --help)");
     if (!num_trust)
         return tool_fail("install", "--trust KEYFILE.pub is required: nothing unsigned installs");
+    /* Each key file is read here first so that a wrong one is named with what is wrong with it
+     * (missing, empty, truncated, another key type, a private key), not reported later as a
+     * signature that does not verify. */
+    for (uint32_t i = 0; i < num_trust; i++) {
+        char why[512];
+        psdb_key *key = NULL;
+        psdb_hr khr = psdb_key_load_kind(trust[i], PSDB_KEY_PUBLIC, &key, why, sizeof(why));
+        psdb_key_release(key);
+        if (PSDB_FAILED(khr))
+            return tool_fail("install", "--trust %s", why);
+    }
     if (!token)
         token = getenv("PSDB_TOKEN");
     ps.tty = isatty(2);
@@ -236,7 +248,7 @@ int cmd_install(int argc, char **argv)
         json_object_set_new(o, "targets", arr);
         if (PSDB_FAILED(hr))
             json_object_set_new(o, "error", json_string(psdb_client_last_error(client)));
-        json_dumpf(o, stdout, JSON_COMPACT);
+        json_dumpf(o, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
         fputc('\n', stdout);
         json_decref(o);
     }
@@ -248,9 +260,12 @@ int cmd_install(int argc, char **argv)
         goto cleanup;
     }
     if (!json)
-        for (uint32_t i = 0; i < num_targets; i++)
-            printf("%s: serial %llu %s\n", targets[i].family, (unsigned long long)results[i].serial,
-                   results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
+        for (uint32_t i = 0; i < num_targets; i++) {
+            tool_printf_safe(stdout, "%s: serial %llu %s", targets[i].family,
+                             (unsigned long long)results[i].serial,
+                             results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
+            fputc('\n', stdout);
+        }
     rc = 0;
 cleanup:
     psdb_client_release(client);

@@ -53,7 +53,9 @@ typedef struct psdb_manifest {
 
 /* Creates a client. Copies every string of desc. PSDB_E_INVALIDARG (no server_url, not http(s)),
  * PSDB_E_OUTOFMEMORY, PSDB_E_IO (a trusted key file cannot be read), PSDB_E_SIGNATURE (a trusted
- * key file is not an Ed25519 public key). A client is used by one thread at a time. */
+ * key file is not an Ed25519 public key: a private key is refused too).
+ * psdb_key_load_kind(path, PSDB_KEY_PUBLIC, ...) says why a key file is refused. A client is used
+ * by one thread at a time. */
 PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out);
 PSDB_API void psdb_client_release(psdb_client *c);
 
