@@ -76,19 +76,25 @@ static void print_text(json_t *apps)
         printf("no applications registered\n");
     json_array_foreach(apps, i, app)
     {
-        printf("%s  %s %s  (installer %s)\n", json_string_value(json_object_get(app, "exe_path")),
-               json_string_value(json_object_get(app, "name")),
-               json_string_value(json_object_get(app, "version")),
-               json_string_value(json_object_get(app, "installer")));
+        tool_printf_safe(stdout, "%s  %s %s  (installer %s)",
+                         json_string_value(json_object_get(app, "exe_path")),
+                         json_string_value(json_object_get(app, "name")),
+                         json_string_value(json_object_get(app, "version")),
+                         json_string_value(json_object_get(app, "installer")));
+        fputc('\n', stdout);
         json_array_foreach(json_object_get(app, "components"), j, comp)
         {
             const char *sodb = json_string_value(json_object_get(comp, "sodb_path"));
-            printf("  component %s%s%s\n", json_string_value(json_object_get(comp, "name")),
-                   sodb ? "  sodb " : "", sodb ? sodb : "");
+            tool_printf_safe(stdout, "  component %s%s%s",
+                             json_string_value(json_object_get(comp, "name")),
+                             sodb ? "  sodb " : "", sodb ? sodb : "");
+            fputc('\n', stdout);
             json_array_foreach(json_object_get(comp, "psdbs"), k, p)
             {
-                printf("    %-24s %s\n", json_string_value(json_object_get(p, "family")),
-                       json_string_value(json_object_get(p, "path")));
+                tool_printf_safe(stdout, "    %-24s %s",
+                                 json_string_value(json_object_get(p, "family")),
+                                 json_string_value(json_object_get(p, "path")));
+                fputc('\n', stdout);
             }
         }
     }
@@ -135,7 +141,7 @@ int cmd_registry(int argc, char **argv)
         goto cleanup;
     }
     if (json) {
-        if (json_dumpf(l.apps, stdout, JSON_INDENT(2)) != 0) {
+        if (json_dumpf(l.apps, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0) {
             rc = tool_fail("registry", "writing JSON failed");
             goto cleanup;
         }
