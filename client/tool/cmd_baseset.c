@@ -182,7 +182,7 @@ int cmd_baseset(int argc, char **argv)
                               (json_int_t)st.derived, "skipped", (json_int_t)st.skipped,
                               "library_bytes", (json_int_t)lib.len, "records_bytes",
                               (json_int_t)recs.len, "library", out, "records", records_path);
-        if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+        if (!o || tool_json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
             json_decref(o);
             rc = tool_fail("baseset", "cannot print JSON");
             goto cleanup;

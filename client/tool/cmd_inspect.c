@@ -60,7 +60,7 @@ static int print_json(const char *path, const psdb_file_info *info)
     bad |= json_object_set_new(root, "num_blobs", json_u64(info->num_blobs));
     bad |= json_object_set_new(root, "blob_bytes", json_u64(info->blob_bytes));
     bad |= json_object_set_new(root, "content_digest", json_string(digest));
-    if (bad || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER))
+    if (bad || tool_json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER))
         goto cleanup;
     fputc('\n', stdout);
     rc = 0;
@@ -146,7 +146,7 @@ static int inspect_sodb(const char *path, int json)
             "version", ver, "engine_name", id.desc.engine_name, "engine_version", ever, "app_id",
             uuid, "entries", "compute", (json_int_t)c.compute, "graphics", (json_int_t)c.graphics,
             "state_objects", (json_int_t)c.state_objects, "description_bytes", (json_int_t)c.bytes);
-        if (!root || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0) {
+        if (!root || tool_json_dumpf(root, stdout, JSON_INDENT(2)) != 0) {
             json_decref(root);
             rc = tool_fail("inspect", "cannot print JSON");
             goto cleanup;

@@ -248,7 +248,7 @@ int cmd_install(int argc, char **argv)
         json_object_set_new(o, "targets", arr);
         if (PSDB_FAILED(hr))
             json_object_set_new(o, "error", json_string(psdb_client_last_error(client)));
-        json_dumpf(o, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+        tool_json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);
     }

@@ -36,7 +36,7 @@ int cmd_keygen(int argc, char **argv)
     if (json) {
         json_t *o = json_pack("{s:s, s:s+, s:s}", "private_key", out, "public_key", out, ".pub",
                               "key_id", id);
-        json_dumpf(o, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+        tool_json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);
     } else {

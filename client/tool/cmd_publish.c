@@ -67,7 +67,7 @@ int cmd_publish(int argc, char **argv)
         goto cleanup;
     }
     if (json) {
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+        tool_json_dumpf(doc, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
     } else {
         tool_printf_safe(stdout, "%s id %lld sha256 %s serial %lld",

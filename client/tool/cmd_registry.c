@@ -141,7 +141,7 @@ int cmd_registry(int argc, char **argv)
         goto cleanup;
     }
     if (json) {
-        if (json_dumpf(l.apps, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0) {
+        if (tool_json_dumpf(l.apps, stdout, JSON_INDENT(2)) != 0) {
             rc = tool_fail("registry", "writing JSON failed");
             goto cleanup;
         }

@@ -27,7 +27,7 @@ void tool_print_manifest(const psdb_manifest *m, int json)
         /* The server's JSON, re-encoded with every non-ASCII character as \uXXXX: jansson
          * writes DEL and C1 controls raw otherwise. */
         json_t *doc = json_loads(m->json, 0, NULL);
-        if (!doc || json_dumpf(doc, stdout, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER))
+        if (!doc || tool_json_dumpf(doc, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER))
             fputs("{}", stdout);
         fputc('\n', stdout);
         json_decref(doc);

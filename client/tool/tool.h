@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "psdb/psdb.h"
 
 /* Each subcommand: argv[0] is the subcommand name; returns the process exit status. */
@@ -51,6 +53,10 @@ void tool_put_safe(FILE *f, const char *s);
 /* Formats like fprintf, then writes the whole text escaped: for one-line messages that quote
  * names (a newline in the format is escaped too). */
 void tool_printf_safe(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* json_dumpf for every JSON the tool prints: ASCII only (\uXXXX for the rest) and DEL as \u007F,
+ * so that no control character reaches a terminal through JSON either. 0, or -1 on failure. */
+int tool_json_dumpf(const json_t *doc, FILE *f, size_t flags);
 
 /* True when argv contains -h or --help. */
 int tool_wants_help(int argc, char **argv);

@@ -131,3 +131,23 @@ void tool_printf_safe(FILE *f, const char *fmt, ...)
     tool_put_safe(f, line);
     free(line);
 }
+
+int tool_json_dumpf(const json_t *doc, FILE *f, size_t flags)
+{
+    char *text = json_dumps(doc, flags | JSON_ENSURE_ASCII);
+    int rc = -1;
+    if (!text)
+        goto cleanup;
+    /* ENSURE_ASCII leaves DEL raw (JSON allows it). It can only stand inside a string, where
+     * \u007F means the same character. */
+    for (const char *p = text; *p; p++) {
+        if (*p == 0x7f)
+            fputs("\\u007F", f);
+        else
+            fputc(*p, f);
+    }
+    rc = ferror(f) ? -1 : 0;
+cleanup:
+    free(text);
+    return rc;
+}

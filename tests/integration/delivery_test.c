@@ -831,6 +831,150 @@ START_TEST(test_delivery__psdb_file_contradicting_its_manifest_refused)
 }
 END_TEST
 
+/* ---- names printed as data -------------------------------------------------------------------
+ * An application name that holds terminal commands: a clear-screen CSI, an OSC window title ended
+ * by BEL, DEL, the 8-bit CSI U+009B, and printable UTF-8 (e acute) that must stay as it is. */
+#define EVIL                                                                                       \
+    "Demo\x1b[2J\x1b]0;pwned\x07\x7f\xc2\x9b"                                                      \
+    "31m\xc3\xa9"
+
+/* Runs the psdb tool with argv (no shell: the name travels as bytes); stdout and stderr together
+ * into a malloc'd buffer. */
+static char *run_tool(const char *const *args, int *status, size_t *len)
+{
+    char *file = tu_path(g_dir, "tool.out");
+    char *argv[32];
+    size_t n = 0;
+    argv[n++] = (char *)PSDB_TOOL;
+    for (; args[n - 1] && n < 31; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(PSDB_TOOL, argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char *out = tu_read_file(file, len);
+    ck_assert_ptr_nonnull(out);
+    free(file);
+    return out;
+}
+
+/* No byte a terminal acts on: only newlines, printable ASCII and well-formed UTF-8 outside C1. */
+static void assert_terminal_safe(const char *what, const char *out, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)out;
+    for (size_t i = 0; i < len;) {
+        unsigned c = p[i];
+        ck_assert_msg(c == '\n' || (c >= 0x20 && c != 0x7f), "%s: raw byte 0x%02x at %zu: %s", what,
+                      c, i, out);
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        ck_assert_msg(n && i + n <= len, "%s: not UTF-8 at %zu", what, i);
+        for (size_t k = 1; k < n; k++)
+            ck_assert_msg((p[i + k] & 0xC0) == 0x80, "%s: not UTF-8 at %zu", what, i);
+        ck_assert_msg(!(c == 0xC2 && p[i + 1] < 0xA0), "%s: raw C1 control at %zu", what, i);
+        i += n;
+    }
+}
+
+/* Runs the tool and checks its output is safe and shows the name's commands as text. */
+static void expect_safe(const char *const *args, int want_status, const char *shows)
+{
+    int status = 0;
+    size_t len = 0;
+    char *out = run_tool(args, &status, &len);
+    ck_assert_msg(status == want_status, "psdb %s: exit %d, want %d: %s", args[0], status,
+                  want_status, out);
+    assert_terminal_safe(args[0], out, len);
+    ck_assert_msg(strstr(out, shows) != NULL, "psdb %s: '%s' not in: %s", args[0], shows, out);
+    free(out);
+}
+
+START_TEST(test_delivery__tool_output_escapes_control_characters_in_names)
+{
+    psdb_app_identity id;
+    psdb_target t;
+    honest_identity(&id, &t);
+    id.desc.name = EVIL;
+    id.desc.engine_name = "Eng\x9b"
+                          "1m"; /* a lone 8-bit CSI: not UTF-8 (only in the file) */
+    char *psdb = tu_path(g_dir, "evil.psdb");
+    blob b = make_psdb_as("evil.psdb", 1, &id, &t);
+    const char *inspect[] = {"inspect", psdb, NULL};
+    expect_safe(inspect, 0, "Demo\\x1b[2J\\x1b]0;pwned\\x07\\x7f\\xc2\\x9b31m\xc3\xa9");
+    expect_safe(inspect, 0, "Eng\\x9b1m");
+    const char *inspect_json[] = {"inspect", psdb, "--json", NULL};
+    /* The lone 0x9b is not UTF-8: JSON cannot carry it, the tool says so without echoing it. */
+    int status = 0;
+    size_t len = 0;
+    char *out = run_tool(inspect_json, &status, &len);
+    assert_terminal_safe("inspect --json", out, len);
+    free(out);
+    char *sodb = tu_path(g_dir, "evil.sodb");
+    const char *synth[] = {"synth", "--app", EVIL, "--app-version", "1.0.0.0", "--pipelines", "3",
+                           "-o",    sodb,    NULL};
+    out = run_tool(synth, &status, &len);
+    ck_assert_msg(status == 0, "synth: %s", out);
+    free(out);
+    const char *inspect_sodb[] = {"inspect", sodb, NULL};
+    expect_safe(inspect_sodb, 0, "Demo\\x1b[2J");
+    const char *inspect_sodb_json[] = {"inspect", sodb, "--json", NULL};
+    expect_safe(inspect_sodb_json, 0, "Demo\\u001B[2J");
+    free(b.data);
+
+    /* Through a server: resolve, install (progress and result), registry list, and the error
+     * of a mirror that answers the evil name for a request for Demo. */
+    id.desc.engine_name = NULL;
+    b = make_psdb_as("evil2.psdb", 2, &id, &t);
+    char *m = make_manifest_as(&b, 1, &id, &t);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    char target[64];
+    snprintf(target, sizeof(target), "%s:1-10", FAMILY);
+    const char *resolve[] = {"resolve", "--server", f.url,  "--app",     EVIL, "--app-version",
+                             "1.0.0.0", "--family", FAMILY, "--abi-min", "1",  "--abi-max",
+                             "10",      NULL};
+    expect_safe(resolve, 0, FAMILY ":3");
+    const char *resolve_json[] = {"resolve", "--server", f.url,  "--app",     EVIL, "--app-version",
+                                  "1.0.0.0", "--family", FAMILY, "--abi-min", "1",  "--abi-max",
+                                  "10",      "--json",   NULL};
+    expect_safe(resolve_json, 0, "Demo\\u001B[2J");
+    const char *install_cmd[] = {
+        "install", "--server", f.url,  "--exe-path", EXE,   "--app",      EVIL,  "--app-version",
+        "1.0.0.0", "--target", target, "--trust",    g_pub, "--registry", g_reg, NULL};
+    expect_safe(install_cmd, 0, "serial 1 installed");
+    const char *list[] = {"registry", "list", "--registry", g_reg, NULL};
+    expect_safe(list, 0, "Demo\\x1b[2J\\x1b]0;pwned\\x07\\x7f\\xc2\\x9b31m\xc3\xa9");
+    const char *list_json[] = {"registry", "list", "--registry", g_reg, "--json", NULL};
+    expect_safe(list_json, 0, "Demo\\u001B[2J");
+    const char *lied_to[] = {"install", "--server",      f.url,     "--exe-path", EXE,    "--app",
+                             "Demo",    "--app-version", "1.0.0.0", "--target",   target, "--trust",
+                             g_pub,     "--registry",    g_reg,     NULL};
+    expect_safe(lied_to, 1, "answered application 'Demo\\x1b[2J");
+    const char *lied_to_json[] = {"install", "--server", f.url,           "--exe-path", EXE,
+                                  "--app",   "Demo",     "--app-version", "1.0.0.0",    "--target",
+                                  target,    "--trust",  g_pub,           "--registry", g_reg,
+                                  "--json",  NULL};
+    expect_safe(lied_to_json, 1, "answered application 'Demo\\u001B[2J");
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+    free(psdb);
+    free(sodb);
+}
+END_TEST
+
 /* ---- the real psdbd -----------------------------------------------------------------------------
  */
 
@@ -1177,6 +1321,7 @@ int main(void)
     tcase_add_test(faults, test_delivery__manifest_for_another_request_refused_registry_unchanged);
     tcase_add_test(faults, test_delivery__any_profile_request_accepts_any_profile_version);
     tcase_add_test(faults, test_delivery__psdb_file_contradicting_its_manifest_refused);
+    tcase_add_test(faults, test_delivery__tool_output_escapes_control_characters_in_names);
     suite_add_tcase(s, faults);
     TCase *e2e = tcase_create("psdbd");
     tcase_add_checked_fixture(e2e, setup, teardown);
