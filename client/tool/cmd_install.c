@@ -25,7 +25,9 @@ static const char usage_text[] =
     "\n"
     "For each target (one per GPU family of the machine): resolves the best PSDB on psdbd,\n"
     "downloads it (resuming an interrupted download), verifies size, SHA-256 and the publisher's\n"
-    "signature against the trusted keys, checks it opens for that target, then registers all of\n"
+    "signature against the trusted keys, refuses a manifest or file for another application,\n"
+    "version, AppId, exe name, family, ABI or profile than asked (whatever its signature),\n"
+    "checks it opens for that target, then registers all of\n"
     "them at once as the application's \"default\" component. A lower serial than installed is\n"
     "refused unless --allow-downgrade. Progress: a bar on a terminal, plain lines otherwise,\n"
     "none with --json (one JSON object at the end).\n";
