@@ -190,11 +190,13 @@ int cmd_baseset(int argc, char **argv)
         fputc('\n', stdout);
         json_decref(o);
     } else {
-        printf("%llu entries: %llu compute and %llu graphics bases stored (%zu bytes -> %s), "
-               "%llu derivation records (%zu bytes -> %s), %llu skipped\n",
-               (unsigned long long)st.entries, (unsigned long long)st.compute,
-               (unsigned long long)st.bases, lib.len, out, (unsigned long long)st.derived, recs.len,
-               records_path, (unsigned long long)st.skipped);
+        tool_printf_safe(stdout,
+                         "%llu entries: %llu compute and %llu graphics bases stored (%zu bytes -> "
+                         "%s), %llu derivation records (%zu bytes -> %s), %llu skipped",
+                         (unsigned long long)st.entries, (unsigned long long)st.compute,
+                         (unsigned long long)st.bases, lib.len, out, (unsigned long long)st.derived,
+                         recs.len, records_path, (unsigned long long)st.skipped);
+        fputc('\n', stdout);
     }
     rc = 0;
 cleanup:
