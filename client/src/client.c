@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,7 +101,12 @@ psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
         }
     }
     for (uint32_t i = 0; i < desc->num_trusted_keys; i++) {
-        hr = psdb_key_load(desc->trusted_keys[i], &c->keys[i]);
+        /* A trusted key is a public key: a private one given here is a mistake to report, not a
+         * key to use (it would verify, and the publisher's secret would sit on players' machines).
+         */
+        hr = psdb_key_load_kind(desc->trusted_keys[i], PSDB_KEY_PUBLIC, &c->keys[i], NULL, 0);
+        if (hr == PSDB_E_ACCESS)
+            hr = PSDB_E_IO;
         if (PSDB_FAILED(hr))
             goto cleanup;
         c->num_keys++;
@@ -314,6 +320,194 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
     return hr;
 }
 
+/* ---- binding a manifest to its request ----------------------------------------------------------
+ * A valid signature only says that some publisher vouches for some PSDB. What makes it the right
+ * PSDB is that the identity and target it vouches for are the ones the launcher asked for: without
+ * this check a mirror could answer a request for Demo with Other's signed manifest, get it
+ * registered for demo.exe, and make Demo's honest update look like a downgrade afterwards. */
+
+static const char *fmt_version(uint64_t v, char buf[24])
+{
+    snprintf(buf, 24, "%u.%u.%u.%u", (unsigned)(v >> 48 & 0xFFFF), (unsigned)(v >> 32 & 0xFFFF),
+             (unsigned)(v >> 16 & 0xFFFF), (unsigned)(v & 0xFFFF));
+    return buf;
+}
+
+static const char *fmt_uuid(const uint8_t id[16], char buf[37])
+{
+    snprintf(buf, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", id[0],
+             id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12],
+             id[13], id[14], id[15]);
+    return buf;
+}
+
+/* NULL and "" are the same absent string (the statement encodes both as empty). */
+static int str_eq(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* Exe file names compare without ASCII case: the games these PSDBs are for ship on file systems
+ * that ignore it, and `psdb synth` names Demo's executable Demo.exe while it runs as demo.exe. */
+static int exe_eq(const char *a, const char *b)
+{
+    return strcasecmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* The request checks, shared by resolve and install: `who` prefixes the message; implied_exe is
+ * an exe file name the request implies without naming it (install's exe path), checked only when
+ * the manifest names one. */
+static psdb_hr check_request(psdb_client *c, const char *who, const psdb_manifest *m,
+                             const psdb_app_desc *app, const uint8_t *app_id,
+                             const psdb_precompile_target *t, const char *implied_exe)
+{
+    psdb_hr hr = PSDB_E_INTEGRITY;
+    const psdb_app_desc *got = &m->app.desc;
+    char a[40], b[40];
+
+    if (!str_eq(got->name, app->name)) {
+        psdb__client_error(c, "%s: the server answered application '%s' for a request for '%s'",
+                           who, got->name ? got->name : "", app->name);
+        goto cleanup;
+    }
+    if (got->version != app->version) {
+        psdb__client_error(c, "%s: the server answered version %s of '%s' for a request for %s",
+                           who, fmt_version(got->version, a), app->name,
+                           fmt_version(app->version, b));
+        goto cleanup;
+    }
+    if (app->exe_filename && !exe_eq(got->exe_filename, app->exe_filename)) {
+        psdb__client_error(c, "%s: the server answered exe filename '%s' for a request for '%s'",
+                           who, got->exe_filename ? got->exe_filename : "", app->exe_filename);
+        goto cleanup;
+    }
+    if (!app->exe_filename && implied_exe && got->exe_filename && *got->exe_filename &&
+        !exe_eq(got->exe_filename, implied_exe)) {
+        psdb__client_error(c,
+                           "%s: the server answered exe filename '%s' for a request for '%s' "
+                           "(the exe path's file name)",
+                           who, got->exe_filename, implied_exe);
+        goto cleanup;
+    }
+    if (app->engine_name && (!str_eq(got->engine_name, app->engine_name) ||
+                             got->engine_version != app->engine_version)) {
+        psdb__client_error(c, "%s: the server answered engine '%s' %s for a request for '%s' %s",
+                           who, got->engine_name ? got->engine_name : "",
+                           fmt_version(got->engine_version, a), app->engine_name,
+                           fmt_version(app->engine_version, b));
+        goto cleanup;
+    }
+    if (app_id && memcmp(m->app.app_id, app_id, 16) != 0) {
+        psdb__client_error(c, "%s: the server answered AppId %s for a request for %s", who,
+                           fmt_uuid(m->app.app_id, a), fmt_uuid(app_id, b));
+        goto cleanup;
+    }
+    if (!str_eq(m->target.family, t->family)) {
+        psdb__client_error(c, "%s: the server answered family '%s' for a request for '%s'", who,
+                           m->target.family ? m->target.family : "", t->family);
+        goto cleanup;
+    }
+    if (m->target.abi_version < t->abi_min || m->target.abi_version > t->abi_max) {
+        psdb__client_error(c,
+                           "%s: the server answered ABI version %llu for a request for ABI "
+                           "%llu-%llu",
+                           who, (unsigned long long)m->target.abi_version,
+                           (unsigned long long)t->abi_min, (unsigned long long)t->abi_max);
+        goto cleanup;
+    }
+    /* MODEL A3 compares the top 32 bits only; 0 asks for any profile version. */
+    if (t->profile_version && m->target.profile_version >> 32 != t->profile_version >> 32) {
+        psdb__client_error(c,
+                           "%s: the server answered profile version %s for a request for "
+                           "profile version %s (the top 32 bits differ)",
+                           who, fmt_version(m->target.profile_version, a),
+                           fmt_version(t->profile_version, b));
+        goto cleanup;
+    }
+    hr = PSDB_S_OK;
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb_client_check_manifest(psdb_client *c, const psdb_manifest *m, const psdb_app_desc *app,
+                                   const uint8_t *app_id, const psdb_precompile_target *target)
+{
+    if (!c || !m || !app || !app->name || !target)
+        return PSDB_E_INVALIDARG;
+    return check_request(c, "manifest", m, app, app_id, target, NULL);
+}
+
+psdb_hr psdb__client_check_install(psdb_client *c, const psdb_manifest *m,
+                                   const psdb_install_desc *d, const psdb_precompile_target *t)
+{
+    const char *slash = strrchr(d->exe_path, '/');
+    return check_request(c, "install", m, d->app, d->app_id, t, slash ? slash + 1 : d->exe_path);
+}
+
+/* The downloaded file against its manifest: the publisher signed the manifest's fields and the
+ * file's digest, and psdbd checks at publish that they agree; a file whose own header says
+ * something else (a publisher key misused, a store written behind psdbd's back) is refused too. */
+psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_file_info *info,
+                                const psdb_manifest *m)
+{
+    psdb_hr hr = PSDB_E_INTEGRITY;
+    const psdb_app_desc *f = &info->identity.desc, *g = &m->app.desc;
+    const char *field = NULL, *fs = NULL, *ms = NULL;
+    char a[40], b[40];
+
+    if (!str_eq(f->name, g->name)) {
+        field = "application";
+        fs = f->name;
+        ms = g->name;
+    } else if (!str_eq(f->exe_filename, g->exe_filename)) {
+        field = "exe filename";
+        fs = f->exe_filename;
+        ms = g->exe_filename;
+    } else if (!str_eq(f->engine_name, g->engine_name)) {
+        field = "engine";
+        fs = f->engine_name;
+        ms = g->engine_name;
+    } else if (!str_eq(info->target.family, m->target.family)) {
+        field = "family";
+        fs = info->target.family;
+        ms = m->target.family;
+    } else if (f->version != g->version) {
+        field = "version";
+        fs = fmt_version(f->version, a);
+        ms = fmt_version(g->version, b);
+    } else if (f->engine_version != g->engine_version) {
+        field = "engine version";
+        fs = fmt_version(f->engine_version, a);
+        ms = fmt_version(g->engine_version, b);
+    } else if (memcmp(info->identity.app_id, m->app.app_id, 16) != 0) {
+        field = "AppId";
+        fs = fmt_uuid(info->identity.app_id, a);
+        ms = fmt_uuid(m->app.app_id, b);
+    } else if (info->target.abi_version != m->target.abi_version) {
+        snprintf(a, sizeof(a), "%llu", (unsigned long long)info->target.abi_version);
+        snprintf(b, sizeof(b), "%llu", (unsigned long long)m->target.abi_version);
+        field = "ABI version";
+        fs = a;
+        ms = b;
+    } else if (info->target.compiler_version != m->target.compiler_version) {
+        field = "compiler version";
+        fs = fmt_version(info->target.compiler_version, a);
+        ms = fmt_version(m->target.compiler_version, b);
+    } else if (info->target.profile_version != m->target.profile_version) {
+        field = "profile version";
+        fs = fmt_version(info->target.profile_version, a);
+        ms = fmt_version(m->target.profile_version, b);
+    }
+    if (!field) {
+        hr = PSDB_S_OK;
+        goto cleanup;
+    }
+    psdb__client_error(c, "install: %s records %s '%s' but its signed manifest says '%s'", path,
+                       field, fs ? fs : "", ms ? ms : "");
+cleanup:
+    return hr;
+}
+
 /* ---- transfers ----------------------------------------------------------------------------------
  */
 
@@ -459,8 +653,15 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         headers = NULL;
         if (rc == CURLE_OK && status == 200) {
             hr = psdb_manifest_parse((const char *)sink.buf.data, sink.buf.len, out);
-            if (PSDB_FAILED(hr))
+            if (PSDB_FAILED(hr)) {
                 psdb__client_error(c, "resolve: the server's answer is not a valid manifest");
+                goto cleanup;
+            }
+            hr = check_request(c, "resolve", *out, app, NULL, target, NULL);
+            if (PSDB_FAILED(hr)) {
+                psdb_manifest_free(*out);
+                *out = NULL;
+            }
             goto cleanup;
         }
         if (rc == CURLE_WRITE_ERROR && sink.too_big) {

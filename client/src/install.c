@@ -61,8 +61,9 @@ cleanup:
 }
 
 /* Opens the downloaded PSDB as a device of that target would and checks that it is what the
- * manifest says it is. */
-static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t, const psdb_manifest *m)
+ * manifest says it is, field by field. Sets the client's error. */
+static psdb_hr check_psdb(psdb_client *c, const char *path, const psdb_precompile_target *t,
+                          const psdb_manifest *m)
 {
     psdb_file *f = NULL;
     psdb_file_info info;
@@ -76,10 +77,12 @@ static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t, con
     hr = psdb_file_open(path, &ad, &f);
     if (PSDB_SUCCEEDED(hr))
         hr = psdb_file_get_info(f, &info);
-    if (PSDB_SUCCEEDED(hr) && (strcmp(info.target.family, m->target.family) != 0 ||
-                               info.target.abi_version != m->target.abi_version ||
-                               strcmp(info.identity.desc.name, m->app.desc.name) != 0))
-        hr = PSDB_E_INTEGRITY;
+    if (PSDB_FAILED(hr))
+        psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path, t->family,
+                           (unsigned long long)t->abi_min, (unsigned long long)t->abi_max,
+                           psdb_hr_str(hr));
+    else
+        hr = psdb__client_check_file(c, path, &info, m);
     psdb_file_release(f);
     return hr;
 }
@@ -150,6 +153,8 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         char *path = NULL;
 
         hr = psdb_client_resolve(c, d->app, t, &manifests[i]);
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb__client_check_install(c, manifests[i], d, t);
         if (r)
             r->status = hr;
         if (PSDB_FAILED(hr))
@@ -194,13 +199,11 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                 goto cleanup;
             }
         }
-        hr = check_psdb(path, t, m);
+        hr = check_psdb(c, path, t, m);
         if (PSDB_FAILED(hr)) {
             /* Not removed here: its digest is the published one, and another application may
-             * register the same file; the sweep removes it if nothing does. */
-            psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path,
-                               t->family, (unsigned long long)t->abi_min,
-                               (unsigned long long)t->abi_max, psdb_hr_str(hr));
+             * register the same file; the sweep removes it if nothing does. check_psdb set the
+             * error. */
             if (r)
                 r->status = hr;
             goto cleanup;

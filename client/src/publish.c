@@ -147,16 +147,9 @@ psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, ch
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if ((hr = psdb_key_load(d->key_path, &key)) < 0) {
-        snprintf(msg, msg_size, "%s: cannot load the key (%s)", d->key_path, psdb_hr_str(hr));
+    /* The explanation names the key file and what is wrong with it (psdb_key_load_kind). */
+    if ((hr = psdb_key_load_kind(d->key_path, PSDB_KEY_PRIVATE, &key, msg, msg_size)) < 0)
         goto cleanup;
-    }
-    if (!psdb_key_is_private(key)) {
-        snprintf(msg, msg_size, "%s is a public key; publishing needs the private key",
-                 d->key_path);
-        hr = PSDB_E_SIGNATURE;
-        goto cleanup;
-    }
     if ((hr = psdb_file_open(d->psdb_path, NULL, &pf)) < 0 ||
         (hr = psdb_file_get_info(pf, &info)) < 0) {
         snprintf(msg, msg_size, "%s: not a valid PSDB (%s)", d->psdb_path, psdb_hr_str(hr));

@@ -2,6 +2,7 @@
 #include "psdb/sign.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,18 +175,79 @@ cleanup:
     return hr;
 }
 
-psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out)
+/* An encrypted private key must not make OpenSSL prompt for a passphrase on the terminal (its
+ * default callback does): psdb keys are never encrypted, so no passphrase is ever given. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
 {
-    psdb_hr hr = PSDB_S_OK;
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return -1;
+}
+
+static void set_why(char *why, size_t why_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_why(char *why, size_t why_size, const char *fmt, ...)
+{
+    va_list ap;
+    if (!why || !why_size)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, why_size, fmt, ap);
+    va_end(ap);
+}
+
+/* The label of the first "-----BEGIN <label>-----" line, into label (NUL-terminated); 0 when
+ * there is none, -1 when it is there but the text ends before its "-----END " line. */
+static int pem_label(const char *pem, size_t len, char *label, size_t label_size)
+{
+    static const char begin[] = "-----BEGIN ", end[] = "-----END ";
+    const char *b = memmem(pem, len, begin, sizeof(begin) - 1);
+    label[0] = '\0';
+    if (!b)
+        return 0;
+    const char *l = b + sizeof(begin) - 1;
+    size_t rest = len - (size_t)(l - pem), k = 0;
+    while (k < rest && k + 1 < label_size && l[k] != '-' && l[k] != '\n' &&
+           (unsigned char)l[k] >= 0x20 && (unsigned char)l[k] < 0x7f) {
+        label[k] = l[k];
+        k++;
+    }
+    label[k] = '\0';
+    return memmem(l, rest, end, sizeof(end) - 1) ? 1 : -1;
+}
+
+/* Parses PEM text as an Ed25519 key of the kind wanted; `name` (the file, or "PEM text") starts
+ * the explanation of a refusal. */
+static psdb_hr key_parse(const char *name, const char *pem, size_t len, psdb_key_kind want,
+                         psdb_key **out, char *why, size_t why_size)
+{
+    psdb_hr hr = PSDB_E_SIGNATURE;
     BIO *bio = NULL;
     EVP_PKEY *pkey = NULL;
     psdb_key *key = NULL;
     int is_private = 0;
-    if (!pem || !out || len > INT32_MAX) {
-        hr = PSDB_E_INVALIDARG;
+    char label[48];
+
+    if (len == 0) {
+        set_why(why, why_size, "%s: empty, not a key", name);
         goto cleanup;
     }
-    *out = NULL;
+    int framed = pem_label(pem, len, label, sizeof(label));
+    if (framed == 0) {
+        set_why(why, why_size, "%s: not a PEM key (no -----BEGIN line)", name);
+        goto cleanup;
+    }
+    if (framed < 0) {
+        set_why(why, why_size, "%s: truncated (its PEM '%s' has no -----END line)", name, label);
+        goto cleanup;
+    }
+    if (strcmp(label, "ENCRYPTED PRIVATE KEY") == 0) {
+        set_why(why, why_size,
+                "%s: an encrypted private key; psdb keys are unencrypted (psdb keygen)", name);
+        goto cleanup;
+    }
     bio = BIO_new_mem_buf(pem, (int)len);
     if (!bio) {
         hr = PSDB_E_OUTOFMEMORY;
@@ -193,7 +255,7 @@ psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out)
     }
     /* Private keys are tried first; a public PEM makes that fail, then the same bytes are read
      * again as a public key. */
-    pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL);
     if (pkey) {
         is_private = 1;
     } else {
@@ -203,10 +265,34 @@ psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out)
             hr = PSDB_E_OUTOFMEMORY;
             goto cleanup;
         }
-        pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+        pkey = PEM_read_bio_PUBKEY(bio, NULL, no_passphrase, NULL);
     }
-    if (!pkey || !EVP_PKEY_is_a(pkey, "ED25519")) {
-        hr = PSDB_E_SIGNATURE;
+    if (!pkey) {
+        if (strstr(label, "KEY"))
+            set_why(why, why_size, "%s: damaged (its PEM '%s' does not decode as a key)", name,
+                    label);
+        else
+            set_why(why, why_size, "%s: a PEM '%s', not a key", name, label);
+        goto cleanup;
+    }
+    if (!EVP_PKEY_is_a(pkey, "ED25519")) {
+        const char *type = EVP_PKEY_get0_type_name(pkey);
+        set_why(why, why_size, "%s: %s %s key; psdb keys are Ed25519", name,
+                is_private ? "a private" : "a public", type ? type : "non-Ed25519");
+        goto cleanup;
+    }
+    if (want == PSDB_KEY_PUBLIC && is_private) {
+        set_why(why, why_size,
+                "%s: a private key where a public key is expected (give the .pub file psdb "
+                "keygen wrote beside it; the private key stays with the publisher)",
+                name);
+        goto cleanup;
+    }
+    if (want == PSDB_KEY_PRIVATE && !is_private) {
+        set_why(why, why_size,
+                "%s: a public key where the private key is expected (the file psdb keygen -o "
+                "wrote, not its .pub)",
+                name);
         goto cleanup;
     }
     key = calloc(1, sizeof(*key));
@@ -218,7 +304,10 @@ psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out)
     key->is_private = is_private;
     pkey = NULL;
     *out = key;
+    hr = PSDB_S_OK;
 cleanup:
+    if (hr == PSDB_E_OUTOFMEMORY)
+        set_why(why, why_size, "%s: out of memory", name);
     if (hr < 0)
         ERR_clear_error(); /* a failed parse must not leave errors for the caller's next call */
     EVP_PKEY_free(pkey);
@@ -226,37 +315,60 @@ cleanup:
     return hr;
 }
 
-psdb_hr psdb_key_load(const char *path, psdb_key **out)
+psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out)
+{
+    if (!pem || !out || len > INT32_MAX)
+        return PSDB_E_INVALIDARG;
+    *out = NULL;
+    return key_parse("PEM text", pem, len, PSDB_KEY_ANY, out, NULL, 0);
+}
+
+psdb_hr psdb_key_load_kind(const char *path, psdb_key_kind want, psdb_key **out, char *why,
+                           size_t why_size)
 {
     psdb_hr hr = PSDB_S_OK;
     FILE *f = NULL;
     char buf[16384];
     size_t n = 0;
-    if (!path || !out) {
+    if (why && why_size)
+        why[0] = '\0';
+    if (!path || !out ||
+        (want != PSDB_KEY_ANY && want != PSDB_KEY_PUBLIC && want != PSDB_KEY_PRIVATE)) {
         hr = PSDB_E_INVALIDARG;
+        set_why(why, why_size, "key: no file named");
         goto cleanup;
     }
     *out = NULL;
     f = fopen(path, "rb");
     if (!f) {
-        hr = PSDB_E_IO;
+        hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        set_why(why, why_size, "%s: cannot open: %s", path, strerror(errno));
         goto cleanup;
     }
     n = fread(buf, 1, sizeof(buf), f);
     if (ferror(f)) {
         hr = PSDB_E_IO;
+        set_why(why, why_size, "%s: cannot read: %s", path, strerror(errno));
         goto cleanup;
     }
     if (n == sizeof(buf)) { /* far larger than any Ed25519 PEM */
         hr = PSDB_E_SIGNATURE;
+        set_why(why, why_size, "%s: larger than %zu bytes, not a key file", path, sizeof(buf) - 1);
         goto cleanup;
     }
-    hr = psdb_key_from_pem(buf, n, out);
+    hr = key_parse(path, buf, n, want, out, why, why_size);
 cleanup:
     if (f)
         fclose(f);
     OPENSSL_cleanse(buf, sizeof(buf));
     return hr;
+}
+
+psdb_hr psdb_key_load(const char *path, psdb_key **out)
+{
+    psdb_hr hr = psdb_key_load_kind(path, PSDB_KEY_ANY, out, NULL, 0);
+    /* psdb_key_load has always said PSDB_E_IO for any file it cannot open. */
+    return hr == PSDB_E_ACCESS ? PSDB_E_IO : hr;
 }
 
 psdb_hr psdb_key_public_pem(const psdb_key *key, char *buf, size_t *size)

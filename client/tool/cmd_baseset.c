@@ -182,7 +182,7 @@ int cmd_baseset(int argc, char **argv)
                               (json_int_t)st.derived, "skipped", (json_int_t)st.skipped,
                               "library_bytes", (json_int_t)lib.len, "records_bytes",
                               (json_int_t)recs.len, "library", out, "records", records_path);
-        if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+        if (!o || tool_json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
             json_decref(o);
             rc = tool_fail("baseset", "cannot print JSON");
             goto cleanup;
@@ -190,11 +190,13 @@ int cmd_baseset(int argc, char **argv)
         fputc('\n', stdout);
         json_decref(o);
     } else {
-        printf("%llu entries: %llu compute and %llu graphics bases stored (%zu bytes -> %s), "
-               "%llu derivation records (%zu bytes -> %s), %llu skipped\n",
-               (unsigned long long)st.entries, (unsigned long long)st.compute,
-               (unsigned long long)st.bases, lib.len, out, (unsigned long long)st.derived, recs.len,
-               records_path, (unsigned long long)st.skipped);
+        tool_printf_safe(stdout,
+                         "%llu entries: %llu compute and %llu graphics bases stored (%zu bytes -> "
+                         "%s), %llu derivation records (%zu bytes -> %s), %llu skipped",
+                         (unsigned long long)st.entries, (unsigned long long)st.compute,
+                         (unsigned long long)st.bases, lib.len, out, (unsigned long long)st.derived,
+                         recs.len, records_path, (unsigned long long)st.skipped);
+        fputc('\n', stdout);
     }
     rc = 0;
 cleanup:

@@ -137,7 +137,7 @@ int cmd_compile(int argc, char **argv)
             (json_int_t)info.num_blobs, "blob_bytes", (json_int_t)info.blob_bytes, "seconds",
             st.seconds, "pipelines_per_second", rate, "content_digest", digest, "family", family,
             "abi", (json_int_t)abi);
-        if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+        if (!o || tool_json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
             json_decref(o);
             rc = tool_fail("compile", "cannot print JSON");
             goto cleanup;

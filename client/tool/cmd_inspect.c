@@ -60,7 +60,7 @@ static int print_json(const char *path, const psdb_file_info *info)
     bad |= json_object_set_new(root, "num_blobs", json_u64(info->num_blobs));
     bad |= json_object_set_new(root, "blob_bytes", json_u64(info->blob_bytes));
     bad |= json_object_set_new(root, "content_digest", json_string(digest));
-    if (bad || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER))
+    if (bad || tool_json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER))
         goto cleanup;
     fputc('\n', stdout);
     rc = 0;
@@ -73,19 +73,21 @@ cleanup:
 
 static void print_text(const char *path, const psdb_file_info *info)
 {
-    char v1[24], v2[24], v3[24], v4[24], uuid[37], digest[65];
+    char v1[24], v2[24], v3[24], v4[24], uuid[37], digest[65], e[TOOL_SAFE_SIZE];
     const psdb_app_desc *d = &info->identity.desc;
 
     psdb__hex(info->content_digest, 32, digest);
     printf("kind:             psdb\n");
-    printf("path:             %s\n", path);
-    printf("application:      %s\n", d->name);
-    printf("exe filename:     %s\n", d->exe_filename ? d->exe_filename : "(none)");
+    printf("path:             %s\n", tool_safe(path, e, sizeof(e)));
+    printf("application:      %s\n", tool_safe(d->name, e, sizeof(e)));
+    printf("exe filename:     %s\n",
+           d->exe_filename ? tool_safe(d->exe_filename, e, sizeof(e)) : "(none)");
     printf("version:          %s\n", tool_format_version(d->version, v1, sizeof(v1)));
-    printf("engine:           %s %s\n", d->engine_name ? d->engine_name : "(none)",
+    printf("engine:           %s %s\n",
+           d->engine_name ? tool_safe(d->engine_name, e, sizeof(e)) : "(none)",
            tool_format_version(d->engine_version, v2, sizeof(v2)));
     printf("app id:           %s\n", tool_format_uuid(info->identity.app_id, uuid, sizeof(uuid)));
-    printf("adapter family:   %s\n", info->target.family);
+    printf("adapter family:   %s\n", tool_safe(info->target.family, e, sizeof(e)));
     printf("abi version:      %llu\n", (unsigned long long)info->target.abi_version);
     printf("compiler version: %s\n",
            tool_format_version(info->target.compiler_version, v3, sizeof(v3)));
@@ -123,6 +125,7 @@ static int inspect_sodb(const char *path, int json)
     psdb_app_identity id;
     sodb_counts c = {0};
     char ver[32], ever[32], uuid[40];
+    char e1[TOOL_SAFE_SIZE], e2[TOOL_SAFE_SIZE];
     int rc = 1;
     psdb_hr hr = psdb_sodb_open(path, &s);
     if (PSDB_SUCCEEDED(hr))
@@ -143,7 +146,7 @@ static int inspect_sodb(const char *path, int json)
             "version", ver, "engine_name", id.desc.engine_name, "engine_version", ever, "app_id",
             uuid, "entries", "compute", (json_int_t)c.compute, "graphics", (json_int_t)c.graphics,
             "state_objects", (json_int_t)c.state_objects, "description_bytes", (json_int_t)c.bytes);
-        if (!root || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0) {
+        if (!root || tool_json_dumpf(root, stdout, JSON_INDENT(2)) != 0) {
             json_decref(root);
             rc = tool_fail("inspect", "cannot print JSON");
             goto cleanup;
@@ -152,9 +155,10 @@ static int inspect_sodb(const char *path, int json)
         json_decref(root);
     } else {
         printf("kind:             sodb\n");
-        printf("application:      %s %s (%s)\n", id.desc.name, ver,
-               id.desc.exe_filename ? id.desc.exe_filename : "-");
-        printf("engine:           %s %s\n", id.desc.engine_name ? id.desc.engine_name : "-", ever);
+        printf("application:      %s %s (%s)\n", tool_safe(id.desc.name, e1, sizeof(e1)), ver,
+               id.desc.exe_filename ? tool_safe(id.desc.exe_filename, e2, sizeof(e2)) : "-");
+        printf("engine:           %s %s\n",
+               id.desc.engine_name ? tool_safe(id.desc.engine_name, e1, sizeof(e1)) : "-", ever);
         printf("app id:           %s\n", uuid);
         printf("entries:          %llu compute, %llu graphics, %llu state objects\n",
                (unsigned long long)c.compute, (unsigned long long)c.graphics,
@@ -255,7 +259,8 @@ int cmd_verify(int argc, char **argv)
     }
     psdb_file_get_info(f, &info);
     psdb__hex(info.content_digest, 32, digest);
-    printf("ok: %s (content digest %s)\n", path, digest);
+    tool_printf_safe(stdout, "ok: %s (content digest %s)", path, digest);
+    fputc('\n', stdout);
     rc = 0;
 cleanup:
     psdb_file_release(f);

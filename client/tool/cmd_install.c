@@ -25,13 +25,14 @@ static const char usage_text[] =
     "\n"
     "For each target (one per GPU family of the machine): resolves the best PSDB on psdbd,\n"
     "downloads it (resuming an interrupted download), verifies size, SHA-256 and the publisher's\n"
-    "signature against the trusted keys, checks it opens for that target, then registers all of\n"
-    "them at once as the application's \"default\" component. A PSDB already in the registry's\n"
-    "store counts only when its SHA-256 matches: a missing or damaged one is downloaded again,\n"
-    "also at an unchanged serial. Launchers with different --installer names may install into\n"
-    "one registry at once. A lower serial than installed is refused unless --allow-downgrade.\n"
-    "Progress: a bar on a terminal, plain lines otherwise, none with --json (one JSON object at\n"
-    "the end).\n";
+    "signature against the trusted keys, refuses a manifest or file for another application,\n"
+    "version, AppId, exe name, family, ABI or profile than asked (whatever its signature),\n"
+    "checks it opens for that target, then registers all of them at once as the application's\n"
+    "\"default\" component. A PSDB already in the registry's store counts only when its SHA-256\n"
+    "matches: a missing or damaged one is downloaded again, also at an unchanged serial.\n"
+    "Launchers with different --installer names may install into one registry at once. A lower\n"
+    "serial than installed is refused unless --allow-downgrade. Progress: a bar on a terminal,\n"
+    "plain lines otherwise, none with --json (one JSON object at the end).\n";
 
 typedef struct progress_state {
     int tty;
@@ -60,8 +61,9 @@ static void on_progress(const psdb_progress *p, void *ctx)
     time_t now = time(NULL);
     if (now != s->last_line || p->done == p->total) {
         s->last_line = now;
-        fprintf(stderr, "psdb install: %s %llu/%llu bytes (%u%%)\n", p->what,
-                (unsigned long long)p->done, (unsigned long long)p->total, pct);
+        tool_printf_safe(stderr, "psdb install: %s %llu/%llu bytes (%u%%)", p->what,
+                         (unsigned long long)p->done, (unsigned long long)p->total, pct);
+        fputc('\n', stderr);
     }
 }
 
@@ -195,6 +197,17 @@ int cmd_install(int argc, char **argv)
                                     "required (see --help)");
     if (!num_trust)
         return tool_fail("install", "--trust KEYFILE.pub is required: nothing unsigned installs");
+    /* Each key file is read here first so that a wrong one is named with what is wrong with it
+     * (missing, empty, truncated, another key type, a private key), not reported later as a
+     * signature that does not verify. */
+    for (uint32_t i = 0; i < num_trust; i++) {
+        char why[512];
+        psdb_key *key = NULL;
+        psdb_hr khr = psdb_key_load_kind(trust[i], PSDB_KEY_PUBLIC, &key, why, sizeof(why));
+        psdb_key_release(key);
+        if (PSDB_FAILED(khr))
+            return tool_fail("install", "--trust %s", why);
+    }
     if (!token)
         token = getenv("PSDB_TOKEN");
     ps.tty = isatty(2);
@@ -239,7 +252,7 @@ int cmd_install(int argc, char **argv)
         json_object_set_new(o, "targets", arr);
         if (PSDB_FAILED(hr))
             json_object_set_new(o, "error", json_string(psdb_client_last_error(client)));
-        json_dumpf(o, stdout, JSON_COMPACT);
+        tool_json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);
     }
@@ -251,9 +264,12 @@ int cmd_install(int argc, char **argv)
         goto cleanup;
     }
     if (!json)
-        for (uint32_t i = 0; i < num_targets; i++)
-            printf("%s: serial %llu %s\n", targets[i].family, (unsigned long long)results[i].serial,
-                   results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
+        for (uint32_t i = 0; i < num_targets; i++) {
+            tool_printf_safe(stdout, "%s: serial %llu %s", targets[i].family,
+                             (unsigned long long)results[i].serial,
+                             results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
+            fputc('\n', stdout);
+        }
     rc = 0;
 cleanup:
     psdb_client_release(client);

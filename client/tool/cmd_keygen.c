@@ -36,11 +36,13 @@ int cmd_keygen(int argc, char **argv)
     if (json) {
         json_t *o = json_pack("{s:s, s:s+, s:s}", "private_key", out, "public_key", out, ".pub",
                               "key_id", id);
-        json_dumpf(o, stdout, JSON_COMPACT);
+        tool_json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);
     } else {
-        printf("key id %s\nprivate key %s\npublic key %s.pub\n", id, out, out);
+        char e[TOOL_SAFE_SIZE];
+        tool_safe(out, e, sizeof(e));
+        printf("key id %s\nprivate key %s\npublic key %s.pub\n", id, e, e);
     }
     return 0;
 }

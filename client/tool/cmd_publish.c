@@ -67,14 +67,15 @@ int cmd_publish(int argc, char **argv)
         goto cleanup;
     }
     if (json) {
-        json_dumpf(doc, stdout, JSON_INDENT(2));
+        tool_json_dumpf(doc, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
     } else {
-        printf("%s id %lld sha256 %s serial %lld\n",
-               hr == PSDB_S_OK ? "published" : "already published",
-               (long long)json_integer_value(json_object_get(doc, "id")),
-               json_string_value(json_object_get(doc, "sha256")),
-               (long long)json_integer_value(json_object_get(doc, "serial")));
+        tool_printf_safe(stdout, "%s id %lld sha256 %s serial %lld",
+                         hr == PSDB_S_OK ? "published" : "already published",
+                         (long long)json_integer_value(json_object_get(doc, "id")),
+                         json_string_value(json_object_get(doc, "sha256")),
+                         (long long)json_integer_value(json_object_get(doc, "serial")));
+        fputc('\n', stdout);
     }
     rc = 0;
 cleanup:

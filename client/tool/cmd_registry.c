@@ -93,22 +93,28 @@ static void print_text(json_t *apps)
         printf("no applications registered\n");
     json_array_foreach(apps, i, app)
     {
-        printf("%s  %s %s  (installer %s)\n", json_string_value(json_object_get(app, "exe_path")),
-               json_string_value(json_object_get(app, "name")),
-               json_string_value(json_object_get(app, "version")),
-               json_string_value(json_object_get(app, "installer")));
+        tool_printf_safe(stdout, "%s  %s %s  (installer %s)",
+                         json_string_value(json_object_get(app, "exe_path")),
+                         json_string_value(json_object_get(app, "name")),
+                         json_string_value(json_object_get(app, "version")),
+                         json_string_value(json_object_get(app, "installer")));
+        fputc('\n', stdout);
         json_array_foreach(json_object_get(app, "components"), j, comp)
         {
             const char *sodb = json_string_value(json_object_get(comp, "sodb_path"));
-            printf("  component %s%s%s\n", json_string_value(json_object_get(comp, "name")),
-                   sodb ? "  sodb " : "", sodb ? sodb : "");
+            tool_printf_safe(stdout, "  component %s%s%s",
+                             json_string_value(json_object_get(comp, "name")),
+                             sodb ? "  sodb " : "", sodb ? sodb : "");
+            fputc('\n', stdout);
             json_array_foreach(json_object_get(comp, "psdbs"), k, p)
             {
                 const char *status = json_string_value(json_object_get(p, "status"));
                 int flag = strcmp(status, "ok") != 0 && strcmp(status, "unverified") != 0;
-                printf("    %-24s %s%s%s%s\n", json_string_value(json_object_get(p, "family")),
-                       json_string_value(json_object_get(p, "path")), flag ? "  [" : "",
-                       flag ? status : "", flag ? "]" : "");
+                tool_printf_safe(stdout, "    %-24s %s%s%s%s",
+                                 json_string_value(json_object_get(p, "family")),
+                                 json_string_value(json_object_get(p, "path")), flag ? "  [" : "",
+                                 flag ? status : "", flag ? "]" : "");
+                fputc('\n', stdout);
             }
         }
     }
@@ -160,7 +166,7 @@ int cmd_registry(int argc, char **argv)
         goto cleanup;
     }
     if (json) {
-        if (json_dumpf(l.apps, stdout, JSON_INDENT(2)) != 0) {
+        if (tool_json_dumpf(l.apps, stdout, JSON_INDENT(2)) != 0) {
             rc = tool_fail("registry", "writing JSON failed");
             goto cleanup;
         }

@@ -212,7 +212,7 @@ int cmd_replay(int argc, char **argv)
                       (int)st.state_objects.num_cache_unknown, "psdb_hit_rate", hit_rate, "failed",
                       (int)r.failed, "seconds", secs);
         if (o) {
-            json_dumpf(o, stdout, JSON_COMPACT);
+            tool_json_dumpf(o, stdout, JSON_COMPACT);
             fputc('\n', stdout);
             json_decref(o);
         }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "psdb/client.h"
 #include "util.h"
 
@@ -22,13 +24,20 @@ void tool_print_manifest(const psdb_manifest *m, int json)
 {
     char sha[65];
     if (json) {
-        printf("%s\n", m->json);
+        /* The server's JSON, re-encoded with every non-ASCII character as \uXXXX: jansson
+         * writes DEL and C1 controls raw otherwise. */
+        json_t *doc = json_loads(m->json, 0, NULL);
+        if (!doc || tool_json_dumpf(doc, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER))
+            fputs("{}", stdout);
+        fputc('\n', stdout);
+        json_decref(doc);
         return;
     }
     psdb__hex(m->sha256, 32, sha);
-    printf("%s  %s:%llu  serial %llu  %llu bytes  sha256 %s\n", m->id, m->target.family,
-           (unsigned long long)m->target.abi_version, (unsigned long long)m->serial,
-           (unsigned long long)m->size, sha);
+    tool_printf_safe(stdout, "%s  %s:%llu  serial %llu  %llu bytes  sha256 %s", m->id,
+                     m->target.family, (unsigned long long)m->target.abi_version,
+                     (unsigned long long)m->serial, (unsigned long long)m->size, sha);
+    fputc('\n', stdout);
 }
 
 int cmd_resolve(int argc, char **argv)

@@ -52,7 +52,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "psdb: unknown command '%s' (try 'psdb --help')\n", argv[1]);
+    tool_printf_safe(stderr, "psdb: unknown command '%s' (try 'psdb --help')", argv[1]);
+    fputc('\n', stderr);
     return 2;
 }
 
@@ -69,11 +70,18 @@ int cmd_version(int argc, char **argv)
 int tool_fail(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "psdb %s: ", cmd);
+    char *msg = NULL;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vasprintf(&msg, fmt, ap);
     va_end(ap);
+    /* Messages quote names from files and servers: escaped like every other output. */
+    fprintf(stderr, "psdb %s: ", cmd);
+    if (n < 0)
+        fputs("out of memory formatting the message", stderr);
+    else
+        tool_put_safe(stderr, msg);
     fputc('\n', stderr);
+    free(msg);
     return 1;
 }
 

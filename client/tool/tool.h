@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "psdb/psdb.h"
 
 /* Each subcommand: argv[0] is the subcommand name; returns the process exit status. */
@@ -39,6 +41,23 @@ const char *tool_format_version(uint64_t v, char *buf, size_t size);
 int tool_parse_uuid(const char *s, uint8_t out[16]);
 /* Formats 16 bytes as a UUID string into buf (at least 37 bytes). */
 const char *tool_format_uuid(const uint8_t id[16], char *buf, size_t size);
+/* Names from files, registries and servers are data, not terminal commands (tool_text.c): C0
+ * controls, DEL, C1 controls (U+0080-U+009F) and bytes that are not well-formed UTF-8 are written
+ * as \xNN (each byte); printable UTF-8 is kept. */
+#define TOOL_SAFE_SIZE (4 * 4096 + 4) /* room for a 4096-byte name, every byte escaped */
+/* s (NULL: "") escaped into buf; cut with "..." between characters when buf is short. Returns
+ * buf, for printf("%s", tool_safe(name, buf, sizeof(buf))). */
+const char *tool_safe(const char *s, char *buf, size_t size);
+/* Writes s (NULL: "") to f escaped, whatever its length. */
+void tool_put_safe(FILE *f, const char *s);
+/* Formats like fprintf, then writes the whole text escaped: for one-line messages that quote
+ * names (a newline in the format is escaped too). */
+void tool_printf_safe(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* json_dumpf for every JSON the tool prints: ASCII only (\uXXXX for the rest) and DEL as \u007F,
+ * so that no control character reaches a terminal through JSON either. 0, or -1 on failure. */
+int tool_json_dumpf(const json_t *doc, FILE *f, size_t flags);
+
 /* True when argv contains -h or --help. */
 int tool_wants_help(int argc, char **argv);
 

@@ -548,6 +548,433 @@ START_TEST(test_delivery__sweep_keeps_recent_part_files_only)
 }
 END_TEST
 
+/* ---- a mirror that answers another request ----------------------------------------------------
+ * Every PSDB and manifest below is genuine and signed by the trusted key: only the pairing of
+ * request and answer is a lie. */
+
+static const uint8_t k_app_id[16] = {0xa1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+#define K_PROFILE PSDB_VERSION(1, 2, 0, 0)
+
+static void honest_identity(psdb_app_identity *id, psdb_target *t)
+{
+    memset(id, 0, sizeof(*id));
+    id->desc.exe_filename = "demo.exe";
+    id->desc.name = "Demo";
+    id->desc.version = PSDB_VERSION(1, 0, 0, 0);
+    memcpy(id->app_id, k_app_id, 16);
+    memset(t, 0, sizeof(*t));
+    t->family = FAMILY;
+    t->abi_version = 3;
+    t->profile_version = PSDB_VERSION(1, 2, 0, 7); /* same top 32 bits as K_PROFILE */
+}
+
+/* A PSDB file recording exactly id and t. */
+static blob make_psdb_as(const char *name, unsigned seed, const psdb_app_identity *id,
+                         const psdb_target *t)
+{
+    char *path = tu_path(g_dir, name);
+    psdb_writer *w = NULL;
+    char value[64];
+    snprintf(value, sizeof(value), "value %u", seed);
+    ck_assert_hr(psdb_writer_create(path, id, t, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, PSDB_VALUE_OBJECT_CODE, value, strlen(value)),
+                 PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    blob b = {0};
+    b.data = (uint8_t *)tu_read_file(path, &b.size);
+    ck_assert_ptr_nonnull(b.data);
+    psdb__sha256(b.data, b.size, b.sha);
+    free(path);
+    return b;
+}
+
+static const char *fmt_v(uint64_t v, char buf[24])
+{
+    snprintf(buf, 24, "%u.%u.%u.%u", (unsigned)(v >> 48 & 0xFFFF), (unsigned)(v >> 32 & 0xFFFF),
+             (unsigned)(v >> 16 & 0xFFFF), (unsigned)(v & 0xFFFF));
+    return buf;
+}
+
+/* A manifest for b claiming id and t, signed with the trusted key (as psdbd serves it). */
+static char *make_manifest_as(const blob *b, uint64_t serial, const psdb_app_identity *id,
+                              const psdb_target *t)
+{
+    psdb_key *key = NULL;
+    char kid[PSDB_KEY_ID_SIZE], sig[PSDB_SIGNATURE_B64_SIZE], sha[65], url[128], uuid[37];
+    char v[4][24];
+    ck_assert_hr(psdb_key_load(g_key, &key), PSDB_S_OK);
+    ck_assert_hr(psdb_key_id(key, kid), PSDB_S_OK);
+    psdb_statement st = {.size = b->size, .identity = *id, .target = *t, .serial = serial};
+    memcpy(st.sha256, b->sha, 32);
+    ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
+    psdb_key_release(key);
+    psdb__hex(b->sha, 32, sha);
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    const uint8_t *u = id->app_id;
+    snprintf(uuid, sizeof(uuid),
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+    json_t *o = json_pack(
+        "{s:I, s:s, s:I, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:{s:s, s:I, s:s, s:s}, s:I, "
+        "s:s, s:s, s:s}",
+        "id", (json_int_t)serial, "sha256", sha, "size", (json_int_t)b->size, "url", url, "app",
+        "name", id->desc.name, "exe_filename", id->desc.exe_filename ? id->desc.exe_filename : "",
+        "version", fmt_v(id->desc.version, v[0]), "engine_name", "", "engine_version",
+        fmt_v(0, v[1]), "app_id", uuid, "target", "family", t->family, "abi_version",
+        (json_int_t)t->abi_version, "compiler_version", fmt_v(t->compiler_version, v[2]),
+        "profile_version", fmt_v(t->profile_version, v[3]), "serial", (json_int_t)serial,
+        "created_at", "2026-01-01T00:00:00Z", "key_id", kid, "signature", sig);
+    ck_assert_ptr_nonnull(o);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+/* The honest request: Demo 1.0.0.0 with its AppId, FAMILY ABI 1-10, profile 1.2.x.x. */
+static psdb_hr install_bound(psdb_client *c, psdb_install_result *r)
+{
+    psdb_app_desc app = {.name = "Demo", .version = PSDB_VERSION(1, 0, 0, 0)};
+    psdb_precompile_target t = {
+        .family = FAMILY, .abi_min = 1, .abi_max = 10, .profile_version = K_PROFILE};
+    psdb_install_desc d = {.exe_path = EXE,
+                           .app = &app,
+                           .app_id = k_app_id,
+                           .targets = &t,
+                           .num_targets = 1,
+                           .registry_dir = g_reg};
+    return psdb_client_install(c, &d, r);
+}
+
+typedef struct lie {
+    const char *what; /* the field, as the refusal names it */
+    void (*apply)(psdb_app_identity *id, psdb_target *t);
+} lie;
+
+static void lie_name(psdb_app_identity *id, psdb_target *t)
+{
+    (void)t;
+    id->desc.name = "Other";
+}
+static void lie_version(psdb_app_identity *id, psdb_target *t)
+{
+    (void)t;
+    id->desc.version = PSDB_VERSION(1, 0, 0, 1);
+}
+static void lie_app_id(psdb_app_identity *id, psdb_target *t)
+{
+    (void)t;
+    id->app_id[15] ^= 0xff;
+}
+static void lie_exe(psdb_app_identity *id, psdb_target *t)
+{
+    (void)t;
+    id->desc.exe_filename = "other.exe";
+}
+static void lie_family(psdb_app_identity *id, psdb_target *t)
+{
+    (void)id;
+    t->family = "fabrikam-x";
+}
+static void lie_abi(psdb_app_identity *id, psdb_target *t)
+{
+    (void)id;
+    t->abi_version = 11; /* the request asks for 1-10 */
+}
+static void lie_profile(psdb_app_identity *id, psdb_target *t)
+{
+    (void)id;
+    t->profile_version = PSDB_VERSION(1, 3, 0, 0);
+}
+
+static const lie k_lies[] = {
+    {"application 'Other' for a request for 'Demo'", lie_name},
+    {"version 1.0.0.1 of 'Demo' for a request for 1.0.0.0", lie_version},
+    {"AppId a1020304-0506-0708-090a-0b0c0d0e0fef", lie_app_id},
+    {"exe filename 'other.exe' for a request for 'demo.exe'", lie_exe},
+    {"family 'fabrikam-x' for a request for '" FAMILY "'", lie_family},
+    {"ABI version 11 for a request for ABI 1-10", lie_abi},
+    {"profile version 1.3.0.0", lie_profile},
+};
+
+START_TEST(test_delivery__manifest_for_another_request_refused_registry_unchanged)
+{
+    psdb_app_identity id;
+    psdb_target t;
+    honest_identity(&id, &t);
+    blob good1 = make_psdb_as("good1.psdb", 1, &id, &t);
+    blob good2 = make_psdb_as("good2.psdb", 2, &id, &t);
+    char *m1 = make_manifest_as(&good1, 1, &id, &t);
+    char *m2 = make_manifest_as(&good2, 2, &id, &t);
+    fake f = {.b = &good1, .resolve_body = m1};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install_bound(c, NULL), PSDB_S_OK);
+    char *before = registered_path();
+    ck_assert_ptr_nonnull(before);
+
+    for (size_t i = 0; i < sizeof(k_lies) / sizeof(k_lies[0]); i++) {
+        psdb_app_identity lid;
+        psdb_target lt;
+        char name[32];
+        honest_identity(&lid, &lt);
+        k_lies[i].apply(&lid, &lt);
+        snprintf(name, sizeof(name), "lie%zu.psdb", i);
+        /* A high serial: had it been recorded, the honest serial 2 below would be a downgrade. */
+        blob lb = make_psdb_as(name, 100 + (unsigned)i, &lid, &lt);
+        char *lm = make_manifest_as(&lb, 100, &lid, &lt);
+        f.b = &lb;
+        f.resolve_body = lm;
+        atomic_store(&f.blob_requests, 0);
+        psdb_install_result r;
+        ck_assert_hr(install_bound(c, &r), PSDB_E_INTEGRITY);
+        ck_assert_hr(r.status, PSDB_E_INTEGRITY);
+        ck_assert_msg(strstr(psdb_client_last_error(c), k_lies[i].what) != NULL,
+                      "lie %zu: '%s' does not name '%s'", i, psdb_client_last_error(c),
+                      k_lies[i].what);
+        ck_assert_int_eq(atomic_load(&f.blob_requests), 0); /* refused before any byte */
+        char *after = registered_path();
+        ck_assert_str_eq(after, before);
+        free(after);
+        /* resolve refuses the request-level lies itself (the AppId is not part of its request). */
+        if (k_lies[i].apply != lie_app_id) {
+            psdb_app_desc app = {
+                .name = "Demo", .version = PSDB_VERSION(1, 0, 0, 0), .exe_filename = "demo.exe"};
+            psdb_precompile_target rt = {
+                .family = FAMILY, .abi_min = 1, .abi_max = 10, .profile_version = K_PROFILE};
+            psdb_manifest *m = (psdb_manifest *)&app; /* must come back NULL */
+            ck_assert_hr(psdb_client_resolve(c, &app, &rt, &m), PSDB_E_INTEGRITY);
+            ck_assert_ptr_null(m);
+            ck_assert_ptr_nonnull(
+                strstr(psdb_client_last_error(c), "resolve: the server answered"));
+        }
+        free(lm);
+        free(lb.data);
+    }
+
+    /* The honest update still installs: nothing of the lies reached the rollback state. */
+    f.b = &good2;
+    f.resolve_body = m2;
+    ck_assert_hr(install_bound(c, NULL), PSDB_S_OK);
+    char *after = registered_path();
+    ck_assert_str_ne(after, before);
+    free(after);
+    free(before);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m1);
+    free(m2);
+    free(good1.data);
+    free(good2.data);
+}
+END_TEST
+
+START_TEST(test_delivery__any_profile_request_accepts_any_profile_version)
+{
+    /* profile_version 0 in the request means "any" (client.h): no profile refusal then. */
+    psdb_app_identity id;
+    psdb_target t;
+    honest_identity(&id, &t);
+    t.profile_version = PSDB_VERSION(9, 9, 9, 9);
+    blob b = make_psdb_as("p.psdb", 1, &id, &t);
+    char *m = make_manifest_as(&b, 1, &id, &t);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install(c, 0, NULL), PSDB_S_OK);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+/* A signed manifest that matches the request but not the file it names (the publisher signed a
+ * statement the file's own header contradicts): the file is refused after download. */
+static void psdb_contradicts_manifest(void (*apply)(psdb_app_identity *, psdb_target *),
+                                      const char *what)
+{
+    psdb_app_identity id, fid;
+    psdb_target t, ft;
+    honest_identity(&id, &t);
+    honest_identity(&fid, &ft);
+    apply(&fid, &ft);
+    blob b = make_psdb_as("x.psdb", 1, &fid, &ft);
+    char *m = make_manifest_as(&b, 1, &id, &t);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    ck_assert_hr(install_bound(c, NULL), PSDB_E_INTEGRITY);
+    ck_assert_msg(strstr(psdb_client_last_error(c), what) != NULL, "'%s' does not name '%s'",
+                  psdb_client_last_error(c), what);
+    ck_assert_ptr_null(registered_path());
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+
+static void lie_compiler(psdb_app_identity *id, psdb_target *t)
+{
+    (void)id;
+    t->compiler_version = PSDB_VERSION(2, 0, 0, 0);
+}
+
+START_TEST(test_delivery__psdb_file_contradicting_its_manifest_refused)
+{
+    psdb_contradicts_manifest(lie_version, "records version '1.0.0.1' but its signed manifest says "
+                                           "'1.0.0.0'");
+    psdb_contradicts_manifest(lie_app_id, "records AppId");
+    psdb_contradicts_manifest(lie_exe, "records exe filename 'other.exe'");
+    psdb_contradicts_manifest(lie_compiler, "records compiler version '2.0.0.0'");
+}
+END_TEST
+
+/* ---- names printed as data -------------------------------------------------------------------
+ * An application name that holds terminal commands: a clear-screen CSI, an OSC window title ended
+ * by BEL, DEL, the 8-bit CSI U+009B, and printable UTF-8 (e acute) that must stay as it is. */
+#define EVIL                                                                                       \
+    "Demo\x1b[2J\x1b]0;pwned\x07\x7f\xc2\x9b"                                                      \
+    "31m\xc3\xa9"
+
+/* Runs the psdb tool with argv (no shell: the name travels as bytes); stdout and stderr together
+ * into a malloc'd buffer. */
+static char *run_tool(const char *const *args, int *status, size_t *len)
+{
+    char *file = tu_path(g_dir, "tool.out");
+    char *argv[32];
+    size_t n = 0;
+    argv[n++] = (char *)PSDB_TOOL;
+    for (; args[n - 1] && n < 31; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(PSDB_TOOL, argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char *out = tu_read_file(file, len);
+    ck_assert_ptr_nonnull(out);
+    free(file);
+    return out;
+}
+
+/* No byte a terminal acts on: only newlines, printable ASCII and well-formed UTF-8 outside C1. */
+static void assert_terminal_safe(const char *what, const char *out, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)out;
+    for (size_t i = 0; i < len;) {
+        unsigned c = p[i];
+        ck_assert_msg(c == '\n' || (c >= 0x20 && c != 0x7f), "%s: raw byte 0x%02x at %zu: %s", what,
+                      c, i, out);
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        ck_assert_msg(n && i + n <= len, "%s: not UTF-8 at %zu", what, i);
+        for (size_t k = 1; k < n; k++)
+            ck_assert_msg((p[i + k] & 0xC0) == 0x80, "%s: not UTF-8 at %zu", what, i);
+        ck_assert_msg(!(c == 0xC2 && p[i + 1] < 0xA0), "%s: raw C1 control at %zu", what, i);
+        i += n;
+    }
+}
+
+/* Runs the tool and checks its output is safe and shows the name's commands as text. */
+static void expect_safe(const char *const *args, int want_status, const char *shows)
+{
+    int status = 0;
+    size_t len = 0;
+    char *out = run_tool(args, &status, &len);
+    ck_assert_msg(status == want_status, "psdb %s: exit %d, want %d: %s", args[0], status,
+                  want_status, out);
+    assert_terminal_safe(args[0], out, len);
+    ck_assert_msg(strstr(out, shows) != NULL, "psdb %s: '%s' not in: %s", args[0], shows, out);
+    free(out);
+}
+
+START_TEST(test_delivery__tool_output_escapes_control_characters_in_names)
+{
+    psdb_app_identity id;
+    psdb_target t;
+    honest_identity(&id, &t);
+    id.desc.name = EVIL;
+    id.desc.engine_name = "Eng\x9b"
+                          "1m"; /* a lone 8-bit CSI: not UTF-8 (only in the file) */
+    char *psdb = tu_path(g_dir, "evil.psdb");
+    blob b = make_psdb_as("evil.psdb", 1, &id, &t);
+    const char *inspect[] = {"inspect", psdb, NULL};
+    expect_safe(inspect, 0, "Demo\\x1b[2J\\x1b]0;pwned\\x07\\x7f\\xc2\\x9b31m\xc3\xa9");
+    expect_safe(inspect, 0, "Eng\\x9b1m");
+    const char *inspect_json[] = {"inspect", psdb, "--json", NULL};
+    /* The lone 0x9b is not UTF-8: JSON cannot carry it, the tool says so without echoing it. */
+    int status = 0;
+    size_t len = 0;
+    char *out = run_tool(inspect_json, &status, &len);
+    assert_terminal_safe("inspect --json", out, len);
+    free(out);
+    char *sodb = tu_path(g_dir, "evil.sodb");
+    const char *synth[] = {"synth", "--app", EVIL, "--app-version", "1.0.0.0", "--pipelines", "3",
+                           "-o",    sodb,    NULL};
+    out = run_tool(synth, &status, &len);
+    ck_assert_msg(status == 0, "synth: %s", out);
+    free(out);
+    const char *inspect_sodb[] = {"inspect", sodb, NULL};
+    expect_safe(inspect_sodb, 0, "Demo\\x1b[2J");
+    const char *inspect_sodb_json[] = {"inspect", sodb, "--json", NULL};
+    expect_safe(inspect_sodb_json, 0, "Demo\\u001B[2J");
+    free(b.data);
+
+    /* Through a server: resolve, install (progress and result), registry list, and the error
+     * of a mirror that answers the evil name for a request for Demo. */
+    id.desc.engine_name = NULL;
+    b = make_psdb_as("evil2.psdb", 2, &id, &t);
+    char *m = make_manifest_as(&b, 1, &id, &t);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    char target[64];
+    snprintf(target, sizeof(target), "%s:1-10", FAMILY);
+    const char *resolve[] = {"resolve", "--server", f.url,  "--app",     EVIL, "--app-version",
+                             "1.0.0.0", "--family", FAMILY, "--abi-min", "1",  "--abi-max",
+                             "10",      NULL};
+    expect_safe(resolve, 0, FAMILY ":3");
+    const char *resolve_json[] = {"resolve", "--server", f.url,  "--app",     EVIL, "--app-version",
+                                  "1.0.0.0", "--family", FAMILY, "--abi-min", "1",  "--abi-max",
+                                  "10",      "--json",   NULL};
+    expect_safe(resolve_json, 0, "Demo\\u001B[2J");
+    const char *install_cmd[] = {
+        "install", "--server", f.url,  "--exe-path", EXE,   "--app",      EVIL,  "--app-version",
+        "1.0.0.0", "--target", target, "--trust",    g_pub, "--registry", g_reg, NULL};
+    expect_safe(install_cmd, 0, "serial 1 installed");
+    const char *list[] = {"registry", "list", "--registry", g_reg, NULL};
+    expect_safe(list, 0, "Demo\\x1b[2J\\x1b]0;pwned\\x07\\x7f\\xc2\\x9b31m\xc3\xa9");
+    const char *list_json[] = {"registry", "list", "--registry", g_reg, "--json", NULL};
+    expect_safe(list_json, 0, "Demo\\u001B[2J");
+    const char *lied_to[] = {"install", "--server",      f.url,     "--exe-path", EXE,    "--app",
+                             "Demo",    "--app-version", "1.0.0.0", "--target",   target, "--trust",
+                             g_pub,     "--registry",    g_reg,     NULL};
+    expect_safe(lied_to, 1, "answered application 'Demo\\x1b[2J");
+    const char *lied_to_json[] = {"install", "--server", f.url,           "--exe-path", EXE,
+                                  "--app",   "Demo",     "--app-version", "1.0.0.0",    "--target",
+                                  target,    "--trust",  g_pub,           "--registry", g_reg,
+                                  "--json",  NULL};
+    expect_safe(lied_to_json, 1, "answered application 'Demo\\u001B[2J");
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+    free(psdb);
+    free(sodb);
+}
+END_TEST
+
 /* ---- the real psdbd -----------------------------------------------------------------------------
  */
 
@@ -891,6 +1318,10 @@ int main(void)
     tcase_add_test(faults, test_delivery__full_disk_at_destination);
     tcase_add_test(faults, test_delivery__second_installer_of_the_same_name_is_refused);
     tcase_add_test(faults, test_delivery__sweep_keeps_recent_part_files_only);
+    tcase_add_test(faults, test_delivery__manifest_for_another_request_refused_registry_unchanged);
+    tcase_add_test(faults, test_delivery__any_profile_request_accepts_any_profile_version);
+    tcase_add_test(faults, test_delivery__psdb_file_contradicting_its_manifest_refused);
+    tcase_add_test(faults, test_delivery__tool_output_escapes_control_characters_in_names);
     suite_add_tcase(s, faults);
     TCase *e2e = tcase_create("psdbd");
     tcase_add_checked_fixture(e2e, setup, teardown);

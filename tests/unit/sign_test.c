@@ -159,6 +159,70 @@ START_TEST(test_sign__not_a_key)
 }
 END_TEST
 
+/* psdb_key_load_kind names the file and says what is wrong with it, for each kind of wrong. */
+static void expect_refusal(const char *name, const char *content, size_t len, psdb_key_kind want,
+                           psdb_hr hr, const char *why_part)
+{
+    char *path = tu_path(dir, name);
+    char why[256];
+    psdb_key *key = (psdb_key *)path; /* must come back NULL */
+    if (content)
+        ck_assert_int_eq(tu_write_file(path, content, len), 0);
+    ck_assert_hr(psdb_key_load_kind(path, want, &key, why, sizeof(why)), hr);
+    ck_assert_ptr_null(key);
+    ck_assert_msg(strncmp(why, path, strlen(path)) == 0, "'%s' does not start with the path", why);
+    ck_assert_msg(strstr(why, why_part) != NULL, "'%s' does not say '%s'", why, why_part);
+    free(path);
+}
+
+START_TEST(test_sign__load_kind_explains_each_refusal)
+{
+    static const char x25519_pub[] =
+        "-----BEGIN PUBLIC KEY-----\n"
+        "MCowBQYDK2VuAyEA/Hv+Oo/rJqVuHFJFLA7NnbyZphqROFw+7s/mgaEkSEE=\n"
+        "-----END PUBLIC KEY-----\n";
+    static const char cert[] = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    char id[PSDB_KEY_ID_SIZE];
+    psdb_key *key = make_key("k", id), *got = NULL;
+    char *priv = tu_path(dir, "k"), *pub = tu_path(dir, "k.pub");
+    size_t pem_len = 0;
+    char *pem = tu_read_file(pub, &pem_len);
+    char why[256];
+
+    expect_refusal("missing", NULL, 0, PSDB_KEY_PUBLIC, PSDB_E_IO, "cannot open");
+    expect_refusal("empty", "", 0, PSDB_KEY_PUBLIC, PSDB_E_SIGNATURE, "empty");
+    expect_refusal("truncated", pem, 40, PSDB_KEY_PUBLIC, PSDB_E_SIGNATURE, "truncated");
+    expect_refusal("garbage", "hello\n", 6, PSDB_KEY_ANY, PSDB_E_SIGNATURE, "not a PEM key");
+    expect_refusal("x25519.pub", x25519_pub, sizeof(x25519_pub) - 1, PSDB_KEY_PUBLIC,
+                   PSDB_E_SIGNATURE, "X25519");
+    expect_refusal("cert.pem", cert, sizeof(cert) - 1, PSDB_KEY_PUBLIC, PSDB_E_SIGNATURE,
+                   "'CERTIFICATE', not a key");
+    /* The wrong half of a good pair. */
+    ck_assert_hr(psdb_key_load_kind(priv, PSDB_KEY_PUBLIC, &got, why, sizeof(why)),
+                 PSDB_E_SIGNATURE);
+    ck_assert_ptr_nonnull(strstr(why, "a private key where a public key is expected"));
+    ck_assert_hr(psdb_key_load_kind(pub, PSDB_KEY_PRIVATE, &got, why, sizeof(why)),
+                 PSDB_E_SIGNATURE);
+    ck_assert_ptr_nonnull(strstr(why, "a public key where the private key is expected"));
+    /* The right halves load, and a client refuses a private key as a trusted key. */
+    ck_assert_hr(psdb_key_load_kind(pub, PSDB_KEY_PUBLIC, &got, why, sizeof(why)), PSDB_S_OK);
+    ck_assert_str_eq(why, "");
+    psdb_key_release(got);
+    ck_assert_hr(psdb_key_load_kind(priv, PSDB_KEY_PRIVATE, &got, NULL, 0), PSDB_S_OK);
+    psdb_key_release(got);
+    const char *trust[1] = {priv};
+    psdb_client_desc cd = {
+        .server_url = "http://127.0.0.1:9", .trusted_keys = trust, .num_trusted_keys = 1};
+    psdb_client *c = NULL;
+    ck_assert_hr(psdb_client_create(&cd, &c), PSDB_E_SIGNATURE);
+    ck_assert_ptr_null(c);
+    free(pem);
+    free(priv);
+    free(pub);
+    psdb_key_release(key);
+}
+END_TEST
+
 START_TEST(test_sign__sign_verify_roundtrip)
 {
     char id[PSDB_KEY_ID_SIZE];
@@ -275,6 +339,7 @@ int main(void)
     tcase_add_test(tc, test_sign__bad_statement_rejected);
     tcase_add_test(tc, test_sign__keygen_files_and_modes);
     tcase_add_test(tc, test_sign__not_a_key);
+    tcase_add_test(tc, test_sign__load_kind_explains_each_refusal);
     tcase_add_test(tc, test_sign__sign_verify_roundtrip);
     tcase_add_test(tc, test_sign__tampered_fields_fail);
     tcase_add_test(tc, test_sign__wrong_key_and_malformed_signature);

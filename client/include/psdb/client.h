@@ -53,7 +53,9 @@ typedef struct psdb_manifest {
 
 /* Creates a client. Copies every string of desc. PSDB_E_INVALIDARG (no server_url, not http(s)),
  * PSDB_E_OUTOFMEMORY, PSDB_E_IO (a trusted key file cannot be read), PSDB_E_SIGNATURE (a trusted
- * key file is not an Ed25519 public key). A client is used by one thread at a time. */
+ * key file is not an Ed25519 public key: a private key is refused too).
+ * psdb_key_load_kind(path, PSDB_KEY_PUBLIC, ...) says why a key file is refused. A client is used
+ * by one thread at a time. */
 PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out);
 PSDB_API void psdb_client_release(psdb_client *c);
 
@@ -66,8 +68,13 @@ PSDB_API psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifes
 PSDB_API void psdb_manifest_free(psdb_manifest *m);
 
 /* Asks the server for the best PSDB for one target (GET /v1/resolve; MODEL A3). `profile_version`
- * of the target 0 means "any". PSDB_E_NOT_FOUND (404), PSDB_E_ACCESS (401/403), PSDB_E_NETWORK
- * (after retries), PSDB_E_PROTOCOL (garbage answer). *out is the caller's. */
+ * of the target 0 means "any". The answer is bound to the request as psdb_client_check_manifest
+ * does (without an AppId, which the request does not carry): a manifest for another application,
+ * version, exe filename or engine (when app names them), family, ABI outside [abi_min, abi_max]
+ * or profile version (when asked) is refused even when its signature is valid.
+ * PSDB_E_NOT_FOUND (404), PSDB_E_ACCESS (401/403), PSDB_E_NETWORK (after retries),
+ * PSDB_E_PROTOCOL (garbage answer), PSDB_E_INTEGRITY (an answer for another request; the last
+ * error names the field). *out is the caller's; NULL on failure. */
 PSDB_API psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
                                      const psdb_precompile_target *target, psdb_manifest **out);
 
@@ -84,6 +91,20 @@ PSDB_API psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m,
 /* Verifies a manifest's signature over its signed statement with the client's trusted keys
  * (S_OK, or PSDB_E_SIGNATURE). Download calls it; exposed for launchers that cache manifests. */
 PSDB_API psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m);
+
+/* Checks that a manifest answers this request, so that a validly signed manifest of some other
+ * PSDB is not taken for the one asked for: the application name and version equal app's; the exe
+ * filename equals app->exe_filename (ignoring ASCII case, as the file systems games ship on do) and
+ * the engine name and version equal app's when app names them (non-NULL; NULL and "" are the same
+ * absent name); the AppId equals the 16 bytes of app_id when app_id is non-NULL; the family equals
+ * target's, the ABI version is inside [abi_min, abi_max], and when target->profile_version is not 0
+ * ("any") the top 32 bits of the profile versions are equal (MODEL A3). S_OK, or PSDB_E_INTEGRITY
+ * with psdb_client_last_error naming the field, what the manifest says and what was asked.
+ * PSDB_E_INVALIDARG on NULL c, m, app, app->name or target. For launchers that cache manifests;
+ * resolve and install call it. */
+PSDB_API psdb_hr psdb_client_check_manifest(psdb_client *c, const psdb_manifest *m,
+                                            const psdb_app_desc *app, const uint8_t *app_id,
+                                            const psdb_precompile_target *target);
 
 /* ---- Install (what `psdb install` runs)
  * ---------------------------------------------------------- */
@@ -120,7 +141,11 @@ typedef struct psdb_install_result {
  * sweep of unreferenced files under <registry root>/psdbs that follows an install runs only when
  * no install is in flight (psdb_installer_sweep_store). Any failure leaves the registry as it
  * was; a damaged registry database fails with PSDB_E_CACHE_CORRUPT and a last error naming it and
- * the way out. results (may be NULL) has num_targets entries.
+ * the way out. Each resolved manifest must answer the request (psdb_client_check_manifest with
+ * d->app_id, and when app->exe_filename is NULL, a manifest that names an exe filename must name
+ * the exe path's file name); each downloaded file must record exactly the identity and target of
+ * its manifest. Either refusal is PSDB_E_INTEGRITY, with the last error naming the field.
+ * results (may be NULL) has num_targets entries.
  * Statuses: S_OK; PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (another
  * installer of that name is running); PSDB_E_DOWNGRADE; the statuses of resolve and download;
  * PSDB_E_INVALIDARG (duplicate families, missing fields). */

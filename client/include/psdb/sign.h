@@ -52,6 +52,25 @@ PSDB_API psdb_hr psdb_keygen(const char *keyfile, char key_id[PSDB_KEY_ID_SIZE])
  * with psdb_key_release. */
 PSDB_API psdb_hr psdb_key_load(const char *path, psdb_key **out);
 
+/* What a key file is expected to hold (psdb_key_load_kind). */
+typedef enum psdb_key_kind {
+    PSDB_KEY_ANY = 0,     /* a private or a public key */
+    PSDB_KEY_PUBLIC = 1,  /* a public key (a launcher's trusted key): a private key is refused */
+    PSDB_KEY_PRIVATE = 2, /* a private key (a publisher signing) */
+} psdb_key_kind;
+
+/* psdb_key_load that checks the kind of key too and says why a file is refused: why (may be
+ * NULL; why_size bytes, NUL-terminated, truncated to fit) receives one line that starts with the
+ * path and says what is wrong: it cannot be opened or read (with strerror), is empty, larger than
+ * any key file, not PEM, a truncated PEM, a PEM of something else (a certificate), a damaged or
+ * encrypted key, a key of another type (RSA, X25519, ...), or a private key where a public one is
+ * wanted or the reverse. "" on success. Statuses: S_OK; PSDB_E_INVALIDARG (NULL path or out, an
+ * unknown kind); PSDB_E_IO (cannot read); PSDB_E_ACCESS (permission denied); PSDB_E_SIGNATURE
+ * (every other refusal); PSDB_E_OUTOFMEMORY. Never prompts for a passphrase. *out is the
+ * caller's, released with psdb_key_release; NULL on failure. Thread-safe. */
+PSDB_API psdb_hr psdb_key_load_kind(const char *path, psdb_key_kind want, psdb_key **out, char *why,
+                                    size_t why_size);
+
 /* Same as psdb_key_load from PEM text in memory (len bytes, no NUL needed). */
 PSDB_API psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out);
 

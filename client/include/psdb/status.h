@@ -63,7 +63,7 @@ typedef int32_t psdb_hr;
 #define PSDB_E_DISK_FULL ((psdb_hr)0xA0DB0006u) /* no space left on the destination */
 #define PSDB_E_DOWNGRADE ((psdb_hr)0xA0DB0007u) /* refused: lower serial than installed */
 #define PSDB_E_PROTOCOL ((psdb_hr)0xA0DB0008u)  /* the server's answer is malformed */
-#define PSDB_E_INTEGRITY ((psdb_hr)0xA0DB0009u) /* size or SHA-256 does not match */
+#define PSDB_E_INTEGRITY ((psdb_hr)0xA0DB0009u) /* size, SHA-256 or identity does not match */
 
 /* Name of a status ("PSDB_E_INVALIDARG") followed by a short meaning. Returns a static string,
  * never NULL; unknown codes give "unknown status". Thread-safe. */
