@@ -27,6 +27,7 @@
  */
 #include "psdbfile_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -108,6 +109,8 @@ const char psdb__psdb_schema_sql[] =
 /* clang-format on */
 
 #define SQLITE_HEADER_SIZE 100
+/* SQLITE_LIMIT_SQL_LENGTH of a reading connection: bounds each statement of a file's schema. */
+#define SCHEMA_SQL_MAX 4096
 /* SQLite's default SQLITE_MAX_LENGTH: no blob or key may be longer. */
 #define MAX_ITEM_SIZE 1000000000u
 
@@ -696,7 +699,8 @@ struct psdb_file {
     /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
     _Atomic unsigned char *verified;
     uint64_t num_verified_slots;
-    page_cache *pages; /* the VFS of the file's connections; NULL: SQLite's default */
+    page_cache *pages;  /* the VFS of the file's connections; NULL: SQLite's default */
+    uint64_t file_size; /* bytes, as checked at open */
     /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
     _Atomic int index_state;         /* INDEX_* */
     _Atomic int index_cancel;        /* set by psdb_file_release to stop a build early */
@@ -727,13 +731,28 @@ static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
         set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
         return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
     }
-    /* The file is untrusted input: no functions with side effects from its schema. */
+    /* The file is untrusted input: no functions with side effects from its schema, and neither
+     * views nor triggers, which a PSDB never has (check_schema refuses them; this holds even for
+     * a statement that would run before it). */
     sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
     sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, NULL);
+    /* Loading the schema parses every statement stored in the file: keep a crafted statement
+     * small and shallow. The longest of psdb.sql is under 1 KiB, our queries under 512 bytes. */
+    sqlite3_limit(*db, SQLITE_LIMIT_SQL_LENGTH, SCHEMA_SQL_MAX);
+    sqlite3_limit(*db, SQLITE_LIMIT_EXPR_DEPTH, 64);
+    sqlite3_limit(*db, SQLITE_LIMIT_COLUMN, 64);
+    sqlite3_limit(*db, SQLITE_LIMIT_COMPOUND_SELECT, 4);
+    sqlite3_limit(*db, SQLITE_LIMIT_ATTACHED, 0);
     return PSDB_S_OK;
 }
 
-static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
+static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size);
+
+/* check: compare the file's schema with psdb.sql before the first statement on it (the first
+ * connection of psdb_file_open); later connections read a file already checked. */
+static psdb_hr conn_open(psdb_file *f, int check, conn **out, char *msg, size_t msg_size)
 {
     psdb_hr hr = PSDB_S_OK;
     conn *c = NULL;
@@ -745,6 +764,8 @@ static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
         goto cleanup;
     }
     if ((hr = db_open(f, &c->db, msg, msg_size)) < 0)
+        goto cleanup;
+    if (check && (hr = check_schema(c->db, msg, msg_size)) < 0)
         goto cleanup;
     /* Small: interior pages come from the file's page cache (pc_read), and leaf pages are
      * seldom read twice; a large LRU only costs memory and cache misses (measured). */
@@ -777,7 +798,7 @@ static psdb_hr conn_get(psdb_file *f, conn **out)
         *out = c;
         return PSDB_S_OK;
     }
-    return conn_open(f, out, NULL, 0);
+    return conn_open(f, 0, out, NULL, 0);
 }
 
 static void conn_put(psdb_file *f, conn *c)
@@ -1188,6 +1209,35 @@ static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg
         set_msg(msg, msg_size, "malformed SQLite header");
         goto cleanup;
     }
+    /* Header fields that change how SQLite reads the file, each fixed by how the writer makes it
+     * (schema/PSDB.md): rollback journal (18-19), no reserved bytes per page (20), the payload
+     * fractions SQLite requires (21-23), schema format 4 (44), no auto_vacuum or incremental
+     * vacuum (52, 64), UTF-8 text (56), and the reserved expansion bytes zero (72-91). */
+    if (h[18] != 1 || h[19] != 1) {
+        set_msg(msg, msg_size, "SQLite header: not in rollback-journal mode (versions %u/%u)",
+                (unsigned)h[18], (unsigned)h[19]);
+        goto cleanup;
+    }
+    if (h[20] != 0 || h[21] != 64 || h[22] != 32 || h[23] != 32 || be32(h + 44) != 4) {
+        set_msg(msg, msg_size, "SQLite header: unexpected page layout or schema format %u",
+                (unsigned)be32(h + 44));
+        goto cleanup;
+    }
+    if (be32(h + 52) != 0 || be32(h + 64) != 0) {
+        set_msg(msg, msg_size, "SQLite header: auto_vacuum is on (a PSDB never has it)");
+        goto cleanup;
+    }
+    if (be32(h + 56) != 1) {
+        set_msg(msg, msg_size, "SQLite header: text encoding %u is not UTF-8",
+                (unsigned)be32(h + 56));
+        goto cleanup;
+    }
+    for (size_t i = 72; i < 92; i++) {
+        if (h[i] != 0) {
+            set_msg(msg, msg_size, "SQLite header: reserved byte %zu is not zero", i);
+            goto cleanup;
+        }
+    }
     if ((uint64_t)sb.st_size != (uint64_t)page_size * pages) {
         set_msg(msg, msg_size, "%s (%llu bytes, header says %llu)",
                 (uint64_t)sb.st_size < (uint64_t)page_size * pages ? "truncated" : "trailing bytes",
@@ -1202,75 +1252,222 @@ cleanup:
     return hr;
 }
 
-/* The tables and columns of db must be exactly those schema/psdb.sql creates. */
+/* One token of SQL text (sql_next). */
+typedef struct sql_tok {
+    const char *p;
+    size_t n;
+    int word; /* a keyword or bare identifier: compared without ASCII case */
+} sql_tok;
+
+static int sql_word_byte(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '$' || ch >= 0x80;
+}
+
+/* Reads the next token of [*p, end) into t, skipping white space and comments; 0 at the end. A
+ * quoted token ('', "", ``, []) is kept whole with its quotes, any other character that is not
+ * part of a word is a token of its own. */
+static int sql_next(const char **p, const char *end, sql_tok *t)
+{
+    const char *s = *p;
+
+    for (;;) {
+        while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f'))
+            s++;
+        if (end - s >= 2 && s[0] == '-' && s[1] == '-') {
+            while (s < end && *s != '\n')
+                s++;
+        } else if (end - s >= 2 && s[0] == '/' && s[1] == '*') {
+            s += 2;
+            while (s < end && !(end - s >= 2 && s[0] == '*' && s[1] == '/'))
+                s++;
+            s = s < end ? s + 2 : end;
+        } else {
+            break;
+        }
+    }
+    if (s >= end) {
+        *p = end;
+        return 0;
+    }
+    t->p = s;
+    t->word = 0;
+    if (*s == '\'' || *s == '"' || *s == '`' || *s == '[') {
+        char close = *s == '[' ? ']' : *s;
+        s++;
+        while (s < end) {
+            if (*s++ == close) {
+                if (close == ']' || s >= end || *s != close)
+                    break;
+                s++; /* a doubled quote stands for one */
+            }
+        }
+    } else if (sql_word_byte((unsigned char)*s)) {
+        t->word = 1;
+        while (s < end && sql_word_byte((unsigned char)*s))
+            s++;
+    } else {
+        s++;
+    }
+    t->n = (size_t)(s - t->p);
+    *p = s;
+    return 1;
+}
+
+/* Whether two statements are the same sequence of tokens: they then mean the same (white space,
+ * comments and the case of keywords and bare identifiers are all SQLite ignores). Cost linear in
+ * the shorter text plus the white space skipped. */
+static int sql_same(const char *a, size_t an, const char *b, size_t bn)
+{
+    const char *ae = a + an, *be = b + bn;
+    sql_tok x, y;
+
+    for (;;) {
+        int ha = sql_next(&a, ae, &x), hb = sql_next(&b, be, &y);
+        if (!ha || !hb)
+            return ha == hb;
+        if (x.n != y.n || x.word != y.word)
+            return 0;
+        for (size_t i = 0; i < x.n; i++) {
+            unsigned char ca = (unsigned char)x.p[i], cb = (unsigned char)y.p[i];
+            if (x.word && ca >= 'A' && ca <= 'Z')
+                ca = (unsigned char)(ca - 'A' + 'a');
+            if (x.word && cb >= 'A' && cb <= 'Z')
+                cb = (unsigned char)(cb - 'A' + 'a');
+            if (ca != cb)
+                return 0;
+        }
+    }
+}
+
+/* One row of sqlite_schema as psdb.sql creates it. */
+typedef struct schema_row {
+    char *type, *name, *tbl_name, *sql; /* sql NULL for an automatic index */
+    size_t sql_len;
+    int seen;
+} schema_row;
+
+#define SCHEMA_ROWS_MAX 16
+
+/* Tables first, so that a missing table is named before its automatic index. */
+static const char schema_want_sql[] =
+    "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type = 'table' DESC, type, name";
+/* In stored order: the check stops at the first row that differs, before reading the rest. */
+static const char schema_got_sql[] = "SELECT type, name, tbl_name, sql FROM sqlite_schema";
+
+static char *dup_column(sqlite3_stmt *st, int i, size_t *len)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    char *d = NULL;
+
+    if (!s)
+        return NULL;
+    if ((d = malloc(n + 1)) != NULL) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    if (len)
+        *len = n;
+    return d;
+}
+
+/* The schema of db must be exactly the one schema/psdb.sql creates: every row of sqlite_schema
+ * (tables, indexes including the automatic ones, views, triggers) with the same type, name, table
+ * and statement, and nothing else. The statement text decides everything SQLite will evaluate:
+ * columns (generated or hidden ones included), types, constraints, defaults, collations, index
+ * expressions, WITHOUT ROWID. Only sqlite_schema is read, so nothing stored in the file is
+ * evaluated before it passes. */
 static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
 {
-    static const char *cols_sql =
-        "SELECT m.name, p.cid, p.name, p.type, p.\"notnull\", p.pk FROM sqlite_schema m, "
-        "pragma_table_info(m.name) p WHERE m.type = 'table' ORDER BY m.name, p.cid";
     psdb_hr hr = PSDB_S_OK;
     sqlite3 *ref = NULL;
     sqlite3_stmt *want = NULL, *got = NULL;
-    int rc = SQLITE_OK, rw = 0, rg = 0;
+    schema_row rows[SCHEMA_ROWS_MAX];
+    size_t nrows = 0;
+    int rc = SQLITE_OK;
 
+    memset(rows, 0, sizeof(rows));
     rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(ref, psdb__psdb_schema_sql, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(ref, cols_sql, -1, &want, NULL);
-    if (rc != SQLITE_OK) {
+        rc = sqlite3_prepare_v2(ref, schema_want_sql, -1, &want, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(want)) == SQLITE_ROW) {
+        schema_row *w = &rows[nrows];
+        /* psdb.sql is ours: more rows than this is a bug here, not in a file. */
+        assert(nrows < SCHEMA_ROWS_MAX);
+        w->type = dup_column(want, 0, NULL);
+        w->name = dup_column(want, 1, NULL);
+        w->tbl_name = dup_column(want, 2, NULL);
+        w->sql = dup_column(want, 3, &w->sql_len);
+        nrows++;
+        if (!w->type || !w->name || !w->tbl_name ||
+            (!w->sql && sqlite3_column_type(want, 3) != SQLITE_NULL)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_DONE) {
         hr = rc == SQLITE_NOMEM || !ref ? PSDB_E_OUTOFMEMORY : PSDB_E_FAIL;
         set_msg(msg, msg_size, "reference schema: %s", ref ? sqlite3_errmsg(ref) : "no memory");
         goto cleanup;
     }
-    rc = sqlite3_prepare_v2(db, cols_sql, -1, &got, NULL);
+    rc = sqlite3_prepare_v2(db, schema_got_sql, -1, &got, NULL);
     if (rc != SQLITE_OK) {
         hr = read_error(rc);
         set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
         goto cleanup;
     }
-    for (;;) {
-        rw = sqlite3_step(want);
-        rg = sqlite3_step(got);
-        if (rg != SQLITE_ROW && rg != SQLITE_DONE) {
-            hr = read_error(rg);
-            set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+    /* At most nrows + 1 rows are read: the first unexpected or differing one ends the check. */
+    while ((rc = sqlite3_step(got)) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(got, 0);
+        const char *name = (const char *)sqlite3_column_text(got, 1);
+        const char *tbl = (const char *)sqlite3_column_text(got, 2);
+        const char *sql = (const char *)sqlite3_column_text(got, 3);
+        size_t sql_len = (size_t)sqlite3_column_bytes(got, 3);
+        schema_row *w = NULL;
+
+        for (size_t i = 0; name && i < nrows && !w; i++)
+            if (!rows[i].seen && strcmp(rows[i].name, name) == 0 &&
+                (size_t)sqlite3_column_bytes(got, 1) == strlen(name))
+                w = &rows[i];
+        hr = PSDB_E_CACHE_CORRUPT;
+        if (!w || !type || strcmp(w->type, type) != 0) {
+            set_msg(msg, msg_size, "schema differs: %s %s unexpected", type ? type : "entry",
+                    name ? name : "(no name)");
             goto cleanup;
         }
-        if (rw != SQLITE_ROW && rw != SQLITE_DONE) {
-            hr = PSDB_E_FAIL;
-            set_msg(msg, msg_size, "reference schema: %s", sqlite3_errmsg(ref));
+        if (!tbl || strcmp(w->tbl_name, tbl) != 0 || !w->sql != !sql ||
+            (sql && !sql_same(w->sql, w->sql_len, sql, sql_len))) {
+            set_msg(msg, msg_size, "schema differs: %s %s is not defined as psdb.sql defines it",
+                    w->type, w->name);
             goto cleanup;
         }
-        if (rw == SQLITE_DONE && rg == SQLITE_DONE)
-            break;
-        if (rw == SQLITE_DONE || rg == SQLITE_DONE) {
+        hr = PSDB_S_OK;
+        w->seen = 1;
+    }
+    if (rc != SQLITE_DONE) {
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    for (size_t i = 0; i < nrows; i++) {
+        if (!rows[i].seen) {
             hr = PSDB_E_CACHE_CORRUPT;
-            set_msg(msg, msg_size, "schema differs: table %s %s",
-                    rw == SQLITE_DONE ? (const char *)sqlite3_column_text(got, 0)
-                                      : (const char *)sqlite3_column_text(want, 0),
-                    rw == SQLITE_DONE ? "unexpected" : "missing");
+            set_msg(msg, msg_size, "schema differs: %s %s missing", rows[i].type, rows[i].name);
             goto cleanup;
-        }
-        for (int i = 0; i < 6; i++) {
-            const char *a = (const char *)sqlite3_column_text(want, i);
-            const char *b = (const char *)sqlite3_column_text(got, i);
-            if (!a || !b || strcmp(a, b) != 0) {
-                const char *wt = (const char *)sqlite3_column_text(want, 0);
-                const char *gt = (const char *)sqlite3_column_text(got, 0);
-                hr = PSDB_E_CACHE_CORRUPT;
-                if (wt && gt && strcmp(wt, gt) != 0)
-                    set_msg(msg, msg_size, "schema differs: table %s %s",
-                            strcmp(wt, gt) < 0 ? wt : gt,
-                            strcmp(wt, gt) < 0 ? "missing" : "unexpected");
-                else
-                    set_msg(msg, msg_size, "schema differs: table %s, column %s", wt ? wt : "?",
-                            (const char *)sqlite3_column_text(want, 2));
-                goto cleanup;
-            }
         }
     }
 cleanup:
+    for (size_t i = 0; i < nrows; i++) {
+        free(rows[i].type);
+        free(rows[i].name);
+        free(rows[i].tbl_name);
+        free(rows[i].sql);
+    }
     sqlite3_finalize(want);
     sqlite3_finalize(got);
     sqlite3_close(ref);
@@ -1490,6 +1687,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
+    f->file_size = file_size;
     f->uri = make_uri(path);
     f->pages = page_cache_new(file_size);
     f->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
@@ -1497,18 +1695,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    if ((hr = conn_open(f, &c, msg, msg_size)) < 0) {
-        /* Preparing the lookups fails on a file whose tables are missing: say which. */
-        if (hr == PSDB_E_CACHE_CORRUPT && c == NULL) {
-            sqlite3 *db = NULL;
-            if (sqlite3_open_v2(f->uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) ==
-                SQLITE_OK)
-                check_schema(db, msg, msg_size);
-            sqlite3_close(db);
-        }
-        goto cleanup;
-    }
-    if ((hr = check_schema(c->db, msg, msg_size)) < 0)
+    if ((hr = conn_open(f, 1, &c, msg, msg_size)) < 0)
         goto cleanup;
     if ((hr = read_header(f, c->db, file_size, msg, msg_size)) < 0)
         goto cleanup;
@@ -1785,6 +1972,32 @@ static psdb_hr expect_empty(sqlite3 *db, const char *sql, const char *what, char
     return hr;
 }
 
+/* Work bound of psdb_file_verify, in SQLite VM instructions: VERIFY_OPS_PER_BYTE per byte of the
+ * file plus VERIFY_OPS_BASE. Every query of the verification is a scan or an index seek per row on
+ * the schema check_schema enforces, so a well-formed file needs a small fraction of this (a file of
+ * one-byte values, the densest, measured under 2 instructions per byte); the bound only stops a
+ * query that some input made worse than linear. The progress handler is called every
+ * VERIFY_PROGRESS_EVERY instructions. */
+#define VERIFY_OPS_PER_BYTE 64u
+#define VERIFY_OPS_BASE 10000000u
+#define VERIFY_PROGRESS_EVERY 1000
+
+typedef struct verify_budget {
+    uint64_t left; /* calls of verify_progress still allowed */
+    int stopped;
+} verify_budget;
+
+static int verify_progress(void *arg)
+{
+    verify_budget *b = arg;
+    if (b->left == 0) {
+        b->stopped = 1;
+        return 1; /* interrupts the statement: SQLITE_INTERRUPT */
+    }
+    b->left--;
+    return 0;
+}
+
 psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
 {
     static const struct {
@@ -1822,6 +2035,7 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     content_stats cs = {0};
     int rc = SQLITE_OK;
     uint64_t nblobs = 0;
+    verify_budget budget = {0};
     char hex[65];
 
     set_msg(msg, msg_size, "ok");
@@ -1834,6 +2048,11 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
         set_msg(msg, msg_size, "cannot open a connection: %s", psdb_hr_str(hr));
         goto cleanup;
     }
+    budget.left = (f->file_size > (UINT64_MAX - VERIFY_OPS_BASE) / VERIFY_OPS_PER_BYTE
+                       ? UINT64_MAX
+                       : f->file_size * VERIFY_OPS_PER_BYTE + VERIFY_OPS_BASE) /
+                  VERIFY_PROGRESS_EVERY;
+    sqlite3_progress_handler(c->db, VERIFY_PROGRESS_EVERY, verify_progress, &budget);
     rc = sqlite3_prepare_v2(c->db, "PRAGMA integrity_check(1)", -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
@@ -1912,8 +2131,17 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     set_msg(msg, msg_size, "ok");
 cleanup:
     sqlite3_finalize(st);
-    if (c)
+    if (budget.stopped) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(msg, msg_size,
+                "verification stopped: more work than a PSDB of %llu bytes can need (crafted "
+                "content)",
+                (unsigned long long)f->file_size);
+    }
+    if (c) {
+        sqlite3_progress_handler(c->db, 0, NULL, NULL);
         conn_put(f, c);
+    }
     return hr;
 }
 
