@@ -1341,6 +1341,17 @@ static int sql_same(const char *a, size_t an, const char *b, size_t bn)
     }
 }
 
+/* A name read from a file, fit for a one-line message: at most 63 bytes, printable ASCII (other
+ * bytes become '?'). */
+static const char *msg_name(const char *s, char out[64])
+{
+    size_t i = 0;
+    for (; s && s[i] && i < 63; i++)
+        out[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+    return s ? out : "(null)";
+}
+
 /* One row of sqlite_schema as psdb.sql creates it. */
 typedef struct schema_row {
     char *type, *name, *tbl_name, *sql; /* sql NULL for an automatic index */
@@ -1417,8 +1428,10 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
     }
     rc = sqlite3_prepare_v2(db, schema_got_sql, -1, &got, NULL);
     if (rc != SQLITE_OK) {
+        char e[64];
         hr = read_error(rc);
-        set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+        /* SQLite's message quotes names from the file. */
+        set_msg(msg, msg_size, "schema: %s", msg_name(sqlite3_errmsg(db), e));
         goto cleanup;
     }
     /* At most nrows + 1 rows are read: the first unexpected or differing one ends the check. */
@@ -1436,8 +1449,9 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
                 w = &rows[i];
         hr = PSDB_E_CACHE_CORRUPT;
         if (!w || !type || strcmp(w->type, type) != 0) {
-            set_msg(msg, msg_size, "schema differs: %s %s unexpected", type ? type : "entry",
-                    name ? name : "(no name)");
+            char t[64], n[64];
+            set_msg(msg, msg_size, "schema differs: %s %s unexpected", msg_name(type, t),
+                    msg_name(name, n));
             goto cleanup;
         }
         if (!tbl || strcmp(w->tbl_name, tbl) != 0 || !w->sql != !sql ||
@@ -1450,8 +1464,9 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
         w->seen = 1;
     }
     if (rc != SQLITE_DONE) {
+        char e[64];
         hr = read_error(rc);
-        set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+        set_msg(msg, msg_size, "schema: %s", msg_name(sqlite3_errmsg(db), e));
         goto cleanup;
     }
     for (size_t i = 0; i < nrows; i++) {
@@ -2142,6 +2157,24 @@ cleanup:
         sqlite3_progress_handler(c->db, 0, NULL, NULL);
         conn_put(f, c);
     }
+    return hr;
+}
+
+psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size, psdb_file **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_file *f = NULL;
+
+    if (out)
+        *out = NULL;
+    if ((hr = psdb__file_open_msg(path, NULL, out ? &f : NULL, msg, msg_size)) < 0)
+        goto cleanup;
+    if ((hr = psdb_file_verify(f, msg, msg_size)) < 0)
+        goto cleanup;
+    *out = f;
+    f = NULL;
+cleanup:
+    psdb_file_release(f);
     return hr;
 }
 

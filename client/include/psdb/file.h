@@ -86,6 +86,14 @@ PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
  * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 
+/* psdb_file_open without an adapter, then psdb_file_verify: what a server or tool runs before
+ * trusting a PSDB it was handed. Statuses those of psdb_file_open (adapter NULL) and of
+ * psdb_file_verify; msg (may be NULL; truncated to msg_size) gets "ok" or a one-line reason,
+ * whichever step failed. On success *out is the caller's (psdb_file_release), else NULL. Reads the
+ * whole file. Thread-safe. */
+PSDB_API psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size,
+                                         psdb_file **out);
+
 /* ---- Writing a PSDB ----------------------------------------------------------------------------
  */
 
