@@ -50,8 +50,8 @@
 /* clang-format off */
 const char psdb__psdb_schema_sql[] =
     "-- psdb.sql - PSDB schema version 1 (described in PSDB.md). The writer executes\n"
-    "-- this text verbatim on an empty file; readers compare the tables it creates\n"
-    "-- against the tables of the file they open.\n"
+    "-- this text verbatim on an empty file; readers compare every statement it\n"
+    "-- stores in sqlite_schema with those of the file they open (PSDB.md, rule 5).\n"
     "PRAGMA page_size = 4096;\n"
     "PRAGMA application_id = 1347634242; -- 0x50534442, 'PSDB'\n"
     "PRAGMA user_version = 1;\n"

@@ -35,8 +35,13 @@ typedef struct psdb_file_info {
  *   PSDB_E_INVALIDARG             path or out NULL, or adapter given with a NULL family;
  *   PSDB_E_IO / PSDB_E_ACCESS     the file cannot be opened or is not a regular file;
  *   PSDB_E_CACHE_CORRUPT          not a SQLite file, not a PSDB (application_id), schema version
- *                                 (user_version) other than 1, truncated or trailing bytes,
- *                                 missing / extra / altered table, malformed header row;
+ *                                 (user_version) other than 1, a SQLite header setting the writer
+ *                                 never makes (WAL, auto_vacuum, UTF-16, reserved bytes, ...),
+ *                                 truncated or trailing bytes, a schema other than psdb.sql's
+ *                                 (any table, column, generated column, index, trigger or view
+ *                                 missing, extra or altered: every CREATE statement is compared,
+ *                                 before anything stored in the file is evaluated), malformed
+ *                                 header row;
  *   PSDB_E_ADAPTER_NOT_FOUND      adapter family differs (byte comparison);
  *   PSDB_E_DRIVER_VERSION_MISMATCH ABI outside [abi_min, abi_max] or top 32 bits of the
  *                                 application profile version differ (MODEL A3);
@@ -83,7 +88,9 @@ PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
  * unreferenced blob, every group member's group and value key, member indexes 0..n-1, header
  * counts, and the content digest recomputed. S_OK ("ok" in msg) or PSDB_E_CACHE_CORRUPT with a
  * one-line reason in msg (msg may be NULL; truncated to msg_size). PSDB_E_INVALIDARG (f NULL),
- * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file. Thread-safe. */
+ * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file, in time linear in its size (a work bound
+ * stops crafted content with PSDB_E_CACHE_CORRUPT); runs SQLite's integrity check on a second
+ * thread of its own. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 
 /* psdb_file_open without an adapter, then psdb_file_verify: what a server or tool runs before
