@@ -366,6 +366,10 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
     }
     rec.sha256[64] = '\0';
 
+    /* Start writing the upload back to disk now: verification below is CPU and page-cache reads,
+     * so the disk works meanwhile and the fsync of the commit finds little left to write. */
+    if (sync_file_range(r->fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+        psdbd_log("publish: sync_file_range %s: %s", r->tmp_path, strerror(errno));
     /* Everything `psdb verify` checks (content digest, sizes, references, ids, SQLite integrity):
      * a file indexed here is served to every client as it is, and a damaged one would fail or
      * miss on each of them instead of once here. */
