@@ -2022,11 +2022,86 @@ static void verify_budget_init(const psdb_file *f, verify_budget *b)
               VERIFY_PROGRESS_EVERY;
 }
 
-/* PRAGMA integrity_check on a connection of its own, for psdb_file_verify. */
+/* Blob ids are claimed in chunks of this many by the threads that hash them. */
+#define VERIFY_BLOB_CHUNK 16
+
+/* The blobs of a PSDB hashed by two threads: each claims the next VERIFY_BLOB_CHUNK ids of 1..last
+ * (the writer numbers blobs 1..num_blobs; psdb_file_verify refuses any other id), so the work
+ * splits evenly whatever the blob sizes. */
+typedef struct blob_scan {
+    _Atomic uint64_t next; /* first id of the next chunk */
+    uint64_t last;         /* header num_blobs */
+} blob_scan;
+
+/* What one thread found: rows hashed, and the first failure. */
+typedef struct blob_part {
+    uint64_t count;
+    psdb_hr hr;
+    sqlite3_int64 bad_id;
+    char msg[256];
+} blob_part;
+
+static void blob_scan_run(blob_scan *s, sqlite3 *db, blob_part *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        db, "SELECT id, sha256, data FROM blobs WHERE id BETWEEN ?1 AND ?2 ORDER BY id", -1, &st,
+        NULL);
+
+    if (rc != SQLITE_OK)
+        goto sqlite_fail;
+    for (;;) {
+        uint64_t first = atomic_fetch_add(&s->next, VERIFY_BLOB_CHUNK);
+        if (first > s->last)
+            break;
+        uint64_t last =
+            s->last - first < VERIFY_BLOB_CHUNK ? s->last : first + VERIFY_BLOB_CHUNK - 1;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)first);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)last);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            uint8_t got[32];
+            sqlite3_int64 id = sqlite3_column_int64(st, 0);
+            if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+                sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32 ||
+                sqlite3_column_bytes(st, 2) == 0) {
+                out->hr = PSDB_E_CACHE_CORRUPT;
+                out->bad_id = id;
+                set_msg(out->msg, sizeof(out->msg), "blob %lld: malformed row", (long long)id);
+                goto cleanup;
+            }
+            psdb__sha256(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), got);
+            if (memcmp(got, sqlite3_column_blob(st, 1), 32) != 0) {
+                out->hr = PSDB_E_CACHE_CORRUPT;
+                out->bad_id = id;
+                set_msg(out->msg, sizeof(out->msg), "blob %lld: bytes do not match their SHA-256",
+                        (long long)id);
+                goto cleanup;
+            }
+            out->count++;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            goto sqlite_fail;
+    }
+    goto cleanup;
+sqlite_fail:
+    out->hr = read_error(rc);
+    out->bad_id = 0;
+    set_msg(out->msg, sizeof(out->msg), "blobs: %s", sqlite3_errmsg(db));
+cleanup:
+    if (out->hr < 0)
+        atomic_store(&s->next, UINT64_MAX / 2); /* the other thread stops at its next chunk */
+    sqlite3_finalize(st);
+}
+
+/* The second thread of psdb_file_verify: PRAGMA integrity_check on a connection of its own, then
+ * its share of the blobs. */
 typedef struct integrity_job {
     psdb_file *f;
+    blob_scan *scan;
     psdb_hr hr;
     char msg[256];
+    blob_part blobs;
 } integrity_job;
 
 static void integrity_run(integrity_job *job)
@@ -2057,6 +2132,18 @@ static void integrity_run(integrity_job *job)
         job->hr = PSDB_E_CACHE_CORRUPT;
         set_msg(job->msg, sizeof(job->msg), "integrity_check: %s",
                 msg_name((const char *)sqlite3_column_text(st, 0), e));
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (job->hr < 0 && job->scan)
+        atomic_store(&job->scan->next, UINT64_MAX / 2); /* its finding is reported: stop hashing */
+    if (job->hr >= 0 && job->scan)
+        blob_scan_run(job->scan, db, &job->blobs);
+    if (budget.stopped && job->blobs.hr >= 0) {
+        job->blobs.hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(job->blobs.msg, sizeof(job->blobs.msg),
+                "verification stopped: more work than a PSDB of %llu bytes can need",
+                (unsigned long long)job->f->file_size);
     }
 cleanup:
     sqlite3_finalize(st);
@@ -2104,12 +2191,14 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     conn *c = NULL;
     sqlite3_stmt *st = NULL;
     content_stats cs = {0};
-    int rc = SQLITE_OK;
     uint64_t nblobs = 0;
     verify_budget budget = {0};
     integrity_job job = {.hr = PSDB_S_OK};
+    blob_scan scan;
+    blob_part mine = {.hr = PSDB_S_OK};
     pthread_t job_thread;
     int job_started = 0;
+    char ids_sql[96];
     char hex[65];
 
     set_msg(msg, msg_size, "ok");
@@ -2122,51 +2211,49 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
         set_msg(msg, msg_size, "cannot open a connection: %s", psdb_hr_str(hr));
         goto cleanup;
     }
-    /* SQLite's integrity check reads every page, as the blob hashing below does: on a connection
-     * of its own and a thread of its own the two run side by side (publish time, measured). */
+    /* SQLite's integrity check reads every page, as the blob hashing does: a second thread with
+     * a connection of its own runs it, then joins this one in hashing blobs, so the two cost
+     * about half their sum (publish runs this; measured). */
+    atomic_init(&scan.next, 1);
+    scan.last = f->info.num_blobs;
     job.f = f;
+    job.scan = &scan;
     job_started = pthread_create(&job_thread, NULL, integrity_main, &job) == 0;
-    if (!job_started)
+    if (!job_started) {
+        job.scan = NULL;
         integrity_run(&job);
+    }
     verify_budget_init(f, &budget);
     sqlite3_progress_handler(c->db, VERIFY_PROGRESS_EVERY, verify_progress, &budget);
 
-    rc = sqlite3_prepare_v2(c->db, "SELECT id, sha256, data FROM blobs ORDER BY id", -1, &st, NULL);
-    if (rc != SQLITE_OK) {
-        hr = read_error(rc);
-        set_msg(msg, msg_size, "blobs: %s", sqlite3_errmsg(c->db));
+    if (job_started || job.hr >= 0) /* job.hr is the other thread's until the join */
+        blob_scan_run(&scan, c->db, &mine);
+    if (job_started) {
+        pthread_join(job_thread, NULL);
+        job_started = 0;
+    }
+    if (job.hr < 0)
+        goto cleanup; /* reported below */
+    if (mine.hr < 0 || job.blobs.hr < 0) {
+        /* The lower blob id first; a failure without one (SQLite's) before either. */
+        const blob_part *bad = mine.hr >= 0                     ? &job.blobs
+                               : job.blobs.hr >= 0              ? &mine
+                               : job.blobs.bad_id < mine.bad_id ? &job.blobs
+                                                                : &mine;
+        hr = bad->hr;
+        set_msg(msg, msg_size, "%s", bad->msg);
         goto cleanup;
     }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint8_t got[32];
-        sqlite3_int64 id = sqlite3_column_int64(st, 0);
-        if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
-            sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32 ||
-            sqlite3_column_bytes(st, 2) == 0) {
-            hr = PSDB_E_CACHE_CORRUPT;
-            set_msg(msg, msg_size, "blob %lld: malformed row", (long long)id);
-            goto cleanup;
-        }
-        const void *data = sqlite3_column_blob(st, 2);
-        psdb__sha256(data, (size_t)sqlite3_column_bytes(st, 2), got);
-        if (memcmp(got, sqlite3_column_blob(st, 1), 32) != 0) {
-            hr = PSDB_E_CACHE_CORRUPT;
-            set_msg(msg, msg_size, "blob %lld: bytes do not match their SHA-256", (long long)id);
-            goto cleanup;
-        }
-        nblobs++;
-    }
-    if (rc != SQLITE_DONE) {
-        hr = read_error(rc);
-        set_msg(msg, msg_size, "blobs: %s", sqlite3_errmsg(c->db));
-        goto cleanup;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
+    nblobs = mine.count + job.blobs.count;
 
     for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
         if ((hr = expect_empty(c->db, checks[i].sql, checks[i].what, msg, msg_size)) < 0)
             goto cleanup;
+    /* Only ids 1..num_blobs were hashed: any other is refused (the counts then cover the rest). */
+    snprintf(ids_sql, sizeof(ids_sql), "SELECT 1 FROM blobs WHERE id < 1 OR id > %llu",
+             (unsigned long long)f->info.num_blobs);
+    if ((hr = expect_empty(c->db, ids_sql, "blob ids are not 1..num_blobs", msg, msg_size)) < 0)
+        goto cleanup;
 
     if ((hr = compute_content(c->db, &f->info.identity, &f->info.target, &cs, msg, msg_size)) < 0)
         goto cleanup;

@@ -1138,6 +1138,11 @@ START_TEST(test_psdbfile__C2_verify_finds_broken_references)
          "size"},
         {"INSERT INTO group_members VALUES (CAST('nogroup' AS BLOB), 0, CAST('k001' AS BLOB));",
          "no group"},
+        /* Consistent references, but a blob id outside 1..num_blobs, which no hashing thread
+         * claims. */
+        {"UPDATE blobs SET id = 1000 WHERE id = 1; UPDATE value_entries SET blob_id = 1000 WHERE "
+         "blob_id = 1;",
+         "blob ids"},
     };
     for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
         char *p = sample_file("refs.psdb");
