@@ -27,7 +27,6 @@
  */
 #include "psdbfile_internal.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1407,8 +1406,10 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
         rc = sqlite3_prepare_v2(ref, schema_want_sql, -1, &want, NULL);
     while (rc == SQLITE_OK && (rc = sqlite3_step(want)) == SQLITE_ROW) {
         schema_row *w = &rows[nrows];
-        /* psdb.sql is ours: more rows than this is a bug here, not in a file. */
-        assert(nrows < SCHEMA_ROWS_MAX);
+        if (nrows == SCHEMA_ROWS_MAX) {
+            rc = SQLITE_ERROR; /* psdb.sql grew past SCHEMA_ROWS_MAX: a bug here, not in a file */
+            break;
+        }
         w->type = dup_column(want, 0, NULL);
         w->name = dup_column(want, 1, NULL);
         w->tbl_name = dup_column(want, 2, NULL);
