@@ -84,13 +84,13 @@ PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
                                                    void *ctx),
                                          void *ctx);
 
-/* Deep check: SQLite integrity_check, every blob's SHA-256, every value's blob and type, no
- * unreferenced blob, every group member's group and value key, member indexes 0..n-1, header
- * counts, and the content digest recomputed. S_OK ("ok" in msg) or PSDB_E_CACHE_CORRUPT with a
- * one-line reason in msg (msg may be NULL; truncated to msg_size). PSDB_E_INVALIDARG (f NULL),
- * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file, in time linear in its size (a work bound
- * stops crafted content with PSDB_E_CACHE_CORRUPT); runs SQLite's integrity check on a second
- * thread of its own. Thread-safe. */
+/* Deep check: SQLite integrity_check, every blob's SHA-256, blob ids 1..num_blobs, every value's
+ * blob and type, no unreferenced blob, every group member's group and value key, member indexes
+ * 0..n-1, header counts, and the content digest recomputed. S_OK ("ok" in msg) or
+ * PSDB_E_CACHE_CORRUPT with a one-line reason in msg (msg may be NULL; truncated to msg_size).
+ * PSDB_E_INVALIDARG (f NULL), PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file, in time linear
+ * in its size (a work bound stops crafted content with PSDB_E_CACHE_CORRUPT), on the calling
+ * thread and one more it starts and joins. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 
 /* psdb_file_open without an adapter, then psdb_file_verify: what a server or tool runs before
