@@ -1,6 +1,6 @@
 -- psdb.sql - PSDB schema version 1 (described in PSDB.md). The writer executes
--- this text verbatim on an empty file; readers compare the tables it creates
--- against the tables of the file they open.
+-- this text verbatim on an empty file; readers compare every statement it
+-- stores in sqlite_schema with those of the file they open (PSDB.md, rule 5).
 PRAGMA page_size = 4096;
 PRAGMA application_id = 1347634242; -- 0x50534442, 'PSDB'
 PRAGMA user_version = 1;

@@ -436,6 +436,15 @@ static void publish_chunk(struct req *r, const char *data, size_t n)
     }
 }
 
+/* Makes a libpsdb message about an uploaded file safe for a JSON string and a log line: it can
+ * quote names stored in the file, which are any bytes. */
+static void printable_ascii(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = '?';
+}
+
 static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
     enum MHD_Result ret = MHD_YES;
@@ -448,6 +457,7 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
     psdbd_rc rc;
     unsigned int mdlen = 0;
     static const char hexd[] = "0123456789abcdef";
+    char why[512] = "";
     psdb_hr hr;
     int e;
 
@@ -476,10 +486,26 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
     }
     rec.sha256[64] = '\0';
 
-    hr = psdb_file_open(r->tmp_path, NULL, &f);
+    /* Start writing the upload back to disk now: verification below is CPU and page-cache reads,
+     * so the disk works meanwhile and the fsync of the commit finds little left to write. */
+    if (sync_file_range(r->fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+        psdbd_log("publish: sync_file_range %s: %s", r->tmp_path, strerror(errno));
+    /* Everything `psdb verify` checks (content digest, sizes, references, ids, SQLite integrity):
+     * a file indexed here is served to every client as it is, and a damaged one would fail or
+     * miss on each of them instead of once here. */
+    hr = psdb_file_open_verified(r->tmp_path, why, sizeof(why), &f);
     if (PSDB_FAILED(hr) || PSDB_FAILED(psdb_file_get_info(f, &info))) {
-        ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
-                          "the body is not a valid PSDB (%s)", psdb_hr_str(hr));
+        if (hr == PSDB_E_OUTOFMEMORY)
+            abort(); /* the daemon's policy */
+        printable_ascii(why);
+        if (hr == PSDB_E_IO || hr == PSDB_E_ACCESS) {
+            psdbd_log("publish: read %s: %s", r->tmp_path, why);
+            ret = reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                              "cannot read the upload");
+        } else {
+            ret = reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                              "the body is not a valid PSDB: %s", why);
+        }
         goto cleanup;
     }
     if (!info.identity.desc.name || !*info.identity.desc.name || !info.target.family ||

@@ -49,8 +49,8 @@
 /* clang-format off */
 const char psdb__psdb_schema_sql[] =
     "-- psdb.sql - PSDB schema version 1 (described in PSDB.md). The writer executes\n"
-    "-- this text verbatim on an empty file; readers compare the tables it creates\n"
-    "-- against the tables of the file they open.\n"
+    "-- this text verbatim on an empty file; readers compare every statement it\n"
+    "-- stores in sqlite_schema with those of the file they open (PSDB.md, rule 5).\n"
     "PRAGMA page_size = 4096;\n"
     "PRAGMA application_id = 1347634242; -- 0x50534442, 'PSDB'\n"
     "PRAGMA user_version = 1;\n"
@@ -108,6 +108,8 @@ const char psdb__psdb_schema_sql[] =
 /* clang-format on */
 
 #define SQLITE_HEADER_SIZE 100
+/* SQLITE_LIMIT_SQL_LENGTH of a reading connection: bounds each statement of a file's schema. */
+#define SCHEMA_SQL_MAX 4096
 /* SQLite's default SQLITE_MAX_LENGTH: no blob or key may be longer. */
 #define MAX_ITEM_SIZE 1000000000u
 
@@ -696,7 +698,8 @@ struct psdb_file {
     /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
     _Atomic unsigned char *verified;
     uint64_t num_verified_slots;
-    page_cache *pages; /* the VFS of the file's connections; NULL: SQLite's default */
+    page_cache *pages;  /* the VFS of the file's connections; NULL: SQLite's default */
+    uint64_t file_size; /* bytes, as checked at open */
     /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
     _Atomic int index_state;         /* INDEX_* */
     _Atomic int index_cancel;        /* set by psdb_file_release to stop a build early */
@@ -727,13 +730,28 @@ static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
         set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
         return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
     }
-    /* The file is untrusted input: no functions with side effects from its schema. */
+    /* The file is untrusted input: no functions with side effects from its schema, and neither
+     * views nor triggers, which a PSDB never has (check_schema refuses them; this holds even for
+     * a statement that would run before it). */
     sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
     sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, NULL);
+    /* Loading the schema parses every statement stored in the file: keep a crafted statement
+     * small and shallow. The longest of psdb.sql is under 1 KiB, our queries under 512 bytes. */
+    sqlite3_limit(*db, SQLITE_LIMIT_SQL_LENGTH, SCHEMA_SQL_MAX);
+    sqlite3_limit(*db, SQLITE_LIMIT_EXPR_DEPTH, 64);
+    sqlite3_limit(*db, SQLITE_LIMIT_COLUMN, 64);
+    sqlite3_limit(*db, SQLITE_LIMIT_COMPOUND_SELECT, 4);
+    sqlite3_limit(*db, SQLITE_LIMIT_ATTACHED, 0);
     return PSDB_S_OK;
 }
 
-static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
+static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size);
+
+/* check: compare the file's schema with psdb.sql before the first statement on it (the first
+ * connection of psdb_file_open); later connections read a file already checked. */
+static psdb_hr conn_open(psdb_file *f, int check, conn **out, char *msg, size_t msg_size)
 {
     psdb_hr hr = PSDB_S_OK;
     conn *c = NULL;
@@ -745,6 +763,8 @@ static psdb_hr conn_open(psdb_file *f, conn **out, char *msg, size_t msg_size)
         goto cleanup;
     }
     if ((hr = db_open(f, &c->db, msg, msg_size)) < 0)
+        goto cleanup;
+    if (check && (hr = check_schema(c->db, msg, msg_size)) < 0)
         goto cleanup;
     /* Small: interior pages come from the file's page cache (pc_read), and leaf pages are
      * seldom read twice; a large LRU only costs memory and cache misses (measured). */
@@ -777,7 +797,7 @@ static psdb_hr conn_get(psdb_file *f, conn **out)
         *out = c;
         return PSDB_S_OK;
     }
-    return conn_open(f, out, NULL, 0);
+    return conn_open(f, 0, out, NULL, 0);
 }
 
 static void conn_put(psdb_file *f, conn *c)
@@ -1188,6 +1208,35 @@ static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg
         set_msg(msg, msg_size, "malformed SQLite header");
         goto cleanup;
     }
+    /* Header fields that change how SQLite reads the file, each fixed by how the writer makes it
+     * (schema/PSDB.md): rollback journal (18-19), no reserved bytes per page (20), the payload
+     * fractions SQLite requires (21-23), schema format 4 (44), no auto_vacuum or incremental
+     * vacuum (52, 64), UTF-8 text (56), and the reserved expansion bytes zero (72-91). */
+    if (h[18] != 1 || h[19] != 1) {
+        set_msg(msg, msg_size, "SQLite header: not in rollback-journal mode (versions %u/%u)",
+                (unsigned)h[18], (unsigned)h[19]);
+        goto cleanup;
+    }
+    if (h[20] != 0 || h[21] != 64 || h[22] != 32 || h[23] != 32 || be32(h + 44) != 4) {
+        set_msg(msg, msg_size, "SQLite header: unexpected page layout or schema format %u",
+                (unsigned)be32(h + 44));
+        goto cleanup;
+    }
+    if (be32(h + 52) != 0 || be32(h + 64) != 0) {
+        set_msg(msg, msg_size, "SQLite header: auto_vacuum is on (a PSDB never has it)");
+        goto cleanup;
+    }
+    if (be32(h + 56) != 1) {
+        set_msg(msg, msg_size, "SQLite header: text encoding %u is not UTF-8",
+                (unsigned)be32(h + 56));
+        goto cleanup;
+    }
+    for (size_t i = 72; i < 92; i++) {
+        if (h[i] != 0) {
+            set_msg(msg, msg_size, "SQLite header: reserved byte %zu is not zero", i);
+            goto cleanup;
+        }
+    }
     if ((uint64_t)sb.st_size != (uint64_t)page_size * pages) {
         set_msg(msg, msg_size, "%s (%llu bytes, header says %llu)",
                 (uint64_t)sb.st_size < (uint64_t)page_size * pages ? "truncated" : "trailing bytes",
@@ -1202,75 +1251,239 @@ cleanup:
     return hr;
 }
 
-/* The tables and columns of db must be exactly those schema/psdb.sql creates. */
+/* One token of SQL text (sql_next). */
+typedef struct sql_tok {
+    const char *p;
+    size_t n;
+    int word; /* a keyword or bare identifier: compared without ASCII case */
+} sql_tok;
+
+static int sql_word_byte(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '$' || ch >= 0x80;
+}
+
+/* Reads the next token of [*p, end) into t, skipping white space and comments; 0 at the end. A
+ * quoted token ('', "", ``, []) is kept whole with its quotes, any other character that is not
+ * part of a word is a token of its own. */
+static int sql_next(const char **p, const char *end, sql_tok *t)
+{
+    const char *s = *p;
+
+    for (;;) {
+        while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f'))
+            s++;
+        if (end - s >= 2 && s[0] == '-' && s[1] == '-') {
+            while (s < end && *s != '\n')
+                s++;
+        } else if (end - s >= 2 && s[0] == '/' && s[1] == '*') {
+            s += 2;
+            while (s < end && !(end - s >= 2 && s[0] == '*' && s[1] == '/'))
+                s++;
+            s = s < end ? s + 2 : end;
+        } else {
+            break;
+        }
+    }
+    if (s >= end) {
+        *p = end;
+        return 0;
+    }
+    t->p = s;
+    t->word = 0;
+    if (*s == '\'' || *s == '"' || *s == '`' || *s == '[') {
+        char close = *s == '[' ? ']' : *s;
+        s++;
+        while (s < end) {
+            if (*s++ == close) {
+                if (close == ']' || s >= end || *s != close)
+                    break;
+                s++; /* a doubled quote stands for one */
+            }
+        }
+    } else if (sql_word_byte((unsigned char)*s)) {
+        t->word = 1;
+        while (s < end && sql_word_byte((unsigned char)*s))
+            s++;
+    } else {
+        s++;
+    }
+    t->n = (size_t)(s - t->p);
+    *p = s;
+    return 1;
+}
+
+/* Whether two statements are the same sequence of tokens: they then mean the same (white space,
+ * comments and the case of keywords and bare identifiers are all SQLite ignores). Cost linear in
+ * the shorter text plus the white space skipped. */
+static int sql_same(const char *a, size_t an, const char *b, size_t bn)
+{
+    const char *ae = a + an, *be = b + bn;
+    sql_tok x, y;
+
+    for (;;) {
+        int ha = sql_next(&a, ae, &x), hb = sql_next(&b, be, &y);
+        if (!ha || !hb)
+            return ha == hb;
+        if (x.n != y.n || x.word != y.word)
+            return 0;
+        for (size_t i = 0; i < x.n; i++) {
+            unsigned char ca = (unsigned char)x.p[i], cb = (unsigned char)y.p[i];
+            if (x.word && ca >= 'A' && ca <= 'Z')
+                ca = (unsigned char)(ca - 'A' + 'a');
+            if (x.word && cb >= 'A' && cb <= 'Z')
+                cb = (unsigned char)(cb - 'A' + 'a');
+            if (ca != cb)
+                return 0;
+        }
+    }
+}
+
+/* A name read from a file, fit for a one-line message: at most 63 bytes, printable ASCII (other
+ * bytes become '?'). */
+static const char *msg_name(const char *s, char out[64])
+{
+    size_t i = 0;
+    for (; s && s[i] && i < 63; i++)
+        out[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+    return s ? out : "(null)";
+}
+
+/* One row of sqlite_schema as psdb.sql creates it. */
+typedef struct schema_row {
+    char *type, *name, *tbl_name, *sql; /* sql NULL for an automatic index */
+    size_t sql_len;
+    int seen;
+} schema_row;
+
+#define SCHEMA_ROWS_MAX 16
+
+/* Tables first, so that a missing table is named before its automatic index. */
+static const char schema_want_sql[] =
+    "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type = 'table' DESC, type, name";
+/* In stored order: the check stops at the first row that differs, before reading the rest. */
+static const char schema_got_sql[] = "SELECT type, name, tbl_name, sql FROM sqlite_schema";
+
+static char *dup_column(sqlite3_stmt *st, int i, size_t *len)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    char *d = NULL;
+
+    if (!s)
+        return NULL;
+    if ((d = malloc(n + 1)) != NULL) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    if (len)
+        *len = n;
+    return d;
+}
+
+/* The schema of db must be exactly the one schema/psdb.sql creates: every row of sqlite_schema
+ * (tables, indexes including the automatic ones, views, triggers) with the same type, name, table
+ * and statement, and nothing else. The statement text decides everything SQLite will evaluate:
+ * columns (generated or hidden ones included), types, constraints, defaults, collations, index
+ * expressions, WITHOUT ROWID. Only sqlite_schema is read, so nothing stored in the file is
+ * evaluated before it passes. */
 static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
 {
-    static const char *cols_sql =
-        "SELECT m.name, p.cid, p.name, p.type, p.\"notnull\", p.pk FROM sqlite_schema m, "
-        "pragma_table_info(m.name) p WHERE m.type = 'table' ORDER BY m.name, p.cid";
     psdb_hr hr = PSDB_S_OK;
     sqlite3 *ref = NULL;
     sqlite3_stmt *want = NULL, *got = NULL;
-    int rc = SQLITE_OK, rw = 0, rg = 0;
+    schema_row rows[SCHEMA_ROWS_MAX];
+    size_t nrows = 0;
+    int rc = SQLITE_OK;
 
+    memset(rows, 0, sizeof(rows));
     rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(ref, psdb__psdb_schema_sql, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(ref, cols_sql, -1, &want, NULL);
-    if (rc != SQLITE_OK) {
+        rc = sqlite3_prepare_v2(ref, schema_want_sql, -1, &want, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(want)) == SQLITE_ROW) {
+        schema_row *w = &rows[nrows];
+        if (nrows == SCHEMA_ROWS_MAX) {
+            rc = SQLITE_ERROR; /* psdb.sql grew past SCHEMA_ROWS_MAX: a bug here, not in a file */
+            break;
+        }
+        w->type = dup_column(want, 0, NULL);
+        w->name = dup_column(want, 1, NULL);
+        w->tbl_name = dup_column(want, 2, NULL);
+        w->sql = dup_column(want, 3, &w->sql_len);
+        nrows++;
+        if (!w->type || !w->name || !w->tbl_name ||
+            (!w->sql && sqlite3_column_type(want, 3) != SQLITE_NULL)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_DONE) {
         hr = rc == SQLITE_NOMEM || !ref ? PSDB_E_OUTOFMEMORY : PSDB_E_FAIL;
         set_msg(msg, msg_size, "reference schema: %s", ref ? sqlite3_errmsg(ref) : "no memory");
         goto cleanup;
     }
-    rc = sqlite3_prepare_v2(db, cols_sql, -1, &got, NULL);
+    rc = sqlite3_prepare_v2(db, schema_got_sql, -1, &got, NULL);
     if (rc != SQLITE_OK) {
+        char e[64];
         hr = read_error(rc);
-        set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+        /* SQLite's message quotes names from the file. */
+        set_msg(msg, msg_size, "schema: %s", msg_name(sqlite3_errmsg(db), e));
         goto cleanup;
     }
-    for (;;) {
-        rw = sqlite3_step(want);
-        rg = sqlite3_step(got);
-        if (rg != SQLITE_ROW && rg != SQLITE_DONE) {
-            hr = read_error(rg);
-            set_msg(msg, msg_size, "schema: %s", sqlite3_errmsg(db));
+    /* At most nrows + 1 rows are read: the first unexpected or differing one ends the check. */
+    while ((rc = sqlite3_step(got)) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(got, 0);
+        const char *name = (const char *)sqlite3_column_text(got, 1);
+        const char *tbl = (const char *)sqlite3_column_text(got, 2);
+        const char *sql = (const char *)sqlite3_column_text(got, 3);
+        size_t sql_len = (size_t)sqlite3_column_bytes(got, 3);
+        schema_row *w = NULL;
+
+        for (size_t i = 0; name && i < nrows && !w; i++)
+            if (!rows[i].seen && strcmp(rows[i].name, name) == 0 &&
+                (size_t)sqlite3_column_bytes(got, 1) == strlen(name))
+                w = &rows[i];
+        hr = PSDB_E_CACHE_CORRUPT;
+        if (!w || !type || strcmp(w->type, type) != 0) {
+            char t[64], n[64];
+            set_msg(msg, msg_size, "schema differs: %s %s unexpected", msg_name(type, t),
+                    msg_name(name, n));
             goto cleanup;
         }
-        if (rw != SQLITE_ROW && rw != SQLITE_DONE) {
-            hr = PSDB_E_FAIL;
-            set_msg(msg, msg_size, "reference schema: %s", sqlite3_errmsg(ref));
+        if (!tbl || strcmp(w->tbl_name, tbl) != 0 || !w->sql != !sql ||
+            (sql && !sql_same(w->sql, w->sql_len, sql, sql_len))) {
+            set_msg(msg, msg_size, "schema differs: %s %s is not defined as psdb.sql defines it",
+                    w->type, w->name);
             goto cleanup;
         }
-        if (rw == SQLITE_DONE && rg == SQLITE_DONE)
-            break;
-        if (rw == SQLITE_DONE || rg == SQLITE_DONE) {
+        hr = PSDB_S_OK;
+        w->seen = 1;
+    }
+    if (rc != SQLITE_DONE) {
+        char e[64];
+        hr = read_error(rc);
+        set_msg(msg, msg_size, "schema: %s", msg_name(sqlite3_errmsg(db), e));
+        goto cleanup;
+    }
+    for (size_t i = 0; i < nrows; i++) {
+        if (!rows[i].seen) {
             hr = PSDB_E_CACHE_CORRUPT;
-            set_msg(msg, msg_size, "schema differs: table %s %s",
-                    rw == SQLITE_DONE ? (const char *)sqlite3_column_text(got, 0)
-                                      : (const char *)sqlite3_column_text(want, 0),
-                    rw == SQLITE_DONE ? "unexpected" : "missing");
+            set_msg(msg, msg_size, "schema differs: %s %s missing", rows[i].type, rows[i].name);
             goto cleanup;
-        }
-        for (int i = 0; i < 6; i++) {
-            const char *a = (const char *)sqlite3_column_text(want, i);
-            const char *b = (const char *)sqlite3_column_text(got, i);
-            if (!a || !b || strcmp(a, b) != 0) {
-                const char *wt = (const char *)sqlite3_column_text(want, 0);
-                const char *gt = (const char *)sqlite3_column_text(got, 0);
-                hr = PSDB_E_CACHE_CORRUPT;
-                if (wt && gt && strcmp(wt, gt) != 0)
-                    set_msg(msg, msg_size, "schema differs: table %s %s",
-                            strcmp(wt, gt) < 0 ? wt : gt,
-                            strcmp(wt, gt) < 0 ? "missing" : "unexpected");
-                else
-                    set_msg(msg, msg_size, "schema differs: table %s, column %s", wt ? wt : "?",
-                            (const char *)sqlite3_column_text(want, 2));
-                goto cleanup;
-            }
         }
     }
 cleanup:
+    for (size_t i = 0; i < nrows; i++) {
+        free(rows[i].type);
+        free(rows[i].name);
+        free(rows[i].tbl_name);
+        free(rows[i].sql);
+    }
     sqlite3_finalize(want);
     sqlite3_finalize(got);
     sqlite3_close(ref);
@@ -1490,6 +1703,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
+    f->file_size = file_size;
     f->uri = make_uri(path);
     f->pages = page_cache_new(file_size);
     f->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
@@ -1497,18 +1711,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    if ((hr = conn_open(f, &c, msg, msg_size)) < 0) {
-        /* Preparing the lookups fails on a file whose tables are missing: say which. */
-        if (hr == PSDB_E_CACHE_CORRUPT && c == NULL) {
-            sqlite3 *db = NULL;
-            if (sqlite3_open_v2(f->uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) ==
-                SQLITE_OK)
-                check_schema(db, msg, msg_size);
-            sqlite3_close(db);
-        }
-        goto cleanup;
-    }
-    if ((hr = check_schema(c->db, msg, msg_size)) < 0)
+    if ((hr = conn_open(f, 1, &c, msg, msg_size)) < 0)
         goto cleanup;
     if ((hr = read_header(f, c->db, file_size, msg, msg_size)) < 0)
         goto cleanup;
@@ -1785,6 +1988,175 @@ static psdb_hr expect_empty(sqlite3 *db, const char *sql, const char *what, char
     return hr;
 }
 
+/* Work bound of psdb_file_verify, in SQLite VM instructions: VERIFY_OPS_PER_BYTE per byte of the
+ * file plus VERIFY_OPS_BASE. Every query of the verification is a scan or an index seek per row on
+ * the schema check_schema enforces, so a well-formed file needs a small fraction of this (a file of
+ * one-byte values, the densest, measured about 4 instructions per byte); the bound only stops a
+ * query that some input made worse than linear. The progress handler is called every
+ * VERIFY_PROGRESS_EVERY instructions. */
+#define VERIFY_OPS_PER_BYTE 64u
+#define VERIFY_OPS_BASE 10000000u
+#define VERIFY_PROGRESS_EVERY 1000
+
+typedef struct verify_budget {
+    uint64_t left; /* calls of verify_progress still allowed */
+    int stopped;
+} verify_budget;
+
+static int verify_progress(void *arg)
+{
+    verify_budget *b = arg;
+    if (b->left == 0) {
+        b->stopped = 1;
+        return 1; /* interrupts the statement: SQLITE_INTERRUPT */
+    }
+    b->left--;
+    return 0;
+}
+
+static void verify_budget_init(const psdb_file *f, verify_budget *b)
+{
+    b->stopped = 0;
+    b->left = (f->file_size > (UINT64_MAX - VERIFY_OPS_BASE) / VERIFY_OPS_PER_BYTE
+                   ? UINT64_MAX
+                   : f->file_size * VERIFY_OPS_PER_BYTE + VERIFY_OPS_BASE) /
+              VERIFY_PROGRESS_EVERY;
+}
+
+/* Blob ids are claimed in chunks of this many by the threads that hash them. */
+#define VERIFY_BLOB_CHUNK 16
+
+/* The blobs of a PSDB hashed by two threads: each claims the next VERIFY_BLOB_CHUNK ids of 1..last
+ * (the writer numbers blobs 1..num_blobs; psdb_file_verify refuses any other id), so the work
+ * splits evenly whatever the blob sizes. */
+typedef struct blob_scan {
+    _Atomic uint64_t next; /* first id of the next chunk */
+    uint64_t last;         /* header num_blobs */
+} blob_scan;
+
+/* What one thread found: rows hashed, and the first failure. */
+typedef struct blob_part {
+    uint64_t count;
+    psdb_hr hr;
+    sqlite3_int64 bad_id;
+    char msg[256];
+} blob_part;
+
+static void blob_scan_run(blob_scan *s, sqlite3 *db, blob_part *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        db, "SELECT id, sha256, data FROM blobs WHERE id BETWEEN ?1 AND ?2 ORDER BY id", -1, &st,
+        NULL);
+
+    if (rc != SQLITE_OK)
+        goto sqlite_fail;
+    for (;;) {
+        uint64_t first = atomic_fetch_add(&s->next, VERIFY_BLOB_CHUNK);
+        if (first > s->last)
+            break;
+        uint64_t last =
+            s->last - first < VERIFY_BLOB_CHUNK ? s->last : first + VERIFY_BLOB_CHUNK - 1;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)first);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)last);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            uint8_t got[32];
+            sqlite3_int64 id = sqlite3_column_int64(st, 0);
+            if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+                sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32 ||
+                sqlite3_column_bytes(st, 2) == 0) {
+                out->hr = PSDB_E_CACHE_CORRUPT;
+                out->bad_id = id;
+                set_msg(out->msg, sizeof(out->msg), "blob %lld: malformed row", (long long)id);
+                goto cleanup;
+            }
+            psdb__sha256(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), got);
+            if (memcmp(got, sqlite3_column_blob(st, 1), 32) != 0) {
+                out->hr = PSDB_E_CACHE_CORRUPT;
+                out->bad_id = id;
+                set_msg(out->msg, sizeof(out->msg), "blob %lld: bytes do not match their SHA-256",
+                        (long long)id);
+                goto cleanup;
+            }
+            out->count++;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            goto sqlite_fail;
+    }
+    goto cleanup;
+sqlite_fail:
+    out->hr = read_error(rc);
+    out->bad_id = 0;
+    set_msg(out->msg, sizeof(out->msg), "blobs: %s", sqlite3_errmsg(db));
+cleanup:
+    if (out->hr < 0)
+        atomic_store(&s->next, UINT64_MAX / 2); /* the other thread stops at its next chunk */
+    sqlite3_finalize(st);
+}
+
+/* The second thread of psdb_file_verify: PRAGMA integrity_check on a connection of its own, then
+ * its share of the blobs. */
+typedef struct integrity_job {
+    psdb_file *f;
+    blob_scan *scan;
+    psdb_hr hr;
+    char msg[256];
+    blob_part blobs;
+} integrity_job;
+
+static void integrity_run(integrity_job *job)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    verify_budget budget;
+    int rc = SQLITE_OK;
+
+    if ((job->hr = db_open(job->f, &db, job->msg, sizeof(job->msg))) < 0)
+        goto cleanup;
+    verify_budget_init(job->f, &budget);
+    sqlite3_progress_handler(db, VERIFY_PROGRESS_EVERY, verify_progress, &budget);
+    rc = sqlite3_prepare_v2(db, "PRAGMA integrity_check(1)", -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (budget.stopped) {
+        job->hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(job->msg, sizeof(job->msg),
+                "integrity_check stopped: more work than a PSDB of %llu bytes can need",
+                (unsigned long long)job->f->file_size);
+    } else if (rc != SQLITE_ROW) {
+        job->hr = read_error(rc);
+        set_msg(job->msg, sizeof(job->msg), "integrity_check: %s", sqlite3_errmsg(db));
+    } else if (!sqlite3_column_text(st, 0) ||
+               strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0) {
+        char e[64];
+        job->hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(job->msg, sizeof(job->msg), "integrity_check: %s",
+                msg_name((const char *)sqlite3_column_text(st, 0), e));
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (job->hr < 0 && job->scan)
+        atomic_store(&job->scan->next, UINT64_MAX / 2); /* its finding is reported: stop hashing */
+    if (job->hr >= 0 && job->scan)
+        blob_scan_run(job->scan, db, &job->blobs);
+    if (budget.stopped && job->blobs.hr >= 0) {
+        job->blobs.hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(job->blobs.msg, sizeof(job->blobs.msg),
+                "verification stopped: more work than a PSDB of %llu bytes can need",
+                (unsigned long long)job->f->file_size);
+    }
+cleanup:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void *integrity_main(void *arg)
+{
+    integrity_run(arg);
+    return NULL;
+}
+
 psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
 {
     static const struct {
@@ -1820,8 +2192,14 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     conn *c = NULL;
     sqlite3_stmt *st = NULL;
     content_stats cs = {0};
-    int rc = SQLITE_OK;
     uint64_t nblobs = 0;
+    verify_budget budget = {0};
+    integrity_job job = {.hr = PSDB_S_OK};
+    blob_scan scan;
+    blob_part mine = {.hr = PSDB_S_OK};
+    pthread_t job_thread;
+    int job_started = 0;
+    char ids_sql[96];
     char hex[65];
 
     set_msg(msg, msg_size, "ok");
@@ -1834,59 +2212,49 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
         set_msg(msg, msg_size, "cannot open a connection: %s", psdb_hr_str(hr));
         goto cleanup;
     }
-    rc = sqlite3_prepare_v2(c->db, "PRAGMA integrity_check(1)", -1, &st, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) {
-        hr = read_error(rc);
-        set_msg(msg, msg_size, "integrity_check: %s", sqlite3_errmsg(c->db));
-        goto cleanup;
+    /* SQLite's integrity check reads every page, as the blob hashing does: a second thread with
+     * a connection of its own runs it, then joins this one in hashing blobs, so the two cost
+     * about half their sum (publish runs this; measured). */
+    atomic_init(&scan.next, 1);
+    scan.last = f->info.num_blobs;
+    job.f = f;
+    job.scan = &scan;
+    job_started = pthread_create(&job_thread, NULL, integrity_main, &job) == 0;
+    if (!job_started) {
+        job.scan = NULL;
+        integrity_run(&job);
     }
-    if (!sqlite3_column_text(st, 0) || strcmp((const char *)sqlite3_column_text(st, 0), "ok")) {
-        hr = PSDB_E_CACHE_CORRUPT;
-        set_msg(msg, msg_size, "integrity_check: %s",
-                sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "failed");
-        goto cleanup;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
+    verify_budget_init(f, &budget);
+    sqlite3_progress_handler(c->db, VERIFY_PROGRESS_EVERY, verify_progress, &budget);
 
-    rc = sqlite3_prepare_v2(c->db, "SELECT id, sha256, data FROM blobs ORDER BY id", -1, &st, NULL);
-    if (rc != SQLITE_OK) {
-        hr = read_error(rc);
-        set_msg(msg, msg_size, "blobs: %s", sqlite3_errmsg(c->db));
+    if (job_started || job.hr >= 0) /* job.hr is the other thread's until the join */
+        blob_scan_run(&scan, c->db, &mine);
+    if (job_started) {
+        pthread_join(job_thread, NULL);
+        job_started = 0;
+    }
+    if (job.hr < 0)
+        goto cleanup; /* reported below */
+    if (mine.hr < 0 || job.blobs.hr < 0) {
+        /* The lower blob id first; a failure without one (SQLite's) before either. */
+        const blob_part *bad = mine.hr >= 0                     ? &job.blobs
+                               : job.blobs.hr >= 0              ? &mine
+                               : job.blobs.bad_id < mine.bad_id ? &job.blobs
+                                                                : &mine;
+        hr = bad->hr;
+        set_msg(msg, msg_size, "%s", bad->msg);
         goto cleanup;
     }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint8_t got[32];
-        sqlite3_int64 id = sqlite3_column_int64(st, 0);
-        if (sqlite3_column_type(st, 1) != SQLITE_BLOB ||
-            sqlite3_column_type(st, 2) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32 ||
-            sqlite3_column_bytes(st, 2) == 0) {
-            hr = PSDB_E_CACHE_CORRUPT;
-            set_msg(msg, msg_size, "blob %lld: malformed row", (long long)id);
-            goto cleanup;
-        }
-        const void *data = sqlite3_column_blob(st, 2);
-        psdb__sha256(data, (size_t)sqlite3_column_bytes(st, 2), got);
-        if (memcmp(got, sqlite3_column_blob(st, 1), 32) != 0) {
-            hr = PSDB_E_CACHE_CORRUPT;
-            set_msg(msg, msg_size, "blob %lld: bytes do not match their SHA-256", (long long)id);
-            goto cleanup;
-        }
-        nblobs++;
-    }
-    if (rc != SQLITE_DONE) {
-        hr = read_error(rc);
-        set_msg(msg, msg_size, "blobs: %s", sqlite3_errmsg(c->db));
-        goto cleanup;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
+    nblobs = mine.count + job.blobs.count;
 
     for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
         if ((hr = expect_empty(c->db, checks[i].sql, checks[i].what, msg, msg_size)) < 0)
             goto cleanup;
+    /* Only ids 1..num_blobs were hashed: any other is refused (the counts then cover the rest). */
+    snprintf(ids_sql, sizeof(ids_sql), "SELECT 1 FROM blobs WHERE id < 1 OR id > %llu",
+             (unsigned long long)f->info.num_blobs);
+    if ((hr = expect_empty(c->db, ids_sql, "blob ids are not 1..num_blobs", msg, msg_size)) < 0)
+        goto cleanup;
 
     if ((hr = compute_content(c->db, &f->info.identity, &f->info.target, &cs, msg, msg_size)) < 0)
         goto cleanup;
@@ -1912,8 +2280,41 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     set_msg(msg, msg_size, "ok");
 cleanup:
     sqlite3_finalize(st);
-    if (c)
+    if (job_started)
+        pthread_join(job_thread, NULL);
+    /* Damaged pages explain whatever else failed: SQLite's finding comes first. */
+    if (job.hr < 0) {
+        hr = job.hr;
+        set_msg(msg, msg_size, "%s", job.msg);
+    } else if (budget.stopped) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        set_msg(msg, msg_size,
+                "verification stopped: more work than a PSDB of %llu bytes can need (crafted "
+                "content)",
+                (unsigned long long)f->file_size);
+    }
+    if (c) {
+        sqlite3_progress_handler(c->db, 0, NULL, NULL);
         conn_put(f, c);
+    }
+    return hr;
+}
+
+psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size, psdb_file **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_file *f = NULL;
+
+    if (out)
+        *out = NULL;
+    if ((hr = psdb__file_open_msg(path, NULL, out ? &f : NULL, msg, msg_size)) < 0)
+        goto cleanup;
+    if ((hr = psdb_file_verify(f, msg, msg_size)) < 0)
+        goto cleanup;
+    *out = f;
+    f = NULL;
+cleanup:
+    psdb_file_release(f);
     return hr;
 }
 

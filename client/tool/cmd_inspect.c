@@ -247,12 +247,7 @@ int cmd_verify(int argc, char **argv)
     }
     if (!path)
         return tool_fail("verify", "missing FILE (try --help)");
-    hr = psdb__file_open_msg(path, NULL, &f, msg, sizeof(msg));
-    if (hr < 0) {
-        rc = tool_fail("verify", "%s: %s", path, msg);
-        goto cleanup;
-    }
-    hr = psdb_file_verify(f, msg, sizeof(msg));
+    hr = psdb_file_open_verified(path, msg, sizeof(msg), &f);
     if (hr < 0) {
         rc = tool_fail("verify", "%s: %s", path, msg);
         goto cleanup;

@@ -1008,6 +1008,102 @@ START_TEST(test_server__invalid_bodies_and_conflicts)
 }
 END_TEST
 
+/* Runs SQL on a PSDB written by make_psdb (damaging it on purpose). */
+static void damage(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    char *err = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+    ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, err ? err : "?");
+    sqlite3_free(err);
+    sqlite3_close(db);
+}
+
+START_TEST(test_server__publish_refuses_what_verify_refuses)
+{
+    /* Each file opens (psdb_file_open accepts it: the damage is in rows and bytes) and is refused
+     * by `psdb verify`; publish must refuse it the same way, naming the problem. */
+    static const struct {
+        const char *sql, *want;
+    } kinds[] = {
+        {"UPDATE header SET content_digest = zeroblob(32);", "content digest"},
+        {"UPDATE header SET compiler_version = compiler_version + 1;", "content digest"},
+        {"UPDATE value_entries SET size = size + 1 WHERE key = CAST('k000000' AS BLOB);", "size"},
+        {"UPDATE value_entries SET blob_id = 999 WHERE key = CAST('k000000' AS BLOB);",
+         "missing blob"},
+        {"UPDATE blobs SET data = zeroblob(length(data)) WHERE id = 1;", "SHA-256"},
+        {"UPDATE blobs SET data = x'00' || substr(data, 2) WHERE id = 1;", "malformed row"},
+        /* Keys stored as text: every lookup (which binds a blob) would miss. */
+        {"UPDATE value_entries SET key = CAST(key AS TEXT);", "malformed key"},
+        {"INSERT INTO blobs (sha256, data) VALUES (x'4bf5122f344554c53bde2ebb8cd2b7e3d1600ad631c3"
+         "85a5d7cce23c7785459a', x'01');",
+         "not referenced"},
+        {"INSERT INTO value_groups VALUES (x'67', 1); INSERT INTO group_members VALUES (x'67', 0, "
+         "CAST('k000000' AS BLOB)), (x'67', 1, CAST('missing' AS BLOB)); UPDATE header SET "
+         "num_groups = 1;",
+         "missing value key"},
+        {"INSERT INTO value_groups VALUES (x'67', 1); INSERT INTO group_members VALUES (x'67', 1, "
+         "CAST('k000000' AS BLOB)); UPDATE header SET num_groups = 1;",
+         "indexes"},
+        {"INSERT INTO group_members VALUES (x'68', 0, CAST('k000000' AS BLOB));", "no group"},
+        {"UPDATE value_groups SET key = CAST(key AS TEXT); INSERT INTO value_groups VALUES "
+         "('g', 1); UPDATE header SET num_groups = 1;",
+         "malformed key or version"},
+        {"UPDATE header SET num_values = num_values + 1;", "counts"},
+        {"UPDATE header SET blob_bytes = blob_bytes - 1;", "counts"},
+        {"PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = replace(sql, 'version "
+         "INTEGER NOT NULL', 'version INTEGER NOT NULL, g AS (length(hex(zeroblob(100000000)))) "
+         "VIRTUAL') WHERE name = 'value_groups';",
+         "schema differs"},
+    };
+    srv_start(&g_srv, NULL);
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        char *path = make_psdb(&base_spec);
+        resp r;
+        pub_opts o = {.serial = 1 + i};
+        psdb_file *f = NULL;
+        damage(path, kinds[i].sql);
+        if (psdb_file_open(path, NULL, &f) == PSDB_S_OK) {
+            psdb_file_release(f);
+            publish(&r, path, &o);
+        } else {
+            /* Not even open accepts it, so it cannot be signed here: checked before the
+             * signature, it must be refused all the same. */
+            char kid[128];
+            snprintf(kid, sizeof(kid), "X-Psdb-Key-Id: %s", g_kid);
+            const char *hs[] = {"X-Psdb-Serial: 1", kid,
+                                "X-Psdb-Signature: "
+                                "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+                                "AAAAAAAAAAAAAAAAAAAA==",
+                                NULL};
+            http(&r, "POST", "/v1/psdbs", g_pub, hs, path, NULL, 0);
+        }
+        ck_assert_msg(r.status == 400, "%s: status %ld", kinds[i].sql, (long)r.status);
+        ck_assert_str_eq(jstr(r.json, "error", NULL), "invalid_psdb");
+        const char *m = jstr(r.json, "message", NULL);
+        ck_assert_msg(m && strstr(m, kinds[i].want), "%s: %s", kinds[i].sql, m ? m : "(none)");
+        resp_free(&r);
+        free(path);
+    }
+    /* Nothing indexed, no blob stored, no upload left behind. */
+    resp r;
+    http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(json_array_size(json_object_get(r.json, "apps")), 0);
+    resp_free(&r);
+    ck_assert_int_eq(count_dir("blobs"), 0);
+    ck_assert(wait_tmp_empty());
+    /* The undamaged file publishes. */
+    char *good = make_psdb(&base_spec);
+    pub_opts o = {.serial = 100};
+    publish(&r, good, &o);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    free(good);
+}
+END_TEST
+
 START_TEST(test_server__upload_limit_and_broken_uploads)
 {
     const char *extra[] = {"--max-upload", "64K", "--timeout", "2", NULL};
@@ -2429,6 +2525,7 @@ int main(void)
     tcase_add_test(tc, test_server__tokens_and_scopes);
     tcase_add_test(tc, test_server__signatures);
     tcase_add_test(tc, test_server__invalid_bodies_and_conflicts);
+    tcase_add_test(tc, test_server__publish_refuses_what_verify_refuses);
     tcase_add_test(tc, test_server__upload_limit_and_broken_uploads);
     tcase_add_test(tc, test_server__hostile_urls_and_headers);
     tcase_add_test(tc, test_server__disk_full_is_507);

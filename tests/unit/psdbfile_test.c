@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -515,6 +516,225 @@ START_TEST(test_psdbfile__C2_corruption_checked_before_compatibility)
 }
 END_TEST
 
+/* ---- C2: the schema is compared exactly, before anything in it is evaluated ----------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Rewrites the stored CREATE statement of one schema entry: `from` replaced by `to` in its text.
+ * The table's rows are untouched, so only the schema check can tell. */
+static void rewrite_schema(const char *path, const char *name, const char *from, const char *to)
+{
+    char sql[1024];
+    snprintf(sql, sizeof(sql),
+             "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = replace(sql, '%s', "
+             "'%s') WHERE name = '%s' AND instr(sql, '%s') > 0; SELECT CASE changes() WHEN 1 "
+             "THEN 1 ELSE abs(-9223372036854775807 - 1) END;",
+             from, to, name, from);
+    exec_sql(path, sql);
+}
+
+/* Open refuses the file quickly and names the schema (and so never reached a statement that could
+ * evaluate what the file stores: a generated column below takes minutes, or calls a function that
+ * does not exist); `psdb verify` refuses it the same way. */
+static void assert_schema_refused(const char *path, const char *what)
+{
+    psdb_file *f = NULL;
+    char msg[256], cmd[1024];
+    double t0 = now_s();
+    psdb_hr hr = psdb__file_open_msg(path, NULL, &f, msg, sizeof(msg));
+    double dt = now_s() - t0;
+    ck_assert_msg(hr == PSDB_E_CACHE_CORRUPT, "%s: open gave %s", what, psdb_hr_str(hr));
+    ck_assert_msg(f == NULL, "%s", what);
+    ck_assert_msg(strstr(msg, "schema") || strstr(msg, "SQLite header"), "%s: %s", what, msg);
+    ck_assert_msg(dt < 2.0, "%s: open took %.1f s", what, dt);
+
+    char *out = tu_path(tmpdir, "verify.txt");
+    size_t n = 0;
+    snprintf(cmd, sizeof(cmd), "%s verify %s", PSDB_TOOL, path);
+    t0 = now_s();
+    ck_assert_msg(tu_run(cmd, out) != 0, "%s: psdb verify accepted it", what);
+    dt = now_s() - t0;
+    char *text = tu_read_file(out, &n);
+    ck_assert_msg(text && (strstr(text, "schema") || strstr(text, "SQLite header")), "%s: %s", what,
+                  text ? text : "");
+    ck_assert_msg(dt < 5.0, "%s: psdb verify took %.1f s", what, dt);
+    free(text);
+    free(out);
+}
+
+/* A copy of the PSDB at `from` under tmpdir/name (writing a PSDB costs fsyncs; copying does not).
+ */
+static char *copy_of(const char *from, const char *name)
+{
+    size_t n = 0;
+    char *bytes = tu_read_file(from, &n);
+    char *p = tu_path(tmpdir, name);
+    ck_assert_ptr_nonnull(bytes);
+    ck_assert_int_eq(tu_write_file(p, bytes, n), 0);
+    free(bytes);
+    return p;
+}
+
+/* A slow expression: about a second per evaluation, once per row. */
+#define SLOW_EXPR "length(hex(zeroblob(100000000 + length(key))))"
+
+START_TEST(test_psdbfile__C2_schema_compared_exactly_before_evaluation)
+{
+    static const struct {
+        const char *what, *name, *from, *to; /* a rewrite of a stored statement, or */
+        const char *sql;                     /* plain SQL on the file */
+    } edits[] = {
+        {"virtual generated column (slow)", "value_entries", "PRIMARY KEY (key, type)",
+         "g INTEGER GENERATED ALWAYS AS (" SLOW_EXPR ") VIRTUAL NOT NULL, PRIMARY KEY (key, type)",
+         NULL},
+        {"generated column with CHECK (slow)", "blobs", "data   BLOB NOT NULL",
+         "data   BLOB NOT NULL, g GENERATED ALWAYS AS (length(hex(zeroblob(100000000 + id)))) "
+         "CHECK (g > 0)",
+         NULL},
+        {"generated column calling an unknown function", "value_groups", "version INTEGER NOT NULL",
+         "version INTEGER NOT NULL, g AS (no_such_function(key)) VIRTUAL", NULL},
+        {"column type changed", "value_entries", "size    INTEGER", "size    TEXT", NULL},
+        {"CHECK constraint changed", "value_entries", "BETWEEN 0 AND 3", "BETWEEN 0 AND 9", NULL},
+        {"NOT NULL dropped", "group_members", "value_key BLOB NOT NULL", "value_key BLOB", NULL},
+        {"collation added", "header", "family           TEXT NOT NULL",
+         "family           TEXT NOT NULL COLLATE NOCASE", NULL},
+        {"default expression added", "header", "exe_filename     TEXT,",
+         "exe_filename     TEXT DEFAULT (''game.exe''),", NULL},
+        {"CHECK with a slow expression", "header", "CHECK (id = 1)",
+         "CHECK (id = 1 AND length(hex(zeroblob(100000000))) > 0)", NULL},
+        {"WITHOUT ROWID dropped", "value_groups", ") WITHOUT ROWID", ")", NULL},
+        {"extra table", NULL, NULL, NULL, "CREATE TABLE extra (x);"},
+        {"sqlite_stat1", NULL, NULL, NULL, "ANALYZE;"},
+        {"sqlite_sequence", NULL, NULL, NULL,
+         "CREATE TABLE s (id INTEGER PRIMARY KEY AUTOINCREMENT); INSERT INTO s VALUES (NULL);"},
+        {"extra index", NULL, NULL, NULL, "CREATE INDEX ix ON value_entries (blob_id);"},
+        {"expression index", NULL, NULL, NULL,
+         "CREATE INDEX ix ON blobs (length(data) + id); PRAGMA writable_schema = ON; UPDATE "
+         "sqlite_schema SET sql = replace(sql, 'length(data) + id', '" SLOW_EXPR "') "
+         "WHERE name = 'ix';"},
+        {"partial index", NULL, NULL, NULL,
+         "CREATE INDEX ix ON value_entries (size) WHERE size > 0;"},
+        {"extra trigger", NULL, NULL, NULL,
+         "CREATE TRIGGER t AFTER INSERT ON blobs BEGIN SELECT 1; END;"},
+        {"extra view", NULL, NULL, NULL,
+         "CREATE VIEW v AS SELECT " SLOW_EXPR " FROM value_entries;"},
+        {"table replaced by a view", NULL, NULL, NULL,
+         "ALTER TABLE value_groups RENAME TO g2; CREATE VIEW value_groups AS SELECT key, version "
+         "FROM g2;"},
+        {"column renamed", NULL, NULL, NULL,
+         "ALTER TABLE value_groups RENAME COLUMN version TO ver;"},
+        {"column added", NULL, NULL, NULL, "ALTER TABLE header ADD COLUMN extra INTEGER;"},
+        {"table renamed", NULL, NULL, NULL,
+         "ALTER TABLE group_members RENAME TO members; CREATE TABLE group_members (group_key "
+         "BLOB NOT NULL REFERENCES value_groups (key), idx INTEGER NOT NULL, value_key BLOB NOT "
+         "NULL, x, PRIMARY KEY (group_key, idx)) WITHOUT ROWID;"},
+    };
+    char *good = sample_file("good.psdb");
+    for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+        char *p = copy_of(good, "schema.psdb");
+        if (edits[i].sql)
+            exec_sql(p, edits[i].sql);
+        else
+            rewrite_schema(p, edits[i].name, edits[i].from, edits[i].to);
+        assert_schema_refused(p, edits[i].what);
+        free(p);
+    }
+    free(good);
+}
+END_TEST
+
+START_TEST(test_psdbfile__C2_schema_whitespace_case_and_comments_ignored)
+{
+    /* The same statements written otherwise by another writer: same tokens, same meaning. */
+    char *p = sample_file("spacing.psdb");
+    psdb_file *f = NULL;
+    char msg[256];
+    exec_sql(p, "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = "
+                "replace(replace(lower(sql), '    ', ' /* c */ '), ',', ' ,' || char(10)) "
+                "WHERE type = 'table';");
+    ck_assert_hr(psdb__file_open_msg(p, NULL, &f, msg, sizeof(msg)), PSDB_S_OK);
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_S_OK);
+    psdb_file_release(f);
+    /* But a quoted name is another token. */
+    rewrite_schema(p, "value_groups", "version integer", "\"version\" integer");
+    assert_schema_refused(p, "quoted column name");
+    free(p);
+}
+END_TEST
+
+/* Sets byte `off` of the SQLite header to v. */
+static void poke_header(const char *path, long off, uint8_t v)
+{
+    FILE *fp = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_int_eq(fseek(fp, off, SEEK_SET), 0);
+    ck_assert_int_eq(fputc(v, fp), v);
+    ck_assert_int_eq(fclose(fp), 0);
+}
+
+START_TEST(test_psdbfile__C2_header_settings_must_be_the_writers)
+{
+    static const struct {
+        const char *what, *sql;
+        long off;
+        uint8_t v;
+    } edits[] = {
+        {"auto_vacuum", "PRAGMA auto_vacuum = FULL; VACUUM;", 0, 0},
+        {"incremental vacuum", "PRAGMA auto_vacuum = INCREMENTAL; VACUUM;", 0, 0},
+        {"WAL mode", "PRAGMA journal_mode = WAL; PRAGMA journal_mode = WAL;", 0, 0},
+        {"UTF-16 text", NULL, 59, 2},
+        {"reserved bytes per page", NULL, 20, 8},
+        {"schema format 1", NULL, 47, 1},
+        {"reserved header byte", NULL, 80, 1},
+    };
+    char *good = sample_file("good.psdb");
+    for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+        char *p = copy_of(good, "hdrset.psdb");
+        if (edits[i].sql)
+            exec_sql(p, edits[i].sql);
+        else
+            poke_header(p, edits[i].off, edits[i].v);
+        assert_schema_refused(p, edits[i].what);
+        free(p);
+    }
+    free(good);
+    /* A UTF-16 database made by SQLite itself from psdb.sql. */
+    char *q = tu_path(tmpdir, "utf16.psdb");
+    char sql[8192];
+    snprintf(sql, sizeof(sql), "PRAGMA encoding = 'UTF-16le'; %s", psdb__psdb_schema_sql);
+    exec_sql(q, sql);
+    assert_schema_refused(q, "UTF-16 database");
+    free(q);
+}
+END_TEST
+
+/* Verification stays linear on crafted content: groups with many members that all name one
+ * missing-looking value, and a member list far longer than the header claims. */
+START_TEST(test_psdbfile__C2_verify_bounded_on_large_groups)
+{
+    char *p = sample_file("biggroup.psdb");
+    psdb_file *f = NULL;
+    char msg[256];
+    exec_sql(p, "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) "
+                "INSERT INTO group_members SELECT CAST('group-00' AS BLOB), i, CAST('k000' AS "
+                "BLOB) FROM n; UPDATE header SET num_groups = 4000000000;");
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_E_CACHE_CORRUPT); /* count > file size */
+    exec_sql(p, "UPDATE header SET num_groups = 20;");
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    double t0 = now_s();
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(now_s() - t0 < 5.0, "verify took %.1f s", now_s() - t0);
+    ck_assert_msg(strstr(msg, "content digest"), "%s", msg);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
 /* ---- A3: compatibility with the driver ------------------------------------------------------ */
 
 START_TEST(test_psdbfile__A3_family_must_match)
@@ -918,6 +1138,11 @@ START_TEST(test_psdbfile__C2_verify_finds_broken_references)
          "size"},
         {"INSERT INTO group_members VALUES (CAST('nogroup' AS BLOB), 0, CAST('k001' AS BLOB));",
          "no group"},
+        /* Consistent references, but a blob id outside 1..num_blobs, which no hashing thread
+         * claims. */
+        {"UPDATE blobs SET id = 1000 WHERE id = 1; UPDATE value_entries SET blob_id = 1000 WHERE "
+         "blob_id = 1;",
+         "blob ids"},
     };
     for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
         char *p = sample_file("refs.psdb");
@@ -1400,6 +1625,10 @@ int main(void)
     tcase_add_test(tc, test_psdbfile__C2_missing_table_is_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_malformed_header_row_is_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_corruption_checked_before_compatibility);
+    tcase_add_test(tc, test_psdbfile__C2_schema_compared_exactly_before_evaluation);
+    tcase_add_test(tc, test_psdbfile__C2_schema_whitespace_case_and_comments_ignored);
+    tcase_add_test(tc, test_psdbfile__C2_header_settings_must_be_the_writers);
+    tcase_add_test(tc, test_psdbfile__C2_verify_bounded_on_large_groups);
     tcase_add_test(tc, test_psdbfile__C2_C3_flipped_blob_found_at_lookup);
     tcase_add_test(tc, test_psdbfile__C3_index_agrees_with_sql);
     tcase_add_test(tc, test_psdbfile__C2_C3_index_keeps_malformed_rows_corrupt);

@@ -35,8 +35,13 @@ typedef struct psdb_file_info {
  *   PSDB_E_INVALIDARG             path or out NULL, or adapter given with a NULL family;
  *   PSDB_E_IO / PSDB_E_ACCESS     the file cannot be opened or is not a regular file;
  *   PSDB_E_CACHE_CORRUPT          not a SQLite file, not a PSDB (application_id), schema version
- *                                 (user_version) other than 1, truncated or trailing bytes,
- *                                 missing / extra / altered table, malformed header row;
+ *                                 (user_version) other than 1, a SQLite header setting the writer
+ *                                 never makes (WAL, auto_vacuum, UTF-16, reserved bytes, ...),
+ *                                 truncated or trailing bytes, a schema other than psdb.sql's
+ *                                 (any table, column, generated column, index, trigger or view
+ *                                 missing, extra or altered: every CREATE statement is compared,
+ *                                 before anything stored in the file is evaluated), malformed
+ *                                 header row;
  *   PSDB_E_ADAPTER_NOT_FOUND      adapter family differs (byte comparison);
  *   PSDB_E_DRIVER_VERSION_MISMATCH ABI outside [abi_min, abi_max] or top 32 bits of the
  *                                 application profile version differ (MODEL A3);
@@ -79,12 +84,22 @@ PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
                                                    void *ctx),
                                          void *ctx);
 
-/* Deep check: SQLite integrity_check, every blob's SHA-256, every value's blob and type, no
- * unreferenced blob, every group member's group and value key, member indexes 0..n-1, header
- * counts, and the content digest recomputed. S_OK ("ok" in msg) or PSDB_E_CACHE_CORRUPT with a
- * one-line reason in msg (msg may be NULL; truncated to msg_size). PSDB_E_INVALIDARG (f NULL),
- * PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file. Thread-safe. */
+/* Deep check: SQLite integrity_check, every blob's SHA-256, blob ids 1..num_blobs, every value's
+ * blob and type, no unreferenced blob, every group member's group and value key, member indexes
+ * 0..n-1, header counts, and the content digest recomputed. S_OK ("ok" in msg) or
+ * PSDB_E_CACHE_CORRUPT with a one-line reason in msg (msg may be NULL; truncated to msg_size).
+ * PSDB_E_INVALIDARG (f NULL), PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file, in time linear
+ * in its size (a work bound stops crafted content with PSDB_E_CACHE_CORRUPT), on the calling
+ * thread and one more it starts and joins. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
+
+/* psdb_file_open without an adapter, then psdb_file_verify: what a server or tool runs before
+ * trusting a PSDB it was handed. Statuses those of psdb_file_open (adapter NULL) and of
+ * psdb_file_verify; msg (may be NULL; truncated to msg_size) gets "ok" or a one-line reason,
+ * whichever step failed. On success *out is the caller's (psdb_file_release), else NULL. Reads the
+ * whole file. Thread-safe. */
+PSDB_API psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size,
+                                         psdb_file **out);
 
 /* ---- Writing a PSDB ----------------------------------------------------------------------------
  */
