@@ -110,23 +110,15 @@ int psdbd_scope_covers(const char *scope, const char *app)
 
 char *psdbd_token_new(char selector[17], uint8_t hash[32])
 {
-    static const char hexd[] = "0123456789abcdef";
     uint8_t raw[8 + 32];
     char *tok = NULL;
     if (RAND_bytes(raw, sizeof(raw)) != 1)
         return NULL;
     tok = xmalloc(TOKEN_LEN + 1);
     memcpy(tok, TOKEN_PREFIX, 5);
-    for (size_t i = 0; i < 8; i++) {
-        tok[5 + 2 * i] = hexd[raw[i] >> 4];
-        tok[6 + 2 * i] = hexd[raw[i] & 15];
-    }
+    psdbd_hex(raw, 8, tok + 5, TOKEN_LEN + 1 - 5);
     tok[5 + SELECTOR_HEX] = '_';
-    for (size_t i = 0; i < 32; i++) {
-        tok[6 + SELECTOR_HEX + 2 * i] = hexd[raw[8 + i] >> 4];
-        tok[7 + SELECTOR_HEX + 2 * i] = hexd[raw[8 + i] & 15];
-    }
-    tok[TOKEN_LEN] = '\0';
+    psdbd_hex(raw + 8, 32, tok + 6 + SELECTOR_HEX, TOKEN_LEN + 1 - 6 - SELECTOR_HEX);
     memcpy(selector, tok + 5, SELECTOR_HEX);
     selector[SELECTOR_HEX] = '\0';
     sha256(tok, TOKEN_LEN, hash);

@@ -1,6 +1,7 @@
 /* common.c - psdbd's small shared helpers: allocation that exits on OOM, logging, parsing. */
 #include "common.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-static void oom(void)
+void psdbd_out_of_memory(void)
 {
     fputs("psdbd: out of memory\n", stderr);
     abort();
@@ -19,7 +20,7 @@ void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p)
-        oom();
+        psdbd_out_of_memory();
     return p;
 }
 
@@ -27,7 +28,7 @@ void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
-        oom();
+        psdbd_out_of_memory();
     return p;
 }
 
@@ -37,7 +38,7 @@ char *xstrdup(const char *s)
         return NULL;
     char *p = strdup(s);
     if (!p)
-        oom();
+        psdbd_out_of_memory();
     return p;
 }
 
@@ -49,8 +50,20 @@ char *xasprintf(const char *fmt, ...)
     int n = vasprintf(&p, fmt, ap);
     va_end(ap);
     if (n < 0)
-        oom();
+        psdbd_out_of_memory();
     return p;
+}
+
+void psdbd_hex(const uint8_t *in, size_t n, char *out, size_t out_size)
+{
+    static const char digits[] = "0123456789abcdef";
+    assert(out_size >= 2 * n + 1);
+    (void)out_size; /* checked by the assert only */
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
 }
 
 void psdbd_log(const char *fmt, ...)

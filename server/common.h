@@ -5,11 +5,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The daemon has one policy for out-of-memory: log and exit (STYLE.md). */
+/* The daemon has one policy for out-of-memory: log "out of memory" and abort. Every allocation
+ * failure in psdbd ends here, through the x* functions or directly (an allocation made by a
+ * library, such as OpenSSL's or jansson's, that reports failure). */
+__attribute__((noreturn)) void psdbd_out_of_memory(void);
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 char *xstrdup(const char *s); /* NULL stays NULL */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes n bytes as 2n lowercase hex digits and a NUL; out_size must be at least 2n + 1. */
+void psdbd_hex(const uint8_t *in, size_t n, char *out, size_t out_size);
 
 /* One line on stderr: "psdbd: <message>". Safe from any thread (stdio locks the stream). */
 void psdbd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

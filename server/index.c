@@ -527,7 +527,7 @@ static json_t *manifest_of(sqlite3_stmt *st)
         m = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sqlite3_column_int64(st, 0), "sha256",
                       col_text(st, 12), "error", "unreadable index row");
         if (!m)
-            abort(); /* out of memory: the daemon's policy */
+            psdbd_out_of_memory();
         return m;
     }
     if (sqlite3_column_type(st, 17) != SQLITE_NULL)

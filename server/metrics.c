@@ -76,7 +76,7 @@ char *psdbd_metrics_render(void)
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
     if (!f)
-        abort(); /* out of memory: the daemon's policy */
+        psdbd_out_of_memory();
     fprintf(f, "# HELP psdbd_http_requests_total HTTP requests by route and status.\n"
                "# TYPE psdbd_http_requests_total counter\n");
     for (int r = 0; r < PSDBD_ROUTE_COUNT; r++)
@@ -122,7 +122,7 @@ char *psdbd_metrics_render(void)
             (unsigned long long)atomic_load(&resolve_misses),
             (unsigned long long)atomic_load(&request_timeouts),
             (long long)atomic_load(&connections));
-    if (fclose(f) != 0)
-        abort();
+    if (fclose(f) != 0) /* the stream's buffer could not grow */
+        psdbd_out_of_memory();
     return out;
 }

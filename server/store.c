@@ -225,7 +225,6 @@ int psdbd_store_walk(const psdbd_store *s,
 
 int psdbd_sha256_file(const char *path, char out[65], uint64_t *size)
 {
-    static const char hexd[] = "0123456789abcdef";
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char md[32];
     unsigned int mdlen = 0;
@@ -256,11 +255,7 @@ int psdbd_sha256_file(const char *path, char out[65], uint64_t *size)
         total += (uint64_t)n;
     }
     EVP_DigestFinal_ex(ctx, md, &mdlen);
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = hexd[md[i] >> 4];
-        out[2 * i + 1] = hexd[md[i] & 15];
-    }
-    out[64] = '\0';
+    psdbd_hex(md, sizeof(md), out, 65);
     if (size)
         *size = total;
 cleanup:
