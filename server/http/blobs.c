@@ -55,6 +55,45 @@ static int64_t blob_published(psdbd_server *srv, const char *digest, int fd)
     return fstat(fd, &sb) == 0 ? (int64_t)sb.st_mtime : 0;
 }
 
+/* A 304 has no content, and libmicrohttpd 0.9.75 cannot send one without a framing header on a
+ * kept-alive connection: a sized response gets "Content-Length: 0" (a claim that the blob is
+ * empty; RFC 9110 8.6 allows only the 200's length), an unsized one "Transfer-Encoding: chunked".
+ * Unsized and closing the connection, it sends neither. A 304 is rare here (blobs are immutable
+ * and cached for a year), so the reconnect costs little. */
+static enum MHD_Result reply_not_modified(struct MHD_Connection *c, struct req *r, const char *etag,
+                                          const char *lastmod)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, no_content, NULL, NULL);
+    if (!resp)
+        return MHD_NO;
+    MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RO_END);
+    blob_headers(resp, etag, lastmod);
+    return http_queue(c, r, MHD_HTTP_NOT_MODIFIED, resp, 0);
+}
+
+/* A 416 names the blob's size in Content-Range, as RFC 9110 14.4 asks. */
+static enum MHD_Result reply_unsatisfiable(struct MHD_Connection *c, struct req *r, uint64_t size,
+                                           const char *etag, const char *lastmod)
+{
+    char crange[96];
+    struct MHD_Response *resp = NULL;
+    char *body = xasprintf("{\"error\":\"range_not_satisfiable\",\"message\":\"the blob has "
+                           "%llu bytes\"}\n",
+                           (unsigned long long)size);
+    size_t len = strlen(body);
+    snprintf(crange, sizeof(crange), "bytes */%llu", (unsigned long long)size);
+    resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
+    blob_headers(resp, etag, lastmod);
+    return http_queue(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp, len);
+}
+
 enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                                 const char *digest)
 {
@@ -107,37 +146,14 @@ enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, str
     }
     if (pre == MHD_HTTP_NOT_MODIFIED) {
         close(fd);
-        /* A 304 has no content, and libmicrohttpd 0.9.75 cannot send one without a framing
-         * header on a kept-alive connection: a sized response gets "Content-Length: 0" (a
-         * claim that the blob is empty; RFC 9110 8.6 allows only the 200's length), an unsized
-         * one "Transfer-Encoding: chunked". Unsized and closing the connection, it sends
-         * neither. A 304 is rare here (blobs are immutable and cached for a year), so the
-         * reconnect costs little. */
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, no_content, NULL, NULL);
-        if (!resp)
-            return MHD_NO;
-        MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RO_END);
-        blob_headers(resp, etag, lastmod);
-        return http_queue(c, r, MHD_HTTP_NOT_MODIFIED, resp, 0);
+        return reply_not_modified(c, r, etag, lastmod);
     }
     range =
         use_range ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE) : NULL;
     rr = psdbd_parse_range(range, size, &off, &len);
     if (rr < 0) {
         close(fd);
-        snprintf(crange, sizeof(crange), "bytes */%llu", (unsigned long long)size);
-        char *body = xasprintf("{\"error\":\"range_not_satisfiable\",\"message\":\"the blob has "
-                               "%llu bytes\"}\n",
-                               (unsigned long long)size);
-        resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-            free(body);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
-        blob_headers(resp, etag, lastmod);
-        return http_queue(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp, strlen(body));
+        return reply_unsatisfiable(c, r, size, etag, lastmod);
     }
     if (rr == 0) {
         off = 0;
