@@ -1,6 +1,9 @@
 /* common.c - psdbd's small shared helpers: allocation that exits on OOM, logging, parsing. */
 #include "common.h"
 
+#include "common/hash.h"
+#include "common/parse.h"
+
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
@@ -54,16 +57,12 @@ char *xasprintf(const char *fmt, ...)
     return p;
 }
 
-void psdbd_hex(const uint8_t *in, size_t n, char *out, size_t out_size)
+int psdbd_is_lower_hex(const char *s, size_t n)
 {
-    static const char digits[] = "0123456789abcdef";
-    assert(out_size >= 2 * n + 1);
-    (void)out_size; /* checked by the assert only */
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-    out[2 * n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (psdb__hexval(s[i]) < 0 || (s[i] >= 'A' && s[i] <= 'F'))
+            return 0;
+    return 1;
 }
 
 void psdbd_log(const char *fmt, ...)
@@ -76,50 +75,6 @@ void psdbd_log(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     funlockfile(stderr);
-}
-
-int psdbd_parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
-        return -1;
-    int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-    if (hex && !isxdigit((unsigned char)s[2]))
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, hex ? 16 : 10);
-    if (errno || *end)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-int psdbd_parse_version(const char *s, uint64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    if (!strchr(s, '.'))
-        return psdbd_parse_u64(s, out);
-    uint64_t v = 0;
-    const char *p = s;
-    for (int i = 0; i < 4; i++) {
-        if (!isdigit((unsigned char)*p))
-            return -1;
-        char *end = NULL;
-        errno = 0;
-        unsigned long part = strtoul(p, &end, 10);
-        if (errno || part > 0xFFFF)
-            return -1;
-        v |= (uint64_t)part << (48 - 16 * i);
-        p = end;
-        if (*p == '\0')
-            break;
-        if (*p != '.' || i == 3)
-            return -1;
-        p++;
-    }
-    *out = v;
-    return 0;
 }
 
 int psdbd_parse_size(const char *s, uint64_t *out)
@@ -148,7 +103,7 @@ int psdbd_parse_size(const char *s, uint64_t *out)
     }
     if (mult != 1)
         num[n - 1] = '\0';
-    if (psdbd_parse_u64(num, &v) != 0 || v > UINT64_MAX / mult)
+    if (psdb__parse_u64(num, &v) != 0 || v > UINT64_MAX / mult)
         return -1;
     *out = v * mult;
     return 0;
@@ -168,21 +123,6 @@ int psdbd_parse_bool(const char *s, int *out)
         }
     }
     return -1;
-}
-
-const char *psdbd_format_version(uint64_t v, char *buf, size_t size)
-{
-    snprintf(buf, size, "%u.%u.%u.%u", (unsigned)(v >> 48 & 0xFFFF), (unsigned)(v >> 32 & 0xFFFF),
-             (unsigned)(v >> 16 & 0xFFFF), (unsigned)(v & 0xFFFF));
-    return buf;
-}
-
-const char *psdbd_format_uuid(const uint8_t id[16], char *buf, size_t size)
-{
-    snprintf(buf, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11],
-             id[12], id[13], id[14], id[15]);
-    return buf;
 }
 
 const char *psdbd_format_time(int64_t t, char *buf, size_t size)

@@ -10,6 +10,7 @@
 #include "index.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "common/status_map.h"
 
 #define STMT_CACHE 32
 #define BUSY_TIMEOUT_MS 10000
@@ -40,7 +42,7 @@ struct psdbd_index {
     dev_t dev;
     ino_t ino;
     atomic_int lost;    /* the last check's finding, a LOST_ value (logged when it changes) */
-    atomic_int damaged; /* a query met SQLITE_CORRUPT or SQLITE_NOTADB: stays until restart */
+    atomic_int damaged; /* a query met a damaged file (psdb__sqlite_hr: corrupt): until restart */
 };
 
 static void conn_free(void *p)
@@ -174,7 +176,7 @@ static sqlite3_stmt *prep(psdbd_index *ix, const char *sql)
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
     if (rc != SQLITE_OK) {
-        if ((rc & 0xFF) == SQLITE_CORRUPT || (rc & 0xFF) == SQLITE_NOTADB)
+        if (psdb__sqlite_hr(rc, PSDB_E_IO) == PSDB_E_CACHE_CORRUPT)
             atomic_store(&ix->damaged, 1);
         psdbd_log("index: prepare: %s", sqlite3_errmsg(c->db));
         return NULL;
@@ -188,17 +190,21 @@ static sqlite3_stmt *prep(psdbd_index *ix, const char *sql)
     return st;
 }
 
+/* A SQLite failure as the index's status. The class comes from the one SQLite mapping
+ * (psdb__sqlite_hr: full disk, damaged file); the rest is what the index makes of codes that
+ * mapping leaves general: a failed write or fsync of the index is taken for a full disk, which
+ * surfaces that way on some paths; a unique key taken is a conflict; a moved or unopenable file is
+ * a lost index. */
 static psdbd_rc rc_of(psdbd_index *ix, int rc)
 {
     sqlite3 *db = this_db(ix);
     int primary = rc & 0xFF;
-    if (primary == SQLITE_FULL)
+    psdb_hr hr = psdb__sqlite_hr(rc, PSDB_E_IO);
+    if (hr == PSDB_E_DISK_FULL || rc == SQLITE_IOERR_WRITE || rc == SQLITE_IOERR_FSYNC)
         return PSDBD_FULL;
-    if (primary == SQLITE_IOERR && (rc == SQLITE_IOERR_WRITE || rc == SQLITE_IOERR_FSYNC))
-        return PSDBD_FULL; /* ENOSPC surfaces as a write error on some paths */
     if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
         return PSDBD_CONFLICT;
-    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
+    if (hr == PSDB_E_CACHE_CORRUPT) {
         if (atomic_exchange(&ix->damaged, 1) == 0)
             psdbd_log("index %s is damaged (%s): index reads and writes are refused (503); "
                       "restore it (psdbd restore) and restart psdbd",
@@ -230,39 +236,55 @@ cleanup:
     return rc;
 }
 
-/* Refuses a file that is not (create: not yet) a psdbd index. 0, or -1 with err. */
-static int check_identity(sqlite3 *db, const char *path, int create, int *version, char *err,
-                          size_t err_size)
+/* What the migration runner's check needs to know: which file, and whether it must be new. */
+struct identity_ctx {
+    const char *path;
+    int create;
+};
+
+/* Refuses a file that is not (create: not yet) a psdbd index, from its user_version and
+ * application_id: psdb__migrate's check, run under the write lock, and run once before it. */
+static psdb_hr check_identity(sqlite3 *db, int version, int app_id, void *ctx, char *err,
+                              size_t err_size)
 {
-    int app_id = 0;
-    if (pragma_int(db, path, "PRAGMA application_id", &app_id, err, err_size) != 0 ||
-        pragma_int(db, path, "PRAGMA user_version", version, err, err_size) != 0)
-        return -1;
+    const struct identity_ctx *ic = ctx;
+    (void)db;
     if (app_id != 0 && (uint32_t)app_id != PSDBD_INDEX_APPLICATION_ID) {
-        snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08x)", path,
+        snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08x)", ic->path,
                  (unsigned)app_id);
-        return -1;
+        return PSDB_E_CACHE_CORRUPT;
     }
-    if (create && *version != 0) {
-        snprintf(err, err_size, "create index %s: another process created it meanwhile", path);
-        return -1;
+    if (ic->create && version != 0) {
+        snprintf(err, err_size, "create index %s: another process created it meanwhile", ic->path);
+        return PSDB_E_ALREADY_EXISTS;
     }
-    if (!create && *version == 0) {
+    if (!ic->create && version == 0) {
         /* An empty file (truncated, or created by something else) must not be migrated into a
          * fresh, empty index: that would silently start over. */
         snprintf(err, err_size,
                  "index %s is empty or not a psdbd index (schema version 0): restore it "
                  "(psdbd restore --from BACKUPDIR --data-dir NEWDIR) or move it away",
-                 path);
-        return -1;
+                 ic->path);
+        return PSDB_E_CACHE_CORRUPT;
     }
-    if (*version < 0 || (size_t)*version > psdbd_num_migrations) {
+    if (version < 0 || (size_t)version > psdbd_num_migrations) {
         snprintf(err, err_size,
                  "index %s has schema version %d, newer than this psdbd knows (%zu): upgrade psdbd",
-                 path, *version, psdbd_num_migrations);
-        return -1;
+                 ic->path, version, psdbd_num_migrations);
+        return PSDB_E_UNSUPPORTED;
     }
-    return 0;
+    return PSDB_S_OK;
+}
+
+/* check_identity before anything is written (WAL mode writes the header). 0, or -1 with err. */
+static int check_identity_now(sqlite3 *db, const struct identity_ctx *ic, char *err,
+                              size_t err_size)
+{
+    int app_id = 0, version = 0;
+    if (pragma_int(db, ic->path, "PRAGMA application_id", &app_id, err, err_size) != 0 ||
+        pragma_int(db, ic->path, "PRAGMA user_version", &version, err, err_size) != 0)
+        return -1;
+    return PSDB_FAILED(check_identity(db, version, app_id, (void *)ic, err, err_size)) ? -1 : 0;
 }
 
 /* Opens or creates the index and brings its schema up to date. `create`: the file must be new
@@ -273,7 +295,9 @@ static int index_start(const char *path, int create, psdbd_index **out, char *er
     struct conn *c = NULL;
     sqlite3 *db = NULL;
     struct stat sb;
-    int in_tx = 0, result = -1, version = 0, app_id = 0;
+    struct identity_ctx ic = {path, create};
+    char what[PATH_MAX + 16];
+    int result = -1;
     ix->path = xstrdup(path);
     if (pthread_key_create(&ix->key, conn_free) != 0) {
         snprintf(err, err_size, "index %s: pthread_key_create failed", path);
@@ -303,58 +327,24 @@ static int index_start(const char *path, int create, psdbd_index **out, char *er
         snprintf(err, err_size, "index %s: stat: %s", path, strerror(errno));
         goto cleanup;
     }
-    /* Checked before anything is written (WAL mode writes the header), then again under the
-     * write lock, where the version is read so that two processes never both migrate. */
-    if (check_identity(db, path, create, &version, err, err_size) != 0)
+    /* Checked before anything is written (WAL mode writes the header), then again by the
+     * migration runner under the write lock, where the version is read so that two processes
+     * never both migrate. Indexes made before the application_id was set get it there. */
+    if (check_identity_now(db, &ic, err, err_size) != 0)
         goto cleanup;
     if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK) {
         snprintf(err, err_size, "configure index %s: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
+    snprintf(what, sizeof(what), "index %s", path);
+    if (PSDB_FAILED(psdb__migrate(db, what, &psdbd_index_migrations, PSDBD_INDEX_APPLICATION_ID,
+                                  check_identity, &ic, NULL, err, err_size)))
         goto cleanup;
-    }
-    in_tx = 1;
-    if (check_identity(db, path, create, &version, err, err_size) != 0 ||
-        pragma_int(db, path, "PRAGMA application_id", &app_id, err, err_size) != 0)
-        goto cleanup;
-    for (size_t i = (size_t)version; i < psdbd_num_migrations; i++) {
-        char pragma[64];
-        if (sqlite3_exec(db, (const char *)psdbd_migrations[i].sql, NULL, NULL, NULL) !=
-            SQLITE_OK) {
-            snprintf(err, err_size, "index migration %s: %s", psdbd_migrations[i].name,
-                     sqlite3_errmsg(db));
-            goto cleanup;
-        }
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %zu", i + 1);
-        if (sqlite3_exec(db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
-            snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
-            goto cleanup;
-        }
-    }
-    /* Indexes made before the application_id was set get it on their first open. */
-    if ((uint32_t)app_id != PSDBD_INDEX_APPLICATION_ID) {
-        char pragma[64];
-        snprintf(pragma, sizeof(pragma), "PRAGMA application_id = %d",
-                 (int)PSDBD_INDEX_APPLICATION_ID);
-        if (sqlite3_exec(db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
-            snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
-            goto cleanup;
-        }
-    }
-    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "index %s: commit: %s", path, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    in_tx = 0;
     ix->version = (int)psdbd_num_migrations;
     ix->dev = sb.st_dev;
     ix->ino = sb.st_ino;
     result = 0;
 cleanup:
-    if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     if (result != 0) {
         psdbd_index_close(ix);
         ix = NULL;
@@ -487,7 +477,7 @@ static json_t *version_json(sqlite3_stmt *st, int i)
 {
     char buf[32];
     return json_string(
-        psdbd_format_version(psdbd_u64_from_db(sqlite3_column_int64(st, i)), buf, sizeof(buf)));
+        psdb__format_version(psdbd_u64_from_db(sqlite3_column_int64(st, i)), buf, sizeof(buf)));
 }
 
 /* The manifest (API.md, schema/HTTP.md) of the row st is on, selected with PSDB_COLS. */
@@ -503,7 +493,7 @@ static json_t *manifest_of(sqlite3_stmt *st)
         json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
                      "exe_filename", col_text(st, 2), "version", version_json(st, 3), "engine_name",
                      col_text(st, 4), "engine_version", version_json(st, 5), "app_id",
-                     psdbd_format_uuid(guid, uuid, sizeof(uuid)));
+                     psdb__format_uuid(guid, uuid, sizeof(uuid)));
     if (!app)
         psdbd_log("manifest app: %s", jerr.text);
     json_t *target =

@@ -48,7 +48,7 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
 {
     size_t n = 0, k = 0;
     struct option *all = NULL;
-    int c, rc = 0;
+    int c, rc = ADMIN_GO_ON;
     out->dir = (flags & ADMIN_DATA_DIR) ? psdbd_default_data_dir() : NULL;
     out->json = 0;
     while (opts && opts[n].name)
@@ -64,7 +64,7 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
         all[k++] = (struct option){"json", no_argument, NULL, 'j'};
     all[k++] = (struct option){"help", no_argument, NULL, 'h'};
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", all, NULL)) != -1) {
+    while (rc == ADMIN_GO_ON && (c = getopt_long(argc, argv, "h", all, NULL)) != -1) {
         if (c == 'd') {
             free(out->dir);
             out->dir = xstrdup(optarg);
@@ -72,14 +72,14 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
             out->json = 1;
         } else if (c == 'h') {
             usage(ctx);
-            rc = -1;
+            rc = 0;
         } else if (c == '?' || c == ':' || !on_opt) {
             rc = admin_fail(cmd, "bad arguments (see --help)");
         } else if (on_opt(c, optarg, ctx) != 0) {
             rc = 1;
         }
     }
-    if (rc == 0 && optind != argc)
+    if (rc == ADMIN_GO_ON && optind != argc)
         rc = admin_fail(cmd, "unexpected argument '%s'", argv[optind]);
     free(all);
     return rc;
@@ -106,13 +106,26 @@ int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
     return fd;
 }
 
-static int first_blob(const char *sha, uint64_t size, int64_t mtime, void *ctx)
+struct blob_count {
+    uint64_t n;
+    int first_only;
+};
+
+static int count_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
 {
+    struct blob_count *bc = ctx;
     (void)sha;
     (void)size;
     (void)mtime;
-    (*(uint64_t *)ctx)++;
-    return 1;
+    bc->n++;
+    return bc->first_only; /* nonzero stops the walk */
+}
+
+uint64_t admin_blob_files(const psdbd_store *store, int first_only)
+{
+    struct blob_count bc = {0, first_only};
+    psdbd_store_walk(store, count_one, NULL, &bc);
+    return bc.n;
 }
 
 int psdbd_data_open_index(const psdbd_store *store, int may_init, psdbd_index **out, char *err,
@@ -120,7 +133,6 @@ int psdbd_data_open_index(const psdbd_store *store, int may_init, psdbd_index **
 {
     char *path = xasprintf("%s/index.sqlite", store->dir);
     struct stat sb;
-    uint64_t blobs = 0;
     int rc = -1;
     *out = NULL;
     if (lstat(path, &sb) == 0 || errno != ENOENT) {
@@ -136,8 +148,7 @@ int psdbd_data_open_index(const psdbd_store *store, int may_init, psdbd_index **
     }
     /* Blobs without an index are a data directory that lost its index, not a new one: starting
      * with an empty index would serve nothing and let gc delete every blob. */
-    psdbd_store_walk(store, first_blob, NULL, &blobs);
-    if (blobs > 0) {
+    if (admin_blob_files(store, 1) > 0) {
         snprintf(err, err_size,
                  "index %s is missing but %s holds blobs: restore the index from a backup "
                  "(psdbd restore --from BACKUPDIR --data-dir NEWDIR, then serve NEWDIR), or, to "

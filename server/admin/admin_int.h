@@ -16,6 +16,9 @@ int admin_fail(const char *cmd, const char *fmt, ...) __attribute__((format(prin
  * characters. Returns 0, or 1 after the message. */
 int admin_bad_text(const char *cmd, const char *option, const char *s);
 
+/* admin_parse's answer when the command is to go on (any other answer is its exit status). */
+#define ADMIN_GO_ON (-1)
+
 /* Which of the shared options a command takes (admin_parse's `flags`). */
 enum {
     ADMIN_DATA_DIR = 1, /* --data-dir DIR, defaulting to psdbd's default data directory */
@@ -34,8 +37,8 @@ typedef int (*admin_option_fn)(int val, const char *arg, void *ctx);
 /* Parses argv (argv[0] is the command's last word) with getopt_long: the shared options that
  * `flags` names, --help/-h (prints usage(ctx)), and the command's own `opts` (terminated by a zero
  * entry; their `val`s must not be 'd', 'j' or 'h'), each handed to on_opt. Words after the
- * options are refused. Returns 0 to go on, -1 when the usage was printed (the command succeeds)
- * or 1 after a message (bad arguments); *out is set in every case and freed by the caller. */
+ * options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the usage was
+ * printed, 1 after a message (bad arguments). *out is set in every case and freed by the caller. */
 int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,
                 admin_option_fn on_opt, void *ctx, void (*usage)(void *ctx), admin_args *out);
 
@@ -45,11 +48,19 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
 int admin_open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
                     psdbd_index **ix);
 
+/* How many blob files the store holds (first_only: stops at the first, so 0 or 1). */
+uint64_t admin_blob_files(const psdbd_store *store, int first_only);
+
 /* Reports a file under blobs/ that is not a blob (psdbd_store_walk's stray callback): on stdout,
  * or on stderr when stdout carries JSON. */
 void admin_note_stray(const char *path, int json);
 
 /* `psdbd token|key list|revoke` (what: "token" or "key"; argv[0] is "list" or "revoke"). */
 int admin_list_or_revoke(const char *what, int argc, char **argv);
+
+/* `psdbd WHAT VERB|list|revoke ...` (argv[0] is WHAT): runs `run` for VERB (with argv[0] VERB),
+ * admin_list_or_revoke for list and revoke, usage for --help; returns the exit status. */
+int admin_credential_command(const char *what, const char *verb, int (*run)(int, char **),
+                             void (*usage)(void *), int argc, char **argv);
 
 #endif

@@ -340,15 +340,10 @@ static int transfer_option(int val, const char *arg, void *ctx)
     return 0;
 }
 
-static void no_usage(void *ctx)
-{
-    (void)ctx; /* the caller prints its own, on -1 */
-}
-
-/* Parses FROM_FLAG, TO_FLAG and --copy: 0 when both are given, -1 for --help, 2 (with a message)
- * on bad arguments. */
-static int parse_args(const char *cmd, int argc, char **argv, const char *from_flag, char **from,
-                      const char *to_flag, char **to, int *copy)
+/* Parses FROM_FLAG, TO_FLAG and --copy: ADMIN_GO_ON when both are given, else the exit status:
+ * 0 after the usage (--help), 2 after a message (bad arguments). */
+static int parse_args(const char *cmd, int argc, char **argv, void (*usage)(void *),
+                      const char *from_flag, char **from, const char *to_flag, char **to, int *copy)
 {
     const struct option opts[] = {{from_flag, required_argument, NULL, 'f'},
                                   {to_flag, required_argument, NULL, 't'},
@@ -356,18 +351,19 @@ static int parse_args(const char *cmd, int argc, char **argv, const char *from_f
                                   {NULL, 0, NULL, 0}};
     struct transfer_opts o = {from, to, copy};
     admin_args a = {0};
-    int rc = admin_parse(cmd, argc, argv, 0, opts, transfer_option, &o, no_usage, &a);
-    if (rc > 0)
+    int rc = admin_parse(cmd, argc, argv, 0, opts, transfer_option, &o, usage, &a);
+    if (rc == 1)
         return 2;
-    if (rc == 0 && (!*from || !*to)) {
+    if (rc == ADMIN_GO_ON && (!*from || !*to)) {
         admin_fail(cmd, "--%s and --%s are required (see --help)", from_flag, to_flag);
         return 2;
     }
     return rc;
 }
 
-static void backup_usage(void)
+static void backup_usage(void *ctx)
 {
+    (void)ctx;
     printf("usage: psdbd backup --data-dir DIR --out BACKUPDIR [--copy]\n\n"
            "Copies a data directory while psdbd may be serving it: the index through SQLite's\n"
            "online backup API (one consistent snapshot), then every blob that snapshot names,\n"
@@ -385,13 +381,8 @@ int psdbd_cmd_backup(int argc, char **argv)
     transfer t = {0};
     struct stat st;
     int rc = 1, copy = 0, e;
-    rc = parse_args("backup", argc, argv, "data-dir", &dir, "out", &out, &copy);
-    if (rc < 0) {
-        backup_usage();
-        rc = 0;
-        goto cleanup;
-    }
-    if (rc != 0)
+    if ((rc = parse_args("backup", argc, argv, backup_usage, "data-dir", &dir, "out", &out,
+                         &copy)) != ADMIN_GO_ON)
         goto cleanup;
     rc = 1;
     src_index = xasprintf("%s/index.sqlite", dir);
@@ -446,8 +437,9 @@ cleanup:
     return rc;
 }
 
-static void restore_usage(void)
+static void restore_usage(void *ctx)
 {
+    (void)ctx;
     printf("usage: psdbd restore --from BACKUPDIR --data-dir NEWDIR [--copy]\n\n"
            "Makes NEWDIR a data directory from a complete `psdbd backup` (one with backup.json).\n"
            "NEWDIR must be absent or empty: restore never overwrites a data directory. Blobs are\n"
@@ -488,13 +480,8 @@ int psdbd_cmd_restore(int argc, char **argv)
     psdbd_index *ix = NULL;
     transfer t = {0};
     int rc = 1, copy = 0, lock_fd = -1;
-    rc = parse_args("restore", argc, argv, "from", &from, "data-dir", &dir, &copy);
-    if (rc < 0) {
-        restore_usage();
-        rc = 0;
-        goto cleanup;
-    }
-    if (rc != 0)
+    if ((rc = parse_args("restore", argc, argv, restore_usage, "from", &from, "data-dir", &dir,
+                         &copy)) != ADMIN_GO_ON)
         goto cleanup;
     rc = 1;
     if (read_meta(from) != 0 || make_target("restore", dir) != 0)

@@ -200,12 +200,9 @@ int psdbd_cmd_check(int argc, char **argv)
     psdbd_index *ix = NULL;
     struct check k = {0};
     char err[1024];
-    rc = admin_parse("check", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, check_option, &k,
-                     check_usage, &a);
-    if (rc != 0) {
-        rc = rc < 0 ? 0 : 1;
+    if ((rc = admin_parse("check", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, check_option, &k,
+                          check_usage, &a)) != ADMIN_GO_ON)
         goto cleanup;
-    }
     rc = 1;
     k.json = a.json;
     k.out = k.json ? stderr : stdout;

@@ -121,12 +121,9 @@ int admin_list_or_revoke(const char *what, int argc, char **argv)
     psdbd_index *ix = NULL;
     char cmd[32];
     snprintf(cmd, sizeof(cmd), "%s %s", what, argv[0]);
-    rc = admin_parse(cmd, argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, list_option, &lo,
-                     list_usage, &a);
-    if (rc != 0) {
-        rc = rc < 0 ? 0 : 1;
+    if ((rc = admin_parse(cmd, argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, list_option, &lo,
+                          list_usage, &a)) != ADMIN_GO_ON)
         goto cleanup;
-    }
     if (is_revoke && !lo.name) {
         rc = admin_fail(cmd, "--name is required");
         goto cleanup;
@@ -143,4 +140,18 @@ cleanup:
     psdbd_store_close(&store);
     free(a.dir);
     return rc;
+}
+
+int admin_credential_command(const char *what, const char *verb, int (*run)(int, char **),
+                             void (*usage)(void *), int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0))
+        return admin_list_or_revoke(what, argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], verb) == 0)
+        return run(argc - 1, argv + 1);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(NULL);
+        return 0;
+    }
+    return admin_fail(what, "expected '%s %s|list|revoke' (see --help)", what, verb);
 }

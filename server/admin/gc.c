@@ -59,15 +59,6 @@ static void gc_stray(const char *path, void *ctx)
     admin_note_stray(path, w->json);
 }
 
-static int count_blob(const char *sha, uint64_t size, int64_t mtime, void *ctx)
-{
-    (void)sha;
-    (void)size;
-    (void)mtime;
-    (*(uint64_t *)ctx)++;
-    return 0;
-}
-
 static void gc_usage(void *ctx)
 {
     (void)ctx;
@@ -115,8 +106,7 @@ static const char *gc_index_doubt(sqlite3 *db, const psdbd_store *store, char *w
         goto cleanup;
     }
     if (psdbs == 0) {
-        psdbd_store_walk(store, count_blob, NULL, &files);
-        if (files > 0) {
+        if ((files = admin_blob_files(store, 0)) > 0) {
             snprintf(why, why_size, "0 psdbs indexed, %llu blob files in %s",
                      (unsigned long long)files, store->blob_dir);
             doubt = "the index is empty but blobs are present";
@@ -179,7 +169,7 @@ static int gc_option(int val, const char *arg, void *ctx)
         o->force = 1;
     } else {
         assert(val == 'g');
-        if (psdbd_parse_u64(arg, &o->grace) != 0 || o->grace > INT32_MAX)
+        if (psdb__parse_u64(arg, &o->grace) != 0 || o->grace > INT32_MAX)
             return admin_fail("gc", "bad --grace '%s'", arg);
     }
     return 0;
@@ -203,12 +193,9 @@ int psdbd_cmd_gc(int argc, char **argv)
     psdbd_index *ix = NULL;
     struct walk w = {0};
     sqlite3 *db;
-    rc = admin_parse("gc", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, gc_option, &o, gc_usage,
-                     &a);
-    if (rc != 0) {
-        rc = rc < 0 ? 0 : 1;
+    if ((rc = admin_parse("gc", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, gc_option, &o,
+                          gc_usage, &a)) != ADMIN_GO_ON)
         goto cleanup;
-    }
     rc = 1;
     w.dry_run = o.dry_run;
     w.json = a.json;

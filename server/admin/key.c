@@ -83,12 +83,9 @@ static int key_add(int argc, char **argv)
     psdbd_store store = {0};
     psdbd_index *ix = NULL;
     char id[PSDB_KEY_ID_SIZE];
-    rc = admin_parse("key add", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, key_option, &o,
-                     key_usage, &a);
-    if (rc != 0) {
-        rc = rc < 0 ? 0 : 1;
+    if ((rc = admin_parse("key add", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, key_option, &o,
+                          key_usage, &a)) != ADMIN_GO_ON)
         goto cleanup;
-    }
     rc = 1;
     if (!o.name || !*o.name || !o.file || !*o.scope) {
         rc = admin_fail("key add", "--name and --public-key are required (see --help)");
@@ -131,13 +128,5 @@ cleanup:
 
 int psdbd_cmd_key(int argc, char **argv)
 {
-    if (argc >= 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0))
-        return admin_list_or_revoke("key", argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "add") == 0)
-        return key_add(argc - 1, argv + 1);
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        key_usage(NULL);
-        return 0;
-    }
-    return admin_fail("key", "expected 'key add|list|revoke' (see --help)");
+    return admin_credential_command("key", "add", key_add, key_usage, argc, argv);
 }

@@ -46,12 +46,12 @@ static int token_option(int val, const char *arg, void *ctx)
         o->name = xstrdup(arg);
         break;
     case 'i':
-        if (psdbd_parse_u64(arg, &v) != 0 || v > INT32_MAX)
+        if (psdb__parse_u64(arg, &v) != 0 || v > INT32_MAX)
             return admin_fail("token create", "bad --expires-in '%s'", arg);
         o->expires = (uint64_t)time(NULL) + v;
         break;
     case 'a':
-        if (psdbd_parse_u64(arg, &o->expires) != 0 || o->expires == 0 || o->expires > INT64_MAX)
+        if (psdb__parse_u64(arg, &o->expires) != 0 || o->expires == 0 || o->expires > INT64_MAX)
             return admin_fail("token create", "bad --expires-at '%s'", arg);
         break;
     default:
@@ -92,12 +92,9 @@ static int token_create(int argc, char **argv)
     psdbd_index *ix = NULL;
     char selector[17];
     uint8_t hash[32];
-    rc = admin_parse("token create", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, token_option,
-                     &o, token_usage, &a);
-    if (rc != 0) {
-        rc = rc < 0 ? 0 : 1;
+    if ((rc = admin_parse("token create", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts,
+                          token_option, &o, token_usage, &a)) != ADMIN_GO_ON)
         goto cleanup;
-    }
     rc = 1;
     if (psdbd_role_parse(o.role) == PSDBD_ROLE_NONE) {
         rc = admin_fail("token create", "--role must be admin, publisher or reader");
@@ -145,13 +142,5 @@ cleanup:
 
 int psdbd_cmd_token(int argc, char **argv)
 {
-    if (argc >= 2 && (strcmp(argv[1], "list") == 0 || strcmp(argv[1], "revoke") == 0))
-        return admin_list_or_revoke("token", argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "create") == 0)
-        return token_create(argc - 1, argv + 1);
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        token_usage(NULL);
-        return 0;
-    }
-    return admin_fail("token", "expected 'token create|list|revoke' (see --help)");
+    return admin_credential_command("token", "create", token_create, token_usage, argc, argv);
 }

@@ -169,6 +169,19 @@ static char *read_pem(const char *path, char *err, size_t err_size)
     return buf;
 }
 
+/* Tells the finisher threads to end once the queue is empty and joins them. Called with
+ * srv->lock held; returns with it released. */
+static void stop_finishers(psdbd_server *srv)
+{
+    srv->stopping = 1;
+    pthread_cond_broadcast(&srv->work);
+    pthread_mutex_unlock(&srv->lock);
+    for (unsigned i = 0; i < srv->num_finishers; i++)
+        pthread_join(srv->finishers[i], NULL);
+    free(srv->finishers);
+    srv->finishers = NULL;
+}
+
 int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
 {
     struct sockaddr_storage ss;
@@ -257,13 +270,7 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
 cleanup:
     if (rc != 0 && srv->finishers) {
         pthread_mutex_lock(&srv->lock);
-        srv->stopping = 1;
-        pthread_cond_broadcast(&srv->work);
-        pthread_mutex_unlock(&srv->lock);
-        for (unsigned i = 0; i < srv->num_finishers; i++)
-            pthread_join(srv->finishers[i], NULL);
-        free(srv->finishers);
-        srv->finishers = NULL;
+        stop_finishers(srv);
     }
     if (key) {
         memset(key, 0, strlen(key));
@@ -303,13 +310,7 @@ void psdbd_http_stop(psdbd_server *srv)
     while (srv->active > 0 &&
            pthread_cond_timedwait(&srv->idle, &srv->lock, &deadline) != ETIMEDOUT) {
     }
-    srv->stopping = 1;
-    pthread_cond_broadcast(&srv->work);
-    pthread_mutex_unlock(&srv->lock);
-    for (unsigned i = 0; i < srv->num_finishers; i++)
-        pthread_join(srv->finishers[i], NULL);
-    free(srv->finishers);
-    srv->finishers = NULL;
+    stop_finishers(srv);
     pthread_mutex_lock(&srv->conns_lock);
     srv->reaper_stop = 1;
     pthread_cond_broadcast(&srv->reaper_wake);

@@ -15,11 +15,11 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
-#include <openssl/evp.h>
 
 #include "psdb/psdb.h"
 
 #include "auth.h"
+#include "common.h"
 #include "http.h"
 
 #define JSON_TYPE "application/json"
@@ -53,7 +53,7 @@ struct req {
     int publishing;
     int fd;
     char *tmp_path;
-    EVP_MD_CTX *sha;
+    psdb__sha256_ctx *sha;
     uint64_t expected, received;
     int write_errno;
     uint64_t serial;

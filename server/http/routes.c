@@ -28,7 +28,7 @@ static int parse_id(const char *s, int64_t *out)
     for (const char *p = s; *p; p++)
         if (*p < '0' || *p > '9')
             return -1;
-    if (psdbd_parse_u64(s, &v) != 0 || v == 0 || v > INT64_MAX)
+    if (psdb__parse_u64(s, &v) != 0 || v == 0 || v > INT64_MAX)
         return -1;
     *out = (int64_t)v;
     return 0;
@@ -51,15 +51,15 @@ enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct
     if (!q.app || !q.family)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "app and family are required");
-    if (!(v = arg(c, "app_version")) || psdbd_parse_version(v, &q.app_version) != 0)
+    if (!(v = arg(c, "app_version")) || psdb__parse_version(v, &q.app_version) != 0)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "app_version is required (a.b.c.d or a number)");
-    if (!(v = arg(c, "abi_min")) || psdbd_parse_u64(v, &q.abi_min) != 0 ||
-        !(v = arg(c, "abi_max")) || psdbd_parse_u64(v, &q.abi_max) != 0 || q.abi_min > q.abi_max)
+    if (!(v = arg(c, "abi_min")) || psdb__parse_u64(v, &q.abi_min) != 0 ||
+        !(v = arg(c, "abi_max")) || psdb__parse_u64(v, &q.abi_max) != 0 || q.abi_min > q.abi_max)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "abi_min and abi_max are required numbers, abi_min <= abi_max");
     if ((v = arg(c, "profile_version")) != NULL) {
-        if (psdbd_parse_version(v, &q.profile_version) != 0)
+        if (psdb__parse_version(v, &q.profile_version) != 0)
             return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                     "profile_version must be a.b.c.d or a number");
         q.has_profile = 1;

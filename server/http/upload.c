@@ -19,13 +19,15 @@
 #include "auth.h"
 #include "cache.h"
 #include "common.h"
+#include "common/status_map.h"
 #include "metrics.h"
 
 /* ---- publish --------------------------------------------------------------------------------- */
 
+/* Whether a failed write, create or rename means a full disk (507), by the one errno mapping. */
 static int disk_full_errno(int e)
 {
-    return e == ENOSPC || e == EDQUOT || e == EFBIG;
+    return psdb__errno_hr(e) == PSDB_E_DISK_FULL;
 }
 
 void http_publish_discard(struct req *r)
@@ -38,8 +40,11 @@ void http_publish_discard(struct req *r)
         free(r->tmp_path);
         r->tmp_path = NULL;
     }
-    EVP_MD_CTX_free(r->sha);
-    r->sha = NULL;
+    if (r->sha) { /* ending is how a context is freed; the partial digest is dropped */
+        uint8_t dropped[32];
+        psdb__sha256_end(r->sha, dropped);
+        r->sha = NULL;
+    }
 }
 
 enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
@@ -55,7 +60,7 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
     if (te || !cl)
         return http_reply_error(c, r, MHD_HTTP_LENGTH_REQUIRED, "length_required",
                                 "a publish needs a Content-Length (no chunked bodies)");
-    if (psdbd_parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0)
+    if (psdb__parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "bad Content-Length");
     if (len > srv->cfg->max_upload)
         return http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
@@ -73,7 +78,7 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "X-Psdb-Signature must be the 88-character base64 of a 64-byte "
                                 "Ed25519 signature");
-    if (!serial || psdbd_parse_u64(serial, &r->serial) != 0 || r->serial > INT64_MAX)
+    if (!serial || psdb__parse_u64(serial, &r->serial) != 0 || r->serial > INT64_MAX)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "X-Psdb-Serial must be a number below 2^63");
     memcpy(r->key_id, kid, 65);
@@ -95,8 +100,7 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
         return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
                                 "cannot create the upload file");
     }
-    r->sha = EVP_MD_CTX_new();
-    if (!r->sha || EVP_DigestInit_ex(r->sha, EVP_sha256(), NULL) != 1)
+    if (!(r->sha = psdb__sha256_begin()))
         psdbd_out_of_memory();
     r->expected = len;
     r->publishing = 1;
@@ -116,7 +120,7 @@ void http_publish_chunk(struct req *r, const char *data, size_t n)
     psdbd_metrics_upload_bytes(n);
     if (r->write_errno)
         return; /* keep reading (MHD cannot answer mid-body) but store nothing more */
-    EVP_DigestUpdate(r->sha, data, n);
+    psdb__sha256_update(r->sha, data, n);
     while (n > 0) {
         ssize_t w = write(r->fd, data, n);
         if (w < 0 && errno == EINTR)
@@ -336,7 +340,6 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
     psdb_file_info info;
     psdb_statement st = {0};
     psdbd_record rec = {0};
-    unsigned int mdlen = 0;
 
     r->publishing = 0;
     if (r->write_errno) {
@@ -348,9 +351,10 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
                                "body shorter than declared");
         goto cleanup;
     }
-    EVP_DigestFinal_ex(r->sha, st.sha256, &mdlen);
-    assert(mdlen == sizeof(st.sha256));
-    psdbd_hex(st.sha256, sizeof(st.sha256), rec.sha256, sizeof(rec.sha256));
+    assert(sizeof(rec.sha256) == 2 * sizeof(st.sha256) + 1);
+    psdb__sha256_end(r->sha, st.sha256);
+    r->sha = NULL;
+    psdb__hex(st.sha256, sizeof(st.sha256), rec.sha256);
 
     /* Start writing the upload back to disk now: verification below is CPU and page-cache reads,
      * so the disk works meanwhile and the fsync of the commit finds little left to write. */
