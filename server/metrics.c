@@ -26,11 +26,6 @@ static const char *route_names[PSDBD_ROUTE_COUNT] = {
     "other",       "healthz", "readyz", "metrics",   "publish", "psdb_get",
     "psdb_retire", "resolve", "apps",   "app_psdbs", "blob"};
 
-const char *psdbd_route_name(psdbd_route r)
-{
-    return (unsigned)r < PSDBD_ROUTE_COUNT ? route_names[r] : "other";
-}
-
 void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes)
 {
     size_t i = 0;
