@@ -133,6 +133,18 @@ psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_
     return rc;
 }
 
+/* Steps a write statement to its end and resets it. 0, or -1 with *rc the index's status for the
+ * failure (the statement is reset when next prepared). */
+static int step_done(psdbd_index *ix, sqlite3 *db, sqlite3_stmt *st, psdbd_rc *rc)
+{
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        *rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        return -1;
+    }
+    sqlite3_reset(st);
+    return 0;
+}
+
 psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
 {
     static const char app_sql[] = "INSERT OR IGNORE INTO apps (name, created_at) VALUES (?1, ?2)";
@@ -168,21 +180,15 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
         goto cleanup;
     sqlite3_bind_text(st, 1, r->app_name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, now);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+    if (step_done(ix, db, st, &rc) != 0)
         goto cleanup;
-    }
-    sqlite3_reset(st);
     if (!(st = psdbd__index_prep(ix, blob_sql)))
         goto cleanup;
     sqlite3_bind_text(st, 1, r->sha256, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (int64_t)r->size);
     sqlite3_bind_int64(st, 3, now);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+    if (step_done(ix, db, st, &rc) != 0)
         goto cleanup;
-    }
-    sqlite3_reset(st);
     if (!(st = psdbd__index_prep(ix, psdb_sql)))
         goto cleanup;
     bind_identity(st, r);
@@ -192,11 +198,8 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
     sqlite3_bind_text(st, 15, r->signature, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 16, now);
     sqlite3_bind_text(st, 17, r->published_by ? r->published_by : "", -1, SQLITE_STATIC);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+    if (step_done(ix, db, st, &rc) != 0)
         goto cleanup;
-    }
-    sqlite3_reset(st);
     id = sqlite3_last_insert_rowid(db);
     if ((s = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) {
         rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
@@ -258,7 +261,7 @@ psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t 
     sqlite3 *db = psdbd_index_db(ix);
     sqlite3_stmt *st = NULL;
     psdbd_rc rc = PSDBD_ERROR;
-    int s, in_tx = 0;
+    int in_tx = 0;
     if (!db) {
         rc = psdbd_index_failure(ix);
         goto cleanup;
@@ -273,11 +276,8 @@ psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t 
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
     sqlite3_bind_text(st, 3, by ? by : "", -1, SQLITE_STATIC);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+    if (step_done(ix, db, st, &rc) != 0)
         goto cleanup;
-    }
-    sqlite3_reset(st);
     st = NULL;
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));

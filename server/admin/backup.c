@@ -340,6 +340,15 @@ static int transfer_option(int val, const char *arg, void *ctx)
     return 0;
 }
 
+/* The summary line of a backup or restore that succeeded. */
+static void print_summary(const char *cmd, const char *from, const char *to, const transfer *t)
+{
+    printf("%s: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu copied)\n", cmd,
+           from, to, (unsigned long long)t->psdbs, (unsigned long long)t->blobs,
+           (unsigned long long)t->bytes, (unsigned long long)t->linked,
+           (unsigned long long)t->copied);
+}
+
 /* Parses FROM_FLAG, TO_FLAG and --copy: ADMIN_GO_ON when both are given, else the exit status:
  * 0 after the usage (--help), 2 after a message (bad arguments). */
 static int parse_args(const char *cmd, int argc, char **argv, void (*usage)(void *),
@@ -420,10 +429,7 @@ int psdbd_cmd_backup(int argc, char **argv)
         admin_fail("backup", "write %s failed", meta);
         goto cleanup;
     }
-    printf("backup: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu "
-           "copied)\n",
-           dir, out, (unsigned long long)t.psdbs, (unsigned long long)t.blobs,
-           (unsigned long long)t.bytes, (unsigned long long)t.linked, (unsigned long long)t.copied);
+    print_summary("backup", dir, out, &t);
     rc = 0;
 cleanup:
     json_decref(o);
@@ -515,10 +521,7 @@ int psdbd_cmd_restore(int argc, char **argv)
         admin_fail("restore", "rename %s: %s", dst_index, strerror(errno));
         goto cleanup;
     }
-    printf("restore: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu "
-           "copied)\n",
-           from, dir, (unsigned long long)t.psdbs, (unsigned long long)t.blobs,
-           (unsigned long long)t.bytes, (unsigned long long)t.linked, (unsigned long long)t.copied);
+    print_summary("restore", from, dir, &t);
     rc = 0;
 cleanup:
     psdbd_index_close(ix);
