@@ -133,6 +133,17 @@ psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_
     return rc;
 }
 
+/* The end of a write transaction, whatever happened: the statement reset, a transaction still
+ * open rolled back, and a PSDBD_ERROR turned into what the index's state says it is. */
+static psdbd_rc write_end(psdbd_index *ix, sqlite3 *db, sqlite3_stmt *st, int in_tx, psdbd_rc rc)
+{
+    if (st)
+        sqlite3_reset(st);
+    if (in_tx)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+}
+
 /* Steps a write statement to its end and resets it. 0, or -1 with *rc the index's status for the
  * failure (the statement is reset when next prepared). */
 static int step_done(psdbd_index *ix, sqlite3 *db, sqlite3_stmt *st, psdbd_rc *rc)
@@ -213,13 +224,7 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
             rc = PSDBD_ERROR; /* committed, but the answer could not be built */
     }
 cleanup:
-    if (st)
-        sqlite3_reset(st);
-    if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    if (rc == PSDBD_ERROR)
-        rc = psdbd_index_failure(ix);
-    return rc;
+    return write_end(ix, db, st, in_tx, rc);
 }
 
 psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
@@ -286,13 +291,7 @@ psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t 
     in_tx = 0;
     rc = psdbd_index_get(ix, id, out);
 cleanup:
-    if (st)
-        sqlite3_reset(st);
-    if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    if (rc == PSDBD_ERROR)
-        rc = psdbd_index_failure(ix);
-    return rc;
+    return write_end(ix, db, st, in_tx, rc);
 }
 
 psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
