@@ -1,7 +1,7 @@
 -- schema/sodb.sql - the SODB container (schema/SODB.md). Migration 1 = user_version 1.
 -- A reader refuses any application_id other than 0x50534F44 ('PSOD') and any user_version other
--- than 1. libpsdb runs exactly these statements (client/src/sodb.c, SODB_SCHEMA) inside one
--- BEGIN IMMEDIATE transaction when it creates an SODB; tests/unit/sodb_test.c checks they agree.
+-- than 1. libpsdb embeds this file (psdb_embed_sql, cmake/EmbedSql.cmake) and runs exactly these
+-- statements inside one BEGIN IMMEDIATE transaction when it creates an SODB.
 PRAGMA application_id = 1347637060;
 PRAGMA user_version = 1;
 

@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "common.h"
@@ -44,20 +43,6 @@ void psdbd_principal_free(psdbd_principal *p)
     memset(p, 0, sizeof(*p));
 }
 
-static void sha256(const void *data, size_t n, uint8_t out[32])
-{
-    unsigned int len = 32;
-    EVP_Digest(data, n, out, &len, EVP_sha256(), NULL);
-}
-
-static int is_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
 psdbd_auth_rc psdbd_auth_check(psdbd_index *ix, const char *authorization, psdbd_principal *out)
 {
     psdbd_token_row row = {0};
@@ -74,8 +59,8 @@ psdbd_auth_rc psdbd_auth_check(psdbd_index *ix, const char *authorization, psdbd
     while (*tok == ' ')
         tok++;
     if (strlen(tok) != TOKEN_LEN || strncmp(tok, TOKEN_PREFIX, 5) != 0 ||
-        !is_hex(tok + 5, SELECTOR_HEX) || tok[5 + SELECTOR_HEX] != '_' ||
-        !is_hex(tok + 6 + SELECTOR_HEX, SECRET_HEX))
+        !psdbd_is_lower_hex(tok + 5, SELECTOR_HEX) || tok[5 + SELECTOR_HEX] != '_' ||
+        !psdbd_is_lower_hex(tok + 6 + SELECTOR_HEX, SECRET_HEX))
         goto cleanup;
     memcpy(selector, tok + 5, SELECTOR_HEX);
     selector[SELECTOR_HEX] = '\0';
@@ -88,7 +73,7 @@ psdbd_auth_rc psdbd_auth_check(psdbd_index *ix, const char *authorization, psdbd
         rc = PSDBD_AUTH_ERROR;
         goto cleanup;
     }
-    sha256(tok, TOKEN_LEN, hash);
+    psdb__sha256(tok, TOKEN_LEN, hash);
     if (CRYPTO_memcmp(hash, row.hash, 32) != 0 || row.revoked ||
         (row.expires_at && row.expires_at <= (int64_t)time(NULL)))
         goto cleanup;
@@ -110,26 +95,18 @@ int psdbd_scope_covers(const char *scope, const char *app)
 
 char *psdbd_token_new(char selector[17], uint8_t hash[32])
 {
-    static const char hexd[] = "0123456789abcdef";
     uint8_t raw[8 + 32];
     char *tok = NULL;
     if (RAND_bytes(raw, sizeof(raw)) != 1)
         return NULL;
     tok = xmalloc(TOKEN_LEN + 1);
     memcpy(tok, TOKEN_PREFIX, 5);
-    for (size_t i = 0; i < 8; i++) {
-        tok[5 + 2 * i] = hexd[raw[i] >> 4];
-        tok[6 + 2 * i] = hexd[raw[i] & 15];
-    }
+    psdb__hex(raw, 8, tok + 5);
     tok[5 + SELECTOR_HEX] = '_';
-    for (size_t i = 0; i < 32; i++) {
-        tok[6 + SELECTOR_HEX + 2 * i] = hexd[raw[8 + i] >> 4];
-        tok[7 + SELECTOR_HEX + 2 * i] = hexd[raw[8 + i] & 15];
-    }
-    tok[TOKEN_LEN] = '\0';
+    psdb__hex(raw + 8, 32, tok + 6 + SELECTOR_HEX);
     memcpy(selector, tok + 5, SELECTOR_HEX);
     selector[SELECTOR_HEX] = '\0';
-    sha256(tok, TOKEN_LEN, hash);
+    psdb__sha256(tok, TOKEN_LEN, hash);
     OPENSSL_cleanse(raw, sizeof(raw));
     return tok;
 }

@@ -1,6 +1,10 @@
 /* common.c - psdbd's small shared helpers: allocation that exits on OOM, logging, parsing. */
 #include "common.h"
 
+#include "common/hash.h"
+#include "common/parse.h"
+
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-static void oom(void)
+void psdbd_out_of_memory(void)
 {
     fputs("psdbd: out of memory\n", stderr);
     abort();
@@ -19,7 +23,7 @@ void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p)
-        oom();
+        psdbd_out_of_memory();
     return p;
 }
 
@@ -27,7 +31,7 @@ void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
-        oom();
+        psdbd_out_of_memory();
     return p;
 }
 
@@ -37,7 +41,7 @@ char *xstrdup(const char *s)
         return NULL;
     char *p = strdup(s);
     if (!p)
-        oom();
+        psdbd_out_of_memory();
     return p;
 }
 
@@ -49,8 +53,16 @@ char *xasprintf(const char *fmt, ...)
     int n = vasprintf(&p, fmt, ap);
     va_end(ap);
     if (n < 0)
-        oom();
+        psdbd_out_of_memory();
     return p;
+}
+
+int psdbd_is_lower_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (psdb__hexval(s[i]) < 0 || (s[i] >= 'A' && s[i] <= 'F'))
+            return 0;
+    return 1;
 }
 
 void psdbd_log(const char *fmt, ...)
@@ -63,50 +75,6 @@ void psdbd_log(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     funlockfile(stderr);
-}
-
-int psdbd_parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
-        return -1;
-    int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-    if (hex && !isxdigit((unsigned char)s[2]))
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, hex ? 16 : 10);
-    if (errno || *end)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-int psdbd_parse_version(const char *s, uint64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    if (!strchr(s, '.'))
-        return psdbd_parse_u64(s, out);
-    uint64_t v = 0;
-    const char *p = s;
-    for (int i = 0; i < 4; i++) {
-        if (!isdigit((unsigned char)*p))
-            return -1;
-        char *end = NULL;
-        errno = 0;
-        unsigned long part = strtoul(p, &end, 10);
-        if (errno || part > 0xFFFF)
-            return -1;
-        v |= (uint64_t)part << (48 - 16 * i);
-        p = end;
-        if (*p == '\0')
-            break;
-        if (*p != '.' || i == 3)
-            return -1;
-        p++;
-    }
-    *out = v;
-    return 0;
 }
 
 int psdbd_parse_size(const char *s, uint64_t *out)
@@ -135,7 +103,7 @@ int psdbd_parse_size(const char *s, uint64_t *out)
     }
     if (mult != 1)
         num[n - 1] = '\0';
-    if (psdbd_parse_u64(num, &v) != 0 || v > UINT64_MAX / mult)
+    if (psdb__parse_u64(num, &v) != 0 || v > UINT64_MAX / mult)
         return -1;
     *out = v * mult;
     return 0;
@@ -155,21 +123,6 @@ int psdbd_parse_bool(const char *s, int *out)
         }
     }
     return -1;
-}
-
-const char *psdbd_format_version(uint64_t v, char *buf, size_t size)
-{
-    snprintf(buf, size, "%u.%u.%u.%u", (unsigned)(v >> 48 & 0xFFFF), (unsigned)(v >> 32 & 0xFFFF),
-             (unsigned)(v >> 16 & 0xFFFF), (unsigned)(v & 0xFFFF));
-    return buf;
-}
-
-const char *psdbd_format_uuid(const uint8_t id[16], char *buf, size_t size)
-{
-    snprintf(buf, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11],
-             id[12], id[13], id[14], id[15]);
-    return buf;
 }
 
 const char *psdbd_format_time(int64_t t, char *buf, size_t size)

@@ -1,31 +1,34 @@
-/* common.h - psdbd's small shared helpers: allocation that exits on OOM, logging, parsing. */
+/* common.h - psdbd's small shared helpers: allocation that exits on OOM, logging, the settings'
+ * size and boolean parsers. Numbers, versions, UUIDs, hex and SHA-256 are libpsdb's shared
+ * helpers (client/src/common/), included here for every server file: one grammar, one encoding. */
 #ifndef PSDBD_COMMON_H
 #define PSDBD_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* The daemon has one policy for out-of-memory: log and exit (STYLE.md). */
+#include "common/hash.h"
+#include "common/parse.h"
+
+/* The daemon has one policy for out-of-memory: log "out of memory" and abort. Every allocation
+ * failure in psdbd ends here, through the x* functions or directly (an allocation made by a
+ * library, such as OpenSSL's or jansson's, that reports failure). */
+__attribute__((noreturn)) void psdbd_out_of_memory(void);
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 char *xstrdup(const char *s); /* NULL stays NULL */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Whether s[0..n) is n lowercase hex digits (digests and token parts are written that way). */
+int psdbd_is_lower_hex(const char *s, size_t n);
+
 /* One line on stderr: "psdbd: <message>". Safe from any thread (stdio locks the stream). */
 void psdbd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses decimal or 0x-hex into *out; 0 on success, -1 on junk, sign or overflow. */
-int psdbd_parse_u64(const char *s, uint64_t *out);
-/* Parses "a.b.c.d" (missing parts are 0, each 0-65535) or a plain number; 0 on success. */
-int psdbd_parse_version(const char *s, uint64_t *out);
 /* Parses a size with an optional K, M, G or T suffix (powers of 1024); 0 on success. */
 int psdbd_parse_size(const char *s, uint64_t *out);
 /* Parses true/false/yes/no/on/off/1/0; 0 on success. */
 int psdbd_parse_bool(const char *s, int *out);
-/* Formats a 4x16-bit version as "a.b.c.d" (buf of at least 24 bytes). */
-const char *psdbd_format_version(uint64_t v, char *buf, size_t size);
-/* Formats 16 bytes as a UUID (buf of at least 37 bytes). */
-const char *psdbd_format_uuid(const uint8_t id[16], char *buf, size_t size);
 /* Formats a Unix time as RFC 3339 UTC ("2026-01-02T03:04:05Z"; buf of at least 21 bytes). */
 const char *psdbd_format_time(int64_t t, char *buf, size_t size);
 

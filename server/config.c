@@ -53,7 +53,7 @@ void psdbd_config_free(psdbd_config *cfg)
 static int set_uint(unsigned *dst, const char *v, uint64_t min, uint64_t max)
 {
     uint64_t x = 0;
-    if (psdbd_parse_u64(v, &x) != 0 || x < min || x > max)
+    if (psdb__parse_u64(v, &x) != 0 || x < min || x > max)
         return -1;
     *dst = (unsigned)x;
     return 0;

@@ -1,4 +1,5 @@
-/* index.c - the psdbd index: SQLite (WAL, one connection per thread), migrations, queries.
+/* index.c - the psdbd index: SQLite (WAL, one connection per thread), migrations, and noticing an
+ * index lost or damaged under the server. The queries are in index_queries.c.
  *
  * DESIGN
  * Each worker thread gets its own connection (a pthread key; closed when the thread exits) with
@@ -7,9 +8,10 @@
  * transaction (the write lock is taken up front, so a transaction never fails half-way on
  * SQLITE_BUSY after reading) under a busy timeout. synchronous=FULL: a publish acknowledged with
  * 201 survives a power cut. */
-#include "index.h"
+#include "index_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "common/status_map.h"
 
 #define STMT_CACHE 32
 #define BUSY_TIMEOUT_MS 10000
@@ -40,7 +43,7 @@ struct psdbd_index {
     dev_t dev;
     ino_t ino;
     atomic_int lost;    /* the last check's finding, a LOST_ value (logged when it changes) */
-    atomic_int damaged; /* a query met SQLITE_CORRUPT or SQLITE_NOTADB: stays until restart */
+    atomic_int damaged; /* a query met a damaged file (psdb__sqlite_hr: corrupt): until restart */
 };
 
 static void conn_free(void *p)
@@ -148,7 +151,7 @@ sqlite3 *psdbd_index_db(psdbd_index *ix)
 }
 
 /* This thread's connection as it is (no check, no open): for error messages. */
-static sqlite3 *this_db(psdbd_index *ix)
+sqlite3 *psdbd__index_this_db(psdbd_index *ix)
 {
     struct conn *c = pthread_getspecific(ix->key);
     return c ? c->db : NULL;
@@ -156,7 +159,7 @@ static sqlite3 *this_db(psdbd_index *ix)
 
 /* A cached prepared statement of this thread's connection, reset and unbound. `sql` must be a
  * string literal: the cache is keyed by its address. */
-static sqlite3_stmt *prep(psdbd_index *ix, const char *sql)
+sqlite3_stmt *psdbd__index_prep(psdbd_index *ix, const char *sql)
 {
     if (!psdbd_index_db(ix))
         return NULL;
@@ -174,7 +177,7 @@ static sqlite3_stmt *prep(psdbd_index *ix, const char *sql)
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
     if (rc != SQLITE_OK) {
-        if ((rc & 0xFF) == SQLITE_CORRUPT || (rc & 0xFF) == SQLITE_NOTADB)
+        if (psdb__sqlite_hr(rc, PSDB_E_IO) == PSDB_E_CACHE_CORRUPT)
             atomic_store(&ix->damaged, 1);
         psdbd_log("index: prepare: %s", sqlite3_errmsg(c->db));
         return NULL;
@@ -188,17 +191,21 @@ static sqlite3_stmt *prep(psdbd_index *ix, const char *sql)
     return st;
 }
 
-static psdbd_rc rc_of(psdbd_index *ix, int rc)
+/* A SQLite failure as the index's status. The class comes from the one SQLite mapping
+ * (psdb__sqlite_hr: full disk, damaged file); the rest is what the index makes of codes that
+ * mapping leaves general: a failed write or fsync of the index is taken for a full disk, which
+ * surfaces that way on some paths; a unique key taken is a conflict; a moved or unopenable file is
+ * a lost index. */
+psdbd_rc psdbd__index_rc_of(psdbd_index *ix, int rc)
 {
-    sqlite3 *db = this_db(ix);
+    sqlite3 *db = psdbd__index_this_db(ix);
     int primary = rc & 0xFF;
-    if (primary == SQLITE_FULL)
+    psdb_hr hr = psdb__sqlite_hr(rc, PSDB_E_IO);
+    if (hr == PSDB_E_DISK_FULL || rc == SQLITE_IOERR_WRITE || rc == SQLITE_IOERR_FSYNC)
         return PSDBD_FULL;
-    if (primary == SQLITE_IOERR && (rc == SQLITE_IOERR_WRITE || rc == SQLITE_IOERR_FSYNC))
-        return PSDBD_FULL; /* ENOSPC surfaces as a write error on some paths */
     if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
         return PSDBD_CONFLICT;
-    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
+    if (hr == PSDB_E_CACHE_CORRUPT) {
         if (atomic_exchange(&ix->damaged, 1) == 0)
             psdbd_log("index %s is damaged (%s): index reads and writes are refused (503); "
                       "restore it (psdbd restore) and restart psdbd",
@@ -230,39 +237,55 @@ cleanup:
     return rc;
 }
 
-/* Refuses a file that is not (create: not yet) a psdbd index. 0, or -1 with err. */
-static int check_identity(sqlite3 *db, const char *path, int create, int *version, char *err,
-                          size_t err_size)
+/* What the migration runner's check needs to know: which file, and whether it must be new. */
+struct identity_ctx {
+    const char *path;
+    int create;
+};
+
+/* Refuses a file that is not (create: not yet) a psdbd index, from its user_version and
+ * application_id: psdb__migrate's check, run under the write lock, and run once before it. */
+static psdb_hr check_identity(sqlite3 *db, int version, int app_id, void *ctx, char *err,
+                              size_t err_size)
 {
-    int app_id = 0;
-    if (pragma_int(db, path, "PRAGMA application_id", &app_id, err, err_size) != 0 ||
-        pragma_int(db, path, "PRAGMA user_version", version, err, err_size) != 0)
-        return -1;
+    const struct identity_ctx *ic = ctx;
+    (void)db;
     if (app_id != 0 && (uint32_t)app_id != PSDBD_INDEX_APPLICATION_ID) {
-        snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08x)", path,
+        snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08x)", ic->path,
                  (unsigned)app_id);
-        return -1;
+        return PSDB_E_CACHE_CORRUPT;
     }
-    if (create && *version != 0) {
-        snprintf(err, err_size, "create index %s: another process created it meanwhile", path);
-        return -1;
+    if (ic->create && version != 0) {
+        snprintf(err, err_size, "create index %s: another process created it meanwhile", ic->path);
+        return PSDB_E_ALREADY_EXISTS;
     }
-    if (!create && *version == 0) {
+    if (!ic->create && version == 0) {
         /* An empty file (truncated, or created by something else) must not be migrated into a
          * fresh, empty index: that would silently start over. */
         snprintf(err, err_size,
                  "index %s is empty or not a psdbd index (schema version 0): restore it "
                  "(psdbd restore --from BACKUPDIR --data-dir NEWDIR) or move it away",
-                 path);
-        return -1;
+                 ic->path);
+        return PSDB_E_CACHE_CORRUPT;
     }
-    if (*version < 0 || (size_t)*version > psdbd_num_migrations) {
+    if (version < 0 || (size_t)version > psdbd_num_migrations) {
         snprintf(err, err_size,
                  "index %s has schema version %d, newer than this psdbd knows (%zu): upgrade psdbd",
-                 path, *version, psdbd_num_migrations);
-        return -1;
+                 ic->path, version, psdbd_num_migrations);
+        return PSDB_E_UNSUPPORTED;
     }
-    return 0;
+    return PSDB_S_OK;
+}
+
+/* check_identity before anything is written (WAL mode writes the header). 0, or -1 with err. */
+static int check_identity_now(sqlite3 *db, const struct identity_ctx *ic, char *err,
+                              size_t err_size)
+{
+    int app_id = 0, version = 0;
+    if (pragma_int(db, ic->path, "PRAGMA application_id", &app_id, err, err_size) != 0 ||
+        pragma_int(db, ic->path, "PRAGMA user_version", &version, err, err_size) != 0)
+        return -1;
+    return PSDB_FAILED(check_identity(db, version, app_id, (void *)ic, err, err_size)) ? -1 : 0;
 }
 
 /* Opens or creates the index and brings its schema up to date. `create`: the file must be new
@@ -273,7 +296,9 @@ static int index_start(const char *path, int create, psdbd_index **out, char *er
     struct conn *c = NULL;
     sqlite3 *db = NULL;
     struct stat sb;
-    int in_tx = 0, result = -1, version = 0, app_id = 0;
+    struct identity_ctx ic = {path, create};
+    char what[PATH_MAX + 16];
+    int result = -1;
     ix->path = xstrdup(path);
     if (pthread_key_create(&ix->key, conn_free) != 0) {
         snprintf(err, err_size, "index %s: pthread_key_create failed", path);
@@ -303,58 +328,24 @@ static int index_start(const char *path, int create, psdbd_index **out, char *er
         snprintf(err, err_size, "index %s: stat: %s", path, strerror(errno));
         goto cleanup;
     }
-    /* Checked before anything is written (WAL mode writes the header), then again under the
-     * write lock, where the version is read so that two processes never both migrate. */
-    if (check_identity(db, path, create, &version, err, err_size) != 0)
+    /* Checked before anything is written (WAL mode writes the header), then again by the
+     * migration runner under the write lock, where the version is read so that two processes
+     * never both migrate. Indexes made before the application_id was set get it there. */
+    if (check_identity_now(db, &ic, err, err_size) != 0)
         goto cleanup;
     if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK) {
         snprintf(err, err_size, "configure index %s: %s", path, sqlite3_errmsg(db));
         goto cleanup;
     }
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
+    snprintf(what, sizeof(what), "index %s", path);
+    if (PSDB_FAILED(psdb__migrate(db, what, &psdbd_index_migrations, PSDBD_INDEX_APPLICATION_ID,
+                                  check_identity, &ic, NULL, err, err_size)))
         goto cleanup;
-    }
-    in_tx = 1;
-    if (check_identity(db, path, create, &version, err, err_size) != 0 ||
-        pragma_int(db, path, "PRAGMA application_id", &app_id, err, err_size) != 0)
-        goto cleanup;
-    for (size_t i = (size_t)version; i < psdbd_num_migrations; i++) {
-        char pragma[64];
-        if (sqlite3_exec(db, (const char *)psdbd_migrations[i].sql, NULL, NULL, NULL) !=
-            SQLITE_OK) {
-            snprintf(err, err_size, "index migration %s: %s", psdbd_migrations[i].name,
-                     sqlite3_errmsg(db));
-            goto cleanup;
-        }
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %zu", i + 1);
-        if (sqlite3_exec(db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
-            snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
-            goto cleanup;
-        }
-    }
-    /* Indexes made before the application_id was set get it on their first open. */
-    if ((uint32_t)app_id != PSDBD_INDEX_APPLICATION_ID) {
-        char pragma[64];
-        snprintf(pragma, sizeof(pragma), "PRAGMA application_id = %d",
-                 (int)PSDBD_INDEX_APPLICATION_ID);
-        if (sqlite3_exec(db, pragma, NULL, NULL, NULL) != SQLITE_OK) {
-            snprintf(err, err_size, "index %s: %s", path, sqlite3_errmsg(db));
-            goto cleanup;
-        }
-    }
-    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "index %s: commit: %s", path, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    in_tx = 0;
     ix->version = (int)psdbd_num_migrations;
     ix->dev = sb.st_dev;
     ix->ino = sb.st_ino;
     result = 0;
 cleanup:
-    if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     if (result != 0) {
         psdbd_index_close(ix);
         ix = NULL;
@@ -450,7 +441,7 @@ int psdbd_index_ping(psdbd_index *ix)
     static const char sql[] = "SELECT (SELECT application_id FROM pragma_application_id()), "
                               "(SELECT user_version FROM pragma_user_version()), "
                               "(SELECT count(*) FROM apps)";
-    sqlite3_stmt *st = prep(ix, sql);
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
     int rc = -1, s;
     if (!st)
         return -1;
@@ -463,518 +454,8 @@ int psdbd_index_ping(psdbd_index *ix)
                       "opened",
                       ix->path, (unsigned)sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
     } else {
-        rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
+        psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
     }
-    sqlite3_reset(st);
-    return rc;
-}
-
-/* ---- manifests ------------------------------------------------------------------------------- */
-
-#define PSDB_COLS                                                                                  \
-    "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
-    "p.family, p.abi_version, p.compiler_version, p.profile_version, p.serial, p.sha256, p.size, " \
-    "p.key_id, p.signature, p.created_at, p.retired_at "                                           \
-    "FROM psdbs p JOIN apps a ON a.id = p.app "
-
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    const unsigned char *s = sqlite3_column_text(st, i);
-    return s ? (const char *)s : "";
-}
-
-static json_t *version_json(sqlite3_stmt *st, int i)
-{
-    char buf[32];
-    return json_string(
-        psdbd_format_version(psdbd_u64_from_db(sqlite3_column_int64(st, i)), buf, sizeof(buf)));
-}
-
-/* The manifest (API.md, schema/HTTP.md) of the row st is on, selected with PSDB_COLS. */
-static json_t *manifest_of(sqlite3_stmt *st)
-{
-    char uuid[40], when[40], url[96];
-    uint8_t guid[16] = {0};
-    if (sqlite3_column_bytes(st, 6) == 16)
-        memcpy(guid, sqlite3_column_blob(st, 6), 16);
-    snprintf(url, sizeof(url), "/v1/blobs/%s", col_text(st, 12));
-    json_error_t jerr;
-    json_t *app =
-        json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
-                     "exe_filename", col_text(st, 2), "version", version_json(st, 3), "engine_name",
-                     col_text(st, 4), "engine_version", version_json(st, 5), "app_id",
-                     psdbd_format_uuid(guid, uuid, sizeof(uuid)));
-    if (!app)
-        psdbd_log("manifest app: %s", jerr.text);
-    json_t *target =
-        json_pack_ex(&jerr, 0, "{s:s, s:I, s:o, s:o}", "family", col_text(st, 7), "abi_version",
-                     (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 8)), "compiler_version",
-                     version_json(st, 9), "profile_version", version_json(st, 10));
-    if (!target)
-        psdbd_log("manifest target: %s", jerr.text);
-    json_t *m = json_pack_ex(
-        &jerr, 0, "{s:I, s:s, s:I, s:s, s:o, s:o, s:I, s:s, s:s, s:s, s:b}", "id",
-        (json_int_t)sqlite3_column_int64(st, 0), "sha256", col_text(st, 12), "size",
-        (json_int_t)sqlite3_column_int64(st, 13), "url", url, "app", app, "target", target,
-        "serial", (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 11)), "created_at",
-        psdbd_format_time(sqlite3_column_int64(st, 16), when, sizeof(when)), "key_id",
-        col_text(st, 14), "signature", col_text(st, 15), "retired",
-        sqlite3_column_type(st, 17) != SQLITE_NULL);
-    if (!m) {
-        /* Publishes admit only UTF-8 strings, so this is a damaged row (or no memory): answer
-         * with what is certain rather than failing every listing that meets it. */
-        psdbd_log("manifest of psdb %lld: %s", (long long)sqlite3_column_int64(st, 0), jerr.text);
-        m = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sqlite3_column_int64(st, 0), "sha256",
-                      col_text(st, 12), "error", "unreadable index row");
-        if (!m)
-            abort(); /* out of memory: the daemon's policy */
-        return m;
-    }
-    if (sqlite3_column_type(st, 17) != SQLITE_NULL)
-        json_object_set_new(
-            m, "retired_at",
-            json_string(psdbd_format_time(sqlite3_column_int64(st, 17), when, sizeof(when))));
-    return m;
-}
-
-/* Steps st once: PSDBD_OK with the manifest, PSDBD_NOT_FOUND, PSDBD_ERROR. Resets st. */
-static psdbd_rc one_manifest(psdbd_index *ix, sqlite3_stmt *st, json_t **out)
-{
-    psdbd_rc rc = PSDBD_NOT_FOUND;
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW) {
-        if (out)
-            *out = manifest_of(st);
-        rc = PSDBD_OK;
-    } else if (s != SQLITE_DONE) {
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    }
-    sqlite3_reset(st);
-    return rc;
-}
-
-static void bind_identity(sqlite3_stmt *st, const psdbd_record *r)
-{
-    sqlite3_bind_text(st, 1, r->app_name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, psdbd_u64_to_db(r->app_version));
-    sqlite3_bind_text(st, 3, r->exe_filename ? r->exe_filename : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, r->engine_name ? r->engine_name : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, psdbd_u64_to_db(r->engine_version));
-    sqlite3_bind_blob(st, 6, r->app_guid, 16, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, r->family, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 8, psdbd_u64_to_db(r->abi_version));
-    sqlite3_bind_int64(st, 9, psdbd_u64_to_db(r->compiler_version));
-    sqlite3_bind_int64(st, 10, psdbd_u64_to_db(r->profile_version));
-    sqlite3_bind_int64(st, 11, psdbd_u64_to_db(r->serial));
-}
-
-static const char find_identity_sql[] =
-    "SELECT " PSDB_COLS
-    "WHERE a.name = ?1 AND p.app_version = ?2 AND p.exe_filename = ?3 AND p.engine_name = ?4 "
-    "AND p.engine_version = ?5 AND p.app_guid = ?6 AND p.family = ?7 AND p.abi_version = ?8 "
-    "AND p.compiler_version = ?9 AND p.profile_version = ?10 AND p.serial = ?11";
-
-psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_t **out)
-{
-    sqlite3_stmt *st = prep(ix, find_identity_sql);
-    json_t *m = NULL;
-    if (!st)
-        return psdbd_index_failure(ix);
-    bind_identity(st, r);
-    psdbd_rc rc = one_manifest(ix, st, &m);
-    if (rc == PSDBD_OK) {
-        const char *sha = json_string_value(json_object_get(m, "sha256"));
-        rc = sha && strcmp(sha, r->sha256) == 0 ? PSDBD_EXISTS : PSDBD_CONFLICT;
-        if (out && rc == PSDBD_EXISTS) {
-            *out = m;
-            m = NULL;
-        }
-    }
-    json_decref(m);
-    return rc;
-}
-
-psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
-{
-    static const char app_sql[] = "INSERT OR IGNORE INTO apps (name, created_at) VALUES (?1, ?2)";
-    static const char blob_sql[] =
-        "INSERT OR IGNORE INTO blobs (sha256, size, created_at) VALUES (?1, ?2, ?3)";
-    static const char psdb_sql[] =
-        "INSERT INTO psdbs (app, app_version, exe_filename, engine_name, engine_version, "
-        "app_guid, family, abi_version, compiler_version, profile_version, serial, sha256, size, "
-        "key_id, signature, created_at, published_by) "
-        "SELECT id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17 "
-        "FROM apps WHERE name = ?1";
-    static const char by_id_sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";
-    sqlite3 *db = psdbd_index_db(ix);
-    sqlite3_stmt *st = NULL;
-    psdbd_rc rc = PSDBD_ERROR;
-    int s, in_tx = 0;
-    int64_t now = (int64_t)time(NULL), id = 0;
-    if (!db) {
-        rc = psdbd_index_failure(ix);
-        goto cleanup;
-    }
-    if ((s = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    in_tx = 1;
-    /* Re-checked under the write lock: a concurrent publish of the same identity may have won. */
-    rc = psdbd_index_find_identity(ix, r, out);
-    if (rc != PSDBD_NOT_FOUND)
-        goto cleanup;
-    rc = PSDBD_ERROR;
-    if (!(st = prep(ix, app_sql)))
-        goto cleanup;
-    sqlite3_bind_text(st, 1, r->app_name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, now);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    sqlite3_reset(st);
-    if (!(st = prep(ix, blob_sql)))
-        goto cleanup;
-    sqlite3_bind_text(st, 1, r->sha256, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (int64_t)r->size);
-    sqlite3_bind_int64(st, 3, now);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    sqlite3_reset(st);
-    if (!(st = prep(ix, psdb_sql)))
-        goto cleanup;
-    bind_identity(st, r);
-    sqlite3_bind_text(st, 12, r->sha256, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 13, (int64_t)r->size);
-    sqlite3_bind_text(st, 14, r->key_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 15, r->signature, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 16, now);
-    sqlite3_bind_text(st, 17, r->published_by ? r->published_by : "", -1, SQLITE_STATIC);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    sqlite3_reset(st);
-    id = sqlite3_last_insert_rowid(db);
-    if ((s = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    in_tx = 0;
-    rc = PSDBD_OK;
-    if (out) {
-        if (!(st = prep(ix, by_id_sql)) ||
-            (sqlite3_bind_int64(st, 1, id), one_manifest(ix, st, out)) != PSDBD_OK)
-            rc = PSDBD_ERROR; /* committed, but the answer could not be built */
-    }
-cleanup:
-    if (st)
-        sqlite3_reset(st);
-    if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    if (rc == PSDBD_ERROR)
-        rc = psdbd_index_failure(ix);
-    return rc;
-}
-
-psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
-{
-    /* Retired rows count: the blob was public from its first publish on. */
-    static const char sql[] = "SELECT min(created_at) FROM psdbs WHERE sha256 = ?1";
-    sqlite3_stmt *st = prep(ix, sql);
-    psdbd_rc rc = PSDBD_ERROR;
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
-        *out = sqlite3_column_int64(st, 0);
-        rc = PSDBD_OK;
-    } else if (s == SQLITE_ROW) {
-        rc = PSDBD_NOT_FOUND;
-    } else {
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    }
-    sqlite3_reset(st);
-    return rc;
-}
-
-psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out)
-{
-    static const char sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";
-    sqlite3_stmt *st = prep(ix, sql);
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_int64(st, 1, id);
-    return one_manifest(ix, st, out);
-}
-
-psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
-{
-    static const char sql[] = "UPDATE psdbs SET retired_at = ?2, retired_by = ?3 "
-                              "WHERE id = ?1 AND retired_at IS NULL";
-    sqlite3 *db = psdbd_index_db(ix);
-    sqlite3_stmt *st = NULL;
-    psdbd_rc rc = PSDBD_ERROR;
-    int s, in_tx = 0;
-    if (!db) {
-        rc = psdbd_index_failure(ix);
-        goto cleanup;
-    }
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    in_tx = 1;
-    if (!(st = prep(ix, sql)))
-        goto cleanup;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
-    sqlite3_bind_text(st, 3, by ? by : "", -1, SQLITE_STATIC);
-    if ((s = sqlite3_step(st)) != SQLITE_DONE) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    sqlite3_reset(st);
-    st = NULL;
-    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        rc = rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    in_tx = 0;
-    rc = psdbd_index_get(ix, id, out);
-cleanup:
-    if (st)
-        sqlite3_reset(st);
-    if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    if (rc == PSDBD_ERROR)
-        rc = psdbd_index_failure(ix);
-    return rc;
-}
-
-psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
-{
-    /* The profile range is the biased image of [top << 32, top << 32 | 0xFFFFFFFF]: the bias
-     * flips only the top bit, so it keeps the top 32 bits' equality and the order. */
-    static const char sql[] =
-        "SELECT " PSDB_COLS "WHERE a.name = ?1 AND p.app_version = ?2 AND p.family = ?3 "
-        "AND p.abi_version BETWEEN ?4 AND ?5 AND p.profile_version BETWEEN ?6 AND ?7 "
-        "AND p.retired_at IS NULL "
-        "ORDER BY p.abi_version DESC, p.profile_version DESC, p.serial DESC, p.id DESC LIMIT 1";
-    sqlite3_stmt *st = prep(ix, sql);
-    uint64_t lo = 0, hi = UINT64_MAX;
-    if (!st)
-        return psdbd_index_failure(ix);
-    if (q->has_profile) {
-        lo = q->profile_version & 0xFFFFFFFF00000000ull;
-        hi = lo | 0xFFFFFFFFull;
-    }
-    sqlite3_bind_text(st, 1, q->app, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, psdbd_u64_to_db(q->app_version));
-    sqlite3_bind_text(st, 3, q->family, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, psdbd_u64_to_db(q->abi_min));
-    sqlite3_bind_int64(st, 5, psdbd_u64_to_db(q->abi_max));
-    sqlite3_bind_int64(st, 6, psdbd_u64_to_db(lo));
-    sqlite3_bind_int64(st, 7, psdbd_u64_to_db(hi));
-    return one_manifest(ix, st, out);
-}
-
-psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
-{
-    static const char sql[] =
-        "SELECT a.name, a.created_at, count(p.id), count(p.id) - count(p.retired_at) "
-        "FROM apps a LEFT JOIN psdbs p ON p.app = a.id GROUP BY a.id ORDER BY a.name";
-    sqlite3_stmt *st = prep(ix, sql);
-    json_t *list = NULL;
-    psdbd_rc rc = PSDBD_OK;
-    int s;
-    char when[40];
-    if (!st)
-        return psdbd_index_failure(ix);
-    list = json_array();
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(
-            list, json_pack("{s:s, s:s, s:I, s:I}", "name", col_text(st, 0), "created_at",
-                            psdbd_format_time(sqlite3_column_int64(st, 1), when, sizeof(when)),
-                            "psdbs", (json_int_t)sqlite3_column_int64(st, 2), "active",
-                            (json_int_t)sqlite3_column_int64(st, 3)));
-    if (s != SQLITE_DONE)
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    sqlite3_reset(st);
-    if (rc == PSDBD_OK)
-        *out = json_pack("{s:o}", "apps", list);
-    else
-        json_decref(list);
-    return rc;
-}
-
-psdbd_rc psdbd_index_blob_apps(psdbd_index *ix, const char *sha256,
-                               int (*fn)(const char *app, void *ctx), void *ctx)
-{
-    static const char sql[] = "SELECT DISTINCT a.name FROM psdbs p JOIN apps a ON a.id = p.app "
-                              "WHERE p.sha256 = ?1";
-    sqlite3_stmt *st = prep(ix, sql);
-    psdbd_rc rc = PSDBD_NOT_FOUND;
-    int s;
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (fn(col_text(st, 0), ctx)) {
-            rc = PSDBD_OK;
-            break;
-        }
-    }
-    if (s != SQLITE_ROW && s != SQLITE_DONE)
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    sqlite3_reset(st);
-    return rc;
-}
-
-psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **out)
-{
-    static const char app_sql[] = "SELECT id FROM apps WHERE name = ?1";
-    static const char sql[] = "SELECT " PSDB_COLS "WHERE a.name = ?1 ORDER BY p.id";
-    sqlite3_stmt *st = prep(ix, app_sql);
-    json_t *list = NULL;
-    psdbd_rc rc = PSDBD_OK;
-    int s;
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    s = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (s == SQLITE_DONE)
-        return PSDBD_NOT_FOUND;
-    if (s != SQLITE_ROW)
-        return rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    if (!(st = prep(ix, sql)))
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    list = json_array();
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(list, manifest_of(st));
-    if (s != SQLITE_DONE)
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    sqlite3_reset(st);
-    if (rc == PSDBD_OK)
-        *out = json_pack("{s:s, s:o}", "app", name, "psdbs", list);
-    else
-        json_decref(list);
-    return rc;
-}
-
-/* ---- tokens and keys ------------------------------------------------------------------------- */
-
-psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
-{
-    static const char sql[] = "SELECT name, role, scope, hash, expires_at, revoked_at "
-                              "FROM tokens WHERE selector = ?1";
-    sqlite3_stmt *st = prep(ix, sql);
-    psdbd_rc rc = PSDBD_NOT_FOUND;
-    int s;
-    memset(out, 0, sizeof(*out));
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, selector, -1, SQLITE_STATIC);
-    s = sqlite3_step(st);
-    if (s == SQLITE_ROW && sqlite3_column_bytes(st, 3) == 32) {
-        out->name = xstrdup(col_text(st, 0));
-        out->role = xstrdup(col_text(st, 1));
-        out->scope = xstrdup(col_text(st, 2));
-        memcpy(out->hash, sqlite3_column_blob(st, 3), 32);
-        out->expires_at = sqlite3_column_int64(st, 4);
-        out->revoked = sqlite3_column_type(st, 5) != SQLITE_NULL;
-        rc = PSDBD_OK;
-    } else if (s != SQLITE_ROW && s != SQLITE_DONE) {
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    }
-    sqlite3_reset(st);
-    return rc;
-}
-
-void psdbd_token_row_free(psdbd_token_row *t)
-{
-    if (!t)
-        return;
-    free(t->name);
-    free(t->role);
-    free(t->scope);
-    memset(t, 0, sizeof(*t));
-}
-
-psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *selector,
-                               const uint8_t hash[32], const char *role, const char *scope,
-                               int64_t expires_at)
-{
-    static const char sql[] = "INSERT INTO tokens (name, selector, hash, role, scope, created_at, "
-                              "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-    sqlite3_stmt *st = prep(ix, sql);
-    psdbd_rc rc = PSDBD_OK;
-    int s;
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, selector, -1, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 3, hash, 32, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, role, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
-    if (expires_at)
-        sqlite3_bind_int64(st, 7, expires_at);
-    s = sqlite3_step(st);
-    if (s != SQLITE_DONE)
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    if (rc == PSDBD_CONFLICT)
-        rc = PSDBD_EXISTS;
-    sqlite3_reset(st);
-    return rc;
-}
-
-psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
-{
-    static const char sql[] =
-        "SELECT public_key, scope FROM keys WHERE key_id = ?1 AND revoked_at IS NULL";
-    sqlite3_stmt *st = prep(ix, sql);
-    psdbd_rc rc = PSDBD_NOT_FOUND;
-    int s;
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, key_id, -1, SQLITE_STATIC);
-    s = sqlite3_step(st);
-    if (s == SQLITE_ROW) {
-        *pem = xstrdup(col_text(st, 0));
-        *scope = xstrdup(col_text(st, 1));
-        rc = PSDBD_OK;
-    } else if (s != SQLITE_DONE) {
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    }
-    sqlite3_reset(st);
-    return rc;
-}
-
-psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
-                             const char *scope)
-{
-    static const char sql[] = "INSERT INTO keys (name, key_id, public_key, scope, created_at) "
-                              "VALUES (?1, ?2, ?3, ?4, ?5)";
-    sqlite3_stmt *st = prep(ix, sql);
-    psdbd_rc rc = PSDBD_OK;
-    if (!st)
-        return psdbd_index_failure(ix);
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, pem, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
-    if (sqlite3_step(st) != SQLITE_DONE)
-        rc = rc_of(ix, sqlite3_extended_errcode(this_db(ix)));
-    if (rc == PSDBD_CONFLICT)
-        rc = PSDBD_EXISTS;
     sqlite3_reset(st);
     return rc;
 }

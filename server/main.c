@@ -35,7 +35,9 @@ static void usage(void)
     psdbd_config_usage();
 }
 
-static int serve(int argc, char **argv)
+/* Reads the config file, then the flags over it, into cfg. 0 to serve, -1 when --help or
+ * --version answered (success), 1 after a message. */
+static int parse_serve_args(int argc, char **argv, psdbd_config *cfg)
 {
     static const struct option opts[] = {{"listen", required_argument, NULL, 1},
                                          {"data-dir", required_argument, NULL, 1},
@@ -57,14 +59,8 @@ static int serve(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
-    psdbd_config cfg;
-    psdbd_server srv;
     char err[1024];
-    int c, idx = 0, rc = 1, lock_fd = -1, sig = 0;
-    sigset_t set;
-
-    memset(&srv, 0, sizeof(srv));
-    psdbd_config_defaults(&cfg);
+    int c, idx = 0;
     /* The config file is read first so that flags override it wherever they appear. */
     for (int i = 1; i < argc; i++) {
         const char *file = NULL;
@@ -72,28 +68,26 @@ static int serve(int argc, char **argv)
             file = argv[i + 1];
         else if (strncmp(argv[i], "--config=", 9) == 0)
             file = argv[i] + 9;
-        if (file && psdbd_config_load(&cfg, file, err, sizeof(err)) != 0) {
+        if (file && psdbd_config_load(cfg, file, err, sizeof(err)) != 0) {
             fprintf(stderr, "psdbd: %s\n", err);
-            goto cleanup;
+            return 1;
         }
     }
     optind = 1;
     while ((c = getopt_long(argc, argv, "hV", opts, &idx)) != -1) {
         if (c == 'h') {
             usage();
-            rc = 0;
-            goto cleanup;
+            return -1;
         }
         if (c == 'V') {
             printf("psdbd %s\n", psdb_version());
-            rc = 0;
-            goto cleanup;
+            return -1;
         }
         if (c == 2)
             continue;
         if (c != 1) {
             fprintf(stderr, "psdbd: bad arguments (try psdbd --help)\n");
-            goto cleanup;
+            return 1;
         }
         const char *value = optarg;
         int b = 0;
@@ -104,15 +98,33 @@ static int serve(int argc, char **argv)
             else
                 value = "true";
         }
-        if (psdbd_config_set(&cfg, opts[idx].name, value, err, sizeof(err)) != 0) {
+        if (psdbd_config_set(cfg, opts[idx].name, value, err, sizeof(err)) != 0) {
             fprintf(stderr, "psdbd: %s\n", err);
-            goto cleanup;
+            return 1;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "psdbd: unexpected argument '%s' (try psdbd --help)\n", argv[optind]);
+        return 1;
+    }
+    return 0;
+}
+
+static int serve(int argc, char **argv)
+{
+    psdbd_config cfg;
+    psdbd_server srv;
+    char err[1024];
+    int rc = 1, lock_fd = -1, sig = 0;
+    sigset_t set;
+
+    memset(&srv, 0, sizeof(srv));
+    psdbd_config_defaults(&cfg);
+    if ((rc = parse_serve_args(argc, argv, &cfg)) != 0) {
+        rc = rc < 0 ? 0 : 1;
         goto cleanup;
     }
+    rc = 1;
 
     /* Signals are blocked before any thread starts, so every libmicrohttpd worker inherits the
      * mask and only sigwait below ever sees them. */

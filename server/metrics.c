@@ -26,11 +26,6 @@ static const char *route_names[PSDBD_ROUTE_COUNT] = {
     "other",       "healthz", "readyz", "metrics",   "publish", "psdb_get",
     "psdb_retire", "resolve", "apps",   "app_psdbs", "blob"};
 
-const char *psdbd_route_name(psdbd_route r)
-{
-    return (unsigned)r < PSDBD_ROUTE_COUNT ? route_names[r] : "other";
-}
-
 void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes)
 {
     size_t i = 0;
@@ -76,7 +71,7 @@ char *psdbd_metrics_render(void)
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
     if (!f)
-        abort(); /* out of memory: the daemon's policy */
+        psdbd_out_of_memory();
     fprintf(f, "# HELP psdbd_http_requests_total HTTP requests by route and status.\n"
                "# TYPE psdbd_http_requests_total counter\n");
     for (int r = 0; r < PSDBD_ROUTE_COUNT; r++)
@@ -122,7 +117,7 @@ char *psdbd_metrics_render(void)
             (unsigned long long)atomic_load(&resolve_misses),
             (unsigned long long)atomic_load(&request_timeouts),
             (long long)atomic_load(&connections));
-    if (fclose(f) != 0)
-        abort();
+    if (fclose(f) != 0) /* the stream's buffer could not grow */
+        psdbd_out_of_memory();
     return out;
 }

@@ -19,8 +19,6 @@ typedef enum psdbd_route {
     PSDBD_ROUTE_COUNT
 } psdbd_route;
 
-const char *psdbd_route_name(psdbd_route r);
-
 /* One finished request; status 0: it was aborted (schema/HTTP.md, Access log). */
 void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes);
 void psdbd_metrics_request_timeout(void);

@@ -10,8 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "common.h"
 
 /* mkdir -p: the default data directory's parents (~/.local/share) may not exist yet. */
@@ -84,19 +82,9 @@ void psdbd_store_close(psdbd_store *s)
     memset(s, 0, sizeof(*s));
 }
 
-static int is_hex_lower(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return 0;
-    }
-    return 1;
-}
-
 int psdbd_is_digest(const char *hex)
 {
-    return is_hex_lower(hex, 64) && hex[64] == '\0';
+    return psdbd_is_lower_hex(hex, 64) && hex[64] == '\0';
 }
 
 int psdbd_store_temp(psdbd_store *s, int *fd, char **path)
@@ -192,7 +180,7 @@ int psdbd_store_walk(const psdbd_store *s,
         if (e->d_name[0] == '.')
             continue;
         char *subpath = xasprintf("%s/%s", s->blob_dir, e->d_name);
-        int ok_name = strlen(e->d_name) == 2 && is_hex_lower(e->d_name, 2);
+        int ok_name = strlen(e->d_name) == 2 && psdbd_is_lower_hex(e->d_name, 2);
         sub = ok_name ? opendir(subpath) : NULL;
         if (!sub) {
             if (stray)
@@ -225,23 +213,18 @@ int psdbd_store_walk(const psdbd_store *s,
 
 int psdbd_sha256_file(const char *path, char out[65], uint64_t *size)
 {
-    static const char hexd[] = "0123456789abcdef";
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned char md[32];
-    unsigned int mdlen = 0;
+    psdb__sha256_ctx *ctx = NULL;
+    uint8_t md[32];
     char *buf = xmalloc(1 << 20);
     uint64_t total = 0;
     int rc = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (!ctx) {
-        rc = ENOMEM;
-        goto cleanup;
-    }
     if (fd < 0) {
         rc = errno;
         goto cleanup;
     }
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    if (!(ctx = psdb__sha256_begin()))
+        psdbd_out_of_memory();
     for (;;) {
         ssize_t n = read(fd, buf, 1 << 20);
         if (n < 0 && errno == EINTR)
@@ -252,21 +235,19 @@ int psdbd_sha256_file(const char *path, char out[65], uint64_t *size)
         }
         if (n == 0)
             break;
-        EVP_DigestUpdate(ctx, buf, (size_t)n);
+        psdb__sha256_update(ctx, buf, (size_t)n);
         total += (uint64_t)n;
     }
-    EVP_DigestFinal_ex(ctx, md, &mdlen);
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = hexd[md[i] >> 4];
-        out[2 * i + 1] = hexd[md[i] & 15];
-    }
-    out[64] = '\0';
+    psdb__sha256_end(ctx, md);
+    ctx = NULL;
+    psdb__hex(md, sizeof(md), out);
     if (size)
         *size = total;
 cleanup:
+    if (ctx) /* ending is how a context is freed; the partial digest is dropped */
+        psdb__sha256_end(ctx, md);
     if (fd >= 0)
         close(fd);
-    EVP_MD_CTX_free(ctx);
     free(buf);
     return rc;
 }

@@ -5,7 +5,8 @@
 #define PSDB_BASESET_H
 
 #include "psdb/psdb.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 #define PSDB__DRV_MAGIC "PSDBDRVR"
 #define PSDB__DRV_VERSION 1u

@@ -10,6 +10,7 @@
  * (no session open) clears it. Entries are indexed by a 64-bit hash of the key: a different key
  * with the same hash is DXGI_ERROR_CACHE_HASH_COLLISION, as the D3D12 cache reports it. */
 #include "device.h"
+#include "common/status_map.h"
 
 #include <limits.h>
 #include <sqlite3.h>
@@ -134,19 +135,6 @@ cleanup:
     return hr;
 }
 
-static psdb_hr sql_hr(int rc)
-{
-    if (rc == SQLITE_NOMEM)
-        return PSDB_E_OUTOFMEMORY;
-    if (rc == SQLITE_FULL)
-        return PSDB_E_DISK_FULL;
-    if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
-        return PSDB_E_CACHE_CORRUPT;
-    if (rc == SQLITE_READONLY || rc == SQLITE_PERM)
-        return PSDB_E_ACCESS;
-    return PSDB_E_IO;
-}
-
 static psdb_hr disk_dir(psdb_device *dev, uint32_t flags, char *buf, size_t size)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -212,7 +200,7 @@ static psdb_hr disk_open(psdb_device *dev, psdb__cache_store *st)
     }
     rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
-        hr = sql_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     sqlite3_busy_timeout(st->db, 10000);
@@ -223,12 +211,12 @@ static psdb_hr disk_open(psdb_device *dev, psdb__cache_store *st)
         "CREATE TABLE IF NOT EXISTS entries(key BLOB PRIMARY KEY, value BLOB NOT NULL)",
         NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        hr = sql_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     rc = sqlite3_prepare_v2(st->db, "SELECT version FROM meta", -1, &q, NULL);
     if (rc != SQLITE_OK) {
-        hr = sql_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     rc = sqlite3_step(q);
@@ -244,13 +232,13 @@ static psdb_hr disk_open(psdb_device *dev, psdb__cache_store *st)
         rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
             sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-            hr = sql_hr(rc);
+            hr = psdb__sqlite_hr(rc, PSDB_E_IO);
             goto cleanup;
         }
     }
     rc = sqlite3_prepare_v2(st->db, "SELECT key, value FROM entries", -1, &q, NULL);
     if (rc != SQLITE_OK) {
-        hr = sql_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
@@ -265,7 +253,7 @@ static psdb_hr disk_open(psdb_device *dev, psdb__cache_store *st)
             goto cleanup;
     }
     if (rc != SQLITE_DONE)
-        hr = sql_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(q);
     return hr;
@@ -445,7 +433,7 @@ psdb_hr psdb__cache_store_value(psdb_session *s, const void *key, size_t key_siz
             rc = sqlite3_step(q);
         }
         if (rc != SQLITE_DONE) {
-            hr = sql_hr(rc);
+            hr = psdb__sqlite_hr(rc, PSDB_E_IO);
             goto cleanup;
         }
     }

@@ -27,7 +27,11 @@
 
 #include "install.h"
 #include "publish.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/error.h"
+#include "common/parse.h"
+#include "common/status_map.h"
 
 #define RESOLVE_MAX_BYTES (1u << 20) /* a manifest is small; anything larger is garbage */
 
@@ -51,6 +55,8 @@ void psdb__client_error(psdb_client *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->error, sizeof(c->error), fmt, ap);
     va_end(ap);
+    /* The client's message is also the thread's last error (psdb_error_last). */
+    psdb__error_set(PSDB_E_FAIL, "%s", c->error);
 }
 
 psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
@@ -158,6 +164,8 @@ void psdb_manifest_free(psdb_manifest *m)
     free(m);
 }
 
+/* A number: a non-negative JSON integer, or a JSON string psdb__parse_u64 accepts (values above
+ * INT64_MAX travel as strings). */
 static int json_u64(json_t *obj, const char *key, uint64_t *out)
 {
     json_t *v = json_object_get(obj, key);
@@ -165,33 +173,16 @@ static int json_u64(json_t *obj, const char *key, uint64_t *out)
         *out = (uint64_t)json_integer_value(v);
         return 0;
     }
-    /* 64-bit versions and ABI numbers above INT64_MAX travel as decimal strings. */
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        char *end = NULL;
-        errno = 0;
-        unsigned long long x = strtoull(s, &end, 10);
-        if (*s && *s != '-' && !errno && end && *end == '\0') {
-            *out = (uint64_t)x;
-            return 0;
-        }
-    }
-    return -1;
+    return json_is_string(v) ? psdb__parse_u64(json_string_value(v), out) : -1;
 }
 
-/* A 4x16-bit version: "a.b.c.d" as psdbd writes it, or a number. */
+/* A 4x16-bit version: a JSON string in the spelling psdbd accepts ("a.b.c.d" as psdbd writes it,
+ * or a number: psdb__parse_version), or a non-negative JSON integer. */
 static int json_version(json_t *obj, const char *key, uint64_t *out)
 {
     json_t *v = json_object_get(obj, key);
-    unsigned a, b, c, d;
-    char tail;
-    if (json_is_string(v) &&
-        sscanf(json_string_value(v), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4) {
-        if (a > 0xFFFF || b > 0xFFFF || c > 0xFFFF || d > 0xFFFF)
-            return -1;
-        *out = PSDB_VERSION(a, b, c, d);
-        return 0;
-    }
+    if (json_is_string(v))
+        return psdb__parse_version(json_string_value(v), out);
     return json_u64(obj, key, out);
 }
 
@@ -266,16 +257,8 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     if (strlen(sha) != 64 || psdb__unhex(sha, m->sha256, 32) != 0)
         goto cleanup;
     if (app_id && *app_id) {
-        /* A UUID with or without dashes. */
-        char hex[33];
-        size_t k = 0;
-        for (const char *p = app_id; *p && k < 33; p++)
-            if (*p != '-')
-                hex[k++] = *p;
-        if (k != 32)
-            goto cleanup;
-        hex[32] = '\0';
-        if (psdb__unhex(hex, m->app.app_id, 16) != 0)
+        /* A UUID, 8-4-4-4-12 as psdbd writes it, or 32 bare hex digits. */
+        if (psdb__parse_uuid(app_id, m->app.app_id) != 0)
             goto cleanup;
     }
     m->json = json_dumps(root, JSON_COMPACT);
@@ -326,21 +309,6 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
  * this check a mirror could answer a request for Demo with Other's signed manifest, get it
  * registered for demo.exe, and make Demo's honest update look like a downgrade afterwards. */
 
-static const char *fmt_version(uint64_t v, char buf[24])
-{
-    snprintf(buf, 24, "%u.%u.%u.%u", (unsigned)(v >> 48 & 0xFFFF), (unsigned)(v >> 32 & 0xFFFF),
-             (unsigned)(v >> 16 & 0xFFFF), (unsigned)(v & 0xFFFF));
-    return buf;
-}
-
-static const char *fmt_uuid(const uint8_t id[16], char buf[37])
-{
-    snprintf(buf, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", id[0],
-             id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12],
-             id[13], id[14], id[15]);
-    return buf;
-}
-
 /* NULL and "" are the same absent string (the statement encodes both as empty). */
 static int str_eq(const char *a, const char *b)
 {
@@ -372,8 +340,8 @@ static psdb_hr check_request(psdb_client *c, const char *who, const psdb_manifes
     }
     if (got->version != app->version) {
         psdb__client_error(c, "%s: the server answered version %s of '%s' for a request for %s",
-                           who, fmt_version(got->version, a), app->name,
-                           fmt_version(app->version, b));
+                           who, psdb__format_version(got->version, a, sizeof(a)), app->name,
+                           psdb__format_version(app->version, b, sizeof(b)));
         goto cleanup;
     }
     if (app->exe_filename && !exe_eq(got->exe_filename, app->exe_filename)) {
@@ -393,13 +361,15 @@ static psdb_hr check_request(psdb_client *c, const char *who, const psdb_manifes
                              got->engine_version != app->engine_version)) {
         psdb__client_error(c, "%s: the server answered engine '%s' %s for a request for '%s' %s",
                            who, got->engine_name ? got->engine_name : "",
-                           fmt_version(got->engine_version, a), app->engine_name,
-                           fmt_version(app->engine_version, b));
+                           psdb__format_version(got->engine_version, a, sizeof(a)),
+                           app->engine_name,
+                           psdb__format_version(app->engine_version, b, sizeof(b)));
         goto cleanup;
     }
     if (app_id && memcmp(m->app.app_id, app_id, 16) != 0) {
         psdb__client_error(c, "%s: the server answered AppId %s for a request for %s", who,
-                           fmt_uuid(m->app.app_id, a), fmt_uuid(app_id, b));
+                           psdb__format_uuid(m->app.app_id, a, 37),
+                           psdb__format_uuid(app_id, b, sizeof(b)));
         goto cleanup;
     }
     if (!str_eq(m->target.family, t->family)) {
@@ -420,8 +390,8 @@ static psdb_hr check_request(psdb_client *c, const char *who, const psdb_manifes
         psdb__client_error(c,
                            "%s: the server answered profile version %s for a request for "
                            "profile version %s (the top 32 bits differ)",
-                           who, fmt_version(m->target.profile_version, a),
-                           fmt_version(t->profile_version, b));
+                           who, psdb__format_version(m->target.profile_version, a, sizeof(a)),
+                           psdb__format_version(t->profile_version, b, sizeof(b)));
         goto cleanup;
     }
     hr = PSDB_S_OK;
@@ -473,16 +443,16 @@ psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_fil
         ms = m->target.family;
     } else if (f->version != g->version) {
         field = "version";
-        fs = fmt_version(f->version, a);
-        ms = fmt_version(g->version, b);
+        fs = psdb__format_version(f->version, a, sizeof(a));
+        ms = psdb__format_version(g->version, b, sizeof(b));
     } else if (f->engine_version != g->engine_version) {
         field = "engine version";
-        fs = fmt_version(f->engine_version, a);
-        ms = fmt_version(g->engine_version, b);
+        fs = psdb__format_version(f->engine_version, a, sizeof(a));
+        ms = psdb__format_version(g->engine_version, b, sizeof(b));
     } else if (memcmp(info->identity.app_id, m->app.app_id, 16) != 0) {
         field = "AppId";
-        fs = fmt_uuid(info->identity.app_id, a);
-        ms = fmt_uuid(m->app.app_id, b);
+        fs = psdb__format_uuid(info->identity.app_id, a, sizeof(a));
+        ms = psdb__format_uuid(m->app.app_id, b, sizeof(b));
     } else if (info->target.abi_version != m->target.abi_version) {
         snprintf(a, sizeof(a), "%llu", (unsigned long long)info->target.abi_version);
         snprintf(b, sizeof(b), "%llu", (unsigned long long)m->target.abi_version);
@@ -491,12 +461,12 @@ psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_fil
         ms = b;
     } else if (info->target.compiler_version != m->target.compiler_version) {
         field = "compiler version";
-        fs = fmt_version(info->target.compiler_version, a);
-        ms = fmt_version(m->target.compiler_version, b);
+        fs = psdb__format_version(info->target.compiler_version, a, sizeof(a));
+        ms = psdb__format_version(m->target.compiler_version, b, sizeof(b));
     } else if (info->target.profile_version != m->target.profile_version) {
         field = "profile version";
-        fs = fmt_version(info->target.profile_version, a);
-        ms = fmt_version(m->target.profile_version, b);
+        fs = psdb__format_version(info->target.profile_version, a, sizeof(a));
+        ms = psdb__format_version(m->target.profile_version, b, sizeof(b));
     }
     if (!field) {
         hr = PSDB_S_OK;
@@ -541,22 +511,6 @@ static int transient_curl(CURLcode rc)
     default:
         return 0;
     }
-}
-
-static int transient_http(long status)
-{
-    return status == 408 || status == 429 || status >= 500;
-}
-
-static psdb_hr status_hr(long status)
-{
-    if (status == 404)
-        return PSDB_E_NOT_FOUND;
-    if (status == 401 || status == 403)
-        return PSDB_E_ACCESS;
-    if (status >= 500 || status == 408 || status == 429)
-        return PSDB_E_NETWORK;
-    return PSDB_E_PROTOCOL;
 }
 
 static void backoff(const psdb_client *c, uint32_t attempt)
@@ -670,13 +624,13 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
                                RESOLVE_MAX_BYTES);
             goto cleanup;
         }
-        int retry = rc != CURLE_OK ? transient_curl(rc) : transient_http(status);
+        int retry = rc != CURLE_OK ? transient_curl(rc) : psdb__http_transient(status);
         if (!retry || attempt > c->max_retries) {
             if (rc != CURLE_OK) {
                 hr = PSDB_E_NETWORK;
                 psdb__client_error(c, "resolve: %s: %s", c->server_url, curl_easy_strerror(rc));
             } else {
-                hr = status_hr(status);
+                hr = psdb__http_hr(status);
                 psdb__client_error(c, "resolve: %s answered HTTP %ld", c->server_url, status);
             }
             goto cleanup;
@@ -889,7 +843,7 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
     }
     s.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s.fd < 0) {
-        hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        hr = psdb__errno_hr(errno);
         psdb__client_error(c, "download: open %s: %s", part, strerror(errno));
         goto cleanup;
     }
@@ -948,8 +902,7 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
         curl_slist_free_all(headers);
         headers = NULL;
         if (s.write_errno) {
-            hr =
-                (s.write_errno == ENOSPC || s.write_errno == EDQUOT) ? PSDB_E_DISK_FULL : PSDB_E_IO;
+            hr = psdb__errno_hr(s.write_errno);
             psdb__client_error(c, "download: write %s: %s", part, strerror(s.write_errno));
             goto cleanup;
         }
@@ -965,8 +918,8 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
             if (s.have >= m->size)
                 break;
             /* A short body that ended cleanly: treat as a transient cut and resume. */
-        } else if (rc == CURLE_OK && !transient_http(status)) {
-            hr = status_hr(status);
+        } else if (rc == CURLE_OK && !psdb__http_transient(status)) {
+            hr = psdb__http_hr(status);
             psdb__client_error(c, "download: %s answered HTTP %ld", url, status);
             goto cleanup;
         } else if (rc != CURLE_OK && !transient_curl(rc) && rc != CURLE_WRITE_ERROR) {
@@ -992,7 +945,7 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
         goto cleanup;
     }
     if (fsync(s.fd) != 0) {
-        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+        hr = psdb__errno_hr(errno);
         psdb__client_error(c, "download: fsync %s: %s", part, strerror(errno));
         goto cleanup;
     }

@@ -30,7 +30,8 @@
 #define PSDB_COMPILER_H
 
 #include "psdb/psdb.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 /* Default simulated compile cost: 0.2 ms of CPU per KiB of bytecode. A 10 KiB DXIL pixel shader
  * then costs 2 ms and a typical PSO (VS 6 KiB + PS 16 KiB) about 4.5 ms: the low end of what

@@ -5,7 +5,8 @@
 #define PSDB_DESC_H
 
 #include "psdb/psdb.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 /* Encoding version written after each description's magic; decoders reject every other one. */
 #define PSDB__DESC_VERSION 1u

@@ -8,7 +8,8 @@
 
 #include "compiler.h"
 #include "psdb/psdb.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 typedef struct psdb__cache_store psdb__cache_store;
 

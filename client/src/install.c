@@ -19,7 +19,8 @@
 #include "install.h"
 #include "registry.h"
 #include "store.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 /* Whether path is a regular file with this SHA-256. */
 static int file_has_digest(const char *path, const uint8_t sha256[32])

@@ -23,31 +23,6 @@
 
 #include "desc.h"
 
-/* ---- CRC-32 ---------------------------------------------------------------------------------- */
-
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-uint32_t psdb__crc32(uint32_t crc, const void *data, size_t size)
-{
-    const uint8_t *p = data;
-    pthread_once(&crc_once, crc_init);
-    crc ^= 0xFFFFFFFFu;
-    for (size_t i = 0; i < size; i++)
-        crc = crc_table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
-    return crc ^ 0xFFFFFFFFu;
-}
-
 /* ---- the library ----------------------------------------------------------------------------- */
 
 typedef struct plib_blob {

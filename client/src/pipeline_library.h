@@ -1,8 +1,9 @@
 /* pipeline_library.h - helpers the pipeline library shares with serialized and derived PSOs:
- * CRC-32, a pipeline's plan and compiled values, and the library's internal counters. */
+ * a pipeline's plan and compiled values, and the library's internal counters. */
 #ifndef PSDB_PIPELINE_LIBRARY_INTERNAL_H
 #define PSDB_PIPELINE_LIBRARY_INTERNAL_H
 
+#include "common/hash.h"
 #include "pipeline.h"
 
 /* The format constants of schema/PIPELINE_LIBRARY.md. */
@@ -13,10 +14,6 @@
 #define PSDB__PLIB_BLOB_SIZE 64u
 #define PSDB__PLIB_KIND_COMPUTE 1u
 #define PSDB__PLIB_KIND_GRAPHICS 2u
-
-/* CRC-32 (ISO-HDLC: reflected polynomial 0xEDB88320, initial and final XOR 0xFFFFFFFF), as zlib's
- * crc32(). crc is the running value (0 to start). Thread-safe. */
-uint32_t psdb__crc32(uint32_t crc, const void *data, size_t size);
 
 /* Plans a pipeline again from its full description (origin CREATED or DERIVED).
  * PSDB_E_INVALIDARG for a pipeline that only has a compact description (deserialized, or derived

@@ -44,68 +44,9 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "util.h"
-
-/* clang-format off */
-const char psdb__psdb_schema_sql[] =
-    "-- psdb.sql - PSDB schema version 1 (described in PSDB.md). The writer executes\n"
-    "-- this text verbatim on an empty file; readers compare every statement it\n"
-    "-- stores in sqlite_schema with those of the file they open (PSDB.md, rule 5).\n"
-    "PRAGMA page_size = 4096;\n"
-    "PRAGMA application_id = 1347634242; -- 0x50534442, 'PSDB'\n"
-    "PRAGMA user_version = 1;\n"
-    "\n"
-    "-- Exactly one row: who the PSDB is for, what it was compiled for, and derived counts.\n"
-    "CREATE TABLE header (\n"
-    "    id               INTEGER PRIMARY KEY CHECK (id = 1),\n"
-    "    exe_filename     TEXT,\n"
-    "    app_name         TEXT NOT NULL,\n"
-    "    app_version      INTEGER NOT NULL,\n"
-    "    engine_name      TEXT,\n"
-    "    engine_version   INTEGER NOT NULL,\n"
-    "    app_id           BLOB NOT NULL CHECK (length(app_id) = 16),\n"
-    "    family           TEXT NOT NULL,\n"
-    "    abi_version      INTEGER NOT NULL,\n"
-    "    compiler_version INTEGER NOT NULL,\n"
-    "    profile_version  INTEGER NOT NULL,\n"
-    "    num_values       INTEGER NOT NULL,\n"
-    "    num_groups       INTEGER NOT NULL,\n"
-    "    num_blobs        INTEGER NOT NULL,\n"
-    "    blob_bytes       INTEGER NOT NULL,\n"
-    "    content_digest   BLOB NOT NULL CHECK (length(content_digest) = 32)\n"
-    ");\n"
-    "\n"
-    "-- Distinct value bytes, stored once, numbered 1..N in order of first use.\n"
-    "CREATE TABLE blobs (\n"
-    "    id     INTEGER PRIMARY KEY,\n"
-    "    sha256 BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),\n"
-    "    data   BLOB NOT NULL\n"
-    ");\n"
-    "\n"
-    "-- Values: a value key holds at most one blob per value type. size repeats the\n"
-    "-- blob's length so that a size query reads this table only.\n"
-    "CREATE TABLE value_entries (\n"
-    "    key     BLOB NOT NULL,\n"
-    "    type    INTEGER NOT NULL CHECK (type BETWEEN 0 AND 3),\n"
-    "    blob_id INTEGER NOT NULL REFERENCES blobs (id),\n"
-    "    size    INTEGER NOT NULL CHECK (size > 0),\n"
-    "    PRIMARY KEY (key, type)\n"
-    ") WITHOUT ROWID;\n"
-    "\n"
-    "-- Groups: one per compiled object, keyed by the group key; one version per key.\n"
-    "CREATE TABLE value_groups (\n"
-    "    key     BLOB NOT NULL PRIMARY KEY,\n"
-    "    version INTEGER NOT NULL\n"
-    ") WITHOUT ROWID;\n"
-    "\n"
-    "-- The value keys of each group, in the order the compiler gave them.\n"
-    "CREATE TABLE group_members (\n"
-    "    group_key BLOB NOT NULL REFERENCES value_groups (key),\n"
-    "    idx       INTEGER NOT NULL,\n"
-    "    value_key BLOB NOT NULL,\n"
-    "    PRIMARY KEY (group_key, idx)\n"
-    ") WITHOUT ROWID;\n";
-/* clang-format on */
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/status_map.h"
 
 #define SQLITE_HEADER_SIZE 100
 /* SQLITE_LIMIT_SQL_LENGTH of a reading connection: bounds each statement of a file's schema. */
@@ -127,40 +68,7 @@ static void set_msg(char *msg, size_t msg_size, const char *fmt, ...)
     vsnprintf(msg, msg_size, fmt, ap);
     va_end(ap);
 }
-
-/* Maps a SQLite result met while reading a PSDB. */
-static psdb_hr read_error(int rc)
-{
-    switch (rc & 0xFF) {
-    case SQLITE_NOMEM:
-        return PSDB_E_OUTOFMEMORY;
-    case SQLITE_IOERR:
-        return rc == SQLITE_IOERR_SHORT_READ ? PSDB_E_CACHE_CORRUPT : PSDB_E_IO;
-    case SQLITE_CANTOPEN:
-        return PSDB_E_IO;
-    default:
-        return PSDB_E_CACHE_CORRUPT;
-    }
-}
-
 /* Maps a SQLite result met while writing a PSDB. */
-static psdb_hr write_error(int rc)
-{
-    switch (rc & 0xFF) {
-    case SQLITE_NOMEM:
-        return PSDB_E_OUTOFMEMORY;
-    case SQLITE_FULL:
-        return PSDB_E_DISK_FULL;
-    case SQLITE_TOOBIG:
-        return PSDB_E_INVALIDARG;
-    case SQLITE_PERM:
-    case SQLITE_READONLY:
-        return PSDB_E_ACCESS;
-    default:
-        return PSDB_E_IO;
-    }
-}
-
 static uint32_t be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -243,7 +151,7 @@ static psdb_hr compute_content(sqlite3 *db, const psdb_app_identity *id, const p
         (rc = sqlite3_prepare_v2(db, groups_sql, -1, &gst, NULL)) != SQLITE_OK ||
         (rc = sqlite3_prepare_v2(db, members_sql, -1, &mst, NULL)) != SQLITE_OK ||
         (rc = sqlite3_prepare_v2(db, blobs_sql, -1, &bst, NULL)) != SQLITE_OK) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         set_msg(msg, msg_size, "content: %s", sqlite3_errmsg(db));
         goto cleanup;
     }
@@ -330,7 +238,7 @@ static psdb_hr compute_content(sqlite3 *db, const psdb_app_identity *id, const p
     goto cleanup;
 
 sqlite_fail:
-    hr = read_error(rc);
+    hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
     set_msg(msg, msg_size, "content: %s", sqlite3_errmsg(db));
 cleanup:
     if (sha) {
@@ -728,7 +636,7 @@ static psdb_hr db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
                         f->pages ? f->pages->name : NULL);
     if (rc != SQLITE_OK) {
         set_msg(msg, msg_size, "sqlite3_open_v2: %s", *db ? sqlite3_errmsg(*db) : "out of memory");
-        return *db ? read_error(rc) : PSDB_E_OUTOFMEMORY;
+        return *db ? psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT) : PSDB_E_OUTOFMEMORY;
     }
     /* The file is untrusted input: no functions with side effects from its schema, and neither
      * views nor triggers, which a PSDB never has (check_schema refuses them; this holds even for
@@ -773,7 +681,7 @@ static psdb_hr conn_open(psdb_file *f, int check, conn **out, char *msg, size_t 
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v3(c->db, blob_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->blob_st, NULL);
     if (rc != SQLITE_OK) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         set_msg(msg, msg_size, "prepare lookup: %s", sqlite3_errmsg(c->db));
         goto cleanup;
     }
@@ -1037,7 +945,7 @@ static psdb_hr index_build(psdb_file *f, key_index **out)
             goto cleanup;
     }
     if (rc != SQLITE_DONE) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         goto cleanup;
     }
     if (x->keys_len > 0 && (shrunk = realloc(x->keys, x->keys_len)) != NULL) {
@@ -1171,7 +1079,7 @@ static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        hr = psdb__errno_hr(errno);
         set_msg(msg, msg_size, "open %s: %s", path, strerror(errno));
         goto cleanup;
     }
@@ -1430,7 +1338,7 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
     rc = sqlite3_prepare_v2(db, schema_got_sql, -1, &got, NULL);
     if (rc != SQLITE_OK) {
         char e[64];
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         /* SQLite's message quotes names from the file. */
         set_msg(msg, msg_size, "schema: %s", msg_name(sqlite3_errmsg(db), e));
         goto cleanup;
@@ -1466,7 +1374,7 @@ static psdb_hr check_schema(sqlite3 *db, char *msg, size_t msg_size)
     }
     if (rc != SQLITE_DONE) {
         char e[64];
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         set_msg(msg, msg_size, "schema: %s", msg_name(sqlite3_errmsg(db), e));
         goto cleanup;
     }
@@ -1529,13 +1437,13 @@ static psdb_hr read_header(psdb_file *f, sqlite3 *db, uint64_t file_size, char *
 
     rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         set_msg(msg, msg_size, "header: %s", sqlite3_errmsg(db));
         goto cleanup;
     }
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        hr = rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : read_error(rc);
+        hr = rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         set_msg(msg, msg_size, "malformed header row (%s)",
                 rc == SQLITE_DONE ? "no row" : sqlite3_errmsg(db));
         goto cleanup;
@@ -1758,7 +1666,7 @@ static psdb_hr load_key(conn *c, const void *key, size_t key_size, cached_key *k
     memset(k->blob_id, 0, sizeof(k->blob_id));
     memset(k->size, 0, sizeof(k->size));
     if ((rc = bind_bytes(st, 1, key, key_size)) != SQLITE_OK) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         goto cleanup;
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1775,7 +1683,7 @@ static psdb_hr load_key(conn *c, const void *key, size_t key_size, cached_key *k
         k->size[type] = (uint64_t)size;
     }
     if (rc != SQLITE_DONE) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         goto cleanup;
     }
     if (key_size <= CACHED_KEY_MAX) {
@@ -1800,7 +1708,7 @@ static psdb_hr read_verified(conn *c, sqlite3_int64 id, void *value, size_t size
         /* A failed handle is aborted: start afresh next time. */
         sqlite3_blob_close(c->blob);
         c->blob = NULL;
-        return read_error(rc);
+        return psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
     }
     return PSDB_S_OK;
 }
@@ -1817,7 +1725,7 @@ static psdb_hr read_and_check(psdb_file *f, conn *c, sqlite3_int64 id, void *val
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        hr = rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : read_error(rc);
+        hr = rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         goto cleanup;
     }
     if (sqlite3_column_type(st, 0) != SQLITE_BLOB || sqlite3_column_type(st, 1) != SQLITE_BLOB ||
@@ -1941,7 +1849,7 @@ psdb_hr psdb_file_foreach_group(psdb_file *f,
     if ((hr = conn_get(f, &c)) < 0)
         goto cleanup;
     if ((rc = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL)) != SQLITE_OK) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         goto cleanup;
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1959,7 +1867,7 @@ psdb_hr psdb_file_foreach_group(psdb_file *f,
         }
     }
     if (rc != SQLITE_DONE)
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
 cleanup:
     sqlite3_finalize(st);
     if (c)
@@ -1981,7 +1889,7 @@ static psdb_hr expect_empty(sqlite3 *db, const char *sql, const char *what, char
         hr = PSDB_E_CACHE_CORRUPT;
         set_msg(msg, msg_size, "%s", what);
     } else if (rc != SQLITE_DONE) {
-        hr = read_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         set_msg(msg, msg_size, "%s: %s", what, sqlite3_errmsg(db));
     }
     sqlite3_finalize(st);
@@ -2086,7 +1994,7 @@ static void blob_scan_run(blob_scan *s, sqlite3 *db, blob_part *out)
     }
     goto cleanup;
 sqlite_fail:
-    out->hr = read_error(rc);
+    out->hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
     out->bad_id = 0;
     set_msg(out->msg, sizeof(out->msg), "blobs: %s", sqlite3_errmsg(db));
 cleanup:
@@ -2125,7 +2033,7 @@ static void integrity_run(integrity_job *job)
                 "integrity_check stopped: more work than a PSDB of %llu bytes can need",
                 (unsigned long long)job->f->file_size);
     } else if (rc != SQLITE_ROW) {
-        job->hr = read_error(rc);
+        job->hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         set_msg(job->msg, sizeof(job->msg), "integrity_check: %s", sqlite3_errmsg(db));
     } else if (!sqlite3_column_text(st, 0) ||
                strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0) {
@@ -2452,13 +2360,14 @@ psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
     memcpy(w->tmp_path, path, n);
     memcpy(w->tmp_path + n, ".tmp", 5);
     if (unlink(w->tmp_path) != 0 && errno != ENOENT) {
-        hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        hr = psdb__errno_hr(errno);
         goto cleanup;
     }
     rc = sqlite3_open_v2(w->tmp_path, &w->db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        hr = w->db ? (rc == SQLITE_CANTOPEN ? PSDB_E_IO : write_error(rc)) : PSDB_E_OUTOFMEMORY;
+        hr = w->db ? (rc == SQLITE_CANTOPEN ? PSDB_E_IO : psdb__sqlite_hr(rc, PSDB_E_IO))
+                   : PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
     /* No journal: the file is private until the rename, and a crash leaves only path.tmp. */
@@ -2472,7 +2381,7 @@ psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
         rc = sqlite3_prepare_v3(w->db, writer_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &w->st[i],
                                 NULL);
     if (rc != SQLITE_OK) {
-        hr = write_error(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     *out = w;
@@ -2539,7 +2448,7 @@ psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size, 
     goto cleanup;
 
 sqlite_fail:
-    hr = w->broken = write_error(rc);
+    hr = w->broken = psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     if (st)
         sqlite3_clear_bindings(st);
@@ -2608,7 +2517,7 @@ psdb_hr psdb_writer_put_group(psdb_writer *w, const void *group_key, size_t key_
     goto cleanup;
 
 sqlite_fail:
-    hr = w->broken = write_error(rc);
+    hr = w->broken = psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     if (st)
         sqlite3_clear_bindings(st);
@@ -2707,7 +2616,7 @@ psdb_hr psdb_writer_finish(psdb_writer *w)
         goto sqlite_fail;
 
     if (fsync_path(w->tmp_path, 0) != 0 || rename(w->tmp_path, w->path) != 0) {
-        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        hr = psdb__errno_hr(errno);
         goto fail;
     }
     w->finished = 1;
@@ -2727,7 +2636,7 @@ psdb_hr psdb_writer_finish(psdb_writer *w)
     goto cleanup;
 
 sqlite_fail:
-    hr = write_error(rc);
+    hr = psdb__sqlite_hr(rc, PSDB_E_IO);
 fail:
     w->broken = hr;
 cleanup:

@@ -6,14 +6,18 @@
 
 #include "psdb/file.h"
 
+#include "common/migrate.h"
+
 /* PRAGMA application_id of a PSDB ('PSDB') and of an SODB ('PSOD'), schema/PSDB.md. */
 #define PSDB__PSDB_APPLICATION_ID 0x50534442u
 #define PSDB__SODB_APPLICATION_ID 0x50534F44u
 /* PRAGMA user_version of the only PSDB schema this library reads and writes. */
 #define PSDB__PSDB_SCHEMA_VERSION 1u
 
-/* The text of schema/psdb.sql, executed by the writer (a unit test keeps the two equal). */
-extern const char psdb__psdb_schema_sql[];
+/* schema/psdb.sql itself, embedded by psdb_embed_sql: the writer executes it verbatim on an empty
+ * file and the reader compares every file's schema with the one it creates. */
+extern const psdb__sql_set psdb__psdb_schema;
+#define psdb__psdb_schema_sql (psdb__psdb_schema.files[0].sql)
 
 /* psdb_file_open, plus a one-line reason for any failure in msg (may be NULL). */
 psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, psdb_file **out,

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/status_map.h"
 
 #define MAX_RESPONSE (1u << 20)
 
@@ -99,27 +101,14 @@ static psdb_hr hash_file(FILE *f, uint8_t digest[32], uint64_t *size)
     return PSDB_S_OK;
 }
 
+/* 201: published; 200: the same PSDB was already there (S_FALSE); errors as everywhere else. */
 static psdb_hr status_hr(long status)
 {
-    switch (status) {
-    case 201:
+    if (status == 201)
         return PSDB_S_OK;
-    case 200:
+    if (status == 200)
         return PSDB_S_FALSE;
-    case 400:
-        return PSDB_E_INVALIDARG;
-    case 401:
-    case 403:
-        return PSDB_E_ACCESS;
-    case 409:
-        return PSDB_E_ALREADY_EXISTS;
-    case 413:
-        return PSDB_E_CACHE_FULL;
-    case 507:
-        return PSDB_E_DISK_FULL;
-    default:
-        return PSDB_E_PROTOCOL;
-    }
+    return psdb__http_hr(status);
 }
 
 psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, char *msg,

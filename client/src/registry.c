@@ -14,6 +14,7 @@
 #include "registry.h"
 #include "install.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,7 +28,11 @@
 #include <unistd.h>
 
 #include "store.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/error.h"
+#include "common/migrate.h"
+#include "common/status_map.h"
 
 #define BUSY_TIMEOUT_MS 10000
 #define INSTALLER_NAME_MAX 200
@@ -62,6 +67,7 @@ static void set_problem(const char *path, psdb_hr hr, const char *detail)
                  path, detail);
     else
         snprintf(problem, sizeof(problem), "registry %s: %s", path, detail);
+    psdb__error_set(hr, "%s", problem);
 }
 
 /* Records a failed SQLite call on reg's database (corruption found while reading, for one). */
@@ -95,80 +101,6 @@ struct psdb_component {
     sqlite3_int64 id;
 };
 
-/* Schema migrations: migrations[i] takes user_version i to i + 1. Later versions append here
- * (never edit a released step). */
-static const char *const migrations[] = {
-    "CREATE TABLE applications("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " exe_path TEXT NOT NULL UNIQUE,"
-    " exe_filename TEXT,"
-    " name TEXT NOT NULL,"
-    " version INTEGER NOT NULL,"
-    " engine_name TEXT,"
-    " engine_version INTEGER NOT NULL,"
-    " installer TEXT NOT NULL);"
-    "CREATE TABLE components("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " app INTEGER NOT NULL REFERENCES applications(id) ON DELETE CASCADE,"
-    " name TEXT NOT NULL,"
-    " sodb_path TEXT,"
-    " UNIQUE(app, name));"
-    "CREATE TABLE component_psdbs("
-    " component INTEGER NOT NULL REFERENCES components(id) ON DELETE CASCADE,"
-    " family TEXT NOT NULL,"
-    " psdb_path TEXT NOT NULL,"
-    " PRIMARY KEY(component, family)) WITHOUT ROWID;",
-    /* 2: what psdb install put in place, for rollback protection. Keyed by exe path, not by
-     * application row, so removing and re-registering an application keeps its high-water mark. */
-    "ALTER TABLE applications ADD COLUMN app_id BLOB;"
-    "CREATE TABLE installed("
-    " exe_path TEXT NOT NULL,"
-    " family TEXT NOT NULL,"
-    " serial INTEGER NOT NULL,"
-    " sha256 TEXT NOT NULL,"
-    " PRIMARY KEY(exe_path, family)) WITHOUT ROWID;",
-};
-
-static psdb_hr errno_hr(int e)
-{
-    if (e == EACCES || e == EPERM || e == EROFS)
-        return PSDB_E_ACCESS;
-    if (e == ENOMEM)
-        return PSDB_E_OUTOFMEMORY;
-    if (e == ENOSPC || e == EDQUOT)
-        return PSDB_E_DISK_FULL;
-    return PSDB_E_IO;
-}
-
-static psdb_hr sqlite_hr(int rc)
-{
-    switch (rc & 0xFF) {
-    case SQLITE_OK:
-    case SQLITE_DONE:
-    case SQLITE_ROW:
-        return PSDB_S_OK;
-    case SQLITE_NOMEM:
-        return PSDB_E_OUTOFMEMORY;
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-        return PSDB_E_ACCESS;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return PSDB_E_BUSY;
-    case SQLITE_FULL:
-        return PSDB_E_DISK_FULL;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-        return PSDB_E_CACHE_CORRUPT;
-    case SQLITE_CANTOPEN:
-        /* Permission problems surface as CANTOPEN; errno tells them apart. */
-        return (errno == EACCES || errno == EPERM || errno == EROFS) ? PSDB_E_ACCESS : PSDB_E_IO;
-    default:
-        return PSDB_E_IO;
-    }
-}
-
 static char *join_path(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
@@ -196,7 +128,7 @@ static psdb_hr make_dirs(const char *path, mode_t mode)
         char saved = *p;
         *p = '\0';
         if (mkdir(copy, mode) != 0 && errno != EEXIST) {
-            hr = errno_hr(errno);
+            hr = psdb__errno_hr(errno);
             goto cleanup;
         }
         *p = saved;
@@ -287,7 +219,7 @@ static psdb__reg *reg_ref(psdb__reg *reg)
 
 static psdb_hr exec_sql(sqlite3 *db, const char *sql)
 {
-    return sqlite_hr(sqlite3_exec(db, sql, NULL, NULL, NULL));
+    return psdb__sqlite_hr(sqlite3_exec(db, sql, NULL, NULL, NULL), PSDB_E_IO);
 }
 
 /* Runs a query that yields one integer (a PRAGMA, a count). */
@@ -299,7 +231,7 @@ static psdb_hr query_int(sqlite3 *db, const char *sql, int *out)
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         if (hr == PSDB_S_OK)
             hr = PSDB_E_IO;
         goto cleanup;
@@ -349,43 +281,27 @@ cleanup:
     return hr;
 }
 
-/* Brings the schema to PSDB__REGISTRY_SCHEMA_VERSION in one transaction and stamps psdb's
- * application_id; refuses newer schemas and databases that are not a registry. */
+/* The migration runner's identity check: the registry's own (check_identity records the problem).
+ */
+static psdb_hr registry_check(sqlite3 *db, int version, int application_id, void *ctx, char *err,
+                              size_t err_size)
+{
+    int found = 0;
+    (void)version;
+    (void)application_id;
+    (void)err;
+    (void)err_size;
+    return check_identity(db, ctx, &found);
+}
+
+/* Brings the schema to the newest of schema/registry/NNN_*.sql in one transaction and stamps
+ * psdb's application_id; refuses newer schemas and databases that are not a registry. */
 static psdb_hr migrate(sqlite3 *db, const char *path)
 {
-    psdb_hr hr = PSDB_S_OK;
-    int in_tx = 0, version = 0;
-    hr = exec_sql(db, "BEGIN IMMEDIATE");
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    in_tx = 1;
-    hr = check_identity(db, path, &version);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    for (int v = version; v < PSDB__REGISTRY_SCHEMA_VERSION; v++) {
-        hr = exec_sql(db, migrations[v]);
-        if (PSDB_FAILED(hr))
-            goto cleanup;
-    }
-    if (version != PSDB__REGISTRY_SCHEMA_VERSION) {
-        char pragma[64];
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", PSDB__REGISTRY_SCHEMA_VERSION);
-        hr = exec_sql(db, pragma);
-        if (PSDB_FAILED(hr))
-            goto cleanup;
-    }
-    char pragma[64];
-    snprintf(pragma, sizeof(pragma), "PRAGMA application_id = %d", PSDB__REGISTRY_APPLICATION_ID);
-    hr = exec_sql(db, pragma);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    hr = exec_sql(db, "COMMIT");
-    if (PSDB_SUCCEEDED(hr))
-        in_tx = 0;
-cleanup:
-    if (in_tx)
-        exec_sql(db, "ROLLBACK");
-    return hr;
+    char err[256];
+    assert(psdb__registry_migrations.count == PSDB__REGISTRY_SCHEMA_VERSION);
+    return psdb__migrate(db, path, &psdb__registry_migrations, PSDB__REGISTRY_APPLICATION_ID,
+                         registry_check, (void *)path, NULL, err, sizeof(err));
 }
 
 /* A registry handle with one reference and the path of its database under root. */
@@ -414,7 +330,7 @@ static psdb_hr check_integrity(sqlite3 *db, const char *path)
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         if (hr == PSDB_S_OK || hr == PSDB_E_IO)
             hr = PSDB_E_CACHE_CORRUPT;
         snprintf(detail, sizeof(detail), "%s", sqlite3_errmsg(db));
@@ -443,7 +359,7 @@ static psdb_hr reg_open_rw(const char *root, psdb__reg **out)
     int rc = sqlite3_open_v2(
         path, &reg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        hr = reg_fail(reg, sqlite_hr(rc));
+        hr = reg_fail(reg, psdb__sqlite_hr(rc, PSDB_E_IO));
         goto cleanup;
     }
     sqlite3_busy_timeout(reg->db, BUSY_TIMEOUT_MS);
@@ -482,7 +398,7 @@ static psdb_hr reg_open_ro(const char *root, psdb__reg **out)
     reg->readonly = 1;
     if (access(path, F_OK) != 0) {
         if (errno != ENOENT) {
-            hr = errno_hr(errno);
+            hr = psdb__errno_hr(errno);
             goto cleanup;
         }
         *out = reg;
@@ -491,7 +407,7 @@ static psdb_hr reg_open_ro(const char *root, psdb__reg **out)
     }
     int rc = sqlite3_open_v2(path, &reg->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        hr = reg_fail(reg, sqlite_hr(rc));
+        hr = reg_fail(reg, psdb__sqlite_hr(rc, PSDB_E_IO));
         goto cleanup;
     }
     sqlite3_busy_timeout(reg->db, BUSY_TIMEOUT_MS);
@@ -586,13 +502,13 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     }
     inst->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (inst->lock_fd < 0) {
-        hr = errno_hr(errno);
+        hr = psdb__errno_hr(errno);
         goto cleanup;
     }
     /* flock() locks belong to the open file description: a second open of the same name fails
      * in this process as well as in another one. */
     if (flock(inst->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        hr = (errno == EWOULDBLOCK) ? PSDB_E_BUSY : errno_hr(errno);
+        hr = (errno == EWOULDBLOCK) ? PSDB_E_BUSY : psdb__errno_hr(errno);
         goto cleanup;
     }
     hr = reg_open_rw(root, &inst->reg);
@@ -690,7 +606,7 @@ psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *ex
         " engine_version=excluded.engine_version, installer=excluded.installer",
         -1, &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_TRANSIENT);
@@ -702,7 +618,7 @@ psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *ex
     sqlite3_bind_text(st, 7, inst->name, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     sqlite3_finalize(st);
@@ -713,7 +629,7 @@ psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *ex
         rc = sqlite3_step(st);
     }
     if (rc != SQLITE_ROW) {
-        hr = rc == SQLITE_DONE ? PSDB_E_IO : sqlite_hr(rc);
+        hr = rc == SQLITE_DONE ? PSDB_E_IO : psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     id = sqlite3_column_int64(st, 0);
@@ -738,7 +654,7 @@ static psdb_hr delete_by_id(sqlite3 *db, const char *sql, sqlite3_int64 id, sqli
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     sqlite3_bind_int64(st, 1, id);
@@ -746,7 +662,7 @@ static psdb_hr delete_by_id(sqlite3 *db, const char *sql, sqlite3_int64 id, sqli
         sqlite3_bind_int64(st, 2, id2);
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     if (sqlite3_changes(db) == 0)
@@ -794,7 +710,7 @@ static psdb_hr app_exists(psdb__reg *reg, sqlite3_int64 id)
     if (rc == SQLITE_DONE)
         hr = PSDB_E_NOT_FOUND;
     else if (rc != SQLITE_ROW)
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(st);
     return hr;
@@ -840,7 +756,7 @@ static psdb_hr component_id(sqlite3 *db, sqlite3_int64 app_id, const char *name,
     if (rc == SQLITE_ROW)
         *out = sqlite3_column_int64(st, 0);
     else
-        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : sqlite_hr(rc);
+        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : psdb__sqlite_hr(rc, PSDB_E_IO);
     sqlite3_finalize(st);
     return hr;
 }
@@ -903,7 +819,7 @@ psdb_hr psdb_application_register_component(psdb_application *app, const char *n
             rc = sqlite3_step(st);
         }
         if (rc != SQLITE_DONE) {
-            hr = sqlite_hr(rc);
+            hr = psdb__sqlite_hr(rc, PSDB_E_IO);
             goto cleanup;
         }
         id = sqlite3_last_insert_rowid(db);
@@ -916,7 +832,7 @@ psdb_hr psdb_application_register_component(psdb_application *app, const char *n
             rc = sqlite3_step(st);
         }
         if (rc != SQLITE_DONE) {
-            hr = sqlite_hr(rc);
+            hr = psdb__sqlite_hr(rc, PSDB_E_IO);
             goto cleanup;
         }
         sqlite3_finalize(st);
@@ -936,7 +852,7 @@ psdb_hr psdb_application_register_component(psdb_application *app, const char *n
                             " VALUES(?,?,?)",
                             -1, &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     for (uint32_t i = 0; i < num_psdbs; i++) {
@@ -946,7 +862,7 @@ psdb_hr psdb_application_register_component(psdb_application *app, const char *n
         sqlite3_bind_text(st, 3, psdbs[i].psdb_path, -1, SQLITE_TRANSIENT);
         rc = sqlite3_step(st);
         if (rc != SQLITE_DONE) {
-            hr = sqlite_hr(rc);
+            hr = psdb__sqlite_hr(rc, PSDB_E_IO);
             goto cleanup;
         }
     }
@@ -1028,7 +944,7 @@ static psdb_hr component_path(psdb_component *component, const char *family, cha
         rc = sqlite3_step(st);
     }
     if (rc != SQLITE_ROW) {
-        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : sqlite_hr(rc);
+        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     *out = psdb__strdup((const char *)sqlite3_column_text(st, 0));
@@ -1132,7 +1048,7 @@ psdb_hr psdb_explorer_get_application(psdb_explorer *exp, const char *exe_path,
         rc = sqlite3_step(st);
     }
     if (rc != SQLITE_ROW) {
-        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : sqlite_hr(rc);
+        hr = rc == SQLITE_DONE ? PSDB_E_NOT_FOUND : psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     hr = app_handle(exp->reg, sqlite3_column_int64(st, 0), exe_path, out);
@@ -1172,7 +1088,7 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
                             " ORDER BY a.exe_path, c.name, p.family",
                             -1, &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = reg_fail(exp->reg, sqlite_hr(rc));
+        hr = reg_fail(exp->reg, psdb__sqlite_hr(rc, PSDB_E_IO));
         goto cleanup;
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1200,7 +1116,7 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
         }
     }
     if (hr == PSDB_S_OK && rc != SQLITE_DONE)
-        hr = reg_fail(exp->reg, sqlite_hr(rc));
+        hr = reg_fail(exp->reg, psdb__sqlite_hr(rc, PSDB_E_IO));
 cleanup:
     sqlite3_finalize(st);
     if (exp && exp->reg->db && !sqlite3_get_autocommit(exp->reg->db))
@@ -1345,7 +1261,7 @@ psdb_hr psdb__registry_installed(psdb_installer *inst, const char *exe_path, con
         inst->reg->db, "SELECT serial, sha256 FROM installed WHERE exe_path=? AND family=?", -1,
         &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_STATIC);
@@ -1356,7 +1272,7 @@ psdb_hr psdb__registry_installed(psdb_installer *inst, const char *exe_path, con
         goto cleanup;
     }
     if (rc != SQLITE_ROW) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     *serial = (uint64_t)sqlite3_column_int64(st, 0);
@@ -1372,7 +1288,7 @@ static psdb_hr step_done(sqlite3_stmt *st)
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
-    return rc == SQLITE_DONE ? PSDB_S_OK : sqlite_hr(rc);
+    return rc == SQLITE_DONE ? PSDB_S_OK : psdb__sqlite_hr(rc, PSDB_E_IO);
 }
 
 psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
@@ -1417,7 +1333,7 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
         rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO installed VALUES(?,?,?,?)", -1, &mark,
                                 NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     sqlite3_bind_text(app, 1, exe_path, -1, SQLITE_STATIC);
@@ -1446,7 +1362,7 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
         sqlite3_reset(old);
         sqlite3_clear_bindings(old);
         if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-            hr = sqlite_hr(rc);
+            hr = psdb__sqlite_hr(rc, PSDB_E_IO);
             goto cleanup;
         }
         if (e->serial < have && !allow_downgrade) {
@@ -1512,13 +1428,13 @@ psdb_hr psdb__registry_foreach_path(psdb_installer *inst, void (*fn)(const char 
     int rc = sqlite3_prepare_v2(inst->reg->db, "SELECT DISTINCT psdb_path FROM component_psdbs", -1,
                                 &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         fn((const char *)sqlite3_column_text(st, 0), ctx);
     if (rc != SQLITE_DONE)
-        hr = sqlite_hr(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(st);
     return hr;

@@ -4,7 +4,12 @@
 
 #include "psdb/psdb.h"
 
-/* Newest registry schema this library knows (PRAGMA user_version of registry.db). */
+#include "common/migrate.h"
+
+extern const psdb__sql_set psdb__registry_migrations;
+
+/* Newest registry schema this library knows (PRAGMA user_version of registry.db): the number of
+ * schema/registry/NNN_*.sql migrations embedded as psdb__registry_migrations (asserted). */
 #define PSDB__REGISTRY_SCHEMA_VERSION 2
 
 /* PRAGMA application_id of registry.db: "PSDR". Registries written before it was stamped carry

@@ -16,7 +16,9 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/status_map.h"
 
 /* schema/STATEMENT.md: the domain separator keeps a statement signature from ever verifying as a
  * signature over some other message made with the same key. */
@@ -341,7 +343,7 @@ psdb_hr psdb_key_load_kind(const char *path, psdb_key_kind want, psdb_key **out,
     *out = NULL;
     f = fopen(path, "rb");
     if (!f) {
-        hr = errno == EACCES ? PSDB_E_ACCESS : PSDB_E_IO;
+        hr = psdb__errno_hr(errno);
         set_why(why, why_size, "%s: cannot open: %s", path, strerror(errno));
         goto cleanup;
     }

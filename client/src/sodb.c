@@ -8,32 +8,16 @@
 #include <sqlite3.h>
 
 #include "desc.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/migrate.h"
+#include "common/status_map.h"
 
 #define SODB_APPLICATION_ID 0x50534F44 /* 'PSOD' */
 #define SODB_USER_VERSION 1
 
-/* Kept identical to schema/sodb.sql (the tests compare them). */
-static const char SODB_SCHEMA[] = "PRAGMA application_id = 1347637060;\n"
-                                  "PRAGMA user_version = 1;\n"
-                                  "CREATE TABLE header (\n"
-                                  "    id INTEGER PRIMARY KEY CHECK (id = 1),\n"
-                                  "    exe_filename TEXT,\n"
-                                  "    app_name TEXT NOT NULL CHECK (length(app_name) > 0),\n"
-                                  "    app_version INTEGER NOT NULL,\n"
-                                  "    engine_name TEXT,\n"
-                                  "    engine_version INTEGER NOT NULL,\n"
-                                  "    app_id BLOB NOT NULL CHECK (length(app_id) = 16),\n"
-                                  "    encoding_version INTEGER NOT NULL\n"
-                                  ");\n"
-                                  "CREATE TABLE entries (\n"
-                                  "    seq INTEGER PRIMARY KEY,\n"
-                                  "    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),\n"
-                                  "    object_key BLOB NOT NULL CHECK (length(object_key) = 32),\n"
-                                  "    version INTEGER NOT NULL,\n"
-                                  "    description BLOB NOT NULL,\n"
-                                  "    UNIQUE (object_key, version)\n"
-                                  ");\n";
+/* schema/sodb.sql itself, embedded by psdb_embed_sql. */
+extern const psdb__sql_set psdb__sodb_schema;
 
 struct psdb_sodb_writer {
     pthread_mutex_t lock; /* one add at a time: the statement and connection are shared */
@@ -46,34 +30,6 @@ struct psdb_sodb {
     sqlite3 *db;
     psdb_app_identity identity; /* strings owned */
 };
-
-static psdb_hr hr_from_sqlite(int rc)
-{
-    switch (rc & 0xFF) {
-    case SQLITE_OK:
-    case SQLITE_DONE:
-    case SQLITE_ROW:
-        return PSDB_S_OK;
-    case SQLITE_NOMEM:
-        return PSDB_E_OUTOFMEMORY;
-    case SQLITE_NOTADB:
-    case SQLITE_CORRUPT:
-    case SQLITE_SCHEMA:
-    case SQLITE_MISMATCH:
-        return PSDB_E_CACHE_CORRUPT;
-    case SQLITE_FULL:
-        return PSDB_E_DISK_FULL;
-    case SQLITE_PERM:
-    case SQLITE_READONLY:
-    case SQLITE_AUTH:
-        return PSDB_E_ACCESS;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return PSDB_E_BUSY;
-    default:
-        return PSDB_E_IO;
-    }
-}
 
 static int pragma_int(sqlite3 *db, const char *sql, int *out)
 {
@@ -110,7 +66,8 @@ static psdb_hr check_sodb(sqlite3 *db, int *is_sodb)
     if (rc == SQLITE_OK)
         rc = pragma_int(db, "SELECT count(*) FROM sqlite_master", &tables);
     if (rc != SQLITE_OK)
-        return hr_from_sqlite(rc) == PSDB_E_IO ? PSDB_E_CACHE_CORRUPT : hr_from_sqlite(rc);
+        return psdb__sqlite_hr(rc, PSDB_E_IO) == PSDB_E_IO ? PSDB_E_CACHE_CORRUPT
+                                                           : psdb__sqlite_hr(rc, PSDB_E_IO);
     if (app_id == 0 && user_version == 0 && tables == 0)
         return PSDB_S_OK;
     if ((uint32_t)app_id != SODB_APPLICATION_ID || user_version != SODB_USER_VERSION)
@@ -157,7 +114,8 @@ static psdb_hr read_header(sqlite3 *db, psdb_app_identity *out)
     if (rc != SQLITE_ROW || sqlite3_column_type(st, 1) != SQLITE_TEXT ||
         sqlite3_column_type(st, 5) != SQLITE_BLOB || sqlite3_column_bytes(st, 5) != 16 ||
         sqlite3_column_int64(st, 6) != PSDB__DESC_VERSION) {
-        hr = rc == SQLITE_ROW || rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT : hr_from_sqlite(rc);
+        hr = rc == SQLITE_ROW || rc == SQLITE_DONE ? PSDB_E_CACHE_CORRUPT
+                                                   : psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     out->desc.exe_filename = column_text(st, 0, &oom);
@@ -183,7 +141,7 @@ static psdb_hr create_schema(sqlite3 *db, const psdb_app_identity *id)
 {
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_exec(db, SODB_SCHEMA, NULL, NULL, NULL);
+    int rc = sqlite3_exec(db, psdb__sodb_schema.files[0].sql, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(db,
                                 "INSERT INTO header (id, exe_filename, app_name, app_version, "
@@ -191,7 +149,7 @@ static psdb_hr create_schema(sqlite3 *db, const psdb_app_identity *id)
                                 "VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
                                 -1, &st, NULL);
     if (rc != SQLITE_OK) {
-        hr = hr_from_sqlite(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     if (id->desc.exe_filename)
@@ -205,7 +163,7 @@ static psdb_hr create_schema(sqlite3 *db, const psdb_app_identity *id)
     sqlite3_bind_int64(st, 7, PSDB__DESC_VERSION);
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE)
-        hr = hr_from_sqlite(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(st);
     return hr;
@@ -242,7 +200,8 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
      * same new path agree on one header. */
     rc = sqlite3_exec(w->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        hr = hr_from_sqlite(rc) == PSDB_E_IO ? PSDB_E_CACHE_CORRUPT : hr_from_sqlite(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO) == PSDB_E_IO ? PSDB_E_CACHE_CORRUPT
+                                                         : psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     in_tx = 1;
@@ -264,7 +223,7 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
     }
     rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        hr = hr_from_sqlite(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     in_tx = 0;
@@ -281,7 +240,7 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
                                 "description) VALUES (?, ?, ?, ?)",
                                 -1, &w->insert, NULL);
     if (rc != SQLITE_OK) {
-        hr = hr_from_sqlite(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     *out = w;
@@ -315,7 +274,7 @@ psdb_hr psdb__sodb_writer_commit(psdb_sodb_writer *w)
     if (rc == SQLITE_OK)
         w->bulk = 0; /* later adds commit one by one */
     pthread_mutex_unlock(&w->lock);
-    return hr_from_sqlite(rc);
+    return psdb__sqlite_hr(rc, PSDB_E_IO);
 }
 
 psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
@@ -339,7 +298,7 @@ psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t versio
     if (rc == SQLITE_DONE)
         hr = sqlite3_changes(w->db) == 0 ? PSDB_S_FALSE : PSDB_S_OK;
     else
-        hr = hr_from_sqlite(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
     sqlite3_reset(w->insert);
     sqlite3_clear_bindings(w->insert);
     pthread_mutex_unlock(&w->lock);
@@ -457,7 +416,8 @@ psdb_hr psdb_sodb_foreach(psdb_sodb *s,
         }
     }
     if (rc != SQLITE_DONE)
-        hr = hr_from_sqlite(rc) == PSDB_E_IO ? PSDB_E_CACHE_CORRUPT : hr_from_sqlite(rc);
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO) == PSDB_E_IO ? PSDB_E_CACHE_CORRUPT
+                                                         : psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(st);
     return hr;

@@ -15,18 +15,9 @@
 #include <unistd.h>
 
 #include "install.h"
-#include "util.h"
-
-static psdb_hr errno_hr(int e)
-{
-    if (e == EACCES || e == EPERM || e == EROFS)
-        return PSDB_E_ACCESS;
-    if (e == ENOMEM)
-        return PSDB_E_OUTOFMEMORY;
-    if (e == ENOSPC || e == EDQUOT)
-        return PSDB_E_DISK_FULL;
-    return PSDB_E_IO;
-}
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/status_map.h"
 
 psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t err_size)
 {
@@ -70,7 +61,7 @@ psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t
     }
 cleanup:
     if (call) {
-        hr = errno_hr(saved);
+        hr = psdb__errno_hr(saved);
         if (err && err_size)
             snprintf(err, err_size, "store: %s %s: %s", call, path, strerror(saved));
     }
@@ -93,7 +84,7 @@ static int flock_retry(int fd, int op)
 psdb_hr psdb__store_hold(psdb__store *s)
 {
     if (flock_retry(s->lock_fd, LOCK_SH) != 0)
-        return errno_hr(errno);
+        return psdb__errno_hr(errno);
     s->held = 1;
     return PSDB_S_OK;
 }
@@ -176,7 +167,7 @@ static psdb_hr sweep_locked(void *arg)
         goto cleanup; /* when in doubt, keep everything */
     d = opendir(x->s->dir);
     if (!d) {
-        hr = errno_hr(errno);
+        hr = psdb__errno_hr(errno);
         goto cleanup;
     }
     time_t now = time(NULL);
@@ -211,7 +202,7 @@ psdb_hr psdb__store_sweep(psdb_installer *inst, psdb__store *s, uint32_t flags)
     }
     if (flock_retry(s->lock_fd, LOCK_EX | ((flags & PSDB_SWEEP_WAIT) ? 0 : LOCK_NB)) != 0) {
         /* An install is in flight: it sweeps itself when it is done (or the next one does). */
-        hr = errno == EWOULDBLOCK ? PSDB_S_FALSE : errno_hr(errno);
+        hr = errno == EWOULDBLOCK ? PSDB_S_FALSE : psdb__errno_hr(errno);
         goto cleanup;
     }
     locked = 1;
@@ -232,11 +223,11 @@ psdb_hr psdb__store_lock_part(const char *part, int *out)
         struct stat held, named;
         fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) {
-            hr = errno_hr(errno);
+            hr = psdb__errno_hr(errno);
             goto cleanup;
         }
         if (flock_retry(fd, LOCK_EX) != 0 || fstat(fd, &held) != 0) {
-            hr = errno_hr(errno);
+            hr = psdb__errno_hr(errno);
             goto cleanup;
         }
         /* The holder we waited for may have renamed its .part into place or removed it: then we
@@ -273,11 +264,11 @@ psdb_hr psdb__file_sha256(const char *path, uint8_t out[32])
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        hr = errno == ENOENT || errno == ENOTDIR ? PSDB_E_NOT_FOUND : errno_hr(errno);
+        hr = errno == ENOENT || errno == ENOTDIR ? PSDB_E_NOT_FOUND : psdb__errno_hr(errno);
         goto cleanup;
     }
     if (fstat(fd, &st) != 0) {
-        hr = errno_hr(errno);
+        hr = psdb__errno_hr(errno);
         goto cleanup;
     }
     if (!S_ISREG(st.st_mode)) {
@@ -295,7 +286,7 @@ psdb_hr psdb__file_sha256(const char *path, uint8_t out[32])
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            hr = errno_hr(errno);
+            hr = psdb__errno_hr(errno);
             goto cleanup;
         }
         if (n == 0)

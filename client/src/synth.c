@@ -16,7 +16,8 @@
 
 #include "desc.h"
 #include "sodb.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 /* ---- Random numbers -------------------------------------------------------------------------- */
 

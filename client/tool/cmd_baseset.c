@@ -10,7 +10,8 @@
 
 #include "baseset.h"
 #include "compiler.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 static void usage(FILE *f)
 {
@@ -108,20 +109,20 @@ int cmd_baseset(int argc, char **argv)
         }
         int bad = 0;
         if (strcmp(a, "--vendor-id") == 0) {
-            bad = tool_parse_u64(val, &vendor) != 0 || vendor > UINT32_MAX;
+            bad = psdb__parse_u64(val, &vendor) != 0 || vendor > UINT32_MAX;
             have_vendor = 1;
         } else if (strcmp(a, "--device-id") == 0) {
-            bad = tool_parse_u64(val, &device) != 0 || device > UINT32_MAX;
+            bad = psdb__parse_u64(val, &device) != 0 || device > UINT32_MAX;
             have_device = 1;
         } else if (strcmp(a, "--family") == 0) {
             family = val;
         } else if (strcmp(a, "--abi") == 0) {
-            bad = tool_parse_u64(val, &abi) != 0 || abi == 0 || abi == UINT64_MAX;
+            bad = psdb__parse_u64(val, &abi) != 0 || abi == 0 || abi == UINT64_MAX;
             have_abi = 1;
         } else if (strcmp(a, "--compiler-version") == 0) {
-            bad = tool_parse_version(val, &compiler_version) != 0;
+            bad = psdb__parse_version(val, &compiler_version) != 0;
         } else if (strcmp(a, "--driver-build") == 0) {
-            bad = tool_parse_u64(val, &driver_build) != 0;
+            bad = psdb__parse_u64(val, &driver_build) != 0;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             out = val;
         } else if (strcmp(a, "--records") == 0) {

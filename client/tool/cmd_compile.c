@@ -7,7 +7,8 @@
 #include <jansson.h>
 
 #include "compiler.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 static void usage(FILE *f)
 {
@@ -70,23 +71,23 @@ int cmd_compile(int argc, char **argv)
         if (strcmp(a, "--family") == 0) {
             family = val;
         } else if (strcmp(a, "--abi") == 0) {
-            if (tool_parse_u64(val, &abi) != 0 || abi == 0 || abi == UINT64_MAX) {
+            if (psdb__parse_u64(val, &abi) != 0 || abi == 0 || abi == UINT64_MAX) {
                 rc = tool_fail("compile", "invalid --abi '%s' (0 and 2^64-1 are reserved)", val);
                 goto cleanup;
             }
             have_abi = 1;
         } else if (strcmp(a, "--compiler-version") == 0) {
-            if (tool_parse_version(val, &compiler_version) != 0) {
+            if (psdb__parse_version(val, &compiler_version) != 0) {
                 rc = tool_fail("compile", "invalid --compiler-version '%s'", val);
                 goto cleanup;
             }
         } else if (strcmp(a, "--profile-version") == 0) {
-            if (tool_parse_version(val, &profile_version) != 0) {
+            if (psdb__parse_version(val, &profile_version) != 0) {
                 rc = tool_fail("compile", "invalid --profile-version '%s'", val);
                 goto cleanup;
             }
         } else if (strcmp(a, "--cost-ns-per-kib") == 0) {
-            if (tool_parse_u64(val, &cost) != 0) {
+            if (psdb__parse_u64(val, &cost) != 0) {
                 rc = tool_fail("compile", "invalid --cost-ns-per-kib '%s'", val);
                 goto cleanup;
             }

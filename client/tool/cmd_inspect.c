@@ -6,7 +6,8 @@
 #include <jansson.h>
 
 #include "psdbfile_internal.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 static json_t *json_u64(uint64_t v)
 {
@@ -36,21 +37,21 @@ static int print_json(const char *path, const psdb_file_info *info)
     bad |= json_object_set_new(app, "name", json_str_or_null(d->name));
     bad |= json_object_set_new(app, "exe_filename", json_str_or_null(d->exe_filename));
     bad |= json_object_set_new(app, "version",
-                               json_string(tool_format_version(d->version, v[0], sizeof(v[0]))));
+                               json_string(psdb__format_version(d->version, v[0], sizeof(v[0]))));
     bad |= json_object_set_new(app, "engine_name", json_str_or_null(d->engine_name));
     bad |= json_object_set_new(
         app, "engine_version",
-        json_string(tool_format_version(d->engine_version, v[1], sizeof(v[1]))));
+        json_string(psdb__format_version(d->engine_version, v[1], sizeof(v[1]))));
     bad |= json_object_set_new(
-        app, "app_id", json_string(tool_format_uuid(info->identity.app_id, uuid, sizeof(uuid))));
+        app, "app_id", json_string(psdb__format_uuid(info->identity.app_id, uuid, sizeof(uuid))));
     bad |= json_object_set_new(target, "family", json_string(info->target.family));
     bad |= json_object_set_new(target, "abi_version", json_u64(info->target.abi_version));
     bad |= json_object_set_new(
         target, "compiler_version",
-        json_string(tool_format_version(info->target.compiler_version, v[2], sizeof(v[2]))));
+        json_string(psdb__format_version(info->target.compiler_version, v[2], sizeof(v[2]))));
     bad |= json_object_set_new(
         target, "profile_version",
-        json_string(tool_format_version(info->target.profile_version, v[3], sizeof(v[3]))));
+        json_string(psdb__format_version(info->target.profile_version, v[3], sizeof(v[3]))));
     bad |= json_object_set_new(root, "kind", json_string("psdb"));
     bad |= json_object_set_new(root, "path", json_string(path));
     bad |= json_object_set(root, "app", app);
@@ -82,17 +83,17 @@ static void print_text(const char *path, const psdb_file_info *info)
     printf("application:      %s\n", tool_safe(d->name, e, sizeof(e)));
     printf("exe filename:     %s\n",
            d->exe_filename ? tool_safe(d->exe_filename, e, sizeof(e)) : "(none)");
-    printf("version:          %s\n", tool_format_version(d->version, v1, sizeof(v1)));
+    printf("version:          %s\n", psdb__format_version(d->version, v1, sizeof(v1)));
     printf("engine:           %s %s\n",
            d->engine_name ? tool_safe(d->engine_name, e, sizeof(e)) : "(none)",
-           tool_format_version(d->engine_version, v2, sizeof(v2)));
-    printf("app id:           %s\n", tool_format_uuid(info->identity.app_id, uuid, sizeof(uuid)));
+           psdb__format_version(d->engine_version, v2, sizeof(v2)));
+    printf("app id:           %s\n", psdb__format_uuid(info->identity.app_id, uuid, sizeof(uuid)));
     printf("adapter family:   %s\n", tool_safe(info->target.family, e, sizeof(e)));
     printf("abi version:      %llu\n", (unsigned long long)info->target.abi_version);
     printf("compiler version: %s\n",
-           tool_format_version(info->target.compiler_version, v3, sizeof(v3)));
+           psdb__format_version(info->target.compiler_version, v3, sizeof(v3)));
     printf("profile version:  %s\n",
-           tool_format_version(info->target.profile_version, v4, sizeof(v4)));
+           psdb__format_version(info->target.profile_version, v4, sizeof(v4)));
     printf("values:           %llu\n", (unsigned long long)info->num_values);
     printf("groups:           %llu\n", (unsigned long long)info->num_groups);
     printf("blobs:            %llu (%llu bytes)\n", (unsigned long long)info->num_blobs,
@@ -136,9 +137,9 @@ static int inspect_sodb(const char *path, int json)
         rc = tool_fail("inspect", "%s: %s", path, psdb_hr_str(hr));
         goto cleanup;
     }
-    tool_format_version(id.desc.version, ver, sizeof(ver));
-    tool_format_version(id.desc.engine_version, ever, sizeof(ever));
-    tool_format_uuid(id.app_id, uuid, sizeof(uuid));
+    psdb__format_version(id.desc.version, ver, sizeof(ver));
+    psdb__format_version(id.desc.engine_version, ever, sizeof(ever));
+    psdb__format_uuid(id.app_id, uuid, sizeof(uuid));
     if (json) {
         json_t *root = json_pack(
             "{s:s, s:s, s:{s:s?, s:s, s:s, s:s?, s:s, s:s}, s:{s:I, s:I, s:I, s:I}}", "kind",

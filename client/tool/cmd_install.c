@@ -11,7 +11,8 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 #define MAX_TARGETS 16
 #define MAX_TRUST 16
@@ -88,10 +89,10 @@ static int parse_target(const char *s, psdb_precompile_target *t)
     *dash = '\0';
     memset(t, 0, sizeof(*t));
     memcpy(t->family, buf, (size_t)(colon - buf) + 1);
-    if (tool_parse_u64(range, &t->abi_min) || tool_parse_u64(dash + 1, &t->abi_max) ||
+    if (psdb__parse_u64(range, &t->abi_min) || psdb__parse_u64(dash + 1, &t->abi_max) ||
         t->abi_min > t->abi_max)
         return -1;
-    if (profile && tool_parse_version(profile, &t->profile_version))
+    if (profile && psdb__parse_version(profile, &t->profile_version))
         return -1;
     return 0;
 }
@@ -162,11 +163,11 @@ int cmd_install(int argc, char **argv)
             json = 1;
             break;
         case 'v':
-            if (tool_parse_version(optarg, &version) != 0 || version == 0)
+            if (psdb__parse_version(optarg, &version) != 0 || version == 0)
                 return tool_fail("install", "--app-version: not a version: '%s'", optarg);
             break;
         case 'i':
-            if (tool_parse_uuid(optarg, app_id) != 0)
+            if (psdb__parse_uuid(optarg, app_id) != 0)
                 return tool_fail("install", "--app-id: not a UUID: '%s'", optarg);
             have_app_id = 1;
             break;

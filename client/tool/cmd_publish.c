@@ -40,7 +40,7 @@ int cmd_publish(int argc, char **argv)
         else if (strcmp(a, "--key") == 0 && has)
             d.key_path = argv[++i];
         else if (strcmp(a, "--serial") == 0 && has) {
-            if (tool_parse_u64(argv[++i], &d.serial) != 0)
+            if (psdb__parse_u64(argv[++i], &d.serial) != 0)
                 return tool_fail("publish", "bad --serial '%s'", argv[i]);
         } else if (strcmp(a, "--json") == 0)
             json = 1;

@@ -45,9 +45,9 @@ static int collect(const psdb_registry_entry *e, void *ctx)
     if (!cur || strcmp(cur, e->exe_path) != 0) {
         l->app = json_pack("{s:s, s:o, s:s, s:s, s:o, s:s, s:s, s:[]}", "exe_path", e->exe_path,
                            "exe_filename", str_or_null(e->app->exe_filename), "name", e->app->name,
-                           "version", tool_format_version(e->app->version, v, 32), "engine_name",
+                           "version", psdb__format_version(e->app->version, v, 32), "engine_name",
                            str_or_null(e->app->engine_name), "engine_version",
-                           tool_format_version(e->app->engine_version, ev, 32), "installer",
+                           psdb__format_version(e->app->engine_version, ev, 32), "installer",
                            e->installer ? e->installer : "", "components");
         if (!l->app || json_array_append_new(l->apps, l->app) != 0) {
             l->failed = 1;

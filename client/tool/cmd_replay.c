@@ -115,19 +115,19 @@ int cmd_replay(int argc, char **argv)
             json = 1;
             break;
         case 'm':
-            if (tool_parse_u64(optarg, &abi_min))
+            if (psdb__parse_u64(optarg, &abi_min))
                 return tool_fail("replay", "--abi-min: not a number: '%s'", optarg);
             break;
         case 'M':
-            if (tool_parse_u64(optarg, &abi_max))
+            if (psdb__parse_u64(optarg, &abi_max))
                 return tool_fail("replay", "--abi-max: not a number: '%s'", optarg);
             break;
         case 'p':
-            if (tool_parse_version(optarg, &profile))
+            if (psdb__parse_version(optarg, &profile))
                 return tool_fail("replay", "--profile-version: not a version: '%s'", optarg);
             break;
         case 'c':
-            if (tool_parse_u64(optarg, &cost))
+            if (psdb__parse_u64(optarg, &cost))
                 return tool_fail("replay", "--cost-ns-per-kib: not a number: '%s'", optarg);
             break;
         case 'h':

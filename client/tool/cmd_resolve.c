@@ -8,7 +8,8 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 static const char usage_text[] =
     "usage: psdb resolve --server URL --app NAME --app-version V --family F\n"
@@ -85,22 +86,22 @@ int cmd_resolve(int argc, char **argv)
             json = 1;
             break;
         case 'v':
-            if (tool_parse_version(optarg, &version) != 0)
+            if (psdb__parse_version(optarg, &version) != 0)
                 return tool_fail("resolve", "--app-version: not a version: '%s'", optarg);
             have_version = 1;
             break;
         case 'm':
-            if (tool_parse_u64(optarg, &abi_min) != 0)
+            if (psdb__parse_u64(optarg, &abi_min) != 0)
                 return tool_fail("resolve", "--abi-min: not a number: '%s'", optarg);
             have_min = 1;
             break;
         case 'M':
-            if (tool_parse_u64(optarg, &abi_max) != 0)
+            if (psdb__parse_u64(optarg, &abi_max) != 0)
                 return tool_fail("resolve", "--abi-max: not a number: '%s'", optarg);
             have_max = 1;
             break;
         case 'p':
-            if (tool_parse_version(optarg, &profile) != 0)
+            if (psdb__parse_version(optarg, &profile) != 0)
                 return tool_fail("resolve", "--profile-version: not a version: '%s'", optarg);
             break;
         case 'h':

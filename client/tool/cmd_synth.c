@@ -104,24 +104,24 @@ int cmd_synth(int argc, char **argv)
         if (strcmp(a, "--app") == 0) {
             p.app_name = val;
         } else if (strcmp(a, "--app-version") == 0) {
-            if (tool_parse_version(val, &p.app_version) != 0 || p.app_version == 0) {
+            if (psdb__parse_version(val, &p.app_version) != 0 || p.app_version == 0) {
                 rc = tool_fail("synth", "invalid --app-version '%s'", val);
                 goto cleanup;
             }
             have_version = 1;
         } else if (strcmp(a, "--pipelines") == 0) {
-            if (tool_parse_u64(val, &p.pipelines) != 0 || p.pipelines == 0) {
+            if (psdb__parse_u64(val, &p.pipelines) != 0 || p.pipelines == 0) {
                 rc = tool_fail("synth", "invalid --pipelines '%s' (want a number >= 1)", val);
                 goto cleanup;
             }
             have_n = 1;
         } else if (strcmp(a, "--seed") == 0) {
-            if (tool_parse_u64(val, &p.seed) != 0) {
+            if (psdb__parse_u64(val, &p.seed) != 0) {
                 rc = tool_fail("synth", "invalid --seed '%s'", val);
                 goto cleanup;
             }
         } else if (strcmp(a, "--variants") == 0) {
-            if (tool_parse_u64(val, &v) != 0 || v == 0 || v > PSDB_SYNTH_MAX_VARIANTS) {
+            if (psdb__parse_u64(val, &v) != 0 || v == 0 || v > PSDB_SYNTH_MAX_VARIANTS) {
                 rc = tool_fail("synth", "invalid --variants '%s' (want 1-%u)", val,
                                PSDB_SYNTH_MAX_VARIANTS);
                 goto cleanup;
@@ -140,20 +140,20 @@ int cmd_synth(int argc, char **argv)
             p.engine_version = 0;
             if (colon) {
                 *colon = '\0';
-                if (tool_parse_version(colon + 1, &p.engine_version) != 0) {
+                if (psdb__parse_version(colon + 1, &p.engine_version) != 0) {
                     rc = tool_fail("synth", "invalid engine version in --engine '%s'", val);
                     goto cleanup;
                 }
             }
             p.engine_name = engine;
         } else if (strcmp(a, "--app-id") == 0) {
-            if (tool_parse_uuid(val, app_id) != 0) {
+            if (psdb__parse_uuid(val, app_id) != 0) {
                 rc = tool_fail("synth", "invalid --app-id '%s' (want a UUID)", val);
                 goto cleanup;
             }
             p.app_id = app_id;
         } else if (strcmp(a, "--state-objects") == 0) {
-            if (tool_parse_u64(val, &p.state_objects) != 0 || p.state_objects > 1000000) {
+            if (psdb__parse_u64(val, &p.state_objects) != 0 || p.state_objects > 1000000) {
                 rc = tool_fail("synth", "invalid --state-objects '%s' (want 0-1000000)", val);
                 goto cleanup;
             }

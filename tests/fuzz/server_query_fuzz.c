@@ -19,15 +19,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(s, data, size);
     s[size] = '\0';
-    if (psdbd_parse_u64(s, &v) == 0) {
+    if (psdb__parse_u64(s, &v) == 0) {
         snprintf(text, sizeof(text), "%" PRIu64, v);
-        if (psdbd_parse_u64(text, &again) != 0 || again != v)
+        if (psdb__parse_u64(text, &again) != 0 || again != v)
             abort();
     }
-    if (psdbd_parse_version(s, &v) == 0) {
+    if (psdb__parse_version(s, &v) == 0) {
         /* a.b.c.d round-trips; so does any accepted value through its dotted form */
-        psdbd_format_version(v, text, sizeof(text));
-        if (psdbd_parse_version(text, &again) != 0 || again != v)
+        psdb__format_version(v, text, sizeof(text));
+        if (psdb__parse_version(text, &again) != 0 || again != v)
             abort();
     }
     if (psdbd_parse_size(s, &v) == 0) {

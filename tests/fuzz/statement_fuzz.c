@@ -14,7 +14,8 @@
 
 #include "fuzz_key.h"
 #include "psdb/sign.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 #define DOMAIN_SIZE 18 /* "psdb-statement-v1" and its NUL */
 

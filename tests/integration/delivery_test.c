@@ -24,7 +24,8 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 #ifndef PSDBD_BIN
 #define PSDBD_BIN "psdbd"

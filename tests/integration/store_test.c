@@ -21,7 +21,8 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 #define FAMILY "contoso-gfx9"
 #define NAPPS 16

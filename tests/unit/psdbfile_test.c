@@ -14,7 +14,8 @@
 #include <sqlite3.h>
 
 #include "psdbfile_internal.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 #define FAMILY "contoso-gfx9"
 #define ABI 7u

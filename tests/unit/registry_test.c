@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #include "install.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 static const psdb_app_desc app_desc = {
     .exe_filename = "game.exe", .name = "Game", .version = PSDB_VERSION(1, 0, 0, 0)};

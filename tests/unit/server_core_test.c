@@ -70,17 +70,17 @@ END_TEST
 START_TEST(test_server_core__parse_numbers)
 {
     uint64_t v = 0;
-    ck_assert_int_eq(psdbd_parse_version("1.2.3.4", &v), 0);
+    ck_assert_int_eq(psdb__parse_version("1.2.3.4", &v), 0);
     ck_assert_uint_eq(v, PSDB_VERSION(1, 2, 3, 4));
-    ck_assert_int_eq(psdbd_parse_version("1.2", &v), 0);
+    ck_assert_int_eq(psdb__parse_version("1.2", &v), 0);
     ck_assert_uint_eq(v, PSDB_VERSION(1, 2, 0, 0));
-    ck_assert_int_eq(psdbd_parse_version("1.70000", &v), -1);
-    ck_assert_int_eq(psdbd_parse_version("1.2.3.4.5", &v), -1);
-    ck_assert_int_eq(psdbd_parse_u64("0x10", &v), 0);
+    ck_assert_int_eq(psdb__parse_version("1.70000", &v), -1);
+    ck_assert_int_eq(psdb__parse_version("1.2.3.4.5", &v), -1);
+    ck_assert_int_eq(psdb__parse_u64("0x10", &v), 0);
     ck_assert_uint_eq(v, 16);
-    ck_assert_int_eq(psdbd_parse_u64("-1", &v), -1);
-    ck_assert_int_eq(psdbd_parse_u64("18446744073709551616", &v), -1);
-    ck_assert_int_eq(psdbd_parse_u64("12abc", &v), -1);
+    ck_assert_int_eq(psdb__parse_u64("-1", &v), -1);
+    ck_assert_int_eq(psdb__parse_u64("18446744073709551616", &v), -1);
+    ck_assert_int_eq(psdb__parse_u64("12abc", &v), -1);
     ck_assert_int_eq(psdbd_parse_size("2G", &v), 0);
     ck_assert_uint_eq(v, 2ull << 30);
     /* The stored form of u64 keeps unsigned order under signed comparison. */
@@ -143,7 +143,7 @@ START_TEST(test_server_core__version_spellings_grammar)
         "1.0x2.3.4",
         "1.2.3.4a",
         "a.b.c.d",
-        /* no dot: psdbd_parse_u64's rules (no sign or whitespace, 0x needs a digit, no overflow) */
+        /* no dot: psdb__parse_u64's rules (no sign or whitespace, 0x needs a digit, no overflow) */
         "1,2,3,4",
         "-1",
         "+1",
@@ -160,17 +160,17 @@ START_TEST(test_server_core__version_spellings_grammar)
     };
     for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
         uint64_t v = 0xDEADull;
-        ck_assert_msg(psdbd_parse_version(accepted[i].text, &v) == 0, "refused \"%s\"",
+        ck_assert_msg(psdb__parse_version(accepted[i].text, &v) == 0, "refused \"%s\"",
                       accepted[i].text);
         ck_assert_msg(v == accepted[i].value, "\"%s\" gave 0x%016llx", accepted[i].text,
                       (unsigned long long)v);
     }
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         uint64_t v = 0xDEADull;
-        ck_assert_msg(psdbd_parse_version(refused[i], &v) == -1, "accepted \"%s\"", refused[i]);
+        ck_assert_msg(psdb__parse_version(refused[i], &v) == -1, "accepted \"%s\"", refused[i]);
         ck_assert_msg(v == 0xDEADull, "\"%s\" changed the output", refused[i]);
     }
-    ck_assert_int_eq(psdbd_parse_version(NULL, NULL), -1);
+    ck_assert_int_eq(psdb__parse_version(NULL, NULL), -1);
 }
 END_TEST
 

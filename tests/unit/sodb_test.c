@@ -11,7 +11,8 @@
 
 #include "desc.h"
 #include "sodb.h"
-#include "util.h"
+#include "common/buf.h"
+#include "common/hash.h"
 
 static const uint8_t RS[] = {1, 2, 3, 4};
 

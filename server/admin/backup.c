@@ -16,7 +16,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "admin.h"
+#include "admin_int.h"
 #include "common.h"
 #include "config.h"
 #include "index.h"
@@ -31,19 +31,6 @@ typedef struct transfer {
     uint64_t psdbs, blobs, bytes, linked, copied;
     int schema_version;
 } transfer;
-
-static int fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "psdbd %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
 
 static int fsync_path(const char *path, int flags)
 {
@@ -87,17 +74,17 @@ static int make_target(const char *cmd, const char *dir)
     char *blobs = NULL;
     int rc = 1;
     if (used < 0) {
-        fail(cmd, "%s: %s", dir, strerror(errno));
+        admin_fail(cmd, "%s: %s", dir, strerror(errno));
         goto cleanup;
     }
     if (used > 0) {
-        fail(cmd, "%s exists and is not an empty directory: refusing to write into it", dir);
+        admin_fail(cmd, "%s exists and is not an empty directory: refusing to write into it", dir);
         goto cleanup;
     }
     blobs = xasprintf("%s/blobs", dir);
     if ((mkdir(dir, 0750) != 0 && errno != EEXIST) ||
         (mkdir(blobs, 0750) != 0 && errno != EEXIST)) {
-        fail(cmd, "create %s: %s", dir, strerror(errno));
+        admin_fail(cmd, "create %s: %s", dir, strerror(errno));
         goto cleanup;
     }
     rc = 0;
@@ -164,34 +151,34 @@ static int place_blob(const char *cmd, const char *src_dir, const char *dst_dir,
     struct stat st;
     int rc = 1, e = 0, linked = 0;
     if (stat(src, &st) != 0) {
-        fail(cmd, "blob %s is indexed but %s", sha, strerror(errno));
+        admin_fail(cmd, "blob %s is indexed but %s", sha, strerror(errno));
         goto cleanup;
     }
     if ((uint64_t)st.st_size != size) {
-        fail(cmd, "blob %s has %llu bytes, the index says %llu", sha,
-             (unsigned long long)st.st_size, (unsigned long long)size);
+        admin_fail(cmd, "blob %s has %llu bytes, the index says %llu", sha,
+                   (unsigned long long)st.st_size, (unsigned long long)size);
         goto cleanup;
     }
     sub = xasprintf("%s/blobs/%.2s", dst_dir, sha);
     if (mkdir(sub, 0750) != 0 && errno != EEXIST) {
-        fail(cmd, "create %s: %s", sub, strerror(errno));
+        admin_fail(cmd, "create %s: %s", sub, strerror(errno));
         goto cleanup;
     }
     if (!copy) {
         if (link(src, dst) == 0)
             linked = 1;
         else if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP) {
-            fail(cmd, "link %s: %s", dst, strerror(errno));
+            admin_fail(cmd, "link %s: %s", dst, strerror(errno));
             goto cleanup;
         }
     }
     if (!linked && (e = copy_file(src, dst)) != 0) {
-        fail(cmd, "copy %s to %s: %s", src, dst, strerror(e));
+        admin_fail(cmd, "copy %s to %s: %s", src, dst, strerror(e));
         goto cleanup;
     }
     if (stat(dst, &st) != 0 || (uint64_t)st.st_size != size) {
-        fail(cmd, "blob %s: the written file does not have its %llu bytes", sha,
-             (unsigned long long)size);
+        admin_fail(cmd, "blob %s: the written file does not have its %llu bytes", sha,
+                   (unsigned long long)size);
         goto cleanup;
     }
     t->blobs++;
@@ -218,16 +205,16 @@ static int sqlite_copy(const char *cmd, const char *src, int src_flags, const ch
     sqlite3_backup *b = NULL;
     int rc = 1, step = SQLITE_OK, e;
     if (sqlite3_open_v2(src, &in, src_flags, NULL) != SQLITE_OK) {
-        fail(cmd, "open %s: %s", src, in ? sqlite3_errmsg(in) : "out of memory");
+        admin_fail(cmd, "open %s: %s", src, in ? sqlite3_errmsg(in) : "out of memory");
         goto cleanup;
     }
     sqlite3_busy_timeout(in, 10000);
     if (sqlite3_open_v2(dst, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-        fail(cmd, "create %s: %s", dst, out ? sqlite3_errmsg(out) : "out of memory");
+        admin_fail(cmd, "create %s: %s", dst, out ? sqlite3_errmsg(out) : "out of memory");
         goto cleanup;
     }
     if (!(b = sqlite3_backup_init(out, "main", in, "main"))) {
-        fail(cmd, "backup %s: %s", src, sqlite3_errmsg(out));
+        admin_fail(cmd, "backup %s: %s", src, sqlite3_errmsg(out));
         goto cleanup;
     }
     /* -1: all pages in one step, under one read snapshot. BUSY/LOCKED are transient (a writer
@@ -241,11 +228,11 @@ static int sqlite_copy(const char *cmd, const char *src, int src_flags, const ch
     e = sqlite3_backup_finish(b);
     b = NULL;
     if (step != SQLITE_DONE || e != SQLITE_OK) {
-        fail(cmd, "backup %s: %s", src, sqlite3_errstr(step != SQLITE_DONE ? step : e));
+        admin_fail(cmd, "backup %s: %s", src, sqlite3_errstr(step != SQLITE_DONE ? step : e));
         goto cleanup;
     }
     if (sqlite3_exec(out, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL) != SQLITE_OK) {
-        fail(cmd, "%s: %s", dst, sqlite3_errmsg(out));
+        admin_fail(cmd, "%s: %s", dst, sqlite3_errmsg(out));
         goto cleanup;
     }
     rc = 0;
@@ -254,12 +241,12 @@ cleanup:
         sqlite3_backup_finish(b);
     sqlite3_close(in);
     if (out && sqlite3_close(out) != SQLITE_OK && rc == 0)
-        rc = fail(cmd, "close %s", dst);
+        rc = admin_fail(cmd, "close %s", dst);
     /* The index holds token hashes: not for other users, whatever the umask. */
     if (rc == 0 && chmod(dst, 0640) != 0)
-        rc = fail(cmd, "chmod %s: %s", dst, strerror(errno));
+        rc = admin_fail(cmd, "chmod %s: %s", dst, strerror(errno));
     if (rc == 0 && (e = fsync_path(dst, O_RDONLY)) != 0)
-        rc = fail(cmd, "fsync %s: %s", dst, strerror(e));
+        rc = admin_fail(cmd, "fsync %s: %s", dst, strerror(e));
     return rc;
 }
 
@@ -272,12 +259,12 @@ static int transfer_blobs(const char *cmd, const char *index_path, const char *s
     sqlite3_stmt *st = NULL;
     int rc = 1, step;
     if (sqlite3_open_v2(index_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        fail(cmd, "open %s: %s", index_path, db ? sqlite3_errmsg(db) : "out of memory");
+        admin_fail(cmd, "open %s: %s", index_path, db ? sqlite3_errmsg(db) : "out of memory");
         goto cleanup;
     }
     if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
-        fail(cmd, "%s: %s", index_path, sqlite3_errmsg(db));
+        admin_fail(cmd, "%s: %s", index_path, sqlite3_errmsg(db));
         goto cleanup;
     }
     t->schema_version = sqlite3_column_int(st, 0);
@@ -285,7 +272,7 @@ static int transfer_blobs(const char *cmd, const char *index_path, const char *s
     st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT count(*) FROM psdbs", -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
-        fail(cmd, "%s is not a psdbd index: %s", index_path, sqlite3_errmsg(db));
+        admin_fail(cmd, "%s is not a psdbd index: %s", index_path, sqlite3_errmsg(db));
         goto cleanup;
     }
     t->psdbs = (uint64_t)sqlite3_column_int64(st, 0);
@@ -293,21 +280,21 @@ static int transfer_blobs(const char *cmd, const char *index_path, const char *s
     st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT sha256, size FROM blobs ORDER BY sha256", -1, &st, NULL) !=
         SQLITE_OK) {
-        fail(cmd, "%s: %s", index_path, sqlite3_errmsg(db));
+        admin_fail(cmd, "%s: %s", index_path, sqlite3_errmsg(db));
         goto cleanup;
     }
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         const char *sha = (const char *)sqlite3_column_text(st, 0);
         sqlite3_int64 size = sqlite3_column_int64(st, 1);
         if (!sha || !psdbd_is_digest(sha) || size < 0) {
-            fail(cmd, "%s: a blobs row has a malformed digest or size", index_path);
+            admin_fail(cmd, "%s: a blobs row has a malformed digest or size", index_path);
             goto cleanup;
         }
         if (place_blob(cmd, src_dir, dst_dir, sha, (uint64_t)size, copy, t) != 0)
             goto cleanup;
     }
     if (step != SQLITE_DONE) {
-        fail(cmd, "%s: %s", index_path, sqlite3_errmsg(db));
+        admin_fail(cmd, "%s: %s", index_path, sqlite3_errmsg(db));
         goto cleanup;
     }
     rc = 0;
@@ -325,56 +312,67 @@ static int sync_blob_dirs(const char *cmd, const char *dir)
     for (unsigned i = 0; i < 256 && rc == 0; i++) {
         char *sub = xasprintf("%s/%02x", blobs, i);
         if ((e = fsync_path(sub, O_RDONLY | O_DIRECTORY)) != 0 && e != ENOENT)
-            rc = fail(cmd, "fsync %s: %s", sub, strerror(e));
+            rc = admin_fail(cmd, "fsync %s: %s", sub, strerror(e));
         free(sub);
     }
     if (rc == 0 && ((e = fsync_path(blobs, O_RDONLY | O_DIRECTORY)) != 0 ||
                     (e = fsync_path(dir, O_RDONLY | O_DIRECTORY)) != 0))
-        rc = fail(cmd, "fsync %s: %s", dir, strerror(e));
+        rc = admin_fail(cmd, "fsync %s: %s", dir, strerror(e));
     free(blobs);
     return rc;
 }
 
-/* Parses FROM_FLAG, TO_FLAG and --copy: 0 when both are given, -1 for --help, 2 (with a message)
- * on bad arguments. */
-static int parse_args(const char *cmd, int argc, char **argv, const char *from_flag, char **from,
-                      const char *to_flag, char **to, int *copy)
+struct transfer_opts {
+    char **from, **to;
+    int *copy;
+};
+
+static int transfer_option(int val, const char *arg, void *ctx)
+{
+    struct transfer_opts *o = ctx;
+    if (val == 'c') {
+        *o->copy = 1;
+    } else {
+        char **slot = val == 'f' ? o->from : o->to;
+        free(*slot);
+        *slot = xstrdup(arg);
+    }
+    return 0;
+}
+
+/* The summary line of a backup or restore that succeeded. */
+static void print_summary(const char *cmd, const char *from, const char *to, const transfer *t)
+{
+    printf("%s: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu copied)\n", cmd,
+           from, to, (unsigned long long)t->psdbs, (unsigned long long)t->blobs,
+           (unsigned long long)t->bytes, (unsigned long long)t->linked,
+           (unsigned long long)t->copied);
+}
+
+/* Parses FROM_FLAG, TO_FLAG and --copy: ADMIN_GO_ON when both are given, else the exit status:
+ * 0 after the usage (--help), 2 after a message (bad arguments). */
+static int parse_args(const char *cmd, int argc, char **argv, void (*usage)(void *),
+                      const char *from_flag, char **from, const char *to_flag, char **to, int *copy)
 {
     const struct option opts[] = {{from_flag, required_argument, NULL, 'f'},
                                   {to_flag, required_argument, NULL, 't'},
                                   {"copy", no_argument, NULL, 'c'},
-                                  {"help", no_argument, NULL, 'h'},
                                   {NULL, 0, NULL, 0}};
-    int c, rc = 0;
-    optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'f') {
-            free(*from);
-            *from = xstrdup(optarg);
-        } else if (c == 't') {
-            free(*to);
-            *to = xstrdup(optarg);
-        } else if (c == 'c') {
-            *copy = 1;
-        } else if (c == 'h') {
-            rc = -1;
-        } else {
-            fail(cmd, "bad arguments (see --help)");
-            rc = 2;
-        }
-    }
-    if (rc == 0 && optind != argc) {
-        fail(cmd, "unexpected argument '%s'", argv[optind]);
-        rc = 2;
-    } else if (rc == 0 && (!*from || !*to)) {
-        fail(cmd, "--%s and --%s are required (see --help)", from_flag, to_flag);
-        rc = 2;
+    struct transfer_opts o = {from, to, copy};
+    admin_args a = {0};
+    int rc = admin_parse(cmd, argc, argv, 0, opts, transfer_option, &o, usage, &a);
+    if (rc == 1)
+        return 2;
+    if (rc == ADMIN_GO_ON && (!*from || !*to)) {
+        admin_fail(cmd, "--%s and --%s are required (see --help)", from_flag, to_flag);
+        return 2;
     }
     return rc;
 }
 
-static void backup_usage(void)
+static void backup_usage(void *ctx)
 {
+    (void)ctx;
     printf("usage: psdbd backup --data-dir DIR --out BACKUPDIR [--copy]\n\n"
            "Copies a data directory while psdbd may be serving it: the index through SQLite's\n"
            "online backup API (one consistent snapshot), then every blob that snapshot names,\n"
@@ -392,18 +390,14 @@ int psdbd_cmd_backup(int argc, char **argv)
     transfer t = {0};
     struct stat st;
     int rc = 1, copy = 0, e;
-    rc = parse_args("backup", argc, argv, "data-dir", &dir, "out", &out, &copy);
-    if (rc < 0) {
-        backup_usage();
-        rc = 0;
-        goto cleanup;
-    }
-    if (rc != 0)
+    if ((rc = parse_args("backup", argc, argv, backup_usage, "data-dir", &dir, "out", &out,
+                         &copy)) != ADMIN_GO_ON)
         goto cleanup;
     rc = 1;
     src_index = xasprintf("%s/index.sqlite", dir);
     if (stat(src_index, &st) != 0) {
-        fail("backup", "%s: %s (is %s a psdbd data directory?)", src_index, strerror(errno), dir);
+        admin_fail("backup", "%s: %s (is %s a psdbd data directory?)", src_index, strerror(errno),
+                   dir);
         goto cleanup;
     }
     if (make_target("backup", out) != 0)
@@ -417,7 +411,7 @@ int psdbd_cmd_backup(int argc, char **argv)
     if (transfer_blobs("backup", tmp_index, dir, out, copy, &t) != 0)
         goto cleanup;
     if (rename(tmp_index, dst_index) != 0) {
-        fail("backup", "rename %s: %s", dst_index, strerror(errno));
+        admin_fail("backup", "rename %s: %s", dst_index, strerror(errno));
         goto cleanup;
     }
     if (sync_blob_dirs("backup", out) != 0)
@@ -432,13 +426,10 @@ int psdbd_cmd_backup(int argc, char **argv)
     if (!o || json_dump_file(o, meta_tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 ||
         (e = fsync_path(meta_tmp, O_RDONLY)) != 0 || rename(meta_tmp, meta) != 0 ||
         (e = fsync_path(out, O_RDONLY | O_DIRECTORY)) != 0) {
-        fail("backup", "write %s failed", meta);
+        admin_fail("backup", "write %s failed", meta);
         goto cleanup;
     }
-    printf("backup: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu "
-           "copied)\n",
-           dir, out, (unsigned long long)t.psdbs, (unsigned long long)t.blobs,
-           (unsigned long long)t.bytes, (unsigned long long)t.linked, (unsigned long long)t.copied);
+    print_summary("backup", dir, out, &t);
     rc = 0;
 cleanup:
     json_decref(o);
@@ -452,8 +443,9 @@ cleanup:
     return rc;
 }
 
-static void restore_usage(void)
+static void restore_usage(void *ctx)
 {
+    (void)ctx;
     printf("usage: psdbd restore --from BACKUPDIR --data-dir NEWDIR [--copy]\n\n"
            "Makes NEWDIR a data directory from a complete `psdbd backup` (one with backup.json).\n"
            "NEWDIR must be absent or empty: restore never overwrites a data directory. Blobs are\n"
@@ -472,11 +464,12 @@ static int read_meta(const char *from)
     json_int_t version = json_integer_value(json_object_get(o, "format_version"));
     int rc = 1;
     if (!o) {
-        fail("restore", "%s: %s (not a complete psdbd backup)", path, jerr.text);
+        admin_fail("restore", "%s: %s (not a complete psdbd backup)", path, jerr.text);
         goto cleanup;
     }
     if (!format || strcmp(format, BACKUP_FORMAT) != 0 || version != BACKUP_FORMAT_VERSION) {
-        fail("restore", "%s: not a psdbd backup of format version %d", path, BACKUP_FORMAT_VERSION);
+        admin_fail("restore", "%s: not a psdbd backup of format version %d", path,
+                   BACKUP_FORMAT_VERSION);
         goto cleanup;
     }
     rc = 0;
@@ -493,25 +486,20 @@ int psdbd_cmd_restore(int argc, char **argv)
     psdbd_index *ix = NULL;
     transfer t = {0};
     int rc = 1, copy = 0, lock_fd = -1;
-    rc = parse_args("restore", argc, argv, "from", &from, "data-dir", &dir, &copy);
-    if (rc < 0) {
-        restore_usage();
-        rc = 0;
-        goto cleanup;
-    }
-    if (rc != 0)
+    if ((rc = parse_args("restore", argc, argv, restore_usage, "from", &from, "data-dir", &dir,
+                         &copy)) != ADMIN_GO_ON)
         goto cleanup;
     rc = 1;
     if (read_meta(from) != 0 || make_target("restore", dir) != 0)
         goto cleanup;
     /* No server may start on the directory while it is half-restored. */
     if ((lock_fd = psdbd_lock_data_dir(dir, err, sizeof(err))) < 0) {
-        fail("restore", "%s", err);
+        admin_fail("restore", "%s", err);
         goto cleanup;
     }
     tmp_dir = xasprintf("%s/tmp", dir);
     if (mkdir(tmp_dir, 0750) != 0 && errno != EEXIST) {
-        fail("restore", "create %s: %s", tmp_dir, strerror(errno));
+        admin_fail("restore", "create %s: %s", tmp_dir, strerror(errno));
         goto cleanup;
     }
     src_index = xasprintf("%s/index.sqlite", from);
@@ -524,19 +512,16 @@ int psdbd_cmd_restore(int argc, char **argv)
     /* psdbd's own open: refuses a schema newer than this binary and applies missing migrations,
      * so a backup from an older psdbd restores into the current layout. */
     if (psdbd_index_open(tmp_index, &ix, err, sizeof(err)) != 0) {
-        fail("restore", "%s", err);
+        admin_fail("restore", "%s", err);
         goto cleanup;
     }
     psdbd_index_close(ix);
     ix = NULL;
     if (rename(tmp_index, dst_index) != 0 || fsync_path(dir, O_RDONLY | O_DIRECTORY) != 0) {
-        fail("restore", "rename %s: %s", dst_index, strerror(errno));
+        admin_fail("restore", "rename %s: %s", dst_index, strerror(errno));
         goto cleanup;
     }
-    printf("restore: ok: %s -> %s: %llu psdbs, %llu blobs (%llu bytes; %llu linked, %llu "
-           "copied)\n",
-           from, dir, (unsigned long long)t.psdbs, (unsigned long long)t.blobs,
-           (unsigned long long)t.bytes, (unsigned long long)t.linked, (unsigned long long)t.copied);
+    print_summary("restore", from, dir, &t);
     rc = 0;
 cleanup:
     psdbd_index_close(ix);

@@ -1,10 +1,8 @@
-/* util.c - growable buffers, bounds-checked readers, SHA-256 and hex helpers. */
-#include "util.h"
+/* buf.c - growable buffers, bounds-checked little-endian readers, strdup. */
+#include "common/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include <openssl/evp.h>
 
 void psdb__buf_free(psdb__buf *b)
 {
@@ -128,78 +126,6 @@ void psdb__put_le64(uint8_t *p, uint64_t v)
 {
     psdb__put_le32(p, (uint32_t)v);
     psdb__put_le32(p + 4, (uint32_t)(v >> 32));
-}
-
-void psdb__sha256(const void *data, size_t size, uint8_t out[32])
-{
-    unsigned int n = 32;
-    /* EVP_Digest cannot fail for SHA-256 short of a broken OpenSSL install. */
-    int ok = EVP_Digest(data, size, out, &n, EVP_sha256(), NULL);
-    (void)ok;
-}
-
-struct psdb__sha256_ctx {
-    EVP_MD_CTX *md;
-};
-
-psdb__sha256_ctx *psdb__sha256_begin(void)
-{
-    psdb__sha256_ctx *c = malloc(sizeof(*c));
-    if (!c)
-        return NULL;
-    c->md = EVP_MD_CTX_new();
-    if (!c->md || EVP_DigestInit_ex(c->md, EVP_sha256(), NULL) != 1) {
-        EVP_MD_CTX_free(c->md);
-        free(c);
-        return NULL;
-    }
-    return c;
-}
-
-void psdb__sha256_update(psdb__sha256_ctx *c, const void *data, size_t size)
-{
-    EVP_DigestUpdate(c->md, data, size);
-}
-
-void psdb__sha256_end(psdb__sha256_ctx *c, uint8_t out[32])
-{
-    unsigned int n = 32;
-    EVP_DigestFinal_ex(c->md, out, &n);
-    EVP_MD_CTX_free(c->md);
-    free(c);
-}
-
-void psdb__hex(const uint8_t *in, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-int psdb__unhex(const char *in, uint8_t *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        int hi = hexval(in[2 * i]);
-        int lo = hi < 0 ? -1 : hexval(in[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return in[2 * n] == '\0' ? 0 : -1;
 }
 
 char *psdb__strdup(const char *s)

@@ -1,4 +1,5 @@
-/* admin.h - psdbd's administrative commands: token create, key add, gc, check. */
+/* admin.h - psdbd's administrative commands (one file each under server/admin/): token, key, gc,
+ * check; backup and restore are in backup.h. */
 #ifndef PSDBD_ADMIN_H
 #define PSDBD_ADMIN_H
 

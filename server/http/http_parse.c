@@ -92,7 +92,7 @@ int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len
     if (!dash || (size_t)(dash - p) >= sizeof(num) || strlen(dash + 1) >= sizeof(num))
         return 0;
     if (dash == p) { /* suffix: the last N bytes */
-        if (psdbd_parse_u64(dash + 1, &b) != 0 || strncmp(dash + 1, "0x", 2) == 0)
+        if (psdb__parse_u64(dash + 1, &b) != 0 || strncmp(dash + 1, "0x", 2) == 0)
             return 0;
         if (b == 0 || size == 0)
             return -1;
@@ -104,11 +104,11 @@ int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len
     }
     memcpy(num, p, (size_t)(dash - p));
     num[dash - p] = '\0';
-    if (psdbd_parse_u64(num, &a) != 0 || strncmp(num, "0x", 2) == 0)
+    if (psdb__parse_u64(num, &a) != 0 || strncmp(num, "0x", 2) == 0)
         return 0;
     if (dash[1] == '\0') {
         b = UINT64_MAX;
-    } else if (psdbd_parse_u64(dash + 1, &b) != 0 || strncmp(dash + 1, "0x", 2) == 0 || b < a) {
+    } else if (psdb__parse_u64(dash + 1, &b) != 0 || strncmp(dash + 1, "0x", 2) == 0 || b < a) {
         return 0;
     }
     if (a >= size)

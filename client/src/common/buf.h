@@ -1,6 +1,7 @@
-/* util.h - small internal helpers shared by libpsdb's modules: growable buffers, SHA-256, hex. */
-#ifndef PSDB_UTIL_H
-#define PSDB_UTIL_H
+/* buf.h - growable byte buffers, bounds-checked little-endian readers, strdup: shared by libpsdb,
+ * the psdb tool and psdbd (the common layer). */
+#ifndef PSDB_COMMON_BUF_H
+#define PSDB_COMMON_BUF_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,20 +42,6 @@ uint32_t psdb__le32(const uint8_t *p);
 uint64_t psdb__le64(const uint8_t *p);
 void psdb__put_le32(uint8_t *p, uint32_t v);
 void psdb__put_le64(uint8_t *p, uint64_t v);
-
-/* SHA-256 of one buffer (OpenSSL EVP). */
-void psdb__sha256(const void *data, size_t size, uint8_t out[32]);
-
-/* Incremental SHA-256 (wraps an EVP_MD_CTX). */
-typedef struct psdb__sha256_ctx psdb__sha256_ctx;
-psdb__sha256_ctx *psdb__sha256_begin(void);
-void psdb__sha256_update(psdb__sha256_ctx *c, const void *data, size_t size);
-void psdb__sha256_end(psdb__sha256_ctx *c, uint8_t out[32]); /* frees c */
-
-/* Lowercase hex of n bytes into out (2n+1 bytes, NUL-terminated). */
-void psdb__hex(const uint8_t *in, size_t n, char *out);
-/* Parses exactly 2n hex digits; 0 on success, -1 otherwise. */
-int psdb__unhex(const char *in, uint8_t *out, size_t n);
 
 /* strdup that returns NULL for NULL. */
 char *psdb__strdup(const char *s);

@@ -1,0 +1,25 @@
+/* error.h - the thread's last error message (libgit2's git_error_last): every failing path that
+ * knows why it failed records one line here; psdb_error_last (psdb/status.h) reads it. */
+#ifndef PSDB_COMMON_ERROR_H
+#define PSDB_COMMON_ERROR_H
+
+#include <stdarg.h>
+
+#include "psdb/status.h"
+
+/* Sets the calling thread's last error: one lowercase line naming what failed and why. Returns hr
+ * so a failing path reads `return psdb__error_set(hr, ...)`. A message longer than the buffer is
+ * cut. */
+psdb_hr psdb__error_set(psdb_hr hr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+psdb_hr psdb__error_setv(psdb_hr hr, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+/* Sets the last error to "<what>: <psdb_hr_str(hr)>" unless a more precise message for the same
+ * status is already there (set deeper in the call). Returns hr. */
+psdb_hr psdb__error_default(psdb_hr hr, const char *what);
+
+/* Clears the calling thread's last error (public calls begin with it, so the message is about
+ * the latest failing call). */
+void psdb__error_clear(void);
+
+#endif

@@ -1,0 +1,84 @@
+/* status_map.c - errno, SQLite and HTTP -> psdb_hr. */
+#include "common/status_map.h"
+
+#include <errno.h>
+
+#include <sqlite3.h>
+
+psdb_hr psdb__errno_hr(int e)
+{
+    switch (e) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return PSDB_E_ACCESS;
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+        return PSDB_E_DISK_FULL;
+    case ENOMEM:
+        return PSDB_E_OUTOFMEMORY;
+    default:
+        return PSDB_E_IO;
+    }
+}
+
+psdb_hr psdb__sqlite_hr(int rc, psdb_hr otherwise)
+{
+    switch (rc & 0xFF) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+        return PSDB_S_OK;
+    case SQLITE_NOMEM:
+        return PSDB_E_OUTOFMEMORY;
+    case SQLITE_FULL:
+        return PSDB_E_DISK_FULL;
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+    case SQLITE_AUTH:
+        return PSDB_E_ACCESS;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return PSDB_E_BUSY;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return PSDB_E_CACHE_CORRUPT;
+    case SQLITE_TOOBIG:
+        return PSDB_E_INVALIDARG;
+    case SQLITE_CANTOPEN:
+        return psdb__errno_hr(errno);
+    case SQLITE_IOERR:
+        return rc == SQLITE_IOERR_SHORT_READ ? PSDB_E_CACHE_CORRUPT
+               : rc == SQLITE_IOERR_NOMEM    ? PSDB_E_OUTOFMEMORY
+                                             : PSDB_E_IO;
+    default:
+        return otherwise;
+    }
+}
+
+int psdb__http_transient(long status)
+{
+    return status == 408 || status == 429 || (status >= 500 && status <= 599);
+}
+
+psdb_hr psdb__http_hr(long status)
+{
+    switch (status) {
+    case 400:
+        return PSDB_E_INVALIDARG;
+    case 401:
+    case 403:
+        return PSDB_E_ACCESS;
+    case 404:
+        return PSDB_E_NOT_FOUND;
+    case 409:
+        return PSDB_E_ALREADY_EXISTS;
+    case 413:
+        return PSDB_E_CACHE_FULL;
+    case 507:
+        return PSDB_E_DISK_FULL;
+    default:
+        return psdb__http_transient(status) ? PSDB_E_NETWORK : PSDB_E_PROTOCOL;
+    }
+}

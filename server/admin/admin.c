@@ -1,0 +1,176 @@
+/* admin.c - what psdbd's admin commands share: messages, argument parsing, the data directory's
+ * lock and the one place that decides whether a data directory is new. */
+#include "admin_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common.h"
+#include "config.h"
+
+int admin_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "psdbd %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+int admin_bad_text(const char *cmd, const char *option, const char *s)
+{
+    json_t *probe = json_string(s);
+    long cc = probe ? psdbd_control_char_in(s) : -1;
+    int rc = 0;
+    if (!probe)
+        rc = admin_fail(cmd, "%s is not UTF-8", option);
+    else if (cc >= 0)
+        rc =
+            admin_fail(cmd, "%s contains the control character U+%04lX", option, (unsigned long)cc);
+    json_decref(probe);
+    return rc;
+}
+
+int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,
+                admin_option_fn on_opt, void *ctx, void (*usage)(void *ctx), admin_args *out)
+{
+    size_t n = 0, k = 0;
+    struct option *all = NULL;
+    int c, rc = ADMIN_GO_ON;
+    out->dir = (flags & ADMIN_DATA_DIR) ? psdbd_default_data_dir() : NULL;
+    out->json = 0;
+    while (opts && opts[n].name)
+        n++;
+    all = xcalloc(n + 4, sizeof(*all));
+    for (size_t i = 0; i < n; i++) {
+        assert(opts[i].val != 'd' && opts[i].val != 'j' && opts[i].val != 'h');
+        all[k++] = opts[i];
+    }
+    if (flags & ADMIN_DATA_DIR)
+        all[k++] = (struct option){"data-dir", required_argument, NULL, 'd'};
+    if (flags & ADMIN_JSON)
+        all[k++] = (struct option){"json", no_argument, NULL, 'j'};
+    all[k++] = (struct option){"help", no_argument, NULL, 'h'};
+    optind = 1;
+    while (rc == ADMIN_GO_ON && (c = getopt_long(argc, argv, "h", all, NULL)) != -1) {
+        if (c == 'd') {
+            free(out->dir);
+            out->dir = xstrdup(optarg);
+        } else if (c == 'j') {
+            out->json = 1;
+        } else if (c == 'h') {
+            usage(ctx);
+            rc = 0;
+        } else if (c == '?' || c == ':' || !on_opt) {
+            rc = admin_fail(cmd, "bad arguments (see --help)");
+        } else if (on_opt(c, optarg, ctx) != 0) {
+            rc = 1;
+        }
+    }
+    if (rc == ADMIN_GO_ON && optind != argc)
+        rc = admin_fail(cmd, "unexpected argument '%s'", argv[optind]);
+    free(all);
+    return rc;
+}
+
+void admin_note_stray(const char *path, int json)
+{
+    fprintf(json ? stderr : stdout, "stray %s (not a blob; left alone)\n", path);
+}
+
+int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
+{
+    char *path = xasprintf("%s/psdbd.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        snprintf(err, err_size, "open %s: %s", path, strerror(errno));
+    } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, err_size, "%s is in use by another psdbd (%s)", dir,
+                 errno == EWOULDBLOCK ? "locked" : strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    free(path);
+    return fd;
+}
+
+struct blob_count {
+    uint64_t n;
+    int first_only;
+};
+
+static int count_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
+{
+    struct blob_count *bc = ctx;
+    (void)sha;
+    (void)size;
+    (void)mtime;
+    bc->n++;
+    return bc->first_only; /* nonzero stops the walk */
+}
+
+uint64_t admin_blob_files(const psdbd_store *store, int first_only)
+{
+    struct blob_count bc = {0, first_only};
+    psdbd_store_walk(store, count_one, NULL, &bc);
+    return bc.n;
+}
+
+int psdbd_data_open_index(const psdbd_store *store, int may_init, psdbd_index **out, char *err,
+                          size_t err_size)
+{
+    char *path = xasprintf("%s/index.sqlite", store->dir);
+    struct stat sb;
+    int rc = -1;
+    *out = NULL;
+    if (lstat(path, &sb) == 0 || errno != ENOENT) {
+        rc = psdbd_index_open(path, out, err, err_size);
+        goto cleanup;
+    }
+    if (!may_init) {
+        snprintf(err, err_size,
+                 "index %s is missing: restore it from a backup (psdbd restore --from BACKUPDIR "
+                 "--data-dir NEWDIR)",
+                 path);
+        goto cleanup;
+    }
+    /* Blobs without an index are a data directory that lost its index, not a new one: starting
+     * with an empty index would serve nothing and let gc delete every blob. */
+    if (admin_blob_files(store, 1) > 0) {
+        snprintf(err, err_size,
+                 "index %s is missing but %s holds blobs: restore the index from a backup "
+                 "(psdbd restore --from BACKUPDIR --data-dir NEWDIR, then serve NEWDIR), or, to "
+                 "rebuild from nothing, move %s away and publish the PSDBs again",
+                 path, store->blob_dir, store->blob_dir);
+        goto cleanup;
+    }
+    rc = psdbd_index_create(path, out, err, err_size);
+cleanup:
+    free(path);
+    return rc;
+}
+
+int admin_open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
+                    psdbd_index **ix)
+{
+    char err[1024];
+    if (psdbd_store_open(store, dir, 0, err, sizeof(err)) != 0)
+        return admin_fail(cmd, "%s", err);
+    if (psdbd_data_open_index(store, may_init, ix, err, sizeof(err)) != 0) {
+        psdbd_store_close(store);
+        return admin_fail(cmd, "%s", err);
+    }
+    return 0;
+}

@@ -1,0 +1,66 @@
+/* admin_int.h - what psdbd's admin commands share: their messages, their argument parsing and
+ * opening a data directory. */
+#ifndef PSDBD_ADMIN_INT_H
+#define PSDBD_ADMIN_INT_H
+
+#include <getopt.h>
+
+#include "admin.h"
+#include "index.h"
+#include "store.h"
+
+/* Writes "psdbd CMD: message" on stderr; returns 1, a command's failure status. */
+int admin_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Names and scopes reach the access log and `list` output (JSON): UTF-8 without control
+ * characters. Returns 0, or 1 after the message. */
+int admin_bad_text(const char *cmd, const char *option, const char *s);
+
+/* admin_parse's answer when the command is to go on (any other answer is its exit status). */
+#define ADMIN_GO_ON (-1)
+
+/* Which of the shared options a command takes (admin_parse's `flags`). */
+enum {
+    ADMIN_DATA_DIR = 1, /* --data-dir DIR, defaulting to psdbd's default data directory */
+    ADMIN_JSON = 2      /* --json */
+};
+
+typedef struct admin_args {
+    char *dir; /* --data-dir (ADMIN_DATA_DIR), the caller's to free; NULL without the flag */
+    int json;  /* --json was given (ADMIN_JSON) */
+} admin_args;
+
+/* A command's own option: `val` of its struct option and its argument (NULL without one).
+ * Returns 0, or nonzero after writing a message with admin_fail. */
+typedef int (*admin_option_fn)(int val, const char *arg, void *ctx);
+
+/* Parses argv (argv[0] is the command's last word) with getopt_long: the shared options that
+ * `flags` names, --help/-h (prints usage(ctx)), and the command's own `opts` (terminated by a zero
+ * entry; their `val`s must not be 'd', 'j' or 'h'), each handed to on_opt. Words after the
+ * options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the usage was
+ * printed, 1 after a message (bad arguments). *out is set in every case and freed by the caller. */
+int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,
+                admin_option_fn on_opt, void *ctx, void (*usage)(void *ctx), admin_args *out);
+
+/* Opens the data directory's store (without touching tmp/) and index for a command; `may_init`:
+ * the command may set up a new data directory (psdbd_data_open_index). 0, or 1 after a
+ * message. */
+int admin_open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
+                    psdbd_index **ix);
+
+/* How many blob files the store holds (first_only: stops at the first, so 0 or 1). */
+uint64_t admin_blob_files(const psdbd_store *store, int first_only);
+
+/* Reports a file under blobs/ that is not a blob (psdbd_store_walk's stray callback): on stdout,
+ * or on stderr when stdout carries JSON. */
+void admin_note_stray(const char *path, int json);
+
+/* `psdbd token|key list|revoke` (what: "token" or "key"; argv[0] is "list" or "revoke"). */
+int admin_list_or_revoke(const char *what, int argc, char **argv);
+
+/* `psdbd WHAT VERB|list|revoke ...` (argv[0] is WHAT): runs `run` for VERB (with argv[0] VERB),
+ * admin_list_or_revoke for list and revoke, usage for --help; returns the exit status. */
+int admin_credential_command(const char *what, const char *verb, int (*run)(int, char **),
+                             void (*usage)(void *), int argc, char **argv);
+
+#endif

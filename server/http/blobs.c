@@ -1,0 +1,177 @@
+/* blobs.c - GET /v1/blobs/<sha256>: immutable content-addressed blobs with validators and
+ * ranges, served by sendfile. */
+#include "http_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "common.h"
+
+/* ---- blobs ----------------------------------------------------------------------------------- */
+
+static int scope_accepts(const char *app, void *ctx)
+{
+    return psdbd_scope_covers(ctx, app);
+}
+
+/* The content of a 304: none (libmicrohttpd never asks for a body it does not send). */
+static ssize_t no_content(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls;
+    (void)pos;
+    (void)buf;
+    (void)max;
+    return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void blob_headers(struct MHD_Response *resp, const char *etag, const char *last_modified)
+{
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_LAST_MODIFIED, last_modified);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+                            "public, max-age=31536000, immutable");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+}
+
+/* When the blob was published: the earliest PSDB row naming it. A blob no row names (a leftover
+ * that gc has not removed yet) falls back to its file's mtime, which is when it was stored. */
+static int64_t blob_published(psdbd_server *srv, const char *digest, int fd)
+{
+    int64_t t = 0;
+    struct stat sb;
+    if (psdbd_index_blob_published(srv->ix, digest, &t) == PSDBD_OK)
+        return t;
+    return fstat(fd, &sb) == 0 ? (int64_t)sb.st_mtime : 0;
+}
+
+/* A 304 has no content, and libmicrohttpd 0.9.75 cannot send one without a framing header on a
+ * kept-alive connection: a sized response gets "Content-Length: 0" (a claim that the blob is
+ * empty; RFC 9110 8.6 allows only the 200's length), an unsized one "Transfer-Encoding: chunked".
+ * Unsized and closing the connection, it sends neither. A 304 is rare here (blobs are immutable
+ * and cached for a year), so the reconnect costs little. */
+static enum MHD_Result reply_not_modified(struct MHD_Connection *c, struct req *r, const char *etag,
+                                          const char *lastmod)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, no_content, NULL, NULL);
+    if (!resp)
+        return MHD_NO;
+    MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RO_END);
+    blob_headers(resp, etag, lastmod);
+    return http_queue(c, r, MHD_HTTP_NOT_MODIFIED, resp, 0);
+}
+
+/* A 416 names the blob's size in Content-Range, as RFC 9110 14.4 asks. */
+static enum MHD_Result reply_unsatisfiable(struct MHD_Connection *c, struct req *r, uint64_t size,
+                                           const char *etag, const char *lastmod)
+{
+    char crange[96];
+    struct MHD_Response *resp = NULL;
+    char *body = xasprintf("{\"error\":\"range_not_satisfiable\",\"message\":\"the blob has "
+                           "%llu bytes\"}\n",
+                           (unsigned long long)size);
+    size_t len = strlen(body);
+    snprintf(crange, sizeof(crange), "bytes */%llu", (unsigned long long)size);
+    resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
+    blob_headers(resp, etag, lastmod);
+    return http_queue(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp, len);
+}
+
+enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *digest)
+{
+    enum MHD_Result ret = MHD_YES;
+    struct MHD_Response *resp = NULL;
+    char etag[70], crange[96], lastmod[40];
+    uint64_t size = 0, off = 0, len = 0;
+    int fd = -1, e, rr, use_range = 1;
+    unsigned pre;
+    const char *range;
+    psdbd_conditions cond;
+    if (!psdbd_is_digest(digest))
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_digest",
+                                "a blob is named by 64 lowercase hex digits (its SHA-256)");
+    if (http_authorize(srv, c, r, http_reader_role(srv), NULL, &ret) != 0)
+        return ret;
+    /* A scoped token reads a blob only through a PSDB of an application in its scope; asked
+     * before the file is looked at, so a 403 says nothing about whether the blob exists. */
+    if (http_scoped(r)) {
+        psdbd_rc rc = psdbd_index_blob_apps(srv->ix, digest, scope_accepts, r->who.scope);
+        if (rc == PSDBD_NOT_FOUND)
+            return http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+                                    "no PSDB of an application in the token's scope has this blob");
+        if (rc != PSDBD_OK)
+            return http_reply_index_error(c, r, rc);
+    }
+    if ((e = psdbd_store_open_blob(&srv->store, digest, &fd, &size)) != 0) {
+        if (e == ENOENT)
+            return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such blob");
+        psdbd_log("open blob %s: %s", digest, strerror(e));
+        return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                                "cannot open the blob");
+    }
+    snprintf(etag, sizeof(etag), "\"%s\"", digest);
+    int64_t published = blob_published(srv, digest, fd);
+    psdbd_format_http_date(published, lastmod, sizeof(lastmod));
+    cond.if_match = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH);
+    cond.if_none_match =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    cond.if_modified_since =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MODIFIED_SINCE);
+    cond.if_unmodified_since =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE);
+    cond.if_range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
+    pre = psdbd_blob_preconditions(&cond, digest, published, (int64_t)time(NULL), &use_range);
+    if (pre == MHD_HTTP_PRECONDITION_FAILED) {
+        close(fd);
+        return http_reply_error(c, r, MHD_HTTP_PRECONDITION_FAILED, "precondition_failed",
+                                "the blob does not match If-Match or If-Unmodified-Since");
+    }
+    if (pre == MHD_HTTP_NOT_MODIFIED) {
+        close(fd);
+        return reply_not_modified(c, r, etag, lastmod);
+    }
+    range =
+        use_range ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE) : NULL;
+    rr = psdbd_parse_range(range, size, &off, &len);
+    if (rr < 0) {
+        close(fd);
+        return reply_unsatisfiable(c, r, size, etag, lastmod);
+    }
+    if (rr == 0) {
+        off = 0;
+        len = size;
+    }
+    /* The fd belongs to the response from here on; sendfile serves it on plain HTTP. */
+    resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
+    if (!resp) {
+        close(fd);
+        return MHD_NO;
+    }
+    blob_headers(resp, etag, lastmod);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, BLOB_TYPE);
+    if (rr > 0) {
+        snprintf(crange, sizeof(crange), "bytes %llu-%llu/%llu", (unsigned long long)off,
+                 (unsigned long long)(off + len - 1), (unsigned long long)size);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
+        return http_queue(c, r, MHD_HTTP_PARTIAL_CONTENT, resp, len);
+    }
+    return http_queue(c, r, MHD_HTTP_OK, resp, len);
+}

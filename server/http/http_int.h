@@ -1,0 +1,152 @@
+/* http_int.h - what the files of psdbd's HTTP layer share: the per-connection and per-request
+ * state, and the response, access, route and publish functions the router calls.
+ *
+ * DESIGN
+ * router.c owns the libmicrohttpd callbacks and hands each request to one route: upload.c
+ * (publishes), blobs.c (blob downloads) or routes.c (everything read-only). Those answer through
+ * reply.c, which records what the access log and the metrics report, and check tokens through
+ * access.c. daemon.c starts and stops the daemon and the threads that serve it. */
+#ifndef PSDBD_HTTP_INT_H
+#define PSDBD_HTTP_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "psdb/psdb.h"
+
+#include "auth.h"
+#include "common.h"
+#include "http.h"
+
+#define JSON_TYPE "application/json"
+#define BLOB_TYPE "application/octet-stream"
+
+/* One client connection (its socket context): the deadline by which the request now being read
+ * must have arrived, enforced by the reaper thread. */
+struct conn {
+    struct conn *prev, *next; /* in srv->conns */
+    int fd;
+    atomic_uint_fast64_t deadline_ns; /* psdbd_now_ns() time; 0 while a response is sent */
+    atomic_int timed_out;             /* the reaper shut the socket down */
+};
+
+struct req {
+    uint64_t start_ns;
+    psdbd_route route;
+    unsigned status;
+    uint64_t bytes; /* response body bytes queued */
+    int started;    /* the access handler has seen the request */
+    int bad_uri;    /* the raw request target encodes a NUL */
+    struct conn *cx;
+    /* For the bytes of an aborted response: what had been written to the socket before it was
+     * queued, and the size of its header (estimated as libmicrohttpd writes it). */
+    int sent_known;
+    uint64_t sent_base, header_bytes;
+    char method[16];
+    char *path;
+    psdbd_principal who;
+    /* publish only */
+    int publishing;
+    int fd;
+    char *tmp_path;
+    psdb__sha256_ctx *sha;
+    uint64_t expected, received;
+    int write_errno;
+    uint64_t serial;
+    char key_id[65];
+    char signature[PSDB_SIGNATURE_B64_SIZE];
+    char *key_pem, *key_scope;
+    /* the end of a publish runs on its own thread while the connection is suspended */
+    int finishing;
+    unsigned result_status;
+    json_t *result_body;
+    struct MHD_Connection *conn;
+    struct req *next; /* in the finishers' queue */
+};
+
+/* Seconds as nanoseconds, saturating well below UINT64_MAX so that "now + this" cannot wrap. */
+static inline uint64_t http_seconds_ns(uint64_t s)
+{
+    return s > UINT64_MAX / 1000000000u / 2 ? UINT64_MAX / 2 : s * 1000000000u;
+}
+
+/* ---- reply.c: every answer goes through http_queue, which records status and sizes in r ---- */
+
+/* Bytes the application has written to a TCP socket so far; 0, or -1 when unknown. */
+int http_socket_written(int fd, uint64_t *out);
+/* Queues `resp` (destroyed here; NULL gives MHD_NO) with `body_bytes` for the access log. */
+enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, unsigned status,
+                           struct MHD_Response *resp, uint64_t body_bytes);
+/* Sends `body` (malloc'd, freed by libmicrohttpd or here) with `type`, uncached. */
+enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, unsigned status,
+                                  const char *type, char *body, size_t len);
+/* The compact text of a JSON value with a newline (malloc'd, NUL-terminated); *len excludes
+ * the NUL. Out of memory ends the daemon. */
+char *http_json_text(const json_t *v, size_t *len);
+/* Sends `body` (its reference is taken) as JSON. With c NULL (a publish finishing off the
+ * connection's thread) the answer is kept in r until the connection is resumed. */
+enum MHD_Result http_reply_json(struct MHD_Connection *c, struct req *r, unsigned status,
+                                json_t *body);
+/* Sends {"error": code, "message": ...}. */
+enum MHD_Result http_reply_error(struct MHD_Connection *c, struct req *r, unsigned status,
+                                 const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The answer for an index failure: 503 for a lost index, 507 for a full disk, else 500. */
+enum MHD_Result http_reply_index_error(struct MHD_Connection *c, struct req *r, psdbd_rc rc);
+
+/* ---- access.c ----------------------------------------------------------------------------- */
+
+/* Checks the token when `need` is not NONE. Returns 0 when the request may go on; otherwise an
+ * error response was queued and *ret says how to return. `app` non-NULL: the token's scope must
+ * cover it. */
+int http_authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r, psdbd_role need,
+                   const char *app, enum MHD_Result *ret);
+/* The role the read routes need: READER when readers need a token, else NONE. */
+psdbd_role http_reader_role(const psdbd_server *srv);
+/* True when the request's token limits which applications it sees. */
+int http_scoped(const struct req *r);
+/* Removes the entries of a listing ({"name": ...} objects) the token's scope does not cover. */
+void http_drop_out_of_scope(const struct req *r, json_t *list);
+
+/* ---- upload.c: POST /v1/psdbs ------------------------------------------------------------- */
+
+/* The first callback: checks token, length and signature headers and opens the upload file. */
+enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+/* Hashes and appends one body chunk; a write failure is kept in r->write_errno. */
+void http_publish_chunk(struct req *r, const char *data, size_t n);
+/* The body is in: suspends the connection and queues the rest for a finisher thread. */
+enum MHD_Result http_publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+/* Closes and removes the upload's temporary file, if any. */
+void http_publish_discard(struct req *r);
+/* A finisher thread's body (arg: the psdbd_server). */
+void *http_finisher(void *arg);
+
+/* ---- blobs.c, routes.c -------------------------------------------------------------------- */
+
+enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *digest);
+enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+/* GET (retire 0) or DELETE (retire 1) /v1/psdbs/<id>. */
+enum MHD_Result http_psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *id_text, int retire);
+/* GET /v1/apps/<name>/psdbs; `tail` is the path after /v1/apps/. */
+enum MHD_Result http_app_psdbs(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                               const char *tail);
+enum MHD_Result http_apps(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+enum MHD_Result http_readyz(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+
+/* ---- router.c: the libmicrohttpd callbacks ------------------------------------------------ */
+
+void *http_on_uri(void *cls, const char *uri, struct MHD_Connection *c);
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                const char *method, const char *version, const char *upload_data,
+                                size_t *upload_data_size, void **req_cls);
+void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                       enum MHD_RequestTerminationCode toe);
+
+#endif

@@ -1,0 +1,211 @@
+/* routes.c - the read routes of psdbd's API: resolve, PSDB manifests and retirement, listings,
+ * readiness and metrics. */
+#include "http_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "cache.h"
+#include "common.h"
+#include "metrics.h"
+
+/* ---- the other routes ------------------------------------------------------------------------ */
+
+static int parse_id(const char *s, int64_t *out)
+{
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    if (psdb__parse_u64(s, &v) != 0 || v == 0 || v > INT64_MAX)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+static const char *arg(struct MHD_Connection *c, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+    return v && *v ? v : NULL;
+}
+
+enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    enum MHD_Result ret = MHD_YES;
+    psdbd_query q = {0};
+    json_t *m = NULL;
+    const char *v;
+    q.app = arg(c, "app");
+    q.family = arg(c, "family");
+    if (!q.app || !q.family)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "app and family are required");
+    if (!(v = arg(c, "app_version")) || psdb__parse_version(v, &q.app_version) != 0)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "app_version is required (a.b.c.d or a number)");
+    if (!(v = arg(c, "abi_min")) || psdb__parse_u64(v, &q.abi_min) != 0 ||
+        !(v = arg(c, "abi_max")) || psdb__parse_u64(v, &q.abi_max) != 0 || q.abi_min > q.abi_max)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "abi_min and abi_max are required numbers, abi_min <= abi_max");
+    if ((v = arg(c, "profile_version")) != NULL) {
+        if (psdb__parse_version(v, &q.profile_version) != 0)
+            return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                    "profile_version must be a.b.c.d or a number");
+        q.has_profile = 1;
+    }
+    if (http_authorize(srv, c, r, http_reader_role(srv), q.app, &ret) != 0)
+        return ret;
+    /* The cache key is the parsed query: equivalent spellings share an answer. Only the top 32
+     * bits of the profile version matter to the answer. */
+    uint64_t gen = psdbd_cache_generation();
+    char *key = xasprintf("%s%c%s%c%llx %llx %llx %d %llx", q.app, 0, q.family, 0,
+                          (unsigned long long)q.app_version, (unsigned long long)q.abi_min,
+                          (unsigned long long)q.abi_max, q.has_profile,
+                          (unsigned long long)(q.profile_version >> 32));
+    size_t key_len = strlen(q.app) + 1 + strlen(q.family) + 1;
+    key_len += strlen(key + key_len);
+    unsigned status = 0;
+    char *body = NULL;
+    size_t len = 0;
+    if (psdbd_cache_get(key, key_len, &status, &body, &len)) {
+        free(key);
+        psdbd_metrics_resolve(status == MHD_HTTP_OK);
+        return http_reply_buffer(c, r, status, JSON_TYPE, body, len);
+    }
+    switch (psdbd_index_resolve(srv->ix, &q, &m)) {
+    case PSDBD_OK:
+        status = MHD_HTTP_OK;
+        break;
+    case PSDBD_NOT_FOUND:
+        status = MHD_HTTP_NOT_FOUND;
+        m = json_pack("{s:s, s:s}", "error", "not_found", "message",
+                      "no compatible PSDB for this application and adapter");
+        break;
+    default:
+        free(key);
+        return http_reply_index_error(c, r, psdbd_index_failure(srv->ix));
+    }
+    psdbd_metrics_resolve(status == MHD_HTTP_OK);
+    body = http_json_text(m, &len);
+    json_decref(m);
+    psdbd_cache_put(key, key_len, status, body, len, gen);
+    free(key);
+    return http_reply_buffer(c, r, status, JSON_TYPE, body, len);
+}
+
+enum MHD_Result http_psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *id_text, int retire)
+{
+    enum MHD_Result ret = MHD_YES;
+    int64_t id = 0;
+    json_t *m = NULL;
+    const char *app;
+    psdbd_rc rc;
+    if (parse_id(id_text, &id) != 0)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "a PSDB id is a positive decimal number");
+    /* Authenticate before revealing whether the id exists. */
+    if (http_authorize(srv, c, r, retire ? PSDBD_ROLE_PUBLISHER : http_reader_role(srv), NULL,
+                       &ret) != 0)
+        return ret;
+    rc = psdbd_index_get(srv->ix, id, &m);
+    if (rc == PSDBD_NOT_FOUND)
+        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no PSDB with id %lld",
+                                (long long)id);
+    if (rc != PSDBD_OK)
+        return http_reply_index_error(c, r, rc);
+    app = json_string_value(json_object_get(json_object_get(m, "app"), "name"));
+    if (http_authorize(srv, c, r, retire ? PSDBD_ROLE_PUBLISHER : http_reader_role(srv), app,
+                       &ret) != 0) {
+        json_decref(m);
+        return ret;
+    }
+    if (!retire)
+        return http_reply_json(c, r, MHD_HTTP_OK, m);
+    json_decref(m);
+    m = NULL;
+    rc = psdbd_index_retire(srv->ix, id, r->who.name, &m);
+    psdbd_cache_invalidate();
+    if (rc != PSDBD_OK)
+        return http_reply_index_error(c, r, rc);
+    return http_reply_json(c, r, MHD_HTTP_OK, m);
+}
+
+/* `tail` is "<name>/psdbs", as routed. */
+enum MHD_Result http_app_psdbs(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                               const char *tail)
+{
+    enum MHD_Result ret = MHD_YES;
+    json_t *list = NULL;
+    size_t n = strlen(tail) - strlen("/psdbs");
+    char *name = xmalloc(n + 1);
+    memcpy(name, tail, n);
+    name[n] = '\0';
+    if (http_authorize(srv, c, r, http_reader_role(srv), name, &ret) != 0)
+        goto cleanup;
+    switch (psdbd_index_list_app_psdbs(srv->ix, name, &list)) {
+    case PSDBD_OK:
+        ret = http_reply_json(c, r, MHD_HTTP_OK, list);
+        break;
+    case PSDBD_NOT_FOUND:
+        ret = http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such application");
+        break;
+    default:
+        ret = http_reply_index_error(c, r, psdbd_index_failure(srv->ix));
+        break;
+    }
+cleanup:
+    free(name);
+    return ret;
+}
+
+enum MHD_Result http_apps(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    enum MHD_Result ret = MHD_YES;
+    json_t *list = NULL;
+    psdbd_rc rc;
+    if (http_authorize(srv, c, r, http_reader_role(srv), NULL, &ret) != 0)
+        return ret;
+    if ((rc = psdbd_index_list_apps(srv->ix, &list)) != PSDBD_OK)
+        return http_reply_index_error(c, r, rc);
+    http_drop_out_of_scope(r, json_object_get(list, "apps"));
+    return http_reply_json(c, r, MHD_HTTP_OK, list);
+}
+
+enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    enum MHD_Result ret = MHD_YES;
+    char *text = NULL;
+    if (http_authorize(srv, c, r,
+                       srv->cfg->metrics_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE, NULL,
+                       &ret) != 0)
+        return ret;
+    text = psdbd_metrics_render();
+    return http_reply_buffer(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", text, strlen(text));
+}
+
+enum MHD_Result http_readyz(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    struct stat sb;
+    if (psdbd_index_ping(srv->ix) != 0)
+        return http_reply_error(
+            c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "%s",
+            psdbd_index_lost(srv->ix)
+                ? "the index was removed, replaced or damaged; see the server log"
+                : "the index does not answer");
+    if (stat(srv->store.blob_dir, &sb) != 0 || access(srv->store.tmp_dir, W_OK) != 0)
+        return http_reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
+                                "the blob store is not usable");
+    return http_reply_json(c, r, MHD_HTTP_OK, json_pack("{s:s}", "status", "ready"));
+}

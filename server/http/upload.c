@@ -1,0 +1,422 @@
+/* upload.c - POST /v1/psdbs: a publish checked before its body, streamed to a temporary file,
+ * then validated, stored and indexed on a finisher thread. */
+#include "http_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "cache.h"
+#include "common.h"
+#include "common/status_map.h"
+#include "metrics.h"
+
+/* ---- publish --------------------------------------------------------------------------------- */
+
+/* Whether a failed write, create or rename means a full disk (507), by the one errno mapping. */
+static int disk_full_errno(int e)
+{
+    return psdb__errno_hr(e) == PSDB_E_DISK_FULL;
+}
+
+void http_publish_discard(struct req *r)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+    if (r->tmp_path) {
+        unlink(r->tmp_path);
+        free(r->tmp_path);
+        r->tmp_path = NULL;
+    }
+    if (r->sha) { /* ending is how a context is freed; the partial digest is dropped */
+        uint8_t dropped[32];
+        psdb__sha256_end(r->sha, dropped);
+        r->sha = NULL;
+    }
+}
+
+enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    enum MHD_Result ret = MHD_YES;
+    const char *cl, *te, *kid, *sig, *serial;
+    uint64_t len = 0;
+    int e;
+    if (http_authorize(srv, c, r, PSDBD_ROLE_PUBLISHER, NULL, &ret) != 0)
+        return ret;
+    te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (te || !cl)
+        return http_reply_error(c, r, MHD_HTTP_LENGTH_REQUIRED, "length_required",
+                                "a publish needs a Content-Length (no chunked bodies)");
+    if (psdb__parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "bad Content-Length");
+    if (len > srv->cfg->max_upload)
+        return http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                                "the body (%llu bytes) is over the upload limit (%llu bytes)",
+                                (unsigned long long)len, (unsigned long long)srv->cfg->max_upload);
+    if (len == 0)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
+    kid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Key-Id");
+    sig = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Signature");
+    serial = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Serial");
+    if (!kid || !psdbd_is_digest(kid))
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "X-Psdb-Key-Id must be 64 lowercase hex digits");
+    if (!psdbd_is_signature_b64(sig))
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "X-Psdb-Signature must be the 88-character base64 of a 64-byte "
+                                "Ed25519 signature");
+    if (!serial || psdb__parse_u64(serial, &r->serial) != 0 || r->serial > INT64_MAX)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "X-Psdb-Serial must be a number below 2^63");
+    memcpy(r->key_id, kid, 65);
+    memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
+    switch (psdbd_index_key_find(srv->ix, kid, &r->key_pem, &r->key_scope)) {
+    case PSDBD_OK:
+        break;
+    case PSDBD_NOT_FOUND:
+        return http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "unknown_key",
+                                "no registered publisher key has this key id");
+    default:
+        return http_reply_index_error(c, r, PSDBD_ERROR);
+    }
+    if ((e = psdbd_store_temp(&srv->store, &r->fd, &r->tmp_path)) != 0) {
+        if (disk_full_errno(e))
+            return http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
+                                    "no space for the upload");
+        psdbd_log("create upload file in %s: %s", srv->store.tmp_dir, strerror(e));
+        return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                                "cannot create the upload file");
+    }
+    if (!(r->sha = psdb__sha256_begin()))
+        psdbd_out_of_memory();
+    r->expected = len;
+    r->publishing = 1;
+    /* The body may take its time, but not forever: request-timeout plus its length at the
+     * slowest upload rate accepted. */
+    if (r->cx && srv->cfg->request_timeout) {
+        uint64_t secs = srv->cfg->request_timeout;
+        secs += srv->cfg->upload_min_rate ? len / srv->cfg->upload_min_rate + 1 : UINT32_MAX;
+        atomic_store(&r->cx->deadline_ns, psdbd_now_ns() + http_seconds_ns(secs));
+    }
+    return MHD_YES;
+}
+
+void http_publish_chunk(struct req *r, const char *data, size_t n)
+{
+    r->received += n;
+    psdbd_metrics_upload_bytes(n);
+    if (r->write_errno)
+        return; /* keep reading (MHD cannot answer mid-body) but store nothing more */
+    psdb__sha256_update(r->sha, data, n);
+    while (n > 0) {
+        ssize_t w = write(r->fd, data, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            r->write_errno = w < 0 ? errno : EIO;
+            /* Free the space now: the rest of the body is only counted. */
+            if (ftruncate(r->fd, 0) != 0)
+                r->write_errno = r->write_errno ? r->write_errno : errno;
+            return;
+        }
+        data += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Makes a libpsdb message about an uploaded file safe for a JSON string and a log line: it can
+ * quote names stored in the file, which are any bytes. */
+static void printable_ascii(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = '?';
+}
+
+/* The upload could not be written (r->write_errno): answers 507 for a full disk, else 500. */
+static enum MHD_Result publish_write_failed(struct MHD_Connection *c, struct req *r)
+{
+    int e = r->write_errno;
+    if (disk_full_errno(e)) {
+        psdbd_log("publish: %s: no space left (%s)", r->tmp_path, strerror(e));
+        return http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
+                                "no space left for the upload");
+    }
+    psdbd_log("publish: write %s: %s", r->tmp_path, strerror(e));
+    return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                            "cannot write the upload");
+}
+
+/* Opens the upload with every check `psdb verify` makes (content digest, sizes, references, ids,
+ * SQLite integrity): a file indexed here is served to every client as it is, and a damaged one
+ * would fail or miss on each of them instead of once here. 0 with *f and *info, or -1 after an
+ * answer was queued in *ret. */
+static int publish_open_verified(struct MHD_Connection *c, struct req *r, psdb_file **f,
+                                 psdb_file_info *info, enum MHD_Result *ret)
+{
+    char why[512] = "";
+    psdb_hr hr = psdb_file_open_verified(r->tmp_path, why, sizeof(why), f);
+    if (PSDB_SUCCEEDED(hr) && PSDB_SUCCEEDED(psdb_file_get_info(*f, info)))
+        return 0;
+    if (hr == PSDB_E_OUTOFMEMORY)
+        psdbd_out_of_memory();
+    printable_ascii(why);
+    if (hr == PSDB_E_IO || hr == PSDB_E_ACCESS) {
+        psdbd_log("publish: read %s: %s", r->tmp_path, why);
+        *ret = http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                                "cannot read the upload");
+    } else {
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                                "the body is not a valid PSDB: %s", why);
+    }
+    return -1;
+}
+
+/* The identity and target the index and the manifests need: names present and, since they go
+ * into JSON manifests, the signed statement, logs and launchers' screens, UTF-8, bounded and free
+ * of control characters. 0, or -1 after an answer was queued in *ret. */
+static int publish_check_identity(struct MHD_Connection *c, struct req *r,
+                                  const psdb_file_info *info, enum MHD_Result *ret)
+{
+    const char *strs[] = {info->identity.desc.name, info->identity.desc.exe_filename,
+                          info->identity.desc.engine_name, info->target.family};
+    static const char *const fields[] = {"application name", "exe filename", "engine name",
+                                         "family"};
+    if (!info->identity.desc.name || !*info->identity.desc.name || !info->target.family ||
+        !*info->target.family || info->target.abi_version > INT64_MAX) {
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                                "the PSDB has no application name or family, or an ABI version "
+                                "above 2^63-1");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        json_t *probe = strs[i] ? json_string(strs[i]) : NULL;
+        int ok = !strs[i] || (probe && strlen(strs[i]) <= PSDB_STATEMENT_STRING_MAX);
+        long cc = ok && strs[i] ? psdbd_control_char_in(strs[i]) : -1;
+        json_decref(probe);
+        if (!ok) {
+            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                                    "the PSDB's %s is not UTF-8 or longer than %u bytes", fields[i],
+                                    PSDB_STATEMENT_STRING_MAX);
+            return -1;
+        }
+        if (cc >= 0) {
+            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
+                                    "the PSDB's %s contains the control character U+%04lX",
+                                    fields[i], (unsigned long)cc);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The token's and the key's scopes must both cover the application. 0, or -1 after an answer
+ * was queued in *ret. */
+static int publish_check_scopes(struct MHD_Connection *c, struct req *r, const char *app,
+                                enum MHD_Result *ret)
+{
+    if (r->who.role != PSDBD_ROLE_ADMIN && !psdbd_scope_covers(r->who.scope, app)) {
+        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+                                "the token's scope does not cover application '%s'", app);
+        return -1;
+    }
+    if (!psdbd_scope_covers(r->key_scope, app)) {
+        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+                                "the key's scope does not cover application '%s'", app);
+        return -1;
+    }
+    return 0;
+}
+
+/* X-Psdb-Signature must verify over the statement of this file (st carries its SHA-256) with the
+ * registered key. 0, or -1 after an answer was queued in *ret. */
+static int publish_check_signature(struct MHD_Connection *c, struct req *r,
+                                   const psdb_file_info *info, psdb_statement *st,
+                                   enum MHD_Result *ret)
+{
+    psdb_key *key = NULL;
+    int rc = -1;
+    st->size = r->received;
+    st->identity = info->identity;
+    st->target = info->target;
+    st->serial = r->serial;
+    if (PSDB_FAILED(psdb_key_from_pem(r->key_pem, strlen(r->key_pem), &key)) ||
+        psdb_statement_verify(key, st, r->signature) != PSDB_S_OK) {
+        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "bad_signature",
+                                "X-Psdb-Signature does not verify over this PSDB's statement "
+                                "with key %s",
+                                r->key_id);
+        goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    psdb_key_release(key);
+    return rc;
+}
+
+/* The index row of a verified publish; its strings are borrowed from info and r. */
+static void publish_record(const struct req *r, const psdb_file_info *info, psdbd_record *rec)
+{
+    rec->app_name = info->identity.desc.name;
+    rec->exe_filename = info->identity.desc.exe_filename;
+    rec->engine_name = info->identity.desc.engine_name;
+    rec->family = info->target.family;
+    rec->app_version = info->identity.desc.version;
+    rec->engine_version = info->identity.desc.engine_version;
+    memcpy(rec->app_guid, info->identity.app_id, 16);
+    rec->abi_version = info->target.abi_version;
+    rec->compiler_version = info->target.compiler_version;
+    rec->profile_version = info->target.profile_version;
+    rec->serial = r->serial;
+    rec->size = r->received;
+    memcpy(rec->key_id, r->key_id, 65);
+    rec->signature = r->signature;
+    rec->published_by = r->who.name;
+}
+
+/* The answer of an identity lookup or a publish of the index, when it ends the request: a repeat
+ * (200 with the existing manifest, whose reference is taken), a conflict or a failure. */
+static enum MHD_Result publish_index_answer(struct MHD_Connection *c, struct req *r, psdbd_rc rc,
+                                            json_t *manifest)
+{
+    if (rc == PSDBD_EXISTS) {
+        psdbd_metrics_publish(0);
+        return http_reply_json(c, r, MHD_HTTP_OK, manifest);
+    }
+    json_decref(manifest);
+    if (rc == PSDBD_CONFLICT)
+        return http_reply_error(c, r, MHD_HTTP_CONFLICT, "conflict",
+                                "this identity, target and serial are already published with "
+                                "other content");
+    return http_reply_index_error(c, r, rc);
+}
+
+/* Stores the blob and commits its index row: the blob is durable under its final name before
+ * any index row can point at it. Repeats and conflicts are answered before the store is
+ * touched. */
+static enum MHD_Result publish_commit(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                      const psdbd_record *rec)
+{
+    json_t *manifest = NULL;
+    psdbd_rc rc = psdbd_index_find_identity(srv->ix, rec, &manifest);
+    int e;
+    if (rc != PSDBD_NOT_FOUND)
+        return publish_index_answer(c, r, rc, manifest);
+    if ((e = psdbd_store_commit(&srv->store, r->fd, r->tmp_path, rec->sha256)) != 0) {
+        psdbd_log("publish: store blob %s: %s", rec->sha256, strerror(e));
+        if (disk_full_errno(e))
+            return http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
+                                    "no space left to store the blob");
+        return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                                "cannot store the blob");
+    }
+    rc = psdbd_index_publish(srv->ix, rec, &manifest);
+    if (rc != PSDBD_OK)
+        return publish_index_answer(c, r, rc, manifest);
+    psdbd_cache_invalidate();
+    psdbd_metrics_publish(1);
+    return http_reply_json(c, r, MHD_HTTP_CREATED, manifest);
+}
+
+/* The last callback of a publish, on a finisher thread (c is NULL: the answer is kept in r):
+ * checks the upload, its identity, scopes and signature, then stores and indexes it. */
+static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    enum MHD_Result ret = MHD_YES;
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    psdb_statement st = {0};
+    psdbd_record rec = {0};
+
+    r->publishing = 0;
+    if (r->write_errno) {
+        ret = publish_write_failed(c, r);
+        goto cleanup;
+    }
+    if (r->received != r->expected) { /* MHD enforces Content-Length; kept as a guard */
+        ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                               "body shorter than declared");
+        goto cleanup;
+    }
+    assert(sizeof(rec.sha256) == 2 * sizeof(st.sha256) + 1);
+    psdb__sha256_end(r->sha, st.sha256);
+    r->sha = NULL;
+    psdb__hex(st.sha256, sizeof(st.sha256), rec.sha256);
+
+    /* Start writing the upload back to disk now: verification below is CPU and page-cache reads,
+     * so the disk works meanwhile and the fsync of the commit finds little left to write. */
+    if (sync_file_range(r->fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+        psdbd_log("publish: sync_file_range %s: %s", r->tmp_path, strerror(errno));
+    if (publish_open_verified(c, r, &f, &info, &ret) != 0 ||
+        publish_check_identity(c, r, &info, &ret) != 0 ||
+        publish_check_scopes(c, r, info.identity.desc.name, &ret) != 0 ||
+        publish_check_signature(c, r, &info, &st, &ret) != 0)
+        goto cleanup;
+    publish_record(r, &info, &rec);
+    ret = publish_commit(srv, c, r, &rec);
+cleanup:
+    psdb_file_release(f);
+    http_publish_discard(r); /* after a commit the temporary name is gone: unlink is a no-op */
+    return ret;
+}
+
+/* The end of a publish (validation, signature, fsync, rename, commit) may take seconds for a
+ * large PSDB; it runs on its own thread while the connection is suspended, so the worker thread
+ * keeps serving its other connections. */
+/* A finisher thread: takes suspended publishes off the queue, finishes them, resumes them. The
+ * threads are joined at shutdown, so their SQLite connections and OpenSSL state are gone before
+ * the process exits. */
+void *http_finisher(void *arg)
+{
+    psdbd_server *srv = arg;
+    pthread_mutex_lock(&srv->lock);
+    for (;;) {
+        while (!srv->queue && !srv->stopping)
+            pthread_cond_wait(&srv->work, &srv->lock);
+        if (!srv->queue)
+            break;
+        struct req *r = srv->queue;
+        srv->queue = r->next;
+        pthread_mutex_unlock(&srv->lock);
+        struct MHD_Connection *c = r->conn;
+        publish_finish(srv, NULL, r);
+        MHD_resume_connection(c); /* r belongs to the connection again from here on */
+        pthread_mutex_lock(&srv->lock);
+        if (--srv->jobs == 0)
+            pthread_cond_broadcast(&srv->idle);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return NULL;
+}
+
+enum MHD_Result http_publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    struct req **tail;
+    r->publishing = 0;
+    r->finishing = 1;
+    r->conn = c;
+    if (r->cx) /* the body is in: validation and the commit are not the client's time */
+        atomic_store(&r->cx->deadline_ns, 0);
+    MHD_suspend_connection(c);
+    pthread_mutex_lock(&srv->lock);
+    srv->jobs++;
+    for (tail = &srv->queue; *tail; tail = &(*tail)->next) {
+    }
+    *tail = r;
+    pthread_cond_signal(&srv->work);
+    pthread_mutex_unlock(&srv->lock);
+    return MHD_YES;
+}

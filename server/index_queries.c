@@ -1,0 +1,518 @@
+/* index_queries.c - the psdbd index's queries: manifests, publish, resolve, listings, retirement,
+ * tokens and keys, each on this thread's connection (index_int.h). */
+#include "index_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+/* ---- manifests ------------------------------------------------------------------------------- */
+
+#define PSDB_COLS                                                                                  \
+    "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
+    "p.family, p.abi_version, p.compiler_version, p.profile_version, p.serial, p.sha256, p.size, " \
+    "p.key_id, p.signature, p.created_at, p.retired_at "                                           \
+    "FROM psdbs p JOIN apps a ON a.id = p.app "
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? (const char *)s : "";
+}
+
+static json_t *version_json(sqlite3_stmt *st, int i)
+{
+    char buf[32];
+    return json_string(
+        psdb__format_version(psdbd_u64_from_db(sqlite3_column_int64(st, i)), buf, sizeof(buf)));
+}
+
+/* The manifest (API.md, schema/HTTP.md) of the row st is on, selected with PSDB_COLS. */
+static json_t *manifest_of(sqlite3_stmt *st)
+{
+    char uuid[40], when[40], url[96];
+    uint8_t guid[16] = {0};
+    if (sqlite3_column_bytes(st, 6) == 16)
+        memcpy(guid, sqlite3_column_blob(st, 6), 16);
+    snprintf(url, sizeof(url), "/v1/blobs/%s", col_text(st, 12));
+    json_error_t jerr;
+    json_t *app =
+        json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
+                     "exe_filename", col_text(st, 2), "version", version_json(st, 3), "engine_name",
+                     col_text(st, 4), "engine_version", version_json(st, 5), "app_id",
+                     psdb__format_uuid(guid, uuid, sizeof(uuid)));
+    if (!app)
+        psdbd_log("manifest app: %s", jerr.text);
+    json_t *target =
+        json_pack_ex(&jerr, 0, "{s:s, s:I, s:o, s:o}", "family", col_text(st, 7), "abi_version",
+                     (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 8)), "compiler_version",
+                     version_json(st, 9), "profile_version", version_json(st, 10));
+    if (!target)
+        psdbd_log("manifest target: %s", jerr.text);
+    json_t *m = json_pack_ex(
+        &jerr, 0, "{s:I, s:s, s:I, s:s, s:o, s:o, s:I, s:s, s:s, s:s, s:b}", "id",
+        (json_int_t)sqlite3_column_int64(st, 0), "sha256", col_text(st, 12), "size",
+        (json_int_t)sqlite3_column_int64(st, 13), "url", url, "app", app, "target", target,
+        "serial", (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 11)), "created_at",
+        psdbd_format_time(sqlite3_column_int64(st, 16), when, sizeof(when)), "key_id",
+        col_text(st, 14), "signature", col_text(st, 15), "retired",
+        sqlite3_column_type(st, 17) != SQLITE_NULL);
+    if (!m) {
+        /* Publishes admit only UTF-8 strings, so this is a damaged row (or no memory): answer
+         * with what is certain rather than failing every listing that meets it. */
+        psdbd_log("manifest of psdb %lld: %s", (long long)sqlite3_column_int64(st, 0), jerr.text);
+        m = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sqlite3_column_int64(st, 0), "sha256",
+                      col_text(st, 12), "error", "unreadable index row");
+        if (!m)
+            psdbd_out_of_memory();
+        return m;
+    }
+    if (sqlite3_column_type(st, 17) != SQLITE_NULL)
+        json_object_set_new(
+            m, "retired_at",
+            json_string(psdbd_format_time(sqlite3_column_int64(st, 17), when, sizeof(when))));
+    return m;
+}
+
+/* Steps st once: PSDBD_OK with the manifest, PSDBD_NOT_FOUND, PSDBD_ERROR. Resets st. */
+static psdbd_rc one_manifest(psdbd_index *ix, sqlite3_stmt *st, json_t **out)
+{
+    psdbd_rc rc = PSDBD_NOT_FOUND;
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        if (out)
+            *out = manifest_of(st);
+        rc = PSDBD_OK;
+    } else if (s != SQLITE_DONE) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+static void bind_identity(sqlite3_stmt *st, const psdbd_record *r)
+{
+    sqlite3_bind_text(st, 1, r->app_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, psdbd_u64_to_db(r->app_version));
+    sqlite3_bind_text(st, 3, r->exe_filename ? r->exe_filename : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->engine_name ? r->engine_name : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, psdbd_u64_to_db(r->engine_version));
+    sqlite3_bind_blob(st, 6, r->app_guid, 16, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, r->family, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 8, psdbd_u64_to_db(r->abi_version));
+    sqlite3_bind_int64(st, 9, psdbd_u64_to_db(r->compiler_version));
+    sqlite3_bind_int64(st, 10, psdbd_u64_to_db(r->profile_version));
+    sqlite3_bind_int64(st, 11, psdbd_u64_to_db(r->serial));
+}
+
+static const char find_identity_sql[] =
+    "SELECT " PSDB_COLS
+    "WHERE a.name = ?1 AND p.app_version = ?2 AND p.exe_filename = ?3 AND p.engine_name = ?4 "
+    "AND p.engine_version = ?5 AND p.app_guid = ?6 AND p.family = ?7 AND p.abi_version = ?8 "
+    "AND p.compiler_version = ?9 AND p.profile_version = ?10 AND p.serial = ?11";
+
+psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_t **out)
+{
+    sqlite3_stmt *st = psdbd__index_prep(ix, find_identity_sql);
+    json_t *m = NULL;
+    if (!st)
+        return psdbd_index_failure(ix);
+    bind_identity(st, r);
+    psdbd_rc rc = one_manifest(ix, st, &m);
+    if (rc == PSDBD_OK) {
+        const char *sha = json_string_value(json_object_get(m, "sha256"));
+        rc = sha && strcmp(sha, r->sha256) == 0 ? PSDBD_EXISTS : PSDBD_CONFLICT;
+        if (out && rc == PSDBD_EXISTS) {
+            *out = m;
+            m = NULL;
+        }
+    }
+    json_decref(m);
+    return rc;
+}
+
+/* The end of a write transaction, whatever happened: the statement reset, a transaction still
+ * open rolled back, and a PSDBD_ERROR turned into what the index's state says it is. */
+static psdbd_rc write_end(psdbd_index *ix, sqlite3 *db, sqlite3_stmt *st, int in_tx, psdbd_rc rc)
+{
+    if (st)
+        sqlite3_reset(st);
+    if (in_tx)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+}
+
+/* Steps a write statement to its end and resets it. 0, or -1 with *rc the index's status for the
+ * failure (the statement is reset when next prepared). */
+static int step_done(psdbd_index *ix, sqlite3 *db, sqlite3_stmt *st, psdbd_rc *rc)
+{
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        *rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        return -1;
+    }
+    sqlite3_reset(st);
+    return 0;
+}
+
+psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
+{
+    static const char app_sql[] = "INSERT OR IGNORE INTO apps (name, created_at) VALUES (?1, ?2)";
+    static const char blob_sql[] =
+        "INSERT OR IGNORE INTO blobs (sha256, size, created_at) VALUES (?1, ?2, ?3)";
+    static const char psdb_sql[] =
+        "INSERT INTO psdbs (app, app_version, exe_filename, engine_name, engine_version, "
+        "app_guid, family, abi_version, compiler_version, profile_version, serial, sha256, size, "
+        "key_id, signature, created_at, published_by) "
+        "SELECT id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17 "
+        "FROM apps WHERE name = ?1";
+    static const char by_id_sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";
+    sqlite3 *db = psdbd_index_db(ix);
+    sqlite3_stmt *st = NULL;
+    psdbd_rc rc = PSDBD_ERROR;
+    int s, in_tx = 0;
+    int64_t now = (int64_t)time(NULL), id = 0;
+    if (!db) {
+        rc = psdbd_index_failure(ix);
+        goto cleanup;
+    }
+    if ((s = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        goto cleanup;
+    }
+    in_tx = 1;
+    /* Re-checked under the write lock: a concurrent publish of the same identity may have won. */
+    rc = psdbd_index_find_identity(ix, r, out);
+    if (rc != PSDBD_NOT_FOUND)
+        goto cleanup;
+    rc = PSDBD_ERROR;
+    if (!(st = psdbd__index_prep(ix, app_sql)))
+        goto cleanup;
+    sqlite3_bind_text(st, 1, r->app_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, now);
+    if (step_done(ix, db, st, &rc) != 0)
+        goto cleanup;
+    if (!(st = psdbd__index_prep(ix, blob_sql)))
+        goto cleanup;
+    sqlite3_bind_text(st, 1, r->sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)r->size);
+    sqlite3_bind_int64(st, 3, now);
+    if (step_done(ix, db, st, &rc) != 0)
+        goto cleanup;
+    if (!(st = psdbd__index_prep(ix, psdb_sql)))
+        goto cleanup;
+    bind_identity(st, r);
+    sqlite3_bind_text(st, 12, r->sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 13, (int64_t)r->size);
+    sqlite3_bind_text(st, 14, r->key_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 15, r->signature, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 16, now);
+    sqlite3_bind_text(st, 17, r->published_by ? r->published_by : "", -1, SQLITE_STATIC);
+    if (step_done(ix, db, st, &rc) != 0)
+        goto cleanup;
+    id = sqlite3_last_insert_rowid(db);
+    if ((s = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        goto cleanup;
+    }
+    in_tx = 0;
+    rc = PSDBD_OK;
+    if (out) {
+        if (!(st = psdbd__index_prep(ix, by_id_sql)) ||
+            (sqlite3_bind_int64(st, 1, id), one_manifest(ix, st, out)) != PSDBD_OK)
+            rc = PSDBD_ERROR; /* committed, but the answer could not be built */
+    }
+cleanup:
+    return write_end(ix, db, st, in_tx, rc);
+}
+
+psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
+{
+    /* Retired rows count: the blob was public from its first publish on. */
+    static const char sql[] = "SELECT min(created_at) FROM psdbs WHERE sha256 = ?1";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_ERROR;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = PSDBD_OK;
+    } else if (s == SQLITE_ROW) {
+        rc = PSDBD_NOT_FOUND;
+    } else {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out)
+{
+    static const char sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_int64(st, 1, id);
+    return one_manifest(ix, st, out);
+}
+
+psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
+{
+    static const char sql[] = "UPDATE psdbs SET retired_at = ?2, retired_by = ?3 "
+                              "WHERE id = ?1 AND retired_at IS NULL";
+    sqlite3 *db = psdbd_index_db(ix);
+    sqlite3_stmt *st = NULL;
+    psdbd_rc rc = PSDBD_ERROR;
+    int in_tx = 0;
+    if (!db) {
+        rc = psdbd_index_failure(ix);
+        goto cleanup;
+    }
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        goto cleanup;
+    }
+    in_tx = 1;
+    if (!(st = psdbd__index_prep(ix, sql)))
+        goto cleanup;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
+    sqlite3_bind_text(st, 3, by ? by : "", -1, SQLITE_STATIC);
+    if (step_done(ix, db, st, &rc) != 0)
+        goto cleanup;
+    st = NULL;
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        goto cleanup;
+    }
+    in_tx = 0;
+    rc = psdbd_index_get(ix, id, out);
+cleanup:
+    return write_end(ix, db, st, in_tx, rc);
+}
+
+psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
+{
+    /* The profile range is the biased image of [top << 32, top << 32 | 0xFFFFFFFF]: the bias
+     * flips only the top bit, so it keeps the top 32 bits' equality and the order. */
+    static const char sql[] =
+        "SELECT " PSDB_COLS "WHERE a.name = ?1 AND p.app_version = ?2 AND p.family = ?3 "
+        "AND p.abi_version BETWEEN ?4 AND ?5 AND p.profile_version BETWEEN ?6 AND ?7 "
+        "AND p.retired_at IS NULL "
+        "ORDER BY p.abi_version DESC, p.profile_version DESC, p.serial DESC, p.id DESC LIMIT 1";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    uint64_t lo = 0, hi = UINT64_MAX;
+    if (!st)
+        return psdbd_index_failure(ix);
+    if (q->has_profile) {
+        lo = q->profile_version & 0xFFFFFFFF00000000ull;
+        hi = lo | 0xFFFFFFFFull;
+    }
+    sqlite3_bind_text(st, 1, q->app, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, psdbd_u64_to_db(q->app_version));
+    sqlite3_bind_text(st, 3, q->family, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, psdbd_u64_to_db(q->abi_min));
+    sqlite3_bind_int64(st, 5, psdbd_u64_to_db(q->abi_max));
+    sqlite3_bind_int64(st, 6, psdbd_u64_to_db(lo));
+    sqlite3_bind_int64(st, 7, psdbd_u64_to_db(hi));
+    return one_manifest(ix, st, out);
+}
+
+psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
+{
+    static const char sql[] =
+        "SELECT a.name, a.created_at, count(p.id), count(p.id) - count(p.retired_at) "
+        "FROM apps a LEFT JOIN psdbs p ON p.app = a.id GROUP BY a.id ORDER BY a.name";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    json_t *list = NULL;
+    psdbd_rc rc = PSDBD_OK;
+    int s;
+    char when[40];
+    if (!st)
+        return psdbd_index_failure(ix);
+    list = json_array();
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:I, s:I}", "name", col_text(st, 0), "created_at",
+                            psdbd_format_time(sqlite3_column_int64(st, 1), when, sizeof(when)),
+                            "psdbs", (json_int_t)sqlite3_column_int64(st, 2), "active",
+                            (json_int_t)sqlite3_column_int64(st, 3)));
+    if (s != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    sqlite3_reset(st);
+    if (rc == PSDBD_OK)
+        *out = json_pack("{s:o}", "apps", list);
+    else
+        json_decref(list);
+    return rc;
+}
+
+psdbd_rc psdbd_index_blob_apps(psdbd_index *ix, const char *sha256,
+                               int (*fn)(const char *app, void *ctx), void *ctx)
+{
+    static const char sql[] = "SELECT DISTINCT a.name FROM psdbs p JOIN apps a ON a.id = p.app "
+                              "WHERE p.sha256 = ?1";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_NOT_FOUND;
+    int s;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (fn(col_text(st, 0), ctx)) {
+            rc = PSDBD_OK;
+            break;
+        }
+    }
+    if (s != SQLITE_ROW && s != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    sqlite3_reset(st);
+    return rc;
+}
+
+psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **out)
+{
+    static const char app_sql[] = "SELECT id FROM apps WHERE name = ?1";
+    static const char sql[] = "SELECT " PSDB_COLS "WHERE a.name = ?1 ORDER BY p.id";
+    sqlite3_stmt *st = psdbd__index_prep(ix, app_sql);
+    json_t *list = NULL;
+    psdbd_rc rc = PSDBD_OK;
+    int s;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    s = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (s == SQLITE_DONE)
+        return PSDBD_NOT_FOUND;
+    if (s != SQLITE_ROW)
+        return psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    if (!(st = psdbd__index_prep(ix, sql)))
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    list = json_array();
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        json_array_append_new(list, manifest_of(st));
+    if (s != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    sqlite3_reset(st);
+    if (rc == PSDBD_OK)
+        *out = json_pack("{s:s, s:o}", "app", name, "psdbs", list);
+    else
+        json_decref(list);
+    return rc;
+}
+
+/* ---- tokens and keys ------------------------------------------------------------------------- */
+
+psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
+{
+    static const char sql[] = "SELECT name, role, scope, hash, expires_at, revoked_at "
+                              "FROM tokens WHERE selector = ?1";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_NOT_FOUND;
+    int s;
+    memset(out, 0, sizeof(*out));
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, selector, -1, SQLITE_STATIC);
+    s = sqlite3_step(st);
+    if (s == SQLITE_ROW && sqlite3_column_bytes(st, 3) == 32) {
+        out->name = xstrdup(col_text(st, 0));
+        out->role = xstrdup(col_text(st, 1));
+        out->scope = xstrdup(col_text(st, 2));
+        memcpy(out->hash, sqlite3_column_blob(st, 3), 32);
+        out->expires_at = sqlite3_column_int64(st, 4);
+        out->revoked = sqlite3_column_type(st, 5) != SQLITE_NULL;
+        rc = PSDBD_OK;
+    } else if (s != SQLITE_ROW && s != SQLITE_DONE) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+void psdbd_token_row_free(psdbd_token_row *t)
+{
+    if (!t)
+        return;
+    free(t->name);
+    free(t->role);
+    free(t->scope);
+    memset(t, 0, sizeof(*t));
+}
+
+psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *selector,
+                               const uint8_t hash[32], const char *role, const char *scope,
+                               int64_t expires_at)
+{
+    static const char sql[] = "INSERT INTO tokens (name, selector, hash, role, scope, created_at, "
+                              "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_OK;
+    int s;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, selector, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 3, hash, 32, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, role, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+    if (expires_at)
+        sqlite3_bind_int64(st, 7, expires_at);
+    s = sqlite3_step(st);
+    if (s != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    if (rc == PSDBD_CONFLICT)
+        rc = PSDBD_EXISTS;
+    sqlite3_reset(st);
+    return rc;
+}
+
+psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
+{
+    static const char sql[] =
+        "SELECT public_key, scope FROM keys WHERE key_id = ?1 AND revoked_at IS NULL";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_NOT_FOUND;
+    int s;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, key_id, -1, SQLITE_STATIC);
+    s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        *pem = xstrdup(col_text(st, 0));
+        *scope = xstrdup(col_text(st, 1));
+        rc = PSDBD_OK;
+    } else if (s != SQLITE_DONE) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
+                             const char *scope)
+{
+    static const char sql[] = "INSERT INTO keys (name, key_id, public_key, scope, created_at) "
+                              "VALUES (?1, ?2, ?3, ?4, ?5)";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_OK;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, pem, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
+    if (sqlite3_step(st) != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    if (rc == PSDBD_CONFLICT)
+        rc = PSDBD_EXISTS;
+    sqlite3_reset(st);
+    return rc;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# server_helpers_once_test.sh - psdbd writes none of libpsdb's shared helpers again: hex, SHA-256,
+# number and version parsing and the errno/SQLite status classes come from client/src/common/, and
+# out-of-memory ends the daemon through psdbd_out_of_memory alone. Each check names the class of
+# copy it refuses, so a new copy in any server file fails here.
+# Env: PSDB_SOURCE_DIR = the source tree (default: this tree).
+set -euo pipefail
+src=${PSDB_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+errors=0
+# refuse WHAT PATTERN [ALLOWED-FILE]: no line of a server C file matches PATTERN (extended regex),
+# comments included, except in ALLOWED-FILE.
+refuse() {
+    local what=$1 pattern=$2 allowed=${3:-}
+    local hits
+    hits=$(cd "$src" && grep -rnE --include='*.c' --include='*.h' "$pattern" server |
+        { if [ -n "$allowed" ]; then grep -v "^$allowed:"; else cat; fi; } || true)
+    if [ -n "$hits" ]; then
+        echo "server_helpers_once_test: $what:" >&2
+        echo "$hits" >&2
+        errors=$((errors + 1))
+    fi
+}
+refuse "a hex digit table (use psdb__hex)" '0123456789abcdef|0123456789ABCDEF'
+refuse "SHA-256 through OpenSSL directly (use psdb__sha256*)" 'EVP_(Digest|MD_CTX|sha256)|SHA256\('
+refuse "a number parsed by strtoul/strtoull (use psdb__parse_u64 or psdb__parse_version)" \
+    'strto(u?ll?|umax)\('
+refuse "a disk-full errno test of its own (use psdb__errno_hr)" 'ENOSPC|EDQUOT'
+refuse "a SQLite full/corrupt test of its own (use psdb__sqlite_hr)" \
+    'SQLITE_(FULL|CORRUPT|NOTADB)\b'
+refuse "a bare abort() (out of memory goes through psdbd_out_of_memory)" '\babort\(\)' \
+    'server/common.c'
+[ "$errors" -eq 0 ] || exit 1
+echo "server_helpers_once_test: ok"

@@ -1,0 +1,115 @@
+/* server_admin_test.c - the argument parsing every psdbd admin command shares (admin_parse):
+ * shared options, the command's own, --help, and the refusals each command used to write itself. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin_int.h"
+
+struct seen {
+    int calls, last_val;
+    char last_arg[64];
+    int fail_on; /* an option val whose handler refuses it */
+};
+
+static int on_opt(int val, const char *arg, void *ctx)
+{
+    struct seen *s = ctx;
+    s->calls++;
+    s->last_val = val;
+    snprintf(s->last_arg, sizeof(s->last_arg), "%s", arg ? arg : "");
+    return val == s->fail_on ? admin_fail("test", "refused") : 0;
+}
+
+static int usage_calls;
+static void usage(void *ctx)
+{
+    (void)ctx;
+    usage_calls++;
+}
+
+static const struct option opts[] = {{"name", required_argument, NULL, 'n'},
+                                     {"dry-run", no_argument, NULL, 'r'},
+                                     {NULL, 0, NULL, 0}};
+
+static int parse(unsigned flags, struct seen *s, admin_args *a, int argc, char **argv)
+{
+    return admin_parse("test", argc, argv, flags, opts, on_opt, s, usage, a);
+}
+
+START_TEST(test_server_admin__parse_shared_and_own_options)
+{
+    char *argv[] = {"gc", "--data-dir", "/d", "--json", "--name", "x", "--dry-run", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    ck_assert_int_eq(parse(ADMIN_DATA_DIR | ADMIN_JSON, &s, &a, 7, argv), ADMIN_GO_ON);
+    ck_assert_str_eq(a.dir, "/d");
+    ck_assert_int_eq(a.json, 1);
+    ck_assert_int_eq(s.calls, 2);
+    ck_assert_int_eq(s.last_val, 'r');
+    free(a.dir);
+}
+END_TEST
+
+START_TEST(test_server_admin__parse_defaults_and_flags_off)
+{
+    char *argv[] = {"check", NULL};
+    char *argv_dir[] = {"backup", "--data-dir", "/d", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    /* With ADMIN_DATA_DIR the default data directory stands in for a missing --data-dir. */
+    ck_assert_int_eq(parse(ADMIN_DATA_DIR, &s, &a, 1, argv), ADMIN_GO_ON);
+    ck_assert_ptr_nonnull(a.dir);
+    ck_assert_int_eq(a.json, 0);
+    free(a.dir);
+    /* Without the flags, --data-dir and --json are not options of the command. */
+    ck_assert_int_eq(parse(0, &s, &a, 3, argv_dir), 1);
+    ck_assert_ptr_null(a.dir);
+}
+END_TEST
+
+START_TEST(test_server_admin__parse_refuses_operands_and_bad_options)
+{
+    char *extra[] = {"gc", "--dry-run", "stray", NULL};
+    char *unknown[] = {"gc", "--bogus", NULL};
+    char *missing[] = {"gc", "--name", NULL};
+    char *refused[] = {"gc", "--name", "x", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    ck_assert_int_eq(parse(0, &s, &a, 3, extra), 1);
+    ck_assert_int_eq(parse(0, &s, &a, 2, unknown), 1);
+    ck_assert_int_eq(parse(0, &s, &a, 2, missing), 1);
+    s.fail_on = 'n';
+    ck_assert_int_eq(parse(0, &s, &a, 3, refused), 1);
+    ck_assert_str_eq(s.last_arg, "x");
+}
+END_TEST
+
+START_TEST(test_server_admin__parse_help_succeeds_without_going_on)
+{
+    char *argv[] = {"gc", "--help", "stray", NULL};
+    char *shortv[] = {"gc", "-h", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    usage_calls = 0;
+    /* --help wins over what follows it and is the command's success. */
+    ck_assert_int_eq(parse(ADMIN_DATA_DIR, &s, &a, 3, argv), 0);
+    free(a.dir);
+    ck_assert_int_eq(parse(0, &s, &a, 2, shortv), 0);
+    ck_assert_int_eq(usage_calls, 2);
+    ck_assert_int_eq(s.calls, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("server_admin");
+    TCase *tc = tcase_create("parse");
+    tcase_add_test(tc, test_server_admin__parse_shared_and_own_options);
+    tcase_add_test(tc, test_server_admin__parse_defaults_and_flags_off);
+    tcase_add_test(tc, test_server_admin__parse_refuses_operands_and_bad_options);
+    tcase_add_test(tc, test_server_admin__parse_help_succeeds_without_going_on);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
