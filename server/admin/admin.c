@@ -109,6 +109,7 @@ int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
 struct blob_count {
     uint64_t n;
     int first_only;
+    int64_t older_than;
 };
 
 static int count_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
@@ -116,14 +117,15 @@ static int count_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
     struct blob_count *bc = ctx;
     (void)sha;
     (void)size;
-    (void)mtime;
+    if (bc->older_than > 0 && mtime >= bc->older_than)
+        return 0;
     bc->n++;
     return bc->first_only; /* nonzero stops the walk */
 }
 
-uint64_t admin_blob_files(const psdbd_store *store, int first_only)
+uint64_t admin_blob_files(const psdbd_store *store, int first_only, int64_t older_than)
 {
-    struct blob_count bc = {0, first_only};
+    struct blob_count bc = {0, first_only, older_than};
     psdbd_store_walk(store, count_one, NULL, &bc);
     return bc.n;
 }
@@ -148,7 +150,7 @@ int psdbd_data_open_index(const psdbd_store *store, int may_init, psdbd_index **
     }
     /* Blobs without an index are a data directory that lost its index, not a new one: starting
      * with an empty index would serve nothing and let gc delete every blob. */
-    if (admin_blob_files(store, 1) > 0) {
+    if (admin_blob_files(store, 1, 0) > 0) {
         snprintf(err, err_size,
                  "index %s is missing but %s holds blobs: restore the index from a backup "
                  "(psdbd restore --from BACKUPDIR --data-dir NEWDIR, then serve NEWDIR), or, to "

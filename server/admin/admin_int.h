@@ -48,8 +48,14 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
 int admin_open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
                     psdbd_index **ix);
 
-/* How many blob files the store holds (first_only: stops at the first, so 0 or 1). */
-uint64_t admin_blob_files(const psdbd_store *store, int first_only);
+/* How many blob files the store holds (first_only: stops at the first, so 0 or 1); with
+ * older_than > 0, only files last modified before that time count. */
+uint64_t admin_blob_files(const psdbd_store *store, int first_only, int64_t older_than);
+
+/* An index with no PSDB beside blob files looks lost (gc refuses, check reports it) only when some
+ * of those files are older than this: a publish killed between storing its blob and indexing it
+ * leaves a young unindexed blob beside a healthy, still empty index. */
+#define ADMIN_LOST_INDEX_MIN_AGE 3600
 
 /* Reports a file under blobs/ that is not a blob (psdbd_store_walk's stray callback): on stdout,
  * or on stderr when stdout carries JSON. */

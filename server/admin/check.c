@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -21,6 +22,8 @@ struct check {
     FILE *out;         /* findings: stdout, or stderr when stdout carries JSON */
     int deep, json;
     uint64_t problems, psdbs, blobs, files, orphans, strays;
+    uint64_t old_orphans; /* unindexed and older than ADMIN_LOST_INDEX_MIN_AGE */
+    int64_t old_before;
 };
 
 static void problem(struct check *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -39,13 +42,14 @@ static void problem(struct check *k, const char *fmt, ...)
 static int check_orphan(const char *sha, uint64_t size, int64_t mtime, void *ctx)
 {
     struct check *k = ctx;
-    (void)mtime;
     (void)size;
     k->files++;
     sqlite3_reset(k->row);
     sqlite3_bind_text(k->row, 1, sha, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(k->row) != SQLITE_ROW) {
         k->orphans++;
+        if (mtime < k->old_before)
+            k->old_orphans++;
         fprintf(k->out, "note: blob %s is not indexed (psdbd gc removes it)\n", sha);
     }
     sqlite3_reset(k->row);
@@ -66,8 +70,8 @@ static void check_usage(void *ctx)
            "Checks that the index and the blob store agree: SQLite integrity, every indexed blob\n"
            "present with its size, every PSDB's blob indexed. --deep also recomputes every\n"
            "blob's SHA-256 and runs a full SQLite integrity check. A missing index, a file that\n"
-           "is not a psdbd index, and an index with no PSDB beside blob files (it looks lost)\n"
-           "are problems too. Exit status 1 on a problem.\n");
+           "is not a psdbd index, and an index with no PSDB beside blob files of which some are\n"
+           "older than an hour (it looks lost) are problems too. Exit status 1 on a problem.\n");
 }
 
 static int check_option(int val, const char *arg, void *ctx)
@@ -216,6 +220,7 @@ int psdbd_cmd_check(int argc, char **argv)
     }
     k.store = &store;
     k.db = psdbd_index_db(ix);
+    k.old_before = (int64_t)time(NULL) - ADMIN_LOST_INDEX_MIN_AGE;
     /* One read transaction: a consistent snapshot even while a server publishes. */
     sqlite3_exec(k.db, "BEGIN", NULL, NULL, NULL);
     check_integrity(&k);
@@ -226,12 +231,12 @@ int psdbd_cmd_check(int argc, char **argv)
         psdbd_store_walk(&store, check_orphan, check_stray, &k);
     sqlite3_exec(k.db, "COMMIT", NULL, NULL, NULL);
     /* An index that lost its rows reads as "every blob unindexed": that is a problem, not a
-     * note, since gc would then delete them all. */
-    if (k.psdbs == 0 && k.orphans > 0)
+     * note, since gc would then delete them all. Young ones alone are a killed first publish. */
+    if (k.psdbs == 0 && k.old_orphans > 0)
         problem(&k,
-                "the index has no PSDBs but blobs/ holds %llu blob files: it looks lost; "
-                "restore it (psdbd restore) before running psdbd gc",
-                (unsigned long long)k.orphans);
+                "the index has no PSDBs but blobs/ holds %llu blob files (%llu older than an "
+                "hour): it looks lost; restore it (psdbd restore) before running psdbd gc",
+                (unsigned long long)k.orphans, (unsigned long long)k.old_orphans);
     check_report(&k);
     rc = k.problems ? 1 : 0;
 cleanup:

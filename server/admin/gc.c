@@ -68,8 +68,9 @@ static void gc_usage(void *ctx)
            "blob and indexing it, or by a refused publish), and leftover uploads in tmp/. Files\n"
            "younger than --grace (default 3600) are kept: a running server may be about to\n"
            "index them. Safe while psdbd serves.\n\n"
-           "gc removes nothing while the index looks lost: no PSDB indexed but blob files\n"
-           "present, or a failed SQLite integrity check (restore the index with psdbd restore).\n"
+           "gc removes nothing while the index looks lost: no PSDB indexed but blob files older\n"
+           "than an hour present, or a failed SQLite integrity check (restore the index with psdbd "
+           "restore).\n"
            "--force-empty-index removes every unreferenced blob even then. A missing index or\n"
            "one that is not a psdbd index is always refused.\n");
 }
@@ -106,8 +107,9 @@ static const char *gc_index_doubt(sqlite3 *db, const psdbd_store *store, char *w
         goto cleanup;
     }
     if (psdbs == 0) {
-        if ((files = admin_blob_files(store, 0)) > 0) {
-            snprintf(why, why_size, "0 psdbs indexed, %llu blob files in %s",
+        int64_t old = (int64_t)time(NULL) - ADMIN_LOST_INDEX_MIN_AGE;
+        if ((files = admin_blob_files(store, 0, old)) > 0) {
+            snprintf(why, why_size, "0 psdbs indexed, %llu blob files older than an hour in %s",
                      (unsigned long long)files, store->blob_dir);
             doubt = "the index is empty but blobs are present";
         }
