@@ -8,8 +8,8 @@
 
 #include <jansson.h>
 
-#include "baseset.h"
-#include "compiler.h"
+#include "build/baseset.h"
+#include "driver/compiler.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

@@ -6,7 +6,8 @@
 
 #include <jansson.h>
 
-#include "compiler.h"
+#include "build/compile_sodb.h"
+#include "driver/compiler.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "psdbfile_internal.h"
+#include "format/psdbfile_internal.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "registry.h"
+#include "registry/registry.h"
 
 static void usage(FILE *f)
 {

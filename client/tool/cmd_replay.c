@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 static const char usage_text[] =
     "usage: psdb replay SODB --family F --abi-min A --abi-max B [--profile-version V]\n"

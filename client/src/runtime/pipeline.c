@@ -1,12 +1,12 @@
 /* pipeline.c - pipeline state creation (MODEL G1): compute, graphics and stream-described
  * pipelines select one PSDB (F), look every compile unit up in it, and keep their association for
  * object-associated lookups (I3-I5). */
-#include "pipeline.h"
+#include "runtime/pipeline.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 psdb_hr psdb__pipeline_new(psdb_device *dev, psdb_pipeline **out)
 {

@@ -7,15 +7,15 @@
  * every platform. Shaders are drawn from pools with weights 1/(rank+1) (Zipf, s = 1): a few
  * shaders are used by many pipelines, most by few, as in real games. Entries that collide with an
  * earlier one (same encoding) are redrawn, so the file holds exactly `pipelines` entries. */
-#include "synth.h"
+#include "build/synth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "desc.h"
-#include "sodb.h"
+#include "format/desc.h"
+#include "format/sodb.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

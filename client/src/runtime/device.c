@@ -1,13 +1,13 @@
 /* device.c - the device: creation and features (MODEL A), the implicit default (B7), the
  * device-wide default and selection (E, F, H), creation lookups and the local driver cache (F5-F7,
  * J), ShaderCacheControl (J2) and statistics (K1). */
-#include "device.h"
+#include "runtime/device_int.h"
 
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "registry.h"
+#include "registry/registry.h"
 
 /* ---- references ------------------------------------------------------------------------------ */
 

@@ -1,13 +1,13 @@
 /* session.c - sessions (MODEL D): PSDB sessions opened from a file or a registered component,
  * reference counting and destruction callbacks shared with application-managed cache sessions. */
-#include "device.h"
+#include "runtime/device_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "registry.h"
+#include "registry/registry.h"
 
 psdb_hr psdb__session_new(psdb_device *dev, uint32_t kind, int owned_by_device, psdb_session **out)
 {

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
-#include "pipeline.h"
+#include "format/desc.h"
+#include "runtime/pipeline.h"
 
 static const char *export_name(uint32_t t)
 {

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "compiler.h"
+#include "driver/compiler.h"
 #include "psdb/psdb.h"
 #include "common/buf.h"
 #include "common/hash.h"

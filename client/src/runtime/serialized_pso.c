@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
-#include "pipeline_library.h"
+#include "format/desc.h"
+#include "runtime/pipeline_library.h"
 
 #define SPSO_META_MAGIC "PSDBSPSM"
 #define SPSO_STAGE_MAGIC "PSDBSSHM"

@@ -1,14 +1,14 @@
 /* baseset.c - base-set packaging: the PSOs of an SODB reduced to the bases a derived PSO cannot
  * avoid (seed 003, "serialized + derived together"), stored in a pipeline library, and derivation
  * records for the rest. */
-#include "baseset.h"
+#include "build/baseset.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler.h"
-#include "desc.h"
-#include "pipeline_library.h"
+#include "driver/compiler.h"
+#include "format/desc.h"
+#include "runtime/pipeline_library.h"
 
 /* ---- state encodings (schema/PIPELINE_LIBRARY.md, "Derivation records") ---------------------- */
 

@@ -9,7 +9,7 @@
  * file loaded into memory on open and written through on each store; a version mismatch on open
  * (no session open) clears it. Entries are indexed by a 64-bit hash of the key: a different key
  * with the same hash is DXGI_ERROR_CACHE_HASH_COLLISION, as the D3D12 cache reports it. */
-#include "device.h"
+#include "runtime/device_int.h"
 #include "common/status_map.h"
 
 #include <limits.h>

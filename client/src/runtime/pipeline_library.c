@@ -14,14 +14,14 @@
  * it (with its original selection), as they return a stored PSO.
  * One mutex guards the tables. Creation runs outside it; two loads of the same name racing (which
  * the seed leaves to the caller) still end with one PSO in the entry, the loser's being dropped. */
-#include "pipeline_library.h"
+#include "runtime/pipeline_library.h"
 
 #include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 /* ---- the library ----------------------------------------------------------------------------- */
 

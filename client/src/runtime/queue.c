@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler.h"
-#include "desc.h"
-#include "device.h"
-#include "queue.h"
+#include "driver/compiler.h"
+#include "format/desc.h"
+#include "runtime/device_int.h"
+#include "runtime/queue.h"
 
 /* DESIGN
  * One mutex guards the packet FIFO, the in-flight lists, the pending EOS reads and the counters.

@@ -25,8 +25,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "install.h"
-#include "publish.h"
+#include "registry/install.h"
+#include "delivery/publish.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/error.h"

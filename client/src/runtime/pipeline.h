@@ -3,7 +3,7 @@
 #ifndef PSDB_PIPELINE_INTERNAL_H
 #define PSDB_PIPELINE_INTERNAL_H
 
-#include "device.h"
+#include "runtime/device_int.h"
 
 struct psdb_pipeline {
     atomic_uint refs;

@@ -25,7 +25,7 @@
  * staged rows into the final tables in sorted order inside one transaction. The same content thus
  * gives the same sequence of SQLite operations, hence the same bytes, whatever the order of puts.
  */
-#include "psdbfile_internal.h"
+#include "format/psdbfile_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

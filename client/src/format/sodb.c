@@ -1,5 +1,5 @@
 /* sodb.c - the SODB container: a SQLite file of encoded creation descriptions (schema/SODB.md). */
-#include "sodb.h"
+#include "format/sodb.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include <sqlite3.h>
 
-#include "desc.h"
+#include "format/desc.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/migrate.h"

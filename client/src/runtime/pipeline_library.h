@@ -4,7 +4,7 @@
 #define PSDB_PIPELINE_LIBRARY_INTERNAL_H
 
 #include "common/hash.h"
-#include "pipeline.h"
+#include "runtime/pipeline.h"
 
 /* The format constants of schema/PIPELINE_LIBRARY.md. */
 #define PSDB__PLIB_MAGIC "PSDBPLIB"

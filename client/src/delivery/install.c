@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "install.h"
-#include "registry.h"
-#include "store.h"
+#include "registry/install.h"
+#include "registry/registry.h"
+#include "registry/store.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

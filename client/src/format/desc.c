@@ -1,5 +1,5 @@
 /* desc.c - the byte encoding of pipeline and state-object descriptions (schema/SODB.md). */
-#include "desc.h"
+#include "format/desc.h"
 
 #include <stdalign.h>
 #include <stddef.h>

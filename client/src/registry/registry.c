@@ -11,8 +11,8 @@
  * Application and component handles carry the row id they were made for; ids come from
  * AUTOINCREMENT, never reused, so a removed registration stays invalid (B4) even when the same exe
  * path or name is registered again. */
-#include "registry.h"
-#include "install.h"
+#include "registry/registry.h"
+#include "registry/install.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "registry/store.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/error.h"

@@ -1,6 +1,6 @@
 /* store.c - the shared PSDB store of a registry root: store lock, download locks, digests, sweep
  * (the DESIGN is in store.h). */
-#include "store.h"
+#include "registry/store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "install.h"
+#include "registry/install.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/status_map.h"

@@ -1,11 +1,11 @@
 /* state_object.c - state-object creation and AddToStateObject (MODEL G3, G4): each operation
  * selects its own PSDB; referenced collections and the base object keep theirs. */
-#include "pipeline.h"
+#include "runtime/pipeline.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 /* Checks the subobjects the runtime interprets (PSDB, existing collections) and finds the PSDB
  * subobject. The compiler validates the rest when planning. */

@@ -1,6 +1,6 @@
 /* publish.c - the libcurl upload behind `psdb publish`, and the curl handle setup shared with the
  * delivery client. */
-#include "publish.h"
+#include "delivery/publish.h"
 
 #include <errno.h>
 #include <stdio.h>
