@@ -7,7 +7,6 @@
 #include <jansson.h>
 
 #include "build/compile_sodb.h"
-#include "driver/compiler.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

@@ -1,6 +1,7 @@
 /* compiler.c - the reference compiler: validation, unit planning and keys, export types, and the
  * deterministic simulated compile (schema/COMPILER.md). */
 #include "driver/compiler.h"
+#include "driver/driver.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -787,3 +788,14 @@ psdb_hr psdb__stream_to_desc(const psdb_pipeline_stream_desc *s, int *is_compute
     gd->psdb = psdb;
     return PSDB_S_OK;
 }
+
+/* ---- The reference compiler as a driver (driver.h) ------------------------------------------ */
+
+const psdb__driver psdb__reference_driver = {
+    .name = "reference",
+    .plan_compute = psdb__plan_compute,
+    .plan_graphics = psdb__plan_graphics,
+    .plan_state_object = psdb__plan_state_object_ex,
+    .plan_encoded = psdb__plan_encoded,
+    .compile_unit = psdb__compile_unit,
+};

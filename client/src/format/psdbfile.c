@@ -46,6 +46,7 @@
 
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/error.h"
 #include "common/status_map.h"
 
 #define SQLITE_HEADER_SIZE 100
@@ -1644,7 +1645,11 @@ cleanup:
 
 psdb_hr psdb_file_open(const char *path, const psdb_adapter_desc *adapter, psdb_file **out)
 {
-    return psdb__file_open_msg(path, adapter, out, NULL, 0);
+    char msg[512] = "";
+    psdb_hr hr = psdb__file_open_msg(path, adapter, out, msg, sizeof(msg));
+    if (PSDB_FAILED(hr))
+        psdb__error_set(hr, "%s: %s", path ? path : "(null)", msg[0] ? msg : psdb_hr_str(hr));
+    return hr;
 }
 
 psdb_hr psdb_file_get_info(psdb_file *f, psdb_file_info *out)

@@ -308,6 +308,7 @@ static psdb_hr migrate(sqlite3 *db, const char *path)
 static psdb_hr reg_new(const char *root, psdb__reg **reg, char **path)
 {
     problem[0] = '\0';
+    psdb__error_clear();
     *path = join_path(root, PSDB__REGISTRY_DB);
     *reg = calloc(1, sizeof(**reg));
     if (*reg) {
@@ -467,6 +468,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     psdb_installer *inst = NULL;
     char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
     problem[0] = '\0'; /* a failure before the database is reached is not about it */
+    psdb__error_clear();
     if (out)
         *out = NULL;
     if (!desc || !out || !desc->name || !*desc->name || strlen(desc->name) > INSTALLER_NAME_MAX ||
@@ -1001,6 +1003,7 @@ psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
     psdb_explorer *exp = NULL;
     char *root = NULL;
     problem[0] = '\0';
+    psdb__error_clear();
     if (out)
         *out = NULL;
     if (!out) {

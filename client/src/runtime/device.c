@@ -154,6 +154,7 @@ psdb_hr psdb_device_create(const psdb_device_desc *desc, psdb_device **out)
     dev->adapter.family = dev->family_buf;
     dev->flags = desc->flags;
     dev->compile_ns_per_kib = desc->compile_ns_per_kib;
+    dev->driver = &psdb__reference_driver;
     dev->asd = !(desc->adapter.flags & PSDB_ADAPTER_FLAG_NO_ASD);
     /* The driver compiles locally at its highest ABI (research notes, section 3). */
     dev->target.family = dev->family_buf;
@@ -577,7 +578,7 @@ psdb_hr psdb__run_creation_ex(psdb_device *dev, const psdb__selection *sel, cons
         if (use_local && local_contains(&dev->local, u->key))
             continue;
         any_compiled = 1;
-        hr = psdb__compile_unit(u, &dev->target, dev->compile_ns_per_kib, &code, &meta);
+        hr = dev->driver->compile_unit(u, &dev->target, dev->compile_ns_per_kib, &code, &meta);
         if (PSDB_FAILED(hr))
             goto cleanup;
         atomic_fetch_add(&dev->local_compiles, 1);

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "driver/compiler.h"
+#include "driver/driver.h"
 #include "psdb/psdb.h"
 #include "common/buf.h"
 #include "common/hash.h"
@@ -61,8 +61,9 @@ struct psdb_device {
     char *exe_path, *registry_dir, *cache_dir;
     uint32_t flags;
     uint64_t compile_ns_per_kib;
-    int asd;                /* ASD support (A4) */
-    int explicit_supported; /* ASD and an identity (A4) */
+    const psdb__driver *driver; /* plans and compiles what no PSDB holds (driver/driver.h) */
+    int asd;                    /* ASD support (A4) */
+    int explicit_supported;     /* ASD and an identity (A4) */
 
     /* The implicit default (B7), fixed at creation; NULL when absent. It holds no device
      * reference (the device owns it) and is released when the device is freed. */

@@ -58,7 +58,7 @@ static psdb_hr create_compute(psdb_device *dev, const psdb_compute_pipeline_desc
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    hr = psdb__plan_compute(desc, &plan);
+    hr = dev->driver->plan_compute(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     hr = create_planned(dev, desc->psdb, &plan, 1, out);
@@ -74,7 +74,7 @@ static psdb_hr create_graphics(psdb_device *dev, const psdb_graphics_pipeline_de
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    hr = psdb__plan_graphics(desc, &plan);
+    hr = dev->driver->plan_graphics(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     hr = create_planned(dev, desc->psdb, &plan, 0, out);

@@ -398,8 +398,8 @@ psdb_hr psdb__pipeline_plan(const psdb_pipeline *p, psdb__plan *out)
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    hr = psdb__plan_encoded(p->is_compute ? PSDB_SODB_COMPUTE : PSDB_SODB_GRAPHICS, p->desc.data,
-                            p->desc.len, out);
+    hr = p->dev->driver->plan_encoded(p->is_compute ? PSDB_SODB_COMPUTE : PSDB_SODB_GRAPHICS,
+                                      p->desc.data, p->desc.len, out);
 cleanup:
     return hr;
 }
@@ -447,8 +447,8 @@ psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const c
         if (have)
             continue; /* L8: a unit already held is shared */
         psdb__buf code = {0}, meta = {0};
-        hr = psdb__compile_unit(&plan.units[i], &lib->dev->target, PSDB_COMPILE_COST_FREE, &code,
-                                &meta);
+        hr = lib->dev->driver->compile_unit(&plan.units[i], &lib->dev->target,
+                                            PSDB_COMPILE_COST_FREE, &code, &meta);
         plib_blob *x = &fresh[num_fresh];
         if (PSDB_SUCCEEDED(hr)) {
             x->owned = malloc(code.len + meta.len + 1);
@@ -669,8 +669,8 @@ static psdb_hr load(psdb_pipeline_library *lib, const char *name, uint32_t kind,
     psdb_pipeline *p = NULL;
     size_t at = 0;
     psdb_device *dev = lib->dev;
-    hr = kind == PSDB__PLIB_KIND_COMPUTE ? psdb__plan_compute(cd, &plan)
-                                         : psdb__plan_graphics(gd, &plan);
+    hr = kind == PSDB__PLIB_KIND_COMPUTE ? dev->driver->plan_compute(cd, &plan)
+                                         : dev->driver->plan_graphics(gd, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     pthread_mutex_lock(&lib->lock);

@@ -220,7 +220,7 @@ psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline 
     uint32_t stage_mask = 0;
     for (uint32_t i = 0; i < plan.num_units; i++) {
         const psdb__unit *u = &plan.units[i];
-        hr = psdb__compile_unit(u, &dev->target, PSDB_COMPILE_COST_FREE, &code, &meta);
+        hr = dev->driver->compile_unit(u, &dev->target, PSDB_COMPILE_COST_FREE, &code, &meta);
         if (PSDB_FAILED(hr))
             goto cleanup;
         if (u->kind == PSDB__UNIT_PIPELINE) {

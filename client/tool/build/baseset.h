@@ -8,9 +8,7 @@
 #include "common/buf.h"
 #include "common/hash.h"
 
-#define PSDB__DRV_MAGIC "PSDBDRVR"
-#define PSDB__DRV_VERSION 1u
-#define PSDB__DRV_HEADER_SIZE 32u
+#include "format/derivation.h"
 
 typedef struct psdb__baseset_stats {
     uint64_t entries;  /* SODB entries read */
