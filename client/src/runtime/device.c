@@ -48,7 +48,9 @@ void psdb__device_unref(psdb_device *dev)
     /* Last reference: no session, object or operation refers to the device any more. */
     psdb_session_release(dev->implicit);
     psdb_sodb_writer_release(dev->capture);
-    psdb__serialized_store_free(atomic_load(&dev->serialized));
+    psdb__device_ext *ext = atomic_load(&dev->serialized);
+    if (ext)
+        ext->free(ext);
     psdb__local_clear(&dev->local);
     pthread_mutex_destroy(&dev->local.lock);
     free(atomic_load(&dev->lookup_rec));

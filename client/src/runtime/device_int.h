@@ -48,6 +48,13 @@ typedef struct psdb__callback {
 } psdb__callback;
 typedef void (*psdb__message_fn)(uint32_t severity, uint32_t id, const char *text, void *ctx);
 
+/* Something a file outside the device core hangs on the device (the serialized-PSO store). It
+ * carries its destructor, so the device frees it without calling into the file that made it: the
+ * core depends on nothing above it. */
+typedef struct psdb__device_ext {
+    void (*free)(struct psdb__device_ext *self);
+} psdb__device_ext;
+
 struct psdb_device {
     /* Internal references: one for the application (dropped by psdb_device_release), one per
      * session and per created object, so the device outlives everything made from it. */
@@ -99,8 +106,9 @@ struct psdb_device {
 
     psdb_sodb_writer *capture; /* capture_sodb_path; thread-safe */
 
-    /* Blobs of the PSOs this tools device serialized, deduplicated (X3); made on first use. */
-    _Atomic(struct psdb__serialized_store *) serialized;
+    /* Blobs of the PSOs this tools device serialized, deduplicated (X3); made on first use by
+     * serialized_pso.c, freed through its own destructor. */
+    _Atomic(psdb__device_ext *) serialized;
 
     /* Application-managed cache stores open on this device, shared by identifier (D2). */
     pthread_mutex_t caches_lock;
@@ -191,10 +199,6 @@ void psdb__cache_clear_all(psdb_device *dev);
 /* Test hook: number of low bits of the key hash that cache stores created from now on keep
  * (64: all). Fewer bits make DXGI_ERROR_CACHE_HASH_COLLISION reachable in tests. */
 void psdb__cache_set_hash_bits(unsigned bits);
-
-/* serialized_pso.c: frees the device's serialized blobs (NULL is a no-op). */
-struct psdb__serialized_store;
-void psdb__serialized_store_free(struct psdb__serialized_store *st);
 
 /* local cache (device.c) */
 void psdb__local_clear(psdb__local_cache *c);

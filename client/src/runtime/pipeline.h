@@ -28,6 +28,11 @@ struct psdb_pipeline {
 /* A pipeline handle with one reference and a device reference, everything else zero. */
 psdb_hr psdb__pipeline_new(psdb_device *dev, psdb_pipeline **out);
 
+/* Plans a pipeline again from its full description (origin CREATED or DERIVED), with its device's
+ * driver. PSDB_E_INVALIDARG for a pipeline that only has a compact description (deserialized, or
+ * derived from a deserialized one); the planner's statuses otherwise. */
+psdb_hr psdb__pipeline_plan(const psdb_pipeline *p, psdb__plan *out);
+
 struct psdb_state_object {
     atomic_uint refs;
     psdb_device *dev; /* referenced */

@@ -389,21 +389,6 @@ cleanup:
 
 /* ---- store (L5, L8) -------------------------------------------------------------------------- */
 
-psdb_hr psdb__pipeline_plan(const psdb_pipeline *p, psdb__plan *out)
-{
-    psdb_hr hr = PSDB_S_OK;
-    memset(out, 0, sizeof(*out));
-    if (p->origin == PSDB__ORIGIN_DESERIALIZED || p->origin == PSDB__ORIGIN_DERIVED_COMPACT ||
-        !p->desc.len) {
-        hr = PSDB_E_INVALIDARG;
-        goto cleanup;
-    }
-    hr = p->dev->driver->plan_encoded(p->is_compute ? PSDB_SODB_COMPUTE : PSDB_SODB_GRAPHICS,
-                                      p->desc.data, p->desc.len, out);
-cleanup:
-    return hr;
-}
-
 psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const char *name,
                                              psdb_pipeline *p)
 {

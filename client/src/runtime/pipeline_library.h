@@ -15,11 +15,6 @@
 #define PSDB__PLIB_KIND_COMPUTE 1u
 #define PSDB__PLIB_KIND_GRAPHICS 2u
 
-/* Plans a pipeline again from its full description (origin CREATED or DERIVED).
- * PSDB_E_INVALIDARG for a pipeline that only has a compact description (deserialized, or derived
- * from a deserialized one); the planner's statuses otherwise. */
-psdb_hr psdb__pipeline_plan(const psdb_pipeline *p, psdb__plan *out);
-
 /* Internal counters of a library, for tests and benchmarks: named PSOs and distinct compiled
  * units (each unit's values are held once, L8). */
 void psdb__pipeline_library_counts(psdb_pipeline_library *lib, size_t *entries, size_t *blobs);

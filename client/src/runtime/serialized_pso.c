@@ -17,7 +17,8 @@
 #include <string.h>
 
 #include "format/desc.h"
-#include "runtime/pipeline_library.h"
+#include "common/hash.h"
+#include "runtime/pipeline.h"
 
 #define SPSO_META_MAGIC "PSDBSPSM"
 #define SPSO_STAGE_MAGIC "PSDBSSHM"
@@ -37,12 +38,13 @@ typedef struct sblob {
 } sblob;
 
 struct psdb__serialized_store {
+    psdb__device_ext ext; /* first: the device frees the store through it */
     pthread_mutex_t lock;
     sblob *blobs;
     size_t num, cap;
 };
 
-void psdb__serialized_store_free(struct psdb__serialized_store *st)
+static void store_free(struct psdb__serialized_store *st)
 {
     if (!st)
         return;
@@ -53,10 +55,17 @@ void psdb__serialized_store_free(struct psdb__serialized_store *st)
     free(st);
 }
 
+static void store_free_ext(psdb__device_ext *ext)
+{
+    store_free((struct psdb__serialized_store *)ext);
+}
+
 static psdb_hr store_get(psdb_device *dev, struct psdb__serialized_store **out)
 {
     psdb_hr hr = PSDB_S_OK;
-    struct psdb__serialized_store *st = atomic_load(&dev->serialized), *expected = NULL;
+    struct psdb__serialized_store *st =
+        (struct psdb__serialized_store *)atomic_load(&dev->serialized);
+    psdb__device_ext *expected = NULL;
     if (st)
         goto cleanup;
     st = calloc(1, sizeof(*st));
@@ -66,9 +75,10 @@ static psdb_hr store_get(psdb_device *dev, struct psdb__serialized_store **out)
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    if (!atomic_compare_exchange_strong(&dev->serialized, &expected, st)) {
-        psdb__serialized_store_free(st); /* another serialization made it first */
-        st = expected;
+    st->ext.free = store_free_ext;
+    if (!atomic_compare_exchange_strong(&dev->serialized, &expected, &st->ext)) {
+        store_free(st); /* another serialization made it first */
+        st = (struct psdb__serialized_store *)expected;
     }
 cleanup:
     *out = st;
