@@ -4,12 +4,12 @@
  * The runtime never calls a compiler directly: it plans a creation into units (what must be
  * compiled, each with its 32-byte value key) and compiles the units a PSDB does not hold, through
  * the struct of function pointers its device holds (psdb_device.driver). psdb ships one driver,
- * the reference compiler (driver/compiler.c, schema/COMPILER.md): deterministic simulated object
- * code and metadata, so PSDBs built by `psdb compile` hit exactly. A real backend (a Vulkan
- * driver's pipeline compiler, say) provides its own psdb__driver: it must plan exactly as the
- * backend whose PSDBs the device reads (value keys are the contract between a PSDB and the
- * driver), keep every function thread-safe (a device is shared by threads), and return the
- * statuses documented on psdb__compile_unit and the planners in driver/compiler.h. Plans are
+ * the reference compiler (driver/planner.c, codegen.c, reference.c; schema/COMPILER.md):
+ * deterministic simulated object code and metadata, so PSDBs built by `psdb compile` hit exactly. A
+ * real backend (a Vulkan driver's pipeline compiler, say) provides its own psdb__driver: it must
+ * plan exactly as the backend whose PSDBs the device reads (value keys are the contract between a
+ * PSDB and the driver), keep every function thread-safe (a device is shared by threads), and return
+ * the statuses documented on psdb__compile_unit and the planners in driver/compiler.h. Plans are
  * driver-neutral data (psdb__plan) and are freed with psdb__plan_free whichever driver made them.
  * The model's D3D semantics that do not depend on a compiler (export types, pipeline-state
  * streams) stay plain functions of compiler.h. */
