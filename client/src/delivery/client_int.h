@@ -18,6 +18,8 @@
 #include "psdb/client.h"
 #include "psdb/sign.h"
 
+#include "registry/install.h"
+
 struct psdb_client {
     char *server_url; /* without a trailing '/' */
     char *token;
@@ -42,5 +44,18 @@ CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist
 int psdb__client_transient_curl(CURLcode rc);
 /* resolve.c */
 void psdb__client_backoff(const psdb_client *c, uint32_t attempt);
+
+/* Sets the client's one-line last error (client.c). */
+void psdb__client_error(psdb_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Checks a resolved manifest against the whole install request: resolve's checks plus the AppId
+ * and the exe path's file name (manifest.c). PSDB_E_INTEGRITY with the client's error set. */
+psdb_hr psdb__client_check_install(psdb_client *c, const psdb_manifest *m,
+                                   const psdb_install_desc *d, const psdb_precompile_target *t);
+
+/* Checks an opened PSDB's identity and target against its manifest, field by field (manifest.c).
+ * PSDB_E_INTEGRITY with the client's error naming the field. */
+psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_file_info *info,
+                                const psdb_manifest *m);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "delivery/client_int.h"
 #include "registry/install.h"
 #include "registry/registry.h"
 #include "registry/store.h"

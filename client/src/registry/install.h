@@ -1,5 +1,5 @@
 /* install.h - the registry's side of an install: installed serials and the one-transaction update
- * of an application's "default" component (implemented in registry.c). */
+ * of an application's "default" component (implemented in installer.c). */
 #ifndef PSDB_INSTALL_H
 #define PSDB_INSTALL_H
 
@@ -11,19 +11,6 @@ typedef struct psdb__install_entry {
     uint64_t serial;
     char sha256[65]; /* lowercase hex */
 } psdb__install_entry;
-
-/* Sets the client's one-line last error (client.c). */
-void psdb__client_error(psdb_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Checks a resolved manifest against the whole install request: resolve's checks plus the AppId
- * and the exe path's file name (client.c). PSDB_E_INTEGRITY with the client's error set. */
-psdb_hr psdb__client_check_install(psdb_client *c, const psdb_manifest *m,
-                                   const psdb_install_desc *d, const psdb_precompile_target *t);
-
-/* Checks an opened PSDB's identity and target against its manifest, field by field (client.c).
- * PSDB_E_INTEGRITY with the client's error naming the field. */
-psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_file_info *info,
-                                const psdb_manifest *m);
 
 /* The registry root an installer writes (borrowed; lives as long as the installer). */
 const char *psdb__installer_root(const psdb_installer *inst);
