@@ -6,7 +6,8 @@
 # every allowed edge points down the list, no include cycle between folders can exist (the test
 # also checks that the allowed graph itself is acyclic). client/tool/*.c may include psdb/,
 # common/, build/ (the tool-side builders of client/tool/build/) and its own headers; server/ may
-# include psdb/, common/ and its own headers. Usage: layering_test.sh [source root]
+# include psdb/, common/ and its own headers. Within runtime/, only the device core (device.c,
+# session.c, cache_session.c) includes its private device_int.h. Usage: layering_test.sh [source root]
 set -uo pipefail
 src=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 fail=0
@@ -66,6 +67,14 @@ for layer in "${!allowed[@]}"; do
             esac
         done < <(includes "$f")
     done
+done
+
+# The device core's private header is the core's own: the files built on the core (pipelines,
+# state objects, pipeline library, serialized and derived PSOs, the queue) use runtime/runtime.h.
+for f in "$src"/client/src/*/*.[ch]; do
+    case ${f##*/} in device.c | session.c | cache_session.c | device_int.h) continue ;; esac
+    grep -q '#include "runtime/device_int.h"' "$f" &&
+        bad "${f#$src/} includes runtime/device_int.h: only the device core does (use runtime/runtime.h)"
 done
 
 for f in "$src"/client/tool/*.[ch]; do

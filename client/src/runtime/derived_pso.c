@@ -128,7 +128,7 @@ psdb_hr psdb_device_create_derived_graphics_pipeline(psdb_device *dev, psdb_pipe
         (base->origin == PSDB__ORIGIN_DESERIALIZED || base->origin == PSDB__ORIGIN_DERIVED_COMPACT)
             ? PSDB__ORIGIN_DERIVED_COMPACT
             : PSDB__ORIGIN_DERIVED;
-    p->info.operation_id = atomic_fetch_add(&dev->next_operation, 1);
+    p->info.operation_id = psdb__device_next_operation(dev);
     p->info.selection = PSDB_SELECTION_NONE;
     p->assoc = base->assoc;
     if (p->assoc.session)

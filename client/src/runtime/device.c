@@ -711,3 +711,35 @@ uint32_t psdb_device_get_local_compile_count(psdb_device *dev)
 {
     return dev ? atomic_load(&dev->local_compiles) : 0;
 }
+
+/* ---- What the files built on the core read of the device (runtime.h) ------------------------ */
+
+const psdb_adapter_desc *psdb__device_adapter(const psdb_device *dev)
+{
+    return &dev->adapter;
+}
+
+const psdb_target *psdb__device_target(const psdb_device *dev)
+{
+    return &dev->target;
+}
+
+const psdb__driver *psdb__device_driver(const psdb_device *dev)
+{
+    return dev->driver;
+}
+
+uint32_t psdb__device_flags(const psdb_device *dev)
+{
+    return dev->flags;
+}
+
+uint64_t psdb__device_next_operation(psdb_device *dev)
+{
+    return atomic_fetch_add(&dev->next_operation, 1);
+}
+
+_Atomic(psdb__device_ext *) *psdb__device_serialized_slot(psdb_device *dev)
+{
+    return &dev->serialized;
+}

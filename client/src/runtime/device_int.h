@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "driver/driver.h"
+#include "runtime/runtime.h"
 #include "psdb/psdb.h"
 #include "common/buf.h"
 #include "common/hash.h"
@@ -33,8 +34,6 @@ typedef struct psdb__counters {
     atomic_uint created, psdb_missed, total_missed, unknown;
 } psdb__counters;
 
-typedef void (*psdb__lookup_fn)(const psdb_lookup_event *ev, void *ctx);
-
 /* The device-wide default: immutable once published. */
 typedef struct psdb__default {
     psdb_session *session; /* referenced */
@@ -47,13 +46,6 @@ typedef struct psdb__callback {
     void *ctx;
 } psdb__callback;
 typedef void (*psdb__message_fn)(uint32_t severity, uint32_t id, const char *text, void *ctx);
-
-/* Something a file outside the device core hangs on the device (the serialized-PSO store). It
- * carries its destructor, so the device frees it without calling into the file that made it: the
- * core depends on nothing above it. */
-typedef struct psdb__device_ext {
-    void (*free)(struct psdb__device_ext *self);
-} psdb__device_ext;
 
 struct psdb_device {
     /* Internal references: one for the application (dropped by psdb_device_release), one per
@@ -134,53 +126,6 @@ struct psdb_session {
     psdb__destroy_cb *cbs;
     size_t num_cbs, cap_cbs;
 };
-
-/* One creation's selection (F1-F3), taken once before its first lookup (F7) and held for the whole
- * operation (I2). */
-typedef struct psdb__selection {
-    psdb_session *session; /* referenced; NULL: no PSDB selected */
-    uint32_t kind;         /* PSDB_SELECTION_* */
-    uint32_t flags;        /* PSDB_SESSION_FLAG_* of the selection */
-    psdb__lookup_fn lookup_fn;
-    void *lookup_ctx;
-} psdb__selection;
-
-/* What an object keeps of its selection after creation (I3, I4, I5). */
-typedef struct psdb__association {
-    psdb_session *session; /* NONE: the selected session, held for the object's lifetime */
-    int fallback_implicit; /* CREATE_ONLY: later lookups use the device's implicit default */
-} psdb__association;
-
-/* device.c */
-void psdb__device_ref(psdb_device *dev);
-void psdb__device_unref(psdb_device *dev);
-/* Validates a subobject (NULL: omitted) and selects (F1-F4). PSDB_E_INVALIDARG per F4 / E5. */
-psdb_hr psdb__select(psdb_device *dev, const psdb_session_subobject *sub, psdb__selection *out);
-void psdb__selection_release(psdb__selection *sel);
-/* Checks a non-null session against the explicit-PSDB requirements (E5). */
-int psdb__session_is_explicit_psdb(psdb_device *dev, const psdb_session *s);
-/* Runs a planned creation: lookups in the selected PSDB, local cache, local compiles (F5-F7, J1),
- * and statistics (K1). Fills info. */
-psdb_hr psdb__run_creation(psdb_device *dev, const psdb__selection *sel, const psdb__plan *plan,
-                           int state_object, psdb_creation_info *info);
-/* A source of compiled units besides the PSDB and the local cache (a pipeline library's blobs):
- * non-zero when it holds the unit's values, which are then neither compiled nor cached. */
-typedef int (*psdb__unit_source_fn)(void *ctx, const uint8_t key[32]);
-/* psdb__run_creation with a unit source consulted after a PSDB miss (G2: a library load still
- * selects and looks up like any creation). source may be NULL. */
-psdb_hr psdb__run_creation_ex(psdb_device *dev, const psdb__selection *sel, const psdb__plan *plan,
-                              int state_object, psdb__unit_source_fn source, void *source_ctx,
-                              psdb_creation_info *info);
-/* Records a creation description into the capture SODB when enabled. */
-void psdb__capture(psdb_device *dev, uint32_t kind, const psdb__buf *encoded);
-void psdb__message(psdb_device *dev, uint32_t severity, uint32_t id, const char *text);
-/* Turns the selection into what the created object keeps, consuming the selection's reference. */
-void psdb__associate(psdb__selection *sel, psdb__association *out);
-void psdb__association_release(psdb__association *a);
-/* One object-associated lookup (I3, I4). */
-psdb_hr psdb__associated_find_value(psdb_device *dev, const psdb__association *a, const void *key,
-                                    size_t key_size, uint32_t value_type, void *value,
-                                    size_t *value_size);
 
 /* session.c */
 psdb_hr psdb__session_new(psdb_device *dev, uint32_t kind, int owned_by_device, psdb_session **out);

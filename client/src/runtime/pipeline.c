@@ -58,7 +58,7 @@ static psdb_hr create_compute(psdb_device *dev, const psdb_compute_pipeline_desc
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    hr = dev->driver->plan_compute(desc, &plan);
+    hr = psdb__device_driver(dev)->plan_compute(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     hr = create_planned(dev, desc->psdb, &plan, 1, out);
@@ -74,7 +74,7 @@ static psdb_hr create_graphics(psdb_device *dev, const psdb_graphics_pipeline_de
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
-    hr = dev->driver->plan_graphics(desc, &plan);
+    hr = psdb__device_driver(dev)->plan_graphics(desc, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     hr = create_planned(dev, desc->psdb, &plan, 0, out);
@@ -193,8 +193,8 @@ psdb_hr psdb__pipeline_plan(const psdb_pipeline *p, psdb__plan *out)
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    hr = p->dev->driver->plan_encoded(p->is_compute ? PSDB_SODB_COMPUTE : PSDB_SODB_GRAPHICS,
-                                      p->desc.data, p->desc.len, out);
+    hr = psdb__device_driver(p->dev)->plan_encoded(
+        p->is_compute ? PSDB_SODB_COMPUTE : PSDB_SODB_GRAPHICS, p->desc.data, p->desc.len, out);
 cleanup:
     return hr;
 }

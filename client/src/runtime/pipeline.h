@@ -3,7 +3,7 @@
 #ifndef PSDB_PIPELINE_INTERNAL_H
 #define PSDB_PIPELINE_INTERNAL_H
 
-#include "runtime/device_int.h"
+#include "runtime/runtime.h"
 
 struct psdb_pipeline {
     atomic_uint refs;

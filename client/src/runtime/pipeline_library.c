@@ -204,8 +204,8 @@ psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const c
         if (have)
             continue; /* L8: a unit already held is shared */
         psdb__buf code = {0}, meta = {0};
-        hr = lib->dev->driver->compile_unit(&plan.units[i], &lib->dev->target,
-                                            PSDB_COMPILE_COST_FREE, &code, &meta);
+        hr = psdb__device_driver(lib->dev)->compile_unit(
+            &plan.units[i], psdb__device_target(lib->dev), PSDB_COMPILE_COST_FREE, &code, &meta);
         plib_blob *x = &fresh[num_fresh];
         if (PSDB_SUCCEEDED(hr)) {
             x->owned = malloc(code.len + meta.len + 1);
@@ -311,8 +311,8 @@ static psdb_hr load(psdb_pipeline_library *lib, const char *name, uint32_t kind,
     psdb_pipeline *p = NULL;
     size_t at = 0;
     psdb_device *dev = lib->dev;
-    hr = kind == PSDB__PLIB_KIND_COMPUTE ? dev->driver->plan_compute(cd, &plan)
-                                         : dev->driver->plan_graphics(gd, &plan);
+    hr = kind == PSDB__PLIB_KIND_COMPUTE ? psdb__device_driver(dev)->plan_compute(cd, &plan)
+                                         : psdb__device_driver(dev)->plan_graphics(gd, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     pthread_mutex_lock(&lib->lock);

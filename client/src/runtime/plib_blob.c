@@ -44,14 +44,14 @@ static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size,
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if (psdb__le32(b + 24) != dev->adapter.vendor_id ||
-        psdb__le32(b + 28) != dev->adapter.device_id) {
+    if (psdb__le32(b + 24) != psdb__device_adapter(dev)->vendor_id ||
+        psdb__le32(b + 28) != psdb__device_adapter(dev)->device_id) {
         hr = PSDB_E_ADAPTER_NOT_FOUND;
         goto cleanup;
     }
-    if (psdb__le64(b + 32) != dev->adapter.driver_build ||
-        psdb__le64(b + 40) != dev->target.abi_version ||
-        psdb__le64(b + 48) != dev->target.compiler_version) {
+    if (psdb__le64(b + 32) != psdb__device_adapter(dev)->driver_build ||
+        psdb__le64(b + 40) != psdb__device_target(dev)->abi_version ||
+        psdb__le64(b + 48) != psdb__device_target(dev)->compiler_version) {
         hr = PSDB_E_DRIVER_VERSION_MISMATCH;
         goto cleanup;
     }
@@ -156,7 +156,7 @@ psdb_hr psdb_device_create_pipeline_library(psdb_device *dev, const void *blob, 
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if (dev->adapter.flags & PSDB_ADAPTER_FLAG_NO_LIBRARY) {
+    if (psdb__device_adapter(dev)->flags & PSDB_ADAPTER_FLAG_NO_LIBRARY) {
         hr = PSDB_E_UNSUPPORTED; /* L1 */
         goto cleanup;
     }
@@ -229,11 +229,11 @@ static void write_locked(const psdb_pipeline_library *lib, uint8_t *out, size_t 
     psdb__put_le32(out + 8, PSDB__PLIB_VERSION);
     psdb__put_le32(out + 12, PSDB__PLIB_HEADER_SIZE);
     psdb__put_le64(out + 16, total);
-    psdb__put_le32(out + 24, lib->dev->adapter.vendor_id);
-    psdb__put_le32(out + 28, lib->dev->adapter.device_id);
-    psdb__put_le64(out + 32, lib->dev->adapter.driver_build);
-    psdb__put_le64(out + 40, lib->dev->target.abi_version);
-    psdb__put_le64(out + 48, lib->dev->target.compiler_version);
+    psdb__put_le32(out + 24, psdb__device_adapter(lib->dev)->vendor_id);
+    psdb__put_le32(out + 28, psdb__device_adapter(lib->dev)->device_id);
+    psdb__put_le64(out + 32, psdb__device_adapter(lib->dev)->driver_build);
+    psdb__put_le64(out + 40, psdb__device_target(lib->dev)->abi_version);
+    psdb__put_le64(out + 48, psdb__device_target(lib->dev)->compiler_version);
     psdb__put_le32(out + 56, (uint32_t)lib->num_entries);
     psdb__put_le32(out + 60, (uint32_t)refs);
     psdb__put_le32(out + 64, (uint32_t)lib->num_blobs);

@@ -7,7 +7,7 @@
 
 #include "driver/compiler.h"
 #include "format/desc.h"
-#include "runtime/device_int.h"
+#include "runtime/runtime.h"
 #include "runtime/queue.h"
 
 /* DESIGN

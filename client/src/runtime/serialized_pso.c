@@ -13,6 +13,7 @@
  * to validate the root signature, but not to plan or serialize it again (X5): the bytecode is gone,
  * as on the console, where metadata irrelevant to execution is dropped. */
 #include <assert.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +65,7 @@ static psdb_hr store_get(psdb_device *dev, struct psdb__serialized_store **out)
 {
     psdb_hr hr = PSDB_S_OK;
     struct psdb__serialized_store *st =
-        (struct psdb__serialized_store *)atomic_load(&dev->serialized);
+        (struct psdb__serialized_store *)atomic_load(psdb__device_serialized_slot(dev));
     psdb__device_ext *expected = NULL;
     if (st)
         goto cleanup;
@@ -76,7 +77,7 @@ static psdb_hr store_get(psdb_device *dev, struct psdb__serialized_store **out)
         goto cleanup;
     }
     st->ext.free = store_free_ext;
-    if (!atomic_compare_exchange_strong(&dev->serialized, &expected, &st->ext)) {
+    if (!atomic_compare_exchange_strong(psdb__device_serialized_slot(dev), &expected, &st->ext)) {
         store_free(st); /* another serialization made it first */
         st = (struct psdb__serialized_store *)expected;
     }
@@ -209,7 +210,7 @@ psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline 
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if (!(dev->flags & PSDB_DEVICE_FLAG_TOOLS)) {
+    if (!(psdb__device_flags(dev) & PSDB_DEVICE_FLAG_TOOLS)) {
         hr = PSDB_E_UNSUPPORTED; /* X1: not in retail builds */
         goto cleanup;
     }
@@ -230,7 +231,8 @@ psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline 
     uint32_t stage_mask = 0;
     for (uint32_t i = 0; i < plan.num_units; i++) {
         const psdb__unit *u = &plan.units[i];
-        hr = dev->driver->compile_unit(u, &dev->target, PSDB_COMPILE_COST_FREE, &code, &meta);
+        hr = psdb__device_driver(dev)->compile_unit(u, psdb__device_target(dev),
+                                                    PSDB_COMPILE_COST_FREE, &code, &meta);
         if (PSDB_FAILED(hr))
             goto cleanup;
         if (u->kind == PSDB__UNIT_PIPELINE) {
@@ -273,11 +275,11 @@ psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline 
     psdb__buf_u32(&blob, SPSO_VERSION);
     psdb__buf_u32(&blob, 0); /* CRC-32, set below */
     psdb__buf_u64(&blob, SPSO_META_HEADER + 12 + compact.len + il.len + so.len);
-    psdb__buf_u32(&blob, dev->adapter.vendor_id);
-    psdb__buf_u32(&blob, dev->adapter.device_id);
-    psdb__buf_u64(&blob, dev->adapter.driver_build);
-    psdb__buf_u64(&blob, dev->target.abi_version);
-    psdb__buf_u64(&blob, dev->target.compiler_version);
+    psdb__buf_u32(&blob, psdb__device_adapter(dev)->vendor_id);
+    psdb__buf_u32(&blob, psdb__device_adapter(dev)->device_id);
+    psdb__buf_u64(&blob, psdb__device_adapter(dev)->driver_build);
+    psdb__buf_u64(&blob, psdb__device_target(dev)->abi_version);
+    psdb__buf_u64(&blob, psdb__device_target(dev)->compiler_version);
     psdb__buf_append(&blob, p->group_key, 32);
     psdb__buf_append(&blob, digests[5], 32);
     psdb__buf_u32(&blob, stage_mask);
@@ -339,14 +341,14 @@ static psdb_hr check_metadata(psdb_device *dev, const psdb_deserialize_graphics_
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if (psdb__le32(m + 24) != dev->adapter.vendor_id ||
-        psdb__le32(m + 28) != dev->adapter.device_id) {
+    if (psdb__le32(m + 24) != psdb__device_adapter(dev)->vendor_id ||
+        psdb__le32(m + 28) != psdb__device_adapter(dev)->device_id) {
         hr = PSDB_E_ADAPTER_NOT_FOUND;
         goto cleanup;
     }
-    if (psdb__le64(m + 32) != dev->adapter.driver_build ||
-        psdb__le64(m + 40) != dev->target.abi_version ||
-        psdb__le64(m + 48) != dev->target.compiler_version) {
+    if (psdb__le64(m + 32) != psdb__device_adapter(dev)->driver_build ||
+        psdb__le64(m + 40) != psdb__device_target(dev)->abi_version ||
+        psdb__le64(m + 48) != psdb__device_target(dev)->compiler_version) {
         hr = PSDB_E_DRIVER_VERSION_MISMATCH;
         goto cleanup;
     }
@@ -429,7 +431,7 @@ psdb_hr psdb_device_deserialize_graphics_pipeline(
         goto cleanup;
     memcpy(p->group_key, (const uint8_t *)desc->metadata + 56, 32);
     p->origin = PSDB__ORIGIN_DESERIALIZED;
-    p->info.operation_id = atomic_fetch_add(&dev->next_operation, 1);
+    p->info.operation_id = psdb__device_next_operation(dev);
     p->info.selection = PSDB_SELECTION_NONE;
     *out = p;
     p = NULL;

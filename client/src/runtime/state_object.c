@@ -59,7 +59,7 @@ static psdb_hr create(psdb_device *dev, const psdb_state_object_desc *desc, psdb
     hr = scan_subobjects(dev, desc, &sub, &num_collections);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    hr = dev->driver->plan_state_object(desc, collection_key, &plan);
+    hr = psdb__device_driver(dev)->plan_state_object(desc, collection_key, &plan);
     if (PSDB_FAILED(hr))
         goto cleanup;
     /* G3: an addition selects for itself; the base's selection is neither inherited nor
