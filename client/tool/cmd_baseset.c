@@ -8,8 +8,7 @@
 
 #include <jansson.h>
 
-#include "baseset.h"
-#include "compiler.h"
+#include "build/baseset.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
@@ -157,7 +156,7 @@ int cmd_baseset(int argc, char **argv)
                                        .compiler_version = compiler_version,
                                        .driver_build = driver_build},
                            .flags = PSDB_DEVICE_FLAG_TOOLS,
-                           .compile_ns_per_kib = PSDB_COMPILE_COST_FREE};
+                           .compile_ns_per_kib = UINT64_MAX}; /* no simulated cost */
     psdb_hr hr = psdb_device_create(&dd, &dev);
     if (PSDB_FAILED(hr)) {
         rc = tool_fail("baseset", "creating the device: %s", psdb_hr_str(hr));

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "compiler.h"
+#include "build/compile_sodb.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "psdbfile_internal.h"
+#include "format/psdbfile_internal.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
@@ -180,7 +180,6 @@ int cmd_inspect(int argc, char **argv)
     psdb_file *f = NULL;
     psdb_file_info info;
     psdb_hr hr = PSDB_S_OK;
-    char msg[256];
 
     if (tool_wants_help(argc, argv)) {
         printf("usage: psdb inspect FILE [--json]\n\n"
@@ -204,9 +203,9 @@ int cmd_inspect(int argc, char **argv)
 
     if (psdb__sqlite_application_id(path, &appid) == 0 && appid == PSDB__SODB_APPLICATION_ID)
         return inspect_sodb(path, json);
-    hr = psdb__file_open_msg(path, NULL, &f, msg, sizeof(msg));
+    hr = psdb_file_open(path, NULL, &f);
     if (hr < 0) {
-        rc = tool_fail("inspect", "%s: %s", path, msg);
+        rc = tool_fail("inspect", "%s", psdb_error_last());
         goto cleanup;
     }
     psdb_file_get_info(f, &info);

@@ -97,6 +97,47 @@ static int parse_target(const char *s, psdb_precompile_target *t)
     return 0;
 }
 
+/* Reads each trusted key file first, so that a wrong one is named with what is wrong with it
+ * (missing, empty, truncated, another key type, a private key), not reported later as a signature
+ * that does not verify. 0, or 1 after printing why. */
+static int check_trusted_keys(const char *const *trust, uint32_t num_trust)
+{
+    for (uint32_t i = 0; i < num_trust; i++) {
+        char why[512];
+        psdb_key *key = NULL;
+        psdb_hr khr = psdb_key_load_kind(trust[i], PSDB_KEY_PUBLIC, &key, why, sizeof(why));
+        psdb_key_release(key);
+        if (PSDB_FAILED(khr))
+            return tool_fail("install", "--trust %s", why);
+    }
+    return 0;
+}
+
+/* The --json answer: one object with ok, each target's outcome and, on failure, the error. */
+static void print_json(const psdb_precompile_target *targets, const psdb_install_result *results,
+                       uint32_t num_targets, psdb_hr hr, const psdb_client *client)
+{
+    json_t *o = json_object(), *arr = json_array();
+    for (uint32_t i = 0; o && arr && i < num_targets; i++) {
+        char sha[65];
+        psdb__hex(results[i].sha256, 32, sha);
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
+                           results[i].status == PSDB_S_FALSE   ? "unchanged"
+                           : PSDB_SUCCEEDED(results[i].status) ? "installed"
+                                                               : psdb_hr_str(results[i].status),
+                           "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
+                           (json_int_t)results[i].size));
+    }
+    json_object_set_new(o, "ok", json_boolean(PSDB_SUCCEEDED(hr)));
+    json_object_set_new(o, "targets", arr);
+    if (PSDB_FAILED(hr))
+        json_object_set_new(o, "error", json_string(psdb_client_last_error(client)));
+    tool_json_dumpf(o, stdout, JSON_COMPACT);
+    fputc('\n', stdout);
+    json_decref(o);
+}
+
 int cmd_install(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -198,17 +239,8 @@ int cmd_install(int argc, char **argv)
                                     "required (see --help)");
     if (!num_trust)
         return tool_fail("install", "--trust KEYFILE.pub is required: nothing unsigned installs");
-    /* Each key file is read here first so that a wrong one is named with what is wrong with it
-     * (missing, empty, truncated, another key type, a private key), not reported later as a
-     * signature that does not verify. */
-    for (uint32_t i = 0; i < num_trust; i++) {
-        char why[512];
-        psdb_key *key = NULL;
-        psdb_hr khr = psdb_key_load_kind(trust[i], PSDB_KEY_PUBLIC, &key, why, sizeof(why));
-        psdb_key_release(key);
-        if (PSDB_FAILED(khr))
-            return tool_fail("install", "--trust %s", why);
-    }
+    if (check_trusted_keys(trust, num_trust) != 0)
+        return 1;
     if (!token)
         token = getenv("PSDB_TOKEN");
     ps.tty = isatty(2);
@@ -236,27 +268,8 @@ int cmd_install(int argc, char **argv)
                            .installer_name = installer,
                            .allow_downgrade = allow_downgrade};
     hr = psdb_client_install(client, &d, results);
-    if (json) {
-        json_t *o = json_object(), *arr = json_array();
-        for (uint32_t i = 0; o && arr && i < num_targets; i++) {
-            char sha[65];
-            psdb__hex(results[i].sha256, 32, sha);
-            json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
-                               results[i].status == PSDB_S_FALSE   ? "unchanged"
-                               : PSDB_SUCCEEDED(results[i].status) ? "installed"
-                                                                   : psdb_hr_str(results[i].status),
-                               "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
-                               (json_int_t)results[i].size));
-        }
-        json_object_set_new(o, "ok", json_boolean(PSDB_SUCCEEDED(hr)));
-        json_object_set_new(o, "targets", arr);
-        if (PSDB_FAILED(hr))
-            json_object_set_new(o, "error", json_string(psdb_client_last_error(client)));
-        tool_json_dumpf(o, stdout, JSON_COMPACT);
-        fputc('\n', stdout);
-        json_decref(o);
-    }
+    if (json)
+        print_json(targets, results, num_targets, hr, client);
     if (PSDB_FAILED(hr)) {
         const char *msg = psdb_client_last_error(client);
         rc = tool_fail("install", "%s", *msg ? msg : psdb_hr_str(hr));

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "publish.h"
+#include "delivery/publish.h"
 
 static void usage(void)
 {

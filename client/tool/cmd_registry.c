@@ -5,8 +5,6 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "registry.h"
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: psdb registry list [--registry DIR] [--json]\n\n"
@@ -146,8 +144,8 @@ int cmd_registry(int argc, char **argv)
     }
     psdb_hr hr = psdb_explorer_open(root, &exp);
     if (PSDB_FAILED(hr)) {
-        if (*psdb__registry_problem())
-            rc = tool_fail("registry", "%s", psdb__registry_problem());
+        if (*psdb_error_last())
+            rc = tool_fail("registry", "%s", psdb_error_last());
         else
             rc = tool_fail("registry", "opening the registry failed: %s", psdb_hr_str(hr));
         goto cleanup;
@@ -160,9 +158,9 @@ int cmd_registry(int argc, char **argv)
     hr = psdb_explorer_foreach(exp, collect, &l);
     if (PSDB_FAILED(hr) || l.failed) {
         rc = tool_fail("registry", "reading the registry failed: %s",
-                       l.failed                    ? "out of memory"
-                       : *psdb__registry_problem() ? psdb__registry_problem()
-                                                   : psdb_hr_str(hr));
+                       l.failed             ? "out of memory"
+                       : *psdb_error_last() ? psdb_error_last()
+                                            : psdb_hr_str(hr));
         goto cleanup;
     }
     if (json) {

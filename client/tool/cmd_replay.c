@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 static const char usage_text[] =
     "usage: psdb replay SODB --family F --abi-min A --abi-max B [--profile-version V]\n"
@@ -72,6 +72,40 @@ static int replay_one(uint32_t kind, const uint8_t key[32], uint64_t version, co
         r->failed++;
     }
     return 0;
+}
+
+/* The replay's statistics: one JSON object with --json, else two lines. */
+static void print_summary(const psdb_statistics *st, uint32_t failed, int json, double secs)
+{
+    uint32_t created = st->pipeline_states.num_created + st->state_objects.num_created;
+    uint32_t missed =
+        st->pipeline_states.num_psdb_cache_missed + st->state_objects.num_psdb_cache_missed;
+    double hit_rate = created ? 100.0 * (double)(created - missed) / (double)created : 0.0;
+    if (json) {
+        json_t *o =
+            json_pack("{s:b, s:{s:i, s:i, s:i, s:i}, s:{s:i, s:i, s:i, s:i}, s:f, s:i, s:f}",
+                      "default_psdb_registered", st->default_psdb_registered, "pipeline_states",
+                      "created", (int)st->pipeline_states.num_created, "psdb_missed",
+                      (int)st->pipeline_states.num_psdb_cache_missed, "total_missed",
+                      (int)st->pipeline_states.num_total_cache_missed, "unknown",
+                      (int)st->pipeline_states.num_cache_unknown, "state_objects", "created",
+                      (int)st->state_objects.num_created, "psdb_missed",
+                      (int)st->state_objects.num_psdb_cache_missed, "total_missed",
+                      (int)st->state_objects.num_total_cache_missed, "unknown",
+                      (int)st->state_objects.num_cache_unknown, "psdb_hit_rate", hit_rate, "failed",
+                      (int)failed, "seconds", secs);
+        if (o) {
+            tool_json_dumpf(o, stdout, JSON_COMPACT);
+            fputc('\n', stdout);
+            json_decref(o);
+        }
+    } else {
+        printf("default PSDB registered: %s\n", st->default_psdb_registered ? "yes" : "no");
+        printf("created %u (pipelines %u, state objects %u), PSDB missed %u, hit rate %.1f%%, "
+               "failed %u, %.3f s\n",
+               created, st->pipeline_states.num_created, st->state_objects.num_created, missed,
+               hit_rate, failed, secs);
+    }
 }
 
 int cmd_replay(int argc, char **argv)
@@ -193,36 +227,8 @@ int cmd_replay(int argc, char **argv)
         rc = tool_fail("replay", "statistics: %s", psdb_hr_str(hr));
         goto cleanup;
     }
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    uint32_t created = st.pipeline_states.num_created + st.state_objects.num_created;
-    uint32_t missed =
-        st.pipeline_states.num_psdb_cache_missed + st.state_objects.num_psdb_cache_missed;
-    double hit_rate = created ? 100.0 * (double)(created - missed) / (double)created : 0.0;
-    if (json) {
-        json_t *o =
-            json_pack("{s:b, s:{s:i, s:i, s:i, s:i}, s:{s:i, s:i, s:i, s:i}, s:f, s:i, s:f}",
-                      "default_psdb_registered", st.default_psdb_registered, "pipeline_states",
-                      "created", (int)st.pipeline_states.num_created, "psdb_missed",
-                      (int)st.pipeline_states.num_psdb_cache_missed, "total_missed",
-                      (int)st.pipeline_states.num_total_cache_missed, "unknown",
-                      (int)st.pipeline_states.num_cache_unknown, "state_objects", "created",
-                      (int)st.state_objects.num_created, "psdb_missed",
-                      (int)st.state_objects.num_psdb_cache_missed, "total_missed",
-                      (int)st.state_objects.num_total_cache_missed, "unknown",
-                      (int)st.state_objects.num_cache_unknown, "psdb_hit_rate", hit_rate, "failed",
-                      (int)r.failed, "seconds", secs);
-        if (o) {
-            tool_json_dumpf(o, stdout, JSON_COMPACT);
-            fputc('\n', stdout);
-            json_decref(o);
-        }
-    } else {
-        printf("default PSDB registered: %s\n", st.default_psdb_registered ? "yes" : "no");
-        printf("created %u (pipelines %u, state objects %u), PSDB missed %u, hit rate %.1f%%, "
-               "failed %u, %.3f s\n",
-               created, st.pipeline_states.num_created, st.state_objects.num_created, missed,
-               hit_rate, r.failed, secs);
-    }
+    print_summary(&st, r.failed, json,
+                  (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     if (r.failed) {
         rc = tool_fail("replay", "%u creations failed (first: %s)", r.failed,
                        psdb_hr_str(r.first_error));

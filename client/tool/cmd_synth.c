@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "synth.h"
+#include "build/synth.h"
 
 static void usage(FILE *f)
 {

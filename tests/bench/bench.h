@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 /* Monotonic time in seconds. */
 static inline double bench_now(void)

@@ -6,8 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compiler.h"
-#include "synth.h"
+#include "build/compile_sodb.h"
+#include "driver/compiler.h"
+#include "build/synth.h"
 
 static int run(const char *sodb, const char *out, uint64_t cost, const char *label)
 {

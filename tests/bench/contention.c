@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "compiler.h"
+#include "driver/compiler.h"
 
 #include "bench.h"
 

@@ -19,7 +19,7 @@
 #include "psdb/psdb.h"
 
 #include "bench.h"
-#include "psdbfile_internal.h"
+#include "format/psdbfile_internal.h"
 
 #define RUNS 5
 #define SAMPLES 100000

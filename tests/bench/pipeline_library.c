@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "baseset.h"
-#include "compiler.h"
-#include "desc.h"
-#include "synth.h"
+#include "build/baseset.h"
+#include "driver/compiler.h"
+#include "format/desc.h"
+#include "build/synth.h"
 
 #include "bench.h"
 

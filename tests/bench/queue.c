@@ -10,9 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "compiler.h"
-#include "desc.h"
-#include "synth.h"
+#include "build/compile_sodb.h"
+#include "driver/compiler.h"
+#include "format/desc.h"
+#include "build/synth.h"
 
 #include "bench.h"
 

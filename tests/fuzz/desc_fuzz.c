@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 static void check_same(psdb_hr hr, const psdb__buf *b, const uint8_t *data, size_t size)
 {

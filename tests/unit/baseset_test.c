@@ -3,9 +3,9 @@
  * no compile and no lookup at the game's start. */
 #include "rt_fixture.h"
 
-#include "baseset.h"
-#include "desc.h"
-#include "synth.h"
+#include "build/baseset.h"
+#include "format/desc.h"
+#include "build/synth.h"
 
 typedef struct corpus {
     size_t n;

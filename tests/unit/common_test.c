@@ -15,80 +15,24 @@
 #include "common/migrate.h"
 #include "common/parse.h"
 #include "common/status_map.h"
+#include "version_spellings.h"
 
 /* schema/HTTP.md "Version spellings": every example; the tool and the manifest reader use this
  * same parser, so the tool's former "+7" and the reader's former %u reading are refused. */
 START_TEST(test_common__version_grammar_is_the_servers)
 {
-    static const struct {
-        const char *text;
-        uint64_t value;
-    } accepted[] = {
-        {"1.2.3.4", PSDB_VERSION(1, 2, 3, 4)},
-        {"65535.65535.65535.65535", UINT64_MAX},
-        {"1.2", PSDB_VERSION(1, 2, 0, 0)},
-        {"1.2.3", PSDB_VERSION(1, 2, 3, 0)},
-        {"01.002.0003.00004", PSDB_VERSION(1, 2, 3, 4)},
-        {"00000000000000000001.0.0.0", PSDB_VERSION(1, 0, 0, 0)},
-        {"7", 7},
-        {"007", 7},
-        {"0x0001000200030004", PSDB_VERSION(1, 2, 3, 4)},
-        {"0XfFfF", 0xFFFF},
-        {"18446744073709551615", UINT64_MAX},
-    };
-    static const char *const refused[] = {
-        "",
-        "1.",
-        ".1",
-        "1..2",
-        "1.2.3.",
-        "1.2.3.4.",
-        "1.2.3.4.5",
-        "65536.0.0.0",
-        "1.65536",
-        "99999999999999999999.0.0.0",
-        "4294967297.0.0.0",
-        "4294967297.0.2.0",
-        "-1.2.3.4",
-        "+1.2.3.4",
-        "1.-2.3.4",
-        "1.+2.3.4",
-        "-0.1.2.3",
-        " 1.2.3.4",
-        "1.2.3.4 ",
-        "1 .2.3.4",
-        "1. 2.3.4",
-        "1.2.3.4\n",
-        "0x1.2.3.4",
-        "1.0x2.3.4",
-        "1.2.3.4a",
-        "a.b.c.d",
-        "1,2,3,4",
-        "-1",
-        "+1",
-        "+7",
-        " 1",
-        "1 ",
-        "0x",
-        "0x-1",
-        "0x 1",
-        "0x1g",
-        "18446744073709551616",
-        "0x10000000000000000",
-        "1e3",
-        " -1",
-    };
-    for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+    for (size_t i = 0; i < sizeof(version_accepted) / sizeof(version_accepted[0]); i++) {
         uint64_t v = 42;
-        ck_assert_msg(psdb__parse_version(accepted[i].text, &v) == 0, "refused %s",
-                      accepted[i].text);
-        ck_assert_msg(v == accepted[i].value, "%s read as %llx", accepted[i].text,
+        ck_assert_msg(psdb__parse_version(version_accepted[i].text, &v) == 0, "refused %s",
+                      version_accepted[i].text);
+        ck_assert_msg(v == version_accepted[i].value, "%s read as %llx", version_accepted[i].text,
                       (unsigned long long)v);
     }
-    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    for (size_t i = 0; i < sizeof(version_refused) / sizeof(version_refused[0]); i++) {
         uint64_t v = 42;
-        ck_assert_msg(psdb__parse_version(refused[i], &v) != 0, "accepted \"%s\"", refused[i]);
-        ck_assert_msg(v == 42, "\"%s\" wrote *out on failure", refused[i]);
+        ck_assert_msg(psdb__parse_version(version_refused[i], &v) != 0, "accepted \"%s\"",
+                      version_refused[i]);
+        ck_assert_msg(v == 42, "\"%s\" wrote *out on failure", version_refused[i]);
     }
     ck_assert_int_ne(psdb__parse_version(NULL, &(uint64_t){0}), 0);
 }

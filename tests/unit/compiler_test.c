@@ -7,9 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "compiler.h"
-#include "desc.h"
-#include "synth.h"
+#include "build/compile_sodb.h"
+#include "driver/compiler.h"
+#include "format/desc.h"
+#include "build/synth.h"
 
 static const uint8_t RS[] = {1, 2, 3, 4};
 static const uint8_t RS2[] = {9, 9, 9};

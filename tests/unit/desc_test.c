@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "desc.h"
+#include "format/desc.h"
 
 static const uint8_t RS[] = {1, 2, 3, 4, 5, 6, 7, 8};
 static const uint8_t VS[] = "vertex shader bytecode";

@@ -3,7 +3,7 @@
 #include "rt_fixture.h"
 
 #include "../data/pipeline_library/golden.h"
-#include "pipeline_library.h"
+#include "runtime/pipeline_library.h"
 
 static psdb_device *plain_device(uint32_t adapter_flags)
 {

@@ -13,7 +13,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "psdbfile_internal.h"
+#include "format/psdbfile_internal.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "queue.h"
+#include "runtime/queue.h"
 #include "rt_fixture.h"
 
 /* A creation that searches the gate PSDB `g` stops at its first lookup until the test opens the

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "install.h"
+#include "registry/install.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compiler.h"
+#include "driver/compiler.h"
 #include "testutil.h"
 
 /* Every helper is static; a suite uses some of them. */

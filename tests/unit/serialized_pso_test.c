@@ -3,7 +3,7 @@
  * serialization. */
 #include "rt_fixture.h"
 
-#include "pipeline_library.h"
+#include "runtime/pipeline_library.h"
 
 typedef struct msgs {
     int count;

@@ -1,6 +1,6 @@
 /* session_test.c - sessions (MODEL D): PSDB sessions from files and components, reference counts
  * and destruction callbacks, application-managed cache sessions. */
-#include "device.h"
+#include "runtime/device_int.h"
 #include "rt_fixture.h"
 
 #include <unistd.h>

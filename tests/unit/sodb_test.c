@@ -9,8 +9,8 @@
 
 #include <sqlite3.h>
 
-#include "desc.h"
-#include "sodb.h"
+#include "format/desc.h"
+#include "format/sodb.h"
 #include "common/buf.h"
 #include "common/hash.h"
 

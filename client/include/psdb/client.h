@@ -57,14 +57,23 @@ typedef struct psdb_manifest {
  * psdb_key_load_kind(path, PSDB_KEY_PUBLIC, ...) says why a key file is refused. A client is used
  * by one thread at a time. */
 PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out);
+/* Frees the client and what it holds (its copies of the desc's strings, the trusted keys). NULL
+ * is a no-op; cannot fail. Not concurrently with another call on the same client. */
 PSDB_API void psdb_client_release(psdb_client *c);
 
-/* One line describing the last failure of a call on this client ("" when none). Borrowed: valid
- * until the next call on the client. */
+/* One line describing the last failure of a call on this client ("" when none; NULL c gives "").
+ * The same line is also the calling thread's psdb_error_last(). Borrowed: valid until the next
+ * call on the client or its release. Same thread rule as the client. */
 PSDB_API const char *psdb_client_last_error(const psdb_client *c);
 
-/* Parses a manifest from JSON. PSDB_E_PROTOCOL when a required field is missing or malformed. */
+/* Parses a manifest from size bytes of JSON (GET /v1/resolve's answer; schema/HTTP.md). Versions
+ * and numbers sent as strings follow the one grammar of schema/HTTP.md "Version spellings".
+ * Statuses: PSDB_E_INVALIDARG (NULL json or out), PSDB_E_PROTOCOL (not JSON, a required field
+ * missing or malformed, a duplicate key), PSDB_E_OUTOFMEMORY. On success *out is the caller's
+ * (psdb_manifest_free); on failure *out is NULL. Thread-safe (no shared state). */
 PSDB_API psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out);
+/* Frees a manifest from psdb_manifest_parse or psdb_client_resolve. NULL is a no-op; cannot fail.
+ */
 PSDB_API void psdb_manifest_free(psdb_manifest *m);
 
 /* Asks the server for the best PSDB for one target (GET /v1/resolve; MODEL A3). `profile_version`
@@ -72,9 +81,12 @@ PSDB_API void psdb_manifest_free(psdb_manifest *m);
  * does (without an AppId, which the request does not carry): a manifest for another application,
  * version, exe filename or engine (when app names them), family, ABI outside [abi_min, abi_max]
  * or profile version (when asked) is refused even when its signature is valid.
- * PSDB_E_NOT_FOUND (404), PSDB_E_ACCESS (401/403), PSDB_E_NETWORK (after retries),
- * PSDB_E_PROTOCOL (garbage answer), PSDB_E_INTEGRITY (an answer for another request; the last
- * error names the field). *out is the caller's; NULL on failure. */
+ * HTTP errors map as everywhere in psdb: PSDB_E_INVALIDARG (400), PSDB_E_ACCESS (401/403),
+ * PSDB_E_NOT_FOUND (404), PSDB_E_NETWORK (connection failures, 408, 429 and 5xx after retries),
+ * PSDB_E_PROTOCOL (any other status, a garbage answer); PSDB_E_INTEGRITY (an answer for another
+ * request; the last error names the field); PSDB_E_INVALIDARG also for NULL c, app or target;
+ * PSDB_E_OUTOFMEMORY. *out is the caller's (psdb_manifest_free); NULL on failure. Same thread rule
+ * as the client. */
 PSDB_API psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
                                      const psdb_precompile_target *target, psdb_manifest **out);
 
@@ -82,14 +94,19 @@ PSDB_API psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
  * resumes an existing .part with a Range request (its bytes are re-hashed first); retries
  * transient failures with exponential backoff. Only when the size and SHA-256 match the manifest
  * AND the manifest's signature verifies with a trusted key is the file fsynced and renamed to
- * dest_path. Memory use does not grow with the size. Statuses: PSDB_E_INTEGRITY (size or digest
- * mismatch: the .part is removed), PSDB_E_SIGNATURE, PSDB_E_DISK_FULL, PSDB_E_IO,
- * PSDB_E_NETWORK, PSDB_E_NOT_FOUND (404), PSDB_E_ACCESS. */
+ * dest_path. Memory use does not grow with the size. Statuses: PSDB_E_INVALIDARG (NULL c, m or
+ * dest_path, a manifest without url), PSDB_E_INTEGRITY (size or digest mismatch: the .part is
+ * removed), PSDB_E_SIGNATURE, PSDB_E_DISK_FULL (the .part is removed), PSDB_E_ACCESS (a file
+ * permission, or HTTP 401/403), PSDB_E_IO, PSDB_E_NETWORK, PSDB_E_NOT_FOUND (404), the other HTTP
+ * statuses as psdb_client_resolve, PSDB_E_OUTOFMEMORY; the last error says which step failed.
+ * The manifest stays the caller's. Same thread rule as the client. */
 PSDB_API psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m,
                                       const char *dest_path);
 
 /* Verifies a manifest's signature over its signed statement with the client's trusted keys
- * (S_OK, or PSDB_E_SIGNATURE). Download calls it; exposed for launchers that cache manifests. */
+ * (S_OK, or PSDB_E_SIGNATURE with the last error naming the key id; PSDB_E_INVALIDARG on NULL;
+ * PSDB_E_OUTOFMEMORY). Download calls it; exposed for launchers that cache manifests. Borrows m.
+ * Same thread rule as the client. */
 PSDB_API psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m);
 
 /* Checks that a manifest answers this request, so that a validly signed manifest of some other

@@ -16,6 +16,12 @@
 #include "file.h"
 #include "registry.h"
 #include "device.h"
+#include "session.h"
+#include "pipeline.h"
+#include "pipeline_library.h"
+#include "serialized_pso.h"
+#include "derived_pso.h"
+#include "queue.h"
 #include "sign.h"
 #include "client.h"
 

@@ -86,12 +86,6 @@ const uint8_t *psdb__rd_bytes(psdb__rd *r, size_t n)
     return p;
 }
 
-uint8_t psdb__rd_u8(psdb__rd *r)
-{
-    const uint8_t *p = psdb__rd_bytes(r, 1);
-    return p ? p[0] : 0;
-}
-
 uint32_t psdb__rd_u32(psdb__rd *r)
 {
     const uint8_t *p = psdb__rd_bytes(r, 4);

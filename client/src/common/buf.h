@@ -34,7 +34,6 @@ typedef struct psdb__rd {
 } psdb__rd;
 
 const uint8_t *psdb__rd_bytes(psdb__rd *r, size_t n);
-uint8_t psdb__rd_u8(psdb__rd *r);
 uint32_t psdb__rd_u32(psdb__rd *r);
 uint64_t psdb__rd_u64(psdb__rd *r);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline_library.h"
+#include "runtime/pipeline_library.h"
 
 /* Recomputes the body CRC so that a mutation reaches the check after it. */
 static void golden_fix_crc(uint8_t *b, size_t size)

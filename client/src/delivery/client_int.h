@@ -1,0 +1,61 @@
+/* client_int.h - what the delivery client's files share (client.c, manifest.c, resolve.c,
+ * download.c): the client handle and the helpers they call. The delivery client: resolve on
+ * psdbd, resumable verified downloads (libcurl).
+ *
+ * DESIGN
+ * A download never trusts bytes it has not hashed: it streams into <dest>.part through one
+ * SHA-256 context, and a resumed download first re-reads what the .part already holds into that
+ * context before asking for the rest with a Range request. Only a complete, matching, signed file
+ * is fsynced and renamed over <dest>, so <dest> is either absent, the previous version, or the new
+ * verified one. Transient failures (connection, timeout, 5xx, a short body) retry with doubling
+ * backoff and resume from what is on disk; a permanent failure (4xx, integrity, disk full) stops.
+ */
+#ifndef PSDB_CLIENT_INT_H
+#define PSDB_CLIENT_INT_H
+
+#include <curl/curl.h>
+
+#include "psdb/client.h"
+#include "psdb/sign.h"
+
+#include "registry/install.h"
+
+struct psdb_client {
+    char *server_url; /* without a trailing '/' */
+    char *token;
+    char *ca_file;
+    char *pinned_public_key;
+    uint32_t connect_timeout_ms, low_speed_timeout_s, max_retries, retry_base_ms;
+    psdb_key **keys; /* trusted publisher keys */
+    uint32_t num_keys;
+    void (*progress)(const psdb_progress *p, void *ctx);
+    void *progress_ctx;
+    char error[512];
+    char curl_error[CURL_ERROR_SIZE];
+};
+
+/* manifest.c */
+psdb_hr psdb__client_check_request(psdb_client *c, const char *who, const psdb_manifest *m,
+                                   const psdb_app_desc *app, const uint8_t *app_id,
+                                   const psdb_precompile_target *t, const char *implied_exe);
+/* resolve.c */
+CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist **headers);
+/* resolve.c */
+int psdb__client_transient_curl(CURLcode rc);
+/* resolve.c */
+void psdb__client_backoff(const psdb_client *c, uint32_t attempt);
+
+/* Sets the client's one-line last error (client.c). */
+void psdb__client_error(psdb_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Checks a resolved manifest against the whole install request: resolve's checks plus the AppId
+ * and the exe path's file name (manifest.c). PSDB_E_INTEGRITY with the client's error set. */
+psdb_hr psdb__client_check_install(psdb_client *c, const psdb_manifest *m,
+                                   const psdb_install_desc *d, const psdb_precompile_target *t);
+
+/* Checks an opened PSDB's identity and target against its manifest, field by field (manifest.c).
+ * PSDB_E_INTEGRITY with the client's error naming the field. */
+psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_file_info *info,
+                                const psdb_manifest *m);
+
+#endif

@@ -1,0 +1,238 @@
+/* install.c - psdb_client_install: resolve, download, verify and register every target at once.
+ *
+ * DESIGN
+ * Nothing reaches the registry until every target is on disk and checked: downloads land in
+ * <root>/psdbs/<sha256>.psdb (content-addressed and shared by every installer of the root), each
+ * is hashed and opened with libpsdb against its target, and only then does one registry
+ * transaction switch the "default" component and record the serials. The whole install holds the
+ * store lock shared (store.h), so no sweep can remove a file between its arrival and the commit.
+ * A file already in the store is hashed, never trusted by its name: a damaged or missing file is
+ * downloaded again even when the serial is unchanged. A crash at any point leaves the previous
+ * registration in force; leftover files are collected by a later sweep. */
+#include "psdb/client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "delivery/client_int.h"
+#include "registry/install.h"
+#include "registry/registry.h"
+#include "registry/store.h"
+#include "common/buf.h"
+#include "common/hash.h"
+
+/* Whether path is a regular file with this SHA-256. */
+static int file_has_digest(const char *path, const uint8_t sha256[32])
+{
+    uint8_t got[32];
+    return PSDB_SUCCEEDED(psdb__file_sha256(path, got)) && memcmp(got, sha256, 32) == 0;
+}
+
+/* Downloads m to path unless another process has put it there meanwhile. Installs of one digest
+ * serialize on its .part (another launcher may be installing the same PSDB for another
+ * application): the second finds the first's file, hashes it and is done. */
+static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path)
+{
+    psdb_hr hr = PSDB_S_OK;
+    char *part = NULL;
+    int fd = -1, done = 0;
+    if (asprintf(&part, "%s.part", path) < 0) {
+        part = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    hr = psdb__store_lock_part(part, &fd);
+    if (PSDB_FAILED(hr)) {
+        psdb__client_error(c, "install: lock %s: %s", part, strerror(errno));
+        goto cleanup;
+    }
+    done = file_has_digest(path, m->sha256);
+    if (!done) {
+        hr = psdb_client_download(c, m, path);
+        done = PSDB_SUCCEEDED(hr);
+    }
+cleanup:
+    /* A .part left after a failed download is kept for resuming; after success it is gone (renamed
+     * into place) or, when another process did the work, an empty file of ours to remove. */
+    if (part)
+        psdb__store_unlock_part(part, fd, done);
+    free(part);
+    return hr;
+}
+
+/* Opens the downloaded PSDB as a device of that target would and checks that it is what the
+ * manifest says it is, field by field. Sets the client's error. */
+static psdb_hr check_psdb(psdb_client *c, const char *path, const psdb_precompile_target *t,
+                          const psdb_manifest *m)
+{
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    psdb_adapter_desc ad = {.family = t->family,
+                            .abi_min = t->abi_min,
+                            .abi_max = t->abi_max,
+                            .app_profile_version = t->profile_version};
+    psdb_hr hr;
+    if (!t->profile_version)
+        ad.app_profile_version = m->target.profile_version; /* "any" profile was asked for */
+    hr = psdb_file_open(path, &ad, &f);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_file_get_info(f, &info);
+    if (PSDB_FAILED(hr))
+        psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path, t->family,
+                           (unsigned long long)t->abi_min, (unsigned long long)t->abi_max,
+                           psdb_hr_str(hr));
+    else
+        hr = psdb__client_check_file(c, path, &info, m);
+    psdb_file_release(f);
+    return hr;
+}
+
+psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
+                            psdb_install_result *results)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_installer *inst = NULL;
+    psdb_manifest **manifests = NULL;
+    psdb__install_entry *entries = NULL;
+    psdb__store store = {.lock_fd = -1};
+    const char *exe_filename = NULL;
+    uint32_t n = 0, i;
+
+    if (!c || !d || !d->exe_path || !*d->exe_path || !d->app || !d->app->name || !d->app->version ||
+        !d->targets || d->num_targets == 0)
+        return PSDB_E_INVALIDARG;
+    n = d->num_targets;
+    for (i = 0; i < n; i++) {
+        if (!d->targets[i].family[0])
+            return PSDB_E_INVALIDARG;
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(d->targets[i].family, d->targets[j].family) == 0) {
+                psdb__client_error(c, "install: family %s is named by two targets",
+                                   d->targets[i].family);
+                return PSDB_E_INVALIDARG;
+            }
+    }
+    if (results)
+        memset(results, 0, n * sizeof(*results));
+    psdb_installer_desc idesc = {.name = d->installer_name ? d->installer_name : "psdb",
+                                 .scope = PSDB_SCOPE_USER,
+                                 .root_dir = d->registry_dir};
+    hr = psdb_installer_open(&idesc, &inst);
+    if (PSDB_FAILED(hr)) {
+        if (*psdb__registry_problem())
+            psdb__client_error(c, "install: %s", psdb__registry_problem());
+        else
+            psdb__client_error(c, "install: installer '%s': %s", idesc.name,
+                               hr == PSDB_E_BUSY ? "another install of it is running"
+                                                 : psdb_hr_str(hr));
+        goto cleanup;
+    }
+    char err[512] = "";
+    hr = psdb__store_open(inst, &store, err, sizeof(err));
+    if (PSDB_SUCCEEDED(hr)) {
+        hr = psdb__store_hold(&store);
+        if (PSDB_FAILED(hr))
+            snprintf(err, sizeof(err), "store: flock " PSDB__STORE_LOCK " of %s: %s",
+                     psdb__installer_root(inst), strerror(errno));
+    }
+    if (PSDB_FAILED(hr)) {
+        psdb__client_error(c, "install: %s", err[0] ? err : psdb_hr_str(hr));
+        goto cleanup;
+    }
+    manifests = calloc(n, sizeof(*manifests));
+    entries = calloc(n, sizeof(*entries));
+    if (!manifests || !entries) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (i = 0; i < n; i++) {
+        const psdb_precompile_target *t = &d->targets[i];
+        psdb_install_result *r = results ? &results[i] : NULL;
+        uint64_t have_serial = 0;
+        char have_sha[65] = "";
+        char *path = NULL;
+
+        hr = psdb_client_resolve(c, d->app, t, &manifests[i]);
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb__client_check_install(c, manifests[i], d, t);
+        if (r)
+            r->status = hr;
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        const psdb_manifest *m = manifests[i];
+        if (r) {
+            r->serial = m->serial;
+            r->size = m->size;
+            memcpy(r->sha256, m->sha256, 32);
+        }
+        psdb__hex(m->sha256, 32, entries[i].sha256);
+        entries[i].family = t->family;
+        entries[i].serial = m->serial;
+        psdb_hr known =
+            psdb__registry_installed(inst, d->exe_path, t->family, &have_serial, have_sha);
+        if (PSDB_SUCCEEDED(known) && m->serial < have_serial && !d->allow_downgrade) {
+            hr = PSDB_E_DOWNGRADE;
+            psdb__client_error(c,
+                               "install: %s offers serial %llu for %s but %llu is installed "
+                               "(--allow-downgrade to accept)",
+                               c ? "the server" : "", (unsigned long long)m->serial, t->family,
+                               (unsigned long long)have_serial);
+            if (r)
+                r->status = hr;
+            goto cleanup;
+        }
+        if (asprintf(&path, "%s/%s.psdb", store.dir, entries[i].sha256) < 0) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        entries[i].psdb_path = path;
+        int intact = file_has_digest(path, m->sha256);
+        int same = PSDB_SUCCEEDED(known) && strcmp(have_sha, entries[i].sha256) == 0 && intact;
+        if (!same) {
+            /* Verifies the signature even when the file is already in the store. */
+            hr = psdb_client_verify_manifest(c, m);
+            if (PSDB_SUCCEEDED(hr) && !intact)
+                hr = fetch(c, m, path);
+            if (PSDB_FAILED(hr)) {
+                if (r)
+                    r->status = hr;
+                goto cleanup;
+            }
+        }
+        hr = check_psdb(c, path, t, m);
+        if (PSDB_FAILED(hr)) {
+            /* Not removed here: its digest is the published one, and another application may
+             * register the same file; the sweep removes it if nothing does. check_psdb set the
+             * error. */
+            if (r)
+                r->status = hr;
+            goto cleanup;
+        }
+        if (r)
+            r->status = same ? PSDB_S_FALSE : PSDB_S_OK;
+    }
+    exe_filename = strrchr(d->exe_path, '/');
+    psdb_app_desc app = *d->app;
+    if (!app.exe_filename)
+        app.exe_filename = exe_filename ? exe_filename + 1 : d->exe_path;
+    hr = psdb__registry_install(inst, d->exe_path, &app, d->app_id, n, entries, d->allow_downgrade);
+    if (PSDB_FAILED(hr)) {
+        psdb__client_error(c, "install: registry update: %s",
+                           *psdb__registry_problem() ? psdb__registry_problem() : psdb_hr_str(hr));
+        goto cleanup;
+    }
+    /* Best effort: the install is complete; a sweep that cannot run now runs after a later one. */
+    psdb__store_sweep(inst, &store, 0);
+cleanup:
+    for (i = 0; manifests && i < n; i++)
+        psdb_manifest_free(manifests[i]);
+    for (i = 0; entries && i < n; i++)
+        free((char *)entries[i].psdb_path);
+    free(manifests);
+    free(entries);
+    psdb__store_close(&store);
+    psdb_installer_release(inst);
+    return hr;
+}

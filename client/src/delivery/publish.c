@@ -1,0 +1,230 @@
+/* publish.c - the libcurl upload behind `psdb publish`, and the curl handle setup shared with the
+ * delivery client. */
+#include "delivery/publish.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/status_map.h"
+
+#define MAX_RESPONSE (1u << 20)
+
+CURL *psdb__curl_new(const char *url, const char *token, char *errbuf, struct curl_slist **headers)
+{
+    CURL *c = curl_easy_init();
+    char *auth = NULL;
+    *headers = NULL;
+    if (!c)
+        return NULL;
+    errbuf[0] = '\0';
+    if (token) {
+        if (asprintf(&auth, "Authorization: Bearer %s", token) < 0) {
+            curl_easy_cleanup(c);
+            return NULL;
+        }
+        *headers = curl_slist_append(NULL, auth);
+        free(auth);
+        if (!*headers) {
+            curl_easy_cleanup(c);
+            return NULL;
+        }
+    }
+    if (curl_easy_setopt(c, CURLOPT_URL, url) != CURLE_OK) {
+        curl_slist_free_all(*headers);
+        *headers = NULL;
+        curl_easy_cleanup(c);
+        return NULL;
+    }
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "psdb/" PSDB_VERSION_STRING);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (*headers)
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
+    return c;
+}
+
+struct sink {
+    psdb__buf buf;
+    int too_big;
+};
+
+static size_t on_body(char *data, size_t size, size_t n, void *ctx)
+{
+    struct sink *s = ctx;
+    size_t len = size * n;
+    if (s->buf.len + len > MAX_RESPONSE) {
+        s->too_big = 1;
+        return 0;
+    }
+    psdb__buf_append(&s->buf, data, len);
+    return s->buf.oom ? 0 : len;
+}
+
+static size_t on_read(char *out, size_t size, size_t n, void *ctx)
+{
+    FILE *f = ctx;
+    size_t got = fread(out, 1, size * n, f);
+    if (got == 0 && ferror(f))
+        return CURL_READFUNC_ABORT;
+    return got;
+}
+
+static psdb_hr hash_file(FILE *f, uint8_t digest[32], uint64_t *size)
+{
+    psdb__sha256_ctx *c = psdb__sha256_begin();
+    uint8_t buf[65536];
+    size_t n;
+    uint64_t total = 0;
+    if (!c)
+        return PSDB_E_OUTOFMEMORY;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+        psdb__sha256_update(c, buf, n);
+        total += n;
+    }
+    psdb__sha256_end(c, digest);
+    if (ferror(f))
+        return PSDB_E_IO;
+    *size = total;
+    return PSDB_S_OK;
+}
+
+/* 201: published; 200: the same PSDB was already there (S_FALSE); errors as everywhere else. */
+static psdb_hr status_hr(long status)
+{
+    if (status == 201)
+        return PSDB_S_OK;
+    if (status == 200)
+        return PSDB_S_FALSE;
+    return psdb__http_hr(status);
+}
+
+psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, char *msg,
+                      size_t msg_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_file *pf = NULL;
+    psdb_file_info info;
+    psdb_key *key = NULL;
+    psdb_statement st = {0};
+    FILE *f = NULL;
+    CURL *c = NULL;
+    struct curl_slist *headers = NULL, *h;
+    struct sink sink = {0};
+    char errbuf[CURL_ERROR_SIZE], sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE];
+    char *url = NULL, *line = NULL;
+    size_t n;
+    CURLcode cc;
+
+    *status = 0;
+    *body = NULL;
+    msg[0] = '\0';
+    if (!d || !d->server || !d->token || !d->key_path || !d->psdb_path) {
+        snprintf(msg, msg_size, "server, token, key and file are required");
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    /* The explanation names the key file and what is wrong with it (psdb_key_load_kind). */
+    if ((hr = psdb_key_load_kind(d->key_path, PSDB_KEY_PRIVATE, &key, msg, msg_size)) < 0)
+        goto cleanup;
+    if ((hr = psdb_file_open(d->psdb_path, NULL, &pf)) < 0 ||
+        (hr = psdb_file_get_info(pf, &info)) < 0) {
+        snprintf(msg, msg_size, "%s: not a valid PSDB (%s)", d->psdb_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    f = fopen(d->psdb_path, "rb");
+    if (!f) {
+        snprintf(msg, msg_size, "open %s: %s", d->psdb_path, strerror(errno));
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    if ((hr = hash_file(f, st.sha256, &st.size)) < 0) {
+        snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(errno));
+        goto cleanup;
+    }
+    rewind(f);
+    st.identity = info.identity;
+    st.target = info.target;
+    st.serial = d->serial;
+    if ((hr = psdb_statement_sign(key, &st, sig)) < 0 || (hr = psdb_key_id(key, kid)) < 0) {
+        snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
+        goto cleanup;
+    }
+    n = strlen(d->server);
+    while (n > 0 && d->server[n - 1] == '/')
+        n--;
+    if (asprintf(&url, "%.*s/v1/psdbs", (int)n, d->server) < 0) {
+        url = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    c = psdb__curl_new(url, d->token, errbuf, &headers);
+    if (!c) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (int i = 0; i < 4; i++) {
+        int len = i == 0   ? asprintf(&line, "Content-Type: application/octet-stream")
+                  : i == 1 ? asprintf(&line, "X-Psdb-Serial: %llu", (unsigned long long)d->serial)
+                  : i == 2 ? asprintf(&line, "X-Psdb-Key-Id: %s", kid)
+                           : asprintf(&line, "X-Psdb-Signature: %s", sig);
+        h = len < 0 ? NULL : curl_slist_append(headers, line);
+        if (len < 0)
+            line = NULL;
+        free(line);
+        line = NULL;
+        if (!h) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        headers = h;
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.size);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(c, CURLOPT_READDATA, f);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    cc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    if (sink.buf.len > 0 && !sink.buf.oom) {
+        *body = malloc(sink.buf.len + 1);
+        if (*body) {
+            memcpy(*body, sink.buf.data, sink.buf.len);
+            (*body)[sink.buf.len] = '\0';
+        }
+    }
+    if (cc != CURLE_OK && *status == 0) {
+        snprintf(msg, msg_size, "%s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+        hr = PSDB_E_NETWORK;
+        goto cleanup;
+    }
+    hr = status_hr(*status);
+    if (hr < 0)
+        snprintf(msg, msg_size, "%s answered %ld", url, *status);
+cleanup:
+    free(line);
+    free(url);
+    if (c)
+        curl_easy_cleanup(c);
+    curl_slist_free_all(headers);
+    psdb__buf_free(&sink.buf);
+    if (f)
+        fclose(f);
+    psdb_file_release(pf);
+    psdb_key_release(key);
+    return hr;
+}

@@ -1,0 +1,193 @@
+/* resolve.c - transfers (curl handles, retries with backoff) and psdb_client_resolve. */
+#include "delivery/client_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "registry/install.h"
+#include "delivery/publish.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/error.h"
+#include "common/parse.h"
+#include "common/status_map.h"
+
+#define RESOLVE_MAX_BYTES (1u << 20) /* a manifest is small; anything larger is garbage */
+
+/* ---- transfers ----------------------------------------------------------------------------------
+ */
+
+/* A handle with the project's defaults (psdb__curl_new) and this client's TLS and timeouts. */
+CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist **headers)
+{
+    CURL *h = psdb__curl_new(url, c->token, c->curl_error, headers);
+    if (!h)
+        return NULL;
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)c->low_speed_timeout_s);
+    if (c->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->pinned_public_key)
+        curl_easy_setopt(h, CURLOPT_PINNEDPUBLICKEY, c->pinned_public_key);
+    return h;
+}
+
+int psdb__client_transient_curl(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void psdb__client_backoff(const psdb_client *c, uint32_t attempt)
+{
+    uint64_t ms = (uint64_t)c->retry_base_ms << (attempt > 10 ? 10 : attempt - 1);
+    if (ms > 10000)
+        ms = 10000;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+typedef struct mem_sink {
+    psdb__buf buf;
+    int too_big;
+} mem_sink;
+
+static size_t mem_write(char *p, size_t size, size_t n, void *ctx)
+{
+    mem_sink *s = ctx;
+    size_t len = size * n;
+    if (s->buf.len + len > RESOLVE_MAX_BYTES) {
+        s->too_big = 1;
+        return 0;
+    }
+    psdb__buf_append(&s->buf, p, len);
+    return s->buf.oom ? 0 : len;
+}
+
+static char *url_escape(CURL *h, const char *s)
+{
+    return curl_easy_escape(h, s ? s : "", 0);
+}
+
+psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
+                            const psdb_precompile_target *target, psdb_manifest **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    CURL *h = NULL;
+    struct curl_slist *headers = NULL;
+    char *url = NULL, *e_app = NULL, *e_family = NULL;
+    mem_sink sink = {0};
+
+    if (!c || !app || !app->name || !target || !out)
+        return PSDB_E_INVALIDARG;
+    *out = NULL;
+    c->error[0] = '\0';
+    h = curl_easy_init();
+    if (!h)
+        return PSDB_E_OUTOFMEMORY;
+    e_app = url_escape(h, app->name);
+    e_family = url_escape(h, target->family);
+    curl_easy_cleanup(h);
+    h = NULL;
+    if (!e_app || !e_family) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (asprintf(
+            &url, "%s/v1/resolve?app=%s&app_version=%llu&family=%s&abi_min=%llu&abi_max=%llu%s",
+            c->server_url, e_app, (unsigned long long)app->version, e_family,
+            (unsigned long long)target->abi_min, (unsigned long long)target->abi_max, "") < 0) {
+        url = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (target->profile_version) {
+        char *u2 = NULL;
+        if (asprintf(&u2, "%s&profile_version=%llu", url,
+                     (unsigned long long)target->profile_version) < 0) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        free(url);
+        url = u2;
+    }
+    for (uint32_t attempt = 1;; attempt++) {
+        long status = 0;
+        psdb__buf_free(&sink.buf);
+        sink.too_big = 0;
+        h = psdb__client_new_handle(c, url, &headers);
+        if (!h) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->connect_timeout_ms * 3);
+        CURLcode rc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(h);
+        h = NULL;
+        curl_slist_free_all(headers);
+        headers = NULL;
+        if (rc == CURLE_OK && status == 200) {
+            hr = psdb_manifest_parse((const char *)sink.buf.data, sink.buf.len, out);
+            if (PSDB_FAILED(hr)) {
+                psdb__client_error(c, "resolve: the server's answer is not a valid manifest");
+                goto cleanup;
+            }
+            hr = psdb__client_check_request(c, "resolve", *out, app, NULL, target, NULL);
+            if (PSDB_FAILED(hr)) {
+                psdb_manifest_free(*out);
+                *out = NULL;
+            }
+            goto cleanup;
+        }
+        if (rc == CURLE_WRITE_ERROR && sink.too_big) {
+            hr = PSDB_E_PROTOCOL;
+            psdb__client_error(c, "resolve: the server's answer is larger than %u bytes",
+                               RESOLVE_MAX_BYTES);
+            goto cleanup;
+        }
+        int retry = rc != CURLE_OK ? psdb__client_transient_curl(rc) : psdb__http_transient(status);
+        if (!retry || attempt > c->max_retries) {
+            if (rc != CURLE_OK) {
+                hr = PSDB_E_NETWORK;
+                psdb__client_error(c, "resolve: %s: %s", c->server_url, curl_easy_strerror(rc));
+            } else {
+                hr = psdb__http_hr(status);
+                psdb__client_error(c, "resolve: %s answered HTTP %ld", c->server_url, status);
+            }
+            goto cleanup;
+        }
+        psdb__client_backoff(c, attempt);
+    }
+cleanup:
+    curl_free(e_app);
+    curl_free(e_family);
+    free(url);
+    psdb__buf_free(&sink.buf);
+    return hr;
+}

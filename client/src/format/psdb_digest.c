@@ -1,0 +1,217 @@
+/* psdb_digest.c - the PSDB content digest (schema/PSDB.md) and small helpers of the reader and
+ * writer. */
+#include "format/psdbfile_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "common/status_map.h"
+
+/* ---- Shared helpers -------------------------------------------------------------------------- */
+
+void psdb__pf_set_msg(char *msg, size_t msg_size, const char *fmt, ...)
+{
+    va_list ap;
+    if (!msg || msg_size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msg_size, fmt, ap);
+    va_end(ap);
+}
+/* Maps a SQLite result met while writing a PSDB. */
+uint32_t psdb__pf_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+int psdb__sqlite_application_id(const char *path, uint32_t *out)
+{
+    uint8_t h[SQLITE_HEADER_SIZE];
+    int fd = -1, rc = -1;
+    ssize_t n = 0;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        goto cleanup;
+    n = pread(fd, h, sizeof(h), 0);
+    if (n != (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+        goto cleanup;
+    *out = psdb__pf_be32(h + 68);
+    rc = 0;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Binds a byte string that outlives the statement's step. */
+int psdb__pf_bind_bytes(sqlite3_stmt *st, int idx, const void *p, size_t n)
+{
+    return sqlite3_bind_blob64(st, idx, n ? p : "", (sqlite3_uint64)n, SQLITE_STATIC);
+}
+
+/* The canonical serialisation of the header part of the content digest (schema/PSDB.md). */
+static void digest_header(psdb__buf *b, const psdb_app_identity *id, const psdb_target *t)
+{
+    psdb__buf_u32(b, PSDB__PSDB_APPLICATION_ID);
+    psdb__buf_u32(b, PSDB__PSDB_SCHEMA_VERSION);
+    psdb__buf_str(b, id->desc.exe_filename);
+    psdb__buf_str(b, id->desc.name);
+    psdb__buf_u64(b, id->desc.version);
+    psdb__buf_str(b, id->desc.engine_name);
+    psdb__buf_u64(b, id->desc.engine_version);
+    psdb__buf_append(b, id->app_id, 16);
+    psdb__buf_str(b, t->family);
+    psdb__buf_u64(b, t->abi_version);
+    psdb__buf_u64(b, t->compiler_version);
+    psdb__buf_u64(b, t->profile_version);
+}
+
+/* Streams the content of the main tables of db through SHA-256 in the canonical order and counts
+ * rows. Used by the writer at finish and by psdb_file_verify, so both agree by construction. */
+psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const psdb_target *t,
+                                 content_stats *out, char *msg, size_t msg_size)
+{
+    static const char *values_sql =
+        "SELECT v.key, v.type, b.sha256 FROM value_entries v LEFT JOIN blobs b ON b.id = v.blob_id "
+        "ORDER BY v.key, v.type";
+    static const char *groups_sql = "SELECT key, version, (SELECT count(*) FROM group_members m "
+                                    "WHERE m.group_key = g.key) FROM value_groups g ORDER BY key";
+    static const char *members_sql =
+        "SELECT value_key FROM group_members WHERE group_key = ?1 ORDER BY idx";
+    static const char *blobs_sql = "SELECT count(*), coalesce(sum(length(data)), 0) FROM blobs";
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf b = {0};
+    psdb__sha256_ctx *sha = NULL;
+    sqlite3_stmt *vst = NULL, *gst = NULL, *mst = NULL, *bst = NULL;
+    content_stats st = {0};
+    int rc = SQLITE_OK;
+
+    sha = psdb__sha256_begin();
+    if (!sha) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if ((rc = sqlite3_prepare_v2(db, values_sql, -1, &vst, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v2(db, groups_sql, -1, &gst, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v2(db, members_sql, -1, &mst, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v2(db, blobs_sql, -1, &bst, NULL)) != SQLITE_OK) {
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
+        psdb__pf_set_msg(msg, msg_size, "content: %s", sqlite3_errmsg(db));
+        goto cleanup;
+    }
+    digest_header(&b, id, t);
+    if ((hr = psdb__buf_status(&b)) < 0)
+        goto cleanup;
+    psdb__sha256_update(sha, b.data, b.len);
+
+    while ((rc = sqlite3_step(vst)) == SQLITE_ROW) {
+        uint8_t rec[4];
+        if (sqlite3_column_type(vst, 0) != SQLITE_BLOB ||
+            sqlite3_column_type(vst, 1) != SQLITE_INTEGER ||
+            sqlite3_column_type(vst, 2) != SQLITE_BLOB || sqlite3_column_bytes(vst, 2) != 32) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            psdb__pf_set_msg(msg, msg_size, "value %llu: malformed row or missing blob",
+                             (unsigned long long)st.num_values);
+            goto cleanup;
+        }
+        const void *key = sqlite3_column_blob(vst, 0);
+        size_t key_size = (size_t)sqlite3_column_bytes(vst, 0);
+        const void *digest = sqlite3_column_blob(vst, 2);
+        psdb__sha256_update(sha, "\x01", 1);
+        psdb__put_le32(rec, (uint32_t)key_size);
+        psdb__sha256_update(sha, rec, 4);
+        psdb__sha256_update(sha, key, key_size);
+        psdb__put_le32(rec, (uint32_t)sqlite3_column_int64(vst, 1));
+        psdb__sha256_update(sha, rec, 4);
+        psdb__sha256_update(sha, digest, 32);
+        st.num_values++;
+    }
+    if (rc != SQLITE_DONE)
+        goto sqlite_fail;
+
+    while ((rc = sqlite3_step(gst)) == SQLITE_ROW) {
+        sqlite3_int64 n = sqlite3_column_int64(gst, 2);
+        uint8_t rec[8];
+        if (sqlite3_column_type(gst, 0) != SQLITE_BLOB ||
+            sqlite3_column_type(gst, 1) != SQLITE_INTEGER || n < 0 || n > UINT32_MAX) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            psdb__pf_set_msg(msg, msg_size, "group %llu: malformed row",
+                             (unsigned long long)st.num_groups);
+            goto cleanup;
+        }
+        const void *key = sqlite3_column_blob(gst, 0);
+        size_t key_size = (size_t)sqlite3_column_bytes(gst, 0);
+        psdb__sha256_update(sha, "\x02", 1);
+        psdb__put_le32(rec, (uint32_t)key_size);
+        psdb__sha256_update(sha, rec, 4);
+        psdb__sha256_update(sha, key, key_size);
+        psdb__put_le64(rec, (uint64_t)sqlite3_column_int64(gst, 1));
+        psdb__sha256_update(sha, rec, 8);
+        psdb__put_le32(rec, (uint32_t)n);
+        psdb__sha256_update(sha, rec, 4);
+        if ((rc = psdb__pf_bind_bytes(mst, 1, key, key_size)) != SQLITE_OK)
+            goto sqlite_fail;
+        while ((rc = sqlite3_step(mst)) == SQLITE_ROW) {
+            if (sqlite3_column_type(mst, 0) != SQLITE_BLOB) {
+                hr = PSDB_E_CACHE_CORRUPT;
+                psdb__pf_set_msg(msg, msg_size, "group %llu: malformed member",
+                                 (unsigned long long)st.num_groups);
+                goto cleanup;
+            }
+            const void *vk = sqlite3_column_blob(mst, 0);
+            size_t vk_size = (size_t)sqlite3_column_bytes(mst, 0);
+            psdb__put_le32(rec, (uint32_t)vk_size);
+            psdb__sha256_update(sha, rec, 4);
+            psdb__sha256_update(sha, vk, vk_size);
+        }
+        sqlite3_reset(mst);
+        if (rc != SQLITE_DONE)
+            goto sqlite_fail;
+        st.num_groups++;
+    }
+    if (rc != SQLITE_DONE)
+        goto sqlite_fail;
+    psdb__sha256_update(sha, "\x00", 1);
+
+    if ((rc = sqlite3_step(bst)) != SQLITE_ROW)
+        goto sqlite_fail;
+    st.num_blobs = (uint64_t)sqlite3_column_int64(bst, 0);
+    st.blob_bytes = (uint64_t)sqlite3_column_int64(bst, 1);
+    psdb__sha256_end(sha, st.digest);
+    sha = NULL;
+    *out = st;
+    goto cleanup;
+
+sqlite_fail:
+    hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
+    psdb__pf_set_msg(msg, msg_size, "content: %s", sqlite3_errmsg(db));
+cleanup:
+    if (sha) {
+        uint8_t junk[32];
+        psdb__sha256_end(sha, junk);
+    }
+    sqlite3_finalize(vst);
+    sqlite3_finalize(gst);
+    sqlite3_finalize(mst);
+    sqlite3_finalize(bst);
+    psdb__buf_free(&b);
+    return hr;
+}

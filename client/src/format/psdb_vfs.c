@@ -1,0 +1,327 @@
+/* psdb_vfs.c - the page-cache VFS: interior B-tree pages of a PSDB kept once for all its
+ * connections. */
+#include "format/psdbfile_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "common/status_map.h"
+
+/* ---- Interior page cache: a VFS shim --------------------------------------------------------- */
+
+/* Each blob fetch seeks the blobs B-tree from its root. The leaf page is a different one each time,
+ * and its reads push the interior pages out of every connection's LRU cache, so without help a
+ * fetch costs a pread per level. The file is immutable and mapped I/O is ruled out, so the VFS of
+ * the file's connections keeps a copy of every interior B-tree page it reads, shared by all
+ * connections of the psdb_file, and serves later reads of that page with a copy from memory. A
+ * page is kept only once read whole and intact, so a truncated file still gives short reads. */
+#define PAGE_CACHE_PAGE_SIZE 4096u               /* schema/psdb.sql fixes the page size */
+#define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20)  /* a crafted file of interior pages stops here */
+#define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << 28) /* larger files go without the cache */
+
+typedef struct pc_file {
+    sqlite3_file base;
+    page_cache *pc;     /* NULL: not the main database file, nothing cached */
+    sqlite3_file *real; /* the base VFS's file, stored right after this struct */
+} pc_file;
+
+static int pc_close(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xClose(p->real);
+}
+
+static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
+{
+    pc_file *p = (pc_file *)file;
+    page_cache *pc = p->pc;
+    uint8_t *page = NULL, *expected = NULL;
+    uint64_t idx = 0;
+    int rc = SQLITE_OK, cacheable = pc && amt == (int)PAGE_CACHE_PAGE_SIZE && off >= 0 &&
+                                    (uint64_t)off % PAGE_CACHE_PAGE_SIZE == 0 &&
+                                    (uint64_t)off / PAGE_CACHE_PAGE_SIZE < pc->num_pages;
+
+    if (cacheable) {
+        idx = (uint64_t)off / PAGE_CACHE_PAGE_SIZE;
+        page = atomic_load_explicit(&pc->pages[idx], memory_order_acquire);
+        if (page) {
+            memcpy(buf, page, PAGE_CACHE_PAGE_SIZE);
+            return SQLITE_OK;
+        }
+    }
+    rc = p->real->pMethods->xRead(p->real, buf, amt, off);
+    if (rc != SQLITE_OK || !cacheable)
+        return rc;
+    /* B-tree page type flag (after the 100-byte file header on page 1): 2 and 5 are interior. */
+    uint8_t type = ((const uint8_t *)buf)[idx == 0 ? SQLITE_HEADER_SIZE : 0];
+    if (type != 2 && type != 5)
+        return rc;
+    /* Reserve first so that concurrent readers never pass the cap together. */
+    if (atomic_fetch_add(&pc->bytes, PAGE_CACHE_PAGE_SIZE) >= PAGE_CACHE_MAX_BYTES) {
+        atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
+        return rc;
+    }
+    if ((page = malloc(PAGE_CACHE_PAGE_SIZE)) != NULL) {
+        memcpy(page, buf, PAGE_CACHE_PAGE_SIZE);
+        if (atomic_compare_exchange_strong_explicit(&pc->pages[idx], &expected, page,
+                                                    memory_order_release, memory_order_relaxed))
+            return rc;
+        free(page); /* another connection stored the same bytes first */
+    }
+    atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
+    return rc;
+}
+
+static int pc_write(sqlite3_file *file, const void *buf, int amt, sqlite3_int64 off)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xWrite(p->real, buf, amt, off);
+}
+
+static int pc_truncate(sqlite3_file *file, sqlite3_int64 size)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xTruncate(p->real, size);
+}
+
+static int pc_sync(sqlite3_file *file, int flags)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xSync(p->real, flags);
+}
+
+static int pc_file_size(sqlite3_file *file, sqlite3_int64 *size)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xFileSize(p->real, size);
+}
+
+static int pc_lock(sqlite3_file *file, int lock)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xLock(p->real, lock);
+}
+
+static int pc_unlock(sqlite3_file *file, int lock)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xUnlock(p->real, lock);
+}
+
+static int pc_check_reserved_lock(sqlite3_file *file, int *out)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xCheckReservedLock(p->real, out);
+}
+
+static int pc_file_control(sqlite3_file *file, int op, void *arg)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xFileControl(p->real, op, arg);
+}
+
+static int pc_sector_size(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xSectorSize(p->real);
+}
+
+static int pc_device_characteristics(sqlite3_file *file)
+{
+    pc_file *p = (pc_file *)file;
+    return p->real->pMethods->xDeviceCharacteristics(p->real);
+}
+
+/* Version 1: no shared memory (immutable files need no WAL) and no xFetch (no mapped I/O). */
+static const sqlite3_io_methods pc_methods = {
+    .iVersion = 1,
+    .xClose = pc_close,
+    .xRead = pc_read,
+    .xWrite = pc_write,
+    .xTruncate = pc_truncate,
+    .xSync = pc_sync,
+    .xFileSize = pc_file_size,
+    .xLock = pc_lock,
+    .xUnlock = pc_unlock,
+    .xCheckReservedLock = pc_check_reserved_lock,
+    .xFileControl = pc_file_control,
+    .xSectorSize = pc_sector_size,
+    .xDeviceCharacteristics = pc_device_characteristics,
+};
+
+static int pc_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, int flags,
+                   int *out_flags)
+{
+    page_cache *pc = vfs->pAppData;
+    pc_file *p = (pc_file *)file;
+    int rc = SQLITE_OK;
+
+    memset(p, 0, sizeof(*p));
+    p->real = (sqlite3_file *)(p + 1);
+    p->pc = (flags & SQLITE_OPEN_MAIN_DB) ? pc : NULL;
+    rc = pc->base->xOpen(pc->base, name, p->real, flags, out_flags);
+    if (rc == SQLITE_OK && p->real->pMethods) {
+        p->base.pMethods = &pc_methods;
+    } else if (p->real->pMethods) {
+        p->real->pMethods->xClose(p->real);
+        p->real->pMethods = NULL;
+    }
+    return rc;
+}
+
+static int pc_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDelete(b, name, sync_dir);
+}
+
+static int pc_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xAccess(b, name, flags, out);
+}
+
+static int pc_full_pathname(sqlite3_vfs *vfs, const char *name, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xFullPathname(b, name, n, out);
+}
+
+static void *pc_dl_open(sqlite3_vfs *vfs, const char *name)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDlOpen ? b->xDlOpen(b, name) : NULL;
+}
+
+static void pc_dl_error(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->xDlError)
+        b->xDlError(b, n, out);
+    else if (n > 0)
+        out[0] = '\0';
+}
+
+static void (*pc_dl_sym(sqlite3_vfs *vfs, void *lib, const char *sym))(void)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xDlSym ? b->xDlSym(b, lib, sym) : NULL;
+}
+
+static void pc_dl_close(sqlite3_vfs *vfs, void *lib)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->xDlClose)
+        b->xDlClose(b, lib);
+}
+
+static int pc_randomness(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xRandomness(b, n, out);
+}
+
+static int pc_sleep(sqlite3_vfs *vfs, int us)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xSleep(b, us);
+}
+
+static int pc_current_time(sqlite3_vfs *vfs, double *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xCurrentTime(b, out);
+}
+
+static int pc_get_last_error(sqlite3_vfs *vfs, int n, char *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    return b->xGetLastError ? b->xGetLastError(b, n, out) : 0;
+}
+
+static int pc_current_time_int64(sqlite3_vfs *vfs, sqlite3_int64 *out)
+{
+    sqlite3_vfs *b = ((page_cache *)vfs->pAppData)->base;
+    if (b->iVersion >= 2 && b->xCurrentTimeInt64)
+        return b->xCurrentTimeInt64(b, out);
+    double t = 0;
+    int rc = b->xCurrentTime(b, &t);
+    *out = (sqlite3_int64)(t * 86400000.0);
+    return rc;
+}
+
+void psdb__pf_page_cache_free(page_cache *pc)
+{
+    if (!pc)
+        return;
+    if (pc->registered)
+        sqlite3_vfs_unregister(&pc->vfs);
+    for (size_t i = 0; pc->pages && i < pc->num_pages; i++)
+        free(atomic_load(&pc->pages[i]));
+    free((void *)pc->pages);
+    free(pc);
+}
+
+/* A VFS of its own for a file of file_size bytes; NULL (lookups read through the default VFS) when
+ * there is no memory for it or the file is too large. */
+page_cache *psdb__pf_page_cache_new(uint64_t file_size)
+{
+    page_cache *pc = NULL;
+    sqlite3_vfs *base = sqlite3_vfs_find(NULL);
+    uint64_t n = file_size / PAGE_CACHE_PAGE_SIZE;
+
+    if (!base || n == 0 || n > PAGE_CACHE_MAX_PAGES || base->szOsFile < 0 ||
+        (size_t)base->szOsFile > INT_MAX - sizeof(pc_file))
+        goto fail;
+    if (!(pc = calloc(1, sizeof(*pc))))
+        goto fail;
+    pc->base = base;
+    pc->num_pages = (size_t)n;
+    if (!(pc->pages = calloc(pc->num_pages, sizeof(*pc->pages))))
+        goto fail;
+    snprintf(pc->name, sizeof(pc->name), "psdb-pages-%p", (void *)pc);
+    pc->vfs = (sqlite3_vfs){
+        .iVersion = 2,
+        .szOsFile = (int)(sizeof(pc_file) + (size_t)base->szOsFile),
+        .mxPathname = base->mxPathname,
+        .zName = pc->name,
+        .pAppData = pc,
+        .xOpen = pc_open,
+        .xDelete = pc_delete,
+        .xAccess = pc_access,
+        .xFullPathname = pc_full_pathname,
+        .xDlOpen = pc_dl_open,
+        .xDlError = pc_dl_error,
+        .xDlSym = pc_dl_sym,
+        .xDlClose = pc_dl_close,
+        .xRandomness = pc_randomness,
+        .xSleep = pc_sleep,
+        .xCurrentTime = pc_current_time,
+        .xGetLastError = pc_get_last_error,
+        .xCurrentTimeInt64 = pc_current_time_int64,
+    };
+    if (sqlite3_vfs_register(&pc->vfs, 0) != SQLITE_OK)
+        goto fail;
+    pc->registered = 1;
+    return pc;
+fail:
+    psdb__pf_page_cache_free(pc);
+    return NULL;
+}

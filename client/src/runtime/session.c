@@ -1,0 +1,173 @@
+/* session.c - sessions (MODEL D): PSDB sessions opened from a file or a registered component,
+ * reference counting and destruction callbacks shared with application-managed cache sessions. */
+#include "runtime/device_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "registry/registry.h"
+
+psdb_hr psdb__session_new(psdb_device *dev, uint32_t kind, int owned_by_device, psdb_session **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_session *s = calloc(1, sizeof(*s));
+    if (!s) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    atomic_init(&s->refs, 1);
+    s->kind = kind;
+    s->dev = dev;
+    s->owned_by_device = owned_by_device;
+    pthread_mutex_init(&s->cb_lock, NULL);
+    /* The implicit default is owned by the device: a reference back would never drop. */
+    if (!owned_by_device)
+        psdb__device_ref(dev);
+    *out = s;
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb__session_open_file(psdb_device *dev, const char *path, int owned_by_device,
+                                psdb_session **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_session *s = NULL;
+    struct stat st;
+    *out = NULL;
+    /* A registered PSDB that was deleted is "not found", not an I/O failure. */
+    if (stat(path, &st) != 0) {
+        hr = (errno == ENOENT || errno == ENOTDIR) ? PSDB_E_NOT_FOUND : PSDB_E_IO;
+        goto cleanup;
+    }
+    hr = psdb__session_new(dev, PSDB__SESSION_PSDB, owned_by_device, &s);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = psdb_file_open(path, &dev->adapter, &s->file);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    *out = s;
+    s = NULL;
+cleanup:
+    psdb_session_release(s);
+    return hr;
+}
+
+psdb_hr psdb_device_open_session(psdb_device *dev, const psdb_session_desc *desc,
+                                 psdb_session **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    char *path = NULL;
+    if (out)
+        *out = NULL;
+    if (!dev || !desc || !out || (!desc->psdb_path == !desc->component) ||
+        (desc->psdb_path && !*desc->psdb_path) || (desc->component && !*desc->component)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (!dev->asd) {
+        hr = PSDB_E_UNSUPPORTED; /* no ABI to check a PSDB against (A4) */
+        goto cleanup;
+    }
+    if (desc->component) {
+        if (!dev->exe_path) {
+            hr = PSDB_E_NOT_FOUND;
+            goto cleanup;
+        }
+        hr = psdb__registry_find_psdb(dev->registry_dir, dev->exe_path, desc->component,
+                                      dev->family_buf, &path);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    hr = psdb__session_open_file(dev, desc->component ? path : desc->psdb_path, 0, out);
+cleanup:
+    free(path);
+    return hr;
+}
+
+void psdb_session_addref(psdb_session *s)
+{
+    if (s)
+        atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+void psdb_session_release(psdb_session *s)
+{
+    if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    psdb_device *dev = s->owned_by_device ? NULL : s->dev;
+    /* Backing files are closed before the callbacks run: "destroyed" means released. */
+    psdb_file_release(s->file);
+    if (s->store)
+        psdb__cache_detach(s);
+    for (size_t i = 0; i < s->num_cbs; i++)
+        s->cbs[i].fn(s->cbs[i].ctx);
+    free(s->cbs);
+    pthread_mutex_destroy(&s->cb_lock);
+    free(s);
+    psdb__device_unref(dev);
+}
+
+psdb_hr psdb_session_on_destroy(psdb_session *s, void (*fn)(void *ctx), void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!s || !fn) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    pthread_mutex_lock(&s->cb_lock);
+    if (s->num_cbs == s->cap_cbs) {
+        size_t cap = s->cap_cbs ? s->cap_cbs * 2 : 2;
+        psdb__destroy_cb *n = realloc(s->cbs, cap * sizeof(*n));
+        if (!n) {
+            hr = PSDB_E_OUTOFMEMORY;
+            pthread_mutex_unlock(&s->cb_lock);
+            goto cleanup;
+        }
+        s->cbs = n;
+        s->cap_cbs = cap;
+    }
+    s->cbs[s->num_cbs].fn = fn;
+    s->cbs[s->num_cbs].ctx = ctx;
+    s->num_cbs++;
+    pthread_mutex_unlock(&s->cb_lock);
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb_session_find_value(psdb_session *s, const void *key, size_t key_size, void *value,
+                                size_t *value_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!s || !key || !key_size || !value_size) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (s->kind == PSDB__SESSION_CACHE) {
+        hr = psdb__cache_find(s, key, key_size, value, value_size);
+        goto cleanup;
+    }
+    /* A PSDB session answers for object code, the value a key names first. */
+    hr = psdb_file_find_value(s->file, key, key_size, PSDB_VALUE_OBJECT_CODE, value, value_size);
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb_session_store_value(psdb_session *s, const void *key, size_t key_size,
+                                 const void *value, size_t value_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!s || !key || !key_size || (!value && value_size)) {
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if (s->kind != PSDB__SESSION_CACHE) {
+        hr = PSDB_E_ACCESS; /* a PSDB is read-only (J1) */
+        goto cleanup;
+    }
+    hr = psdb__cache_store_value(s, key, key_size, value, value_size);
+cleanup:
+    return hr;
+}
