@@ -552,8 +552,10 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
     VkResult r = d->CreateComputePipelines(device, cache, n, ci, a, out);
     vkenc_lookup lk = {obj_find, d};
     int on = capturing();
-    /* On failure the spec sets the failed elements to VK_NULL_HANDLE; the others were created. */
-    for (uint32_t i = 0; i < n; i++) {
+    /* An error may leave pPipelines unwritten (older drivers): nothing is recorded then. A
+     * success code (VK_PIPELINE_COMPILE_REQUIRED included) sets the elements it did not create
+     * to VK_NULL_HANDLE; the others were created. */
+    for (uint32_t i = 0; r >= 0 && i < n; i++) {
         if (out[i] == VK_NULL_HANDLE)
             continue;
         vkenc e;
@@ -577,7 +579,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateGraphicsPipelines(
     VkResult r = d->CreateGraphicsPipelines(device, cache, n, ci, a, out);
     vkenc_lookup lk = {obj_find, d};
     int on = capturing();
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; r >= 0 && i < n; i++) {
         if (out[i] == VK_NULL_HANDLE)
             continue;
         vkenc e;

@@ -4,7 +4,8 @@
 # exactly the program's pipelines with the Vulkan kinds and its identity, structures that do not
 # change code are skipped, one that does is counted (not recorded, no crash), and a capture that
 # cannot be opened leaves the program working.
-# Env: PSDB (the tool), VKDEMO (the program), PSDB_LAYER_DIR (the build tree's layer/ folder).
+# Env: PSDB (the tool), VKDEMO (the program), PSDB_LAYER_DIR (the build tree's layer/ folder),
+# PSDB_BUILD_DIR (optional: the build tree, to test the installed layer), PSDB_SANITIZE.
 # Exit 77 (skipped) when no Vulkan device can be created. The device is lavapipe when its ICD
 # manifest is installed and neither VK_ICD_FILENAMES nor VK_DRIVER_FILES is set.
 set -euo pipefail
@@ -119,4 +120,23 @@ sanitizer_check "$dir/plain.err"
 cmp -s "$dir/cold.txt" "$dir/plain.txt" || fail "images differ under the layer without capture"
 ! grep -q '^psdb layer' "$dir/plain.err" || fail "layer without capture printed: $(cat "$dir/plain.err")"
 [ "$(stat pipelines)" = 6 ] || fail "stats without capture: $(cat "$dir/stats.json")"
+# Installed: the library in <libdir>, the manifest in <prefix>/share/vulkan/explicit_layer.d/
+# naming it by file name (found through the library search path).
+if [ -n "${PSDB_BUILD_DIR:-}" ]; then
+    cmake --install "$PSDB_BUILD_DIR" --prefix "$dir/prefix" >/dev/null || fail "cmake --install"
+    manifest="$dir/prefix/share/vulkan/explicit_layer.d/VkLayer_psdb_delivery.json"
+    [ -f "$manifest" ] || fail "no installed manifest"
+    grep -q '"library_path": "libVkLayer_psdb_delivery.so"' "$manifest" ||
+        fail "installed manifest: $(cat "$manifest")"
+    lib=$(find "$dir/prefix" -name libVkLayer_psdb_delivery.so | head -n 1)
+    [ -n "$lib" ] || fail "no installed layer library"
+    rm -f "$dir/stats.json"
+    VK_LAYER_PATH="$(dirname "$manifest")" LD_LIBRARY_PATH="$(dirname "$lib")" \
+        VK_INSTANCE_LAYERS=VK_LAYER_PSDB_delivery PSDB_LAYER_STATS="$dir/stats.json" \
+        PSDB_CAPTURE="$dir/installed.sodb" "$VKDEMO" >"$dir/inst.txt" 2>"$dir/inst.err" ||
+        fail "installed layer: $(cat "$dir/inst.err")"
+    sanitizer_check "$dir/inst.err"
+    cmp -s "$dir/cold.txt" "$dir/inst.txt" || fail "images differ under the installed layer"
+    [ "$(stat captured)" = 6 ] || fail "installed layer did not capture: $(cat "$dir/stats.json")"
+fi
 echo "layer_capture_test: ok"
