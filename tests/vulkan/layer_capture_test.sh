@@ -73,6 +73,12 @@ for kv in '"vulkan_compute": 3' '"vulkan_graphics": 3' '"compute": 0' '"graphics
     grep -q "$kv" "$dir/inspect.json" || fail "inspect lacks $kv: $(cat "$dir/inspect.json")"
 done
 "$PSDB" inspect "$sodb" | grep -q '^vulkan entries: *3 compute, 3 graphics$' || fail "inspect text"
+# The reference compiler says why it cannot compile a Vulkan capture.
+if "$PSDB" compile "$sodb" --family contoso-gfx9 --abi 3 -o "$dir/x.psdb" 2>"$dir/compile.err"; then
+    fail "psdb compile accepted a Vulkan capture"
+fi
+grep -q 'a Vulkan pipeline: the reference compiler has no Vulkan backend' "$dir/compile.err" ||
+    fail "compile error: $(cat "$dir/compile.err")"
 # Each entry's description starts with its magic, version 1 and a zero reserved word, and holds
 # the SPIR-V module (magic word 0x07230203, little-endian).
 rows=$(sqlite3 "$sodb" "SELECT kind || ' ' || hex(substr(description, 1, 12)) || ' ' ||
