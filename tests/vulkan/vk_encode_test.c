@@ -270,6 +270,96 @@ START_TEST(test_vk_encode__ignored_states_not_read)
 }
 END_TEST
 
+/* vkCreateRenderPass and vkCreateRenderPass2 describing the same pass encode alike (one form,
+ * schema/SODB.md 3.2) except the word saying which call created it. */
+START_TEST(test_vk_encode__render_pass_versions_one_form)
+{
+    VkAttachmentDescription a1[2] = {
+        {0, VK_FORMAT_R8G8B8A8_UNORM, VK_SAMPLE_COUNT_1_BIT, VK_ATTACHMENT_LOAD_OP_CLEAR,
+         VK_ATTACHMENT_STORE_OP_STORE, VK_ATTACHMENT_LOAD_OP_DONT_CARE,
+         VK_ATTACHMENT_STORE_OP_DONT_CARE, VK_IMAGE_LAYOUT_UNDEFINED,
+         VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL},
+        {0, VK_FORMAT_D32_SFLOAT, VK_SAMPLE_COUNT_1_BIT, VK_ATTACHMENT_LOAD_OP_CLEAR,
+         VK_ATTACHMENT_STORE_OP_DONT_CARE, VK_ATTACHMENT_LOAD_OP_DONT_CARE,
+         VK_ATTACHMENT_STORE_OP_DONT_CARE, VK_IMAGE_LAYOUT_UNDEFINED,
+         VK_IMAGE_LAYOUT_DEPTH_STENCIL_ATTACHMENT_OPTIMAL}};
+    VkAttachmentReference c1 = {0, VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL};
+    VkAttachmentReference d1 = {1, VK_IMAGE_LAYOUT_DEPTH_STENCIL_ATTACHMENT_OPTIMAL};
+    VkSubpassDescription s1 = {.pipelineBindPoint = VK_PIPELINE_BIND_POINT_GRAPHICS,
+                               .colorAttachmentCount = 1,
+                               .pColorAttachments = &c1,
+                               .pDepthStencilAttachment = &d1};
+    VkSubpassDependency dep1 = {0, VK_SUBPASS_EXTERNAL, 0x400, 0x1000, 0x100, 0x800, 0};
+    VkRenderPassCreateInfo rp1 = {.sType = VK_STRUCTURE_TYPE_RENDER_PASS_CREATE_INFO,
+                                  .attachmentCount = 2,
+                                  .pAttachments = a1,
+                                  .subpassCount = 1,
+                                  .pSubpasses = &s1,
+                                  .dependencyCount = 1,
+                                  .pDependencies = &dep1};
+    VkAttachmentDescription2 a2[2];
+    for (int i = 0; i < 2; i++)
+        a2[i] = (VkAttachmentDescription2){VK_STRUCTURE_TYPE_ATTACHMENT_DESCRIPTION_2,
+                                           NULL,
+                                           a1[i].flags,
+                                           a1[i].format,
+                                           a1[i].samples,
+                                           a1[i].loadOp,
+                                           a1[i].storeOp,
+                                           a1[i].stencilLoadOp,
+                                           a1[i].stencilStoreOp,
+                                           a1[i].initialLayout,
+                                           a1[i].finalLayout};
+    VkAttachmentReference2 c2 = {VK_STRUCTURE_TYPE_ATTACHMENT_REFERENCE_2, NULL, 0,
+                                 VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL, 0};
+    VkAttachmentReference2 d2 = {VK_STRUCTURE_TYPE_ATTACHMENT_REFERENCE_2, NULL, 1,
+                                 VK_IMAGE_LAYOUT_DEPTH_STENCIL_ATTACHMENT_OPTIMAL, 0};
+    VkSubpassDescription2 s2 = {.sType = VK_STRUCTURE_TYPE_SUBPASS_DESCRIPTION_2,
+                                .pipelineBindPoint = VK_PIPELINE_BIND_POINT_GRAPHICS,
+                                .colorAttachmentCount = 1,
+                                .pColorAttachments = &c2,
+                                .pDepthStencilAttachment = &d2};
+    VkSubpassDependency2 dep2 = {VK_STRUCTURE_TYPE_SUBPASS_DEPENDENCY_2,
+                                 NULL,
+                                 0,
+                                 VK_SUBPASS_EXTERNAL,
+                                 0x400,
+                                 0x1000,
+                                 0x100,
+                                 0x800,
+                                 0,
+                                 0};
+    VkRenderPassCreateInfo2 rp2 = {.sType = VK_STRUCTURE_TYPE_RENDER_PASS_CREATE_INFO_2,
+                                   .attachmentCount = 2,
+                                   .pAttachments = a2,
+                                   .subpassCount = 1,
+                                   .pSubpasses = &s2,
+                                   .dependencyCount = 1,
+                                   .pDependencies = &dep2};
+    vkenc e1 = {0}, e2 = {0};
+    uint32_t dm1 = 0, cm1 = 0, dm2 = 0, cm2 = 0;
+    vkenc_render_pass(&e1, &rp1, &dm1, &cm1);
+    vkenc_render_pass2(&e2, &rp2, &dm2, &cm2);
+    ck_assert(!e1.oom && !e2.oom);
+    ck_assert_uint_eq(e1.unrepresentable + e2.unrepresentable, 0);
+    ck_assert_uint_eq(e1.len, e2.len);
+    ck_assert_uint_eq(e1.data[0], 1);
+    ck_assert_uint_eq(e2.data[0], 2);
+    ck_assert_mem_eq(e1.data + 4, e2.data + 4, e1.len - 4);
+    ck_assert_uint_eq(dm1 & 1u, 1);
+    ck_assert_uint_eq(dm2 & 1u, 1);
+    ck_assert_uint_eq(cm1 & 1u, 1);
+    /* A multiview pass differs. */
+    vkenc e3 = {0};
+    s2.viewMask = 3;
+    vkenc_render_pass2(&e3, &rp2, &dm2, &cm2);
+    ck_assert(e3.len != e2.len || memcmp(e3.data, e2.data, e2.len) != 0);
+    vkenc_free(&e1);
+    vkenc_free(&e2);
+    vkenc_free(&e3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vk_encode");
@@ -278,6 +368,7 @@ int main(void)
     tcase_add_test(tc, test_vk_encode__feedback_skipped_unknown_counted);
     tcase_add_test(tc, test_vk_encode__unknown_object_is_unrepresentable);
     tcase_add_test(tc, test_vk_encode__ignored_states_not_read);
+    tcase_add_test(tc, test_vk_encode__render_pass_versions_one_form);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
