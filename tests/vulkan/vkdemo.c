@@ -6,7 +6,9 @@
  * constants, specialization constants, a define variant, a render pass with an RGBA8 attachment,
  * blend and cull variants), uses each once, and prints one line per pipeline with an FNV-1a
  * checksum of what it wrote: "<name> <16 hex digits>". Two runs print the same lines exactly when
- * the outputs are identical, so the tests compare a cold run with a run under the layer.
+ * the outputs are identical, so the tests compare a cold run with a run under the layer. Where
+ * the device has Vulkan 1.3 dynamic rendering, one more graphics pipeline renders without a
+ * render pass (VkPipelineRenderingCreateInfo).
  *
  * Options: --device N (physical device index, default 0), --unknown-pnext (one more graphics
  * pipeline whose create-info chains VkPipelineRobustnessCreateInfoEXT, a structure the layer
@@ -41,6 +43,10 @@ typedef struct demo {
     VkCommandBuffer cmd;
     VkFence fence;
     int feedback;
+    /* Vulkan 1.3 dynamic rendering, where the device has it: one more graphics pipeline. */
+    int dynamic_rendering;
+    PFN_vkCmdBeginRendering begin_rendering;
+    PFN_vkCmdEndRendering end_rendering;
 } demo;
 
 typedef struct buffer {
@@ -323,17 +329,16 @@ cleanup:
 
 /* ---- Graphics ---------------------------------------------------------------------------------
  * Variants: 0 flat colour; 1 textured, alpha blend; 2 textured, GAIN 0.5, back-face culling,
- * dynamic viewport and scissor; 3 (--unknown-pnext) like 1 with a robustness structure chained. */
+ * dynamic viewport and scissor; 3 (--unknown-pnext) like 1 with a robustness structure chained;
+ * 4 (devices with Vulkan 1.3 dynamic rendering) like 1, rendering without a render pass. */
 typedef struct gvariant {
-    int textured, blend, cull, dynamic, unknown_pnext;
+    int textured, blend, cull, dynamic, unknown_pnext, dynamic_rendering;
     float gain;
 } gvariant;
 
-static const gvariant GVARIANTS[4] = {
-    {0, 0, 0, 0, 0, 1.0f},
-    {1, 1, 0, 0, 0, 1.0f},
-    {1, 0, 1, 1, 0, 0.5f},
-    {1, 1, 0, 0, 1, 1.0f},
+static const gvariant GVARIANTS[5] = {
+    {0, 0, 0, 0, 0, 0, 1.0f}, {1, 1, 0, 0, 0, 0, 1.0f}, {1, 0, 1, 1, 0, 0, 0.5f},
+    {1, 1, 0, 0, 1, 0, 1.0f}, {1, 1, 0, 0, 0, 1, 0.8f},
 };
 
 typedef struct gfx {
@@ -430,6 +435,14 @@ static int create_pipeline(const demo *d, const gfx *g, const gvariant *v, VkPip
         next = &fb;
     else if (v->unknown_pnext)
         next = &rob;
+    VkFormat color_format = VK_FORMAT_R8G8B8A8_UNORM;
+    VkPipelineRenderingCreateInfo rendering = {.sType =
+                                                   VK_STRUCTURE_TYPE_PIPELINE_RENDERING_CREATE_INFO,
+                                               .pNext = next,
+                                               .colorAttachmentCount = 1,
+                                               .pColorAttachmentFormats = &color_format};
+    if (v->dynamic_rendering)
+        next = &rendering;
     VkGraphicsPipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_GRAPHICS_PIPELINE_CREATE_INFO,
                                        .pNext = next,
                                        .stageCount = 2,
@@ -442,7 +455,7 @@ static int create_pipeline(const demo *d, const gfx *g, const gvariant *v, VkPip
                                        .pColorBlendState = &cb,
                                        .pDynamicState = v->dynamic ? &ds : NULL,
                                        .layout = g->layout,
-                                       .renderPass = g->rp,
+                                       .renderPass = v->dynamic_rendering ? VK_NULL_HANDLE : g->rp,
                                        .subpass = 0,
                                        .basePipelineIndex = -1};
     VkResult r = vkCreateGraphicsPipelines(d->device, VK_NULL_HANDLE, 1, &ci, NULL, out);
@@ -600,7 +613,7 @@ static int gfx_setup(const demo *d, gfx *g)
     return 0;
 }
 
-static int render(const demo *d, const gfx *g, const gvariant *v, VkPipeline p, int index)
+static int render(const demo *d, const gfx *g, const gvariant *v, VkPipeline p, const char *name)
 {
     VkClearValue clear = {.color = {{0.1f, 0.1f, 0.1f, 1.0f}}};
     VkRenderPassBeginInfo rbi = {.sType = VK_STRUCTURE_TYPE_RENDER_PASS_BEGIN_INFO,
@@ -609,11 +622,30 @@ static int render(const demo *d, const gfx *g, const gvariant *v, VkPipeline p, 
                                  .renderArea = {{0, 0}, {IMG_W, IMG_H}},
                                  .clearValueCount = 1,
                                  .pClearValues = &clear};
-    float pc[3] = {0.05f * (float)index, -0.05f * (float)index, 1.0f - 0.1f * (float)index};
+    float k = (float)(name[strlen(name) - 1] - '0');
+    float pc[3] = {0.05f * k, -0.05f * k, 1.0f - 0.1f * k};
     VkDeviceSize off = 0;
     if (cmd_begin(d))
         return 1;
-    vkCmdBeginRenderPass(d->cmd, &rbi, VK_SUBPASS_CONTENTS_INLINE);
+    VkRenderingAttachmentInfo color = {.sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
+                                       .imageView = g->color_view,
+                                       .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+                                       .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
+                                       .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
+                                       .clearValue = clear};
+    VkRenderingInfo ri = {.sType = VK_STRUCTURE_TYPE_RENDERING_INFO,
+                          .renderArea = {{0, 0}, {IMG_W, IMG_H}},
+                          .layerCount = 1,
+                          .colorAttachmentCount = 1,
+                          .pColorAttachments = &color};
+    if (v->dynamic_rendering) {
+        barrier(d, g->color, VK_IMAGE_LAYOUT_UNDEFINED, VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL, 0,
+                VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT);
+        d->begin_rendering(d->cmd, &ri);
+    } else {
+        vkCmdBeginRenderPass(d->cmd, &rbi, VK_SUBPASS_CONTENTS_INLINE);
+    }
     vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, p);
     if (v->dynamic) {
         VkViewport vp = {0, 0, IMG_W, IMG_H, 0, 1};
@@ -626,14 +658,22 @@ static int render(const demo *d, const gfx *g, const gvariant *v, VkPipeline p, 
     vkCmdPushConstants(d->cmd, g->layout, VK_SHADER_STAGE_VERTEX_BIT, 0, sizeof(pc), pc);
     vkCmdBindVertexBuffers(d->cmd, 0, 1, &g->vbuf.buf, &off);
     vkCmdDraw(d->cmd, 9, 1, 0, 0);
-    vkCmdEndRenderPass(d->cmd);
+    if (v->dynamic_rendering) {
+        d->end_rendering(d->cmd);
+        barrier(d, g->color, VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+                VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
+                VK_ACCESS_TRANSFER_READ_BIT, VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+                VK_PIPELINE_STAGE_TRANSFER_BIT);
+    } else {
+        vkCmdEndRenderPass(d->cmd);
+    }
     VkBufferImageCopy copy = {.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
                               .imageExtent = {IMG_W, IMG_H, 1}};
     vkCmdCopyImageToBuffer(d->cmd, g->color, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, g->readback.buf,
                            1, &copy);
     if (cmd_submit_wait(d))
         return 1;
-    printf("graphics%d %016" PRIx64 "\n", index, fnv1a(g->readback.map, IMG_W * IMG_H * 4));
+    printf("%s %016" PRIx64 "\n", name, fnv1a(g->readback.map, IMG_W * IMG_H * 4));
     return 0;
 }
 
@@ -679,14 +719,18 @@ static int run_graphics(demo *d, int unknown_pnext)
 {
     int rc = 1;
     gfx g = {0};
-    int n = unknown_pnext ? 4 : 3;
     if (gfx_setup(d, &g))
         goto cleanup;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < 5; i++) {
         VkPipeline p = VK_NULL_HANDLE;
+        char name[16];
+        if ((GVARIANTS[i].unknown_pnext && !unknown_pnext) ||
+            (GVARIANTS[i].dynamic_rendering && !d->dynamic_rendering))
+            continue;
+        snprintf(name, sizeof(name), "graphics%d", i);
         if (create_pipeline(d, &g, &GVARIANTS[i], &p))
             goto cleanup;
-        int bad = render(d, &g, &GVARIANTS[i], p, i);
+        int bad = render(d, &g, &GVARIANTS[i], p, name);
         vkDestroyPipeline(d->device, p, NULL);
         if (bad)
             goto cleanup;
@@ -707,7 +751,7 @@ static int demo_open(demo *d, uint32_t device_index)
                              .applicationVersion = VK_MAKE_VERSION(1, 2, 3),
                              .pEngineName = "psdb-test-engine",
                              .engineVersion = VK_MAKE_VERSION(0, 9, 0),
-                             .apiVersion = VK_API_VERSION_1_1};
+                             .apiVersion = VK_API_VERSION_1_3};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                 .pApplicationInfo = &app};
     if ((r = vkCreateInstance(&ici, NULL, &d->instance)) != VK_SUCCESS) {
@@ -757,11 +801,32 @@ static int demo_open(demo *d, uint32_t device_index)
                                    .queueFamilyIndex = d->queue_family,
                                    .queueCount = 1,
                                    .pQueuePriorities = &prio};
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(d->phys, &props);
+    VkPhysicalDeviceVulkan13Features f13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    if (props.apiVersion >= VK_API_VERSION_1_3) {
+        VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                        .pNext = &f13};
+        vkGetPhysicalDeviceFeatures2(d->phys, &f2);
+    }
+    d->dynamic_rendering = f13.dynamicRendering == VK_TRUE;
+    VkPhysicalDeviceVulkan13Features enable13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+        .dynamicRendering = VK_TRUE};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = d->dynamic_rendering ? &enable13 : NULL,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci};
     if ((r = vkCreateDevice(d->phys, &dci, NULL, &d->device)) != VK_SUCCESS)
         return fail("vkCreateDevice", r);
+    if (d->dynamic_rendering) {
+        d->begin_rendering =
+            (PFN_vkCmdBeginRendering)vkGetDeviceProcAddr(d->device, "vkCmdBeginRendering");
+        d->end_rendering =
+            (PFN_vkCmdEndRendering)vkGetDeviceProcAddr(d->device, "vkCmdEndRendering");
+        d->dynamic_rendering = d->begin_rendering && d->end_rendering;
+    }
     vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
