@@ -80,8 +80,7 @@ START_TEST(test_sodb_vulkan__kind_must_match_magic)
     ck_assert_hr(psdb_sodb_writer_add(w, 0, 1, bad, sizeof(bad)), PSDB_E_INVALIDARG);
     ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_VK_GRAPHICS + 1, 1, gp, sizeof(gp)),
                  PSDB_E_INVALIDARG);
-    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, cp, sizeof(cp)),
-                 PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, cp, sizeof(cp)), PSDB_E_INVALIDARG);
     /* Too short to hold a magic. */
     ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_VK_COMPUTE, 1, cp, 3), PSDB_E_INVALIDARG);
     psdb_sodb_writer_release(w);
