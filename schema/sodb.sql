@@ -20,12 +20,12 @@ CREATE TABLE header (
 );
 
 -- One row per recorded description. seq (the rowid) is the insertion order. kind: 1 compute,
--- 2 graphics, 3 state object. object_key: SHA-256 of description. version: the entry's version
+-- 2 graphics, 3 state object, 4 Vulkan compute, 5 Vulkan graphics. object_key: SHA-256 of description. version: the entry's version
 -- (64-bit pattern). description: the encoding of schema/SODB.md. A (key, version) pair is
 -- recorded once (INSERT OR IGNORE).
 CREATE TABLE entries (
     seq INTEGER PRIMARY KEY,
-    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3)),
+    kind INTEGER NOT NULL CHECK (kind IN (1, 2, 3, 4, 5)),
     object_key BLOB NOT NULL CHECK (length(object_key) = 32),
     version INTEGER NOT NULL,
     description BLOB NOT NULL,

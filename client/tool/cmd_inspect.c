@@ -103,7 +103,7 @@ static void print_text(const char *path, const psdb_file_info *info)
 
 /* Counts an SODB's entries by kind. */
 typedef struct sodb_counts {
-    uint64_t compute, graphics, state_objects, bytes;
+    uint64_t compute, graphics, state_objects, vk_compute, vk_graphics, bytes;
 } sodb_counts;
 
 static int count_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
@@ -116,6 +116,8 @@ static int count_entry(uint32_t kind, const uint8_t key[32], uint64_t version, c
     c->compute += kind == PSDB_SODB_COMPUTE;
     c->graphics += kind == PSDB_SODB_GRAPHICS;
     c->state_objects += kind == PSDB_SODB_STATE_OBJECT;
+    c->vk_compute += kind == PSDB_SODB_VK_COMPUTE;
+    c->vk_graphics += kind == PSDB_SODB_VK_GRAPHICS;
     c->bytes += desc_size;
     return 0;
 }
@@ -142,11 +144,13 @@ static int inspect_sodb(const char *path, int json)
     psdb__format_uuid(id.app_id, uuid, sizeof(uuid));
     if (json) {
         json_t *root = json_pack(
-            "{s:s, s:s, s:{s:s?, s:s, s:s, s:s?, s:s, s:s}, s:{s:I, s:I, s:I, s:I}}", "kind",
-            "sodb", "path", path, "app", "exe_filename", id.desc.exe_filename, "name", id.desc.name,
-            "version", ver, "engine_name", id.desc.engine_name, "engine_version", ever, "app_id",
-            uuid, "entries", "compute", (json_int_t)c.compute, "graphics", (json_int_t)c.graphics,
-            "state_objects", (json_int_t)c.state_objects, "description_bytes", (json_int_t)c.bytes);
+            "{s:s, s:s, s:{s:s?, s:s, s:s, s:s?, s:s, s:s}, s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
+            "kind", "sodb", "path", path, "app", "exe_filename", id.desc.exe_filename, "name",
+            id.desc.name, "version", ver, "engine_name", id.desc.engine_name, "engine_version",
+            ever, "app_id", uuid, "entries", "compute", (json_int_t)c.compute, "graphics",
+            (json_int_t)c.graphics, "state_objects", (json_int_t)c.state_objects, "vulkan_compute",
+            (json_int_t)c.vk_compute, "vulkan_graphics", (json_int_t)c.vk_graphics,
+            "description_bytes", (json_int_t)c.bytes);
         if (!root || tool_json_dumpf(root, stdout, JSON_INDENT(2)) != 0) {
             json_decref(root);
             rc = tool_fail("inspect", "cannot print JSON");
@@ -164,6 +168,9 @@ static int inspect_sodb(const char *path, int json)
         printf("entries:          %llu compute, %llu graphics, %llu state objects\n",
                (unsigned long long)c.compute, (unsigned long long)c.graphics,
                (unsigned long long)c.state_objects);
+        if (c.vk_compute || c.vk_graphics)
+            printf("vulkan entries:   %llu compute, %llu graphics\n",
+                   (unsigned long long)c.vk_compute, (unsigned long long)c.vk_graphics);
         printf("description bytes: %llu\n", (unsigned long long)c.bytes);
     }
     rc = 0;

@@ -7,13 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* cmd_synth_vulkan.c: `psdb synth`, dispatching on --api (d3d12, the default, or vulkan). */
+int cmd_synth_api(int argc, char **argv);
+
 static const struct {
     const char *name;
     tool_cmd_fn fn;
     const char *summary;
 } commands[] = {
     {"version", cmd_version, "print the library version"},
-    {"synth", cmd_synth, "write a deterministic synthetic SODB"},
+    {"synth", cmd_synth_api, "write a deterministic synthetic SODB (D3D12 or Vulkan)"},
     {"compile", cmd_compile, "compile an SODB into a PSDB (reference compiler)"},
     {"baseset", cmd_baseset, "package an SODB as base PSOs and derivation records"},
     {"inspect", cmd_inspect, "print what a PSDB records (identity, target, counts, digest)"},

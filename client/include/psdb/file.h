@@ -154,6 +154,10 @@ PSDB_API void psdb_writer_release(psdb_writer *w);
 #define PSDB_SODB_COMPUTE 1u
 #define PSDB_SODB_GRAPHICS 2u
 #define PSDB_SODB_STATE_OBJECT 3u
+/* Vulkan pipelines recorded by the VK_LAYER_PSDB_delivery layer (schema/SODB.md section 3); the
+ * reference compiler does not compile them. */
+#define PSDB_SODB_VK_COMPUTE 4u
+#define PSDB_SODB_VK_GRAPHICS 5u
 
 /* Opens (creating if absent, schema/sodb.sql) an SODB for appending. identity is copied into the
  * header of a new SODB; an existing SODB must carry the same application name.

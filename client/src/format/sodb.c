@@ -277,16 +277,25 @@ psdb_hr psdb__sodb_writer_commit(psdb_sodb_writer *w)
     return psdb__sqlite_hr(rc, PSDB_E_IO);
 }
 
+/* The kind a description's magic names, 0 for none: the encodings of desc.h, and the Vulkan
+ * encodings of schema/SODB.md section 3, which only the Vulkan layer writes and reads. */
+static uint32_t sodb_kind(const void *desc, size_t size)
+{
+    if (size >= 4 && memcmp(desc, "VKCP", 4) == 0)
+        return PSDB_SODB_VK_COMPUTE;
+    if (size >= 4 && memcmp(desc, "VKGP", 4) == 0)
+        return PSDB_SODB_VK_GRAPHICS;
+    return psdb__desc_kind(desc, size);
+}
+
 psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
                              size_t desc_size)
 {
     psdb_hr hr = PSDB_S_OK;
     uint8_t key[32];
 
-    if (!w || !desc || desc_size == 0 || desc_size > INT32_MAX ||
-        (kind != PSDB_SODB_COMPUTE && kind != PSDB_SODB_GRAPHICS &&
-         kind != PSDB_SODB_STATE_OBJECT) ||
-        psdb__desc_kind(desc, desc_size) != kind)
+    if (!w || !desc || desc_size == 0 || desc_size > INT32_MAX || kind == 0 ||
+        sodb_kind(desc, desc_size) != kind)
         return PSDB_E_INVALIDARG;
     psdb__sha256(desc, desc_size, key);
     pthread_mutex_lock(&w->lock);
@@ -397,7 +406,7 @@ psdb_hr psdb_sodb_foreach(psdb_sodb *s,
         int desc_len = sqlite3_column_bytes(st, 3);
         uint8_t digest[32];
         if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || kind < PSDB_SODB_COMPUTE ||
-            kind > PSDB_SODB_STATE_OBJECT || sqlite3_column_type(st, 1) != SQLITE_BLOB ||
+            kind > PSDB_SODB_VK_GRAPHICS || sqlite3_column_type(st, 1) != SQLITE_BLOB ||
             key_len != 32 || sqlite3_column_type(st, 2) != SQLITE_INTEGER ||
             sqlite3_column_type(st, 3) != SQLITE_BLOB || desc_len <= 0) {
             hr = PSDB_E_CACHE_CORRUPT;

@@ -93,6 +93,12 @@ static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version,
         c->st.skipped++;
         goto cleanup;
     }
+    /* Vulkan captures hold SPIR-V for a real driver; the reference compiler models D3D12 only. */
+    if (kind == PSDB_SODB_VK_COMPUTE || kind == PSDB_SODB_VK_GRAPHICS) {
+        what = "compiling (a Vulkan pipeline: the reference compiler has no Vulkan backend)";
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
     hr = psdb__plan_encoded(kind, desc, desc_size, &plan);
     if (PSDB_SUCCEEDED(hr) && memcmp(plan.group_key, key, PSDB__KEY_SIZE) != 0)
         hr = PSDB_E_CACHE_CORRUPT;

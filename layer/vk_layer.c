@@ -1,0 +1,806 @@
+/* vk_layer.c - VK_LAYER_PSDB_delivery: a Vulkan layer that captures an application's pipelines.
+ *
+ * DESIGN: the layer follows the loader-layer interface version 2: the loader negotiates through
+ * vkNegotiateLoaderLayerInterfaceVersion (the one exported symbol), hands each vkCreateInstance and
+ * vkCreateDevice the next layer's GetProcAddr in the create-info chain, and the layer keeps one
+ * record per instance and per device, found by the dispatch key (the loader's dispatch-table
+ * pointer stored at the start of every dispatchable handle). Records live in lists under one
+ * global lock; an application has few instances and devices, and the lock is held only to find
+ * or unlink a record.
+ *
+ * With PSDB_CAPTURE=<path> the layer opens an SODB writer (libpsdb's public API) when the first
+ * instance is created, remembers the create-info encoding of every shader module, sampler,
+ * descriptor set layout, pipeline layout and render pass per device (a hash map under the
+ * device's lock; vk_encode.h says why objects are encoded at creation), and records each compute
+ * and graphics pipeline the driver created as one SODB entry (kinds PSDB_SODB_VK_COMPUTE and
+ * PSDB_SODB_VK_GRAPHICS, schema/SODB.md §3). A pipeline whose create-info chains a structure the
+ * encoding cannot carry is counted, not recorded: a replay of what was recorded would compile
+ * different code. Nothing the layer does can fail the application's call: an encoding or
+ * writer failure is counted and the driver's result is returned unchanged.
+ *
+ * At vkDestroyDevice the layer prints one line with its counts on stderr (when capturing) and
+ * writes them as JSON to PSDB_LAYER_STATS=<path> (when set). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <vulkan/vk_layer.h>
+#include <vulkan/vulkan.h>
+
+#include <openssl/evp.h>
+#include <psdb/psdb.h>
+
+#include "vk_encode.h"
+
+#define LAYER_EXPORT __attribute__((visibility("default")))
+#define OBJ_BUCKETS 1024u
+
+/* ---- Records ------------------------------------------------------------------------------- */
+typedef struct lobj {
+    struct lobj *next;
+    uint64_t handle;
+    VkObjectType type;
+    uint8_t *data;
+    size_t len;
+    uint32_t unrepresentable, num_stypes;
+    uint32_t stypes[VKENC_MAX_STYPES];
+    uint32_t subpass_depth, subpass_color;
+} lobj;
+
+typedef struct linstance {
+    struct linstance *next;
+    void *key;
+    VkInstance instance;
+    PFN_vkGetInstanceProcAddr gipa;
+    PFN_vkDestroyInstance DestroyInstance;
+} linstance;
+
+typedef struct ldevice {
+    struct ldevice *next;
+    void *key;
+    VkDevice device;
+    PFN_vkGetDeviceProcAddr gdpa;
+    PFN_vkDestroyDevice DestroyDevice;
+    PFN_vkCreateShaderModule CreateShaderModule;
+    PFN_vkDestroyShaderModule DestroyShaderModule;
+    PFN_vkCreateSampler CreateSampler;
+    PFN_vkDestroySampler DestroySampler;
+    PFN_vkCreateDescriptorSetLayout CreateDescriptorSetLayout;
+    PFN_vkDestroyDescriptorSetLayout DestroyDescriptorSetLayout;
+    PFN_vkCreatePipelineLayout CreatePipelineLayout;
+    PFN_vkDestroyPipelineLayout DestroyPipelineLayout;
+    PFN_vkCreateRenderPass CreateRenderPass;
+    PFN_vkCreateRenderPass2 CreateRenderPass2;
+    PFN_vkCreateRenderPass2 CreateRenderPass2KHR;
+    PFN_vkDestroyRenderPass DestroyRenderPass;
+    PFN_vkCreateComputePipelines CreateComputePipelines;
+    PFN_vkCreateGraphicsPipelines CreateGraphicsPipelines;
+    pthread_mutex_t lock; /* guards objs */
+    lobj *objs[OBJ_BUCKETS];
+} ldevice;
+
+/* What the layer counts, for the whole process (stderr line and PSDB_LAYER_STATS). */
+typedef struct lstats {
+    uint64_t pipelines;       /* pipelines the driver created */
+    uint64_t recorded;        /* new SODB entries */
+    uint64_t already;         /* entries the SODB already held (same description) */
+    uint64_t unrepresentable; /* pipelines not recorded: a structure the encoding cannot carry */
+    uint64_t failed;          /* pipelines not recorded: out of memory or the writer failed */
+    uint32_t num_stypes;
+    uint32_t stypes[VKENC_MAX_STYPES];
+} lstats;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* guards everything below */
+static linstance *g_instances;
+static ldevice *g_devices;
+static psdb_sodb_writer *g_writer;
+static unsigned g_writer_refs;
+static char g_capture_path[PATH_MAX];
+static int g_capture_failed; /* the writer could not be opened: said once */
+static lstats g_stats;
+
+static void *dispatch_key(const void *handle)
+{
+    return *(void *const *)handle;
+}
+
+static linstance *instance_find(void *key)
+{
+    linstance *i;
+    pthread_mutex_lock(&g_lock);
+    for (i = g_instances; i && i->key != key; i = i->next)
+        ;
+    pthread_mutex_unlock(&g_lock);
+    return i;
+}
+
+static ldevice *device_find(void *key)
+{
+    ldevice *d;
+    pthread_mutex_lock(&g_lock);
+    for (d = g_devices; d && d->key != key; d = d->next)
+        ;
+    pthread_mutex_unlock(&g_lock);
+    return d;
+}
+
+static int capturing(void)
+{
+    pthread_mutex_lock(&g_lock);
+    int on = g_writer != NULL;
+    pthread_mutex_unlock(&g_lock);
+    return on;
+}
+
+/* ---- Object maps ----------------------------------------------------------------------------- */
+static size_t bucket(uint64_t handle)
+{
+    return (size_t)((handle * 0x9E3779B97F4A7C15ull) >> 54) % OBJ_BUCKETS;
+}
+
+/* Takes ownership of e's bytes; replaces an older record of the same handle (the driver reused
+ * it after a destroy the layer did not see). Called with d->lock held. */
+static void obj_put(ldevice *d, VkObjectType type, uint64_t handle, vkenc *e, uint32_t depth,
+                    uint32_t color)
+{
+    lobj **pp = &d->objs[bucket(handle)];
+    for (lobj *o = *pp; o; pp = &o->next, o = o->next) {
+        if (o->handle == handle && o->type == type) {
+            *pp = o->next;
+            free(o->data);
+            free(o);
+            break;
+        }
+    }
+    lobj *o = calloc(1, sizeof(*o));
+    if (!o || e->oom) {
+        /* Without the record, pipelines using the object count as unrepresentable later. */
+        free(o);
+        vkenc_free(e);
+        return;
+    }
+    o->handle = handle;
+    o->type = type;
+    o->data = e->data;
+    o->len = e->len;
+    o->unrepresentable = e->unrepresentable;
+    o->num_stypes = e->num_stypes;
+    memcpy(o->stypes, e->stypes, sizeof(o->stypes));
+    o->subpass_depth = depth;
+    o->subpass_color = color;
+    o->next = d->objs[bucket(handle)];
+    d->objs[bucket(handle)] = o;
+    memset(e, 0, sizeof(*e)); /* the record owns the bytes now */
+}
+
+static void obj_drop(ldevice *d, VkObjectType type, uint64_t handle)
+{
+    if (handle == 0)
+        return;
+    pthread_mutex_lock(&d->lock);
+    lobj **pp = &d->objs[bucket(handle)];
+    for (lobj *o = *pp; o; pp = &o->next, o = o->next) {
+        if (o->handle == handle && o->type == type) {
+            *pp = o->next;
+            free(o->data);
+            free(o);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* vkenc_lookup.find; called with d->lock held, so the bytes stay valid while they are copied. */
+static int obj_find(void *ctx, VkObjectType type, uint64_t handle, vkenc_object *out)
+{
+    ldevice *d = ctx;
+    for (lobj *o = d->objs[bucket(handle)]; o; o = o->next) {
+        if (o->handle == handle && o->type == type) {
+            out->data = o->data;
+            out->len = o->len;
+            out->unrepresentable = o->unrepresentable;
+            out->stypes = o->stypes;
+            out->num_stypes = o->num_stypes;
+            out->subpass_depth = o->subpass_depth;
+            out->subpass_color = o->subpass_color;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void objs_free(ldevice *d)
+{
+    for (size_t i = 0; i < OBJ_BUCKETS; i++) {
+        lobj *o = d->objs[i];
+        while (o) {
+            lobj *n = o->next;
+            free(o->data);
+            free(o);
+            o = n;
+        }
+        d->objs[i] = NULL;
+    }
+}
+
+/* ---- Capture ------------------------------------------------------------------------------- */
+static uint64_t vk_to_psdb_version(uint32_t v)
+{
+    return PSDB_VERSION(VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v),
+                        0);
+}
+
+/* The application identity of schema/SODB.md §3.1: VkApplicationInfo, the executable's file
+ * name, and an AppId derived from the application name (Vulkan has none). */
+static void capture_open(const VkApplicationInfo *app)
+{
+    char exe[PATH_MAX];
+    const char *exe_name = NULL;
+    psdb_app_identity id;
+    const char *path = getenv("PSDB_CAPTURE");
+    if (!path || !*path)
+        return;
+    memset(&id, 0, sizeof(id));
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        const char *slash = strrchr(exe, '/');
+        exe_name = slash ? slash + 1 : exe;
+    }
+    id.desc.exe_filename = exe_name;
+    id.desc.name = app && app->pApplicationName && *app->pApplicationName
+                       ? app->pApplicationName
+                       : (exe_name && *exe_name ? exe_name : "unknown");
+    id.desc.version = app ? vk_to_psdb_version(app->applicationVersion) : 0;
+    if (app && app->pEngineName && *app->pEngineName) {
+        id.desc.engine_name = app->pEngineName;
+        id.desc.engine_version = vk_to_psdb_version(app->engineVersion);
+    }
+    static const char prefix[] = "psdb-vulkan-app-id:";
+    char seed[sizeof(prefix) + 256];
+    uint8_t digest[EVP_MAX_MD_SIZE];
+    unsigned digest_len = 0;
+    int seed_len = snprintf(seed, sizeof(seed), "%s%s", prefix, id.desc.name);
+    if (seed_len < 0 || (size_t)seed_len >= sizeof(seed))
+        seed_len = (int)sizeof(seed) - 1; /* a longer name: its first 255 bytes */
+    if (EVP_Digest(seed, (size_t)seed_len, digest, &digest_len, EVP_sha256(), NULL) == 1 &&
+        digest_len >= sizeof(id.app_id))
+        memcpy(id.app_id, digest, sizeof(id.app_id));
+
+    pthread_mutex_lock(&g_lock);
+    if (g_writer) {
+        g_writer_refs++;
+    } else if (!g_capture_failed) {
+        psdb_hr hr = psdb_sodb_writer_open(path, &id, &g_writer);
+        if (PSDB_FAILED(hr)) {
+            fprintf(stderr, "psdb layer: capture %s: cannot open the SODB: %s\n", path,
+                    psdb_hr_str(hr));
+            g_capture_failed = 1;
+            g_writer = NULL;
+        } else {
+            g_writer_refs = 1;
+            snprintf(g_capture_path, sizeof(g_capture_path), "%s", path);
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void capture_close(void)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_writer && --g_writer_refs == 0) {
+        psdb_sodb_writer_release(g_writer);
+        g_writer = NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void stats_stype(lstats *s, uint32_t stype)
+{
+    for (uint32_t i = 0; i < s->num_stypes; i++)
+        if (s->stypes[i] == stype)
+            return;
+    if (s->num_stypes < VKENC_MAX_STYPES)
+        s->stypes[s->num_stypes++] = stype;
+}
+
+/* Records one encoded pipeline (or counts why not). */
+static void capture_pipeline(uint32_t kind, vkenc *e)
+{
+    pthread_mutex_lock(&g_lock);
+    g_stats.pipelines++;
+    if (!g_writer) {
+        /* capture off: only the count */
+    } else if (e->unrepresentable) {
+        g_stats.unrepresentable++;
+        for (uint32_t i = 0; i < e->num_stypes; i++)
+            stats_stype(&g_stats, e->stypes[i]);
+    } else if (e->oom) {
+        g_stats.failed++;
+    } else {
+        psdb_hr hr = psdb_sodb_writer_add(g_writer, kind, 1, e->data, e->len);
+        if (hr == PSDB_S_FALSE)
+            g_stats.already++;
+        else if (PSDB_SUCCEEDED(hr))
+            g_stats.recorded++;
+        else {
+            if (g_stats.failed == 0)
+                fprintf(stderr, "psdb layer: capture %s: cannot record a pipeline: %s\n",
+                        g_capture_path, psdb_hr_str(hr));
+            g_stats.failed++;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void stats_report(void)
+{
+    const char *stats_path = getenv("PSDB_LAYER_STATS");
+    char types[VKENC_MAX_STYPES * 12 + 1];
+    size_t off = 0;
+    pthread_mutex_lock(&g_lock);
+    lstats s = g_stats;
+    int on = g_writer != NULL;
+    pthread_mutex_unlock(&g_lock);
+    types[0] = '\0';
+    for (uint32_t i = 0; i < s.num_stypes && off < sizeof(types); i++) {
+        int w = snprintf(types + off, sizeof(types) - off, "%s%" PRIu32, i ? "," : "", s.stypes[i]);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+    if (on)
+        fprintf(stderr,
+                "psdb layer: capture %s: %" PRIu64 " pipelines, %" PRIu64 " recorded, %" PRIu64
+                " already recorded, %" PRIu64 " unrepresentable (sTypes: %s), %" PRIu64 " failed\n",
+                g_capture_path, s.pipelines, s.recorded, s.already, s.unrepresentable,
+                s.num_stypes ? types : "none", s.failed);
+    if (!stats_path || !*stats_path)
+        return;
+    FILE *f = fopen(stats_path, "w");
+    if (!f) {
+        fprintf(stderr, "psdb layer: stats %s: cannot open: %s\n", stats_path, strerror(errno));
+        return;
+    }
+    fprintf(f,
+            "{\"pipelines\": %" PRIu64 ", \"captured\": %" PRIu64 ", \"already_captured\": %" PRIu64
+            ", \"unrepresentable\": %" PRIu64 ", \"capture_failed\": %" PRIu64
+            ", \"unrepresentable_stypes\": [%s]}\n",
+            s.pipelines, s.recorded, s.already, s.unrepresentable, s.failed, types);
+    if (fclose(f) != 0)
+        fprintf(stderr, "psdb layer: stats %s: cannot write: %s\n", stats_path, strerror(errno));
+}
+
+/* ---- Device-level interceptions ----------------------------------------------------------- */
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateShaderModule(VkDevice device,
+                                                               const VkShaderModuleCreateInfo *ci,
+                                                               const VkAllocationCallbacks *a,
+                                                               VkShaderModule *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreateShaderModule(device, ci, a, out);
+    if (r != VK_SUCCESS || !capturing())
+        return r;
+    vkenc e;
+    memset(&e, 0, sizeof(e));
+    vkenc_shader_module(&e, ci);
+    pthread_mutex_lock(&d->lock);
+    obj_put(d, VK_OBJECT_TYPE_SHADER_MODULE, (uint64_t)*out, &e, 0, 0);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyShaderModule(VkDevice device, VkShaderModule m,
+                                                            const VkAllocationCallbacks *a)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    obj_drop(d, VK_OBJECT_TYPE_SHADER_MODULE, (uint64_t)m);
+    d->DestroyShaderModule(device, m, a);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateSampler(VkDevice device,
+                                                          const VkSamplerCreateInfo *ci,
+                                                          const VkAllocationCallbacks *a,
+                                                          VkSampler *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreateSampler(device, ci, a, out);
+    if (r != VK_SUCCESS || !capturing())
+        return r;
+    vkenc e;
+    memset(&e, 0, sizeof(e));
+    vkenc_sampler(&e, ci);
+    pthread_mutex_lock(&d->lock);
+    obj_put(d, VK_OBJECT_TYPE_SAMPLER, (uint64_t)*out, &e, 0, 0);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroySampler(VkDevice device, VkSampler s,
+                                                       const VkAllocationCallbacks *a)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    obj_drop(d, VK_OBJECT_TYPE_SAMPLER, (uint64_t)s);
+    d->DestroySampler(device, s, a);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL
+layer_CreateDescriptorSetLayout(VkDevice device, const VkDescriptorSetLayoutCreateInfo *ci,
+                                const VkAllocationCallbacks *a, VkDescriptorSetLayout *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreateDescriptorSetLayout(device, ci, a, out);
+    if (r != VK_SUCCESS || !capturing())
+        return r;
+    vkenc e;
+    memset(&e, 0, sizeof(e));
+    vkenc_lookup lk = {obj_find, d};
+    pthread_mutex_lock(&d->lock);
+    vkenc_set_layout(&e, ci, &lk);
+    obj_put(d, VK_OBJECT_TYPE_DESCRIPTOR_SET_LAYOUT, (uint64_t)*out, &e, 0, 0);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyDescriptorSetLayout(VkDevice device,
+                                                                   VkDescriptorSetLayout l,
+                                                                   const VkAllocationCallbacks *a)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    obj_drop(d, VK_OBJECT_TYPE_DESCRIPTOR_SET_LAYOUT, (uint64_t)l);
+    d->DestroyDescriptorSetLayout(device, l, a);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL
+layer_CreatePipelineLayout(VkDevice device, const VkPipelineLayoutCreateInfo *ci,
+                           const VkAllocationCallbacks *a, VkPipelineLayout *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreatePipelineLayout(device, ci, a, out);
+    if (r != VK_SUCCESS || !capturing())
+        return r;
+    vkenc e;
+    memset(&e, 0, sizeof(e));
+    vkenc_lookup lk = {obj_find, d};
+    pthread_mutex_lock(&d->lock);
+    vkenc_pipeline_layout(&e, ci, &lk);
+    obj_put(d, VK_OBJECT_TYPE_PIPELINE_LAYOUT, (uint64_t)*out, &e, 0, 0);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyPipelineLayout(VkDevice device, VkPipelineLayout l,
+                                                              const VkAllocationCallbacks *a)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    obj_drop(d, VK_OBJECT_TYPE_PIPELINE_LAYOUT, (uint64_t)l);
+    d->DestroyPipelineLayout(device, l, a);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateRenderPass(VkDevice device,
+                                                             const VkRenderPassCreateInfo *ci,
+                                                             const VkAllocationCallbacks *a,
+                                                             VkRenderPass *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreateRenderPass(device, ci, a, out);
+    if (r != VK_SUCCESS || !capturing())
+        return r;
+    vkenc e;
+    uint32_t depth = 0, color = 0;
+    memset(&e, 0, sizeof(e));
+    vkenc_render_pass(&e, ci, &depth, &color);
+    pthread_mutex_lock(&d->lock);
+    obj_put(d, VK_OBJECT_TYPE_RENDER_PASS, (uint64_t)*out, &e, depth, color);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
+static VkResult render_pass2(ldevice *d, PFN_vkCreateRenderPass2 next, VkDevice device,
+                             const VkRenderPassCreateInfo2 *ci, const VkAllocationCallbacks *a,
+                             VkRenderPass *out)
+{
+    VkResult r = next(device, ci, a, out);
+    if (r != VK_SUCCESS || !capturing())
+        return r;
+    vkenc e;
+    uint32_t depth = 0, color = 0;
+    memset(&e, 0, sizeof(e));
+    vkenc_render_pass2(&e, ci, &depth, &color);
+    pthread_mutex_lock(&d->lock);
+    obj_put(d, VK_OBJECT_TYPE_RENDER_PASS, (uint64_t)*out, &e, depth, color);
+    pthread_mutex_unlock(&d->lock);
+    return r;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateRenderPass2(VkDevice device,
+                                                              const VkRenderPassCreateInfo2 *ci,
+                                                              const VkAllocationCallbacks *a,
+                                                              VkRenderPass *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    return render_pass2(d, d->CreateRenderPass2, device, ci, a, out);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateRenderPass2KHR(VkDevice device,
+                                                                 const VkRenderPassCreateInfo2 *ci,
+                                                                 const VkAllocationCallbacks *a,
+                                                                 VkRenderPass *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    return render_pass2(d, d->CreateRenderPass2KHR, device, ci, a, out);
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyRenderPass(VkDevice device, VkRenderPass rp,
+                                                          const VkAllocationCallbacks *a)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    obj_drop(d, VK_OBJECT_TYPE_RENDER_PASS, (uint64_t)rp);
+    d->DestroyRenderPass(device, rp, a);
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
+    VkDevice device, VkPipelineCache cache, uint32_t n, const VkComputePipelineCreateInfo *ci,
+    const VkAllocationCallbacks *a, VkPipeline *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreateComputePipelines(device, cache, n, ci, a, out);
+    vkenc_lookup lk = {obj_find, d};
+    int on = capturing();
+    /* An error may leave pPipelines unwritten (older drivers): nothing is recorded then. A
+     * success code (VK_PIPELINE_COMPILE_REQUIRED included) sets the elements it did not create
+     * to VK_NULL_HANDLE; the others were created. */
+    for (uint32_t i = 0; r >= 0 && i < n; i++) {
+        if (out[i] == VK_NULL_HANDLE)
+            continue;
+        vkenc e;
+        memset(&e, 0, sizeof(e));
+        if (on) {
+            pthread_mutex_lock(&d->lock);
+            vkenc_compute_pipeline(&e, &ci[i], &lk);
+            pthread_mutex_unlock(&d->lock);
+        }
+        capture_pipeline(PSDB_SODB_VK_COMPUTE, &e);
+        vkenc_free(&e);
+    }
+    return r;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateGraphicsPipelines(
+    VkDevice device, VkPipelineCache cache, uint32_t n, const VkGraphicsPipelineCreateInfo *ci,
+    const VkAllocationCallbacks *a, VkPipeline *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreateGraphicsPipelines(device, cache, n, ci, a, out);
+    vkenc_lookup lk = {obj_find, d};
+    int on = capturing();
+    for (uint32_t i = 0; r >= 0 && i < n; i++) {
+        if (out[i] == VK_NULL_HANDLE)
+            continue;
+        vkenc e;
+        memset(&e, 0, sizeof(e));
+        if (on) {
+            pthread_mutex_lock(&d->lock);
+            vkenc_graphics_pipeline(&e, &ci[i], &lk);
+            pthread_mutex_unlock(&d->lock);
+        }
+        capture_pipeline(PSDB_SODB_VK_GRAPHICS, &e);
+        vkenc_free(&e);
+    }
+    return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
+                                                      const VkAllocationCallbacks *a)
+{
+    void *key = dispatch_key(device);
+    ldevice *d = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (ldevice **pp = &g_devices; *pp; pp = &(*pp)->next) {
+        if ((*pp)->key == key) {
+            d = *pp;
+            *pp = d->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!d)
+        return;
+    stats_report();
+    d->DestroyDevice(device, a);
+    objs_free(d);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+/* Device-level names the layer intercepts, with where ldevice keeps the next function. */
+typedef struct hook {
+    const char *name;
+    PFN_vkVoidFunction fn;
+    size_t next_offset;
+} hook;
+
+#define HOOK(n)                                                                                    \
+    {                                                                                              \
+        "vk" #n, (PFN_vkVoidFunction)layer_##n, offsetof(ldevice, n)                               \
+    }
+static const hook DEVICE_HOOKS[] = {
+    HOOK(DestroyDevice),
+    HOOK(CreateShaderModule),
+    HOOK(DestroyShaderModule),
+    HOOK(CreateSampler),
+    HOOK(DestroySampler),
+    HOOK(CreateDescriptorSetLayout),
+    HOOK(DestroyDescriptorSetLayout),
+    HOOK(CreatePipelineLayout),
+    HOOK(DestroyPipelineLayout),
+    HOOK(CreateRenderPass),
+    HOOK(CreateRenderPass2),
+    HOOK(CreateRenderPass2KHR),
+    HOOK(DestroyRenderPass),
+    HOOK(CreateComputePipelines),
+    HOOK(CreateGraphicsPipelines),
+};
+#undef HOOK
+#define NUM_DEVICE_HOOKS (sizeof(DEVICE_HOOKS) / sizeof(DEVICE_HOOKS[0]))
+
+static PFN_vkVoidFunction *next_slot(ldevice *d, const hook *h)
+{
+    return (PFN_vkVoidFunction *)(void *)((char *)d + h->next_offset);
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice device,
+                                                                        const char *name);
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
+                                                         const VkDeviceCreateInfo *ci,
+                                                         const VkAllocationCallbacks *a,
+                                                         VkDevice *out)
+{
+    VkLayerDeviceCreateInfo *link = (VkLayerDeviceCreateInfo *)ci->pNext;
+    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO &&
+                     link->function == VK_LAYER_LINK_INFO))
+        link = (VkLayerDeviceCreateInfo *)link->pNext;
+    if (!link || !link->u.pLayerInfo)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
+    linstance *inst = instance_find(dispatch_key(phys));
+    PFN_vkCreateDevice create =
+        (PFN_vkCreateDevice)gipa(inst ? inst->instance : VK_NULL_HANDLE, "vkCreateDevice");
+    if (!create)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    ldevice *d = calloc(1, sizeof(*d));
+    if (!d)
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    /* The next layer reads its own link: advance before calling down. */
+    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    VkResult r = create(phys, ci, a, out);
+    if (r != VK_SUCCESS) {
+        free(d);
+        return r;
+    }
+    d->device = *out;
+    d->key = dispatch_key(*out);
+    d->gdpa = gdpa;
+    for (size_t i = 0; i < NUM_DEVICE_HOOKS; i++)
+        *next_slot(d, &DEVICE_HOOKS[i]) = gdpa(*out, DEVICE_HOOKS[i].name);
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_lock(&g_lock);
+    d->next = g_devices;
+    g_devices = d;
+    pthread_mutex_unlock(&g_lock);
+    return VK_SUCCESS;
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice device,
+                                                                        const char *name)
+{
+    if (strcmp(name, "vkGetDeviceProcAddr") == 0)
+        return (PFN_vkVoidFunction)layer_GetDeviceProcAddr;
+    ldevice *d = device ? device_find(dispatch_key(device)) : NULL;
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < NUM_DEVICE_HOOKS; i++)
+        if (strcmp(name, DEVICE_HOOKS[i].name) == 0)
+            /* Offer the hook only where the driver has the function (extensions, versions). */
+            return *next_slot(d, &DEVICE_HOOKS[i]) ? DEVICE_HOOKS[i].fn : NULL;
+    return d->gdpa(device, name);
+}
+
+/* ---- Instance level ------------------------------------------------------------------------ */
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateInstance(const VkInstanceCreateInfo *ci,
+                                                           const VkAllocationCallbacks *a,
+                                                           VkInstance *out)
+{
+    VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)ci->pNext;
+    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO &&
+                     link->function == VK_LAYER_LINK_INFO))
+        link = (VkLayerInstanceCreateInfo *)link->pNext;
+    if (!link || !link->u.pLayerInfo)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+    PFN_vkCreateInstance create = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
+    if (!create)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    linstance *inst = calloc(1, sizeof(*inst));
+    if (!inst)
+        return VK_ERROR_OUT_OF_HOST_MEMORY;
+    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    VkResult r = create(ci, a, out);
+    if (r != VK_SUCCESS) {
+        free(inst);
+        return r;
+    }
+    inst->instance = *out;
+    inst->key = dispatch_key(*out);
+    inst->gipa = gipa;
+    inst->DestroyInstance = (PFN_vkDestroyInstance)gipa(*out, "vkDestroyInstance");
+    pthread_mutex_lock(&g_lock);
+    inst->next = g_instances;
+    g_instances = inst;
+    pthread_mutex_unlock(&g_lock);
+    capture_open(ci->pApplicationInfo);
+    return VK_SUCCESS;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyInstance(VkInstance instance,
+                                                        const VkAllocationCallbacks *a)
+{
+    if (!instance)
+        return;
+    void *key = dispatch_key(instance);
+    linstance *inst = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (linstance **pp = &g_instances; *pp; pp = &(*pp)->next) {
+        if ((*pp)->key == key) {
+            inst = *pp;
+            *pp = inst->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!inst)
+        return;
+    inst->DestroyInstance(instance, a);
+    free(inst);
+    capture_close();
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetInstanceProcAddr(VkInstance instance,
+                                                                          const char *name)
+{
+    if (strcmp(name, "vkGetInstanceProcAddr") == 0)
+        return (PFN_vkVoidFunction)layer_GetInstanceProcAddr;
+    if (strcmp(name, "vkCreateInstance") == 0)
+        return (PFN_vkVoidFunction)layer_CreateInstance;
+    if (strcmp(name, "vkDestroyInstance") == 0)
+        return (PFN_vkVoidFunction)layer_DestroyInstance;
+    if (strcmp(name, "vkCreateDevice") == 0)
+        return (PFN_vkVoidFunction)layer_CreateDevice;
+    if (strcmp(name, "vkGetDeviceProcAddr") == 0)
+        return (PFN_vkVoidFunction)layer_GetDeviceProcAddr;
+    /* Device-level hooks are offered through vkGetDeviceProcAddr only, where the device is known
+     * and a hook is never handed out for a function the driver lacks. */
+    linstance *inst = instance ? instance_find(dispatch_key(instance)) : NULL;
+    return inst ? inst->gipa(instance, name) : NULL;
+}
+
+LAYER_EXPORT VKAPI_ATTR VkResult VKAPI_CALL
+vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v)
+{
+    if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    if (v->loaderLayerInterfaceVersion < 2)
+        return VK_ERROR_INITIALIZATION_FAILED;
+    v->loaderLayerInterfaceVersion = 2;
+    v->pfnGetInstanceProcAddr = layer_GetInstanceProcAddr;
+    v->pfnGetDeviceProcAddr = layer_GetDeviceProcAddr;
+    v->pfnGetPhysicalDeviceProcAddr = NULL;
+    return VK_SUCCESS;
+}
