@@ -1,5 +1,6 @@
 /* server_core_test.c - psdbd internals: settings, ranges, ETags, tokens, the index and A3. */
 #include "testutil.h"
+#include "version_spellings.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -97,78 +98,19 @@ END_TEST
  * also leave *out untouched. */
 START_TEST(test_server_core__version_spellings_grammar)
 {
-    static const struct {
-        const char *text;
-        uint64_t value;
-    } accepted[] = {
-        {"1.2.3.4", PSDB_VERSION(1, 2, 3, 4)},
-        {"65535.65535.65535.65535", UINT64_MAX},
-        {"0.0.0.0", 0},
-        {"1.2.3", PSDB_VERSION(1, 2, 3, 0)}, /* missing components are 0 */
-        {"1.2", PSDB_VERSION(1, 2, 0, 0)},
-        {"01.002.0003.00004", PSDB_VERSION(1, 2, 3, 4)}, /* leading zeros are decimal */
-        {"00000000000000000001.0.0.0", PSDB_VERSION(1, 0, 0, 0)},
-        {"7", 7}, /* no dot: the raw 64-bit number, 0.0.0.7 */
-        {"281474976710656", PSDB_VERSION(1, 0, 0, 0)},
-        {"0x0001000200030004", PSDB_VERSION(1, 2, 3, 4)}, /* no dot: 0x-hex too */
-        {"0XfFfF", 0xFFFF},
-        {"007", 7}, /* not octal */
-        {"18446744073709551615", UINT64_MAX},
-    };
-    static const char *const refused[] = {
-        /* structure: empty, empty or extra components */
-        "",
-        "1.",
-        ".1",
-        "1..2",
-        "1.2.3.",
-        "1.2.3.4.",
-        "1.2.3.4.5",
-        /* range: each component 0-65535, no wrap-around */
-        "65536.0.0.0",
-        "1.65536",
-        "99999999999999999999.0.0.0",
-        "4294967297.0.0.0",
-        /* no sign, no whitespace anywhere, decimal components only */
-        "-1.2.3.4",
-        "+1.2.3.4",
-        "1.-2.3.4",
-        "1.+2.3.4",
-        " 1.2.3.4",
-        "1.2.3.4 ",
-        "1 .2.3.4",
-        "1. 2.3.4",
-        "1.2.3.4\n",
-        "0x1.2.3.4",
-        "1.0x2.3.4",
-        "1.2.3.4a",
-        "a.b.c.d",
-        /* no dot: psdb__parse_u64's rules (no sign or whitespace, 0x needs a digit, no overflow) */
-        "1,2,3,4",
-        "-1",
-        "+1",
-        " 1",
-        "1 ",
-        "0x",
-        "0x-1",
-        "0x 1",
-        "0x1g",
-        "18446744073709551616",
-        "0x10000000000000000",
-        "1e3",
-        "v1.2.3.4",
-    };
-    for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+    /* psdbd's query parameters go through the one version parser: the grammar's examples. */
+    for (size_t i = 0; i < sizeof(version_accepted) / sizeof(version_accepted[0]); i++) {
         uint64_t v = 0xDEADull;
-        ck_assert_msg(psdb__parse_version(accepted[i].text, &v) == 0, "refused \"%s\"",
-                      accepted[i].text);
-        ck_assert_msg(v == accepted[i].value, "\"%s\" gave 0x%016llx", accepted[i].text,
-                      (unsigned long long)v);
+        ck_assert_msg(psdb__parse_version(version_accepted[i].text, &v) == 0, "refused \"%s\"",
+                      version_accepted[i].text);
+        ck_assert_msg(v == version_accepted[i].value, "\"%s\" gave 0x%016llx",
+                      version_accepted[i].text, (unsigned long long)v);
     }
-    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    for (size_t i = 0; i < sizeof(version_refused) / sizeof(version_refused[0]); i++) {
         uint64_t v = 0xDEADull;
-        ck_assert_msg(psdb__parse_version(refused[i], &v) == -1, "accepted \"%s\"", refused[i]);
-        ck_assert_msg(v == 0xDEADull, "\"%s\" changed the output", refused[i]);
+        ck_assert_msg(psdb__parse_version(version_refused[i], &v) == -1, "accepted \"%s\"",
+                      version_refused[i]);
+        ck_assert_msg(v == 0xDEADull, "\"%s\" changed the output", version_refused[i]);
     }
     ck_assert_int_eq(psdb__parse_version(NULL, NULL), -1);
 }

@@ -23,6 +23,8 @@ static const struct {
     {"0x0001000200030004", PSDB_VERSION(1, 2, 3, 4)},
     {"0XfFfF", 0xFFFF},
     {"18446744073709551615", UINT64_MAX},
+    {"0.0.0.0", 0},
+    {"281474976710656", PSDB_VERSION(1, 0, 0, 0)},
 };
 static const char *const version_refused[] = {
     "",
@@ -65,6 +67,7 @@ static const char *const version_refused[] = {
     "0x10000000000000000",
     "1e3",
     " -1",
+    "v1.2.3.4",
 };
 
 #endif
