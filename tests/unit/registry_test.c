@@ -84,6 +84,39 @@ START_TEST(test_registry__B1_one_installer_per_name_across_processes)
 }
 END_TEST
 
+/* Launchers of different installer names opening one new registry at once: each open succeeds.
+ * (SQLite answers BUSY without waiting while a new database is switched to WAL; the open retries.)
+ */
+START_TEST(test_registry__installers_open_one_new_registry_at_once)
+{
+    for (int round = 0; round < 60; round++) {
+        char *root = tu_mkdtemp();
+        pid_t pids[8];
+        for (int i = 0; i < 8; i++) {
+            pids[i] = fork();
+            ck_assert_int_ge(pids[i], 0);
+            if (pids[i] == 0) {
+                char name[16];
+                snprintf(name, sizeof(name), "launcher%d", i);
+                psdb_installer_desc d = {.name = name, .root_dir = root};
+                psdb_installer *inst = NULL;
+                psdb_hr hr = psdb_installer_open(&d, &inst);
+                psdb_installer_release(inst);
+                _exit(hr == PSDB_S_OK ? 0 : 1);
+            }
+        }
+        for (int i = 0; i < 8; i++) {
+            int status = 0;
+            ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+            ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                          "round %d: installer %d could not open the new registry", round, i);
+        }
+        tu_rmtree(root);
+        free(root);
+    }
+}
+END_TEST
+
 START_TEST(test_registry__B1_bad_arguments)
 {
     psdb_installer *inst = NULL;
@@ -760,6 +793,7 @@ int main(void)
     TCase *tc = tcase_create("registry");
     tcase_add_test(tc, test_registry__B1_one_installer_per_name_in_process);
     tcase_add_test(tc, test_registry__B1_one_installer_per_name_across_processes);
+    tcase_add_test(tc, test_registry__installers_open_one_new_registry_at_once);
     tcase_add_test(tc, test_registry__B1_bad_arguments);
     tcase_add_test(tc, test_registry__B1_installer_names_with_slashes_do_not_escape);
     tcase_add_test(tc, test_registry__B2_application_by_exe_path);

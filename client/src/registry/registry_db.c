@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -309,8 +310,8 @@ cleanup:
     return hr;
 }
 
-/* Opens the registry database of root for writing (creating and migrating it). */
-psdb_hr psdb__reg_open_rw(const char *root, psdb__reg **out)
+/* One attempt of psdb__reg_open_rw. */
+static psdb_hr reg_open_rw_once(const char *root, psdb__reg **out)
 {
     psdb__reg *reg = NULL;
     char *path = NULL;
@@ -348,8 +349,8 @@ cleanup:
     return hr;
 }
 
-/* Opens the registry of root read-only; a root without a registry gives an empty view. */
-psdb_hr psdb__reg_open_ro(const char *root, psdb__reg **out)
+/* One attempt of psdb__reg_open_ro. */
+static psdb_hr reg_open_ro_once(const char *root, psdb__reg **out)
 {
     psdb__reg *reg = NULL;
     char *path = NULL;
@@ -390,6 +391,42 @@ cleanup:
     psdb__reg_unref(reg);
     free(path);
     return hr;
+}
+
+/* Runs one open attempt until it is not BUSY or BUSY_TIMEOUT_MS have passed. SQLite returns
+ * SQLITE_BUSY without calling the busy handler where waiting could deadlock: switching a new
+ * database to WAL while other processes open it, or reading one that another connection is
+ * converting. Launchers open one new registry at once (several installers of one root), so the
+ * whole open is retried, as the busy handler would have waited. */
+static psdb_hr reg_open_retrying(psdb_hr (*once)(const char *, psdb__reg **), const char *root,
+                                 psdb__reg **out)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        psdb_hr hr = once(root, out);
+        if (hr != PSDB_E_BUSY)
+            return hr;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long ms =
+            (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (ms >= BUSY_TIMEOUT_MS)
+            return hr;
+        struct timespec pause = {0, 20 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Opens the registry database of root for writing (creating and migrating it). */
+psdb_hr psdb__reg_open_rw(const char *root, psdb__reg **out)
+{
+    return reg_open_retrying(reg_open_rw_once, root, out);
+}
+
+/* Opens the registry of root read-only; a root without a registry gives an empty view. */
+psdb_hr psdb__reg_open_ro(const char *root, psdb__reg **out)
+{
+    return reg_open_retrying(reg_open_ro_once, root, out);
 }
 
 /* Lock file names keep [A-Za-z0-9._-] and percent-encode the rest, so any installer name maps to
