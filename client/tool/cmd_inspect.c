@@ -5,7 +5,6 @@
 
 #include <jansson.h>
 
-#include "format/psdbfile_internal.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
@@ -183,7 +182,7 @@ int cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL;
     int json = 0, rc = 1;
-    uint32_t appid = 0;
+    uint32_t kind = PSDB_FILE_KIND_OTHER;
     psdb_file *f = NULL;
     psdb_file_info info;
     psdb_hr hr = PSDB_S_OK;
@@ -208,7 +207,8 @@ int cmd_inspect(int argc, char **argv)
     if (!path)
         return tool_fail("inspect", "missing FILE (try --help)");
 
-    if (psdb__sqlite_application_id(path, &appid) == 0 && appid == PSDB__SODB_APPLICATION_ID)
+    /* A file that cannot be read falls through to psdb_file_open, which says why. */
+    if (psdb_file_kind(path, &kind) == PSDB_S_OK && kind == PSDB_FILE_KIND_SODB)
         return inspect_sodb(path, json);
     hr = psdb_file_open(path, NULL, &f);
     if (hr < 0) {

@@ -6,8 +6,6 @@
 
 #include <jansson.h>
 
-#include "delivery/publish.h"
-
 static void usage(void)
 {
     printf("usage: psdb publish --server URL --token T --key KEYFILE [--serial N] [--json] "
@@ -20,10 +18,12 @@ static void usage(void)
 
 int cmd_publish(int argc, char **argv)
 {
-    psdb__publish_desc d = {.serial = 1, .token = getenv("PSDB_TOKEN")};
+    psdb_publish_desc d = {.serial = 1};
+    psdb_client_desc cd = {.token = getenv("PSDB_TOKEN")};
+    psdb_client *client = NULL;
+    psdb_publish_result *res = NULL;
     int json = 0, rc = 1;
     long status = 0;
-    char *body = NULL, msg[512];
     json_t *doc = NULL;
     psdb_hr hr;
     if (tool_wants_help(argc, argv)) {
@@ -34,9 +34,9 @@ int cmd_publish(int argc, char **argv)
         const char *a = argv[i];
         int has = i + 1 < argc;
         if (strcmp(a, "--server") == 0 && has)
-            d.server = argv[++i];
+            cd.server_url = argv[++i];
         else if (strcmp(a, "--token") == 0 && has)
-            d.token = argv[++i];
+            cd.token = argv[++i];
         else if (strcmp(a, "--key") == 0 && has)
             d.key_path = argv[++i];
         else if (strcmp(a, "--serial") == 0 && has) {
@@ -49,17 +49,24 @@ int cmd_publish(int argc, char **argv)
         else
             d.psdb_path = a;
     }
-    if (!d.server || !d.token || !d.key_path || !d.psdb_path)
+    if (!cd.server_url || !cd.token || !d.key_path || !d.psdb_path)
         return tool_fail("publish", "--server, --token, --key and FILE.psdb are required");
-    hr = psdb__publish(&d, &status, &body, msg, sizeof(msg));
-    doc = body ? json_loads(body, 0, NULL) : NULL;
+    hr = psdb_client_create(&cd, &client);
+    if (PSDB_FAILED(hr)) {
+        tool_fail("publish", "bad --server '%s': %s", cd.server_url,
+                  hr == PSDB_E_INVALIDARG ? "not an http:// or https:// URL" : psdb_hr_str(hr));
+        goto cleanup;
+    }
+    hr = psdb_client_publish(client, &d, &res);
+    status = res ? res->http_status : 0;
+    doc = res && res->body ? json_loads(res->body, 0, NULL) : NULL;
     if (PSDB_FAILED(hr)) {
         const char *m = json_string_value(json_object_get(doc, "message"));
         const char *e = json_string_value(json_object_get(doc, "error"));
         if (m)
             tool_fail("publish", "server refused (%ld %s): %s", status, e ? e : "", m);
         else
-            tool_fail("publish", "%s", msg[0] ? msg : psdb_hr_str(hr));
+            tool_fail("publish", "%s", res && res->message[0] ? res->message : psdb_hr_str(hr));
         goto cleanup;
     }
     if (!doc) {
@@ -80,6 +87,7 @@ int cmd_publish(int argc, char **argv)
     rc = 0;
 cleanup:
     json_decref(doc);
-    free(body);
+    psdb_publish_result_free(res);
+    psdb_client_release(client);
     return rc;
 }

@@ -9,8 +9,6 @@
 
 #include <jansson.h>
 
-#include "format/desc.h"
-
 static const char usage_text[] =
     "usage: psdb replay SODB --family F --abi-min A --abi-max B [--profile-version V]\n"
     "                   [--exe-path PATH] [--registry DIR] [--psdb FILE] [--cost-ns-per-kib N]\n"
@@ -36,36 +34,32 @@ static int replay_one(uint32_t kind, const uint8_t key[32], uint64_t version, co
     (void)version;
     replay *r = ctx;
     psdb_hr hr = PSDB_E_INVALIDARG;
+    psdb_sodb_entry *e = NULL;
     if (kind == PSDB_SODB_COMPUTE) {
-        psdb_compute_pipeline_desc *d = NULL;
         psdb_pipeline *p = NULL;
-        hr = psdb__desc_decode_compute(desc, size, &d);
+        hr = psdb_sodb_decode(kind, desc, size, &e);
         if (PSDB_SUCCEEDED(hr))
-            hr = psdb_device_create_compute_pipeline(r->dev, d, &p);
+            hr = psdb_device_create_compute_pipeline(r->dev, e->compute, &p);
         psdb_pipeline_release(p);
-        free(d);
     } else if (kind == PSDB_SODB_GRAPHICS) {
-        psdb_graphics_pipeline_desc *d = NULL;
         psdb_pipeline *p = NULL;
-        hr = psdb__desc_decode_graphics(desc, size, &d);
+        hr = psdb_sodb_decode(kind, desc, size, &e);
         if (PSDB_SUCCEEDED(hr))
-            hr = psdb_device_create_graphics_pipeline(r->dev, d, &p);
+            hr = psdb_device_create_graphics_pipeline(r->dev, e->graphics, &p);
         psdb_pipeline_release(p);
-        free(d);
     } else if (kind == PSDB_SODB_STATE_OBJECT) {
-        psdb_state_object_desc *d = NULL;
         psdb_state_object *so = NULL;
-        hr = psdb__desc_decode_state_object(desc, size, &d);
+        hr = psdb_sodb_decode(kind, desc, size, &e);
         /* A recorded collection is only a key: objects that build on collections cannot be
          * recreated from the SODB alone. */
-        for (uint32_t i = 0; PSDB_SUCCEEDED(hr) && i < d->num_subobjects; i++)
-            if (d->subobjects[i].type == PSDB_SUBOBJECT_EXISTING_COLLECTION)
+        for (uint32_t i = 0; PSDB_SUCCEEDED(hr) && i < e->state_object->num_subobjects; i++)
+            if (e->state_object->subobjects[i].type == PSDB_SUBOBJECT_EXISTING_COLLECTION)
                 hr = PSDB_S_FALSE;
         if (hr == PSDB_S_OK)
-            hr = psdb_device_create_state_object(r->dev, d, &so);
+            hr = psdb_device_create_state_object(r->dev, e->state_object, &so);
         psdb_state_object_release(so);
-        free(d);
     }
+    psdb_sodb_entry_release(e);
     if (PSDB_FAILED(hr)) {
         if (!r->failed)
             r->first_error = hr;

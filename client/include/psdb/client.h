@@ -76,6 +76,39 @@ PSDB_API psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifes
  */
 PSDB_API void psdb_manifest_free(psdb_manifest *m);
 
+/* What psdb_client_publish signs and uploads. */
+typedef struct psdb_publish_desc {
+    const char *key_path;  /* private Ed25519 key file (psdb keygen; psdb_key_save) */
+    const char *psdb_path; /* the PSDB to publish */
+    uint64_t serial; /* the statement's serial (schema/STATEMENT.md); the tool's default is 1 */
+} psdb_publish_desc;
+
+/* The server's answer to psdb_client_publish. Owned by the caller: psdb_publish_result_free. */
+typedef struct psdb_publish_result {
+    long http_status;  /* 0 when no answer came (a local failure, or a network one) */
+    char *body;        /* the answer's body, NUL-terminated: on 200/201 the manifest JSON (see
+                          psdb_manifest_parse), else the server's {"error","message"}; NULL if none */
+    size_t body_size;  /* bytes of body without the NUL */
+    char message[512]; /* one line naming what failed and why; "" on success */
+} psdb_publish_result;
+
+/* Signs the PSDB's statement (digest, size, identity, target, serial; schema/STATEMENT.md) with the
+ * key and uploads the file to the client's server (POST /v1/psdbs; schema/HTTP.md) with the
+ * client's token. Statuses: PSDB_S_OK (201: published), PSDB_S_FALSE (200: the same content was
+ * already published), PSDB_E_INVALIDARG (NULL c, d, out, key_path or psdb_path; a client without
+ * token; HTTP 400), PSDB_E_IO (the file or key cannot be read), PSDB_E_CACHE_CORRUPT (not a PSDB),
+ * PSDB_E_SIGNATURE (not a private Ed25519 key), PSDB_E_ACCESS (401/403), PSDB_E_ALREADY_EXISTS
+ * (409), PSDB_E_CACHE_FULL (413), PSDB_E_DISK_FULL (507), PSDB_E_NETWORK (no answer),
+ * PSDB_E_PROTOCOL (any other status), PSDB_E_OUTOFMEMORY. *out is set on every return except
+ * PSDB_E_INVALIDARG for a NULL argument and PSDB_E_OUTOFMEMORY before the result exists (then
+ * NULL): on failure it still carries the HTTP status, the body and the message, which is also the
+ * client's psdb_client_last_error. The upload uses the project's curl defaults (TLS verification
+ * on, no redirects); it is not retried. Same thread rule as the client. */
+PSDB_API psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d,
+                                     psdb_publish_result **out);
+/* Frees a result of psdb_client_publish and its body. NULL is a no-op; cannot fail. */
+PSDB_API void psdb_publish_result_free(psdb_publish_result *r);
+
 /* Asks the server for the best PSDB for one target (GET /v1/resolve; MODEL A3). `profile_version`
  * of the target 0 means "any". The answer is bound to the request as psdb_client_check_manifest
  * does (without an AppId, which the request does not carry): a manifest for another application,

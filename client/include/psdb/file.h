@@ -150,6 +150,25 @@ PSDB_API psdb_hr psdb_writer_finish(psdb_writer *w);
 /* Discards an unfinished writer (its temporary file is removed). NULL is a no-op. */
 PSDB_API void psdb_writer_release(psdb_writer *w);
 
+/* ---- File kinds ------------------------------------------------------------------------------ */
+/* What a database file is, by the application_id in its SQLite header (schema/PSDB.md). */
+#define PSDB_FILE_KIND_OTHER 0u /* not SQLite, or SQLite of another application */
+#define PSDB_FILE_KIND_PSDB 1u  /* application_id 'PSDB' */
+#define PSDB_FILE_KIND_SODB 2u  /* application_id 'PSOD' */
+
+/* Tells the kind of the file at path (PSDB_FILE_KIND_*) from its first 100 bytes, without opening
+ * it as a database: cheap, and never changes the file. Only the header is read, so a PSDB or SODB
+ * kind says what the file claims to be; psdb_file_open / psdb_sodb_open still validate it.
+ *   PSDB_S_OK            *out set; a file shorter than a SQLite header or without its magic is
+ *                        PSDB_FILE_KIND_OTHER;
+ *   PSDB_E_INVALIDARG    path or out NULL;
+ *   PSDB_E_NOT_FOUND     no file at path;
+ *   PSDB_E_ACCESS        permission denied;
+ *   PSDB_E_IO            any other open or read failure (e.g. path is a directory).
+ * On failure *out (when not NULL) is PSDB_FILE_KIND_OTHER and psdb_error_last() names the path and
+ * the cause. Thread-safe (no shared state). */
+PSDB_API psdb_hr psdb_file_kind(const char *path, uint32_t *out);
+
 /* ---- SODB: the descriptions an application creates (schema/SODB.md) ------------------------- */
 #define PSDB_SODB_COMPUTE 1u
 #define PSDB_SODB_GRAPHICS 2u
@@ -203,6 +222,34 @@ PSDB_API psdb_hr psdb_sodb_foreach(psdb_sodb *s,
                                    void *ctx);
 /* Closes the SODB. NULL is a no-op. */
 PSDB_API void psdb_sodb_release(psdb_sodb *s);
+
+/* One decoded SODB entry (psdb_sodb_decode): `kind` says which member is filled; the other two are
+ * NULL. The entry owns the description and everything it points to; psdb_sodb_entry_release
+ * frees them together. A decoded description has no PSDB subobject (sessions are run-time
+ * handles). A decoded state object has no live collections: each existing collection's
+ * `collection` handle points at its recorded 32-byte object key, so never pass it to
+ * psdb_state_object_* calls; objects that build on collections cannot be recreated from an SODB. */
+typedef struct psdb_sodb_entry {
+    uint32_t kind; /* PSDB_SODB_COMPUTE, _GRAPHICS or _STATE_OBJECT */
+    psdb_compute_pipeline_desc *compute;
+    psdb_graphics_pipeline_desc *graphics;
+    psdb_state_object_desc *state_object;
+} psdb_sodb_entry;
+
+/* Decodes the description bytes of one SODB entry of `kind` (as psdb_sodb_foreach gives them;
+ * schema/SODB.md) into a filled description, e.g. to recreate the pipeline on a device.
+ *   PSDB_E_INVALIDARG    out NULL; desc NULL with a non-zero size; kind not PSDB_SODB_COMPUTE,
+ *                        _GRAPHICS or _STATE_OBJECT (the Vulkan kinds are not D3D descriptions);
+ *   PSDB_E_CACHE_CORRUPT malformed bytes: a magic of another kind, wrong encoding version, a
+ *                        non-zero reserved field, a boolean other than 0/1, a string with an
+ *                        embedded NUL, a length or count past the end, trailing bytes;
+ *   PSDB_E_OUTOFMEMORY.
+ * On success *out is the caller's (psdb_sodb_entry_release); on failure *out is NULL (when out is
+ * not NULL). Only reads desc; thread-safe (no shared state). */
+PSDB_API psdb_hr psdb_sodb_decode(uint32_t kind, const void *desc, size_t size,
+                                  psdb_sodb_entry **out);
+/* Frees an entry of psdb_sodb_decode and the description it holds. NULL is a no-op; cannot fail. */
+PSDB_API void psdb_sodb_entry_release(psdb_sodb_entry *e);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* publish.c - the libcurl upload behind `psdb publish`, and the curl handle setup shared with the
  * delivery client. */
 #include "delivery/publish.h"
+#include "delivery/client_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "common/buf.h"
+#include "common/error.h"
 #include "common/hash.h"
 #include "common/status_map.h"
 
@@ -227,4 +229,55 @@ cleanup:
     psdb_file_release(pf);
     psdb_key_release(key);
     return hr;
+}
+
+psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_result **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_publish_result *r = NULL;
+    psdb__publish_desc pd;
+
+    psdb__error_clear();
+    if (out)
+        *out = NULL;
+    if (!c || !d || !out) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_publish: NULL client, desc or out");
+        goto cleanup;
+    }
+    r = calloc(1, sizeof(*r));
+    if (!r) {
+        hr = psdb__error_set(PSDB_E_OUTOFMEMORY, "psdb_client_publish: out of memory");
+        goto cleanup;
+    }
+    c->error[0] = '\0';
+    if (!c->token || !d->key_path || !d->psdb_path) {
+        snprintf(r->message, sizeof(r->message),
+                 "publish needs the client's token, a key path and a PSDB path");
+        hr = PSDB_E_INVALIDARG;
+    } else {
+        pd = (psdb__publish_desc){.server = c->server_url,
+                                  .token = c->token,
+                                  .key_path = d->key_path,
+                                  .serial = d->serial,
+                                  .psdb_path = d->psdb_path};
+        hr = psdb__publish(&pd, &r->http_status, &r->body, r->message, sizeof(r->message));
+        r->body_size = r->body ? strlen(r->body) : 0;
+    }
+    if (PSDB_FAILED(hr)) {
+        if (!r->message[0])
+            snprintf(r->message, sizeof(r->message), "publish: %s", psdb_hr_str(hr));
+        /* The same line is the client's and the thread's last error. */
+        psdb__client_error(c, "%s", r->message);
+    }
+    *out = r;
+cleanup:
+    return hr;
+}
+
+void psdb_publish_result_free(psdb_publish_result *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    free(r);
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
+
 static const uint8_t MAGIC_COMPUTE[4] = {'S', 'O', 'C', 'P'};
 static const uint8_t MAGIC_GRAPHICS[4] = {'S', 'O', 'G', 'P'};
 static const uint8_t MAGIC_STATE_OBJECT[4] = {'S', 'O', 'S', 'O'};
@@ -834,4 +836,61 @@ int psdb__desc_decoded_collection_key(psdb_state_object *so, uint8_t key[32])
         return -1;
     memcpy(key, (const void *)so, 32);
     return 0;
+}
+
+psdb_hr psdb_sodb_decode(uint32_t kind, const void *desc, size_t size, psdb_sodb_entry **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb_sodb_entry *e = NULL;
+
+    psdb__error_clear();
+    if (out)
+        *out = NULL;
+    if (!out || (!desc && size > 0)) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG,
+                             "psdb_sodb_decode: NULL out, or NULL desc of %zu bytes", size);
+        goto cleanup;
+    }
+    if (kind != PSDB_SODB_COMPUTE && kind != PSDB_SODB_GRAPHICS && kind != PSDB_SODB_STATE_OBJECT) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG,
+                             "psdb_sodb_decode: kind %u is not a compute, graphics or state object "
+                             "entry",
+                             (unsigned)kind);
+        goto cleanup;
+    }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        hr = psdb__error_set(PSDB_E_OUTOFMEMORY, "psdb_sodb_decode: out of memory");
+        goto cleanup;
+    }
+    e->kind = kind;
+    if (kind == PSDB_SODB_COMPUTE)
+        hr = psdb__desc_decode_compute(desc, size, &e->compute);
+    else if (kind == PSDB_SODB_GRAPHICS)
+        hr = psdb__desc_decode_graphics(desc, size, &e->graphics);
+    else
+        hr = psdb__desc_decode_state_object(desc, size, &e->state_object);
+    if (PSDB_FAILED(hr)) {
+        psdb__error_set(hr, "psdb_sodb_decode: malformed %s description of %zu bytes (%s)",
+                        kind == PSDB_SODB_COMPUTE    ? "compute"
+                        : kind == PSDB_SODB_GRAPHICS ? "graphics"
+                                                     : "state object",
+                        size, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    *out = e;
+    e = NULL;
+cleanup:
+    psdb_sodb_entry_release(e);
+    return hr;
+}
+
+void psdb_sodb_entry_release(psdb_sodb_entry *e)
+{
+    if (!e)
+        return;
+    free(e->compute);
+    free(e->graphics);
+    free(e->state_object);
+    free(e);
 }

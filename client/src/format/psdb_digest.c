@@ -215,3 +215,45 @@ cleanup:
     psdb__buf_free(&b);
     return hr;
 }
+
+psdb_hr psdb_file_kind(const char *path, uint32_t *out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t h[SQLITE_HEADER_SIZE];
+    int fd = -1;
+    ssize_t n = 0;
+    uint32_t appid;
+
+    psdb__error_clear();
+    if (out)
+        *out = PSDB_FILE_KIND_OTHER;
+    if (!path || !out) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "psdb_file_kind: NULL path or out");
+        goto cleanup;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        hr = e == ENOENT ? PSDB_E_NOT_FOUND : psdb__errno_hr(e);
+        psdb__error_set(hr, "open %s: %s", path, strerror(e));
+        goto cleanup;
+    }
+    /* A short file cannot be a database of either kind; a read error (a directory) is a failure. */
+    n = pread(fd, h, sizeof(h), 0);
+    if (n < 0) {
+        int e = errno;
+        hr = psdb__error_set(psdb__errno_hr(e), "read %s: %s", path, strerror(e));
+        goto cleanup;
+    }
+    if (n != (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+        goto cleanup;
+    appid = psdb__pf_be32(h + 68);
+    if (appid == PSDB__PSDB_APPLICATION_ID)
+        *out = PSDB_FILE_KIND_PSDB;
+    else if (appid == PSDB__SODB_APPLICATION_ID)
+        *out = PSDB_FILE_KIND_SODB;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    return hr;
+}

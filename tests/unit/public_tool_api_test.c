@@ -1,0 +1,323 @@
+/* public_tool_api_test.c - the public calls the psdb tool uses instead of library internals:
+ * psdb_file_kind (inspect), psdb_sodb_decode (replay) and psdb_client_publish (publish), with NULL
+ * arguments and bad input. The upload itself is covered against psdbd by server_api_test. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "format/desc.h"
+#include "common/buf.h"
+
+static char *tmpdir;
+static const uint8_t RS[] = {1, 2, 3, 4};
+static const uint8_t CS[] = "compute shader bytes";
+static const uint8_t VS[] = "vertex shader";
+
+static const psdb_app_identity identity = {
+    .desc = {.exe_filename = "game.exe", .name = "Tool Game", .version = PSDB_VERSION(1, 0, 0, 0)},
+    .app_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+};
+
+static void setup(void)
+{
+    tmpdir = tu_mkdtemp();
+}
+
+static void teardown(void)
+{
+    tu_rmtree(tmpdir);
+    free(tmpdir);
+    tmpdir = NULL;
+}
+
+static void exec_sql(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* A valid one-value PSDB at path. */
+static void write_psdb(const char *path)
+{
+    psdb_target t = {.family = "test-family", .abi_version = 1, .compiler_version = 1};
+    psdb_writer *w = NULL;
+    ck_assert_hr(psdb_writer_create(path, &identity, &t, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_put_value(w, "k", 1, PSDB_VALUE_OBJECT_CODE, "code", 4), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+}
+
+/* ---- psdb_file_kind ----------------------------------------------------------------------------
+ */
+
+static uint32_t kind_of(const char *path)
+{
+    uint32_t k = 99;
+    ck_assert_hr(psdb_file_kind(path, &k), PSDB_S_OK);
+    return k;
+}
+
+START_TEST(test_public_tool_api__file_kind_tells_psdb_sodb_and_other)
+{
+    char *psdb = tu_path(tmpdir, "a.psdb"), *sodb = tu_path(tmpdir, "a.sodb");
+    char *plain = tu_path(tmpdir, "plain.db"), *text = tu_path(tmpdir, "text.txt");
+    char *empty = tu_path(tmpdir, "empty"), *fake = tu_path(tmpdir, "fake-sodb");
+    psdb_sodb_writer *w = NULL;
+    uint8_t header[100] = "SQLite format 3";
+    char junk[300];
+
+    write_psdb(psdb);
+    ck_assert_hr(psdb_sodb_writer_open(sodb, &identity, &w), PSDB_S_OK);
+    psdb_sodb_writer_release(w);
+    exec_sql(plain, "CREATE TABLE t (x); PRAGMA application_id = 7;");
+    memset(junk, 'x', sizeof(junk));
+    ck_assert_int_eq(tu_write_file(text, junk, sizeof(junk)), 0);
+    ck_assert_int_eq(tu_write_file(empty, "", 0), 0);
+    ck_assert_uint_eq(kind_of(psdb), PSDB_FILE_KIND_PSDB);
+    ck_assert_uint_eq(kind_of(sodb), PSDB_FILE_KIND_SODB);
+    ck_assert_uint_eq(kind_of(plain), PSDB_FILE_KIND_OTHER);
+    ck_assert_uint_eq(kind_of(text), PSDB_FILE_KIND_OTHER);
+    ck_assert_uint_eq(kind_of(empty), PSDB_FILE_KIND_OTHER);
+    /* Only the header is read: 'PSOD' at offset 68 of a bare header claims an SODB; one byte
+     * short of a header is nothing. */
+    header[68] = 'P', header[69] = 'S', header[70] = 'O', header[71] = 'D';
+    ck_assert_int_eq(tu_write_file(fake, header, sizeof(header)), 0);
+    ck_assert_uint_eq(kind_of(fake), PSDB_FILE_KIND_SODB);
+    ck_assert_int_eq(tu_write_file(fake, header, sizeof(header) - 1), 0);
+    ck_assert_uint_eq(kind_of(fake), PSDB_FILE_KIND_OTHER);
+    free(psdb), free(sodb), free(plain), free(text), free(empty), free(fake);
+}
+END_TEST
+
+START_TEST(test_public_tool_api__file_kind_null_missing_and_directory_fail)
+{
+    char *missing = tu_path(tmpdir, "missing.psdb");
+    uint32_t k = 99;
+    ck_assert_hr(psdb_file_kind(NULL, &k), PSDB_E_INVALIDARG);
+    ck_assert_uint_eq(k, PSDB_FILE_KIND_OTHER);
+    ck_assert_hr(psdb_file_kind(missing, NULL), PSDB_E_INVALIDARG);
+    k = 99;
+    ck_assert_hr(psdb_file_kind(missing, &k), PSDB_E_NOT_FOUND);
+    ck_assert_uint_eq(k, PSDB_FILE_KIND_OTHER);
+    ck_assert_msg(strstr(psdb_error_last(), "missing.psdb"), "%s", psdb_error_last());
+    /* A directory opens but cannot be read. */
+    k = 99;
+    ck_assert_hr(psdb_file_kind(tmpdir, &k), PSDB_E_IO);
+    ck_assert_uint_eq(k, PSDB_FILE_KIND_OTHER);
+    ck_assert_msg(strstr(psdb_error_last(), tmpdir), "%s", psdb_error_last());
+    free(missing);
+}
+END_TEST
+
+/* ---- psdb_sodb_decode
+ * ---------------------------------------------------------------------------- */
+
+static psdb__buf compute_bytes(void)
+{
+    psdb_compute_pipeline_desc d = {RS, sizeof(RS), {CS, sizeof(CS)}, NULL};
+    psdb__buf b = {0};
+    ck_assert_hr(psdb__desc_encode_compute(&d, &b), PSDB_S_OK);
+    return b;
+}
+
+static psdb__buf graphics_bytes(void)
+{
+    psdb_graphics_pipeline_desc d = {.root_signature = RS,
+                                     .root_signature_size = sizeof(RS),
+                                     .vs = {VS, sizeof(VS)},
+                                     .sample_mask = UINT32_MAX,
+                                     .sample_count = 1};
+    psdb__buf b = {0};
+    ck_assert_hr(psdb__desc_encode_graphics(&d, &b), PSDB_S_OK);
+    return b;
+}
+
+static psdb__buf state_object_bytes(void)
+{
+    const uint8_t lib_code[] = "dxil library";
+    const char *exports[] = {"RayGen"};
+    psdb_dxil_library_desc lib = {{lib_code, sizeof(lib_code)}, exports, 1};
+    psdb_shader grs = {RS, sizeof(RS)};
+    psdb_state_subobject subs[] = {{PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE, &grs},
+                                   {PSDB_SUBOBJECT_DXIL_LIBRARY, &lib}};
+    psdb_state_object_desc d = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 2, subs};
+    psdb__buf b = {0};
+    ck_assert_hr(psdb__desc_encode_state_object(&d, NULL, &b), PSDB_S_OK);
+    return b;
+}
+
+START_TEST(test_public_tool_api__sodb_decode_fills_the_member_of_its_kind)
+{
+    psdb__buf c = compute_bytes(), g = graphics_bytes(), s = state_object_bytes();
+    psdb_sodb_entry *e = NULL;
+
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_COMPUTE, c.data, c.len, &e), PSDB_S_OK);
+    ck_assert_uint_eq(e->kind, PSDB_SODB_COMPUTE);
+    ck_assert_ptr_nonnull(e->compute);
+    ck_assert_ptr_null(e->graphics);
+    ck_assert_ptr_null(e->state_object);
+    ck_assert_uint_eq(e->compute->root_signature_size, sizeof(RS));
+    ck_assert_mem_eq(e->compute->root_signature, RS, sizeof(RS));
+    ck_assert_uint_eq(e->compute->cs.size, sizeof(CS));
+    ck_assert_mem_eq(e->compute->cs.code, CS, sizeof(CS));
+    ck_assert_ptr_null(e->compute->psdb);
+    psdb_sodb_entry_release(e);
+
+    e = NULL;
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_GRAPHICS, g.data, g.len, &e), PSDB_S_OK);
+    ck_assert_uint_eq(e->kind, PSDB_SODB_GRAPHICS);
+    ck_assert_ptr_null(e->compute);
+    ck_assert_ptr_nonnull(e->graphics);
+    ck_assert_uint_eq(e->graphics->vs.size, sizeof(VS));
+    ck_assert_mem_eq(e->graphics->vs.code, VS, sizeof(VS));
+    ck_assert_uint_eq(e->graphics->sample_mask, UINT32_MAX);
+    psdb_sodb_entry_release(e);
+
+    e = NULL;
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_STATE_OBJECT, s.data, s.len, &e), PSDB_S_OK);
+    ck_assert_uint_eq(e->kind, PSDB_SODB_STATE_OBJECT);
+    ck_assert_ptr_nonnull(e->state_object);
+    ck_assert_uint_eq(e->state_object->type, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE);
+    ck_assert_uint_eq(e->state_object->num_subobjects, 2);
+    ck_assert_uint_eq(e->state_object->subobjects[1].type, PSDB_SUBOBJECT_DXIL_LIBRARY);
+    const psdb_dxil_library_desc *l = e->state_object->subobjects[1].desc;
+    ck_assert_str_eq(l->exports[0], "RayGen");
+    psdb_sodb_entry_release(e);
+
+    psdb_sodb_entry_release(NULL);
+    psdb__buf_free(&c), psdb__buf_free(&g), psdb__buf_free(&s);
+}
+END_TEST
+
+START_TEST(test_public_tool_api__sodb_decode_refuses_null_wrong_kind_and_bad_bytes)
+{
+    psdb__buf c = compute_bytes(), g = graphics_bytes();
+    psdb_sodb_entry *e = (psdb_sodb_entry *)&e;
+
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_COMPUTE, c.data, c.len, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_COMPUTE, NULL, 8, &e), PSDB_E_INVALIDARG);
+    ck_assert_ptr_null(e);
+    /* Kinds without a D3D description: none, the Vulkan ones, unknown. */
+    const uint32_t bad_kinds[] = {0, PSDB_SODB_VK_COMPUTE, PSDB_SODB_VK_GRAPHICS, 99};
+    for (size_t i = 0; i < sizeof(bad_kinds) / sizeof(bad_kinds[0]); i++) {
+        e = (psdb_sodb_entry *)&e;
+        ck_assert_hr(psdb_sodb_decode(bad_kinds[i], c.data, c.len, &e), PSDB_E_INVALIDARG);
+        ck_assert_ptr_null(e);
+    }
+    /* Bytes of another kind, cut short, with a trailing byte, or none at all are malformed. */
+    e = (psdb_sodb_entry *)&e;
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_COMPUTE, g.data, g.len, &e), PSDB_E_CACHE_CORRUPT);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(psdb_error_last(), "compute"), "%s", psdb_error_last());
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_GRAPHICS, c.data, c.len, &e), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_STATE_OBJECT, c.data, c.len, &e), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_COMPUTE, c.data, c.len - 1, &e), PSDB_E_CACHE_CORRUPT);
+    psdb__buf_u8(&c, 0);
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_COMPUTE, c.data, c.len, &e), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_sodb_decode(PSDB_SODB_COMPUTE, NULL, 0, &e), PSDB_E_CACHE_CORRUPT);
+    ck_assert_ptr_null(e);
+    psdb__buf_free(&c), psdb__buf_free(&g);
+}
+END_TEST
+
+/* ---- psdb_client_publish ------------------------------------------------------------------------
+ */
+
+static psdb_client *client(const char *token)
+{
+    /* Port 1 on loopback: nothing listens, so an upload fails at once without a server. */
+    psdb_client_desc d = {.server_url = "http://127.0.0.1:1", .token = token};
+    psdb_client *c = NULL;
+    ck_assert_hr(psdb_client_create(&d, &c), PSDB_S_OK);
+    return c;
+}
+
+START_TEST(test_public_tool_api__publish_refuses_null_arguments)
+{
+    psdb_client *c = client("tok");
+    psdb_publish_desc d = {.key_path = "k", .psdb_path = "p", .serial = 1};
+    psdb_publish_result *r = (psdb_publish_result *)&r;
+
+    ck_assert_hr(psdb_client_publish(NULL, &d, &r), PSDB_E_INVALIDARG);
+    ck_assert_ptr_null(r);
+    ck_assert_hr(psdb_client_publish(c, NULL, &r), PSDB_E_INVALIDARG);
+    ck_assert_ptr_null(r);
+    ck_assert_hr(psdb_client_publish(c, &d, NULL), PSDB_E_INVALIDARG);
+    /* A missing path in the desc still gives a result that says what is missing. */
+    d.key_path = NULL;
+    ck_assert_hr(psdb_client_publish(c, &d, &r), PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->http_status, 0);
+    ck_assert_ptr_null(r->body);
+    ck_assert_msg(strstr(r->message, "key path"), "%s", r->message);
+    ck_assert_str_eq(psdb_client_last_error(c), r->message);
+    psdb_publish_result_free(r);
+    psdb_publish_result_free(NULL);
+    psdb_client_release(c);
+
+    /* The token comes from the client: a client without one cannot publish. */
+    c = client(NULL);
+    d.key_path = "k";
+    ck_assert_hr(psdb_client_publish(c, &d, &r), PSDB_E_INVALIDARG);
+    ck_assert_msg(strstr(r->message, "token"), "%s", r->message);
+    psdb_publish_result_free(r);
+    psdb_client_release(c);
+}
+END_TEST
+
+START_TEST(test_public_tool_api__publish_names_a_bad_key_file_and_a_bad_psdb)
+{
+    char *key = tu_path(tmpdir, "pub.key"), *psdb = tu_path(tmpdir, "a.psdb");
+    char *missing = tu_path(tmpdir, "missing.key"), *notpsdb = tu_path(tmpdir, "not.psdb");
+    char kid[PSDB_KEY_ID_SIZE];
+    psdb_client *c = client("tok");
+    psdb_publish_desc d = {.key_path = missing, .psdb_path = psdb, .serial = 1};
+    psdb_publish_result *r = NULL;
+
+    write_psdb(psdb);
+    ck_assert_int_eq(tu_write_file(notpsdb, "not a database", 14), 0);
+    ck_assert_hr(psdb_keygen(key, kid), PSDB_S_OK);
+    ck_assert_hr(psdb_client_publish(c, &d, &r), PSDB_E_IO);
+    ck_assert_msg(strstr(r->message, "missing.key"), "%s", r->message);
+    ck_assert_int_eq(r->http_status, 0);
+    psdb_publish_result_free(r);
+
+    d.key_path = key;
+    d.psdb_path = notpsdb;
+    ck_assert_hr(psdb_client_publish(c, &d, &r), PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(strstr(r->message, "not.psdb"), "%s", r->message);
+    ck_assert_str_eq(psdb_client_last_error(c), r->message);
+    psdb_publish_result_free(r);
+
+    /* A valid key and PSDB get as far as the network: nothing answers on port 1. */
+    d.psdb_path = psdb;
+    ck_assert_hr(psdb_client_publish(c, &d, &r), PSDB_E_NETWORK);
+    ck_assert_int_eq(r->http_status, 0);
+    ck_assert_msg(strstr(r->message, "127.0.0.1:1"), "%s", r->message);
+    psdb_publish_result_free(r);
+
+    psdb_client_release(c);
+    free(key), free(psdb), free(missing), free(notpsdb);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("public_tool_api");
+    TCase *tc = tcase_create("public_tool_api");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_public_tool_api__file_kind_tells_psdb_sodb_and_other);
+    tcase_add_test(tc, test_public_tool_api__file_kind_null_missing_and_directory_fail);
+    tcase_add_test(tc, test_public_tool_api__sodb_decode_fills_the_member_of_its_kind);
+    tcase_add_test(tc, test_public_tool_api__sodb_decode_refuses_null_wrong_kind_and_bad_bytes);
+    tcase_add_test(tc, test_public_tool_api__publish_refuses_null_arguments);
+    tcase_add_test(tc, test_public_tool_api__publish_names_a_bad_key_file_and_a_bad_psdb);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
