@@ -544,17 +544,16 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyRenderPass(VkDevice device, VkRen
     d->DestroyRenderPass(device, rp, a);
 }
 
-static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
-    VkDevice device, VkPipelineCache cache, uint32_t n, const VkComputePipelineCreateInfo *ci,
-    const VkAllocationCallbacks *a, VkPipeline *out)
+/* Records the pipelines one vkCreate*Pipelines call created (kind: PSDB_SODB_VK_COMPUTE with an
+ * array of VkComputePipelineCreateInfo, or _VK_GRAPHICS with VkGraphicsPipelineCreateInfo). An
+ * error may leave pPipelines unwritten (older drivers): nothing is recorded then. A success code
+ * (VK_PIPELINE_COMPILE_REQUIRED included) sets the elements it did not create to VK_NULL_HANDLE;
+ * the others were created. */
+static void capture_created(ldevice *d, uint32_t kind, VkResult r, uint32_t n, const void *ci,
+                            const VkPipeline *out)
 {
-    ldevice *d = device_find(dispatch_key(device));
-    VkResult r = d->CreateComputePipelines(device, cache, n, ci, a, out);
     vkenc_lookup lk = {obj_find, d};
     int on = capturing();
-    /* An error may leave pPipelines unwritten (older drivers): nothing is recorded then. A
-     * success code (VK_PIPELINE_COMPILE_REQUIRED included) sets the elements it did not create
-     * to VK_NULL_HANDLE; the others were created. */
     for (uint32_t i = 0; r >= 0 && i < n; i++) {
         if (out[i] == VK_NULL_HANDLE)
             continue;
@@ -562,12 +561,24 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
         memset(&e, 0, sizeof(e));
         if (on) {
             pthread_mutex_lock(&d->lock);
-            vkenc_compute_pipeline(&e, &ci[i], &lk);
+            if (kind == PSDB_SODB_VK_COMPUTE)
+                vkenc_compute_pipeline(&e, &((const VkComputePipelineCreateInfo *)ci)[i], &lk);
+            else
+                vkenc_graphics_pipeline(&e, &((const VkGraphicsPipelineCreateInfo *)ci)[i], &lk);
             pthread_mutex_unlock(&d->lock);
         }
-        capture_pipeline(PSDB_SODB_VK_COMPUTE, &e);
+        capture_pipeline(kind, &e);
         vkenc_free(&e);
     }
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
+    VkDevice device, VkPipelineCache cache, uint32_t n, const VkComputePipelineCreateInfo *ci,
+    const VkAllocationCallbacks *a, VkPipeline *out)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    VkResult r = d->CreateComputePipelines(device, cache, n, ci, a, out);
+    capture_created(d, PSDB_SODB_VK_COMPUTE, r, n, ci, out);
     return r;
 }
 
@@ -577,21 +588,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateGraphicsPipelines(
 {
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->CreateGraphicsPipelines(device, cache, n, ci, a, out);
-    vkenc_lookup lk = {obj_find, d};
-    int on = capturing();
-    for (uint32_t i = 0; r >= 0 && i < n; i++) {
-        if (out[i] == VK_NULL_HANDLE)
-            continue;
-        vkenc e;
-        memset(&e, 0, sizeof(e));
-        if (on) {
-            pthread_mutex_lock(&d->lock);
-            vkenc_graphics_pipeline(&e, &ci[i], &lk);
-            pthread_mutex_unlock(&d->lock);
-        }
-        capture_pipeline(PSDB_SODB_VK_GRAPHICS, &e);
-        vkenc_free(&e);
-    }
+    capture_created(d, PSDB_SODB_VK_GRAPHICS, r, n, ci, out);
     return r;
 }
 
