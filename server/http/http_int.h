@@ -34,6 +34,21 @@ struct conn {
     atomic_int timed_out;             /* the reaper shut the socket down */
 };
 
+/* ---- upload_hash.c: the SHA-256 of an upload, computed by a thread that reads the file back ----
+ */
+
+typedef struct upload_hasher upload_hasher;
+/* Starts a thread hashing what is written to fd from offset 0; NULL without memory or a thread
+ * (the caller then hashes in line). */
+upload_hasher *http_upload_hasher_start(int fd);
+/* n more bytes were written to the file. */
+void http_upload_hasher_wrote(upload_hasher *h, size_t n);
+/* Waits for the thread to hash every byte written, ends it and frees h: 0 with the digest, or the
+ * errno of a failed read-back. */
+int http_upload_hasher_finish(upload_hasher *h, uint8_t digest[32]);
+/* Ends the thread without waiting for the rest and frees h. NULL is a no-op. */
+void http_upload_hasher_cancel(upload_hasher *h);
+
 struct req {
     uint64_t start_ns;
     psdbd_route route;
@@ -53,8 +68,10 @@ struct req {
     int publishing;
     int fd;
     char *tmp_path;
-    psdb__sha256_ctx *sha;
+    psdb__sha256_ctx *sha; /* the body's digest, when no hasher thread computes it */
+    upload_hasher *hasher; /* the thread that computes it (upload_hash.c), or NULL */
     uint64_t expected, received;
+    uint64_t writeback_from; /* the upload bytes below this offset are being written back */
     int write_errno;
     uint64_t serial;
     char key_id[65];

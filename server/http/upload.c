@@ -40,6 +40,8 @@ void http_publish_discard(struct req *r)
         free(r->tmp_path);
         r->tmp_path = NULL;
     }
+    http_upload_hasher_cancel(r->hasher);
+    r->hasher = NULL;
     if (r->sha) { /* ending is how a context is freed; the partial digest is dropped */
         uint8_t dropped[32];
         psdb__sha256_end(r->sha, dropped);
@@ -100,7 +102,7 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
         return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
                                 "cannot create the upload file");
     }
-    if (!(r->sha = psdb__sha256_begin()))
+    if (!(r->hasher = http_upload_hasher_start(r->fd)) && !(r->sha = psdb__sha256_begin()))
         psdbd_out_of_memory();
     r->expected = len;
     r->publishing = 1;
@@ -114,26 +116,46 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
     return MHD_YES;
 }
 
+/* How much of an upload is written to its file before the disk is asked to start writing it back
+ * (sync_file_range): small enough that the disk keeps pace with the upload, large enough that the
+ * call is rare. */
+#define PUBLISH_WRITEBACK_STEP ((uint64_t)8 << 20)
+
 void http_publish_chunk(struct req *r, const char *data, size_t n)
 {
     r->received += n;
     psdbd_metrics_upload_bytes(n);
     if (r->write_errno)
         return; /* keep reading (MHD cannot answer mid-body) but store nothing more */
-    psdb__sha256_update(r->sha, data, n);
+    if (r->sha)
+        psdb__sha256_update(r->sha, data, n);
     while (n > 0) {
         ssize_t w = write(r->fd, data, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             r->write_errno = w < 0 ? errno : EIO;
+            http_upload_hasher_cancel(r->hasher); /* before the file shrinks under it */
+            r->hasher = NULL;
             /* Free the space now: the rest of the body is only counted. */
             if (ftruncate(r->fd, 0) != 0)
                 r->write_errno = r->write_errno ? r->write_errno : errno;
             return;
         }
+        if (r->hasher)
+            http_upload_hasher_wrote(r->hasher, (size_t)w);
         data += w;
         n -= (size_t)w;
+    }
+    /* Start the disk writing the upload while it arrives: the page cache would otherwise hold
+     * all of it until the commit's fsync, and the disk would only begin after the last byte. */
+    if (r->received - r->writeback_from >= PUBLISH_WRITEBACK_STEP) {
+        if (sync_file_range(r->fd, (off64_t)r->writeback_from,
+                            (off64_t)(r->received - r->writeback_from),
+                            SYNC_FILE_RANGE_WRITE) != 0 &&
+            errno != ENOSYS && errno != EINVAL)
+            psdbd_log("publish: sync_file_range %s: %s", r->tmp_path, strerror(errno));
+        r->writeback_from = r->received;
     }
 }
 
@@ -352,13 +374,25 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         goto cleanup;
     }
     assert(sizeof(rec.sha256) == 2 * sizeof(st.sha256) + 1);
-    psdb__sha256_end(r->sha, st.sha256);
-    r->sha = NULL;
+    if (r->hasher) {
+        int e = http_upload_hasher_finish(r->hasher, st.sha256);
+        r->hasher = NULL;
+        if (e != 0) {
+            psdbd_log("publish: read back %s: %s", r->tmp_path, strerror(e));
+            ret = http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                                   "cannot read the upload");
+            goto cleanup;
+        }
+    } else {
+        psdb__sha256_end(r->sha, st.sha256);
+        r->sha = NULL;
+    }
     psdb__hex(st.sha256, sizeof(st.sha256), rec.sha256);
 
-    /* Start writing the upload back to disk now: verification below is CPU and page-cache reads,
-     * so the disk works meanwhile and the fsync of the commit finds little left to write. */
-    if (sync_file_range(r->fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0)
+    /* Start writing back the rest of the upload (its last bytes since the previous step): the
+     * verification below is CPU and page-cache reads, so the disk works meanwhile and the fsync of
+     * the commit finds little left to write. */
+    if (sync_file_range(r->fd, (off64_t)r->writeback_from, 0, SYNC_FILE_RANGE_WRITE) != 0)
         psdbd_log("publish: sync_file_range %s: %s", r->tmp_path, strerror(errno));
     if (publish_open_verified(c, r, &f, &info, &ret) != 0 ||
         publish_check_identity(c, r, &info, &ret) != 0 ||

@@ -1586,6 +1586,41 @@ START_TEST(test_server__blob_over_4gib)
 }
 END_TEST
 
+/* A body of many hashing steps whose size is no multiple of a step: the digest computed while it
+ * arrives (upload_hash.c maps the file back behind the writer) is the file's SHA-256, and the
+ * stored blob is the file. */
+START_TEST(test_server__large_upload_hashed_while_it_arrives)
+{
+    srv_start(&g_srv, NULL);
+    spec sp = base_spec;
+    sp.payload = (21u << 20) + 12345;
+    sp.seed = 77;
+    char *path = make_psdb(&sp);
+    uint8_t digest[32], got[32];
+    char sha[65], url[128];
+    uint64_t size = 0;
+    unsigned len = 32;
+    resp r;
+    sha256_file(path, digest, &size);
+    hex(digest, 32, sha);
+    ck_assert_uint_ne(size % (1u << 20), 0); /* a last, partial step */
+    pub_opts o = {.serial = 1};
+    publish(&r, path, &o);
+    ck_assert_msg(r.status == 201, "publish: %ld %s", r.status, r.body.data);
+    ck_assert_str_eq(jstr(r.json, "sha256", NULL), sha);
+    ck_assert_int_eq(jint(r.json, "size", NULL), (long long)size);
+    resp_free(&r);
+    snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
+    http(&r, "GET", url, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body.len, size);
+    EVP_Digest(r.body.data, r.body.len, got, &len, EVP_sha256(), NULL);
+    ck_assert_mem_eq(got, digest, 32);
+    resp_free(&r);
+    free(path);
+}
+END_TEST
+
 /* ---- the index never silently starts over ---------------------------------------------------- */
 
 /* The sha256 of PSDB `id`, from its manifest (malloc'd). */
@@ -2575,6 +2610,7 @@ int main(void)
     tcase_add_test(tc, test_server__blob_validators_if_match_and_dates);
     tcase_add_test(tc, test_server__malformed_publish_headers_refused_before_body);
     tcase_add_test(tc, test_server__aborted_download_logs_bytes_sent);
+    tcase_add_test(tc, test_server__large_upload_hashed_while_it_arrives);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -36,16 +36,68 @@
 #define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20)  /* a crafted file of interior pages stops here */
 #define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << 28) /* larger files go without the cache */
 
+/* Sequential reads go through a read-ahead window. SQLite reads a page (4 KiB) per call, and a
+ * whole-file pass (integrity_check, hashing every blob: a publish does both) then costs a system
+ * call per page; the window turns a run of consecutive reads into one pread of up to
+ * READ_AHEAD_MAX bytes, growing from READ_AHEAD_MIN so that the short runs of a lookup (a blob of
+ * a few pages) read little beyond what they need. A read that is not the continuation of the
+ * previous one resets the growth and goes to the file directly. The window belongs to one
+ * connection's file handle (SQLite uses a connection from one thread at a time) and needs no lock;
+ * the file is immutable, so its bytes stay valid, and a window that would reach past the end of a
+ * truncated file is not kept: the read goes to the file and gets its short read. */
+#define READ_AHEAD_MIN ((size_t)32 << 10)
+#define READ_AHEAD_MAX ((size_t)256 << 10)
+
 typedef struct pc_file {
     sqlite3_file base;
     page_cache *pc;     /* NULL: not the main database file, nothing cached */
     sqlite3_file *real; /* the base VFS's file, stored right after this struct */
+    uint8_t *win;       /* READ_AHEAD_MAX bytes once a sequential run began, or NULL */
+    sqlite3_int64 win_off;
+    size_t win_len;         /* valid bytes at win_off; 0: empty */
+    size_t win_next;        /* size of the next window read; 0 until a run begins */
+    sqlite3_int64 next_off; /* where the previous read ended */
 } pc_file;
 
 static int pc_close(sqlite3_file *file)
 {
     pc_file *p = (pc_file *)file;
+    free(p->win);
+    p->win = NULL;
     return p->real->pMethods->xClose(p->real);
+}
+
+/* Serves the read from the window when it holds it, refilling the window for a sequential read.
+ * 1 when buf was filled from the window, 0 when the caller must read from the file. */
+static int pc_read_ahead(pc_file *p, void *buf, int amt, sqlite3_int64 off)
+{
+    int sequential = off == p->next_off;
+    size_t n = (size_t)amt;
+
+    p->next_off = off + amt;
+    if (p->win_len && off >= p->win_off && (uint64_t)(off - p->win_off) <= p->win_len &&
+        n <= p->win_len - (size_t)(off - p->win_off)) {
+        memcpy(buf, p->win + (off - p->win_off), n);
+        return 1;
+    }
+    if (!sequential) {
+        p->win_next = 0;
+        return 0;
+    }
+    p->win_next = p->win_next ? p->win_next * 2 : READ_AHEAD_MIN;
+    if (p->win_next > READ_AHEAD_MAX)
+        p->win_next = READ_AHEAD_MAX;
+    if (n > p->win_next)
+        return 0;
+    if (!p->win && !(p->win = malloc(READ_AHEAD_MAX)))
+        return 0; /* no memory: read page by page */
+    p->win_len = 0;
+    if (p->real->pMethods->xRead(p->real, p->win, (int)p->win_next, off) != SQLITE_OK)
+        return 0; /* a short read near the end, or an error: the direct read reports it */
+    p->win_off = off;
+    p->win_len = p->win_next;
+    memcpy(buf, p->win, n);
+    return 1;
 }
 
 static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
@@ -66,7 +118,8 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
             return SQLITE_OK;
         }
     }
-    rc = p->real->pMethods->xRead(p->real, buf, amt, off);
+    if (!p->pc || !pc_read_ahead(p, buf, amt, off))
+        rc = p->real->pMethods->xRead(p->real, buf, amt, off);
     if (rc != SQLITE_OK || !cacheable)
         return rc;
     /* B-tree page type flag (after the 100-byte file header on page 1): 2 and 5 are interior. */
