@@ -167,7 +167,8 @@ static int print_summary(const psdb_statistics *st, const replay_report *rep,
                  json_string(replay_rate_met(hits, created, threshold) ? "passed" : "failed")) !=
                  0))
             goto cleanup;
-        if (replay_report_add_json(rep, o) != 0 || tool_json_dumpf(o, stdout, JSON_COMPACT) != 0)
+        if (replay_report_add_json(rep, o) != 0 ||
+            tool_json_dumpf(o, stdout, JSON_COMPACT | JSON_REAL_PRECISION(15)) != 0)
             goto cleanup;
         fputc('\n', stdout);
     } else {

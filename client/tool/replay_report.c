@@ -128,7 +128,7 @@ static uint32_t classify(const replay_report *r, const psdb_creation_info *info,
         reason = REPLAY_MISS_PARTIAL;
     else
         reason = REPLAY_MISS_NOT_IN_PSDB;
-    msg_cat(msg, size, "%s: %u of %u compile units found in the PSDB",
+    msg_cat(msg, size, "%s: %u of %u compile units found",
             reason == REPLAY_MISS_LOOKUP_ERROR ? "lookup error"
             : reason == REPLAY_MISS_PARTIAL    ? "partial hit"
                                                : "not in the PSDB",
