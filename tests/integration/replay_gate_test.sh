@@ -153,6 +153,42 @@ grep -q 'PSDB missed 1, hit rate 99.9%,' "$dir/out" || fail "99.95% shown as: $(
 grep -q 'hit rate 0.999500 (2000 of 2001 creations were PSDB hits) is below --min-hit-rate 1$' "$dir/err" ||
     fail "99.95% gate: $(cat "$dir/err")"
 
+# test_replay_gate__lookup_errors_and_no_registration_are_reasons: a damaged value in the PSDB is
+# a lookup error naming the status; an exe path with nothing registered says so.
+cp "$dir/full.psdb" "$dir/dmg.psdb"
+sqlite3 "$dir/dmg.psdb" "UPDATE blobs SET data = zeroblob(length(data)) WHERE id =
+    (SELECT blob_id FROM value_entries WHERE type = 0 ORDER BY key LIMIT 1)"
+run 3 "$dir/full.sodb" "${target[@]}" --psdb "$dir/dmg.psdb" --min-hit-rate 1 --junit "$dir/dmg.xml"
+n=$(xp 'count(//testcase/failure[@type="lookup_error"][contains(@message,"PSDB_E_CACHE_CORRUPT")])' "$dir/dmg.xml")
+[ "$n" -ge 1 ] && [ "$n" = "$(xp 'string(//property[@name="psdb_missed"]/@value)' "$dir/dmg.xml")" ] ||
+    fail "damaged PSDB: $n lookup errors: $(cat "$dir/out")"
+mkdir "$dir/reg"
+run 3 "$dir/full.sodb" "${target[@]}" --exe-path /games/none/game.exe --registry "$dir/reg" \
+    --min-hit-rate 0.5 --junit "$dir/reg.xml"
+[ "$(xp 'count(//failure[@type="no_psdb"][starts-with(@message,"no PSDB selected: none registered for --exe-path")])' "$dir/reg.xml")" = 100 ] ||
+    fail "unregistered exe: reasons"
+
+# test_replay_gate__failed_creation_is_an_error: an entry whose description does not decode (a
+# reserved field set, its key recomputed) fails the run with status 1 even when the gate passes,
+# and is an <error> test case in the report, as is its kind.
+cp "$dir/full.sodb" "$dir/bad.sodb"
+hex=$(sqlite3 "$dir/bad.sodb" "SELECT hex(description) FROM entries WHERE kind = 1 ORDER BY seq LIMIT 1")
+bad="${hex:0:16}01000000${hex:24}"
+sqlite3 "$dir/bad.sodb" "SELECT writefile('$dir/bad.bin', X'$bad')" >/dev/null
+key=$(sha256sum "$dir/bad.bin" | cut -c1-64)
+sqlite3 "$dir/bad.sodb" "INSERT INTO entries (kind, object_key, version, description)
+    VALUES (1, X'$key', 1, X'$bad')"
+run 1 "$dir/bad.sodb" "${target[@]}" --psdb "$dir/full.psdb" --min-hit-rate 0.5 --junit "$dir/bad1.xml"
+grep -q '^psdb replay: 1 creations failed (first: decode failed: PSDB_E_CACHE_CORRUPT' "$dir/err" ||
+    fail "failed creation: $(cat "$dir/err")"
+xmllint --noout "$dir/bad1.xml" || fail "failed creation: not well-formed XML"
+[ "$(xp 'string(/testsuite/@errors)' "$dir/bad1.xml")" = 2 ] || fail "failed creation: errors != 2"
+[ "$(xp "count(//testcase[@classname='psdb.replay.missed.compute'][@name='$key v1']/error[@type='creation_failed'])" "$dir/bad1.xml")" = 1 ] ||
+    fail "failed creation: no error test case for $key"
+[ "$(xp 'count(//testcase[@name="compute"]/error)' "$dir/bad1.xml")" = 1 ] || fail "failed creation: kind"
+run 1 "$dir/bad.sodb" "${target[@]}" --psdb "$dir/part.psdb" --min-hit-rate 1
+grep -q 'is below --min-hit-rate 1$' "$dir/err" || fail "failed creation below the gate: $(cat "$dir/err")"
+
 # test_replay_gate__bad_thresholds_refused: one line naming the option and the value, status 1,
 # no report written.
 for r in '' abc -0.5 +0.5 1.5 101% 100.1% 95 0x1 1e-1 ' 0.9' '0.9 ' nan inf .5 5. 0.1234567891 \
