@@ -339,12 +339,6 @@ int cmd_replay(int argc, char **argv)
             goto cleanup;
         }
     }
-    psdb_statistics st;
-    hr = psdb_device_get_statistics(r.dev, &st);
-    if (PSDB_FAILED(hr)) {
-        rc = tool_fail("replay", "statistics: %s", psdb_hr_str(hr));
-        goto cleanup;
-    }
     /* Without --psdb, a creation selects nothing only when no default PSDB was found. */
     report.no_psdb = exe ? "no PSDB selected: none registered for --exe-path fits the family, ABI "
                            "range and profile version (default PSDB registered: no)"
@@ -366,6 +360,7 @@ int cmd_replay(int argc, char **argv)
         rc = tool_fail("replay", "%s: %s", argv[optind], psdb_hr_str(hr));
         goto cleanup;
     }
+    psdb_statistics st;
     hr = psdb_device_get_statistics(r.dev, &st);
     if (PSDB_FAILED(hr)) {
         rc = tool_fail("replay", "statistics: %s", psdb_hr_str(hr));
