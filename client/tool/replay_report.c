@@ -27,22 +27,17 @@ const char *replay_kind_name(uint32_t kind)
     return kind < REPLAY_KIND_COUNT ? names[kind] : "unknown";
 }
 
+_Static_assert(PSDB_SODB_COMPUTE == REPLAY_KIND_COMPUTE + 1 &&
+                   PSDB_SODB_GRAPHICS == REPLAY_KIND_GRAPHICS + 1 &&
+                   PSDB_SODB_STATE_OBJECT == REPLAY_KIND_STATE_OBJECT + 1 &&
+                   PSDB_SODB_VK_COMPUTE == REPLAY_KIND_VK_COMPUTE + 1 &&
+                   PSDB_SODB_VK_GRAPHICS == REPLAY_KIND_VK_GRAPHICS + 1,
+               "REPLAY_KIND_* follow PSDB_SODB_*");
+
 uint32_t replay_kind_of(uint32_t sodb_kind)
 {
-    switch (sodb_kind) {
-    case PSDB_SODB_COMPUTE:
-        return REPLAY_KIND_COMPUTE;
-    case PSDB_SODB_GRAPHICS:
-        return REPLAY_KIND_GRAPHICS;
-    case PSDB_SODB_STATE_OBJECT:
-        return REPLAY_KIND_STATE_OBJECT;
-    case PSDB_SODB_VK_COMPUTE:
-        return REPLAY_KIND_VK_COMPUTE;
-    case PSDB_SODB_VK_GRAPHICS:
-        return REPLAY_KIND_VK_GRAPHICS;
-    default:
-        return REPLAY_KIND_COUNT;
-    }
+    uint32_t kind = sodb_kind - 1u;
+    return sodb_kind >= PSDB_SODB_COMPUTE && kind < REPLAY_KIND_COUNT ? kind : REPLAY_KIND_COUNT;
 }
 
 const char *replay_miss_name(uint32_t reason)
@@ -67,7 +62,7 @@ void replay_report_lookup(const psdb_lookup_event *ev, void *ctx)
         l->unit_missed = 0;
     }
     if (PSDB_SUCCEEDED(ev->result) || l->unit_missed)
-        return;
+        goto done; /* found, or the unit's reason is already known */
     l->unit_missed = 1;
     if (l->units_missed++ == 0 && ev->key) {
         size_t n =
@@ -84,6 +79,8 @@ void replay_report_lookup(const psdb_lookup_event *ev, void *ctx)
     } else {
         l->meta_not_found++;
     }
+done:
+    return;
 }
 
 void replay_report_skipped(replay_report *r, uint32_t kind)
@@ -98,12 +95,14 @@ static void msg_cat(char *msg, size_t size, const char *fmt, ...)
 static void msg_cat(char *msg, size_t size, const char *fmt, ...)
 {
     size_t len = strlen(msg);
-    if (len + 1 >= size)
-        return;
     va_list ap;
+    if (len + 1 >= size)
+        goto done;
     va_start(ap, fmt);
     vsnprintf(msg + len, size - len, fmt, ap);
     va_end(ap);
+done:
+    return;
 }
 
 /* The reason of one miss and its one-line message. */
@@ -112,15 +111,18 @@ static uint32_t classify(const replay_report *r, const psdb_creation_info *info,
 {
     const replay_lookups *l = &r->cur;
     uint32_t reason;
+    char hex[65];
     msg[0] = '\0';
     if (info->selection == PSDB_SELECTION_NONE) {
+        reason = REPLAY_MISS_NO_PSDB;
         msg_cat(msg, size, "%s", r->no_psdb ? r->no_psdb : "no PSDB selected");
-        return REPLAY_MISS_NO_PSDB;
+        goto done;
     }
     if (info->lookups == 0 || (l->units_missed == 0 && l->errors == 0)) {
+        reason = REPLAY_MISS_NOT_SEARCHED;
         msg_cat(msg, size, "not searched: a PSDB was selected but %u of %u lookups found",
                 info->hits, info->lookups);
-        return REPLAY_MISS_NOT_SEARCHED;
+        goto done;
     }
     if (l->errors)
         reason = REPLAY_MISS_LOOKUP_ERROR;
@@ -141,9 +143,9 @@ static uint32_t classify(const replay_report *r, const psdb_creation_info *info,
         msg_cat(msg, size, "; lookup failed for %u (first: %s: %s)", l->errors,
                 l->first_error_type == PSDB_VALUE_OBJECT_CODE ? "object code" : "metadata",
                 psdb_hr_str(l->first_error));
-    char hex[65];
     psdb__hex(l->first_missing, sizeof(l->first_missing), hex);
     msg_cat(msg, size, "; first missing unit %s", hex);
+done:
     return reason;
 }
 
@@ -192,17 +194,19 @@ psdb_hr replay_report_created(replay_report *r, uint32_t kind, const uint8_t key
                               uint64_t version, const psdb_creation_info *info, double seconds)
 {
     char msg[512];
+    psdb_hr hr = PSDB_S_OK;
     replay_counts *c = &r->kinds[kind];
     c->entries++;
     c->created++;
     c->seconds += seconds;
     if (info->psdb_hit) {
         c->hits++;
-        return PSDB_S_OK;
+    } else {
+        uint32_t reason = classify(r, info, msg, sizeof(msg));
+        c->by_reason[reason]++;
+        hr = add_case(r, kind, key, version, PSDB_S_OK, reason, msg, seconds);
     }
-    uint32_t reason = classify(r, info, msg, sizeof(msg));
-    c->by_reason[reason]++;
-    return add_case(r, kind, key, version, PSDB_S_OK, reason, msg, seconds);
+    return hr;
 }
 
 psdb_hr replay_report_failed(replay_report *r, uint32_t kind, const uint8_t key[32],
@@ -292,9 +296,9 @@ cleanup:
 
 int replay_rate_met(uint64_t hits, uint64_t created, const replay_rate *threshold)
 {
-    if (created == 0)
-        return threshold->num == 0;
-    return hits * threshold->den >= threshold->num * created;
+    /* Nothing created is rate 0; otherwise hits / created >= num / den, in integers: hits and
+     * created are below 2^32 and den at most 10^9, so neither product leaves 64 bits. */
+    return created ? hits * threshold->den >= threshold->num * created : threshold->num == 0;
 }
 
 const char *replay_rate_format(const replay_rate *threshold, char *buf, size_t size)
@@ -303,15 +307,15 @@ const char *replay_rate_format(const replay_rate *threshold, char *buf, size_t s
     int digits = 0;
     for (uint64_t d = threshold->den; d > 1; d /= 10)
         digits++;
-    if (frac == 0) {
-        snprintf(buf, size, "%llu", (unsigned long long)whole);
-        return buf;
-    }
-    while (frac % 10 == 0) {
+    while (frac != 0 && frac % 10 == 0) {
         frac /= 10;
         digits--;
     }
-    snprintf(buf, size, "%llu.%0*llu", (unsigned long long)whole, digits, (unsigned long long)frac);
+    if (frac == 0)
+        snprintf(buf, size, "%llu", (unsigned long long)whole);
+    else
+        snprintf(buf, size, "%llu.%0*llu", (unsigned long long)whole, digits,
+                 (unsigned long long)frac);
     return buf;
 }
 
@@ -411,13 +415,14 @@ static void property_u64(psdb__buf *b, const char *name, uint64_t value)
 /* How a kind's test case ends: 'e' error, 'f' failure, 's' skipped, 0 passed. */
 static int kind_outcome(const replay_counts *c, const replay_rate *threshold)
 {
+    int outcome = 0;
     if (c->failed)
-        return 'e';
-    if (c->created && !replay_rate_met(c->hits, c->created, threshold))
-        return 'f';
-    if (!c->created)
-        return 's';
-    return 0;
+        outcome = 'e';
+    else if (c->created && !replay_rate_met(c->hits, c->created, threshold))
+        outcome = 'f';
+    else if (!c->created)
+        outcome = 's';
+    return outcome;
 }
 
 static void kind_case(psdb__buf *b, uint32_t kind, const replay_counts *c,
