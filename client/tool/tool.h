@@ -46,6 +46,12 @@ void tool_put_safe(FILE *f, const char *s);
  * names (a newline in the format is escaped too). */
 void tool_printf_safe(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The rule behind those escapes, for other writers of names (junit.c): the length of the
+ * well-formed UTF-8 sequence (RFC 3629) at s with its code point in *cp, 0 when s does not start
+ * one; and whether a code point is a control character (C0, DEL, C1). */
+size_t tool_utf8_seq(const unsigned char *s, uint32_t *cp);
+int tool_is_control(uint32_t c);
+
 /* json_dumpf for every JSON the tool prints: ASCII only (\uXXXX for the rest) and DEL as \u007F,
  * so that no control character reaches a terminal through JSON either. 0, or -1 on failure. */
 int tool_json_dumpf(const json_t *doc, FILE *f, size_t flags);

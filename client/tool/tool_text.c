@@ -14,7 +14,7 @@
 
 /* Length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no surrogates, at most
  * U+10FFFF) starting at s, whose code point goes to *cp; 0 when s does not start one. */
-static size_t utf8_seq(const unsigned char *s, uint32_t *cp)
+size_t tool_utf8_seq(const unsigned char *s, uint32_t *cp)
 {
     size_t n;
     uint32_t c, min;
@@ -42,7 +42,7 @@ static size_t utf8_seq(const unsigned char *s, uint32_t *cp)
 }
 
 /* Whether code point c is a control character a terminal may act on: C0, DEL, C1. */
-static int is_control(uint32_t c)
+int tool_is_control(uint32_t c)
 {
     return c < 0x20 || (c >= 0x7F && c <= 0x9F);
 }
@@ -53,8 +53,8 @@ static size_t escaped_len(const unsigned char *p)
     size_t len = 0;
     while (*p) {
         uint32_t cp = 0;
-        size_t n = utf8_seq(p, &cp);
-        len += n == 0 ? 4 : is_control(cp) ? 4 * n : n;
+        size_t n = tool_utf8_seq(p, &cp);
+        len += n == 0 ? 4 : tool_is_control(cp) ? 4 * n : n;
         p += n ? n : 1;
     }
     return len;
@@ -73,8 +73,8 @@ const char *tool_safe(const char *s, char *buf, size_t size)
     limit = cut && size >= 4 ? size - 4 : size - 1;
     while (*p) {
         uint32_t cp = 0;
-        size_t n = utf8_seq(p, &cp);
-        int escape = n == 0 || is_control(cp);
+        size_t n = tool_utf8_seq(p, &cp);
+        int escape = n == 0 || tool_is_control(cp);
         size_t bytes = n ? n : 1;
         if (o + (escape ? 4 * bytes : bytes) > limit)
             break;
@@ -106,7 +106,7 @@ void tool_put_safe(FILE *f, const char *s)
         size_t take = 0;
         while (p[take] && take < 200) {
             uint32_t cp;
-            size_t n = utf8_seq(p + take, &cp);
+            size_t n = tool_utf8_seq(p + take, &cp);
             take += n ? n : 1;
         }
         char piece[256];
