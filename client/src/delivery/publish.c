@@ -233,7 +233,8 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
             }
         }
         int failed_transfer = cc != CURLE_OK && *status == 0;
-        int retry = failed_transfer ? psdb__client_transient_curl(cc) : psdb__http_transient(*status);
+        int retry =
+            failed_transfer ? psdb__client_transient_curl(cc) : psdb__http_transient(*status);
         if (retry && attempt <= client->max_retries) {
             psdb__client_backoff(client, attempt);
             continue;
@@ -264,6 +265,7 @@ cleanup:
 
 psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_result **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_publish_result *r = NULL;
     psdb__publish_desc pd;
@@ -301,7 +303,7 @@ psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d, psdb_pub
     }
     *out = r;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_publish_result_free(psdb_publish_result *r)

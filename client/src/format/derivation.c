@@ -7,6 +7,7 @@
 
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/error.h"
 
 /* ---- state encodings (schema/PIPELINE_LIBRARY.md, "Derivation records") ---------------------- */
 
@@ -186,6 +187,7 @@ static size_t record_size(const uint8_t *p, size_t left, uint32_t num_bases)
 
 psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t *count)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_E_INVALIDARG;
     const uint8_t *b = data;
     if (!b || !count || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
@@ -213,12 +215,13 @@ psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t
     *count = (uint32_t)nr;
     hr = PSDB_S_OK;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *cursor,
                                      psdb_derivation *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_E_INVALIDARG;
     const uint8_t *b = data;
     if (!b || !cursor || !out || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
@@ -256,5 +259,5 @@ psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *curs
     *cursor = pos + n;
     hr = PSDB_S_OK;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

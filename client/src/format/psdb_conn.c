@@ -1,5 +1,6 @@
 /* psdb_conn.c - the read connections of an open PSDB: opening one (immutable, through the
- * file's page-cache VFS, with its prepared lookup statements) and the pool lookups take them from. */
+ * file's page-cache VFS, with its prepared lookup statements) and the pool lookups take them from.
+ */
 #include "format/psdbfile_int.h"
 
 #include <errno.h>
@@ -23,7 +24,6 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/status_map.h"
-
 
 /* Every type of one key in one index range scan: a runtime asks for the size, then the object
  * code, then the metadata of the same key, and the last two then cost one blob seek each. */

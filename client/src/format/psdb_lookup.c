@@ -24,7 +24,6 @@
 #include "common/hash.h"
 #include "common/status_map.h"
 
-
 /* Fills k with what value_entries holds for key (every type at once). */
 static psdb_hr load_key(conn *c, const void *key, size_t key_size, cached_key *k)
 {
@@ -130,6 +129,7 @@ cleanup:
 psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uint32_t value_type,
                              void *value, size_t *value_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     conn *c = NULL;
     cached_key uncached;
@@ -141,7 +141,9 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
 
     if (!f || !key || key_size == 0 || key_size > MAX_ITEM_SIZE ||
         value_type >= PSDB_VALUE_TYPE_COUNT || !value_size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_file_find_value: NULL file, key or value_size, an empty or "
+                               "oversized key, or an unknown value type");
         goto cleanup;
     }
     x = atomic_load_explicit(&f->index, memory_order_acquire);
@@ -197,7 +199,7 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
 cleanup:
     if (c)
         psdb__pf_conn_put(f, c);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_file_foreach_group(psdb_file *f,
@@ -205,6 +207,7 @@ psdb_hr psdb_file_foreach_group(psdb_file *f,
                                           uint32_t num_values, void *ctx),
                                 void *ctx)
 {
+    const unsigned err_mark = psdb__error_mark();
     static const char *sql = "SELECT key, version, (SELECT count(*) FROM group_members m "
                              "WHERE m.group_key = g.key) FROM value_groups g ORDER BY key";
     psdb_hr hr = PSDB_S_OK;
@@ -213,7 +216,7 @@ psdb_hr psdb_file_foreach_group(psdb_file *f,
     int rc = SQLITE_OK;
 
     if (!f || !fn) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_file_foreach_group: NULL file or callback");
         goto cleanup;
     }
     if ((hr = psdb__pf_conn_get(f, &c)) < 0)
@@ -242,7 +245,7 @@ cleanup:
     sqlite3_finalize(st);
     if (c)
         psdb__pf_conn_put(f, c);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* Runs a query expected to return no row; a row means a broken invariant described by what. */

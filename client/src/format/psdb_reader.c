@@ -397,17 +397,19 @@ cleanup:
 
 psdb_hr psdb_file_open(const char *path, const psdb_adapter_desc *adapter, psdb_file **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     char msg[512] = "";
     psdb_hr hr = psdb__file_open_msg(path, adapter, out, msg, sizeof(msg));
     if (PSDB_FAILED(hr))
         psdb__error_set(hr, "%s: %s", path ? path : "(null)", msg[0] ? msg : psdb_hr_str(hr));
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_file_get_info(psdb_file *f, psdb_file_info *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     if (!f || !out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     *out = f->info;
-    return PSDB_S_OK;
+    return psdb__error_ret(PSDB_S_OK, err_mark, __func__);
 }

@@ -24,7 +24,6 @@
 #include "common/hash.h"
 #include "common/status_map.h"
 
-
 /* One token of SQL text (sql_next). */
 typedef struct sql_tok {
     const char *p;

@@ -12,6 +12,7 @@
 #include "common/hash.h"
 #include "common/migrate.h"
 #include "common/status_map.h"
+#include "common/error.h"
 
 #define SODB_APPLICATION_ID 0x50534F44 /* 'PSOD' */
 #define SODB_USER_VERSION 1
@@ -256,7 +257,8 @@ cleanup:
 psdb_hr psdb_sodb_writer_open(const char *path, const psdb_app_identity *identity,
                               psdb_sodb_writer **out)
 {
-    return writer_open(path, identity, 0, out);
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(writer_open(path, identity, 0, out), err_mark, __func__);
 }
 
 psdb_hr psdb__sodb_writer_open_bulk(const char *path, const psdb_app_identity *identity,
@@ -291,12 +293,13 @@ static uint32_t sodb_kind(const void *desc, size_t size)
 psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
                              size_t desc_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint8_t key[32];
 
     if (!w || !desc || desc_size == 0 || desc_size > INT32_MAX || kind == 0 ||
         sodb_kind(desc, desc_size) != kind)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     psdb__sha256(desc, desc_size, key);
     pthread_mutex_lock(&w->lock);
     sqlite3_bind_int(w->insert, 1, (int)kind);
@@ -311,7 +314,7 @@ psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t versio
     sqlite3_reset(w->insert);
     sqlite3_clear_bindings(w->insert);
     pthread_mutex_unlock(&w->lock);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_sodb_writer_release(psdb_sodb_writer *w)
@@ -339,18 +342,19 @@ void psdb_sodb_writer_release(psdb_sodb_writer *w)
 
 psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_sodb *s = NULL;
     int is_sodb = 0, rc;
 
     if (!out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     *out = NULL;
     if (!path)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     s = calloc(1, sizeof(*s));
     if (!s)
-        return PSDB_E_OUTOFMEMORY;
+        return psdb__error_ret(PSDB_E_OUTOFMEMORY, err_mark, __func__);
     rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
         hr = rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO;
@@ -368,15 +372,16 @@ psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out)
     s = NULL;
 cleanup:
     psdb_sodb_release(s);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_sodb_get_identity(psdb_sodb *s, psdb_app_identity *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     if (!s || !out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     *out = s->identity;
-    return PSDB_S_OK;
+    return psdb__error_ret(PSDB_S_OK, err_mark, __func__);
 }
 
 psdb_hr psdb_sodb_foreach(psdb_sodb *s,
@@ -384,12 +389,13 @@ psdb_hr psdb_sodb_foreach(psdb_sodb *s,
                                     const void *desc, size_t desc_size, void *ctx),
                           void *ctx)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
     int rc;
 
     if (!s || !fn)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     rc = sqlite3_prepare_v2(s->db,
                             "SELECT kind, object_key, version, description FROM entries "
                             "ORDER BY seq",
@@ -429,7 +435,7 @@ psdb_hr psdb_sodb_foreach(psdb_sodb *s,
                                                          : psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(st);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb__sodb_count(psdb_sodb *s, uint64_t *out)
