@@ -12,7 +12,8 @@
 
 #include "common/error.h"
 
-static char *g_dir, *g_psdb, *g_sodb, *g_key, *g_pub, *g_reg;
+/* g_missing is never created; g_garbage holds bytes of no format. */
+static char *g_dir, *g_psdb, *g_missing, *g_garbage, *g_key, *g_pub, *g_reg;
 static psdb_device *g_dev;     /* a tools device with identity and exe path */
 static psdb_device *g_bare;    /* a device of an adapter without shader delivery support */
 static psdb_pipeline *g_gfx;   /* a graphics pipeline of g_dev */
@@ -26,15 +27,19 @@ static psdb_key *g_pubkey;
 static psdb_installer *g_inst;
 static psdb_application *g_app;
 
+static const uint8_t garbage[64] = "not a blob of any format psdb knows, long enough for headers.";
+
 static void setup(void)
 {
     g_dir = tu_mkdtemp();
     g_psdb = tu_path(g_dir, "a.psdb");
-    g_sodb = tu_path(g_dir, "a.sodb");
+    g_missing = tu_path(g_dir, "missing.file");
+    g_garbage = tu_path(g_dir, "garbage.file");
     g_key = tu_path(g_dir, "k.key");
     g_pub = tu_path(g_dir, "k.key.pub");
     g_reg = tu_path(g_dir, "registry");
     rt_make_full_psdb(g_psdb, 2);
+    ck_assert_int_eq(tu_write_file(g_garbage, garbage, sizeof(garbage)), 0);
     char kid[PSDB_KEY_ID_SIZE];
     ck_assert_hr(psdb_keygen(g_key, kid), PSDB_S_OK);
     ck_assert_hr(psdb_key_load(g_pub, &g_pubkey), PSDB_S_OK);
@@ -90,7 +95,8 @@ static void teardown(void)
     psdb_device_release(g_dev);
     psdb_key_release(g_pubkey);
     tu_rmtree(g_dir);
-    free(g_dir), free(g_psdb), free(g_sodb), free(g_key), free(g_pub), free(g_reg);
+    free(g_dir), free(g_psdb), free(g_missing), free(g_garbage), free(g_key), free(g_pub),
+        free(g_reg);
 }
 
 static int no_group(const void *k, size_t n, uint64_t v, uint32_t c, void *ctx)
@@ -118,8 +124,6 @@ static void no_destroy(void *ctx)
 {
     (void)ctx;
 }
-
-static const uint8_t garbage[64] = "not a blob of any format psdb knows, long enough for headers.";
 
 /* ---- The rows: one failing call each ----------------------------------------------------------
  */
@@ -162,13 +166,12 @@ static psdb_hr r_derivation_records_next(void)
 static psdb_hr r_file_open(void)
 {
     OUT(psdb_file);
-    return DROP(psdb_file_release, psdb_file_open(g_sodb /* missing */, NULL, &out_));
+    return DROP(psdb_file_release, psdb_file_open(g_missing, NULL, &out_));
 }
 static psdb_hr r_file_open_damaged(void)
 {
     OUT(psdb_file);
-    ck_assert_int_eq(tu_write_file(g_sodb, garbage, sizeof(garbage)), 0);
-    return DROP(psdb_file_release, psdb_file_open(g_sodb, NULL, &out_));
+    return DROP(psdb_file_release, psdb_file_open(g_garbage, NULL, &out_));
 }
 static psdb_hr r_file_get_info(void)
 {
@@ -258,7 +261,7 @@ static psdb_hr r_keygen(void)
 static psdb_hr r_key_load(void)
 {
     OUT(psdb_key);
-    return DROP(psdb_key_release, psdb_key_load(g_sodb /* missing */, &out_));
+    return DROP(psdb_key_release, psdb_key_load(g_missing, &out_));
 }
 static psdb_hr r_key_load_kind(void)
 {
@@ -597,10 +600,10 @@ static const row rows[] = {
     {"psdb_client_verify_manifest", r_client_verify_manifest, "psdb_client_verify_manifest"},
     {"psdb_client_check_manifest", r_client_check_manifest, "psdb_client_check_manifest"},
     {"psdb_derivation_records_validate", r_derivation_records_validate,
-     "psdb_derivation_records_validate"},
-    {"psdb_derivation_records_next", r_derivation_records_next, "psdb_derivation_records_next"},
-    {"psdb_file_open", r_file_open, "a.sodb"},
-    {"psdb_file_open", r_file_open_damaged, "a.sodb"},
+     "damaged derivation records"},
+    {"psdb_derivation_records_next", r_derivation_records_next, "damaged derivation records"},
+    {"psdb_file_open", r_file_open, "missing.file"},
+    {"psdb_file_open", r_file_open_damaged, "garbage.file"},
     {"psdb_file_get_info", r_file_get_info, "psdb_file_get_info"},
     {"psdb_file_find_value", r_file_find_value, "empty"},
     {"psdb_file_foreach_group", r_file_foreach_group, "NULL file"},
@@ -611,17 +614,17 @@ static const row rows[] = {
     {"psdb_writer_put_group", r_writer_put_group, "NULL writer"},
     {"psdb_writer_finish", r_writer_finish, "NULL writer"},
     {"psdb_file_kind", r_file_kind, "NULL path"},
-    {"psdb_sodb_writer_open", r_sodb_writer_open, "psdb_sodb_writer_open"},
-    {"psdb_sodb_writer_add", r_sodb_writer_add, "psdb_sodb_writer_add"},
-    {"psdb_sodb_open", r_sodb_open, "psdb_sodb_open"},
+    {"psdb_sodb_writer_open", r_sodb_writer_open, "empty path"},
+    {"psdb_sodb_writer_add", r_sodb_writer_add, "NULL writer"},
+    {"psdb_sodb_open", r_sodb_open, "not an SODB"},
     {"psdb_sodb_get_identity", r_sodb_get_identity, "psdb_sodb_get_identity"},
     {"psdb_sodb_foreach", r_sodb_foreach, "psdb_sodb_foreach"},
     {"psdb_sodb_decode", r_sodb_decode, "malformed compute"},
     {"psdb_statement_encode", r_statement_encode, "NULL st"},
     {"psdb_keygen", r_keygen, "empty key file"},
-    {"psdb_key_load", r_key_load, "psdb_key_load"},
-    {"psdb_key_load_kind", r_key_load_kind, "psdb_key_load_kind"},
-    {"psdb_key_from_pem", r_key_from_pem, "psdb_key_from_pem"},
+    {"psdb_key_load", r_key_load, "missing.file: cannot open"},
+    {"psdb_key_load_kind", r_key_load_kind, "a public key where the private key is expected"},
+    {"psdb_key_from_pem", r_key_from_pem, "not a PEM key"},
     {"psdb_key_public_pem", r_key_public_pem, "psdb_key_public_pem"},
     {"psdb_key_id", r_key_id, "psdb_key_id"},
     {"psdb_statement_sign", r_statement_sign, "public key"},
@@ -718,13 +721,13 @@ END_TEST
 START_TEST(test_error_last__deeper_message_wins_and_success_leaves_it)
 {
     psdb__error_clear();
-    psdb_session_desc d = {.psdb_path = g_sodb}; /* missing: psdb_file_open says which path */
+    psdb_session_desc d = {.psdb_path = g_missing}; /* the message names the path */
     psdb_session *s = NULL;
     ck_assert(PSDB_FAILED(psdb_device_open_session(g_dev, &d, &s)));
-    ck_assert_msg(strstr(psdb_error_last(), "a.sodb"), "%s", psdb_error_last());
+    ck_assert_msg(strstr(psdb_error_last(), "missing.file"), "%s", psdb_error_last());
     psdb_statistics st;
     ck_assert_hr(psdb_device_get_statistics(g_dev, &st), PSDB_S_OK);
-    ck_assert_msg(strstr(psdb_error_last(), "a.sodb"), "%s", psdb_error_last());
+    ck_assert_msg(strstr(psdb_error_last(), "missing.file"), "%s", psdb_error_last());
 }
 END_TEST
 

@@ -193,7 +193,9 @@ psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t
     if (!b || !count || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
         goto cleanup;
     if (psdb__le32(b + 8) != PSDB__DRV_VERSION) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(
+            PSDB_E_DRIVER_VERSION_MISMATCH,
+            "psdb_derivation_records_validate: derivation records of another format version");
         goto cleanup;
     }
     if (psdb__le64(b + 24) != 0 || psdb__crc32(0, b + PSDB__DRV_HEADER_SIZE,
@@ -215,6 +217,10 @@ psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t
     *count = (uint32_t)nr;
     hr = PSDB_S_OK;
 cleanup:
+    if (hr == PSDB_E_INVALIDARG)
+        psdb__error_const(hr, "psdb_derivation_records_validate: NULL argument, or damaged "
+                              "derivation records (magic, "
+                              "CRC, a count or a record size)");
     return psdb__error_ret(hr, err_mark, __func__);
 }
 
@@ -227,7 +233,9 @@ psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *curs
     if (!b || !cursor || !out || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
         goto cleanup;
     if (psdb__le32(b + 8) != PSDB__DRV_VERSION) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(
+            PSDB_E_DRIVER_VERSION_MISMATCH,
+            "psdb_derivation_records_next: derivation records of another format version");
         goto cleanup;
     }
     uint64_t nb = psdb__le32(b + 16);
@@ -259,5 +267,10 @@ psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *curs
     *cursor = pos + n;
     hr = PSDB_S_OK;
 cleanup:
+    if (hr == PSDB_E_INVALIDARG)
+        psdb__error_const(
+            hr,
+            "psdb_derivation_records_next: NULL argument, or damaged derivation records (magic, "
+            "CRC, a count or a record size)");
     return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -359,6 +359,10 @@ cleanup:
         sqlite3_progress_handler(c->db, 0, NULL, NULL);
         psdb__pf_conn_put(f, c);
     }
+    /* The explanation written to msg is the thread's last error too, unless a deeper one said
+     * why. */
+    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && msg && msg_size && msg[0])
+        psdb__error_set(hr, "psdb_file_verify: %s", msg);
     return psdb__error_ret(hr, err_mark, __func__);
 }
 
@@ -378,5 +382,7 @@ psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size, ps
     f = NULL;
 cleanup:
     psdb_file_release(f);
+    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && msg && msg_size && msg[0])
+        psdb__error_set(hr, "psdb_file_open_verified: %s", msg);
     return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -193,14 +193,16 @@ static int no_passphrase(char *buf, int size, int rwflag, void *u)
 
 static void set_why(char *why, size_t why_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The explanation goes to the caller's buffer when there is one, and always to the thread's last
+ * error (psdb_error_last), so psdb_key_load, which passes no buffer, says why too. */
 static void set_why(char *why, size_t why_size, const char *fmt, ...)
 {
     va_list ap;
-    if (!why || !why_size)
-        return;
     va_start(ap, fmt);
-    vsnprintf(why, why_size, fmt, ap);
+    psdb__error_setv(PSDB_E_FAIL, fmt, ap);
     va_end(ap);
+    if (why && why_size)
+        snprintf(why, why_size, "%s", psdb_error_last());
 }
 
 /* The label of the first "-----BEGIN <label>-----" line, into label (NUL-terminated); 0 when

@@ -72,7 +72,8 @@ static psdb_hr check_sodb(sqlite3 *db, int *is_sodb)
     if (app_id == 0 && user_version == 0 && tables == 0)
         return PSDB_S_OK;
     if ((uint32_t)app_id != SODB_APPLICATION_ID || user_version != SODB_USER_VERSION)
-        return PSDB_E_CACHE_CORRUPT;
+        return psdb__error_const(PSDB_E_CACHE_CORRUPT,
+                                 "sodb: not an SODB (another application id or schema version)");
     *is_sodb = 1;
     return PSDB_S_OK;
 }
@@ -179,10 +180,11 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
     int is_sodb = 0, in_tx = 0, rc;
 
     if (!out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG, "sodb writer: NULL out");
     *out = NULL;
     if (!path || !*path || !identity_valid(identity))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "sodb writer: NULL or empty path, or an invalid identity");
     w = calloc(1, sizeof(*w));
     if (!w)
         return PSDB_E_OUTOFMEMORY;
@@ -193,7 +195,8 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
     }
     rc = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
-        hr = rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO;
+        hr = psdb__error_set(rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO,
+                             "sodb writer: open %s: %s", path, sqlite3_errstr(rc));
         goto cleanup;
     }
     sqlite3_busy_timeout(w->db, 10000);
@@ -214,7 +217,8 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
         if (PSDB_FAILED(hr))
             goto cleanup;
         if (strcmp(existing.desc.name, identity->desc.name) != 0) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_set(PSDB_E_INVALIDARG,
+                                 "sodb writer: %s holds another application's pipelines", path);
             goto cleanup;
         }
     } else {
@@ -299,7 +303,9 @@ psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t versio
 
     if (!w || !desc || desc_size == 0 || desc_size > INT32_MAX || kind == 0 ||
         sodb_kind(desc, desc_size) != kind)
-        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "psdb_sodb_writer_add: NULL writer or desc, a bad size, or a "
+                                 "description that is not of the given kind");
     psdb__sha256(desc, desc_size, key);
     pthread_mutex_lock(&w->lock);
     sqlite3_bind_int(w->insert, 1, (int)kind);
@@ -357,13 +363,14 @@ psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out)
         return psdb__error_ret(PSDB_E_OUTOFMEMORY, err_mark, __func__);
     rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        hr = rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO;
+        hr = psdb__error_set(rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO,
+                             "psdb_sodb_open: %s: %s", path, sqlite3_errstr(rc));
         goto cleanup;
     }
     sqlite3_busy_timeout(s->db, 10000);
     hr = check_sodb(s->db, &is_sodb);
     if (PSDB_SUCCEEDED(hr) && !is_sodb)
-        hr = PSDB_E_CACHE_CORRUPT;
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT, "psdb_sodb_open: %s: not an SODB", path);
     if (PSDB_SUCCEEDED(hr))
         hr = read_header(s->db, &s->identity);
     if (PSDB_FAILED(hr))
