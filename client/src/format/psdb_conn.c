@@ -3,26 +3,13 @@
  */
 #include "format/psdbfile_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "common/buf.h"
-#include "common/error.h"
-#include "common/hash.h"
 #include "common/status_map.h"
 
 /* Every type of one key in one index range scan: a runtime asks for the size, then the object

@@ -2,26 +2,14 @@
  * each blob checked against its SHA-256 the first time it is read, and the walk over groups. */
 #include "format/psdbfile_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "common/buf.h"
 #include "common/error.h"
-#include "common/hash.h"
 #include "common/status_map.h"
 
 /* Fills k with what value_entries holds for key (every type at once). */

@@ -2,26 +2,11 @@
  * is exactly the one schema/psdb.sql creates (statements compared token by token). */
 #include "format/psdbfile_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include <openssl/evp.h>
 #include <sqlite3.h>
 
-#include "common/buf.h"
-#include "common/error.h"
-#include "common/hash.h"
 #include "common/status_map.h"
 
 /* One token of SQL text (sql_next). */
