@@ -294,7 +294,7 @@ static psdb_hr r_statement_sign(void)
 }
 static psdb_hr r_statement_verify(void)
 {
-    psdb_statement st = {0};
+    psdb_statement st = {.identity = rt_identity, .target = rt_target(1), .serial = 1};
     return psdb_statement_verify(g_pubkey, &st, "AAAA");
 }
 /* runtime: psdb/device.h, pipeline.h, session.h, queue.h, pipeline_library.h, serialized and
@@ -345,6 +345,23 @@ static psdb_hr r_device_create_graphics_pipeline(void)
 {
     OUT(psdb_pipeline);
     return DROP(psdb_pipeline_release, psdb_device_create_graphics_pipeline(NULL, NULL, &out_));
+}
+static psdb_hr r_device_create_graphics_pipeline_hull_only(void)
+{
+    OUT(psdb_pipeline);
+    rt_graphics g;
+    rt_graphics_init(&g, 3, NULL);
+    g.desc.hs = g.desc.vs;
+    return DROP(psdb_pipeline_release, psdb_device_create_graphics_pipeline(g_dev, &g.desc, &out_));
+}
+static psdb_hr r_device_create_pipeline_state_twice(void)
+{
+    OUT(psdb_pipeline);
+    psdb_shader cs = {.code = "cs", .size = 2};
+    psdb_stream_subobject sub[2] = {{.type = PSDB_STREAM_CS, .data = &cs},
+                                    {.type = PSDB_STREAM_CS, .data = &cs}};
+    psdb_pipeline_stream_desc d = {.subobjects = sub, .num_subobjects = 2};
+    return DROP(psdb_pipeline_release, psdb_device_create_pipeline_state(g_dev, &d, &out_));
 }
 static psdb_hr r_device_create_pipeline_state(void)
 {
@@ -625,10 +642,10 @@ static const row rows[] = {
     {"psdb_key_load", r_key_load, "missing.file: cannot open"},
     {"psdb_key_load_kind", r_key_load_kind, "a public key where the private key is expected"},
     {"psdb_key_from_pem", r_key_from_pem, "not a PEM key"},
-    {"psdb_key_public_pem", r_key_public_pem, "psdb_key_public_pem"},
+    {"psdb_key_public_pem", r_key_public_pem, "smaller than the PEM"},
     {"psdb_key_id", r_key_id, "psdb_key_id"},
     {"psdb_statement_sign", r_statement_sign, "public key"},
-    {"psdb_statement_verify", r_statement_verify, "psdb_statement_verify"},
+    {"psdb_statement_verify", r_statement_verify, "not a canonical base64"},
     {"psdb_device_create", r_device_create, "empty exe path"},
     {"psdb_device_check_feature_support", r_device_check_feature_support, "size"},
     {"psdb_device_set_default_session", r_device_set_default_session, "explicit psdb session"},
@@ -638,9 +655,12 @@ static const row rows[] = {
     {"psdb_device_set_lookup_callback", r_device_set_lookup_callback, "NULL device"},
     {"psdb_device_create_compute_pipeline", r_device_create_compute_pipeline, "desc"},
     {"psdb_device_create_compute_pipeline", r_device_create_compute_pipeline_no_shader,
-     "psdb_device_create_compute_pipeline"},
+     "no compute shader"},
     {"psdb_device_create_graphics_pipeline", r_device_create_graphics_pipeline, "NULL device"},
+    {"psdb_device_create_graphics_pipeline", r_device_create_graphics_pipeline_hull_only,
+     "hull shader without domain"},
     {"psdb_device_create_pipeline_state", r_device_create_pipeline_state, "subobjects"},
+    {"psdb_device_create_pipeline_state", r_device_create_pipeline_state_twice, "given twice"},
     {"psdb_device_create_state_object", r_device_create_state_object, "NULL device, desc"},
     {"psdb_device_create_state_object", r_device_create_state_object_bad_subobjects, "subobjects"},
     {"psdb_device_add_to_state_object", r_device_add_to_state_object, "addition"},

@@ -45,7 +45,8 @@ static psdb_hr encode(const psdb_statement *st, psdb__buf *b)
     psdb_hr hr = PSDB_S_OK;
     const psdb_app_desc *d = &st->identity.desc;
     if (!d->name || !*d->name || !st->target.family || !*st->target.family) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "signed statement: no application name or no target family");
         goto cleanup;
     }
     psdb__buf_append(b, statement_domain, sizeof(statement_domain));
@@ -408,7 +409,8 @@ psdb_hr psdb_key_public_pem(const psdb_key *key, char *buf, size_t *size)
         goto cleanup;
     }
     if (!buf || *size < (size_t)len + 1) {
-        hr = PSDB_E_MORE_DATA;
+        hr = psdb__error_const(PSDB_E_MORE_DATA,
+                               "psdb_key_public_pem: the buffer is smaller than the PEM text");
     } else {
         memcpy(buf, mem, (size_t)len);
         buf[len] = '\0';
@@ -500,7 +502,9 @@ psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
     if ((hr = encode(st, &msg)) < 0)
         goto cleanup;
     if (decode_signature(signature_b64, sig) != 0) {
-        hr = PSDB_E_SIGNATURE;
+        hr = psdb__error_const(
+            PSDB_E_SIGNATURE,
+            "psdb_statement_verify: the signature is not a canonical base64 Ed25519 signature");
         goto cleanup;
     }
     ctx = EVP_MD_CTX_new();
@@ -514,7 +518,9 @@ psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
     }
     if (EVP_DigestVerify(ctx, sig, sizeof(sig), msg.data, msg.len) != 1) {
         ERR_clear_error();
-        hr = PSDB_E_SIGNATURE;
+        hr = psdb__error_const(PSDB_E_SIGNATURE,
+                               "psdb_statement_verify: the signature does not match the statement "
+                               "and key");
     }
 cleanup:
     EVP_MD_CTX_free(ctx);
