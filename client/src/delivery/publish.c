@@ -240,8 +240,9 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
             continue;
         }
         if (failed_transfer) {
-            snprintf(msg, msg_size, "publish: %s: %s (after %u attempts)", url,
-                     client->curl_error[0] ? client->curl_error : curl_easy_strerror(cc), attempt);
+            snprintf(msg, msg_size, "publish: %s: %s (after %u attempt%s)", url,
+                     client->curl_error[0] ? client->curl_error : curl_easy_strerror(cc), attempt,
+                     attempt == 1 ? "" : "s");
             hr = PSDB_E_NETWORK;
             goto cleanup;
         }
