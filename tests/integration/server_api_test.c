@@ -1540,6 +1540,69 @@ START_TEST(test_server__native_tls_from_config_file)
 }
 END_TEST
 
+/* psdb_client_publish goes through the client's curl setup, as resolve and download do: over
+ * native HTTPS with a self-signed certificate it succeeds only with the client's ca_file, and a
+ * pinned key other than the server's fails the upload before anything is sent. */
+START_TEST(test_server__client_publish_uses_the_clients_ca_file_and_pin)
+{
+    char *cert = tu_path(g_dir, "cert.pem"), *tkey = tu_path(g_dir, "tlskey.pem");
+    char *conf = tu_path(g_dir, "psdbd.conf"), *key = tu_path(g_dir, "key");
+    ck_assert_int_eq(run_status("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                                "-nodes -keyout %s -out %s -days 1 -subj /CN=127.0.0.1 "
+                                "-addext subjectAltName=IP:127.0.0.1 2>/dev/null",
+                                tkey, cert),
+                     0);
+    char *pin = run_line("openssl x509 -in %s -pubkey -noout | openssl pkey -pubin -outform der | "
+                         "openssl dgst -sha256 -binary | base64",
+                         cert);
+    ck_assert_ptr_nonnull(pin);
+    char right_pin[128];
+    snprintf(right_pin, sizeof(right_pin), "sha256//%s", pin);
+    FILE *f = fopen(conf, "w");
+    fprintf(f, "tls-cert = %s\ntls-key = %s\n", cert, tkey);
+    fclose(f);
+    const char *extra[] = {"--config", conf, NULL};
+    srv_start(&g_srv, extra);
+    ck_assert_msg(strncmp(g_srv.base, "https://", 8) == 0, "%s", g_srv.base);
+    char *path = make_psdb(&base_spec);
+    psdb_publish_desc pd = {.key_path = key, .psdb_path = path, .serial = 1};
+    psdb_publish_result *r = NULL;
+    struct {
+        const char *ca_file, *pin;
+        psdb_hr want;
+        const char *says; /* in the message on failure */
+    } cases[] = {
+        {NULL, NULL, PSDB_E_NETWORK, "certificate"}, /* the system's CAs do not know it */
+        {cert, "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", PSDB_E_NETWORK, "pin"},
+        {cert, right_pin, PSDB_S_OK, NULL},
+        {cert, NULL, PSDB_S_FALSE, NULL}, /* the same content again */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        psdb_client_desc cd = {.server_url = g_srv.base,
+                               .token = g_pub,
+                               .ca_file = cases[i].ca_file,
+                               .pinned_public_key = cases[i].pin,
+                               .max_retries = 1,
+                               .retry_base_ms = 1};
+        psdb_client *c = NULL;
+        ck_assert_hr(psdb_client_create(&cd, &c), PSDB_S_OK);
+        psdb_hr hr = psdb_client_publish(c, &pd, &r);
+        ck_assert_msg(hr == cases[i].want, "case %zu: %s (%s)", i, psdb_hr_str(hr), r->message);
+        if (cases[i].says)
+            ck_assert_msg(strstr(r->message, cases[i].says), "case %zu: %s", i, r->message);
+        psdb_publish_result_free(r);
+        psdb_client_release(c);
+    }
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    free(pin);
+    free(path);
+    free(conf);
+    free(cert);
+    free(tkey);
+    free(key);
+}
+END_TEST
+
 START_TEST(test_server__blob_over_4gib)
 {
     /* A sparse 5 GiB file in the store (blobs are served by name; the index is not consulted). */
@@ -2578,6 +2641,7 @@ int main(void)
     tcase_add_test(tc, test_server__check_gc_and_schema_version);
     tcase_add_test(tc, test_server__tool_keygen_and_publish);
     tcase_add_test(tc, test_server__native_tls_from_config_file);
+    tcase_add_test(tc, test_server__client_publish_uses_the_clients_ca_file_and_pin);
     tcase_add_test(tc, test_server__blob_over_4gib);
     suite_add_tcase(s, tc);
     /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity). */

@@ -177,6 +177,39 @@ START_TEST(test_common__last_error_is_per_thread)
 }
 END_TEST
 
+/* The public boundary's net: a failing return with nothing recorded since the mark records
+ * "<what>: <status>"; a message recorded deeper in the call (formatted or constant) is kept; a
+ * success records nothing; a constant message is read back whole. */
+START_TEST(test_common__error_ret_fills_only_an_unexplained_failure)
+{
+    psdb__error_clear();
+    unsigned mark = psdb__error_mark();
+    ck_assert_hr(psdb__error_ret(PSDB_S_OK, mark, "psdb_x"), PSDB_S_OK);
+    ck_assert_str_eq(psdb_error_last(), "");
+    ck_assert_hr(psdb__error_ret(PSDB_E_NOT_FOUND, mark, "psdb_x"), PSDB_E_NOT_FOUND);
+    ck_assert_str_eq(psdb_error_last(), "psdb_x: PSDB_E_NOT_FOUND: not found");
+
+    mark = psdb__error_mark();
+    ck_assert_hr(psdb__error_const(PSDB_E_INVALIDARG, "psdb_y: NULL out"), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb__error_ret(PSDB_E_INVALIDARG, mark, "psdb_y"), PSDB_E_INVALIDARG);
+    ck_assert_str_eq(psdb_error_last(), "psdb_y: NULL out");
+
+    /* A deeper message with another status (mapped on the way up) still explains the failure. */
+    mark = psdb__error_mark();
+    psdb__error_set(PSDB_E_IO, "open %s: %s", "z.psdb", "no such file");
+    ck_assert_hr(psdb__error_ret(PSDB_E_NOT_FOUND, mark, "psdb_z"), PSDB_E_NOT_FOUND);
+    ck_assert_str_eq(psdb_error_last(), "open z.psdb: no such file");
+
+    /* A later call's success leaves the message; its failure replaces it. */
+    mark = psdb__error_mark();
+    psdb__error_ret(PSDB_S_FALSE, mark, "psdb_w");
+    ck_assert_str_eq(psdb_error_last(), "open z.psdb: no such file");
+    mark = psdb__error_mark();
+    psdb__error_ret(PSDB_E_BUSY, mark, "psdb_w");
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "psdb_w: PSDB_E_BUSY"));
+}
+END_TEST
+
 /* The manifest reader parses versions and numbers with the same grammar (no more %u reading:
  * signs, spaces and parts of 2^32 or more used to be accepted, "1.2" refused). */
 START_TEST(test_common__manifest_reader_uses_the_grammar)
@@ -275,6 +308,7 @@ int main(void)
     tcase_add_test(tc, test_common__hex_sha256_crc);
     tcase_add_test(tc, test_common__one_status_mapping);
     tcase_add_test(tc, test_common__last_error_is_per_thread);
+    tcase_add_test(tc, test_common__error_ret_fills_only_an_unexplained_failure);
     tcase_add_test(tc, test_common__manifest_reader_uses_the_grammar);
     tcase_add_test(tc, test_common__migrate_in_one_transaction);
     suite_add_tcase(s, tc);

@@ -3,8 +3,15 @@
  * arguments and bad input. The upload itself is covered against psdbd by server_api_test. */
 #include "testutil.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -230,8 +237,9 @@ END_TEST
 
 static psdb_client *client(const char *token)
 {
-    /* Port 1 on loopback: nothing listens, so an upload fails at once without a server. */
-    psdb_client_desc d = {.server_url = "http://127.0.0.1:1", .token = token};
+    /* Port 1 on loopback: nothing listens, so an upload fails at once without a server (its
+     * retries, which a refused connection gets, back off 1 ms at first). */
+    psdb_client_desc d = {.server_url = "http://127.0.0.1:1", .token = token, .retry_base_ms = 1};
     psdb_client *c = NULL;
     ck_assert_hr(psdb_client_create(&d, &c), PSDB_S_OK);
     return c;
@@ -306,6 +314,77 @@ START_TEST(test_public_tool_api__publish_names_a_bad_key_file_and_a_bad_psdb)
 }
 END_TEST
 
+/* A loopback socket that listens but never accepts: the kernel completes each connection, and
+ * nothing ever answers. Returns the socket; *port gets its port. */
+static int silent_listener(int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(s, 16), 0);
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return s;
+}
+
+/* Connections the listener's queue holds (each attempt of the client made one). */
+static int count_connections(int s)
+{
+    int n = 0, fd;
+    ck_assert_int_eq(fcntl(s, F_SETFL, O_NONBLOCK), 0);
+    while ((fd = accept(s, NULL, NULL)) >= 0) {
+        close(fd);
+        n++;
+    }
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The upload obeys the client's low-speed timeout and retry count, as resolve and download do: a
+ * server that never answers costs 1 + max_retries attempts of a few seconds each (curl averages
+ * the speed over its last 5 s, so the upload's own burst delays the low-speed abort by up to that
+ * much), not one attempt of the project defaults' minute of silence. */
+START_TEST(test_public_tool_api__publish_honours_the_clients_timeout_and_retries)
+{
+    char *key = tu_path(tmpdir, "pub.key"), *psdb = tu_path(tmpdir, "a.psdb");
+    char kid[PSDB_KEY_ID_SIZE], url[64];
+    int port = 0, ls = silent_listener(&port);
+    psdb_client *c = NULL;
+    psdb_publish_result *r = NULL;
+
+    write_psdb(psdb);
+    ck_assert_hr(psdb_keygen(key, kid), PSDB_S_OK);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+    psdb_client_desc cd = {.server_url = url,
+                           .token = "tok",
+                           .low_speed_timeout_s = 1,
+                           .max_retries = 1,
+                           .retry_base_ms = 1};
+    ck_assert_hr(psdb_client_create(&cd, &c), PSDB_S_OK);
+    psdb_publish_desc d = {.key_path = key, .psdb_path = psdb, .serial = 1};
+    double t0 = now_s();
+    ck_assert_hr(psdb_client_publish(c, &d, &r), PSDB_E_NETWORK);
+    double took = now_s() - t0;
+    ck_assert_msg(took >= 2 && took < 30, "publish took %.1f s for 2 silent attempts", took);
+    ck_assert_msg(strstr(r->message, "2 attempts"), "%s", r->message);
+    ck_assert_str_eq(psdb_error_last(), r->message);
+    ck_assert_int_eq(count_connections(ls), 2);
+    psdb_publish_result_free(r);
+    psdb_client_release(c);
+    close(ls);
+    free(key), free(psdb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("public_tool_api");
@@ -318,6 +397,7 @@ int main(void)
     tcase_add_test(tc, test_public_tool_api__sodb_decode_refuses_null_wrong_kind_and_bad_bytes);
     tcase_add_test(tc, test_public_tool_api__publish_refuses_null_arguments);
     tcase_add_test(tc, test_public_tool_api__publish_names_a_bad_key_file_and_a_bad_psdb);
+    tcase_add_test(tc, test_public_tool_api__publish_honours_the_clients_timeout_and_retries);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -102,8 +102,12 @@ typedef struct psdb_publish_result {
  * PSDB_E_PROTOCOL (any other status), PSDB_E_OUTOFMEMORY. *out is set on every return except
  * PSDB_E_INVALIDARG for a NULL argument and PSDB_E_OUTOFMEMORY before the result exists (then
  * NULL): on failure it still carries the HTTP status, the body and the message, which is also the
- * client's psdb_client_last_error. The upload uses the project's curl defaults (TLS verification
- * on, no redirects); it is not retried. Same thread rule as the client. */
+ * client's psdb_client_last_error. The upload goes through the same curl setup as resolve and
+ * download: TLS verification on with the client's ca_file and pinned_public_key, no redirects,
+ * connect_timeout_ms and low_speed_timeout_s; a transient failure (no connection, timeout, HTTP
+ * 408, 429, 5xx) is retried max_retries times with doubling backoff from retry_base_ms (psdbd
+ * answers 200 to a repeated upload of content it already holds, so a retry is safe). Same thread
+ * rule as the client. */
 PSDB_API psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d,
                                      psdb_publish_result **out);
 /* Frees a result of psdb_client_publish and its body. NULL is a no-op; cannot fail. */

@@ -18,6 +18,17 @@ psdb_hr psdb__error_setv(psdb_hr hr, const char *fmt, va_list ap)
  * status is already there (set deeper in the call). Returns hr. */
 psdb_hr psdb__error_default(psdb_hr hr, const char *what);
 
+/* Sets the last error to msg, a constant string (a literal: it is kept by pointer and formatted
+ * only when read, so a hot path such as a lookup miss pays a few stores). Returns hr. */
+psdb_hr psdb__error_const(psdb_hr hr, const char *msg);
+
+/* The public boundary's safety net. A public function takes a mark on entry and passes every
+ * status it returns through psdb__error_ret: a failure for which nothing was recorded since the
+ * mark (no precise message deeper in the call) records "<what>: <psdb_hr_str(hr)>", so no
+ * failing public call leaves psdb_error_last empty or about an older call. Returns hr. */
+unsigned psdb__error_mark(void);
+psdb_hr psdb__error_ret(psdb_hr hr, unsigned mark, const char *what);
+
 /* Clears the calling thread's last error (public calls begin with it, so the message is about
  * the latest failing call). */
 void psdb__error_clear(void);

@@ -81,6 +81,7 @@ static int json_str(json_t *obj, const char *key, int optional, char **out)
 
 psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_E_PROTOCOL;
     json_t *root = NULL;
     psdb_manifest *m = NULL;
@@ -88,7 +89,7 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     char *exe = NULL, *name = NULL, *engine = NULL, *family = NULL;
 
     if (!out || !json)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     *out = NULL;
     root = json_loadb(json, size, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(root))
@@ -158,13 +159,14 @@ cleanup:
     free(family);
     psdb_manifest_free(m);
     json_decref(root);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
 {
+    const unsigned err_mark = psdb__error_mark();
     if (!c || !m)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     psdb_hr hr = PSDB_E_SIGNATURE;
     psdb_statement st = {
         .size = m->size, .identity = m->app, .target = m->target, .serial = m->serial};
@@ -180,7 +182,7 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
     if (PSDB_FAILED(hr))
         psdb__client_error(c, "signature of %s (key %s) does not verify with a trusted key", m->id,
                            m->key_id ? m->key_id : "?");
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* ---- binding a manifest to its request ----------------------------------------------------------
@@ -282,9 +284,11 @@ cleanup:
 psdb_hr psdb_client_check_manifest(psdb_client *c, const psdb_manifest *m, const psdb_app_desc *app,
                                    const uint8_t *app_id, const psdb_precompile_target *target)
 {
+    const unsigned err_mark = psdb__error_mark();
     if (!c || !m || !app || !app->name || !target)
-        return PSDB_E_INVALIDARG;
-    return psdb__client_check_request(c, "manifest", m, app, app_id, target, NULL);
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
+    return psdb__error_ret(psdb__client_check_request(c, "manifest", m, app, app_id, target, NULL),
+                           err_mark, __func__);
 }
 
 psdb_hr psdb__client_check_install(psdb_client *c, const psdb_manifest *m,

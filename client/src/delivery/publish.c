@@ -113,8 +113,36 @@ static psdb_hr status_hr(long status)
     return psdb__http_hr(status);
 }
 
-psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, char *msg,
-                      size_t msg_size)
+/* The request's own headers after the client's token header: appended to *headers. */
+static psdb_hr add_headers(struct curl_slist **headers, uint64_t serial, const char *kid,
+                           const char *sig)
+{
+    psdb_hr hr = PSDB_S_OK;
+    char *line = NULL;
+    struct curl_slist *h;
+
+    for (int i = 0; i < 4; i++) {
+        int len = i == 0   ? asprintf(&line, "Content-Type: application/octet-stream")
+                  : i == 1 ? asprintf(&line, "X-Psdb-Serial: %llu", (unsigned long long)serial)
+                  : i == 2 ? asprintf(&line, "X-Psdb-Key-Id: %s", kid)
+                           : asprintf(&line, "X-Psdb-Signature: %s", sig);
+        h = len < 0 ? NULL : curl_slist_append(*headers, line);
+        if (len < 0)
+            line = NULL;
+        free(line);
+        line = NULL;
+        if (!h) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        *headers = h;
+    }
+cleanup:
+    return hr;
+}
+
+psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *status, char **body,
+                      char *msg, size_t msg_size)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb_file *pf = NULL;
@@ -123,17 +151,16 @@ psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, ch
     psdb_statement st = {0};
     FILE *f = NULL;
     CURL *c = NULL;
-    struct curl_slist *headers = NULL, *h;
+    struct curl_slist *headers = NULL;
     struct sink sink = {0};
-    char errbuf[CURL_ERROR_SIZE], sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE];
-    char *url = NULL, *line = NULL;
-    size_t n;
+    char sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE];
+    char *url = NULL;
     CURLcode cc;
 
     *status = 0;
     *body = NULL;
     msg[0] = '\0';
-    if (!d || !d->server || !d->token || !d->key_path || !d->psdb_path) {
+    if (!client || !d || !d->token || !d->key_path || !d->psdb_path) {
         snprintf(msg, msg_size, "server, token, key and file are required");
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
@@ -156,7 +183,6 @@ psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, ch
         snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(errno));
         goto cleanup;
     }
-    rewind(f);
     st.identity = info.identity;
     st.target = info.target;
     st.serial = d->serial;
@@ -164,61 +190,68 @@ psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, ch
         snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
         goto cleanup;
     }
-    n = strlen(d->server);
-    while (n > 0 && d->server[n - 1] == '/')
-        n--;
-    if (asprintf(&url, "%.*s/v1/psdbs", (int)n, d->server) < 0) {
+    /* The client's server URL has no trailing '/' (psdb_client_create strips it). */
+    if (asprintf(&url, "%s/v1/psdbs", client->server_url) < 0) {
         url = NULL;
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    c = psdb__curl_new(url, d->token, errbuf, &headers);
-    if (!c) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    for (int i = 0; i < 4; i++) {
-        int len = i == 0   ? asprintf(&line, "Content-Type: application/octet-stream")
-                  : i == 1 ? asprintf(&line, "X-Psdb-Serial: %llu", (unsigned long long)d->serial)
-                  : i == 2 ? asprintf(&line, "X-Psdb-Key-Id: %s", kid)
-                           : asprintf(&line, "X-Psdb-Signature: %s", sig);
-        h = len < 0 ? NULL : curl_slist_append(headers, line);
-        if (len < 0)
-            line = NULL;
-        free(line);
-        line = NULL;
-        if (!h) {
+    /* The same handle setup as resolve and download: the client's CA file, pinned key, connect
+     * and low-speed timeouts; and the same retry rule. Retrying the POST is safe: psdbd answers
+     * 200 to a second upload of content it already holds. */
+    for (uint32_t attempt = 1;; attempt++) {
+        *status = 0;
+        free(*body);
+        *body = NULL;
+        psdb__buf_free(&sink.buf);
+        sink = (struct sink){0};
+        rewind(f);
+        c = psdb__client_new_handle(client, url, &headers);
+        if (!c || PSDB_FAILED(hr = add_headers(&headers, d->serial, kid, sig))) {
             hr = PSDB_E_OUTOFMEMORY;
+            snprintf(msg, msg_size, "publish: out of memory");
             goto cleanup;
         }
-        headers = h;
-    }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.size);
-    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(c, CURLOPT_READDATA, f);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    cc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    if (sink.buf.len > 0 && !sink.buf.oom) {
-        *body = malloc(sink.buf.len + 1);
-        if (*body) {
-            memcpy(*body, sink.buf.data, sink.buf.len);
-            (*body)[sink.buf.len] = '\0';
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.size);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(c, CURLOPT_READDATA, f);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+        cc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+        curl_easy_cleanup(c);
+        c = NULL;
+        curl_slist_free_all(headers);
+        headers = NULL;
+        if (sink.buf.len > 0 && !sink.buf.oom) {
+            *body = malloc(sink.buf.len + 1);
+            if (*body) {
+                memcpy(*body, sink.buf.data, sink.buf.len);
+                (*body)[sink.buf.len] = '\0';
+            }
         }
+        int failed_transfer = cc != CURLE_OK && *status == 0;
+        int retry =
+            failed_transfer ? psdb__client_transient_curl(cc) : psdb__http_transient(*status);
+        if (retry && attempt <= client->max_retries) {
+            psdb__client_backoff(client, attempt);
+            continue;
+        }
+        if (failed_transfer) {
+            snprintf(msg, msg_size, "publish: %s: %s (after %u attempt%s)", url,
+                     client->curl_error[0] ? client->curl_error : curl_easy_strerror(cc), attempt,
+                     attempt == 1 ? "" : "s");
+            hr = PSDB_E_NETWORK;
+            goto cleanup;
+        }
+        hr = status_hr(*status);
+        if (hr < 0)
+            snprintf(msg, msg_size, "publish: %s answered HTTP %ld", url, *status);
+        break;
     }
-    if (cc != CURLE_OK && *status == 0) {
-        snprintf(msg, msg_size, "%s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(cc));
-        hr = PSDB_E_NETWORK;
-        goto cleanup;
-    }
-    hr = status_hr(*status);
-    if (hr < 0)
-        snprintf(msg, msg_size, "%s answered %ld", url, *status);
 cleanup:
-    free(line);
     free(url);
     if (c)
         curl_easy_cleanup(c);
@@ -233,6 +266,7 @@ cleanup:
 
 psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_result **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_publish_result *r = NULL;
     psdb__publish_desc pd;
@@ -255,12 +289,11 @@ psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d, psdb_pub
                  "publish needs the client's token, a key path and a PSDB path");
         hr = PSDB_E_INVALIDARG;
     } else {
-        pd = (psdb__publish_desc){.server = c->server_url,
-                                  .token = c->token,
+        pd = (psdb__publish_desc){.token = c->token,
                                   .key_path = d->key_path,
                                   .serial = d->serial,
                                   .psdb_path = d->psdb_path};
-        hr = psdb__publish(&pd, &r->http_status, &r->body, r->message, sizeof(r->message));
+        hr = psdb__publish(c, &pd, &r->http_status, &r->body, r->message, sizeof(r->message));
         r->body_size = r->body ? strlen(r->body) : 0;
     }
     if (PSDB_FAILED(hr)) {
@@ -271,7 +304,7 @@ psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d, psdb_pub
     }
     *out = r;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_publish_result_free(psdb_publish_result *r)

@@ -17,21 +17,22 @@
 CURL *psdb__curl_new(const char *url, const char *token, char *errbuf, struct curl_slist **headers);
 
 typedef struct psdb__publish_desc {
-    const char *server;   /* base URL, e.g. http://127.0.0.1:8470 */
     const char *token;    /* publisher token */
     const char *key_path; /* private key file (psdb keygen) */
     uint64_t serial;
     const char *psdb_path;
 } psdb__publish_desc;
 
-/* Signs and uploads one PSDB (schema/STATEMENT.md, schema/HTTP.md). *status receives the HTTP
- * status (0 when there was no answer) and *body the response body (malloc'd, NUL-terminated, may
- * be NULL); msg gets a one-line reason on failure. Returns S_OK (201 created), S_FALSE (200: the
- * same content was already published), PSDB_E_INVALIDARG (bad arguments, or 400), PSDB_E_IO
- * (cannot read the file or key), PSDB_E_CACHE_CORRUPT (not a PSDB), PSDB_E_SIGNATURE (not a
- * private Ed25519 key), PSDB_E_ACCESS (401/403), PSDB_E_ALREADY_EXISTS (409), PSDB_E_CACHE_FULL
+/* Signs and uploads one PSDB (schema/STATEMENT.md, schema/HTTP.md) to the client's server, through
+ * the client's curl setup (CA file, pinned key, timeouts) and retry rule (transient failures
+ * retried max_retries times with doubling backoff), as resolve and download are. *status receives
+ * the HTTP status (0 when there was no answer) and *body the response body (malloc'd,
+ * NUL-terminated, may be NULL); msg gets a one-line reason on failure. Returns S_OK (201 created),
+ * S_FALSE (200: the same content was already published), PSDB_E_INVALIDARG (bad arguments, or 400),
+ * PSDB_E_IO (cannot read the file or key), PSDB_E_CACHE_CORRUPT (not a PSDB), PSDB_E_SIGNATURE (not
+ * a private Ed25519 key), PSDB_E_ACCESS (401/403), PSDB_E_ALREADY_EXISTS (409), PSDB_E_CACHE_FULL
  * (413), PSDB_E_DISK_FULL (507), PSDB_E_NETWORK, PSDB_E_PROTOCOL (any other status). */
-psdb_hr psdb__publish(const psdb__publish_desc *d, long *status, char **body, char *msg,
-                      size_t msg_size);
+psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *status, char **body,
+                      char *msg, size_t msg_size);
 
 #endif

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "format/desc.h"
+#include "common/error.h"
 
 static const char KEY_TAG[12] = {'p', 's', 'd', 'b', '.', 'u', 'n', 'i', 't', '.', 'v', '1'};
 
@@ -159,38 +160,59 @@ static int shader_bad(const psdb_shader *s)
 static psdb_hr validate_graphics(const psdb_graphics_pipeline_desc *d)
 {
     if (!d->root_signature || d->root_signature_size == 0)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "graphics pipeline description: no root signature");
     if (!shader_present(&d->vs) || shader_bad(&d->vs) || shader_bad(&d->ps) || shader_bad(&d->ds) ||
         shader_bad(&d->hs) || shader_bad(&d->gs))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "graphics pipeline description: no vertex shader, or a shader "
+                                 "with code but no size (or a size but no code)");
     if (shader_present(&d->hs) != shader_present(&d->ds))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "graphics pipeline description: a hull shader without domain shader or the reverse");
     if (d->num_render_targets > PSDB_MAX_RENDER_TARGETS)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "graphics pipeline description: more render targets than PSDB_MAX_RENDER_TARGETS");
     for (uint32_t i = 0; i < PSDB_MAX_RENDER_TARGETS; i++) {
         uint32_t f = d->rtv_formats[i];
         if (f == PSDB_FORMAT_UNKNOWN)
             continue;
         if (i >= d->num_render_targets || !color_format(f))
-            return PSDB_E_INVALIDARG;
+            return psdb__error_const(PSDB_E_INVALIDARG,
+                                     "graphics pipeline description: a render target format beyond "
+                                     "num_render_targets or not a color format");
     }
     if (d->dsv_format != PSDB_FORMAT_UNKNOWN && !is_depth_format(d->dsv_format))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "graphics pipeline description: a depth-stencil format that is not a depth format");
     for (int i = 0; i < PSDB_MAX_RENDER_TARGETS; i++)
         if (d->ps_outputs[i].components > 4 || d->ps_outputs[i].type > PSDB_COMPONENT_SINT)
-            return PSDB_E_INVALIDARG;
+            return psdb__error_const(PSDB_E_INVALIDARG,
+                                     "graphics pipeline description: a pixel shader output with "
+                                     "more than 4 components or an unknown type");
     const psdb_input_layout_desc *il = &d->input_layout;
     if (il->num_elements && !il->elements)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "graphics pipeline description: input layout elements NULL with a count");
     for (uint32_t i = 0; i < il->num_elements; i++)
         if (!il->elements[i].semantic_name)
-            return PSDB_E_INVALIDARG;
+            return psdb__error_const(
+                PSDB_E_INVALIDARG,
+                "graphics pipeline description: an input layout element without semantic name");
     const psdb_stream_output_desc *so = &d->stream_output;
     if ((so->num_entries && !so->entries) || (so->num_strides && !so->buffer_strides))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "graphics pipeline description: stream output entries or strides NULL with a count");
     for (uint32_t i = 0; i < so->num_entries; i++)
         if (!so->entries[i].semantic_name)
-            return PSDB_E_INVALIDARG;
+            return psdb__error_const(
+                PSDB_E_INVALIDARG,
+                "graphics pipeline description: a stream output entry without semantic name");
     return PSDB_S_OK;
 }
 
@@ -267,7 +289,9 @@ psdb_hr psdb__plan_compute(const psdb_compute_pipeline_desc *d, psdb__plan *out)
         return PSDB_E_INVALIDARG;
     memset(out, 0, sizeof(*out));
     if (!d || !d->root_signature || d->root_signature_size == 0 || !d->cs.code || d->cs.size == 0) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "compute pipeline description: no root signature or no compute shader");
         goto cleanup;
     }
     hr = psdb__desc_encode_compute(d, &enc);
@@ -401,28 +425,37 @@ static psdb_hr validate_state_object(const psdb_state_object_desc *d,
     *num_libraries = 0;
     if (d->type != PSDB_STATE_OBJECT_COLLECTION &&
         d->type != PSDB_STATE_OBJECT_RAYTRACING_PIPELINE && d->type != PSDB_STATE_OBJECT_EXECUTABLE)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "state object description: unknown state object type");
     if (d->num_subobjects && !d->subobjects)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "state object description: subobjects NULL with a count");
     for (uint32_t i = 0; i < d->num_subobjects; i++) {
         const psdb_state_subobject *so = &d->subobjects[i];
         if (!so->desc && so->type != PSDB_SUBOBJECT_PSDB)
-            return PSDB_E_INVALIDARG;
+            return psdb__error_const(PSDB_E_INVALIDARG,
+                                     "state object description: a subobject without desc");
         switch (so->type) {
         case PSDB_SUBOBJECT_GLOBAL_ROOT_SIGNATURE: {
             const psdb_shader *rs = so->desc;
             if (*global_rs || !rs->code || rs->size == 0)
-                return PSDB_E_INVALIDARG;
+                return psdb__error_const(
+                    PSDB_E_INVALIDARG,
+                    "state object description: a second or empty global root signature");
             *global_rs = rs;
             break;
         }
         case PSDB_SUBOBJECT_DXIL_LIBRARY: {
             const psdb_dxil_library_desc *lib = so->desc;
             if (!lib->library.code || lib->library.size == 0 || (lib->num_exports && !lib->exports))
-                return PSDB_E_INVALIDARG;
+                return psdb__error_const(PSDB_E_INVALIDARG,
+                                         "state object description: a DXIL library without code, "
+                                         "or exports NULL with a count");
             for (uint32_t j = 0; j < lib->num_exports; j++)
                 if (!lib->exports[j])
-                    return PSDB_E_INVALIDARG;
+                    return psdb__error_const(
+                        PSDB_E_INVALIDARG,
+                        "state object description: a DXIL library export without name");
             (*num_libraries)++;
             break;
         }
@@ -430,19 +463,23 @@ static psdb_hr validate_state_object(const psdb_state_object_desc *d,
             const psdb_existing_collection_desc *c = so->desc;
             uint8_t key[32];
             if (!collection_key || !c->collection || collection_key(c->collection, key) != 0)
-                return PSDB_E_INVALIDARG;
+                return psdb__error_const(PSDB_E_INVALIDARG,
+                                         "state object description: an existing collection that is "
+                                         "not a collection of this device");
             break;
         }
         case PSDB_SUBOBJECT_HIT_GROUP: {
             const psdb_hit_group_desc *hg = so->desc;
             if (!hg->name)
-                return PSDB_E_INVALIDARG;
+                return psdb__error_const(PSDB_E_INVALIDARG,
+                                         "state object description: a hit group without name");
             break;
         }
         case PSDB_SUBOBJECT_PSDB:
             break;
         default:
-            return PSDB_E_INVALIDARG;
+            return psdb__error_const(PSDB_E_INVALIDARG,
+                                     "state object description: unknown subobject type");
         }
     }
     return PSDB_S_OK;

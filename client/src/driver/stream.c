@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "format/desc.h"
+#include "common/error.h"
 
 /* ---- Pipeline-state streams ------------------------------------------------------------------ */
 
@@ -18,17 +19,22 @@ psdb_hr psdb__stream_to_desc(const psdb_pipeline_stream_desc *s, int *is_compute
     const void *by_type[PSDB_STREAM_PSDB + 1] = {0};
 
     if (!s || !is_compute || !cd || !gd || (s->num_subobjects && !s->subobjects))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "pipeline state stream: NULL stream, or subobjects NULL with a count");
     for (uint32_t i = 0; i < s->num_subobjects; i++) {
         uint32_t type = s->subobjects[i].type;
         if (type > PSDB_STREAM_PSDB || !s->subobjects[i].data || by_type[type])
-            return PSDB_E_INVALIDARG;
+            return psdb__error_const(PSDB_E_INVALIDARG,
+                                     "pipeline state stream: an unknown subobject type, a "
+                                     "subobject without data, or one given twice");
         by_type[type] = s->subobjects[i].data;
     }
     int compute = by_type[PSDB_STREAM_CS] != NULL;
     if (compute && (by_type[PSDB_STREAM_VS] || by_type[PSDB_STREAM_PS] || by_type[PSDB_STREAM_DS] ||
                     by_type[PSDB_STREAM_HS] || by_type[PSDB_STREAM_GS]))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "pipeline state stream: a compute shader with graphics shaders");
 
     memset(cd, 0, sizeof(*cd));
     memset(gd, 0, sizeof(*gd));

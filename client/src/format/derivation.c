@@ -7,6 +7,7 @@
 
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/error.h"
 
 /* ---- state encodings (schema/PIPELINE_LIBRARY.md, "Derivation records") ---------------------- */
 
@@ -186,12 +187,15 @@ static size_t record_size(const uint8_t *p, size_t left, uint32_t num_bases)
 
 psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t *count)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_E_INVALIDARG;
     const uint8_t *b = data;
     if (!b || !count || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
         goto cleanup;
     if (psdb__le32(b + 8) != PSDB__DRV_VERSION) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(
+            PSDB_E_DRIVER_VERSION_MISMATCH,
+            "psdb_derivation_records_validate: derivation records of another format version");
         goto cleanup;
     }
     if (psdb__le64(b + 24) != 0 || psdb__crc32(0, b + PSDB__DRV_HEADER_SIZE,
@@ -213,18 +217,25 @@ psdb_hr psdb_derivation_records_validate(const void *data, size_t size, uint32_t
     *count = (uint32_t)nr;
     hr = PSDB_S_OK;
 cleanup:
-    return hr;
+    if (hr == PSDB_E_INVALIDARG)
+        psdb__error_const(hr, "psdb_derivation_records_validate: NULL argument, or damaged "
+                              "derivation records (magic, "
+                              "CRC, a count or a record size)");
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *cursor,
                                      psdb_derivation *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_E_INVALIDARG;
     const uint8_t *b = data;
     if (!b || !cursor || !out || size < PSDB__DRV_HEADER_SIZE || memcmp(b, PSDB__DRV_MAGIC, 8) != 0)
         goto cleanup;
     if (psdb__le32(b + 8) != PSDB__DRV_VERSION) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(
+            PSDB_E_DRIVER_VERSION_MISMATCH,
+            "psdb_derivation_records_next: derivation records of another format version");
         goto cleanup;
     }
     uint64_t nb = psdb__le32(b + 16);
@@ -256,5 +267,10 @@ psdb_hr psdb_derivation_records_next(const void *data, size_t size, size_t *curs
     *cursor = pos + n;
     hr = PSDB_S_OK;
 cleanup:
-    return hr;
+    if (hr == PSDB_E_INVALIDARG)
+        psdb__error_const(
+            hr,
+            "psdb_derivation_records_next: NULL argument, or damaged derivation records (magic, "
+            "CRC, a count or a record size)");
+    return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -840,6 +840,7 @@ int psdb__desc_decoded_collection_key(psdb_state_object *so, uint8_t key[32])
 
 psdb_hr psdb_sodb_decode(uint32_t kind, const void *desc, size_t size, psdb_sodb_entry **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_sodb_entry *e = NULL;
 
@@ -882,7 +883,7 @@ psdb_hr psdb_sodb_decode(uint32_t kind, const void *desc, size_t size, psdb_sodb
     e = NULL;
 cleanup:
     psdb_sodb_entry_release(e);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_sodb_entry_release(psdb_sodb_entry *e)

@@ -218,6 +218,7 @@ cleanup:
 
 psdb_hr psdb_file_kind(const char *path, uint32_t *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint8_t h[SQLITE_HEADER_SIZE];
     int fd = -1;
@@ -255,5 +256,5 @@ psdb_hr psdb_file_kind(const char *path, uint32_t *out)
 cleanup:
     if (fd >= 0)
         close(fd);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -216,6 +216,7 @@ static void *integrity_main(void *arg)
 
 psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     static const struct {
         const char *sql, *what;
     } checks[] = {
@@ -261,7 +262,7 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
 
     psdb__pf_set_msg(msg, msg_size, "ok");
     if (!f) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_file_verify: NULL file");
         psdb__pf_set_msg(msg, msg_size, "invalid argument");
         goto cleanup;
     }
@@ -358,11 +359,16 @@ cleanup:
         sqlite3_progress_handler(c->db, 0, NULL, NULL);
         psdb__pf_conn_put(f, c);
     }
-    return hr;
+    /* The explanation written to msg is the thread's last error too, unless a deeper one said
+     * why. */
+    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && msg && msg_size && msg[0])
+        psdb__error_set(hr, "psdb_file_verify: %s", msg);
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size, psdb_file **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_file *f = NULL;
 
@@ -376,5 +382,7 @@ psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size, ps
     f = NULL;
 cleanup:
     psdb_file_release(f);
-    return hr;
+    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && msg && msg_size && msg[0])
+        psdb__error_set(hr, "psdb_file_open_verified: %s", msg);
+    return psdb__error_ret(hr, err_mark, __func__);
 }

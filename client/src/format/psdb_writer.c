@@ -123,6 +123,7 @@ static int valid_target(const psdb_target *t)
 psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
                            const psdb_target *target, psdb_writer **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_writer *w = NULL;
     size_t n = 0;
@@ -130,7 +131,9 @@ psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
 
     if (!path || !path[0] || !identity || !target || !out || !valid_identity(identity) ||
         !valid_target(target)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_writer_create: NULL or empty path, NULL identity, target or "
+                               "out, or an invalid identity or target");
         goto cleanup;
     }
     *out = NULL;
@@ -185,7 +188,7 @@ psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
     w = NULL;
 cleanup:
     psdb_writer_release(w);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* Steps a write statement once and resets it. */
@@ -199,6 +202,7 @@ static int step_reset(sqlite3_stmt *st)
 psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size, uint32_t value_type,
                               const void *value, size_t value_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint8_t digest[32];
     sqlite3_stmt *st = NULL;
@@ -207,7 +211,10 @@ psdb_hr psdb_writer_put_value(psdb_writer *w, const void *key, size_t key_size, 
     if (!w || w->finished || !key || key_size == 0 || key_size > MAX_ITEM_SIZE ||
         value_type >= PSDB_VALUE_TYPE_COUNT || !value || value_size == 0 ||
         value_size > MAX_ITEM_SIZE) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_writer_put_value: NULL writer, key or value, an empty or oversized key or value, "
+            "an unknown value type, or a writer already finished");
         goto cleanup;
     }
     if (w->broken < 0) {
@@ -250,24 +257,30 @@ sqlite_fail:
 cleanup:
     if (st)
         sqlite3_clear_bindings(st);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_writer_put_group(psdb_writer *w, const void *group_key, size_t key_size,
                               uint64_t version, uint32_t num_values, const psdb_value_ref *values)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_OK;
 
     if (!w || w->finished || !group_key || key_size == 0 || key_size > MAX_ITEM_SIZE ||
         (num_values > 0 && !values)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_writer_put_group: NULL writer or group key, an empty or oversized key, values "
+            "NULL with a count, or a writer already finished");
         goto cleanup;
     }
     for (uint32_t i = 0; i < num_values; i++) {
         if (!values[i].key || values[i].key_size == 0 || values[i].key_size > MAX_ITEM_SIZE) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_const(
+                PSDB_E_INVALIDARG,
+                "psdb_writer_put_group: a value reference with a NULL, empty or oversized key");
             goto cleanup;
         }
     }
@@ -319,7 +332,7 @@ sqlite_fail:
 cleanup:
     if (st)
         sqlite3_clear_bindings(st);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* fsync a file or directory by path. */
@@ -337,6 +350,7 @@ static int fsync_path(const char *path, int dir)
 
 psdb_hr psdb_writer_finish(psdb_writer *w)
 {
+    const unsigned err_mark = psdb__error_mark();
     static const char *header_sql =
         "INSERT INTO main.header (id, exe_filename, app_name, app_version, engine_name, "
         "engine_version, app_id, family, abi_version, compiler_version, profile_version, "
@@ -350,7 +364,8 @@ psdb_hr psdb_writer_finish(psdb_writer *w)
     int rc = SQLITE_OK;
 
     if (!w || w->finished) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_writer_finish: NULL writer, or a writer already finished");
         goto cleanup;
     }
     if (w->broken < 0) {
@@ -440,5 +455,5 @@ fail:
 cleanup:
     sqlite3_finalize(st);
     free(dir);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

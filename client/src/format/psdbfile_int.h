@@ -108,7 +108,7 @@ typedef struct key_index {
     size_t keys_len, keys_cap;
 } key_index;
 
-/* ---- The handle and its read connections (psdb_reader.c) ---------------------------------------
+/* ---- The handle (psdb_reader.c) and its read connections (psdb_conn.c) -------------------------
  */
 
 /* Keys longer than this are looked up without the per-connection cache. */

@@ -19,6 +19,7 @@
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/status_map.h"
+#include "common/error.h"
 
 /* schema/STATEMENT.md: the domain separator keeps a statement signature from ever verifying as a
  * signature over some other message made with the same key. */
@@ -44,7 +45,8 @@ static psdb_hr encode(const psdb_statement *st, psdb__buf *b)
     psdb_hr hr = PSDB_S_OK;
     const psdb_app_desc *d = &st->identity.desc;
     if (!d->name || !*d->name || !st->target.family || !*st->target.family) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "signed statement: no application name or no target family");
         goto cleanup;
     }
     psdb__buf_append(b, statement_domain, sizeof(statement_domain));
@@ -71,10 +73,11 @@ cleanup:
 
 psdb_hr psdb_statement_encode(const psdb_statement *st, void *buf, size_t *size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb__buf b = {0};
     psdb_hr hr = PSDB_S_OK;
     if (!st || !size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_statement_encode: NULL st or size");
         goto cleanup;
     }
     if ((hr = encode(st, &b)) < 0)
@@ -86,7 +89,7 @@ psdb_hr psdb_statement_encode(const psdb_statement *st, void *buf, size_t *size)
     *size = b.len;
 cleanup:
     psdb__buf_free(&b);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* Writes a PEM file with O_EXCL so an existing key is never replaced. */
@@ -136,12 +139,13 @@ static psdb_hr key_id_of(const EVP_PKEY *pkey, char out[PSDB_KEY_ID_SIZE])
 
 psdb_hr psdb_keygen(const char *keyfile, char key_id[PSDB_KEY_ID_SIZE])
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     EVP_PKEY *pkey = NULL;
     char *pub_path = NULL;
     int wrote_private = 0;
     if (!keyfile || !*keyfile) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_keygen: NULL or empty key file path");
         goto cleanup;
     }
     if (asprintf(&pub_path, "%s.pub", keyfile) < 0) {
@@ -174,7 +178,7 @@ cleanup:
     }
     EVP_PKEY_free(pkey);
     free(pub_path);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* An encrypted private key must not make OpenSSL prompt for a passphrase on the terminal (its
@@ -190,14 +194,16 @@ static int no_passphrase(char *buf, int size, int rwflag, void *u)
 
 static void set_why(char *why, size_t why_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The explanation goes to the caller's buffer when there is one, and always to the thread's last
+ * error (psdb_error_last), so psdb_key_load, which passes no buffer, says why too. */
 static void set_why(char *why, size_t why_size, const char *fmt, ...)
 {
     va_list ap;
-    if (!why || !why_size)
-        return;
     va_start(ap, fmt);
-    vsnprintf(why, why_size, fmt, ap);
+    psdb__error_setv(PSDB_E_FAIL, fmt, ap);
     va_end(ap);
+    if (why && why_size)
+        snprintf(why, why_size, "%s", psdb_error_last());
 }
 
 /* The label of the first "-----BEGIN <label>-----" line, into label (NUL-terminated); 0 when
@@ -319,15 +325,18 @@ cleanup:
 
 psdb_hr psdb_key_from_pem(const char *pem, size_t len, psdb_key **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     if (!pem || !out || len > INT32_MAX)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     *out = NULL;
-    return key_parse("PEM text", pem, len, PSDB_KEY_ANY, out, NULL, 0);
+    return psdb__error_ret(key_parse("PEM text", pem, len, PSDB_KEY_ANY, out, NULL, 0), err_mark,
+                           __func__);
 }
 
 psdb_hr psdb_key_load_kind(const char *path, psdb_key_kind want, psdb_key **out, char *why,
                            size_t why_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     FILE *f = NULL;
     char buf[16384];
@@ -336,7 +345,8 @@ psdb_hr psdb_key_load_kind(const char *path, psdb_key_kind want, psdb_key **out,
         why[0] = '\0';
     if (!path || !out ||
         (want != PSDB_KEY_ANY && want != PSDB_KEY_PUBLIC && want != PSDB_KEY_PRIVATE)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_key_load_kind: NULL path or out, or an unknown key kind");
         set_why(why, why_size, "key: no file named");
         goto cleanup;
     }
@@ -363,23 +373,25 @@ cleanup:
     if (f)
         fclose(f);
     OPENSSL_cleanse(buf, sizeof(buf));
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_key_load(const char *path, psdb_key **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = psdb_key_load_kind(path, PSDB_KEY_ANY, out, NULL, 0);
     /* psdb_key_load has always said PSDB_E_IO for any file it cannot open. */
-    return hr == PSDB_E_ACCESS ? PSDB_E_IO : hr;
+    return psdb__error_ret(hr == PSDB_E_ACCESS ? PSDB_E_IO : hr, err_mark, __func__);
 }
 
 psdb_hr psdb_key_public_pem(const psdb_key *key, char *buf, size_t *size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     BIO *bio = NULL;
     char *mem = NULL;
     if (!key || !size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_key_public_pem: NULL key or size");
         goto cleanup;
     }
     bio = BIO_new(BIO_s_mem());
@@ -397,7 +409,8 @@ psdb_hr psdb_key_public_pem(const psdb_key *key, char *buf, size_t *size)
         goto cleanup;
     }
     if (!buf || *size < (size_t)len + 1) {
-        hr = PSDB_E_MORE_DATA;
+        hr = psdb__error_const(PSDB_E_MORE_DATA,
+                               "psdb_key_public_pem: the buffer is smaller than the PEM text");
     } else {
         memcpy(buf, mem, (size_t)len);
         buf[len] = '\0';
@@ -405,14 +418,15 @@ psdb_hr psdb_key_public_pem(const psdb_key *key, char *buf, size_t *size)
     *size = (size_t)len;
 cleanup:
     BIO_free(bio);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_key_id(const psdb_key *key, char out[PSDB_KEY_ID_SIZE])
 {
+    const unsigned err_mark = psdb__error_mark();
     if (!key || !out)
-        return PSDB_E_INVALIDARG;
-    return key_id_of(key->pkey, out);
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
+    return psdb__error_ret(key_id_of(key->pkey, out), err_mark, __func__);
 }
 
 int psdb_key_is_private(const psdb_key *key)
@@ -423,13 +437,16 @@ int psdb_key_is_private(const psdb_key *key)
 psdb_hr psdb_statement_sign(const psdb_key *key, const psdb_statement *st,
                             char out[PSDB_SIGNATURE_B64_SIZE])
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb__buf msg = {0};
     EVP_MD_CTX *ctx = NULL;
     uint8_t sig[64];
     size_t sig_len = sizeof(sig);
     if (!key || !st || !out || !key->is_private) {
-        hr = PSDB_E_INVALIDARG;
+        hr =
+            psdb__error_const(PSDB_E_INVALIDARG, "psdb_statement_sign: NULL key, statement or out, "
+                                                 "or a public key (signing needs the private one)");
         goto cleanup;
     }
     if ((hr = encode(st, &msg)) < 0)
@@ -450,7 +467,7 @@ psdb_hr psdb_statement_sign(const psdb_key *key, const psdb_statement *st,
 cleanup:
     EVP_MD_CTX_free(ctx);
     psdb__buf_free(&msg);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* Decodes exactly the spelling psdb_statement_sign writes: 88 characters, "==" padding, and a
@@ -472,18 +489,22 @@ static int decode_signature(const char *b64, uint8_t sig[64])
 psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
                               const char *signature_b64)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb__buf msg = {0};
     EVP_MD_CTX *ctx = NULL;
     uint8_t sig[64];
     if (!key || !st || !signature_b64) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_statement_verify: NULL key, st or signature_b64");
         goto cleanup;
     }
     if ((hr = encode(st, &msg)) < 0)
         goto cleanup;
     if (decode_signature(signature_b64, sig) != 0) {
-        hr = PSDB_E_SIGNATURE;
+        hr = psdb__error_const(
+            PSDB_E_SIGNATURE,
+            "psdb_statement_verify: the signature is not a canonical base64 Ed25519 signature");
         goto cleanup;
     }
     ctx = EVP_MD_CTX_new();
@@ -497,12 +518,14 @@ psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
     }
     if (EVP_DigestVerify(ctx, sig, sizeof(sig), msg.data, msg.len) != 1) {
         ERR_clear_error();
-        hr = PSDB_E_SIGNATURE;
+        hr = psdb__error_const(PSDB_E_SIGNATURE,
+                               "psdb_statement_verify: the signature does not match the statement "
+                               "and key");
     }
 cleanup:
     EVP_MD_CTX_free(ctx);
     psdb__buf_free(&msg);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_key_release(psdb_key *key)

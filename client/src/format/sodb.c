@@ -12,6 +12,7 @@
 #include "common/hash.h"
 #include "common/migrate.h"
 #include "common/status_map.h"
+#include "common/error.h"
 
 #define SODB_APPLICATION_ID 0x50534F44 /* 'PSOD' */
 #define SODB_USER_VERSION 1
@@ -71,7 +72,8 @@ static psdb_hr check_sodb(sqlite3 *db, int *is_sodb)
     if (app_id == 0 && user_version == 0 && tables == 0)
         return PSDB_S_OK;
     if ((uint32_t)app_id != SODB_APPLICATION_ID || user_version != SODB_USER_VERSION)
-        return PSDB_E_CACHE_CORRUPT;
+        return psdb__error_const(PSDB_E_CACHE_CORRUPT,
+                                 "sodb: not an SODB (another application id or schema version)");
     *is_sodb = 1;
     return PSDB_S_OK;
 }
@@ -178,10 +180,11 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
     int is_sodb = 0, in_tx = 0, rc;
 
     if (!out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG, "sodb writer: NULL out");
     *out = NULL;
     if (!path || !*path || !identity_valid(identity))
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "sodb writer: NULL or empty path, or an invalid identity");
     w = calloc(1, sizeof(*w));
     if (!w)
         return PSDB_E_OUTOFMEMORY;
@@ -192,7 +195,8 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
     }
     rc = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
-        hr = rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO;
+        hr = psdb__error_set(rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO,
+                             "sodb writer: open %s: %s", path, sqlite3_errstr(rc));
         goto cleanup;
     }
     sqlite3_busy_timeout(w->db, 10000);
@@ -213,7 +217,8 @@ static psdb_hr writer_open(const char *path, const psdb_app_identity *identity, 
         if (PSDB_FAILED(hr))
             goto cleanup;
         if (strcmp(existing.desc.name, identity->desc.name) != 0) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_set(PSDB_E_INVALIDARG,
+                                 "sodb writer: %s holds another application's pipelines", path);
             goto cleanup;
         }
     } else {
@@ -256,7 +261,8 @@ cleanup:
 psdb_hr psdb_sodb_writer_open(const char *path, const psdb_app_identity *identity,
                               psdb_sodb_writer **out)
 {
-    return writer_open(path, identity, 0, out);
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(writer_open(path, identity, 0, out), err_mark, __func__);
 }
 
 psdb_hr psdb__sodb_writer_open_bulk(const char *path, const psdb_app_identity *identity,
@@ -291,12 +297,15 @@ static uint32_t sodb_kind(const void *desc, size_t size)
 psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
                              size_t desc_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint8_t key[32];
 
     if (!w || !desc || desc_size == 0 || desc_size > INT32_MAX || kind == 0 ||
         sodb_kind(desc, desc_size) != kind)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_const(PSDB_E_INVALIDARG,
+                                 "psdb_sodb_writer_add: NULL writer or desc, a bad size, or a "
+                                 "description that is not of the given kind");
     psdb__sha256(desc, desc_size, key);
     pthread_mutex_lock(&w->lock);
     sqlite3_bind_int(w->insert, 1, (int)kind);
@@ -311,7 +320,7 @@ psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t versio
     sqlite3_reset(w->insert);
     sqlite3_clear_bindings(w->insert);
     pthread_mutex_unlock(&w->lock);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_sodb_writer_release(psdb_sodb_writer *w)
@@ -339,27 +348,29 @@ void psdb_sodb_writer_release(psdb_sodb_writer *w)
 
 psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_sodb *s = NULL;
     int is_sodb = 0, rc;
 
     if (!out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     *out = NULL;
     if (!path)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     s = calloc(1, sizeof(*s));
     if (!s)
-        return PSDB_E_OUTOFMEMORY;
+        return psdb__error_ret(PSDB_E_OUTOFMEMORY, err_mark, __func__);
     rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        hr = rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO;
+        hr = psdb__error_set(rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_IO,
+                             "psdb_sodb_open: %s: %s", path, sqlite3_errstr(rc));
         goto cleanup;
     }
     sqlite3_busy_timeout(s->db, 10000);
     hr = check_sodb(s->db, &is_sodb);
     if (PSDB_SUCCEEDED(hr) && !is_sodb)
-        hr = PSDB_E_CACHE_CORRUPT;
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT, "psdb_sodb_open: %s: not an SODB", path);
     if (PSDB_SUCCEEDED(hr))
         hr = read_header(s->db, &s->identity);
     if (PSDB_FAILED(hr))
@@ -368,15 +379,16 @@ psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out)
     s = NULL;
 cleanup:
     psdb_sodb_release(s);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_sodb_get_identity(psdb_sodb *s, psdb_app_identity *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     if (!s || !out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     *out = s->identity;
-    return PSDB_S_OK;
+    return psdb__error_ret(PSDB_S_OK, err_mark, __func__);
 }
 
 psdb_hr psdb_sodb_foreach(psdb_sodb *s,
@@ -384,12 +396,13 @@ psdb_hr psdb_sodb_foreach(psdb_sodb *s,
                                     const void *desc, size_t desc_size, void *ctx),
                           void *ctx)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
     int rc;
 
     if (!s || !fn)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     rc = sqlite3_prepare_v2(s->db,
                             "SELECT kind, object_key, version, description FROM entries "
                             "ORDER BY seq",
@@ -429,7 +442,7 @@ psdb_hr psdb_sodb_foreach(psdb_sodb *s,
                                                          : psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(st);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb__sodb_count(psdb_sodb *s, uint64_t *out)

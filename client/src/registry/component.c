@@ -109,6 +109,7 @@ psdb_hr psdb_application_register_component(psdb_application *app, const char *n
                                             const char *sodb_path, uint32_t num_psdbs,
                                             const psdb_component_psdb *psdbs, psdb_component **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
     int in_tx = 0, rc;
@@ -116,7 +117,8 @@ psdb_hr psdb_application_register_component(psdb_application *app, const char *n
     if (out)
         *out = NULL;
     if (!app) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_application_register_component: NULL application");
         goto cleanup;
     }
     hr = check_component_args(name, num_psdbs, psdbs);
@@ -205,14 +207,16 @@ cleanup:
     sqlite3_finalize(st);
     if (in_tx)
         psdb__reg_exec_sql(app->reg->db, "ROLLBACK");
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_application_remove_component(psdb_application *app, psdb_component *component)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!app || !component) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_application_remove_component: NULL application or component");
         goto cleanup;
     }
     if (app->reg->readonly) {
@@ -220,24 +224,29 @@ psdb_hr psdb_application_remove_component(psdb_application *app, psdb_component 
         goto cleanup;
     }
     if (component->app_id != app->id || component->reg != app->reg) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_application_remove_component: the component belongs to another application");
         goto cleanup;
     }
     hr = psdb__reg_delete_by_id(app->reg->db, "DELETE FROM components WHERE id=? AND app=?",
                                 component->id, app->id);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_application_get_component(psdb_application *app, const char *name,
                                        psdb_component **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_int64 id = 0;
     if (out)
         *out = NULL;
     if (!app || !psdb__reg_valid_text(name) || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr =
+            psdb__error_const(PSDB_E_INVALIDARG, "psdb_application_get_component: NULL application "
+                                                 "or out, or a NULL, empty or invalid name");
         goto cleanup;
     }
     if (!app->reg->db) {
@@ -249,7 +258,7 @@ psdb_hr psdb_application_get_component(psdb_application *app, const char *name,
         goto cleanup;
     hr = component_handle(app->reg, app->id, id, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* The PSDB path of a component for a family, malloc'd. */
@@ -285,10 +294,13 @@ cleanup:
 psdb_hr psdb_component_get_psdb_path(psdb_component *component, const char *family, char *buf,
                                      size_t buf_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     char *path = NULL;
     if (!component || !psdb__reg_valid_text(family) || (!buf && buf_size)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_component_get_psdb_path: NULL component, a NULL, empty or "
+                               "invalid family, or buf NULL with a size");
         goto cleanup;
     }
     hr = psdb__reg_component_path(component, family, &path);
@@ -302,7 +314,7 @@ psdb_hr psdb_component_get_psdb_path(psdb_component *component, const char *fami
     memcpy(buf, path, n + 1);
 cleanup:
     free(path);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_application_release(psdb_application *app)

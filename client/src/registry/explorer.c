@@ -24,6 +24,7 @@
 
 psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_explorer *exp = NULL;
     char *root = NULL;
@@ -31,7 +32,7 @@ psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
     if (out)
         *out = NULL;
     if (!out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_explorer_open: NULL out");
         goto cleanup;
     }
     hr = psdb__reg_resolve_root(root_dir, PSDB_SCOPE_USER, &root);
@@ -50,18 +51,20 @@ psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
 cleanup:
     psdb_explorer_release(exp);
     free(root);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_explorer_get_application(psdb_explorer *exp, const char *exe_path,
                                       psdb_application **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
     if (out)
         *out = NULL;
     if (!exp || !psdb__reg_valid_text(exe_path) || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_explorer_get_application: NULL explorer or "
+                                                  "out, or a NULL, empty or invalid exe path");
         goto cleanup;
     }
     if (!exp->reg->db) {
@@ -81,17 +84,19 @@ psdb_hr psdb_explorer_get_application(psdb_explorer *exp, const char *exe_path,
     hr = psdb__reg_app_handle(exp->reg, sqlite3_column_int64(st, 0), exe_path, out);
 cleanup:
     sqlite3_finalize(st);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
                               int (*fn)(const psdb_registry_entry *e, void *ctx), void *ctx)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
     int rc;
     if (!exp || !fn) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_explorer_foreach: NULL explorer or callback");
         goto cleanup;
     }
     if (!exp->reg->db)
@@ -148,15 +153,17 @@ cleanup:
     sqlite3_finalize(st);
     if (exp && exp->reg->db && !sqlite3_get_autocommit(exp->reg->db))
         psdb__reg_exec_sql(exp->reg->db, "COMMIT");
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_registry_entry_check(const psdb_registry_entry *e, psdb_registry_file_state *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint8_t got[32], want[32];
     if (!e || !out || !e->psdb_path) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_registry_entry_check: NULL entry, out or entry PSDB path");
         goto cleanup;
     }
     *out = PSDB_REGISTRY_FILE_MISSING;
@@ -174,7 +181,7 @@ psdb_hr psdb_registry_entry_check(const psdb_registry_entry *e, psdb_registry_fi
     else
         *out = memcmp(got, want, 32) == 0 ? PSDB_REGISTRY_FILE_OK : PSDB_REGISTRY_FILE_MISMATCH;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 const char *psdb_registry_file_state_str(psdb_registry_file_state state)
@@ -203,10 +210,13 @@ void psdb_explorer_release(psdb_explorer *exp)
 psdb_hr psdb_get_precompile_targets(const psdb_adapter_desc *adapters, uint32_t num_adapters,
                                     psdb_precompile_target *out, uint32_t *count)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint32_t n = 0;
     if (!count || (num_adapters && !adapters) || (!out && *count)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_get_precompile_targets: NULL count, adapters NULL with a "
+                               "count, or out NULL with a non-zero *count");
         goto cleanup;
     }
     for (uint32_t i = 0; i < num_adapters; i++) {
@@ -214,7 +224,8 @@ psdb_hr psdb_get_precompile_targets(const psdb_adapter_desc *adapters, uint32_t 
         if (a->flags & PSDB_ADAPTER_FLAG_NO_ASD)
             continue;
         if (!psdb__reg_valid_text(a->family) || strlen(a->family) >= PSDB_ADAPTER_FAMILY_MAX) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_get_precompile_targets: an adapter "
+                                                      "with an empty, invalid or too long family");
             goto cleanup;
         }
         /* Distinct targets: an adapter equal to an earlier ASD adapter adds nothing. */
@@ -243,7 +254,7 @@ psdb_hr psdb_get_precompile_targets(const psdb_adapter_desc *adapters, uint32_t 
         hr = PSDB_E_MORE_DATA;
     *count = n;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb__registry_find_psdb(const char *root_dir, const char *exe_path, const char *component,

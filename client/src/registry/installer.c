@@ -24,6 +24,7 @@
 
 psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_installer *inst = NULL;
     char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
@@ -32,7 +33,9 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
         *out = NULL;
     if (!desc || !out || !desc->name || !*desc->name || strlen(desc->name) > INSTALLER_NAME_MAX ||
         (desc->scope != PSDB_SCOPE_USER && desc->scope != PSDB_SCOPE_SYSTEM)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_installer_open: NULL desc or out, a NULL, empty or too long "
+                               "installer name, or an unknown scope");
         goto cleanup;
     }
     hr = psdb__reg_resolve_root(desc->root_dir, desc->scope, &root);
@@ -85,7 +88,7 @@ cleanup:
     free(locks);
     free(lock_name);
     free(lock_path);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_installer_release(psdb_installer *inst)
@@ -139,6 +142,7 @@ void psdb__reg_bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
 psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *exe_path,
                                             const psdb_app_desc *desc, psdb_application **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
     int in_tx = 0, rc;
@@ -148,7 +152,10 @@ psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *ex
     if (!inst || !psdb__reg_valid_text(exe_path) || !desc || !out ||
         !psdb__reg_valid_text(desc->name) || desc->version == 0 ||
         (!desc->engine_name && desc->engine_version != 0)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_installer_register_application: NULL installer, desc or out, an invalid exe path "
+            "or name, version 0, or an engine version without engine name");
         goto cleanup;
     }
     sqlite3 *db = inst->reg->db;
@@ -206,7 +213,7 @@ cleanup:
     sqlite3_finalize(st);
     if (in_tx)
         psdb__reg_exec_sql(inst->reg->db, "ROLLBACK");
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* Runs a one-row DELETE (or UPDATE) by id; PSDB_E_NOT_FOUND when no row matched. */
@@ -236,9 +243,11 @@ cleanup:
 
 psdb_hr psdb_installer_remove_application(psdb_installer *inst, psdb_application *app)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!inst || !app) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_installer_remove_application: NULL installer or application");
         goto cleanup;
     }
     if (app->reg->readonly) {
@@ -246,13 +255,15 @@ psdb_hr psdb_installer_remove_application(psdb_installer *inst, psdb_application
         goto cleanup;
     }
     if (app->reg != inst->reg) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_installer_remove_application: the application belongs to another registry");
         goto cleanup;
     }
     /* One statement is its own transaction; ON DELETE CASCADE removes the components with it. */
     hr = psdb__reg_delete_by_id(inst->reg->db, "DELETE FROM applications WHERE id=?", app->id, 0);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* S_OK when the application row still exists, PSDB_E_NOT_FOUND once removed. */

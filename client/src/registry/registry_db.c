@@ -108,10 +108,12 @@ cleanup:
 
 psdb_hr psdb_registry_default_root(psdb_scope scope, char *buf, size_t buf_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     const char *base = NULL, *suffix = "";
     if (!buf && buf_size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_registry_default_root: buf NULL with a size");
         goto cleanup;
     }
     if (scope == PSDB_SCOPE_SYSTEM) {
@@ -138,7 +140,7 @@ psdb_hr psdb_registry_default_root(psdb_scope scope, char *buf, size_t buf_size)
     if (n < 0 || (size_t)n >= buf_size)
         hr = PSDB_E_MORE_DATA;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* Resolves root_dir (NULL: the scope's default) into a malloc'd string. */

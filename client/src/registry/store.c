@@ -18,6 +18,7 @@
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/status_map.h"
+#include "common/error.h"
 
 psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t err_size)
 {
@@ -308,10 +309,12 @@ cleanup:
 
 psdb_hr psdb_installer_sweep_store(psdb_installer *inst, uint32_t flags)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb__store s = {.lock_fd = -1};
     if (!inst || (flags & ~(PSDB_SWEEP_WAIT | PSDB_SWEEP_PARTIAL))) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_installer_sweep_store: NULL installer or unknown flags");
         goto cleanup;
     }
     hr = psdb__store_open(inst, &s, NULL, 0);
@@ -320,5 +323,5 @@ psdb_hr psdb_installer_sweep_store(psdb_installer *inst, uint32_t flags)
     hr = psdb__store_sweep(inst, &s, flags);
 cleanup:
     psdb__store_close(&s);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -11,6 +11,7 @@
  * with the same hash is DXGI_ERROR_CACHE_HASH_COLLISION, as the D3D12 cache reports it. */
 #include "runtime/device_int.h"
 #include "common/status_map.h"
+#include "common/error.h"
 
 #include <limits.h>
 #include <sqlite3.h>
@@ -141,7 +142,8 @@ static psdb_hr disk_dir(psdb_device *dev, uint32_t flags, char *buf, size_t size
     const char *base = dev->cache_dir, *suffix = "";
     if (flags & PSDB_CACHE_FLAG_USE_WORKING_DIR) {
         if (!getcwd(buf, size))
-            hr = PSDB_E_IO;
+            hr =
+                psdb__error_const(PSDB_E_IO, "cache session: the working directory cannot be read");
         goto cleanup;
     }
     if (!base || !*base)
@@ -155,16 +157,20 @@ static psdb_hr disk_dir(psdb_device *dev, uint32_t flags, char *buf, size_t size
         suffix = "/.cache/psdb";
     }
     if (!base || !*base) {
-        hr = PSDB_E_NOT_FOUND;
+        hr = psdb__error_const(
+            PSDB_E_NOT_FOUND,
+            "cache session: no cache directory (the device has none and HOME is not set)");
         goto cleanup;
     }
     int n = snprintf(buf, size, "%s%s", base, suffix);
     if (n < 0 || (size_t)n >= size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "cache session: the cache directory path is too long");
         goto cleanup;
     }
     if (mkdir(buf, 0700) != 0 && access(buf, W_OK) != 0)
-        hr = PSDB_E_ACCESS;
+        hr = psdb__error_const(PSDB_E_ACCESS,
+                               "cache session: the cache directory cannot be created or written");
 cleanup:
     return hr;
 }
@@ -262,6 +268,7 @@ cleanup:
 psdb_hr psdb_device_create_cache_session(psdb_device *dev, const psdb_cache_session_desc *desc,
                                          psdb_session **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_session *s = NULL;
     psdb__cache_store *st = NULL, *fresh = NULL;
@@ -272,7 +279,9 @@ psdb_hr psdb_device_create_cache_session(psdb_device *dev, const psdb_cache_sess
         (desc->mode != PSDB_CACHE_MODE_MEMORY && desc->mode != PSDB_CACHE_MODE_DISK) ||
         (desc->flags & ~(PSDB_CACHE_FLAG_DRIVER_VERSIONED | PSDB_CACHE_FLAG_USE_WORKING_DIR)) ||
         (desc->mode == PSDB_CACHE_MODE_MEMORY && desc->flags != 0)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create_cache_session: NULL device, desc or out, or an "
+                               "unknown mode or flags (memory sessions take none)");
         goto cleanup;
     }
     hr = psdb__session_new(dev, PSDB__SESSION_CACHE, 0, &s);
@@ -285,7 +294,9 @@ psdb_hr psdb_device_create_cache_session(psdb_device *dev, const psdb_cache_sess
             break;
     if (st) {
         if (st->mode != desc->mode || st->version != desc->version || st->flags != desc->flags) {
-            hr = PSDB_E_ALREADY_EXISTS;
+            hr = psdb__error_const(PSDB_E_ALREADY_EXISTS,
+                                   "psdb_device_create_cache_session: a session with this "
+                                   "identifier exists with another mode, version or flags");
             goto cleanup;
         }
     } else {
@@ -326,7 +337,7 @@ cleanup:
         pthread_mutex_unlock(&dev->caches_lock);
     store_free(fresh);
     psdb_session_release(s);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb__cache_detach(psdb_session *s)
@@ -367,21 +378,25 @@ psdb_hr psdb__cache_find(psdb_session *s, const void *key, size_t key_size, void
     psdb_hr hr = PSDB_S_OK;
     psdb__cache_store *st = s->store;
     if (atomic_load(&s->dev->application_disabled)) {
-        hr = PSDB_E_NOT_CURRENTLY_AVAILABLE;
+        hr = psdb__error_const(PSDB_E_NOT_CURRENTLY_AVAILABLE,
+                               "cache session: the application's caches are disabled "
+                               "(psdb_device_shader_cache_control)");
         goto cleanup;
     }
     uint64_t hash = fnv1a(key, key_size) & st->hash_mask;
     pthread_mutex_lock(&st->lock);
     cache_entry *e = store_find(st, hash);
     if (!e) {
-        hr = PSDB_E_NOT_FOUND;
+        hr = psdb__error_const(PSDB_E_NOT_FOUND, "cache session: the key is not in the session");
     } else if (e->key_size != key_size || memcmp(e->key, key, key_size) != 0) {
-        hr = PSDB_E_CACHE_HASH_COLLISION;
+        hr = psdb__error_const(PSDB_E_CACHE_HASH_COLLISION,
+                               "cache session: another key with the same hash is stored");
     } else if (!value) {
         *value_size = e->value_size;
     } else if (*value_size < e->value_size) {
         *value_size = e->value_size;
-        hr = PSDB_E_MORE_DATA;
+        hr = psdb__error_const(PSDB_E_MORE_DATA,
+                               "cache session: the value buffer is smaller than the stored value");
     } else {
         memcpy(value, e->value, e->value_size);
         *value_size = e->value_size;
@@ -399,7 +414,9 @@ psdb_hr psdb__cache_store_value(psdb_session *s, const void *key, size_t key_siz
     sqlite3_stmt *q = NULL;
     int locked = 0;
     if (atomic_load(&s->dev->application_disabled)) {
-        hr = PSDB_E_NOT_CURRENTLY_AVAILABLE;
+        hr = psdb__error_const(PSDB_E_NOT_CURRENTLY_AVAILABLE,
+                               "psdb_session_store_value: the application's caches are disabled "
+                               "(psdb_device_shader_cache_control)");
         goto cleanup;
     }
     uint64_t hash = fnv1a(key, key_size) & st->hash_mask;
@@ -413,7 +430,10 @@ psdb_hr psdb__cache_store_value(psdb_session *s, const void *key, size_t key_siz
         goto cleanup;
     }
     if (key_size > INT_MAX || value_size > INT_MAX - key_size) {
-        hr = PSDB_E_CACHE_FULL; /* larger than any store may hold (and than SQLite binds) */
+        hr = psdb__error_const(PSDB_E_CACHE_FULL,
+                               "psdb_session_store_value: key and value larger than any cache "
+                               "session holds"); /* larger than any store may hold (and than SQLite
+                                                    binds) */
         goto cleanup;
     }
     size_t add = key_size + value_size;
@@ -421,7 +441,8 @@ psdb_hr psdb__cache_store_value(psdb_session *s, const void *key, size_t key_siz
                    ? (st->count + 1 > st->max_entries || st->bytes + add > st->max_bytes)
                    : st->bytes + add > st->max_file_bytes;
     if (full) {
-        hr = PSDB_E_CACHE_FULL;
+        hr = psdb__error_const(PSDB_E_CACHE_FULL,
+                               "psdb_session_store_value: the cache session is full");
         goto cleanup;
     }
     if (st->db) {

@@ -14,6 +14,7 @@
 
 #include "format/desc.h"
 #include "runtime/pipeline.h"
+#include "common/error.h"
 
 static const char *export_name(uint32_t t)
 {
@@ -67,6 +68,7 @@ psdb_hr psdb_device_create_derived_graphics_pipeline(psdb_device *dev, psdb_pipe
                                                      const psdb_derived_graphics_state_desc *descs,
                                                      psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_graphics_pipeline_desc *g = NULL;
     psdb_graphics_pipeline_desc d;
@@ -77,7 +79,10 @@ psdb_hr psdb_device_create_derived_graphics_pipeline(psdb_device *dev, psdb_pipe
         *out = NULL;
     if (!dev || !base || !out || (count && !descs) || base->dev != dev || base->is_compute ||
         !base->desc.len) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create_derived_graphics_pipeline: NULL device, base or "
+                               "out, descs NULL with a count, or a base that is not a graphics "
+                               "pipeline of this device with its description");
         goto cleanup;
     }
     hr = psdb__desc_decode_graphics(base->desc.data, base->desc.len, &g);
@@ -88,7 +93,9 @@ psdb_hr psdb_device_create_derived_graphics_pipeline(psdb_device *dev, psdb_pipe
         const psdb_derived_graphics_state_desc *x = &descs[i];
         /* Each state at most once, so the result does not depend on the order of descs. */
         if (x->type > PSDB_DERIVED_STATE_SHADER_LIMITS || (seen & (1u << x->type))) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_const(PSDB_E_INVALIDARG,
+                                   "psdb_device_create_derived_graphics_pipeline: an unknown "
+                                   "derived state type, or one given twice");
             goto cleanup;
         }
         seen |= 1u << x->type;
@@ -111,7 +118,9 @@ psdb_hr psdb_device_create_derived_graphics_pipeline(psdb_device *dev, psdb_pipe
         }
     }
     if (!exports_match(dev, g, &d)) {
-        hr = PSDB_E_INVALIDARG; /* V4 */
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create_derived_graphics_pipeline: the derived state "
+                               "changes the shaders' exports (V4)"); /* V4 */
         goto cleanup;
     }
     hr = psdb__desc_encode_graphics(&d, &enc);
@@ -141,5 +150,5 @@ cleanup:
     psdb_pipeline_release(p);
     psdb__buf_free(&enc);
     free(g);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

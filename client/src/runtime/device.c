@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "registry/registry.h"
+#include "common/error.h"
 
 /* ---- references ------------------------------------------------------------------------------ */
 
@@ -128,6 +129,7 @@ cleanup:
 
 psdb_hr psdb_device_create(const psdb_device_desc *desc, psdb_device **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_device *dev = NULL;
     if (out)
@@ -136,7 +138,9 @@ psdb_hr psdb_device_create(const psdb_device_desc *desc, psdb_device **out)
         (desc->identity && !valid_identity(desc->identity)) ||
         (desc->exe_path && !*desc->exe_path) ||
         (desc->capture_sodb_path && (!*desc->capture_sodb_path || !desc->identity))) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create: NULL desc or out, an invalid adapter, identity "
+                               "or flags, an empty exe path, or a capture path without identity");
         goto cleanup;
     }
     dev = calloc(1, sizeof(*dev));
@@ -188,7 +192,7 @@ psdb_hr psdb_device_create(const psdb_device_desc *desc, psdb_device **out)
     dev = NULL;
 cleanup:
     psdb__device_unref(dev);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_device_release(psdb_device *dev)
@@ -211,16 +215,20 @@ void psdb_device_release(psdb_device *dev)
 
 psdb_hr psdb_device_check_feature_support(psdb_device *dev, psdb_feature f, void *data, size_t size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!dev || !data) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_check_feature_support: NULL device or data");
         goto cleanup;
     }
     switch (f) {
     case PSDB_FEATURE_SHADER_CACHE: {
         psdb_feature_data_shader_cache *d = data;
         if (size != sizeof(*d)) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_const(
+                PSDB_E_INVALIDARG,
+                "psdb_device_check_feature_support: data size does not match the feature's struct");
             goto cleanup;
         }
         d->support_flags =
@@ -232,11 +240,15 @@ psdb_hr psdb_device_check_feature_support(psdb_device *dev, psdb_feature f, void
     case PSDB_FEATURE_SHADER_CACHE_ABI_SUPPORT: {
         psdb_feature_data_shader_cache_abi_support *d = data;
         if (size != sizeof(*d)) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_const(
+                PSDB_E_INVALIDARG,
+                "psdb_device_check_feature_support: data size does not match the feature's struct");
             goto cleanup;
         }
         if (!dev->asd) {
-            hr = PSDB_E_FAIL;
+            hr =
+                psdb__error_const(PSDB_E_FAIL, "psdb_device_check_feature_support: the adapter has "
+                                               "no shader delivery support (NO_ASD)");
             goto cleanup;
         }
         memset(d, 0, sizeof(*d));
@@ -250,18 +262,21 @@ psdb_hr psdb_device_check_feature_support(psdb_device *dev, psdb_feature f, void
     case PSDB_FEATURE_EXPLICIT_PSDBS: {
         psdb_feature_data_explicit_psdbs *d = data;
         if (size != sizeof(*d)) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_const(
+                PSDB_E_INVALIDARG,
+                "psdb_device_check_feature_support: data size does not match the feature's struct");
             goto cleanup;
         }
         d->supported = dev->explicit_supported;
         break;
     }
     default:
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_check_feature_support: unknown feature");
         break;
     }
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* ---- the device-wide default (E) and selection (F) ------------------------------------------- */
@@ -274,11 +289,16 @@ int psdb__session_is_explicit_psdb(psdb_device *dev, const psdb_session *s)
 
 psdb_hr psdb_device_set_default_session(psdb_device *dev, psdb_session *session, uint32_t flags)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb__default *rec = NULL, *old = NULL;
     if (!dev || (flags & ~PSDB_SESSION_FLAG_CREATE_ONLY) || (!session && flags != 0) ||
         (session && !psdb__session_is_explicit_psdb(dev, session))) {
-        hr = PSDB_E_INVALIDARG; /* E3, E4, E5; nothing changed (E6) */
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_set_default_session: NULL device, unknown flags, flags without a "
+            "session, or a session that is not an explicit PSDB session of this device (E3, "
+            "E4, E5)"); /* E3, E4, E5; nothing changed (E6) */
         goto cleanup;
     }
     if (session) {
@@ -301,7 +321,7 @@ psdb_hr psdb_device_set_default_session(psdb_device *dev, psdb_session *session,
         psdb_session_release(old->session);
     free(old);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb__select(psdb_device *dev, const psdb_session_subobject *sub, psdb__selection *out)
@@ -311,7 +331,9 @@ psdb_hr psdb__select(psdb_device *dev, const psdb_session_subobject *sub, psdb__
     if (sub) {
         if ((sub->flags & ~PSDB_SESSION_FLAG_CREATE_ONLY) || (!sub->session && sub->flags != 0) ||
             (sub->session && !psdb__session_is_explicit_psdb(dev, sub->session))) {
-            hr = PSDB_E_INVALIDARG; /* F4 */
+            hr = psdb__error_const(PSDB_E_INVALIDARG,
+                                   "pipeline creation: a PSDB subobject's session is not an "
+                                   "explicit PSDB session of this device (F4)"); /* F4 */
             goto cleanup;
         }
     }
@@ -374,10 +396,11 @@ psdb_hr psdb_device_set_lookup_callback(psdb_device *dev,
                                         void (*fn)(const psdb_lookup_event *ev, void *ctx),
                                         void *ctx)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb__callback *rec = NULL, *old = NULL;
     if (!dev) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_device_set_lookup_callback: NULL device");
         goto cleanup;
     }
     if (fn) {
@@ -395,7 +418,7 @@ psdb_hr psdb_device_set_lookup_callback(psdb_device *dev,
     pthread_mutex_unlock(&dev->set_lock);
     free(old);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_device_set_message_callback(psdb_device *dev,
@@ -403,9 +426,10 @@ psdb_hr psdb_device_set_message_callback(psdb_device *dev,
                                                     const char *text, void *ctx),
                                          void *ctx)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!dev) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_device_set_message_callback: NULL device");
         goto cleanup;
     }
     pthread_mutex_lock(&dev->msg_lock);
@@ -413,7 +437,7 @@ psdb_hr psdb_device_set_message_callback(psdb_device *dev,
     dev->msg_ctx = fn ? ctx : NULL;
     pthread_mutex_unlock(&dev->msg_lock);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb__message(psdb_device *dev, uint32_t severity, uint32_t id, const char *text)
@@ -617,17 +641,26 @@ psdb_hr psdb__associated_find_value(psdb_device *dev, const psdb__association *a
     psdb_hr hr = PSDB_S_OK;
     psdb__selection sel = {0};
     if (!key || !key_size || value_type >= PSDB_VALUE_TYPE_COUNT || !value_size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "find value: NULL key or value_size, an empty key, or an unknown value type");
         goto cleanup;
     }
     /* I3: the retained session; I4: the implicit default, never the current device default. */
     psdb_session *s = a->session ? a->session : (a->fallback_implicit ? dev->implicit : NULL);
     if (!s) {
-        hr = PSDB_E_NOT_FOUND; /* I4, I5: no PSDB to search, no lookup event */
+        hr = psdb__error_const(
+            PSDB_E_NOT_FOUND,
+            "find value: no PSDB is associated to search (I4, I5)"); /* I4, I5: no PSDB to search,
+                                                                        no lookup event */
         goto cleanup;
     }
     if (atomic_load(&dev->precompiled_disabled)) {
-        hr = PSDB_E_NOT_CURRENTLY_AVAILABLE; /* J2: no lookup while disabled */
+        hr = psdb__error_const(
+            PSDB_E_NOT_CURRENTLY_AVAILABLE,
+            "find value: precompiled shaders are disabled on this device (J2)"); /* J2: no lookup
+                                                                                    while disabled
+                                                                                  */
         goto cleanup;
     }
     atomic_fetch_add(&dev->readers, 1);
@@ -654,10 +687,13 @@ cleanup:
 
 psdb_hr psdb_device_shader_cache_control(psdb_device *dev, uint32_t kinds, uint32_t control)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!dev || !kinds || (kinds & ~KNOWN_KINDS) || !control || (control & ~KNOWN_CONTROLS) ||
         ((control & PSDB_CACHE_CONTROL_DISABLE) && (control & PSDB_CACHE_CONTROL_ENABLE))) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_shader_cache_control: NULL device, no or unknown "
+                               "kinds, no or unknown control, or both disable and enable");
         goto cleanup;
     }
     int set = (control & PSDB_CACHE_CONTROL_DISABLE) ? 1 : 0;
@@ -681,7 +717,7 @@ psdb_hr psdb_device_shader_cache_control(psdb_device *dev, uint32_t kinds, uint3
             psdb__cache_clear_all(dev);
     }
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 static void read_counters(psdb__counters *c, psdb_creation_statistics *out)
@@ -694,9 +730,10 @@ static void read_counters(psdb__counters *c, psdb_creation_statistics *out)
 
 psdb_hr psdb_device_get_statistics(psdb_device *dev, psdb_statistics *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!dev || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_device_get_statistics: NULL device or out");
         goto cleanup;
     }
     memset(out, 0, sizeof(*out));
@@ -704,7 +741,7 @@ psdb_hr psdb_device_get_statistics(psdb_device *dev, psdb_statistics *out)
     read_counters(&dev->pipeline_stats, &out->pipeline_states);
     read_counters(&dev->state_object_stats, &out->state_objects);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 uint32_t psdb_device_get_local_compile_count(psdb_device *dev)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "format/desc.h"
+#include "common/error.h"
 
 psdb_hr psdb__pipeline_new(psdb_device *dev, psdb_pipeline **out)
 {
@@ -89,37 +90,42 @@ psdb_hr psdb_device_create_compute_pipeline(psdb_device *dev,
                                             const psdb_compute_pipeline_desc *desc,
                                             psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (out)
         *out = NULL;
     if (!dev || !desc || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create_compute_pipeline: NULL device, desc or out");
         goto cleanup;
     }
     hr = create_compute(dev, desc, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_device_create_graphics_pipeline(psdb_device *dev,
                                              const psdb_graphics_pipeline_desc *desc,
                                              psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (out)
         *out = NULL;
     if (!dev || !desc || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create_graphics_pipeline: NULL device, desc or out");
         goto cleanup;
     }
     hr = create_graphics(dev, desc, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_device_create_pipeline_state(psdb_device *dev, const psdb_pipeline_stream_desc *desc,
                                           psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_compute_pipeline_desc cd;
     psdb_graphics_pipeline_desc gd;
@@ -127,7 +133,8 @@ psdb_hr psdb_device_create_pipeline_state(psdb_device *dev, const psdb_pipeline_
     if (out)
         *out = NULL;
     if (!dev || !desc || !out || (desc->num_subobjects && !desc->subobjects)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_device_create_pipeline_state: NULL device, "
+                                                  "desc or out, or subobjects NULL with a count");
         goto cleanup;
     }
     memset(&cd, 0, sizeof(cd));
@@ -137,7 +144,7 @@ psdb_hr psdb_device_create_pipeline_state(psdb_device *dev, const psdb_pipeline_
         goto cleanup;
     hr = is_compute ? create_compute(dev, &cd, out) : create_graphics(dev, &gd, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_pipeline_addref(psdb_pipeline *p)
@@ -160,28 +167,31 @@ void psdb_pipeline_release(psdb_pipeline *p)
 
 psdb_hr psdb_pipeline_get_creation_info(const psdb_pipeline *p, psdb_creation_info *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!p || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_pipeline_get_creation_info: NULL pipeline or out");
         goto cleanup;
     }
     *out = p->info;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_pipeline_find_value(psdb_pipeline *p, const void *key, size_t key_size,
                                  uint32_t value_type, void *value, size_t *value_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!p) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_pipeline_find_value: NULL pipeline");
         goto cleanup;
     }
     hr = psdb__associated_find_value(p->dev, &p->assoc, key, key_size, value_type, value,
                                      value_size);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb__pipeline_plan(const psdb_pipeline *p, psdb__plan *out)
@@ -190,7 +200,9 @@ psdb_hr psdb__pipeline_plan(const psdb_pipeline *p, psdb__plan *out)
     memset(out, 0, sizeof(*out));
     if (p->origin == PSDB__ORIGIN_DESERIALIZED || p->origin == PSDB__ORIGIN_DERIVED_COMPACT ||
         !p->desc.len) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "pipeline: deserialized or derived-compact pipelines have no description to plan from");
         goto cleanup;
     }
     hr = psdb__device_driver(p->dev)->plan_encoded(

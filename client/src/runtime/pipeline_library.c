@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "format/desc.h"
+#include "common/error.h"
 
 /* ---- the library ----------------------------------------------------------------------------- */
 
@@ -164,6 +165,7 @@ void psdb__pipeline_library_counts(psdb_pipeline_library *lib, size_t *entries, 
 psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const char *name,
                                              psdb_pipeline *p)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb__plan plan = {0};
     plib_blob *fresh = NULL;
@@ -173,7 +175,9 @@ psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const c
     size_t at = 0;
     int locked = 0;
     if (!lib || !name || !*name || !p || p->dev != lib->dev) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_pipeline_library_store_pipeline: NULL library, name or "
+                               "pipeline, an empty name, or a pipeline of another device");
         goto cleanup;
     }
     size_t len = strlen(name);
@@ -181,7 +185,9 @@ psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const c
     int exists = psdb__plib_find_entry(lib, name, len, &at);
     pthread_mutex_unlock(&lib->lock);
     if (exists) {
-        hr = PSDB_E_INVALIDARG; /* L5: no overwrite */
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_pipeline_library_store_pipeline: a pipeline is already stored "
+                               "under this name (L5)"); /* L5: no overwrite */
         goto cleanup;
     }
     hr = psdb__pipeline_plan(p, &plan);
@@ -230,7 +236,9 @@ psdb_hr psdb_pipeline_library_store_pipeline(psdb_pipeline_library *lib, const c
     pthread_mutex_lock(&lib->lock);
     locked = 1;
     if (psdb__plib_find_entry(lib, name, len, &at)) {
-        hr = PSDB_E_INVALIDARG; /* stored meanwhile by another thread */
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_pipeline_library_store_pipeline: a pipeline is already stored "
+                               "under this name (L5)"); /* stored meanwhile by another thread */
         goto cleanup;
     }
     hr = grow((void **)&lib->blobs, &lib->cap_blobs, lib->num_blobs + num_fresh,
@@ -285,7 +293,7 @@ cleanup:
     free(units);
     free(owned_name);
     psdb__plan_free(&plan);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* ---- load (L7, G2) --------------------------------------------------------------------------- */
@@ -318,7 +326,10 @@ static psdb_hr load(psdb_pipeline_library *lib, const char *name, uint32_t kind,
     pthread_mutex_lock(&lib->lock);
     if (!psdb__plib_find_entry(lib, name, strlen(name), &at) || lib->entries[at].kind != kind ||
         memcmp(lib->entries[at].group_key, plan.group_key, PSDB__KEY_SIZE) != 0) {
-        hr = PSDB_E_INVALIDARG; /* L7: unknown name or mismatching description */
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "pipeline library load: no pipeline stored under this name, or one stored with another "
+            "description (L7)"); /* L7: unknown name or mismatching description */
     } else if (lib->entries[at].pso) {
         p = lib->entries[at].pso; /* G2: the existing PSO, with its original selection */
         psdb_pipeline_addref(p);
@@ -369,38 +380,45 @@ psdb_hr psdb_pipeline_library_load_compute_pipeline(psdb_pipeline_library *lib, 
                                                     const psdb_compute_pipeline_desc *desc,
                                                     psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (out)
         *out = NULL;
     if (!lib || !name || !desc || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_pipeline_library_load_compute_pipeline: NULL library, name, desc or out");
         goto cleanup;
     }
     hr = load(lib, name, PSDB__PLIB_KIND_COMPUTE, desc, NULL, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_pipeline_library_load_graphics_pipeline(psdb_pipeline_library *lib, const char *name,
                                                      const psdb_graphics_pipeline_desc *desc,
                                                      psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (out)
         *out = NULL;
     if (!lib || !name || !desc || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_pipeline_library_load_graphics_pipeline: NULL library, name, desc or out");
         goto cleanup;
     }
     hr = load(lib, name, PSDB__PLIB_KIND_GRAPHICS, NULL, desc, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_pipeline_library_load_pipeline(psdb_pipeline_library *lib, const char *name,
                                             const psdb_pipeline_stream_desc *desc,
                                             psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_compute_pipeline_desc cd;
     psdb_graphics_pipeline_desc gd;
@@ -408,7 +426,9 @@ psdb_hr psdb_pipeline_library_load_pipeline(psdb_pipeline_library *lib, const ch
     if (out)
         *out = NULL;
     if (!lib || !name || !desc || !out || (desc->num_subobjects && !desc->subobjects)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_pipeline_library_load_pipeline: NULL library, name, desc or "
+                               "out, or subobjects NULL with a count");
         goto cleanup;
     }
     memset(&cd, 0, sizeof(cd));
@@ -419,5 +439,5 @@ psdb_hr psdb_pipeline_library_load_pipeline(psdb_pipeline_library *lib, const ch
     hr = is_compute ? load(lib, name, PSDB__PLIB_KIND_COMPUTE, &cd, NULL, out)
                     : load(lib, name, PSDB__PLIB_KIND_GRAPHICS, NULL, &gd, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "format/desc.h"
+#include "common/error.h"
 
 /* ---- parsing a serialized library (L2, L3) ----------------------------------------------------
  */
@@ -31,32 +32,44 @@ static psdb_hr parse_blob(psdb_device *dev, const uint8_t *b, size_t size,
     psdb_hr hr = PSDB_S_OK;
     /* Bad magic or a blob too short to hold a header: not a library at all. */
     if (size < PSDB__PLIB_HEADER_SIZE || memcmp(b, PSDB__PLIB_MAGIC, 8) != 0) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create_pipeline_library: the blob is not a pipeline "
+                               "library (too short or wrong magic)");
         goto cleanup;
     }
     /* Another format version comes from another runtime (vkd3d-proton's choice: not E_INVALIDARG,
      * which games take for corruption). */
     if (psdb__le32(b + 8) != PSDB__PLIB_VERSION) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(
+            PSDB_E_DRIVER_VERSION_MISMATCH,
+            "psdb_device_create_pipeline_library: the blob's format version is not this runtime's");
         goto cleanup;
     }
     if (psdb__le32(b + 12) != PSDB__PLIB_HEADER_SIZE || psdb__le64(b + 16) != size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_create_pipeline_library: the blob's header or total size is damaged");
         goto cleanup;
     }
     if (psdb__le32(b + 24) != psdb__device_adapter(dev)->vendor_id ||
         psdb__le32(b + 28) != psdb__device_adapter(dev)->device_id) {
-        hr = PSDB_E_ADAPTER_NOT_FOUND;
+        hr = psdb__error_const(
+            PSDB_E_ADAPTER_NOT_FOUND,
+            "psdb_device_create_pipeline_library: the blob was made for another adapter");
         goto cleanup;
     }
     if (psdb__le64(b + 32) != psdb__device_adapter(dev)->driver_build ||
         psdb__le64(b + 40) != psdb__device_target(dev)->abi_version ||
         psdb__le64(b + 48) != psdb__device_target(dev)->compiler_version) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(PSDB_E_DRIVER_VERSION_MISMATCH,
+                               "psdb_device_create_pipeline_library: the blob was made by another "
+                               "driver or compiler version");
         goto cleanup;
     }
     /* From here on, corrupt or unrecognized content: E_INVALIDARG (L3). */
-    hr = PSDB_E_INVALIDARG;
+    hr = psdb__error_const(
+        PSDB_E_INVALIDARG,
+        "psdb_device_create_pipeline_library: the blob's content is damaged (L3)");
     for (size_t i = 72; i < PSDB__PLIB_HEADER_SIZE; i++)
         if (b[i])
             goto cleanup;
@@ -148,16 +161,21 @@ cleanup:
 psdb_hr psdb_device_create_pipeline_library(psdb_device *dev, const void *blob, size_t size,
                                             psdb_pipeline_library **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_pipeline_library *lib = NULL;
     if (out)
         *out = NULL;
     if (!dev || (!blob && size)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_create_pipeline_library: NULL device, or a NULL blob with a size");
         goto cleanup;
     }
     if (psdb__device_adapter(dev)->flags & PSDB_ADAPTER_FLAG_NO_LIBRARY) {
-        hr = PSDB_E_UNSUPPORTED; /* L1 */
+        hr = psdb__error_const(PSDB_E_UNSUPPORTED,
+                               "psdb_device_create_pipeline_library: the adapter has no pipeline "
+                               "library support (L1)"); /* L1 */
         goto cleanup;
     }
     lib = calloc(1, sizeof(*lib));
@@ -186,7 +204,7 @@ psdb_hr psdb_device_create_pipeline_library(psdb_device *dev, const void *blob, 
     lib = NULL;
 cleanup:
     psdb_pipeline_library_release(lib);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* ---- serialize (L6) -------------------------------------------------------------------------- */
@@ -274,18 +292,22 @@ static void write_locked(const psdb_pipeline_library *lib, uint8_t *out, size_t 
 
 psdb_hr psdb_pipeline_library_serialize(psdb_pipeline_library *lib, void *data, size_t size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint8_t *tmp = NULL;
     int locked = 0;
     if (!lib || !data) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_pipeline_library_serialize: NULL library or data");
         goto cleanup;
     }
     pthread_mutex_lock(&lib->lock);
     locked = 1;
     size_t total = serialized_size_locked(lib);
     if (size < total) {
-        hr = PSDB_E_INVALIDARG; /* L6 */
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_pipeline_library_serialize: the buffer is smaller than "
+                               "psdb_pipeline_library_get_serialized_size (L6)"); /* L6 */
         goto cleanup;
     }
     /* Written to a copy first: the caller may serialize into the very blob this library was
@@ -301,5 +323,5 @@ cleanup:
     if (locked)
         pthread_mutex_unlock(&lib->lock);
     free(tmp);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -9,6 +9,7 @@
 #include "format/desc.h"
 #include "runtime/runtime.h"
 #include "runtime/queue.h"
+#include "common/error.h"
 
 /* DESIGN
  * One mutex guards the packet FIFO, the in-flight lists, the pending EOS reads and the counters.
@@ -324,11 +325,13 @@ static void queue_free(psdb_queue *q)
 
 psdb_hr psdb_device_create_queue(psdb_device *dev, uint32_t num_workers, psdb_queue **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_queue *q = NULL;
     psdb_feature_data_shader_cache_abi_support abi;
     if (!dev || !out || num_workers == 0 || num_workers > MAX_WORKERS) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_device_create_queue: NULL device or out, "
+                                                  "or a worker count of 0 or above the maximum");
         goto cleanup;
     }
     *out = NULL;
@@ -358,7 +361,8 @@ psdb_hr psdb_device_create_queue(psdb_device *dev, uint32_t num_workers, psdb_qu
     pthread_cond_init(&q->changed, NULL);
     for (uint32_t i = 0; i < num_workers; i++) {
         if (pthread_create(&q->threads[i], NULL, worker_main, q) != 0) {
-            hr = PSDB_E_OUTOFMEMORY;
+            hr = psdb__error_const(PSDB_E_OUTOFMEMORY,
+                                   "psdb_device_create_queue: cannot start a worker thread");
             goto cleanup;
         }
         q->num_threads++;
@@ -368,7 +372,7 @@ psdb_hr psdb_device_create_queue(psdb_device *dev, uint32_t num_workers, psdb_qu
 cleanup:
     if (q)
         queue_free(q);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 static psdb_hr submit(psdb_queue *q, uint32_t kind, const void *desc, done_fn done, void *ctx)
@@ -378,7 +382,8 @@ static psdb_hr submit(psdb_queue *q, uint32_t kind, const void *desc, done_fn do
     packet *p = NULL;
     const psdb_session_subobject *sub = NULL;
     if (!q || !desc || !done) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "queue create pipeline: NULL queue, desc or done callback");
         goto cleanup;
     }
     p = calloc(1, sizeof(*p));
@@ -429,24 +434,29 @@ psdb_hr psdb_queue_create_compute_pipeline(psdb_queue *q, const psdb_compute_pip
                                            void (*done)(psdb_hr hr, psdb_pipeline *p, void *ctx),
                                            void *ctx)
 {
-    return submit(q, KIND_CREATE_COMPUTE, desc, done, ctx);
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(submit(q, KIND_CREATE_COMPUTE, desc, done, ctx), err_mark, __func__);
 }
 
 psdb_hr psdb_queue_create_graphics_pipeline(psdb_queue *q, const psdb_graphics_pipeline_desc *desc,
                                             void (*done)(psdb_hr hr, psdb_pipeline *p, void *ctx),
                                             void *ctx)
 {
-    return submit(q, KIND_CREATE_GRAPHICS, desc, done, ctx);
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(submit(q, KIND_CREATE_GRAPHICS, desc, done, ctx), err_mark, __func__);
 }
 
 psdb_hr psdb_queue_read_statistics(psdb_queue *q, uint32_t flags, psdb_statistics *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     packet r;
     if (!q || !out || (flags & ~READ_FLAGS) ||
         ((flags & PSDB_COUNTER_READ_AT_EOS) && (flags & PSDB_COUNTER_READ_AT_TOP)) ||
         tls_in_callback == q) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_queue_read_statistics: NULL queue or out, unknown or "
+                               "conflicting flags, or called from the queue's own callback");
         goto cleanup;
     }
     memset(&r, 0, sizeof(r));
@@ -460,17 +470,20 @@ psdb_hr psdb_queue_read_statistics(psdb_queue *q, uint32_t flags, psdb_statistic
     pthread_mutex_unlock(&q->lock);
     *out = r.snapshot;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_queue_write_statistics(psdb_queue *q, uint32_t flags, const psdb_statistics *values)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     packet *p = NULL;
     if (!q || !values || (flags & ~WRITE_FLAGS) ||
         ((flags & PSDB_COUNTER_WRITE_COPY_DATA) &&
          (flags & PSDB_COUNTER_WRITE_USE_DATA_BY_POINTER))) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_queue_write_statistics: NULL queue or values, or unknown or conflicting flags");
         goto cleanup;
     }
     p = calloc(1, sizeof(*p));
@@ -489,21 +502,24 @@ psdb_hr psdb_queue_write_statistics(psdb_queue *q, uint32_t flags, const psdb_st
     p = NULL;
 cleanup:
     free(p);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_queue_wait_idle(psdb_queue *q)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!q || tls_in_callback == q) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_queue_wait_idle: NULL queue, or called from the queue's own "
+                               "callback (it would wait for itself)");
         goto cleanup;
     }
     pthread_mutex_lock(&q->lock);
     wait_until_idle(q, q->next_seq);
     pthread_mutex_unlock(&q->lock);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_queue_release(psdb_queue *q)

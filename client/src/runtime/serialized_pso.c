@@ -20,6 +20,7 @@
 #include "format/desc.h"
 #include "common/hash.h"
 #include "runtime/pipeline.h"
+#include "common/error.h"
 
 #define SPSO_META_MAGIC "PSDBSPSM"
 #define SPSO_STAGE_MAGIC "PSDBSSHM"
@@ -196,6 +197,7 @@ static void put_header_unit(psdb__buf *b, const char *magic, uint32_t kind, cons
 psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline *p, uint32_t flags,
                                                 psdb_serialized_graphics_pipeline *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_graphics_pipeline_desc *g = NULL;
     psdb__plan plan = {0};
@@ -207,18 +209,26 @@ psdb_hr psdb_device_serialize_graphics_pipeline(psdb_device *dev, psdb_pipeline 
     if (out)
         memset(out, 0, sizeof(*out));
     if (!dev || !p || !out || flags != PSDB_SERIALIZE_FLAG_NONE || p->dev != dev || p->is_compute) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_serialize_graphics_pipeline: NULL device, pipeline or out, unknown flags, "
+            "or a pipeline that is not a graphics pipeline of this device");
         goto cleanup;
     }
     if (!(psdb__device_flags(dev) & PSDB_DEVICE_FLAG_TOOLS)) {
-        hr = PSDB_E_UNSUPPORTED; /* X1: not in retail builds */
+        hr = psdb__error_const(PSDB_E_UNSUPPORTED,
+                               "psdb_device_serialize_graphics_pipeline: the device was not "
+                               "created with the tools flag (X1)"); /* X1: not in retail builds */
         goto cleanup;
     }
     if (p->origin == PSDB__ORIGIN_DESERIALIZED || p->origin == PSDB__ORIGIN_DERIVED_COMPACT) {
         psdb__message(dev, PSDB_MESSAGE_SEVERITY_ERROR, PSDB_MESSAGE_ID_SERIALIZE_DESERIALIZED,
                       "serialize pso: the pso was deserialized (or derived from one) and lacks "
                       "what serialization needs; serialize the pso it came from");
-        hr = PSDB_E_INVALIDARG; /* X5 */
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_serialize_graphics_pipeline: the pipeline was deserialized (or derived "
+            "from one) and lacks what serialization needs (X5)"); /* X5 */
         goto cleanup;
     }
     hr = psdb__desc_decode_graphics(p->desc.data, p->desc.len, &g);
@@ -308,7 +318,7 @@ cleanup:
     psdb__buf_free(&so);
     psdb__plan_free(&plan);
     free(g);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 /* ---- deserialize (X4) ------------------------------------------------------------------------ */
@@ -330,29 +340,41 @@ static psdb_hr check_metadata(psdb_device *dev, const psdb_deserialize_graphics_
     const uint8_t *m = d->metadata;
     size_t n = d->metadata_size;
     if (!m || n < SPSO_META_HEADER || memcmp(m, SPSO_META_MAGIC, 8) != 0) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_deserialize_graphics_pipeline: the blob's metadata is "
+                               "not a serialized pso (too short or wrong magic)");
         goto cleanup;
     }
     if (psdb__le32(m + 8) != SPSO_VERSION) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(PSDB_E_DRIVER_VERSION_MISMATCH,
+                               "psdb_device_deserialize_graphics_pipeline: the blob's format "
+                               "version is not this runtime's");
         goto cleanup;
     }
     if (psdb__le64(m + 16) != n) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_deserialize_graphics_pipeline: the blob's metadata size is damaged");
         goto cleanup;
     }
     if (psdb__le32(m + 24) != psdb__device_adapter(dev)->vendor_id ||
         psdb__le32(m + 28) != psdb__device_adapter(dev)->device_id) {
-        hr = PSDB_E_ADAPTER_NOT_FOUND;
+        hr = psdb__error_const(
+            PSDB_E_ADAPTER_NOT_FOUND,
+            "psdb_device_deserialize_graphics_pipeline: the blob was made for another adapter");
         goto cleanup;
     }
     if (psdb__le64(m + 32) != psdb__device_adapter(dev)->driver_build ||
         psdb__le64(m + 40) != psdb__device_target(dev)->abi_version ||
         psdb__le64(m + 48) != psdb__device_target(dev)->compiler_version) {
-        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        hr = psdb__error_const(PSDB_E_DRIVER_VERSION_MISMATCH,
+                               "psdb_device_deserialize_graphics_pipeline: the blob was made by "
+                               "another driver or compiler version");
         goto cleanup;
     }
-    hr = PSDB_E_INVALIDARG;
+    hr = psdb__error_const(
+        PSDB_E_INVALIDARG,
+        "psdb_device_deserialize_graphics_pipeline: the blob's metadata is damaged");
     const psdb_serialized_shader *stages[SPSO_STAGES];
     uint32_t mask = psdb__le32(m + 120);
     if (!d->packet || (mask & ~0x1Fu) || psdb__le32(m + 124) != 0)
@@ -396,6 +418,7 @@ cleanup:
 psdb_hr psdb_device_deserialize_graphics_pipeline(
     psdb_device *dev, const psdb_deserialize_graphics_pipeline_desc *desc, psdb_pipeline **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_graphics_pipeline_desc *g = NULL;
     psdb_pipeline *p = NULL;
@@ -404,7 +427,8 @@ psdb_hr psdb_device_deserialize_graphics_pipeline(
     if (out)
         *out = NULL;
     if (!dev || !desc || !out || !desc->root_signature || !desc->root_signature_size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_device_deserialize_graphics_pipeline: NULL "
+                                                  "device, desc or out, or no root signature");
         goto cleanup;
     }
     hr = check_metadata(dev, desc, &compact, &compact_size);
@@ -412,13 +436,17 @@ psdb_hr psdb_device_deserialize_graphics_pipeline(
         goto cleanup;
     /* The compact arguments must decode, and name the same stages as the stage mask. */
     if (PSDB_FAILED(psdb__desc_decode_graphics(compact, compact_size, &g))) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_deserialize_graphics_pipeline: the blob's description is damaged");
         goto cleanup;
     }
     uint32_t mask = psdb__le32((const uint8_t *)desc->metadata + 120);
     for (int i = 0; i < SPSO_STAGES; i++) {
         if ((stage_of(g, i)->size != 0) != ((mask >> i) & 1u)) {
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_const(PSDB_E_INVALIDARG,
+                                   "psdb_device_deserialize_graphics_pipeline: the blob's shader "
+                                   "stages do not match its stage mask");
             goto cleanup;
         }
     }
@@ -438,5 +466,5 @@ psdb_hr psdb_device_deserialize_graphics_pipeline(
 cleanup:
     psdb_pipeline_release(p);
     free(g);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

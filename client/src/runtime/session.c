@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "registry/registry.h"
+#include "common/error.h"
 
 psdb_hr psdb__session_new(psdb_device *dev, uint32_t kind, int owned_by_device, psdb_session **out)
 {
@@ -39,7 +40,9 @@ psdb_hr psdb__session_open_file(psdb_device *dev, const char *path, int owned_by
     *out = NULL;
     /* A registered PSDB that was deleted is "not found", not an I/O failure. */
     if (stat(path, &st) != 0) {
-        hr = (errno == ENOENT || errno == ENOTDIR) ? PSDB_E_NOT_FOUND : PSDB_E_IO;
+        int e = errno;
+        hr = psdb__error_set((e == ENOENT || e == ENOTDIR) ? PSDB_E_NOT_FOUND : PSDB_E_IO,
+                             "open session: stat %s: %s", path, strerror(e));
         goto cleanup;
     }
     hr = psdb__session_new(dev, PSDB__SESSION_PSDB, owned_by_device, &s);
@@ -58,22 +61,29 @@ cleanup:
 psdb_hr psdb_device_open_session(psdb_device *dev, const psdb_session_desc *desc,
                                  psdb_session **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     char *path = NULL;
     if (out)
         *out = NULL;
     if (!dev || !desc || !out || (!desc->psdb_path == !desc->component) ||
         (desc->psdb_path && !*desc->psdb_path) || (desc->component && !*desc->component)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_open_session: NULL device, desc or out, or not exactly "
+                               "one of a non-empty psdb_path and component");
         goto cleanup;
     }
     if (!dev->asd) {
-        hr = PSDB_E_UNSUPPORTED; /* no ABI to check a PSDB against (A4) */
+        hr = psdb__error_const(PSDB_E_UNSUPPORTED,
+                               "psdb_device_open_session: the device has no ABI to check a PSDB "
+                               "against (A4)"); /* no ABI to check a PSDB against (A4) */
         goto cleanup;
     }
     if (desc->component) {
         if (!dev->exe_path) {
-            hr = PSDB_E_NOT_FOUND;
+            hr = psdb__error_const(
+                PSDB_E_NOT_FOUND,
+                "psdb_device_open_session: a component needs a device created with an exe path");
             goto cleanup;
         }
         hr = psdb__registry_find_psdb(dev->registry_dir, dev->exe_path, desc->component,
@@ -84,7 +94,7 @@ psdb_hr psdb_device_open_session(psdb_device *dev, const psdb_session_desc *desc
     hr = psdb__session_open_file(dev, desc->component ? path : desc->psdb_path, 0, out);
 cleanup:
     free(path);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_session_addref(psdb_session *s)
@@ -112,9 +122,11 @@ void psdb_session_release(psdb_session *s)
 
 psdb_hr psdb_session_on_destroy(psdb_session *s, void (*fn)(void *ctx), void *ctx)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!s || !fn) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_session_on_destroy: NULL session or callback");
         goto cleanup;
     }
     pthread_mutex_lock(&s->cb_lock);
@@ -134,15 +146,18 @@ psdb_hr psdb_session_on_destroy(psdb_session *s, void (*fn)(void *ctx), void *ct
     s->num_cbs++;
     pthread_mutex_unlock(&s->cb_lock);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_session_find_value(psdb_session *s, const void *key, size_t key_size, void *value,
                                 size_t *value_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!s || !key || !key_size || !value_size) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_session_find_value: NULL session, key or value_size, or an empty key");
         goto cleanup;
     }
     if (s->kind == PSDB__SESSION_CACHE) {
@@ -152,22 +167,27 @@ psdb_hr psdb_session_find_value(psdb_session *s, const void *key, size_t key_siz
     /* A PSDB session answers for object code, the value a key names first. */
     hr = psdb_file_find_value(s->file, key, key_size, PSDB_VALUE_OBJECT_CODE, value, value_size);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_session_store_value(psdb_session *s, const void *key, size_t key_size,
                                  const void *value, size_t value_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!s || !key || !key_size || (!value && value_size)) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_session_store_value: NULL session or key, "
+                                                  "an empty key, or a NULL value with a size");
         goto cleanup;
     }
     if (s->kind != PSDB__SESSION_CACHE) {
-        hr = PSDB_E_ACCESS; /* a PSDB is read-only (J1) */
+        hr = psdb__error_const(
+            PSDB_E_ACCESS,
+            "psdb_session_store_value: a PSDB session is read-only (J1)"); /* a PSDB is read-only
+                                                                              (J1) */
         goto cleanup;
     }
     hr = psdb__cache_store_value(s, key, key_size, value, value_size);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }

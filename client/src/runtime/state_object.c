@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "format/desc.h"
+#include "common/error.h"
 
 /* Checks the subobjects the runtime interprets (PSDB, existing collections) and finds the PSDB
  * subobject. The compiler validates the rest when planning. */
@@ -16,14 +17,16 @@ static psdb_hr scan_subobjects(psdb_device *dev, const psdb_state_object_desc *d
     *psdb = NULL;
     *num_collections = 0;
     if (d->num_subobjects && !d->subobjects) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "state object: subobjects NULL with a count");
         goto cleanup;
     }
     for (uint32_t i = 0; i < d->num_subobjects; i++) {
         const psdb_state_subobject *so = &d->subobjects[i];
         if (so->type == PSDB_SUBOBJECT_PSDB) {
             if (!so->desc || *psdb) { /* one PSDB subobject per operation */
-                hr = PSDB_E_INVALIDARG;
+                hr = psdb__error_const(
+                    PSDB_E_INVALIDARG,
+                    "state object: a PSDB subobject without desc, or more than one");
                 goto cleanup;
             }
             *psdb = so->desc;
@@ -31,7 +34,9 @@ static psdb_hr scan_subobjects(psdb_device *dev, const psdb_state_object_desc *d
             const psdb_existing_collection_desc *c = so->desc;
             if (!c || !c->collection || c->collection->dev != dev ||
                 c->collection->type != PSDB_STATE_OBJECT_COLLECTION) {
-                hr = PSDB_E_INVALIDARG;
+                hr = psdb__error_const(
+                    PSDB_E_INVALIDARG,
+                    "state object: a collection subobject that is not a collection");
                 goto cleanup;
             }
             (*num_collections)++;
@@ -113,32 +118,38 @@ cleanup:
 psdb_hr psdb_device_create_state_object(psdb_device *dev, const psdb_state_object_desc *desc,
                                         psdb_state_object **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (out)
         *out = NULL;
     if (!dev || !desc || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_device_create_state_object: NULL device, desc or out");
         goto cleanup;
     }
     hr = create(dev, desc, NULL, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_device_add_to_state_object(psdb_device *dev, const psdb_state_object_desc *addition,
                                         psdb_state_object *base, psdb_state_object **out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (out)
         *out = NULL;
     if (!dev || !addition || !base || !out || base->dev != dev ||
         base->type == PSDB_STATE_OBJECT_COLLECTION || addition->type != base->type) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(
+            PSDB_E_INVALIDARG,
+            "psdb_device_add_to_state_object: NULL device, addition, base or out, a base of "
+            "another device or a collection, or an addition of another type");
         goto cleanup;
     }
     hr = create(dev, addition, base, out);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 void psdb_state_object_release(psdb_state_object *so)
@@ -157,26 +168,30 @@ void psdb_state_object_release(psdb_state_object *so)
 
 psdb_hr psdb_state_object_get_creation_info(const psdb_state_object *so, psdb_creation_info *out)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!so || !out) {
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_state_object_get_creation_info: NULL state object or out");
         goto cleanup;
     }
     *out = so->info;
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_state_object_find_value(psdb_state_object *so, const void *key, size_t key_size,
                                      uint32_t value_type, void *value, size_t *value_size)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     if (!so) {
-        hr = PSDB_E_INVALIDARG;
+        hr =
+            psdb__error_const(PSDB_E_INVALIDARG, "psdb_state_object_find_value: NULL state object");
         goto cleanup;
     }
     hr = psdb__associated_find_value(so->dev, &so->assoc, key, key_size, value_type, value,
                                      value_size);
 cleanup:
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
