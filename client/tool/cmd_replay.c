@@ -104,6 +104,9 @@ static void print_summary(const psdb_statistics *st, uint32_t failed, int json, 
 
 int cmd_replay(int argc, char **argv)
 {
+    /* --backend vulkan: a real device (cmd_replay_vulkan.c). */
+    if (tool_backend_is_vulkan(argc, argv))
+        return cmd_replay_vulkan(argc, argv);
     static const struct option opts[] = {
         {"family", required_argument, NULL, 'f'},
         {"abi-min", required_argument, NULL, 'm'},
