@@ -101,7 +101,17 @@ typedef struct vdev {
     PFN_vkCmdEndRendering end_rendering;
     PFN_vkCmdSetViewportWithCount set_viewports;
     PFN_vkCmdSetScissorWithCount set_scissors;
+    /* What lavapipe's first use binds: its real work must never read an unbound descriptor or
+     * vertex buffer. Created only for the Mesa strategy. */
+    VkBuffer dummy_buf;
+    VkDeviceMemory dummy_buf_mem;
+    VkImage dummy_img;
+    VkDeviceMemory dummy_img_mem;
+    VkImageView dummy_view;
+    VkSampler dummy_sampler;
 } vdev;
+
+#define DUMMY_BUFFER_SIZE 65536u
 
 static int instance_open(vdev *d, char *err, size_t err_size)
 {
@@ -150,6 +160,18 @@ static void dev_close(vdev *d)
 {
     if (d->device) {
         vkDeviceWaitIdle(d->device);
+        if (d->dummy_sampler)
+            vkDestroySampler(d->device, d->dummy_sampler, NULL);
+        if (d->dummy_view)
+            vkDestroyImageView(d->device, d->dummy_view, NULL);
+        if (d->dummy_img)
+            vkDestroyImage(d->device, d->dummy_img, NULL);
+        if (d->dummy_buf)
+            vkDestroyBuffer(d->device, d->dummy_buf, NULL);
+        if (d->dummy_img_mem)
+            vkFreeMemory(d->device, d->dummy_img_mem, NULL);
+        if (d->dummy_buf_mem)
+            vkFreeMemory(d->device, d->dummy_buf_mem, NULL);
         if (d->fence)
             vkDestroyFence(d->device, d->fence, NULL);
         if (d->pool)
@@ -159,6 +181,65 @@ static void dev_close(vdev *d)
     if (d->instance)
         vkDestroyInstance(d->instance, NULL);
     memset(d, 0, sizeof(*d));
+}
+
+static VkResult alloc_bind(vdev *d, VkMemoryRequirements req, VkDeviceMemory *mem)
+{
+    uint32_t type = UINT32_MAX;
+    for (uint32_t t = 0; t < d->mem.memoryTypeCount && type == UINT32_MAX; t++)
+        if (req.memoryTypeBits & (1u << t))
+            type = t;
+    if (type == UINT32_MAX)
+        return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = type};
+    return vkAllocateMemory(d->device, &ai, NULL, mem);
+}
+
+static VkResult dummies_create(vdev *d)
+{
+    VkResult r;
+    VkMemoryRequirements req;
+    VkBufferCreateInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = DUMMY_BUFFER_SIZE,
+        .usage = VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                 VK_BUFFER_USAGE_VERTEX_BUFFER_BIT | VK_BUFFER_USAGE_INDEX_BUFFER_BIT,
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    if ((r = vkCreateBuffer(d->device, &bi, NULL, &d->dummy_buf)) != VK_SUCCESS)
+        return r;
+    vkGetBufferMemoryRequirements(d->device, d->dummy_buf, &req);
+    if ((r = alloc_bind(d, req, &d->dummy_buf_mem)) != VK_SUCCESS ||
+        (r = vkBindBufferMemory(d->device, d->dummy_buf, d->dummy_buf_mem, 0)) != VK_SUCCESS)
+        return r;
+    VkImageCreateInfo ii = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+                            .imageType = VK_IMAGE_TYPE_2D,
+                            .format = VK_FORMAT_R8G8B8A8_UNORM,
+                            .extent = {1, 1, 1},
+                            .mipLevels = 1,
+                            .arrayLayers = 1,
+                            .samples = VK_SAMPLE_COUNT_1_BIT,
+                            .tiling = VK_IMAGE_TILING_OPTIMAL,
+                            .usage = VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_STORAGE_BIT};
+    if ((r = vkCreateImage(d->device, &ii, NULL, &d->dummy_img)) != VK_SUCCESS)
+        return r;
+    vkGetImageMemoryRequirements(d->device, d->dummy_img, &req);
+    if ((r = alloc_bind(d, req, &d->dummy_img_mem)) != VK_SUCCESS ||
+        (r = vkBindImageMemory(d->device, d->dummy_img, d->dummy_img_mem, 0)) != VK_SUCCESS)
+        return r;
+    VkImageViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
+                                .image = d->dummy_img,
+                                .viewType = VK_IMAGE_VIEW_TYPE_2D,
+                                .format = VK_FORMAT_R8G8B8A8_UNORM,
+                                .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1}};
+    if ((r = vkCreateImageView(d->device, &vi, NULL, &d->dummy_view)) != VK_SUCCESS)
+        return r;
+    VkSamplerCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SAMPLER_CREATE_INFO,
+                              .magFilter = VK_FILTER_LINEAR,
+                              .minFilter = VK_FILTER_LINEAR,
+                              .maxLod = 1.0f};
+    return vkCreateSampler(d->device, &si, NULL, &d->dummy_sampler);
 }
 
 /* Every core feature the device has except robustBufferAccess (robustness changes the code a
@@ -235,6 +316,10 @@ static int dev_open(vdev *d, uint32_t index, char *err, size_t err_size)
     d->set_scissors =
         (PFN_vkCmdSetScissorWithCount)vkGetDeviceProcAddr(d->device, "vkCmdSetScissorWithCount");
     vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
+    if (d->id.strategy == VKID_MESA_DISK_CACHE && (r = dummies_create(d)) != VK_SUCCESS) {
+        snprintf(err, err_size, "vulkan: creating the first-use resources: VkResult %d", (int)r);
+        goto fail;
+    }
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                    .queueFamilyIndex = d->queue_family};
@@ -267,6 +352,8 @@ typedef struct vobjs {
     uint32_t num_samplers;
     VkDescriptorSetLayout sets[64];
     uint32_t num_sets;
+    VkDescriptorSetLayout set_of[64]; /* by set number; VK_NULL_HANDLE where absent */
+    VkDescriptorPool dpool;
     VkPipelineLayout layout;
     VkRenderPass rp;
     VkImage images[16];
@@ -287,6 +374,8 @@ static void objs_destroy(vdev *d, vobjs *o)
         vkDestroyPipelineCache(dv, o->cache, NULL);
     if (o->fb)
         vkDestroyFramebuffer(dv, o->fb, NULL);
+    if (o->dpool)
+        vkDestroyDescriptorPool(dv, o->dpool, NULL);
     for (uint32_t i = 0; i < o->num_images; i++) {
         if (o->views[i])
             vkDestroyImageView(dv, o->views[i], NULL);
@@ -338,6 +427,7 @@ static VkResult make_layout(vdev *d, vkdec_layout *l, vobjs *o)
         if (r != VK_SUCCESS)
             return r;
         o->sets[o->num_sets++] = handles[i];
+        o->set_of[i] = handles[i];
     }
     l->ci.pSetLayouts = l->ci.setLayoutCount ? handles : NULL;
     r = vkCreatePipelineLayout(d->device, &l->ci, NULL, &o->layout);
@@ -454,10 +544,125 @@ static int dynamic_has(const VkPipelineDynamicStateCreateInfo *dy, VkDynamicStat
     return 0;
 }
 
+#define MAX_WRITTEN 64u /* descriptors written per binding (bindless arrays stay partly bound) */
+
+/* Binds a descriptor set of dummy resources for every set of the layout that can be allocated,
+ * zero push constants and a dummy buffer per vertex binding, for lavapipe's real first use.
+ * Texel buffers, input attachments and extension types stay unwritten (no vkdemo or synth shader
+ * has them). */
+static VkResult bind_dummies(vdev *d, vkdec_pipeline *p, vobjs *o, VkPipelineBindPoint bp)
+{
+    static const uint8_t zeros[4096];
+    VkCommandBuffer c = d->cmd;
+    VkResult r;
+    if (!p->has_layout)
+        return VK_SUCCESS;
+    vkdec_layout *l = &p->layout;
+    VkDescriptorPoolSize sizes[11];
+    uint32_t num_sizes = 0, max_sets = 0, pool_flags = 0;
+    uint32_t per_type[11] = {0};
+    for (uint32_t i = 0; i < l->ci.setLayoutCount && i < 64; i++) {
+        if (!l->present[i] ||
+            (l->sets[i].ci.flags & VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR))
+            continue;
+        max_sets++;
+        if (l->sets[i].ci.flags & VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT)
+            pool_flags |= VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT;
+        for (uint32_t j = 0; j < l->sets[i].ci.bindingCount; j++) {
+            const VkDescriptorSetLayoutBinding *b = &l->sets[i].ci.pBindings[j];
+            if ((uint32_t)b->descriptorType < 11)
+                per_type[b->descriptorType] += b->descriptorCount;
+        }
+    }
+    for (uint32_t t = 0; t < 11; t++)
+        if (per_type[t])
+            sizes[num_sizes++] = (VkDescriptorPoolSize){(VkDescriptorType)t, per_type[t]};
+    if (max_sets && num_sizes) {
+        VkDescriptorPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                          .flags = pool_flags,
+                                          .maxSets = max_sets,
+                                          .poolSizeCount = num_sizes,
+                                          .pPoolSizes = sizes};
+        if ((r = vkCreateDescriptorPool(d->device, &pci, NULL, &o->dpool)) != VK_SUCCESS)
+            return r;
+    }
+    for (uint32_t i = 0; o->dpool && i < l->ci.setLayoutCount && i < 64; i++) {
+        vkdec_set_layout *sl = &l->sets[i];
+        if (!l->present[i] || !o->set_of[i] ||
+            (sl->ci.flags & VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR))
+            continue;
+        VkDescriptorSet set;
+        VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                          .descriptorPool = o->dpool,
+                                          .descriptorSetCount = 1,
+                                          .pSetLayouts = &o->set_of[i]};
+        if ((r = vkAllocateDescriptorSets(d->device, &ai, &set)) != VK_SUCCESS)
+            return r;
+        uint32_t dynamic = 0;
+        for (uint32_t j = 0; j < sl->ci.bindingCount; j++) {
+            const VkDescriptorSetLayoutBinding *b = &sl->ci.pBindings[j];
+            VkDescriptorType t = b->descriptorType;
+            if (t == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC ||
+                t == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC)
+                dynamic += b->descriptorCount;
+            /* A variable-count binding was allocated with no descriptors. */
+            if (sl->flags.pBindingFlags &&
+                (sl->flags.pBindingFlags[j] & VK_DESCRIPTOR_BINDING_VARIABLE_DESCRIPTOR_COUNT_BIT))
+                continue;
+            if (t == VK_DESCRIPTOR_TYPE_SAMPLER && sl->samplers[j])
+                continue; /* immutable */
+            VkDescriptorImageInfo ii = {d->dummy_sampler, d->dummy_view, VK_IMAGE_LAYOUT_GENERAL};
+            VkDescriptorBufferInfo bi = {d->dummy_buf, 0, VK_WHOLE_SIZE};
+            VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstSet = set,
+                                      .dstBinding = b->binding,
+                                      .descriptorCount = 1,
+                                      .descriptorType = t};
+            switch (t) {
+            case VK_DESCRIPTOR_TYPE_SAMPLER:
+            case VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER:
+            case VK_DESCRIPTOR_TYPE_SAMPLED_IMAGE:
+            case VK_DESCRIPTOR_TYPE_STORAGE_IMAGE:
+                w.pImageInfo = &ii;
+                break;
+            case VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER:
+            case VK_DESCRIPTOR_TYPE_STORAGE_BUFFER:
+            case VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC:
+            case VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC:
+                w.pBufferInfo = &bi;
+                break;
+            default:
+                continue;
+            }
+            for (uint32_t k = 0; k < b->descriptorCount && k < MAX_WRITTEN; k++) {
+                w.dstArrayElement = k;
+                vkUpdateDescriptorSets(d->device, 1, &w, 0, NULL);
+            }
+        }
+        uint32_t offsets[256] = {0};
+        if (dynamic > 256)
+            return VK_ERROR_OUT_OF_HOST_MEMORY;
+        vkCmdBindDescriptorSets(c, bp, o->layout, i, 1, &set, dynamic, offsets);
+    }
+    for (uint32_t i = 0; i < l->ci.pushConstantRangeCount; i++) {
+        const VkPushConstantRange *pc = &l->ci.pPushConstantRanges[i];
+        if (pc->size <= sizeof(zeros))
+            vkCmdPushConstants(c, o->layout, pc->stageFlags, pc->offset, pc->size, zeros);
+    }
+    const VkPipelineVertexInputStateCreateInfo *vi =
+        p->graphics ? p->graphics_ci.pVertexInputState : NULL;
+    for (uint32_t i = 0; vi && i < vi->vertexBindingDescriptionCount; i++) {
+        VkDeviceSize zero = 0;
+        vkCmdBindVertexBuffers(c, vi->pVertexBindingDescriptions[i].binding, 1, &d->dummy_buf,
+                               &zero);
+    }
+    return VK_SUCCESS;
+}
+
 /* The first use, submitted and waited for. lavapipe compiles at the first use, and compiles
  * everything only for real work (a dispatch of no groups or a draw of no vertices leaves most of
  * the code uncompiled: measured 4.7 KB of cache instead of 14.7 KB for vkdemo): one workgroup,
- * or one triangle into a 1x1 target, with nothing bound, which lavapipe runs safely. A driver
+ * or one triangle into a 1x1 target, with dummy resources bound everywhere. A driver
  * that compiles at creation (the VkPipelineCache strategy) gets no work at all: unbound
  * descriptors must never be touched on a GPU. */
 static VkResult first_use(vdev *d, vkdec_pipeline *p, vobjs *o)
@@ -473,6 +678,8 @@ static VkResult first_use(vdev *d, vkdec_pipeline *p, vobjs *o)
         return r;
     if (!p->graphics) {
         vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, o->pipeline);
+        if (n && (r = bind_dummies(d, p, o, VK_PIPELINE_BIND_POINT_COMPUTE)) != VK_SUCCESS)
+            return r;
         vkCmdDispatch(c, n, n, n);
     } else {
         VkRect2D area = {{0, 0}, {1, 1}};
@@ -535,6 +742,8 @@ static VkResult first_use(vdev *d, vkdec_pipeline *p, vobjs *o)
             d->begin_rendering(c, &rinfo);
         }
         vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_GRAPHICS, o->pipeline);
+        if (n && (r = bind_dummies(d, p, o, VK_PIPELINE_BIND_POINT_GRAPHICS)) != VK_SUCCESS)
+            return r;
         const VkPipelineDynamicStateCreateInfo *dy = p->dynamic;
         VkViewport vp = {0, 0, 1, 1, 0, 1};
         uint32_t nvp = p->graphics_ci.pViewportState && p->graphics_ci.pViewportState->viewportCount
