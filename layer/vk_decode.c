@@ -262,12 +262,76 @@ static void refs(rd *r, uint32_t *n_out, const VkAttachmentReference2 **out)
     *out = n ? a : NULL;
 }
 
-static void render_pass(rd *r, VkRenderPassCreateInfo2 *rp)
+static const VkAttachmentReference *refs1(rd *r, uint32_t n, const VkAttachmentReference2 *a)
+{
+    VkAttachmentReference *b = n ? alloc(r, sizeof(*b), n) : NULL;
+    for (uint32_t i = 0; b && i < n; i++) {
+        b[i].attachment = a[i].attachment;
+        b[i].layout = a[i].layout;
+        if (a[i].aspectMask)
+            r->bad = 1; /* version 1 has no aspect masks: the encoder wrote 0 */
+    }
+    return b;
+}
+
+/* The same pass in vkCreateRenderPass's form: an application that created it so is replayed so,
+ * or its pipelines would encode (and be looked up) differently. */
+static void render_pass1(rd *r, const VkRenderPassCreateInfo2 *rp, VkRenderPassCreateInfo *o)
+{
+    o->sType = VK_STRUCTURE_TYPE_RENDER_PASS_CREATE_INFO;
+    o->flags = rp->flags;
+    VkAttachmentDescription *a = alloc(r, sizeof(*a), rp->attachmentCount);
+    for (uint32_t i = 0; a && i < rp->attachmentCount; i++) {
+        const VkAttachmentDescription2 *s = &rp->pAttachments[i];
+        a[i] = (VkAttachmentDescription){s->flags,          s->format,        s->samples,
+                                         s->loadOp,         s->storeOp,       s->stencilLoadOp,
+                                         s->stencilStoreOp, s->initialLayout, s->finalLayout};
+    }
+    o->attachmentCount = rp->attachmentCount;
+    o->pAttachments = rp->attachmentCount ? a : NULL;
+    VkSubpassDescription *sp = alloc(r, sizeof(*sp), rp->subpassCount);
+    for (uint32_t i = 0; sp && i < rp->subpassCount; i++) {
+        const VkSubpassDescription2 *s = &rp->pSubpasses[i];
+        if (s->viewMask)
+            r->bad = 1;
+        sp[i].flags = s->flags;
+        sp[i].pipelineBindPoint = s->pipelineBindPoint;
+        sp[i].inputAttachmentCount = s->inputAttachmentCount;
+        sp[i].pInputAttachments = refs1(r, s->inputAttachmentCount, s->pInputAttachments);
+        sp[i].colorAttachmentCount = s->colorAttachmentCount;
+        sp[i].pColorAttachments = refs1(r, s->colorAttachmentCount, s->pColorAttachments);
+        sp[i].pResolveAttachments = s->pResolveAttachments
+                                        ? refs1(r, s->colorAttachmentCount, s->pResolveAttachments)
+                                        : NULL;
+        sp[i].pDepthStencilAttachment =
+            s->pDepthStencilAttachment ? refs1(r, 1, s->pDepthStencilAttachment) : NULL;
+        sp[i].preserveAttachmentCount = s->preserveAttachmentCount;
+        sp[i].pPreserveAttachments = s->pPreserveAttachments;
+    }
+    o->subpassCount = rp->subpassCount;
+    o->pSubpasses = rp->subpassCount ? sp : NULL;
+    VkSubpassDependency *d = alloc(r, sizeof(*d), rp->dependencyCount);
+    for (uint32_t i = 0; d && i < rp->dependencyCount; i++) {
+        const VkSubpassDependency2 *s = &rp->pDependencies[i];
+        if (s->viewOffset)
+            r->bad = 1;
+        d[i] = (VkSubpassDependency){s->srcSubpass,     s->dstSubpass,    s->srcStageMask,
+                                     s->dstStageMask,   s->srcAccessMask, s->dstAccessMask,
+                                     s->dependencyFlags};
+    }
+    o->dependencyCount = rp->dependencyCount;
+    o->pDependencies = rp->dependencyCount ? d : NULL;
+    if (rp->correlatedViewMaskCount)
+        r->bad = 1;
+}
+
+static void render_pass(rd *r, VkRenderPassCreateInfo2 *rp, uint32_t *version)
 {
     rp->sType = VK_STRUCTURE_TYPE_RENDER_PASS_CREATE_INFO_2;
     uint32_t with = u32(r);
     if (with != 1 && with != 2)
         r->bad = 1;
+    *version = with;
     rp->flags = u32(r);
     uint32_t na = count(r, 36);
     VkAttachmentDescription2 *a = alloc(r, sizeof(*a), na);
@@ -539,7 +603,9 @@ static void graphics(rd *r, vkdec_pipeline *p)
     uint32_t kind = u32(r);
     if (kind == 1) {
         p->render_pass = 1;
-        render_pass(r, &p->rp);
+        render_pass(r, &p->rp, &p->rp_version);
+        if (p->rp_version == 1 && !r->bad)
+            render_pass1(r, &p->rp, &p->rp1);
         g->subpass = u32(r);
         if (!r->bad && g->subpass >= p->rp.subpassCount)
             r->bad = 1;

@@ -38,8 +38,10 @@ typedef struct vkdec_pipeline {
     vkdec_layout layout;
     VkComputePipelineCreateInfo compute;      /* stage, flags; layout by the replayer */
     VkGraphicsPipelineCreateInfo graphics_ci; /* states wired; layout, renderPass by the replayer */
-    int render_pass; /* 1: graphics_ci.renderPass from rp; 0: dynamic rendering */
+    int render_pass;     /* 1: graphics_ci.renderPass from rp; 0: dynamic rendering */
+    uint32_t rp_version; /* the call that created it: 1 vkCreateRenderPass, 2 vkCreateRenderPass2 */
     VkRenderPassCreateInfo2 rp;
+    VkRenderPassCreateInfo rp1; /* rp in vkCreateRenderPass form, when rp_version is 1 */
     VkPipelineRenderingCreateInfo rendering;
     VkPipelineDynamicStateCreateInfo *dynamic;
     vkdec_arena *arena;

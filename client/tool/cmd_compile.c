@@ -64,7 +64,7 @@ static int compile_vulkan(const char *sodb, uint32_t device, const char *out, in
     }
     if (json) {
         json_t *o =
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "output", out, "family",
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "output", out, "family",
                       info.target.family, "abi", (json_int_t)info.target.abi_version, "pipelines",
                       (json_int_t)st.pipelines, "compute", (json_int_t)st.compute, "graphics",
                       (json_int_t)st.graphics, "failed", (json_int_t)st.failed, "code_bytes",

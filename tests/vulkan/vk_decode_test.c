@@ -94,7 +94,10 @@ static void reencode(vkdec_pipeline *p, vkenc *out)
         p->graphics_ci.layout = p->has_layout ? (VkPipelineLayout)(uintptr_t)0x200 : VK_NULL_HANDLE;
         if (p->render_pass) {
             vkenc *rp = table_add(&t, VK_OBJECT_TYPE_RENDER_PASS, 0x400);
-            vkenc_render_pass2(rp, &p->rp, &t.depth[t.n - 1], &t.color[t.n - 1]);
+            if (p->rp_version == 1)
+                vkenc_render_pass(rp, &p->rp1, &t.depth[t.n - 1], &t.color[t.n - 1]);
+            else
+                vkenc_render_pass2(rp, &p->rp, &t.depth[t.n - 1], &t.color[t.n - 1]);
             p->graphics_ci.renderPass = (VkRenderPass)(uintptr_t)0x400;
         }
         vkenc_graphics_pipeline(out, &p->graphics_ci, &lk);
@@ -174,7 +177,8 @@ static void compute_entry(vkenc *e)
 }
 
 /* A graphics pipeline with every state present, a set layout with an immutable sampler and
- * binding flags; render_pass 1: a vkCreateRenderPass2 pass with depth, 0: dynamic rendering. */
+ * binding flags; render_pass 1: a vkCreateRenderPass2 pass with depth, 2: the same pass from
+ * vkCreateRenderPass, 0: dynamic rendering. */
 static void graphics_entry(vkenc *e, int render_pass)
 {
     table t = {0};
@@ -246,7 +250,31 @@ static void graphics_entry(vkenc *e, int render_pass)
                                    .dependencyCount = 1,
                                    .pDependencies = &dep};
     vkenc *rp = table_add(&t, VK_OBJECT_TYPE_RENDER_PASS, 7);
-    vkenc_render_pass2(rp, &rpi, &t.depth[t.n - 1], &t.color[t.n - 1]);
+    if (render_pass == 2) {
+        VkAttachmentDescription a1[2];
+        for (int i = 0; i < 2; i++)
+            a1[i] = (VkAttachmentDescription){
+                att[i].flags,          att[i].format,        att[i].samples,
+                att[i].loadOp,         att[i].storeOp,       att[i].stencilLoadOp,
+                att[i].stencilStoreOp, att[i].initialLayout, att[i].finalLayout};
+        VkAttachmentReference c1 = {0, cref.layout}, d1 = {1, dref.layout};
+        VkSubpassDescription s1 = {.pipelineBindPoint = VK_PIPELINE_BIND_POINT_GRAPHICS,
+                                   .colorAttachmentCount = 1,
+                                   .pColorAttachments = &c1,
+                                   .pDepthStencilAttachment = &d1};
+        VkSubpassDependency dp1 = {
+            dep.srcSubpass, dep.dstSubpass, dep.srcStageMask, dep.dstStageMask, 0, 0, 0};
+        VkRenderPassCreateInfo r1 = {.sType = VK_STRUCTURE_TYPE_RENDER_PASS_CREATE_INFO,
+                                     .attachmentCount = 2,
+                                     .pAttachments = a1,
+                                     .subpassCount = 1,
+                                     .pSubpasses = &s1,
+                                     .dependencyCount = 1,
+                                     .pDependencies = &dp1};
+        vkenc_render_pass(rp, &r1, &t.depth[t.n - 1], &t.color[t.n - 1]);
+    } else {
+        vkenc_render_pass2(rp, &rpi, &t.depth[t.n - 1], &t.color[t.n - 1]);
+    }
     VkPipelineShaderStageCreateInfo st[2] = {
         {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
          .stage = VK_SHADER_STAGE_VERTEX_BIT,
@@ -369,14 +397,15 @@ START_TEST(test_vk_decode__compute_roundtrips)
 }
 END_TEST
 
-START_TEST(test_vk_decode__graphics_roundtrips_render_pass_and_dynamic_rendering)
+START_TEST(test_vk_decode__graphics_roundtrips_render_pass_versions_and_dynamic_rendering)
 {
-    for (int rp = 0; rp < 2; rp++) {
+    for (int rp = 0; rp < 3; rp++) {
         vkenc e = {0};
         vkdec_pipeline p;
         graphics_entry(&e, rp);
         ck_assert_int_eq(vkdec_pipeline_decode(e.data, e.len, 1, &p), 0);
-        ck_assert_int_eq(p.render_pass, rp);
+        ck_assert_int_eq(p.render_pass, rp != 0);
+        ck_assert_uint_eq(p.rp_version, rp == 0 ? 0 : (rp == 2 ? 1 : 2));
         ck_assert_uint_eq(p.num_stages, 2);
         ck_assert_ptr_nonnull(p.graphics_ci.pDepthStencilState);
         ck_assert_ptr_nonnull(p.layout.sets[1].samplers[1]); /* the immutable sampler */
@@ -530,7 +559,8 @@ int main(void)
     Suite *s = suite_create("vk_decode");
     TCase *tc = tcase_create("vk_decode");
     tcase_add_test(tc, test_vk_decode__compute_roundtrips);
-    tcase_add_test(tc, test_vk_decode__graphics_roundtrips_render_pass_and_dynamic_rendering);
+    tcase_add_test(tc,
+                   test_vk_decode__graphics_roundtrips_render_pass_versions_and_dynamic_rendering);
     tcase_add_test(tc, test_vk_decode__rejects_truncation_extra_bytes_and_header_damage);
     tcase_add_test(tc, test_vk_decode__rejects_values_the_driver_would_trust);
     tcase_add_test(tc, test_vk_identity__target_follows_the_driver_build);

@@ -64,6 +64,11 @@ MESA_SHADER_CACHE_DISABLE=true under_layer env PSDB_CAPTURE="$sodb" "$VKDEMO" >/
 sanitizer_check "$dir/compile.err"
 grep -q "\"pipelines\": $npipe" "$dir/compile.json" || fail "compile: $(cat "$dir/compile.json")"
 grep -q '"failed": 0' "$dir/compile.json" || fail "compile failures: $(cat "$dir/compile.json")"
+# Exactly the documented keys, seconds a real number (a json_pack format one key too long once
+# read a garbage key pointer after it).
+[ "$(grep -c '^  "' "$dir/compile.json")" = 9 ] &&
+    grep -q '"seconds": [0-9]*\.[0-9]' "$dir/compile.json" ||
+    fail "compile JSON: $(cat "$dir/compile.json")"
 grep -q '"family": "vulkan-[0-9a-f]*-[0-9a-f]*"' "$dir/compile.json" ||
     fail "compile: no vulkan family: $(cat "$dir/compile.json")"
 grep -q '^psdb compile: .* vulkan pipelines on ' "$dir/compile.err" ||

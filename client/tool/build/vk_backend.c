@@ -809,11 +809,13 @@ static VkResult replay_one(vdev *d, vkdec_pipeline *p, const void *initial, size
         goto cleanup;
     if (p->render_pass) {
         *what = "creating the render pass";
-        if (!d->create_rp2) {
-            r = VK_ERROR_FEATURE_NOT_PRESENT;
-            goto cleanup;
-        }
-        if ((r = d->create_rp2(d->device, &p->rp, NULL, &o.rp)) != VK_SUCCESS)
+        /* Created the way the application created it (its pipelines' keys say which). */
+        if (p->rp_version == 1)
+            r = vkCreateRenderPass(d->device, &p->rp1, NULL, &o.rp);
+        else
+            r = d->create_rp2 ? d->create_rp2(d->device, &p->rp, NULL, &o.rp)
+                              : VK_ERROR_FEATURE_NOT_PRESENT;
+        if (r != VK_SUCCESS)
             goto cleanup;
     }
     *what = "creating the pipeline cache";
