@@ -2,6 +2,7 @@
 #include "vk_identity.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -63,6 +64,13 @@ void vkid_from_properties(const VkPhysicalDeviceProperties *p,
      * lands in Mesa's disk cache only). */
     out->strategy =
         out->driver_id == VK_DRIVER_ID_MESA_LLVMPIPE ? VKID_MESA_DISK_CACHE : VKID_PIPELINE_CACHE;
+    /* Testing knob: the VkPipelineCache path exercised on lavapipe (whose cache data is its
+     * header alone), or the Mesa path forced. The tool and the layer read it alike. */
+    const char *force = getenv("PSDB_VULKAN_STRATEGY");
+    if (force && strcmp(force, "pipeline-cache") == 0)
+        out->strategy = VKID_PIPELINE_CACHE;
+    else if (force && strcmp(force, "mesa-disk-cache") == 0)
+        out->strategy = VKID_MESA_DISK_CACHE;
 }
 
 static uint32_t get32(const uint8_t *b)

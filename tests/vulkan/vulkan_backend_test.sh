@@ -110,6 +110,18 @@ run_delivered delivered PSDB_DELIVERY="$dir/app.psdb"
 grep -q "^psdb layer: delivery: $npipe pipelines, $npipe hits, 0 misses" "$dir/delivered.err" ||
     fail "delivered: no delivery line: $(cat "$dir/delivered.err")"
 
+# 3b. The VkPipelineCache path (NVIDIA's) on this device: one checked cache blob per pipeline,
+# handed over as the initial data of a cache for each creation.
+export PSDB_VULKAN_STRATEGY=pipeline-cache
+"$PSDB" compile "$sodb" --backend vulkan --json -o "$dir/cache.psdb" >"$dir/compile2.json" \
+    2>"$dir/compile2.err" || fail "compile, pipeline-cache path: $(cat "$dir/compile2.err")"
+grep -q "\"pipelines\": $npipe" "$dir/compile2.json" || fail "compile 2: $(cat "$dir/compile2.json")"
+grep -q 'pipeline cache)$' "$dir/compile2.err" || fail "compile 2: $(cat "$dir/compile2.err")"
+run_delivered cache PSDB_DELIVERY="$dir/cache.psdb"
+[ "$(field psdb_hits)" = "$npipe" ] && [ "$(field psdb_rejected)" = 0 ] ||
+    fail "pipeline-cache delivery: $(cat "$dir/stats.json")"
+unset PSDB_VULKAN_STRATEGY
+
 # 4. Fallbacks: each one runs the program correctly with no hit.
 "$PSDB" synth --app Other --app-version 1.0.0.0 --pipelines 5 -o "$dir/other.sodb" >/dev/null
 "$PSDB" compile "$dir/other.sodb" --family contoso-gfx9 --abi 3 -o "$dir/foreign.psdb" >/dev/null
