@@ -1127,6 +1127,8 @@ psdb_hr psdb__vk_compile(const char *sodb_path, uint32_t device_index, const cha
         goto cleanup;
     }
     mesa_private_cache(cache_dir);
+    /* The NVIDIA driver's own disk cache off: every pipeline is compiled here. */
+    setenv("__GL_SHADER_DISK_CACHE", "0", 1);
     if (dev_open(&d, device_index, err, err_size) != 0) {
         hr = PSDB_E_ADAPTER_NOT_FOUND;
         goto cleanup;
