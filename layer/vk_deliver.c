@@ -194,16 +194,99 @@ cleanup:
     return hr;
 }
 
-int vkdl_lookup(psdb_file *f, const vkid *id, const uint8_t key[32], void **data, size_t *size,
-                int *bad)
+static size_t probe(const vkdl_keys *k, const uint8_t *key)
+{
+    uint64_t h = 0;
+    memcpy(&h, key, sizeof(h)); /* a SHA-256: any 8 bytes are uniform */
+    size_t i = (size_t)h & (k->cap - 1);
+    while (k->used[i] && memcmp(k->slot[i], key, 32) != 0)
+        i = (i + 1) & (k->cap - 1);
+    return i;
+}
+
+typedef struct keys_ctx {
+    vkdl_keys *k;
+    int oom;
+} keys_ctx;
+
+static int add_key(const void *key, size_t key_size, uint64_t version, uint32_t num_values,
+                   void *ctx)
+{
+    keys_ctx *c = ctx;
+    vkdl_keys *k = c->k;
+    (void)version;
+    (void)num_values;
+    if (key_size != 32)
+        return 0; /* not a Vulkan pipeline's key */
+    if ((k->count + 1) * 2 > k->cap) {
+        vkdl_keys n = {0};
+        n.cap = k->cap ? k->cap * 2 : 256;
+        n.slot = malloc(n.cap * 32);
+        n.used = calloc(n.cap, 1);
+        if (!n.slot || !n.used) {
+            free(n.slot);
+            free(n.used);
+            c->oom = 1;
+            return 1;
+        }
+        for (size_t i = 0; i < k->cap; i++) {
+            if (!k->used[i])
+                continue;
+            size_t j = probe(&n, k->slot[i]);
+            memcpy(n.slot[j], k->slot[i], 32);
+            n.used[j] = 1;
+        }
+        n.count = k->count;
+        vkdl_keys_free(k);
+        *k = n;
+    }
+    size_t i = probe(k, key);
+    if (!k->used[i]) {
+        memcpy(k->slot[i], key, 32);
+        k->used[i] = 1;
+        k->count++;
+    }
+    return 0;
+}
+
+psdb_hr vkdl_keys_load(psdb_file *f, vkdl_keys *out)
+{
+    keys_ctx c = {out, 0};
+    memset(out, 0, sizeof(*out));
+    psdb_hr hr = psdb_file_foreach_group(f, add_key, &c);
+    if (c.oom)
+        hr = PSDB_E_OUTOFMEMORY;
+    if (PSDB_FAILED(hr))
+        vkdl_keys_free(out);
+    return PSDB_FAILED(hr) ? hr : PSDB_S_OK;
+}
+
+int vkdl_keys_has(const vkdl_keys *k, const uint8_t key[32])
+{
+    return k->cap && k->used[probe(k, key)];
+}
+
+void vkdl_keys_free(vkdl_keys *k)
+{
+    free(k->slot);
+    free(k->used);
+    memset(k, 0, sizeof(*k));
+}
+
+int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8_t key[32],
+                void **data, size_t *size, int *bad)
 {
     void *b = NULL;
     size_t n = 0;
     *data = NULL;
     *size = 0;
     *bad = 0;
+    if (keys && !vkdl_keys_has(keys, key))
+        return 0;
     if (id->strategy == VKID_MESA_DISK_CACHE) {
         /* The code is in Mesa's cache: the group says the PSDB compiled this pipeline. */
+        if (keys)
+            return 1;
         psdb_hr hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_METADATA, NULL, &n);
         return PSDB_SUCCEEDED(hr) ? 1 : 0;
     }

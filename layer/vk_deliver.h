@@ -28,11 +28,25 @@ psdb_hr vkdl_open(const char *path, const vkid *id, psdb_file **out);
  * or a failure (nothing set); msg gets one line. Not thread-safe (the environment). */
 psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size);
 
-/* Whether the PSDB holds the pipeline with this SODB object key. For VkPipelineCache data,
+/* The PSDB's group keys in memory (an open-addressing set), loaded once per device so that a
+ * creation's lookup costs a hash probe, not a database query, on a miss and on a Mesa hit. */
+typedef struct vkdl_keys {
+    uint8_t (*slot)[32];
+    uint8_t *used;
+    size_t cap, count;
+} vkdl_keys;
+
+/* PSDB_S_OK, or the walk's failure (PSDB_E_OUTOFMEMORY, PSDB_E_CACHE_CORRUPT, PSDB_E_IO). */
+psdb_hr vkdl_keys_load(psdb_file *f, vkdl_keys *out);
+int vkdl_keys_has(const vkdl_keys *k, const uint8_t key[32]);
+void vkdl_keys_free(vkdl_keys *k);
+
+/* Whether the PSDB holds the pipeline with this SODB object key (keys: the PSDB's, or NULL to
+ * ask the file). For VkPipelineCache data,
  * *data (malloc'd, the caller's) and *size get the blob when it passes the header check. Returns
  * 1 hit (data, if any, valid), 0 miss (absent, or data that failed a check: *bad set), -1 out of
  * memory. */
-int vkdl_lookup(psdb_file *f, const vkid *id, const uint8_t key[32], void **data, size_t *size,
-                int *bad);
+int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8_t key[32],
+                void **data, size_t *size, int *bad);
 
 #endif

@@ -87,6 +87,7 @@ typedef struct ldevice {
     PFN_vkDestroyPipelineCache DestroyPipelineCache;
     PFN_vkMergePipelineCaches MergePipelineCaches;
     psdb_file *psdb; /* the PSDB delivered to this device (checked against id), or NULL */
+    vkdl_keys keys;  /* psdb's pipeline keys */
     vkid id;
     pthread_mutex_t lock; /* guards objs */
     lobj *objs[OBJ_BUCKETS];
@@ -529,6 +530,13 @@ static void delivery_attach(ldevice *d, linstance *inst, VkPhysicalDevice phys)
     if (!path[0] && registry_path(d->id.family, path, sizeof(path)) != 0)
         return;
     psdb_hr hr = vkdl_open(path, &d->id, &d->psdb);
+    if (PSDB_SUCCEEDED(hr)) {
+        hr = vkdl_keys_load(d->psdb, &d->keys);
+        if (PSDB_FAILED(hr)) {
+            psdb_file_release(d->psdb);
+            d->psdb = NULL;
+        }
+    }
     pthread_mutex_lock(&g_lock);
     if (PSDB_SUCCEEDED(hr)) {
         g_stats.delivery = 1;
@@ -772,7 +780,7 @@ static void deliver_one(ldevice *d, uint32_t kind, const void *ci, VkPipelineCac
     pthread_mutex_unlock(&d->lock);
     if (!e.oom && !e.unrepresentable &&
         EVP_Digest(e.data, e.len, key, &key_len, EVP_sha256(), NULL) == 1 && key_len == 32)
-        hit = vkdl_lookup(d->psdb, &d->id, key, &data, &size, &bad);
+        hit = vkdl_lookup(d->psdb, &d->keys, &d->id, key, &data, &size, &bad);
     /* The lookup's cost ends here: what follows is the driver's. */
     uint64_t dt = mono_ns() - t0;
     if (hit == 1 && data) {
@@ -906,6 +914,7 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
     stats_report();
     d->DestroyDevice(device, a);
     psdb_file_release(d->psdb);
+    vkdl_keys_free(&d->keys);
     objs_free(d);
     pthread_mutex_destroy(&d->lock);
     free(d);

@@ -1232,6 +1232,7 @@ cleanup:
 typedef struct vpass {
     vdev *d;
     psdb_file *f;
+    vkdl_keys keys;
     uint64_t n, cap, failed, hits, misses;
     double *ms;
 } vpass;
@@ -1255,7 +1256,7 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     }
     double t0 = now_s();
     if (v->f) {
-        int hit = vkdl_lookup(v->f, &v->d->id, key, &data, &size, &bad);
+        int hit = vkdl_lookup(v->f, &v->keys, &v->d->id, key, &data, &size, &bad);
         if (hit == 1)
             v->hits++;
         else
@@ -1332,6 +1333,8 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
         goto cleanup;
     if (psdb_path) {
         hr = vkdl_open(psdb_path, &d.id, &v.f);
+        if (PSDB_SUCCEEDED(hr))
+            hr = vkdl_keys_load(v.f, &v.keys);
         if (PSDB_FAILED(hr)) {
             snprintf(err, err_size, "psdb %s does not fit device %s (%s, abi %llu): %s", psdb_path,
                      d.id.device_name, d.id.family, (unsigned long long)d.id.abi, psdb_hr_str(hr));
@@ -1358,6 +1361,7 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
     rc = 0;
 cleanup:
     psdb_file_release(v.f);
+    vkdl_keys_free(&v.keys);
     dev_close(&d);
     psdb_sodb_release(s);
     free(v.ms);
