@@ -122,6 +122,17 @@ run_delivered cache PSDB_DELIVERY="$dir/cache.psdb"
     fail "pipeline-cache delivery: $(cat "$dir/stats.json")"
 unset PSDB_VULKAN_STRATEGY
 
+# 3c. A PSDB for this device that holds other pipelines (where psdb synth --api vulkan is built):
+# every creation is looked up and misses, the program is unaffected.
+if "$PSDB" synth --api vulkan --app Other --app-version 1.0.0.0 --pipelines 3 \
+    -o "$dir/other_vk.sodb" >/dev/null 2>&1; then
+    "$PSDB" compile "$dir/other_vk.sodb" --backend vulkan -o "$dir/other_vk.psdb" >/dev/null 2>&1 ||
+        fail "compile of the other corpus failed"
+    run_delivered other PSDB_DELIVERY="$dir/other_vk.psdb"
+    [ "$(field psdb_hits)" = 0 ] && [ "$(field psdb_misses)" = "$npipe" ] && [ "$(delivery)" = on ] ||
+        fail "other pipelines' PSDB: $(cat "$dir/stats.json")"
+fi
+
 # 4. Fallbacks: each one runs the program correctly with no hit.
 "$PSDB" synth --app Other --app-version 1.0.0.0 --pipelines 5 -o "$dir/other.sodb" >/dev/null
 "$PSDB" compile "$dir/other.sodb" --family contoso-gfx9 --abi 3 -o "$dir/foreign.psdb" >/dev/null

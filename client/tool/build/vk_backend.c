@@ -30,24 +30,6 @@
 #include "vk_identity.h"
 #endif
 
-/* snprintf that says whether everything fit: 0, or -1 when truncated. */
-static int fmt(char *buf, size_t size, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static int fmt(char *buf, size_t size, const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(buf, size, f, ap);
-    va_end(ap);
-    return n < 0 || (size_t)n >= size ? -1 : 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 #ifndef PSDB_TOOL_VK_BACKEND
 int psdb__vk_available(void)
 {
@@ -77,6 +59,24 @@ psdb_hr psdb__vk_replay(const char *sodb_path, const char *psdb_path, uint32_t d
     return psdb__vk_identities(NULL, NULL, err, err_size);
 }
 #else
+
+/* snprintf that says whether everything fit: 0, or -1 when truncated. */
+static int fmt(char *buf, size_t size, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static int fmt(char *buf, size_t size, const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(buf, size, f, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 int psdb__vk_available(void)
 {
