@@ -103,12 +103,25 @@ run_delivered() { # NAME ENV... : runs vkdemo under the layer, checks the images
         fail "$name: images differ: $(diff "$dir/cold.txt" "$dir/$name.txt")"
     [ -f "$dir/stats.json" ] || fail "$name: no PSDB_LAYER_STATS file"
 }
+rm -rf "$XDG_CACHE_HOME"
 run_delivered delivered PSDB_DELIVERY="$dir/app.psdb"
 [ "$(field pipelines)" = "$npipe" ] && [ "$(field psdb_hits)" = "$npipe" ] &&
     [ "$(field psdb_misses)" = 0 ] && [ "$(delivery)" = on ] ||
     fail "delivered: $(cat "$dir/stats.json")"
 grep -q "^psdb layer: delivery: $npipe pipelines, $npipe hits, 0 misses" "$dir/delivered.err" ||
     fail "delivered: no delivery line: $(cat "$dir/delivered.err")"
+# The driver really used the delivered code: Mesa's own read-write cache beside the shipped one got
+# nothing to store (a 16-byte file header at most) where the PSDB carries Mesa's cache.
+mesa_rw_bytes() {
+    find "$XDG_CACHE_HOME/psdb/mesa" -name foz_cache.foz -printf '%s\n' 2>/dev/null |
+        awk '{ s += $1 } END { print s + 0 }'
+}
+mesa=0
+grep -q 'mesa disk cache)$' "$dir/compile.err" && mesa=1
+if [ "$mesa" = 1 ]; then
+    [ "$(mesa_rw_bytes)" -le 16 ] ||
+        fail "the driver compiled despite the PSDB: $(mesa_rw_bytes) bytes in its own cache"
+fi
 
 # 3b. The VkPipelineCache path (NVIDIA's) on this device: one checked cache blob per pipeline,
 # handed over as the initial data of a cache for each creation.
@@ -128,9 +141,13 @@ if "$PSDB" synth --api vulkan --app Other --app-version 1.0.0.0 --pipelines 3 \
     -o "$dir/other_vk.sodb" >/dev/null 2>&1; then
     "$PSDB" compile "$dir/other_vk.sodb" --backend vulkan -o "$dir/other_vk.psdb" >/dev/null 2>&1 ||
         fail "compile of the other corpus failed"
+    rm -rf "$XDG_CACHE_HOME"
     run_delivered other PSDB_DELIVERY="$dir/other_vk.psdb"
     [ "$(field psdb_hits)" = 0 ] && [ "$(field psdb_misses)" = "$npipe" ] && [ "$(delivery)" = on ] ||
         fail "other pipelines' PSDB: $(cat "$dir/stats.json")"
+    # ... and the driver compiled them itself (the check above can fail).
+    [ "$mesa" = 0 ] || [ "$(mesa_rw_bytes)" -gt 16 ] ||
+        fail "nothing compiled with a PSDB of other pipelines: $(mesa_rw_bytes) bytes"
 fi
 
 # 4. Fallbacks: each one runs the program correctly with no hit.
