@@ -2,6 +2,8 @@
  * back into create-infos, which re-encode to the same bytes) and the device identity
  * (layer/vk_identity.c: the target and the VkPipelineCache header check). */
 #include <check.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,6 +480,93 @@ START_TEST(test_vk_decode__rejects_values_the_driver_would_trust)
 }
 END_TEST
 
+#ifndef PSDB_VK_CORPUS
+#define PSDB_VK_CORPUS "tests/fuzz/corpus/vk_decode"
+#endif
+
+/* A corpus file: the kind byte (bit 0: graphics), then the entry. */
+static void write_seed(const char *dir, const char *name, int graphics, const uint8_t *b, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint8_t k = (uint8_t)graphics;
+    ck_assert_uint_eq(fwrite(&k, 1, 1, f), 1);
+    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* PSDB_WRITE_VK_CORPUS=DIR regenerates the seeds of tests/fuzz/corpus/vk_decode. */
+static void write_corpus(const char *dir)
+{
+    vkenc c = {0}, g1 = {0}, g2 = {0}, gd = {0};
+    compute_entry(&c);
+    graphics_entry(&g2, 1);
+    graphics_entry(&g1, 2);
+    graphics_entry(&gd, 0);
+    write_seed(dir, "ok_compute.bin", 0, c.data, c.len);
+    write_seed(dir, "ok_graphics_render_pass2.bin", 1, g2.data, g2.len);
+    write_seed(dir, "ok_graphics_render_pass1.bin", 1, g1.data, g1.len);
+    write_seed(dir, "ok_graphics_dynamic_rendering.bin", 1, gd.data, gd.len);
+    write_seed(dir, "bad_truncated.bin", 1, g2.data, g2.len - 5);
+    write_seed(dir, "bad_compute_as_graphics.bin", 1, c.data, c.len);
+    uint8_t *b = malloc(g1.len + 1);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, g1.data, g1.len);
+    b[g1.len] = 0;
+    write_seed(dir, "bad_trailing_byte.bin", 1, b, g1.len + 1);
+    memcpy(b, c.data, c.len);
+    b[8] = 1; /* reserved */
+    write_seed(dir, "bad_reserved.bin", 0, b, c.len);
+    free(b);
+    vkenc_free(&c);
+    vkenc_free(&g1);
+    vkenc_free(&g2);
+    vkenc_free(&gd);
+}
+
+/* tests/fuzz/corpus/vk_decode: every ok_* file decodes and re-encodes to its bytes, every other
+ * file is refused. */
+START_TEST(test_vk_decode__corpus_replays)
+{
+    const char *w = getenv("PSDB_WRITE_VK_CORPUS");
+    if (w && *w)
+        write_corpus(w);
+    DIR *d = opendir(PSDB_VK_CORPUS);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    int ok = 0, bad = 0;
+    while ((e = readdir(d))) {
+        char path[1024];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", PSDB_VK_CORPUS, e->d_name);
+        FILE *f = fopen(path, "rb");
+        ck_assert_ptr_nonnull(f);
+        uint8_t buf[65536];
+        size_t n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+        ck_assert_uint_ge(n, 1);
+        vkdec_pipeline p;
+        int rc = vkdec_pipeline_decode(buf + 1, n - 1, buf[0] & 1, &p);
+        if (strncmp(e->d_name, "ok_", 3) == 0) {
+            ck_assert_msg(rc == 0, "%s: refused", e->d_name);
+            vkdec_free(&p);
+            vkenc entry = {.data = buf + 1, .len = n - 1};
+            assert_roundtrip(&entry, buf[0] & 1);
+            ok++;
+        } else {
+            ck_assert_msg(rc == -1, "%s: decoded (%d)", e->d_name, rc);
+            bad++;
+        }
+    }
+    closedir(d);
+    ck_assert_int_ge(ok, 4);
+    ck_assert_int_ge(bad, 4);
+}
+END_TEST
+
 static void props(VkPhysicalDeviceProperties *p, VkPhysicalDeviceDriverProperties *d,
                   uint32_t vendor, VkDriverId driver, const char *info)
 {
@@ -563,6 +652,7 @@ int main(void)
                    test_vk_decode__graphics_roundtrips_render_pass_versions_and_dynamic_rendering);
     tcase_add_test(tc, test_vk_decode__rejects_truncation_extra_bytes_and_header_damage);
     tcase_add_test(tc, test_vk_decode__rejects_values_the_driver_would_trust);
+    tcase_add_test(tc, test_vk_decode__corpus_replays);
     tcase_add_test(tc, test_vk_identity__target_follows_the_driver_build);
     tcase_add_test(tc, test_vk_identity__cache_header_must_name_the_device);
     suite_add_tcase(s, tc);
