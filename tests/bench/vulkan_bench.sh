@@ -101,7 +101,8 @@ for _ in $(seq "$runs"); do
     cold_total >>"$work/nolayer"
     cold_total "${layer_env[@]}" >>"$work/layer"
     [ ! -f "$work/other.psdb" ] ||
-        cold_total "${layer_env[@]}" PSDB_DELIVERY="$work/other.psdb" >>"$work/layer_miss"
+        cold_total "${layer_env[@]}" PSDB_DELIVERY="$work/other.psdb" \
+            PSDB_LAYER_STATS="$work/miss_stats.json" >>"$work/layer_miss"
 done
 best() { sort -g | head -n 1; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / a * 100 }'; }
@@ -114,6 +115,14 @@ if [ -f "$work/layer_miss" ]; then
     c=$(best <"$work/layer_miss")
     echo "cold_layer_psdb_miss_total $c s"
     echo "layer_overhead_psdb_miss $(pct "$a" "$c") %"
+    # The same, from the layer's own clock (encode + hash + lookup of every creation) against the
+    # run's total: free of the run-to-run noise of the driver's compile times.
+    miss_ns=$(num "$work/miss_stats.json" psdb_lookup_ns)
+    last=$(tail -n 1 "$work/layer_miss")
+    echo "layer_own_time_psdb_miss $(awk -v ns="$miss_ns" -v t="$last" \
+        'BEGIN { printf "%.4f", (t > 0 ? ns / 1e9 / t * 100 : 0) }') %"
+    echo "lookup_miss_per_pipeline $(awk -v ns="$miss_ns" -v n="$(num "$work/miss_stats.json" pipelines)" \
+        'BEGIN { printf "%.2f", n ? ns / n / 1000 : 0 }') us"
 fi
 
 # Lookup cost on the hit path: the layer's own clock around encode + hash + lookup (+ the blob's
