@@ -1,4 +1,5 @@
-/* vk_layer.c - VK_LAYER_PSDB_delivery: a Vulkan layer that captures an application's pipelines.
+/* vk_layer.c - VK_LAYER_PSDB_delivery: a Vulkan layer that captures an application's pipelines
+ * and delivers PSDBs compiled from them.
  *
  * DESIGN: the layer follows the loader-layer interface version 2: the loader negotiates through
  * vkNegotiateLoaderLayerInterfaceVersion (the one exported symbol), hands each vkCreateInstance and
@@ -18,8 +19,16 @@
  * different code. Nothing the layer does can fail the application's call: an encoding or
  * writer failure is counted and the driver's result is returned unchanged.
  *
- * At vkDestroyDevice the layer prints one line with its counts on stderr (when capturing) and
- * writes them as JSON to PSDB_LAYER_STATS=<path> (when set). */
+ * Delivery (schema/COMPILER.md section 5): before the first instance reaches the driver the layer
+ * finds the PSDB (PSDB_DELIVERY, else the registry's for this executable) and, for Mesa, sets up
+ * its read-only disk cache; at device creation it opens the PSDB with the device's identity (a
+ * PSDB of another driver build is refused there) and loads its pipeline keys. Objects are then
+ * encoded as for capture, and each pipeline creation is looked up by the SHA-256 of its encoding:
+ * VkPipelineCache data that passes its checks is handed over as the initial data of a cache for
+ * that creation. Whatever fails, the creation goes to the driver as without the layer.
+ *
+ * At vkDestroyDevice the layer prints one line with its counts on stderr (when capturing or
+ * delivering) and writes them as JSON to PSDB_LAYER_STATS=<path> (when set). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -531,6 +540,11 @@ static void delivery_attach(ldevice *d, linstance *inst, VkPhysicalDevice phys)
         return;
     psdb_hr hr = vkdl_open(path, &d->id, &d->psdb);
     if (PSDB_SUCCEEDED(hr)) {
+        /* OpenSSL fetches its SHA-256 implementation at the first digest: here, not in the
+         * first pipeline creation's lookup. */
+        uint8_t md[EVP_MAX_MD_SIZE];
+        unsigned md_len = 0;
+        EVP_Digest("", 0, md, &md_len, EVP_sha256(), NULL);
         hr = vkdl_keys_load(d->psdb, &d->keys);
         if (PSDB_FAILED(hr)) {
             psdb_file_release(d->psdb);

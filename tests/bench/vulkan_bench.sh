@@ -11,7 +11,9 @@
 #   the layer's lookup cost per pipeline creation on the hit path, the driver's time excluded
 #   (target < 20 us).
 # A benchmark never fails on its figures, only when something does not run.
-# Env: BUILD (build folder, default build/bench), PIPELINES (default 200), SODB (a corpus instead of
+# Env: PSDB_BIN and PSDB_LAYER_DIR (the psdb tool and the folder of VkLayer_psdb_delivery.json
+# built elsewhere: no build here), BUILD (build folder, default build/bench),
+# PIPELINES (default 200), SODB (a corpus instead of
 # synthesizing one), RUNS (overhead runs, best of; default 3), VK_ICD_FILENAMES (the driver; when
 # unset and the NVIDIA ICD is installed, a headless manifest naming libEGL_nvidia.so.0 is used, as
 # the shipped one names libGLX_nvidia.so.0, which fails without an X server), LD_LIBRARY_PATH (a
@@ -39,12 +41,23 @@ if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ -z "${DISPLAY:-}" ]; 
     done
 fi
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSDB_TESTS=OFF -DPSDB_SERVER=OFF \
-    >"$work/cmake.log" 2>&1 || { tail -n 30 "$work/cmake.log" >&2; exit 1; }
-cmake --build "$build" -j"$jobs" --target psdb_tool VkLayer_psdb_delivery >"$work/build.log" 2>&1 ||
-    { tail -n 30 "$work/build.log" >&2; exit 1; }
-psdb=$build/psdb
-layer_dir=$build/layer
+if [ -n "${PSDB_BIN:-}" ] && [ -n "${PSDB_LAYER_DIR:-}" ]; then
+    # Binaries built elsewhere (a machine with the build dependencies), carried here.
+    psdb=$PSDB_BIN
+    # The build tree's manifest names the library by its absolute path there: one naming it here.
+    layer_dir=$work/layer_manifest
+    mkdir -p "$layer_dir"
+    lib=$(cd "$PSDB_LAYER_DIR" && pwd)/libVkLayer_psdb_delivery.so
+    sed "s|\"library_path\": \"[^\"]*\"|\"library_path\": \"$lib\"|" \
+        "$PSDB_LAYER_DIR/VkLayer_psdb_delivery.json" >"$layer_dir/VkLayer_psdb_delivery.json"
+else
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSDB_TESTS=OFF -DPSDB_SERVER=OFF \
+        >"$work/cmake.log" 2>&1 || { tail -n 30 "$work/cmake.log" >&2; exit 1; }
+    cmake --build "$build" -j"$jobs" --target psdb_tool VkLayer_psdb_delivery \
+        >"$work/build.log" 2>&1 || { tail -n 30 "$work/build.log" >&2; exit 1; }
+    psdb=$build/psdb
+    layer_dir=$build/layer
+fi
 [ -x "$psdb" ] && [ -f "$layer_dir/VkLayer_psdb_delivery.json" ] ||
     { say "the tool or the layer was not built (Vulkan headers and loader found?)"; exit 1; }
 export XDG_CACHE_HOME="$work/cache"
@@ -98,27 +111,27 @@ cold_total() { # ENV...: the cold pass's total
 layer_env=(VK_LAYER_PATH="$layer_dir" VK_INSTANCE_LAYERS=VK_LAYER_PSDB_delivery
     PSDB_REGISTRY_DIR="$work/empty-registry")
 for _ in $(seq "$runs"); do
-    cold_total >>"$work/nolayer"
-    cold_total "${layer_env[@]}" >>"$work/layer"
+    cold_total >>"$work/t_nolayer"
+    cold_total "${layer_env[@]}" >>"$work/t_layer"
     [ ! -f "$work/other.psdb" ] ||
         cold_total "${layer_env[@]}" PSDB_DELIVERY="$work/other.psdb" \
-            PSDB_LAYER_STATS="$work/miss_stats.json" >>"$work/layer_miss"
+            PSDB_LAYER_STATS="$work/miss_stats.json" >>"$work/t_layer_miss"
 done
 best() { sort -g | head -n 1; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / a * 100 }'; }
-a=$(best <"$work/nolayer")
-b=$(best <"$work/layer")
+a=$(best <"$work/t_nolayer")
+b=$(best <"$work/t_layer")
 echo "cold_no_layer_total $a s"
 echo "cold_layer_total $b s"
 echo "layer_overhead $(pct "$a" "$b") %"
-if [ -f "$work/layer_miss" ]; then
-    c=$(best <"$work/layer_miss")
+if [ -f "$work/t_layer_miss" ]; then
+    c=$(best <"$work/t_layer_miss")
     echo "cold_layer_psdb_miss_total $c s"
     echo "layer_overhead_psdb_miss $(pct "$a" "$c") %"
     # The same, from the layer's own clock (encode + hash + lookup of every creation) against the
     # run's total: free of the run-to-run noise of the driver's compile times.
     miss_ns=$(num "$work/miss_stats.json" psdb_lookup_ns)
-    last=$(tail -n 1 "$work/layer_miss")
+    last=$(tail -n 1 "$work/t_layer_miss")
     echo "layer_own_time_psdb_miss $(awk -v ns="$miss_ns" -v t="$last" \
         'BEGIN { printf "%.4f", (t > 0 ? ns / 1e9 / t * 100 : 0) }') %"
     echo "lookup_miss_per_pipeline $(awk -v ns="$miss_ns" -v n="$(num "$work/miss_stats.json" pipelines)" \
