@@ -133,6 +133,13 @@ grep -q 'pipeline cache)$' "$dir/compile2.err" || fail "compile 2: $(cat "$dir/c
 run_delivered cache PSDB_DELIVERY="$dir/cache.psdb"
 [ "$(field psdb_hits)" = "$npipe" ] && [ "$(field psdb_rejected)" = 0 ] ||
     fail "pipeline-cache delivery: $(cat "$dir/stats.json")"
+# An application that passes its own VkPipelineCache keeps it: the PSDB's data is merged into it.
+rm -f "$dir/stats.json"
+under_layer env PSDB_DELIVERY="$dir/cache.psdb" "$VKDEMO" --pipeline-cache >"$dir/own.txt" \
+    2>"$dir/own.err" || fail "own cache: vkdemo failed: $(cat "$dir/own.err")"
+sanitizer_check "$dir/own.err"
+cmp -s "$dir/cold.txt" "$dir/own.txt" || fail "own cache: images differ"
+[ "$(field psdb_hits)" = "$npipe" ] || fail "own cache delivery: $(cat "$dir/stats.json")"
 unset PSDB_VULKAN_STRATEGY
 
 # 3c. A PSDB for this device that holds other pipelines (where psdb synth --api vulkan is built):
