@@ -1,4 +1,5 @@
-/* vk_layer.c - VK_LAYER_PSDB_delivery: a Vulkan layer that captures an application's pipelines.
+/* vk_layer.c - VK_LAYER_PSDB_delivery: a Vulkan layer that captures an application's pipelines
+ * and delivers PSDBs compiled from them.
  *
  * DESIGN: the layer follows the loader-layer interface version 2: the loader negotiates through
  * vkNegotiateLoaderLayerInterfaceVersion (the one exported symbol), hands each vkCreateInstance and
@@ -18,8 +19,16 @@
  * different code. Nothing the layer does can fail the application's call: an encoding or
  * writer failure is counted and the driver's result is returned unchanged.
  *
- * At vkDestroyDevice the layer prints one line with its counts on stderr (when capturing) and
- * writes them as JSON to PSDB_LAYER_STATS=<path> (when set). */
+ * Delivery (schema/COMPILER.md section 5): before the first instance reaches the driver the layer
+ * finds the PSDB (PSDB_DELIVERY, else the registry's for this executable) and, for Mesa, sets up
+ * its read-only disk cache; at device creation it opens the PSDB with the device's identity (a
+ * PSDB of another driver build is refused there) and loads its pipeline keys. Objects are then
+ * encoded as for capture, and each pipeline creation is looked up by the SHA-256 of its encoding:
+ * VkPipelineCache data that passes its checks is handed over as the initial data of a cache for
+ * that creation. Whatever fails, the creation goes to the driver as without the layer.
+ *
+ * At vkDestroyDevice the layer prints one line with its counts on stderr (when capturing or
+ * delivering) and writes them as JSON to PSDB_LAYER_STATS=<path> (when set). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -28,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
@@ -35,7 +45,9 @@
 #include <openssl/evp.h>
 #include <psdb/psdb.h>
 
+#include "vk_deliver.h"
 #include "vk_encode.h"
+#include "vk_identity.h"
 
 #define LAYER_EXPORT __attribute__((visibility("default")))
 #define OBJ_BUCKETS 1024u
@@ -80,6 +92,12 @@ typedef struct ldevice {
     PFN_vkDestroyRenderPass DestroyRenderPass;
     PFN_vkCreateComputePipelines CreateComputePipelines;
     PFN_vkCreateGraphicsPipelines CreateGraphicsPipelines;
+    PFN_vkCreatePipelineCache CreatePipelineCache;
+    PFN_vkDestroyPipelineCache DestroyPipelineCache;
+    PFN_vkMergePipelineCaches MergePipelineCaches;
+    psdb_file *psdb; /* the PSDB delivered to this device (checked against id), or NULL */
+    vkdl_keys keys;  /* psdb's pipeline keys */
+    vkid id;
     pthread_mutex_t lock; /* guards objs */
     lobj *objs[OBJ_BUCKETS];
 } ldevice;
@@ -93,6 +111,11 @@ typedef struct lstats {
     uint64_t failed;          /* pipelines not recorded: out of memory or the writer failed */
     uint32_t num_stypes;
     uint32_t stypes[VKENC_MAX_STYPES];
+    uint64_t hits;      /* pipelines the PSDB held (its data handed to the driver) */
+    uint64_t misses;    /* pipelines created while a PSDB was delivered that it did not hold */
+    uint64_t rejected;  /* misses whose data failed a check (header, identity, corrupt) */
+    uint64_t lookup_ns; /* encode + hash + lookup (+ blob checks), all creations; no driver time */
+    int delivery;       /* 0 none, 1 a PSDB was found for the device, -1 found but refused */
 } lstats;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* guards everything below */
@@ -103,6 +126,8 @@ static unsigned g_writer_refs;
 static char g_capture_path[PATH_MAX];
 static int g_capture_failed; /* the writer could not be opened: said once */
 static lstats g_stats;
+static char g_delivery_path[PATH_MAX]; /* PSDB_DELIVERY, else found in the registry per device */
+static int g_delivery_said;            /* a refused PSDB is said once */
 
 static void *dispatch_key(const void *handle)
 {
@@ -135,6 +160,12 @@ static int capturing(void)
     int on = g_writer != NULL;
     pthread_mutex_unlock(&g_lock);
     return on;
+}
+
+/* Objects are encoded when capturing, or when a PSDB is delivered (its lookups need the key). */
+static int tracking(const ldevice *d)
+{
+    return d->psdb != NULL || capturing();
 }
 
 /* ---- Object maps ----------------------------------------------------------------------------- */
@@ -354,6 +385,11 @@ static void stats_report(void)
             break;
         off += (size_t)w;
     }
+    if (s.delivery > 0)
+        fprintf(stderr,
+                "psdb layer: delivery: %" PRIu64 " pipelines, %" PRIu64 " hits, %" PRIu64
+                " misses (%" PRIu64 " rejected)\n",
+                s.pipelines, s.hits, s.misses, s.rejected);
     if (on)
         fprintf(stderr,
                 "psdb layer: capture %s: %" PRIu64 " pipelines, %" PRIu64 " recorded, %" PRIu64
@@ -370,10 +406,164 @@ static void stats_report(void)
     fprintf(f,
             "{\"pipelines\": %" PRIu64 ", \"captured\": %" PRIu64 ", \"already_captured\": %" PRIu64
             ", \"unrepresentable\": %" PRIu64 ", \"capture_failed\": %" PRIu64
-            ", \"unrepresentable_stypes\": [%s]}\n",
-            s.pipelines, s.recorded, s.already, s.unrepresentable, s.failed, types);
+            ", \"unrepresentable_stypes\": [%s], \"delivery\": \"%s\", \"psdb_hits\": %" PRIu64
+            ", \"psdb_misses\": %" PRIu64 ", \"psdb_rejected\": %" PRIu64
+            ", \"psdb_lookup_ns\": %" PRIu64 "}\n",
+            s.pipelines, s.recorded, s.already, s.unrepresentable, s.failed, types,
+            s.delivery > 0 ? "on" : (s.delivery < 0 ? "refused" : "off"), s.hits, s.misses,
+            s.rejected, s.lookup_ns);
     if (fclose(f) != 0)
         fprintf(stderr, "psdb layer: stats %s: cannot write: %s\n", stats_path, strerror(errno));
+}
+
+/* ---- Finding the PSDB ----------------------------------------------------------------------
+ */
+static int self_exe(char *buf, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
+/* The default component's PSDB registered for this executable and family (PSDB_REGISTRY_DIR
+ * overrides the registry root, as for every psdb client). */
+static int registry_path(const char *family, char *buf, size_t size)
+{
+    char exe[PATH_MAX];
+    psdb_explorer *x = NULL;
+    psdb_application *app = NULL;
+    psdb_component *c = NULL;
+    int rc = -1;
+    if (self_exe(exe, sizeof(exe)) != 0)
+        goto cleanup;
+    if (PSDB_FAILED(psdb_explorer_open(NULL, &x)) ||
+        PSDB_FAILED(psdb_explorer_get_application(x, exe, &app)) ||
+        PSDB_FAILED(psdb_application_get_component(app, "default", &c)) ||
+        PSDB_FAILED(psdb_component_get_psdb_path(c, family, buf, size)))
+        goto cleanup;
+    rc = 0;
+cleanup:
+    psdb_component_release(c);
+    psdb_application_release(app);
+    psdb_explorer_release(x);
+    return rc;
+}
+
+typedef struct mesa_scan {
+    const char *exe;
+    int done;
+} mesa_scan;
+
+/* Offers every Vulkan PSDB registered for this executable to Mesa's cache setup; the first that
+ * carries a Mesa cache is set up (Mesa only reads it where its own identity folder matches). */
+static int mesa_scan_entry(const psdb_registry_entry *e, void *ctx)
+{
+    mesa_scan *m = ctx;
+    psdb_file *f = NULL;
+    if (!e->exe_path || strcmp(e->exe_path, m->exe) != 0 || !e->psdb_path || !e->adapter_family ||
+        strncmp(e->adapter_family, "vulkan-", 7) != 0)
+        return 0;
+    if (PSDB_SUCCEEDED(vkdl_open(e->psdb_path, NULL, &f)) &&
+        vkdl_mesa_setup(f, NULL, 0) == PSDB_S_OK)
+        m->done = 1;
+    psdb_file_release(f);
+    return m->done;
+}
+
+/* Before the first instance reaches the driver: Mesa opens its disk cache when the driver loads
+ * (lavapipe: at instance creation and device enumeration), so a shipped read-only cache must be
+ * arranged now, before any device exists. */
+static void delivery_prepare(void)
+{
+    const char *path = getenv("PSDB_DELIVERY");
+    char msg[512];
+    psdb_file *f = NULL;
+    pthread_mutex_lock(&g_lock);
+    int first = g_instances == NULL && g_delivery_path[0] == '\0';
+    if (path && *path)
+        snprintf(g_delivery_path, sizeof(g_delivery_path), "%s", path);
+    pthread_mutex_unlock(&g_lock);
+    if (!first)
+        return;
+    if (path && *path) {
+        psdb_hr hr = vkdl_open(path, NULL, &f);
+        if (PSDB_SUCCEEDED(hr))
+            hr = vkdl_mesa_setup(f, msg, sizeof(msg));
+        else
+            snprintf(msg, sizeof(msg), "%s", psdb_hr_str(hr));
+        if (PSDB_FAILED(hr))
+            fprintf(stderr, "psdb layer: delivery %s: not used: %s\n", path, msg);
+        psdb_file_release(f);
+        return;
+    }
+    char exe[PATH_MAX];
+    psdb_explorer *x = NULL;
+    mesa_scan m = {exe, 0};
+    if (self_exe(exe, sizeof(exe)) == 0 && PSDB_SUCCEEDED(psdb_explorer_open(NULL, &x)))
+        psdb_explorer_foreach(x, mesa_scan_entry, &m);
+    psdb_explorer_release(x);
+}
+
+/* At device creation: the PSDB for this device (PSDB_DELIVERY, else the registry's for the
+ * device's family), opened with the device's identity as the adapter, so a PSDB of another driver
+ * build is refused (psdb_file_open checks family and ABI) and the device runs as without it. */
+static void delivery_attach(ldevice *d, linstance *inst, VkPhysicalDevice phys)
+{
+    char path[PATH_MAX];
+    PFN_vkGetPhysicalDeviceProperties props = NULL;
+    PFN_vkGetPhysicalDeviceProperties2 props2 = NULL;
+    if (!inst)
+        return;
+    props = (PFN_vkGetPhysicalDeviceProperties)inst->gipa(inst->instance,
+                                                          "vkGetPhysicalDeviceProperties");
+    props2 = (PFN_vkGetPhysicalDeviceProperties2)inst->gipa(inst->instance,
+                                                            "vkGetPhysicalDeviceProperties2");
+    if (!props)
+        return;
+    VkPhysicalDeviceProperties p;
+    props(phys, &p);
+    VkPhysicalDeviceDriverProperties drv = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    int have_drv = props2 && p.apiVersion >= VK_API_VERSION_1_2;
+    if (have_drv) {
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &drv};
+        props2(phys, &p2);
+    }
+    vkid_from_properties(&p, have_drv ? &drv : NULL, &d->id);
+    pthread_mutex_lock(&g_lock);
+    snprintf(path, sizeof(path), "%s", g_delivery_path);
+    pthread_mutex_unlock(&g_lock);
+    if (!path[0] && registry_path(d->id.family, path, sizeof(path)) != 0)
+        return;
+    psdb_hr hr = vkdl_open(path, &d->id, &d->psdb);
+    if (PSDB_SUCCEEDED(hr)) {
+        /* OpenSSL fetches its SHA-256 implementation at the first digest: here, not in the
+         * first pipeline creation's lookup. */
+        uint8_t md[EVP_MAX_MD_SIZE];
+        unsigned md_len = 0;
+        EVP_Digest("", 0, md, &md_len, EVP_sha256(), NULL);
+        hr = vkdl_keys_load(d->psdb, &d->keys);
+        if (PSDB_FAILED(hr)) {
+            psdb_file_release(d->psdb);
+            d->psdb = NULL;
+        }
+    }
+    pthread_mutex_lock(&g_lock);
+    if (PSDB_SUCCEEDED(hr)) {
+        g_stats.delivery = 1;
+    } else {
+        d->psdb = NULL;
+        if (g_stats.delivery == 0)
+            g_stats.delivery = -1;
+        if (!g_delivery_said++)
+            fprintf(stderr, "psdb layer: delivery %s: not used for %s (%s abi %llu): %s\n", path,
+                    d->id.device_name, d->id.family, (unsigned long long)d->id.abi,
+                    psdb_hr_str(hr));
+    }
+    pthread_mutex_unlock(&g_lock);
 }
 
 /* ---- Device-level interceptions ----------------------------------------------------------- */
@@ -384,7 +574,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateShaderModule(VkDevice device,
 {
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->CreateShaderModule(device, ci, a, out);
-    if (r != VK_SUCCESS || !capturing())
+    if (r != VK_SUCCESS || !tracking(d))
         return r;
     vkenc e;
     memset(&e, 0, sizeof(e));
@@ -410,7 +600,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateSampler(VkDevice device,
 {
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->CreateSampler(device, ci, a, out);
-    if (r != VK_SUCCESS || !capturing())
+    if (r != VK_SUCCESS || !tracking(d))
         return r;
     vkenc e;
     memset(&e, 0, sizeof(e));
@@ -435,7 +625,7 @@ layer_CreateDescriptorSetLayout(VkDevice device, const VkDescriptorSetLayoutCrea
 {
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->CreateDescriptorSetLayout(device, ci, a, out);
-    if (r != VK_SUCCESS || !capturing())
+    if (r != VK_SUCCESS || !tracking(d))
         return r;
     vkenc e;
     memset(&e, 0, sizeof(e));
@@ -462,7 +652,7 @@ layer_CreatePipelineLayout(VkDevice device, const VkPipelineLayoutCreateInfo *ci
 {
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->CreatePipelineLayout(device, ci, a, out);
-    if (r != VK_SUCCESS || !capturing())
+    if (r != VK_SUCCESS || !tracking(d))
         return r;
     vkenc e;
     memset(&e, 0, sizeof(e));
@@ -489,7 +679,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateRenderPass(VkDevice device,
 {
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->CreateRenderPass(device, ci, a, out);
-    if (r != VK_SUCCESS || !capturing())
+    if (r != VK_SUCCESS || !tracking(d))
         return r;
     vkenc e;
     uint32_t depth = 0, color = 0;
@@ -506,7 +696,7 @@ static VkResult render_pass2(ldevice *d, PFN_vkCreateRenderPass2 next, VkDevice 
                              VkRenderPass *out)
 {
     VkResult r = next(device, ci, a, out);
-    if (r != VK_SUCCESS || !capturing())
+    if (r != VK_SUCCESS || !tracking(d))
         return r;
     vkenc e;
     uint32_t depth = 0, color = 0;
@@ -572,12 +762,138 @@ static void capture_created(ldevice *d, uint32_t kind, VkResult r, uint32_t n, c
     }
 }
 
+/* ---- Delivery -------------------------------------------------------------------------------
+ */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Looks pipeline i up in the device's PSDB: its SODB object key is the SHA-256 of its encoding,
+ * exactly what `psdb compile --backend vulkan` stored it under. On a hit with VkPipelineCache
+ * data, *cache is a new cache created from that data (the caller destroys it). */
+static void deliver_one(ldevice *d, uint32_t kind, const void *ci, VkPipelineCache *cache)
+{
+    vkenc e;
+    void *data = NULL;
+    size_t size = 0;
+    int bad = 0, hit = 0;
+    uint8_t key[EVP_MAX_MD_SIZE];
+    unsigned key_len = 0;
+    vkenc_lookup lk = {obj_find, d};
+    uint64_t t0 = mono_ns();
+    *cache = VK_NULL_HANDLE;
+    memset(&e, 0, sizeof(e));
+    pthread_mutex_lock(&d->lock);
+    if (kind == PSDB_SODB_VK_COMPUTE)
+        vkenc_compute_pipeline(&e, ci, &lk);
+    else
+        vkenc_graphics_pipeline(&e, ci, &lk);
+    pthread_mutex_unlock(&d->lock);
+    if (!e.oom && !e.unrepresentable &&
+        EVP_Digest(e.data, e.len, key, &key_len, EVP_sha256(), NULL) == 1 && key_len == 32)
+        hit = vkdl_lookup(d->psdb, &d->keys, &d->id, key, &data, &size, &bad);
+    /* The lookup's cost ends here: what follows is the driver's. */
+    uint64_t dt = mono_ns() - t0;
+    if (hit == 1 && data) {
+        VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                         .initialDataSize = size,
+                                         .pInitialData = data};
+        if (!d->CreatePipelineCache ||
+            d->CreatePipelineCache(d->device, &cci, NULL, cache) != VK_SUCCESS) {
+            *cache = VK_NULL_HANDLE;
+            hit = 0;
+        }
+    }
+    free(data);
+    vkenc_free(&e);
+    pthread_mutex_lock(&g_lock);
+    g_stats.lookup_ns += dt;
+    if (hit == 1)
+        g_stats.hits++;
+    else
+        g_stats.misses++;
+    if (bad)
+        g_stats.rejected++;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Whether creations of this batch may be split into one call each: a derivative that names its
+ * base by index within the batch may not. */
+static int splittable(uint32_t kind, uint32_t n, const void *ci)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        VkPipelineCreateFlags f = kind == PSDB_SODB_VK_COMPUTE
+                                      ? ((const VkComputePipelineCreateInfo *)ci)[i].flags
+                                      : ((const VkGraphicsPipelineCreateInfo *)ci)[i].flags;
+        if (f & VK_PIPELINE_CREATE_DERIVATIVE_BIT)
+            return 0;
+    }
+    return 1;
+}
+
+static VkResult create_next(ldevice *d, uint32_t kind, VkPipelineCache cache, uint32_t n,
+                            const void *ci, const VkAllocationCallbacks *a, VkPipeline *out)
+{
+    if (kind == PSDB_SODB_VK_COMPUTE)
+        return d->CreateComputePipelines(d->device, cache, n, ci, a, out);
+    return d->CreateGraphicsPipelines(d->device, cache, n, ci, a, out);
+}
+
+/* vkCreate*Pipelines with a PSDB delivered. Mesa's code arrives through its disk cache: the batch
+ * goes down unchanged and the lookups only count. VkPipelineCache data goes one pipeline at a
+ * time: a hit is created with a cache made from the PSDB's data, or, when the application passes
+ * its own cache, that data is merged into the application's cache first (its cache keeps working
+ * as it would without the layer, and gains the entry). */
+static VkResult create_delivered(ldevice *d, uint32_t kind, VkPipelineCache cache, uint32_t n,
+                                 const void *ci, const VkAllocationCallbacks *a, VkPipeline *out)
+{
+    size_t stride = kind == PSDB_SODB_VK_COMPUTE ? sizeof(VkComputePipelineCreateInfo)
+                                                 : sizeof(VkGraphicsPipelineCreateInfo);
+    if (d->id.strategy == VKID_MESA_DISK_CACHE || !splittable(kind, n, ci)) {
+        for (uint32_t i = 0; i < n; i++) {
+            VkPipelineCache c = VK_NULL_HANDLE;
+            deliver_one(d, kind, (const char *)ci + i * stride, &c);
+            if (c)
+                d->DestroyPipelineCache(d->device, c, NULL);
+        }
+        return create_next(d, kind, cache, n, ci, a, out);
+    }
+    VkResult result = VK_SUCCESS;
+    for (uint32_t i = 0; i < n; i++) {
+        const void *one = (const char *)ci + i * stride;
+        VkPipelineCache c = VK_NULL_HANDLE;
+        deliver_one(d, kind, one, &c);
+        VkPipelineCache use = cache;
+        if (c && cache == VK_NULL_HANDLE)
+            use = c;
+        else if (c && d->MergePipelineCaches)
+            d->MergePipelineCaches(d->device, cache, 1, &c);
+        VkResult r = create_next(d, kind, use, 1, one, a, &out[i]);
+        if (c)
+            d->DestroyPipelineCache(d->device, c, NULL);
+        if (r < 0) {
+            /* As for a failed batch: the elements not created are VK_NULL_HANDLE, the ones
+             * before stay created. */
+            for (uint32_t j = i; j < n; j++)
+                out[j] = VK_NULL_HANDLE;
+            return r;
+        }
+        if (r != VK_SUCCESS)
+            result = r;
+    }
+    return result;
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
     VkDevice device, VkPipelineCache cache, uint32_t n, const VkComputePipelineCreateInfo *ci,
     const VkAllocationCallbacks *a, VkPipeline *out)
 {
     ldevice *d = device_find(dispatch_key(device));
-    VkResult r = d->CreateComputePipelines(device, cache, n, ci, a, out);
+    VkResult r = d->psdb ? create_delivered(d, PSDB_SODB_VK_COMPUTE, cache, n, ci, a, out)
+                         : d->CreateComputePipelines(device, cache, n, ci, a, out);
     capture_created(d, PSDB_SODB_VK_COMPUTE, r, n, ci, out);
     return r;
 }
@@ -587,7 +903,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateGraphicsPipelines(
     const VkAllocationCallbacks *a, VkPipeline *out)
 {
     ldevice *d = device_find(dispatch_key(device));
-    VkResult r = d->CreateGraphicsPipelines(device, cache, n, ci, a, out);
+    VkResult r = d->psdb ? create_delivered(d, PSDB_SODB_VK_GRAPHICS, cache, n, ci, a, out)
+                         : d->CreateGraphicsPipelines(device, cache, n, ci, a, out);
     capture_created(d, PSDB_SODB_VK_GRAPHICS, r, n, ci, out);
     return r;
 }
@@ -610,6 +927,8 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
         return;
     stats_report();
     d->DestroyDevice(device, a);
+    psdb_file_release(d->psdb);
+    vkdl_keys_free(&d->keys);
     objs_free(d);
     pthread_mutex_destroy(&d->lock);
     free(d);
@@ -687,7 +1006,11 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
     d->gdpa = gdpa;
     for (size_t i = 0; i < NUM_DEVICE_HOOKS; i++)
         *next_slot(d, &DEVICE_HOOKS[i]) = gdpa(*out, DEVICE_HOOKS[i].name);
+    d->CreatePipelineCache = (PFN_vkCreatePipelineCache)gdpa(*out, "vkCreatePipelineCache");
+    d->DestroyPipelineCache = (PFN_vkDestroyPipelineCache)gdpa(*out, "vkDestroyPipelineCache");
+    d->MergePipelineCaches = (PFN_vkMergePipelineCaches)gdpa(*out, "vkMergePipelineCaches");
     pthread_mutex_init(&d->lock, NULL);
+    delivery_attach(d, inst, phys);
     pthread_mutex_lock(&g_lock);
     d->next = g_devices;
     g_devices = d;
@@ -729,6 +1052,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateInstance(const VkInstanceCreat
     if (!inst)
         return VK_ERROR_OUT_OF_HOST_MEMORY;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    delivery_prepare();
     VkResult r = create(ci, a, out);
     if (r != VK_SUCCESS) {
         free(inst);

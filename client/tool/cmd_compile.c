@@ -7,31 +7,87 @@
 #include <jansson.h>
 
 #include "build/compile_sodb.h"
+#include "build/vk_backend.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: psdb compile SODB --family F --abi N [--compiler-version V]\n"
-            "                    [--profile-version V] [--cost-ns-per-kib C] [--json] -o OUT.psdb\n"
-            "\n"
-            "Compiles every description of SODB with the reference compiler into a PSDB for one\n"
-            "adapter family and ABI version. The PSDB takes the SODB's application identity. Each\n"
-            "distinct compile unit (shader stage, pipeline state) becomes an object-code and a\n"
-            "metadata value; each description becomes one group. The output is deterministic.\n"
-            "\n"
-            "  --family F            adapter family (required)\n"
-            "  --abi N               ABI version, 1 .. 2^64-2 (required)\n"
-            "  --compiler-version V  compiler version, a.b.c.d or a number (default 0)\n"
-            "  --profile-version V   application profile version (default 0)\n"
-            "  --cost-ns-per-kib C   simulated compile cost per KiB of bytecode in ns (default\n"
-            "                        %llu, the library's realistic figure); 0 = free\n"
-            "  --json                print the summary as JSON\n"
-            "  -o, --output OUT      output PSDB (replaced atomically)\n"
-            "\n"
-            "Numbers are decimal or 0x-hex.\n",
-            (unsigned long long)PSDB_COMPILE_NS_PER_KIB_DEFAULT);
+    fprintf(
+        f,
+        "usage: psdb compile SODB --family F --abi N [--compiler-version V]\n"
+        "                    [--profile-version V] [--cost-ns-per-kib C] [--json] -o OUT.psdb\n"
+        "       psdb compile SODB --backend vulkan [--device N] [--json] -o OUT.psdb\n"
+        "\n"
+        "Compiles every description of SODB with the reference compiler into a PSDB for one\n"
+        "adapter family and ABI version. The PSDB takes the SODB's application identity. Each\n"
+        "distinct compile unit (shader stage, pipeline state) becomes an object-code and a\n"
+        "metadata value; each description becomes one group. The output is deterministic.\n"
+        "\n"
+        "  --family F            adapter family (required)\n"
+        "  --abi N               ABI version, 1 .. 2^64-2 (required)\n"
+        "  --compiler-version V  compiler version, a.b.c.d or a number (default 0)\n"
+        "  --profile-version V   application profile version (default 0)\n"
+        "  --cost-ns-per-kib C   simulated compile cost per KiB of bytecode in ns (default\n"
+        "                        %llu, the library's realistic figure); 0 = free\n"
+        "  --json                print the summary as JSON\n"
+        "  --backend B           reference (default) or vulkan: replay the SODB's Vulkan\n"
+        "                        pipelines on the Vulkan device and store what its driver\n"
+        "                        compiled; the target is the device's identity\n"
+        "                        (schema/COMPILER.md section 5), so --family/--abi are not given\n"
+        "  --device N            Vulkan device index (default 0)\n"
+        "  -o, --output OUT      output PSDB (replaced atomically)\n"
+        "\n"
+        "Numbers are decimal or 0x-hex.\n",
+        (unsigned long long)PSDB_COMPILE_NS_PER_KIB_DEFAULT);
+}
+
+/* --backend vulkan: the driver's code for every Vulkan entry (client/tool/build/vk_backend.c). */
+static int compile_vulkan(const char *sodb, uint32_t device, const char *out, int json)
+{
+    psdb__vk_compile_stats st = {0};
+    psdb_file *f = NULL;
+    psdb_file_info info = {0};
+    char err[512];
+    int rc = 1;
+    psdb_hr hr = psdb__vk_compile(sodb, device, out, stderr, &st, err, sizeof(err));
+    if (PSDB_FAILED(hr)) {
+        rc = tool_fail("compile", "%s", err[0] ? err : psdb_hr_str(hr));
+        goto cleanup;
+    }
+    hr = psdb_file_open(out, NULL, &f);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_file_get_info(f, &info);
+    if (PSDB_FAILED(hr)) {
+        rc = tool_fail("compile", "reading back %s: %s", out, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    if (json) {
+        json_t *o =
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "output", out, "family",
+                      info.target.family, "abi", (json_int_t)info.target.abi_version, "pipelines",
+                      (json_int_t)st.pipelines, "compute", (json_int_t)st.compute, "graphics",
+                      (json_int_t)st.graphics, "failed", (json_int_t)st.failed, "code_bytes",
+                      (json_int_t)st.code_bytes, "seconds", st.seconds);
+        if (!o || tool_json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+            json_decref(o);
+            rc = tool_fail("compile", "cannot print JSON");
+            goto cleanup;
+        }
+        fputc('\n', stdout);
+        json_decref(o);
+    } else {
+        printf("%llu vulkan pipelines (%llu compute, %llu graphics), %llu failed, %llu bytes of "
+               "driver code, %.2f s, target %s abi %llu -> %s\n",
+               (unsigned long long)st.pipelines, (unsigned long long)st.compute,
+               (unsigned long long)st.graphics, (unsigned long long)st.failed,
+               (unsigned long long)st.code_bytes, st.seconds, info.target.family,
+               (unsigned long long)info.target.abi_version, out);
+    }
+    rc = 0;
+cleanup:
+    psdb_file_release(f);
+    return rc;
 }
 
 int cmd_compile(int argc, char **argv)
@@ -39,7 +95,8 @@ int cmd_compile(int argc, char **argv)
     const char *sodb = NULL, *out = NULL, *family = NULL;
     uint64_t abi = 0, compiler_version = 0, profile_version = 0;
     uint64_t cost = PSDB_COMPILE_NS_PER_KIB_DEFAULT;
-    int have_abi = 0, json = 0, rc = 1;
+    int have_abi = 0, json = 0, rc = 1, vulkan = 0;
+    uint64_t device = 0;
     psdb__compile_stats st = {0};
     psdb_file *f = NULL;
     psdb_file_info info = {0};
@@ -68,7 +125,19 @@ int cmd_compile(int argc, char **argv)
             rc = tool_fail("compile", "%s needs a value (try --help)", a);
             goto cleanup;
         }
-        if (strcmp(a, "--family") == 0) {
+        if (strcmp(a, "--backend") == 0) {
+            if (strcmp(val, "vulkan") == 0) {
+                vulkan = 1;
+            } else if (strcmp(val, "reference") != 0) {
+                rc = tool_fail("compile", "unknown --backend '%s' (reference or vulkan)", val);
+                goto cleanup;
+            }
+        } else if (strcmp(a, "--device") == 0) {
+            if (psdb__parse_u64(val, &device) != 0 || device > 15) {
+                rc = tool_fail("compile", "invalid --device '%s' (0-15)", val);
+                goto cleanup;
+            }
+        } else if (strcmp(a, "--family") == 0) {
             family = val;
         } else if (strcmp(a, "--abi") == 0) {
             if (psdb__parse_u64(val, &abi) != 0 || abi == 0 || abi == UINT64_MAX) {
@@ -101,6 +170,16 @@ int cmd_compile(int argc, char **argv)
             goto cleanup;
         }
         i++;
+    }
+    if (vulkan) {
+        if (!sodb || !out || family || have_abi) {
+            rc =
+                tool_fail("compile", "--backend vulkan takes SODB and -o, and no --family or --abi "
+                                     "(the device gives the target; try --help)");
+            goto cleanup;
+        }
+        rc = compile_vulkan(sodb, (uint32_t)device, out, json);
+        goto cleanup;
     }
     if (!sodb || !family || !have_abi || !out) {
         rc = tool_fail("compile", "SODB, --family, --abi and -o are required (try --help)");

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
+#include "build/vk_backend.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
@@ -20,6 +21,7 @@
 static const char usage_text[] =
     "usage: psdb install --server URL --exe-path PATH --app NAME --app-version V [--app-id UUID]\n"
     "                    --target FAMILY:ABI_MIN-ABI_MAX[:PROFILE_VERSION] [--target ...]\n"
+    "                    (--target auto: one target per local Vulkan device, from its identity)\n"
     "                    --trust KEYFILE.pub [--trust ...] [--registry DIR] [--token T]\n"
     "                    [--ca-file FILE] [--pinned-key sha256//BASE64] [--installer NAME]\n"
     "                    [--allow-downgrade] [--json]\n"
@@ -94,6 +96,36 @@ static int parse_target(const char *s, psdb_precompile_target *t)
         return -1;
     if (profile && psdb__parse_version(profile, &t->profile_version))
         return -1;
+    return 0;
+}
+
+/* --target auto: one target per Vulkan device of this machine, from its identity
+ * (schema/COMPILER.md section 5: family vulkan-VENDOR-DEVICE, ABI exactly the driver's), so a
+ * launcher needs no family strings. Devices of one identity give one target. 0, or 1 after
+ * printing why. */
+static int auto_targets(psdb_precompile_target *targets, uint32_t *num_targets)
+{
+    psdb__vk_identity ids[16];
+    uint32_t n = 16;
+    char err[512] = "";
+    psdb_hr hr = psdb__vk_identities(ids, &n, err, sizeof(err));
+    if (PSDB_FAILED(hr))
+        return tool_fail("install", "--target auto: %s", err[0] ? err : psdb_hr_str(hr));
+    for (uint32_t i = 0; i < n; i++) {
+        int dup = 0;
+        for (uint32_t j = 0; j < *num_targets; j++)
+            dup |=
+                strcmp(targets[j].family, ids[i].family) == 0 && targets[j].abi_min == ids[i].abi;
+        if (dup)
+            continue;
+        if (*num_targets == MAX_TARGETS)
+            return tool_fail("install", "at most %d targets", MAX_TARGETS);
+        psdb_precompile_target *t = &targets[(*num_targets)++];
+        memset(t, 0, sizeof(*t));
+        snprintf(t->family, sizeof(t->family), "%s", ids[i].family);
+        t->abi_min = t->abi_max = ids[i].abi;
+        t->compiler_version = ids[i].compiler_version;
+    }
     return 0;
 }
 
@@ -215,6 +247,11 @@ int cmd_install(int argc, char **argv)
         case 'T':
             if (num_targets == MAX_TARGETS)
                 return tool_fail("install", "at most %d targets", MAX_TARGETS);
+            if (strcmp(optarg, "auto") == 0) {
+                if (auto_targets(targets, &num_targets) != 0)
+                    return 1;
+                break;
+            }
             if (parse_target(optarg, &targets[num_targets]) != 0)
                 return tool_fail("install",
                                  "--target: '%s' is not FAMILY:ABI_MIN-ABI_MAX[:PROFILE_VERSION]",

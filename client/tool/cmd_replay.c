@@ -211,6 +211,9 @@ cleanup:
 
 int cmd_replay(int argc, char **argv)
 {
+    /* --backend vulkan: a real device (cmd_replay_vulkan.c). */
+    if (tool_backend_is_vulkan(argc, argv))
+        return cmd_replay_vulkan(argc, argv);
     static const struct option opts[] = {
         {"family", required_argument, NULL, 'f'},
         {"abi-min", required_argument, NULL, 'm'},

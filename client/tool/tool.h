@@ -25,6 +25,9 @@ int cmd_publish(int argc, char **argv);
 int cmd_resolve(int argc, char **argv);
 int cmd_install(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+/* cmd_replay_vulkan.c: `psdb replay --backend vulkan`, and whether argv asks for it. */
+int cmd_replay_vulkan(int argc, char **argv);
+int tool_backend_is_vulkan(int argc, char **argv);
 int cmd_baseset(int argc, char **argv);
 
 /* Prints a manifest: the server's JSON as served (json), or one line of text. */

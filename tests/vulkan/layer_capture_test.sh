@@ -83,7 +83,7 @@ done
 if "$PSDB" compile "$sodb" --family contoso-gfx9 --abi 3 -o "$dir/x.psdb" 2>"$dir/compile.err"; then
     fail "psdb compile accepted a Vulkan capture"
 fi
-grep -q 'a Vulkan pipeline: the reference compiler has no Vulkan backend' "$dir/compile.err" ||
+grep -q 'a Vulkan pipeline: the reference compiler has no Vulkan backend; use --backend vulkan' "$dir/compile.err" ||
     fail "compile error: $(cat "$dir/compile.err")"
 # Each entry's description starts with its magic, version 1 and a zero reserved word, and holds
 # the SPIR-V module (magic word 0x07230203, little-endian).

@@ -43,6 +43,8 @@ typedef struct demo {
     VkCommandBuffer cmd;
     VkFence fence;
     int feedback;
+    int own_cache;         /* --pipeline-cache: creations pass an application cache */
+    VkPipelineCache cache; /* VK_NULL_HANDLE without --pipeline-cache */
     /* Vulkan 1.3 dynamic rendering, where the device has it: one more graphics pipeline. */
     int dynamic_rendering;
     PFN_vkCmdBeginRendering begin_rendering;
@@ -265,8 +267,7 @@ static int run_compute(demo *d)
             .layout = layout,
             .basePipelineIndex = -1};
     }
-    if ((r = vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 3, ci, NULL, pipes)) !=
-        VK_SUCCESS) {
+    if ((r = vkCreateComputePipelines(d->device, d->cache, 3, ci, NULL, pipes)) != VK_SUCCESS) {
         rc = fail("vkCreateComputePipelines", r);
         goto cleanup;
     }
@@ -458,7 +459,7 @@ static int create_pipeline(const demo *d, const gfx *g, const gvariant *v, VkPip
                                        .renderPass = v->dynamic_rendering ? VK_NULL_HANDLE : g->rp,
                                        .subpass = 0,
                                        .basePipelineIndex = -1};
-    VkResult r = vkCreateGraphicsPipelines(d->device, VK_NULL_HANDLE, 1, &ci, NULL, out);
+    VkResult r = vkCreateGraphicsPipelines(d->device, d->cache, 1, &ci, NULL, out);
     return r == VK_SUCCESS ? 0 : fail("vkCreateGraphicsPipelines", r);
 }
 
@@ -842,6 +843,9 @@ static int demo_open(demo *d, uint32_t device_index)
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if ((r = vkCreateFence(d->device, &fci, NULL, &d->fence)) != VK_SUCCESS)
         return fail("vkCreateFence", r);
+    VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    if (d->own_cache && (r = vkCreatePipelineCache(d->device, &cci, NULL, &d->cache)) != VK_SUCCESS)
+        return fail("vkCreatePipelineCache", r);
     return 0;
 }
 
@@ -853,6 +857,8 @@ static void demo_close(demo *d)
             vkDestroyFence(d->device, d->fence, NULL);
         if (d->pool)
             vkDestroyCommandPool(d->device, d->pool, NULL);
+        if (d->cache)
+            vkDestroyPipelineCache(d->device, d->cache, NULL);
         vkDestroyDevice(d->device, NULL);
     }
     if (d->instance)
@@ -878,8 +884,12 @@ int main(int argc, char **argv)
             unknown_pnext = 1;
         } else if (strcmp(argv[i], "--feedback") == 0) {
             d.feedback = 1;
+        } else if (strcmp(argv[i], "--pipeline-cache") == 0) {
+            d.own_cache = 1;
         } else {
-            fprintf(stderr, "usage: vkdemo [--device N] [--unknown-pnext] [--feedback]\n");
+            fprintf(
+                stderr,
+                "usage: vkdemo [--device N] [--unknown-pnext] [--feedback] [--pipeline-cache]\n");
             return 2;
         }
     }

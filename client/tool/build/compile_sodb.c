@@ -95,7 +95,8 @@ static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version,
     }
     /* Vulkan captures hold SPIR-V for a real driver; the reference compiler models D3D12 only. */
     if (kind == PSDB_SODB_VK_COMPUTE || kind == PSDB_SODB_VK_GRAPHICS) {
-        what = "compiling (a Vulkan pipeline: the reference compiler has no Vulkan backend)";
+        what = "compiling (a Vulkan pipeline: the reference compiler has no Vulkan backend; use "
+               "--backend vulkan)";
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }

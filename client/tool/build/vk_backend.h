@@ -1,0 +1,60 @@
+/* vk_backend.h - the Vulkan driver backend of the tool: replays SODB §3 pipelines on a real
+ * Vulkan device (`psdb compile --backend vulkan`, `psdb replay --backend vulkan`,
+ * `psdb install --target auto`). Tool-side: libpsdb's core has no Vulkan dependency. */
+#ifndef PSDB_BUILD_VK_BACKEND_H
+#define PSDB_BUILD_VK_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "psdb/psdb.h"
+
+/* The device identity as a target (schema/COMPILER.md §5). */
+typedef struct psdb__vk_identity {
+    char family[64];
+    uint64_t abi, compiler_version;
+    uint32_t vendor_id, device_id, driver_id, driver_version;
+    uint8_t uuid[16];
+    char device_name[256];
+    char driver_info[256];
+    int mesa_disk_cache; /* 1: code lives in Mesa's disk cache, 0: in VkPipelineCache data */
+} psdb__vk_identity;
+
+/* Whether this build has the Vulkan backend (PSDB_VULKAN=ON and the loader found). */
+int psdb__vk_available(void);
+
+/* Fills out[0..*count) with the identities of the machine's Vulkan devices, in enumeration
+ * order; *count in is the capacity. PSDB_S_OK; PSDB_E_NOTIMPL without the backend;
+ * PSDB_E_ADAPTER_NOT_FOUND when no Vulkan instance or device can be created; err gets one line. */
+psdb_hr psdb__vk_identities(psdb__vk_identity *out, uint32_t *count, char *err, size_t err_size);
+
+typedef struct psdb__vk_compile_stats {
+    uint64_t pipelines, compute, graphics;
+    uint64_t failed;     /* pipelines the driver did not create (counted, not fatal) */
+    uint64_t code_bytes; /* bytes of compiled code stored */
+    double seconds;
+} psdb__vk_compile_stats;
+
+/* Replays every Vulkan entry of the SODB on device `device_index` and writes what the driver
+ * compiled into a PSDB at out_path whose target is the device's identity (schema/COMPILER.md §5).
+ * progress: when non-NULL, a line every few seconds on it. Statuses: PSDB_E_NOTIMPL without the
+ * backend; PSDB_E_ADAPTER_NOT_FOUND no such device; the SODB's and the writer's; PSDB_E_FAIL when
+ * no pipeline at all could be created. err gets one line. */
+psdb_hr psdb__vk_compile(const char *sodb_path, uint32_t device_index, const char *out_path,
+                         FILE *progress, psdb__vk_compile_stats *stats, char *err, size_t err_size);
+
+typedef struct psdb__vk_replay_stats {
+    uint64_t pipelines, failed, hits, misses;
+    double total_s, median_ms, p95_ms; /* time-to-usable: creation + first use */
+} psdb__vk_replay_stats;
+
+/* Creates and first-uses every Vulkan pipeline of the SODB on the device, cold (Mesa's disk cache
+ * and the NVIDIA driver's disk cache off, no PSDB) into *cold, then with the PSDB at psdb_path
+ * (may be NULL: cold only) into *warm. Each pass runs in a child process so that the driver opens
+ * its caches afresh. Statuses as psdb__vk_compile. */
+psdb_hr psdb__vk_replay(const char *sodb_path, const char *psdb_path, uint32_t device_index,
+                        psdb__vk_replay_stats *cold, psdb__vk_replay_stats *warm, char *err,
+                        size_t err_size);
+
+#endif

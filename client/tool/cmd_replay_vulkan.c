@@ -1,0 +1,107 @@
+/* cmd_replay_vulkan.c - `psdb replay --backend vulkan`: time-to-usable of every Vulkan pipeline of
+ * an SODB on the Vulkan device, cold and with a PSDB (client/tool/build/vk_backend.c). */
+#include "tool.h"
+
+#include <string.h>
+
+#include <jansson.h>
+
+#include "build/vk_backend.h"
+#include "common/parse.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: psdb replay --backend vulkan SODB [PSDB] [--device N] [--json]\n"
+            "\n"
+            "Creates and first-uses every Vulkan pipeline of SODB on the Vulkan device, cold\n"
+            "(driver disk caches off), then, given PSDB, with it delivered as the layer\n"
+            "delivers it, each pass in a fresh process. Reports time-to-usable (creation + first\n"
+            "use) per pipeline (median, p95) and in total, hits and misses, and the cold/PSDB\n"
+            "ratio of the totals.\n"
+            "\n"
+            "  --device N   Vulkan device index (default 0)\n"
+            "  --json       print the figures as JSON\n");
+}
+
+int tool_backend_is_vulkan(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--backend") == 0)
+            return strcmp(argv[i + 1], "vulkan") == 0;
+    return 0;
+}
+
+static json_t *pass_json(const psdb__vk_replay_stats *s)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "pipelines", (json_int_t)s->pipelines,
+                     "failed", (json_int_t)s->failed, "hits", (json_int_t)s->hits, "misses",
+                     (json_int_t)s->misses, "total_s", s->total_s, "median_ms", s->median_ms,
+                     "p95_ms", s->p95_ms);
+}
+
+static void pass_print(const char *name, const psdb__vk_replay_stats *s)
+{
+    printf("%-5s %llu pipelines usable in %.3f s (median %.3f ms, p95 %.3f ms), %llu failed, "
+           "%llu hits, %llu misses\n",
+           name, (unsigned long long)s->pipelines, s->total_s, s->median_ms, s->p95_ms,
+           (unsigned long long)s->failed, (unsigned long long)s->hits,
+           (unsigned long long)s->misses);
+}
+
+int cmd_replay_vulkan(int argc, char **argv)
+{
+    const char *sodb = NULL, *psdb = NULL;
+    uint64_t device = 0;
+    int json = 0;
+    char err[512] = "";
+    psdb__vk_replay_stats cold, warm;
+    memset(&cold, 0, sizeof(cold));
+    memset(&warm, 0, sizeof(warm));
+    if (tool_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--backend") == 0 && i + 1 < argc) {
+            i++;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
+            if (psdb__parse_u64(argv[++i], &device) != 0 || device > 15)
+                return tool_fail("replay", "invalid --device '%s' (0-15)", argv[i]);
+        } else if (a[0] == '-') {
+            return tool_fail("replay", "unknown option for --backend vulkan '%s' (try --help)", a);
+        } else if (!sodb) {
+            sodb = a;
+        } else if (!psdb) {
+            psdb = a;
+        } else {
+            return tool_fail("replay", "more than an SODB and a PSDB given ('%s')", a);
+        }
+    }
+    if (!sodb)
+        return tool_fail("replay", "--backend vulkan needs an SODB (try --help)");
+    psdb_hr hr = psdb__vk_replay(sodb, psdb, (uint32_t)device, &cold, &warm, err, sizeof(err));
+    if (PSDB_FAILED(hr))
+        return tool_fail("replay", "%s", err[0] ? err : psdb_hr_str(hr));
+    double ratio = psdb && warm.total_s > 0 ? cold.total_s / warm.total_s : 0.0;
+    if (json) {
+        json_t *o = json_pack("{s:o, s:o*, s:f}", "cold", pass_json(&cold), "psdb",
+                              psdb ? pass_json(&warm) : NULL, "speedup", ratio);
+        if (!o || tool_json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+            json_decref(o);
+            return tool_fail("replay", "cannot print JSON");
+        }
+        fputc('\n', stdout);
+        json_decref(o);
+        return 0;
+    }
+    pass_print("cold", &cold);
+    if (psdb) {
+        pass_print("psdb", &warm);
+        printf("speed-up %.2fx (cold total / psdb total)\n", ratio);
+    }
+    return 0;
+}

@@ -1,0 +1,308 @@
+/* vk_deliver.c - a PSDB's driver code handed to the Vulkan driver (schema/COMPILER.md §5). */
+#include "vk_deliver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+psdb_hr vkdl_open(const char *path, const vkid *id, psdb_file **out)
+{
+    psdb_adapter_desc a;
+    memset(&a, 0, sizeof(a));
+    if (id) {
+        a.vendor_id = id->vendor_id;
+        a.device_id = id->device_id;
+        a.family = id->family;
+        a.abi_min = a.abi_max = id->abi;
+        a.compiler_version = id->compiler_version;
+    }
+    return psdb_file_open(path, id ? &a : NULL, out);
+}
+
+/* mkdir -p for the folders of path (which ends in a file name). */
+static int make_dirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int rc = mkdir(path, 0755);
+        *p = '/';
+        if (rc != 0 && errno != EEXIST)
+            return -1;
+    }
+    return 0;
+}
+
+/* Writes data to path through path.tmp (a concurrent reader never sees half a file); an existing
+ * file of the same size is kept (the name carries the PSDB's content digest). */
+static int write_file(const char *path, const void *data, size_t size)
+{
+    char tmp[PATH_MAX];
+    struct stat st;
+    if (stat(path, &st) == 0 && (size_t)st.st_size == size)
+        return 0;
+    int n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return -1;
+    const uint8_t *p = data;
+    size_t left = size;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static psdb_hr fetch(psdb_file *f, const uint8_t key[32], uint32_t type, void **out, size_t *size)
+{
+    size_t n = 0;
+    *out = NULL;
+    psdb_hr hr = psdb_file_find_value(f, key, 32, type, NULL, &n);
+    if (PSDB_FAILED(hr))
+        return hr;
+    void *b = malloc(n ? n : 1);
+    if (!b)
+        return PSDB_E_OUTOFMEMORY;
+    hr = psdb_file_find_value(f, key, 32, type, b, &n);
+    if (PSDB_FAILED(hr)) {
+        free(b);
+        return hr;
+    }
+    *out = b;
+    *size = n;
+    return PSDB_S_OK;
+}
+
+/* The recorded folder must be "<hex>/<driver>": no "..", no absolute path. */
+static int folder_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 200 || s[0] == '/' || s[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 c == '_' || c == '-' || (c == '/' && i + 1 < n && s[i + 1] != '.');
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size)
+{
+    uint8_t kfoz[32], kidx[32];
+    void *foz = NULL, *idx = NULL, *folder = NULL;
+    size_t foz_n = 0, idx_n = 0, folder_n = 0;
+    char root[PATH_MAX], path[PATH_MAX], name[64];
+    psdb_file_info info;
+    psdb_hr hr;
+
+    if (msg && msg_size)
+        msg[0] = '\0';
+    vkid_mesa_key(0, kfoz);
+    vkid_mesa_key(1, kidx);
+    hr = fetch(f, kfoz, PSDB_VALUE_OBJECT_CODE, &foz, &foz_n);
+    if (hr == PSDB_E_NOT_FOUND) {
+        hr = PSDB_S_FALSE;
+        goto cleanup;
+    }
+    if (PSDB_SUCCEEDED(hr))
+        hr = fetch(f, kfoz, PSDB_VALUE_METADATA, &folder, &folder_n);
+    if (PSDB_SUCCEEDED(hr))
+        hr = fetch(f, kidx, PSDB_VALUE_OBJECT_CODE, &idx, &idx_n);
+    if (PSDB_FAILED(hr)) {
+        if (msg)
+            snprintf(msg, msg_size, "reading the mesa cache from the psdb: %s", psdb_hr_str(hr));
+        goto cleanup;
+    }
+    if (!folder_ok(folder, folder_n)) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        if (msg)
+            snprintf(msg, msg_size, "mesa cache folder recorded in the psdb is not a folder name");
+        goto cleanup;
+    }
+    const char *env_dir = getenv("MESA_SHADER_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (env_dir && *env_dir)
+        n = snprintf(root, sizeof(root), "%s", env_dir);
+    else if (xdg && *xdg)
+        n = snprintf(root, sizeof(root), "%s/psdb/mesa", xdg);
+    else if (home && *home)
+        n = snprintf(root, sizeof(root), "%s/.cache/psdb/mesa", home);
+    else
+        n = -1;
+    psdb_file_get_info(f, &info);
+    int m = snprintf(name, sizeof(name), "psdb_%02x%02x%02x%02x%02x%02x%02x%02x",
+                     info.content_digest[0], info.content_digest[1], info.content_digest[2],
+                     info.content_digest[3], info.content_digest[4], info.content_digest[5],
+                     info.content_digest[6], info.content_digest[7]);
+    if (n < 0 || (size_t)n >= sizeof(root) || m < 0 || (size_t)m >= sizeof(name)) {
+        hr = PSDB_E_NOT_FOUND;
+        if (msg)
+            snprintf(msg, msg_size,
+                     "mesa cache root: no MESA_SHADER_CACHE_DIR, XDG_CACHE_HOME "
+                     "or HOME (or too long)");
+        goto cleanup;
+    }
+    const char *ext[2] = {".foz", "_idx.foz"};
+    void *data[2] = {foz, idx};
+    size_t size[2] = {foz_n, idx_n};
+    for (int i = 0; i < 2; i++) {
+        n = snprintf(path, sizeof(path), "%s/mesa_shader_cache_sf/%.*s/%s%s", root, (int)folder_n,
+                     (const char *)folder, name, ext[i]);
+        if (n < 0 || (size_t)n >= sizeof(path) || make_dirs(path) != 0 ||
+            write_file(path, data[i], size[i]) != 0) {
+            hr = PSDB_E_IO;
+            if (msg)
+                snprintf(msg, msg_size, "writing the mesa cache %s: %s", path, strerror(errno));
+            goto cleanup;
+        }
+    }
+    if (setenv("MESA_SHADER_CACHE_DIR", root, 1) != 0 ||
+        setenv("MESA_DISK_CACHE_SINGLE_FILE", "1", 1) != 0 ||
+        setenv("MESA_DISK_CACHE_READ_ONLY_FOZ_DBS", name, 1) != 0) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    hr = PSDB_S_OK;
+cleanup:
+    free(foz);
+    free(idx);
+    free(folder);
+    return hr;
+}
+
+static size_t probe(const vkdl_keys *k, const uint8_t *key)
+{
+    uint64_t h = 0;
+    memcpy(&h, key, sizeof(h)); /* a SHA-256: any 8 bytes are uniform */
+    size_t i = (size_t)h & (k->cap - 1);
+    while (k->used[i] && memcmp(k->slot[i], key, 32) != 0)
+        i = (i + 1) & (k->cap - 1);
+    return i;
+}
+
+typedef struct keys_ctx {
+    vkdl_keys *k;
+    int oom;
+} keys_ctx;
+
+static int add_key(const void *key, size_t key_size, uint64_t version, uint32_t num_values,
+                   void *ctx)
+{
+    keys_ctx *c = ctx;
+    vkdl_keys *k = c->k;
+    (void)version;
+    (void)num_values;
+    if (key_size != 32)
+        return 0; /* not a Vulkan pipeline's key */
+    if ((k->count + 1) * 2 > k->cap) {
+        vkdl_keys n = {0};
+        n.cap = k->cap ? k->cap * 2 : 256;
+        n.slot = malloc(n.cap * 32);
+        n.used = calloc(n.cap, 1);
+        if (!n.slot || !n.used) {
+            free(n.slot);
+            free(n.used);
+            c->oom = 1;
+            return 1;
+        }
+        for (size_t i = 0; i < k->cap; i++) {
+            if (!k->used[i])
+                continue;
+            size_t j = probe(&n, k->slot[i]);
+            memcpy(n.slot[j], k->slot[i], 32);
+            n.used[j] = 1;
+        }
+        n.count = k->count;
+        vkdl_keys_free(k);
+        *k = n;
+    }
+    size_t i = probe(k, key);
+    if (!k->used[i]) {
+        memcpy(k->slot[i], key, 32);
+        k->used[i] = 1;
+        k->count++;
+    }
+    return 0;
+}
+
+psdb_hr vkdl_keys_load(psdb_file *f, vkdl_keys *out)
+{
+    keys_ctx c = {out, 0};
+    memset(out, 0, sizeof(*out));
+    psdb_hr hr = psdb_file_foreach_group(f, add_key, &c);
+    if (c.oom)
+        hr = PSDB_E_OUTOFMEMORY;
+    if (PSDB_FAILED(hr))
+        vkdl_keys_free(out);
+    return PSDB_FAILED(hr) ? hr : PSDB_S_OK;
+}
+
+int vkdl_keys_has(const vkdl_keys *k, const uint8_t key[32])
+{
+    return k->cap && k->used[probe(k, key)];
+}
+
+void vkdl_keys_free(vkdl_keys *k)
+{
+    free(k->slot);
+    free(k->used);
+    memset(k, 0, sizeof(*k));
+}
+
+int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8_t key[32],
+                void **data, size_t *size, int *bad)
+{
+    void *b = NULL;
+    size_t n = 0;
+    *data = NULL;
+    *size = 0;
+    *bad = 0;
+    if (keys && !vkdl_keys_has(keys, key))
+        return 0;
+    if (id->strategy == VKID_MESA_DISK_CACHE) {
+        /* The code is in Mesa's cache: the group says the PSDB compiled this pipeline. */
+        if (keys)
+            return 1;
+        psdb_hr hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_METADATA, NULL, &n);
+        return PSDB_SUCCEEDED(hr) ? 1 : 0;
+    }
+    psdb_hr hr = fetch(f, key, PSDB_VALUE_OBJECT_CODE, &b, &n);
+    if (hr == PSDB_E_OUTOFMEMORY)
+        return -1;
+    if (PSDB_FAILED(hr)) {
+        *bad = hr != PSDB_E_NOT_FOUND;
+        return 0;
+    }
+    if (vkid_check_cache_header(id, b, n) != 0) {
+        free(b);
+        *bad = 1;
+        return 0;
+    }
+    *data = b;
+    *size = n;
+    return 1;
+}
