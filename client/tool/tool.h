@@ -26,6 +26,7 @@ int cmd_resolve(int argc, char **argv);
 int cmd_install(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_baseset(int argc, char **argv);
+int cmd_coverage(int argc, char **argv);
 
 /* Prints a manifest: the server's JSON as served (json), or one line of text. */
 void tool_print_manifest(const psdb_manifest *m, int json);
