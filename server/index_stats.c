@@ -608,10 +608,10 @@ psdbd_rc psdbd_index_stats_events(psdbd_index *ix, size_t limit, psdbd_stat_visi
 {
     static const char sql[] =
         "SELECT 'publish', p.created_at, p.published_by, p.id, a.name, p.app_version, p.family, "
-        "p.abi_version, p.serial FROM psdbs p JOIN apps a ON a.id = p.app "
+        "p.abi_version, p.serial, 0 FROM psdbs p JOIN apps a ON a.id = p.app "
         "UNION ALL SELECT 'retire', p.retired_at, p.retired_by, p.id, a.name, p.app_version, "
-        "p.family, p.abi_version, p.serial FROM psdbs p JOIN apps a ON a.id = p.app "
-        "WHERE p.retired_at IS NOT NULL ORDER BY 2 DESC, 4 DESC, 1";
+        "p.family, p.abi_version, p.serial, 1 FROM psdbs p JOIN apps a ON a.id = p.app "
+        "WHERE p.retired_at IS NOT NULL ORDER BY 2 DESC, 10 DESC, 4 DESC";
     sqlite3_stmt *st = NULL;
     json_t *list = must(json_array());
     psdbd_rc rc = PSDBD_ERROR;

@@ -5,7 +5,7 @@
 # /metrics carries them with bounded labels (promtool check metrics); psdb coverage prints them.
 set -euo pipefail
 fail() { echo "stats_test: $*" >&2; tail -n 20 "$log" >&2 2>/dev/null; exit 1; }
-. "$(dirname "$0")/stats_fixture.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/stats_fixture.sh"
 
 setup_fixture --stats-top-apps 1
 traffic
@@ -80,8 +80,7 @@ fi
 grep -q 'alpha-gfx1' "$work/cov.txt" && grep -q 'alpha-gfx9' "$work/cov.txt" ||
     fail "psdb coverage: families missing from the table"
 "$psdb" coverage --server "$url" --app Alpha --json >"$work/cov.json" || fail "psdb coverage --json"
-python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])) != json.load(open(sys.argv[2])))' \
-    "$work/cov.json" "$work/c1.json" || fail "psdb coverage --json is not the endpoint's JSON"
+check_json "$work/cov.json" "d == load('$work/c1.json')" "psdb coverage --json is not the endpoint's JSON"
 "$psdb" coverage --server "$url" --app Nobody >/dev/null 2>"$work/cov.err" && fail "unknown app exits 0"
 grep -q 'Nobody' "$work/cov.err" || fail "psdb coverage: the error does not name the application"
 
@@ -134,4 +133,5 @@ curl -sf "$url/v1/stats/traffic" >"$work/t4.json" || fail "traffic"
 check_json "$work/t4.json" '[r["complete"] for r in d["by_app"]] == [2] and sorted((r["app"], r["misses"]) for r in d["resolves"]) == [("Alpha", 5), ("Beta", 2)]' \
     "stats false still recorded"
 stop
+run_checks
 echo "stats_test: demand is recorded, flushed, survives kill -9 and restarts, scoped, in /metrics"

@@ -143,7 +143,8 @@
   }
   const COLORS = ['#2b5fb3', '#2f7d4f', '#c26b00', '#7b3fa6', '#b3261e', '#00838f', '#6d6d00', '#9c4f7b', '#555'];
   // Stacked bars, one per day, one colour per series; rows: [{day, <key>: name, <value>: n}].
-  function stacked(target, rows, key, value, from, to, fmt) {
+  function stacked(target, rows, key, value, from, to, fmt, colors) {
+    const colour = (n, j) => (colors && colors[n]) || COLORS[j % COLORS.length];
     const days = dayRange(from, to);
     const names = [...new Set(rows.map((r) => r[key]))].sort();
     const per = new Map();
@@ -154,7 +155,7 @@
     }
     const totals = days.map((d) => [...(per.get(d) || new Map()).values()].reduce((a, b) => a + b, 0));
     const max = Math.max(1, ...totals);
-    const W = 360, H = 150, L = 48, B = 18, T = 6, pw = W - L - 4, ph = H - B - T, bw = pw / days.length;
+    const W = 360, H = 150, L = 62, B = 18, T = 6, pw = W - L - 4, ph = H - B - T, bw = pw / days.length;
     const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'data-max': max });
     s.appendChild(svg('line', { x1: L, y1: T + ph, x2: W - 4, y2: T + ph, stroke: '#d8dde6' }));
     const top = svg('text', { x: L - 4, y: T + 8, 'text-anchor': 'end' }); top.textContent = fmt(max); s.appendChild(top);
@@ -166,7 +167,7 @@
         if (!v) return;
         const h = (v / max) * ph;
         y -= h;
-        const r = svg('rect', { x: L + i * bw + 0.5, y, width: Math.max(1, bw - 1), height: h, fill: COLORS[j % COLORS.length] });
+        const r = svg('rect', { x: L + i * bw + 0.5, y, width: Math.max(1, bw - 1), height: h, fill: colour(n, j) });
         r.appendChild(svg('title')).textContent = d + ' ' + n + ': ' + fmt(v);
         s.appendChild(r);
       });
@@ -175,7 +176,7 @@
     const last = svg('text', { x: W - 4, y: H - 4, 'text-anchor': 'end' }); last.textContent = days[days.length - 1]; s.appendChild(last);
     const legend = el('div', { class: 'legend' });
     names.forEach((n, j) => {
-      const sw = el('i'); sw.style.background = COLORS[j % COLORS.length];
+      const sw = el('i'); sw.style.background = colour(n, j);
       legend.appendChild(el('span', {}, sw, n));
     });
     if (!names.length) legend.appendChild(el('span', { class: 'empty' }, 'nothing recorded yet'));
@@ -194,7 +195,7 @@
       res.push({ day: r.day, result: 'hit', n: r.hits });
       res.push({ day: r.day, result: 'miss', n: r.misses });
     }
-    stacked('plot-resolves', res, 'result', 'n', t.from, t.to, count);
+    stacked('plot-resolves', res, 'result', 'n', t.from, t.to, count, { hit: '#2f7d4f', miss: '#b3261e' });
     const tbody = document.querySelector('#downloads-table tbody');
     tbody.replaceChildren();
     for (const r of t.by_app.slice().reverse()) {
