@@ -218,14 +218,13 @@ static void record(psdbd_stats *st, const psdbd_stat_row *r)
     for (e = sh->buckets[b]; e; e = e->next)
         if (e->hash == h && row_eq(&e->row, r))
             break;
+    if (!e && atomic_load_explicit(&st->held, memory_order_relaxed) >= st->opt.max_keys) {
+        atomic_fetch_add_explicit(&st->dropped, 1, memory_order_relaxed);
+        goto cleanup;
+    }
     if (!e) {
         size_t len = (r->app ? strlen(r->app) + 1 : 0) + (r->family ? strlen(r->family) + 1 : 0) +
                      (r->sha256 ? strlen(r->sha256) + 1 : 0);
-        if (atomic_load_explicit(&st->held, memory_order_relaxed) >= st->opt.max_keys) {
-            pthread_mutex_unlock(&sh->lock);
-            atomic_fetch_add_explicit(&st->dropped, 1, memory_order_relaxed);
-            return;
-        }
         e = xcalloc(1, sizeof(*e) + len);
         char *at = e->text;
         e->hash = h;
@@ -240,6 +239,7 @@ static void record(psdbd_stats *st, const psdbd_stat_row *r)
     }
     for (int i = 0; i < 3; i++)
         e->row.n[i] += r->n[i];
+cleanup:
     pthread_mutex_unlock(&sh->lock);
 }
 
