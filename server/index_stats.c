@@ -46,10 +46,21 @@ static json_t *time_json(int64_t t)
     return json_string(psdbd_format_time(t, buf, sizeof(buf)));
 }
 
+/* A report's own containers and final objects: jansson fails on them only without memory. */
 static json_t *must(json_t *v)
 {
     if (!v)
-        psdbd_out_of_memory(); /* jansson fails only without memory for the values built here */
+        psdbd_out_of_memory();
+    return v;
+}
+
+/* A value built from stored text: NULL (logged) when the text cannot be JSON (a damaged row that
+ * is not UTF-8). The jansson calls that meet NULL do nothing, so the report leaves the row out
+ * rather than failing every request that meets it. */
+static json_t *row(json_t *v)
+{
+    if (!v)
+        psdbd_log("index stats: a stored row cannot be encoded as JSON; left out of the report");
     return v;
 }
 
@@ -228,8 +239,8 @@ static void set_shown(json_t *o, sqlite3_stmt *st, int c, int64_t now)
     json_object_set_new(o, "published_at", must(time_json(created)));
     if (now)
         json_object_set_new(o, "age_s", json_integer(now > created ? now - created : 0));
-    json_object_set_new(o, "signer", must(json_string(col_text(st, c + 4))));
-    json_object_set_new(o, "published_by", must(json_string(col_text(st, c + 5))));
+    json_object_set_new(o, "signer", row(json_string(col_text(st, c + 4))));
+    json_object_set_new(o, "published_by", row(json_string(col_text(st, c + 5))));
     json_object_set_new(
         o, "app_version",
         must(json_string(psdb__format_version(col_u64(st, c + 6), ver, sizeof(ver)))));
@@ -282,8 +293,8 @@ psdbd_rc psdbd_index_stats_coverage(psdbd_index *ix, const char *app, int64_t fr
         if (!range || strcmp(f, family) != 0 || (abi != last_abi && abi != last_abi + 1)) {
             if (range)
                 json_object_set_new(range, "psdbs", json_integer(count));
-            range = must(json_pack("{s:s, s:I, s:I}", "family", f, "abi_min", col_u64(st, 1),
-                                   "abi_max", col_u64(st, 1)));
+            range = row(json_pack("{s:s, s:I, s:I}", "family", f, "abi_min", col_u64(st, 1),
+                                  "abi_max", col_u64(st, 1)));
             json_array_append_new(covered, range);
             snprintf(family, sizeof(family), "%s", f);
             memset(&b, 0, sizeof(b));
@@ -315,11 +326,11 @@ psdbd_rc psdbd_index_stats_coverage(psdbd_index *ix, const char *app, int64_t fr
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         known = 1;
         json_array_append_new(
-            missing, must(json_pack("{s:s, s:I, s:I, s:o, s:I, s:o}", "family", col_text(st, 0),
-                                    "abi_min", col_u64(st, 1), "abi_max", col_u64(st, 2),
-                                    "profile_version", must(profile_json(st, 3, 4)), "requests",
-                                    (json_int_t)sqlite3_column_int64(st, 5), "last_seen",
-                                    must(day_json(sqlite3_column_int64(st, 6))))));
+            missing, row(json_pack("{s:s, s:I, s:I, s:o, s:I, s:o}", "family", col_text(st, 0),
+                                   "abi_min", col_u64(st, 1), "abi_max", col_u64(st, 2),
+                                   "profile_version", must(profile_json(st, 3, 4)), "requests",
+                                   (json_int_t)sqlite3_column_int64(st, 5), "last_seen",
+                                   must(day_json(sqlite3_column_int64(st, 6))))));
     }
     if (s != SQLITE_DONE) {
         rc = step_failure(ix);
@@ -379,15 +390,15 @@ psdbd_rc psdbd_index_stats_matrix(psdbd_index *ix, int history, int64_t now,
         if (!shown(visible, ctx, a))
             continue;
         if (strcmp(a, app) != 0) {
-            json_array_append_new(apps, must(json_string(a)));
+            json_array_append_new(apps, row(json_string(a)));
             snprintf(app, sizeof(app), "%s", a);
             family[0] = '\0';
             cell = NULL;
         }
         if (!cell || strcmp(f, family) != 0) {
-            cell = must(json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "app", a, "family", f, "psdbs",
-                                  (json_int_t)0, "retired", (json_int_t)0, "abi_min",
-                                  col_u64(st, 2), "abi_max", col_u64(st, 2)));
+            cell = row(json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "app", a, "family", f, "psdbs",
+                                 (json_int_t)0, "retired", (json_int_t)0, "abi_min", col_u64(st, 2),
+                                 "abi_max", col_u64(st, 2)));
             if (history)
                 json_object_set_new(cell, "history", must(json_array()));
             json_array_append_new(cells, cell);
@@ -415,16 +426,16 @@ psdbd_rc psdbd_index_stats_matrix(psdbd_index *ix, int history, int64_t now,
         if (history &&
             json_integer_value(json_object_get(cell, "active_id")) != sqlite3_column_int64(st, 4)) {
             char ver[32];
-            json_t *h = must(json_pack("{s:I, s:s, s:I, s:I, s:s, s:o, s:s}", "id",
-                                       (json_int_t)sqlite3_column_int64(st, 4), "state",
-                                       retired ? "retired" : "superseded", "abi_version",
-                                       col_u64(st, 2), "serial", col_u64(st, 5), "app_version",
-                                       psdb__format_version(col_u64(st, 10), ver, sizeof(ver)),
-                                       "published_at", must(time_json(sqlite3_column_int64(st, 7))),
-                                       "published_by", col_text(st, 9)));
+            json_t *h = row(json_pack("{s:I, s:s, s:I, s:I, s:s, s:o, s:s}", "id",
+                                      (json_int_t)sqlite3_column_int64(st, 4), "state",
+                                      retired ? "retired" : "superseded", "abi_version",
+                                      col_u64(st, 2), "serial", col_u64(st, 5), "app_version",
+                                      psdb__format_version(col_u64(st, 10), ver, sizeof(ver)),
+                                      "published_at", must(time_json(sqlite3_column_int64(st, 7))),
+                                      "published_by", col_text(st, 9)));
             if (retired) {
                 json_object_set_new(h, "retired_at", must(time_json(sqlite3_column_int64(st, 11))));
-                json_object_set_new(h, "retired_by", must(json_string(col_text(st, 12))));
+                json_object_set_new(h, "retired_by", row(json_string(col_text(st, 12))));
             }
             json_array_append_new(json_object_get(cell, "history"), h);
         }
@@ -437,7 +448,7 @@ psdbd_rc psdbd_index_stats_matrix(psdbd_index *ix, int history, int64_t now,
     {
         const char *k;
         json_t *v;
-        json_object_foreach(families, k, v) json_array_append_new(fam_list, must(json_string(k)));
+        json_object_foreach(families, k, v) json_array_append_new(fam_list, row(json_string(k)));
     }
     *out = must(json_pack("{s:O, s:O, s:O}", "apps", apps, "families", fam_list, "cells", cells));
     rc = PSDBD_OK;
@@ -483,11 +494,11 @@ psdbd_rc psdbd_index_stats_missing(psdbd_index *ix, int64_t from_day, int64_t to
             memcmp(k, key, sizeof(k)) != 0) {
             if (json_array_size(list) >= limit)
                 break;
-            entry = must(json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:o, s:[]}", "app", a, "family",
-                                   f, "abi_min", col_u64(st, 2), "abi_max", col_u64(st, 3),
-                                   "profile_version", must(profile_json(st, 4, 5)), "requests",
-                                   (json_int_t)sqlite3_column_int64(st, 8), "last_seen",
-                                   must(day_json(sqlite3_column_int64(st, 9))), "days"));
+            entry = row(json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:o, s:[]}", "app", a, "family",
+                                  f, "abi_min", col_u64(st, 2), "abi_max", col_u64(st, 3),
+                                  "profile_version", must(profile_json(st, 4, 5)), "requests",
+                                  (json_int_t)sqlite3_column_int64(st, 8), "last_seen",
+                                  must(day_json(sqlite3_column_int64(st, 9))), "days"));
             json_array_append_new(list, entry);
             snprintf(app, sizeof(app), "%s", a);
             snprintf(family, sizeof(family), "%s", f);
@@ -495,8 +506,8 @@ psdbd_rc psdbd_index_stats_missing(psdbd_index *ix, int64_t from_day, int64_t to
         }
         json_array_append_new(
             json_object_get(entry, "days"),
-            must(json_pack("{s:o, s:I}", "day", must(day_json(sqlite3_column_int64(st, 6))),
-                           "requests", (json_int_t)sqlite3_column_int64(st, 7))));
+            row(json_pack("{s:o, s:I}", "day", must(day_json(sqlite3_column_int64(st, 6))),
+                          "requests", (json_int_t)sqlite3_column_int64(st, 7))));
     }
     if (s != SQLITE_DONE && s != SQLITE_ROW) {
         rc = step_failure(ix);
@@ -518,18 +529,18 @@ static void sum_into(json_t *map, json_t *list, const char *day, const char *fie
                      size_t n)
 {
     char *key = xasprintf("%s\x1f%s", day, name);
-    json_t *row = json_object_get(map, key);
-    if (!row) {
-        row = must(json_pack("{s:s, s:s}", "day", day, field, name));
+    json_t *entry = json_object_get(map, key);
+    if (!entry) {
+        entry = row(json_pack("{s:s, s:s}", "day", day, field, name));
         for (size_t i = 0; i < n; i++)
-            json_object_set_new(row, counts[i], json_integer(0));
-        json_object_set(map, key, row);
-        json_array_append_new(list, row);
+            json_object_set_new(entry, counts[i], json_integer(0));
+        json_object_set(map, key, entry);
+        json_array_append_new(list, entry);
     }
     for (size_t i = 0; i < n; i++)
         json_object_set_new(
-            row, counts[i],
-            json_integer(json_integer_value(json_object_get(row, counts[i])) + values[i]));
+            entry, counts[i],
+            json_integer(json_integer_value(json_object_get(entry, counts[i])) + values[i]));
     free(key);
 }
 
@@ -580,10 +591,10 @@ psdbd_rc psdbd_index_stats_traffic(psdbd_index *ix, int64_t from_day, int64_t to
         if (!shown(visible, ctx, a))
             continue;
         json_array_append_new(resolves,
-                              must(json_pack("{s:o, s:s, s:I, s:I}", "day",
-                                             must(day_json(sqlite3_column_int64(st, 0))), "app", a,
-                                             "hits", (json_int_t)sqlite3_column_int64(st, 2),
-                                             "misses", (json_int_t)sqlite3_column_int64(st, 3))));
+                              row(json_pack("{s:o, s:s, s:I, s:I}", "day",
+                                            must(day_json(sqlite3_column_int64(st, 0))), "app", a,
+                                            "hits", (json_int_t)sqlite3_column_int64(st, 2),
+                                            "misses", (json_int_t)sqlite3_column_int64(st, 3))));
     }
     if (s != SQLITE_DONE) {
         rc = step_failure(ix);
@@ -624,7 +635,7 @@ psdbd_rc psdbd_index_stats_events(psdbd_index *ix, size_t limit, psdbd_stat_visi
         if (!shown(visible, ctx, a))
             continue;
         json_array_append_new(
-            list, must(json_pack(
+            list, row(json_pack(
                       "{s:s, s:o, s:s, s:I, s:s, s:s, s:s, s:I, s:I}", "event", col_text(st, 0),
                       "at", must(time_json(sqlite3_column_int64(st, 1))), "by", col_text(st, 2),
                       "id", (json_int_t)sqlite3_column_int64(st, 3), "app", a, "app_version",

@@ -122,6 +122,14 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
     if (strcmp(tail, "coverage") == 0 && !(app = arg(c, "app")))
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "coverage needs app=NAME");
+    if (app) {
+        /* The answer names the application: it must be text JSON can carry. */
+        json_t *name = json_string(app);
+        json_decref(name);
+        if (!name)
+            return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                    "app is not UTF-8 text");
+    }
     if (http_authorize(srv, c, r, http_reader_role(srv), app, &ret) != 0)
         return ret;
     if (http_scoped(r)) {

@@ -84,6 +84,15 @@ check_json "$work/cov.json" "d == load('$work/c1.json')" "psdb coverage --json i
 "$psdb" coverage --server "$url" --app Nobody >/dev/null 2>"$work/cov.err" && fail "unknown app exits 0"
 grep -q 'Nobody' "$work/cov.err" || fail "psdb coverage: the error does not name the application"
 
+# Names that are not UTF-8 are never recorded (every report is JSON) and never crash a report.
+curl -s -o /dev/null "$url/v1/resolve?app=bad%FF&app_version=1.0.0.0&family=f%FE&abi_min=1&abi_max=1"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/stats/coverage?app=bad%FF")" = 400 ] ||
+    fail "coverage of a name that is not UTF-8 is not 400"
+flush
+curl -sf "$url/v1/stats/missing" >"$work/x3.json" || fail "missing after a resolve of a bad name"
+check_json "$work/x3.json" 'len(d["missing"]) == 2' "a name that is not UTF-8 was recorded"
+curl -sf "$url/metrics" | grep -q '^psdbd_stats_dropped_total 1$' || fail "the bad name was not counted as dropped"
+
 # kill -9 after a flush: the flushed counts are there after a restart; the unflushed one is lost
 # (at most one flush interval, as documented).
 [ "$(resolve Alpha alpha-gfx9 5 6)" = 404 ] || fail "miss"
