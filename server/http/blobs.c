@@ -25,13 +25,6 @@ static int scope_accepts(const char *app, void *ctx)
     return psdbd_scope_covers(ctx, app);
 }
 
-static int first_app(const char *app, void *ctx)
-{
-    char **out = ctx;
-    *out = xstrdup(app);
-    return 1;
-}
-
 /* The content of a 304: none (libmicrohttpd never asks for a body it does not send). */
 static ssize_t no_content(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -166,9 +159,6 @@ enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, str
         off = 0;
         len = size;
     }
-    if (srv->stats && !r->stats_app &&
-        psdbd_index_blob_apps(srv->ix, digest, first_app, &r->stats_app) != PSDBD_OK)
-        r->stats_app = NULL; /* a blob no PSDB names: counted without an application */
     /* The fd belongs to the response from here on; sendfile serves it on plain HTTP. */
     resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
     if (!resp) {
