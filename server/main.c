@@ -20,20 +20,20 @@
 
 static void usage(void)
 {
-    printf(
-        "usage: psdbd [serve] [--listen ADDR:PORT] [--data-dir DIR] [--config FILE] [...]\n"
-        "       psdbd token create --data-dir DIR --role admin|publisher|reader "
-        "[--scope APP_PATTERN]\n"
-        "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
-        "[--scope APP_PATTERN]\n"
-        "       psdbd gc --data-dir DIR [--dry-run] [--force-empty-index]\n"
-        "       psdbd check --data-dir DIR [--deep]\n"
-        "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
-        "--data-dir NEWDIR\n\n"
-        "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
-        "serves 127.0.0.1:8470 from its default data directory. The first stdout line is\n"
-        "\"psdbd: listening on http://ADDR:PORT\". SIGTERM or SIGINT stop it after in-flight\n"
-        "requests finish; SIGUSR1 writes the demand statistics now. Each command has --help.\n\n");
+    printf("usage: psdbd [serve] [--listen ADDR:PORT] [--data-dir DIR] [--config FILE] [...]\n"
+           "       psdbd token create --data-dir DIR --role admin|publisher|reader "
+           "[--scope APP_PATTERN]\n"
+           "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
+           "[--scope APP_PATTERN]\n"
+           "       psdbd gc --data-dir DIR [--dry-run] [--force-empty-index]\n"
+           "       psdbd check --data-dir DIR [--deep]\n"
+           "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
+           "--data-dir NEWDIR\n\n"
+           "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
+           "serves 127.0.0.1:8470 from its default data directory. The first stdout line is\n"
+           "\"psdbd: listening on http://ADDR:PORT\". SIGTERM or SIGINT stop it after in-flight\n"
+           "requests finish; SIGUSR1 writes the demand statistics now (the dashboard at /).\n"
+           "Each command has --help.\n\n");
     psdbd_config_usage();
 }
 
