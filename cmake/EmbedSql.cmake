@@ -1,4 +1,5 @@
-# psdb_embed_sql(<target> <name> <file>...): embeds SQL files under schema/ into <target> as
+# psdb_embed_sql(<target> <name> <file>...): embeds SQL files under schema/ (and psdbd's dashboard
+# page, any text file) into <target> as
 # `const psdb__sql_set <name>` (client/src/common/migrate.h), the files sorted by name, each one's
 # text a NUL-terminated byte array. The one way SQL reaches psdb's binaries: the code runs the
 # schema/ file itself, so there is no copy to keep equal. Globs are the caller's (file(GLOB)).

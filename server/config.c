@@ -37,6 +37,11 @@ void psdbd_config_defaults(psdbd_config *cfg)
     cfg->shutdown_timeout = 30;
     cfg->connection_memory = 64 * 1024;
     cfg->log_requests = 1;
+    cfg->stats = 1;
+    cfg->stats_flush_interval = 60;
+    cfg->stats_retention_days = 90;
+    cfg->stats_max_keys = 100000;
+    cfg->stats_top_apps = 10;
 }
 
 void psdbd_config_free(psdbd_config *cfg)
@@ -114,6 +119,16 @@ int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char
         rc = psdbd_parse_bool(value, &cfg->metrics_need_token);
     else if (strcmp(key, "log-requests") == 0)
         rc = psdbd_parse_bool(value, &cfg->log_requests);
+    else if (strcmp(key, "stats") == 0)
+        rc = psdbd_parse_bool(value, &cfg->stats);
+    else if (strcmp(key, "stats-flush-interval") == 0)
+        rc = set_uint(&cfg->stats_flush_interval, value, 1, 86400);
+    else if (strcmp(key, "stats-retention-days") == 0)
+        rc = set_uint(&cfg->stats_retention_days, value, 1, 36500);
+    else if (strcmp(key, "stats-max-keys") == 0)
+        rc = set_uint(&cfg->stats_max_keys, value, 1, 100000000);
+    else if (strcmp(key, "stats-top-apps") == 0)
+        rc = set_uint(&cfg->stats_top_apps, value, 0, 1000);
     else {
         snprintf(err, err_size, "unknown setting '%s'", key);
         return -1;
@@ -204,5 +219,14 @@ void psdbd_config_usage(void)
            "  metrics-need-token BOOL     /metrics needs a token (default false)\n"
            "  log-requests BOOL           one line per request on stderr (default true)\n"
            "  tls-cert FILE, tls-key FILE serve HTTPS natively (PEM; needs GnuTLS in\n"
-           "                              libmicrohttpd)\n");
+           "                              libmicrohttpd)\n"
+           "  stats BOOL                  record demand (resolves, misses, downloads) per day\n"
+           "                              for the dashboard and /v1/stats/ (default true)\n"
+           "  stats-flush-interval SECONDS  write the demand counts this often; a crash loses\n"
+           "                              at most this much (default 60; SIGUSR1: now)\n"
+           "  stats-retention-days N      days of demand statistics kept (default 90)\n"
+           "  stats-max-keys N            distinct counters held between two flushes; past it\n"
+           "                              new ones are dropped and counted (default 100000)\n"
+           "  stats-top-apps N            applications named in /metrics demand series; the\n"
+           "                              rest are app=\"other\" (default 10)\n");
 }

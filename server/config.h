@@ -21,6 +21,11 @@ typedef struct psdbd_config {
     int metrics_need_token;          /* /metrics requires a reader token */
     int log_requests;                /* one line per request on stderr */
     char *tls_cert, *tls_key;        /* PEM files; both set: native HTTPS */
+    int stats;                       /* record demand (resolves, downloads) for /v1/stats/ */
+    unsigned stats_flush_interval;   /* seconds between writes of the demand counts */
+    unsigned stats_retention_days;   /* days of demand statistics kept */
+    unsigned stats_max_keys;         /* distinct demand counters held between two flushes */
+    unsigned stats_top_apps;         /* applications named in the /metrics demand series */
 } psdbd_config;
 
 /* The default data directory: $PSDBD_DATA_DIR, else $XDG_DATA_HOME/psdbd, else

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "http.h"
 #include "index.h"
+#include "stats.h"
 #include "store.h"
 
 static void usage(void)
@@ -31,7 +32,8 @@ static void usage(void)
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
            "serves 127.0.0.1:8470 from its default data directory. The first stdout line is\n"
            "\"psdbd: listening on http://ADDR:PORT\". SIGTERM or SIGINT stop it after in-flight\n"
-           "requests finish. Each command has --help.\n\n");
+           "requests finish; SIGUSR1 writes the demand statistics now (the dashboard at /).\n"
+           "Each command has --help.\n\n");
     psdbd_config_usage();
 }
 
@@ -56,6 +58,11 @@ static int parse_serve_args(int argc, char **argv, psdbd_config *cfg)
                                          {"log-requests", optional_argument, NULL, 1},
                                          {"tls-cert", required_argument, NULL, 1},
                                          {"tls-key", required_argument, NULL, 1},
+                                         {"stats", optional_argument, NULL, 1},
+                                         {"stats-flush-interval", required_argument, NULL, 1},
+                                         {"stats-retention-days", required_argument, NULL, 1},
+                                         {"stats-max-keys", required_argument, NULL, 1},
+                                         {"stats-top-apps", required_argument, NULL, 1},
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
@@ -132,6 +139,7 @@ static int serve(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file-size limit surfaces as EFBIG, answered with 507 */
@@ -155,6 +163,15 @@ static int serve(int argc, char **argv)
         goto cleanup;
     }
     srv.cfg = &cfg;
+    if (cfg.stats) {
+        psdbd_stats_options so = {cfg.stats_flush_interval, cfg.stats_retention_days,
+                                  cfg.stats_max_keys, cfg.stats_top_apps};
+        srv.stats = psdbd_stats_create(&so);
+        if (psdbd_stats_start(srv.stats, srv.ix, err, sizeof(err)) != 0) {
+            fprintf(stderr, "psdbd: %s\n", err);
+            goto cleanup;
+        }
+    }
     if (psdbd_http_start(&srv, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
@@ -175,13 +192,24 @@ static int serve(int argc, char **argv)
             continue;
         if (sig == SIGHUP)
             continue; /* reserved for log reopening; settings need a restart */
+        if (sig == SIGUSR1) {
+            /* An operator's (or a test's) "write the demand counts now". */
+            if (srv.stats)
+                psdbd_log("stats: %s", psdbd_stats_flush(srv.stats) == 0
+                                           ? "flushed on SIGUSR1"
+                                           : "flush on SIGUSR1 failed; counts kept");
+            continue;
+        }
         break;
     }
     psdbd_log("%s: finishing in-flight requests, then stopping", strsignal(sig));
     psdbd_http_stop(&srv);
-    psdbd_log("stopped");
     rc = 0;
 cleanup:
+    /* After the last request: the final flush sees every count. */
+    psdbd_stats_free(srv.stats);
+    if (rc == 0)
+        psdbd_log("stopped");
     psdbd_index_close(srv.ix);
     psdbd_store_close(&srv.store);
     if (lock_fd >= 0)

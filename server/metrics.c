@@ -23,8 +23,8 @@ static atomic_uint_fast64_t resolve_hits, resolve_misses;
 static atomic_int_fast64_t connections;
 
 static const char *route_names[PSDBD_ROUTE_COUNT] = {
-    "other",       "healthz", "readyz", "metrics",   "publish", "psdb_get",
-    "psdb_retire", "resolve", "apps",   "app_psdbs", "blob"};
+    "other",   "healthz", "readyz",    "metrics", "publish",   "psdb_get", "psdb_retire",
+    "resolve", "apps",    "app_psdbs", "blob",    "dashboard", "stats"};
 
 void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes)
 {

@@ -16,6 +16,8 @@ typedef enum psdbd_route {
     PSDBD_ROUTE_APPS,
     PSDBD_ROUTE_APP_PSDBS,
     PSDBD_ROUTE_BLOB,
+    PSDBD_ROUTE_DASHBOARD,
+    PSDBD_ROUTE_STATS,
     PSDBD_ROUTE_COUNT
 } psdbd_route;
 

@@ -27,6 +27,7 @@ static const struct {
     {"resolve", cmd_resolve, "ask psdbd which PSDB fits one adapter target"},
     {"replay", cmd_replay, "create an SODB's pipelines on a device and report PSDB hits"},
     {"install", cmd_install, "resolve, download, verify and register PSDBs for an application"},
+    {"coverage", cmd_coverage, "list what psdbd covers for an application and what is missing"},
 };
 
 static void usage(FILE *f)

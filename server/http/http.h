@@ -8,11 +8,13 @@
 #include "config.h"
 #include "http_parse.h"
 #include "index.h"
+#include "stats.h"
 #include "store.h"
 
 typedef struct psdbd_server {
     const psdbd_config *cfg;
     psdbd_index *ix;
+    psdbd_stats *stats; /* NULL: demand recording is off */
     psdbd_store store;
     struct MHD_Daemon *daemon;
     uint16_t port; /* the bound port, known after psdbd_http_start */

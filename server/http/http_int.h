@@ -63,6 +63,7 @@ struct req {
     uint64_t sent_base, header_bytes;
     char method[16];
     char *path;
+    char *stats_app; /* a blob response: the application its PSDB is of, for /metrics */
     psdbd_principal who;
     /* publish only */
     int publishing;
@@ -156,6 +157,15 @@ enum MHD_Result http_app_psdbs(psdbd_server *srv, struct MHD_Connection *c, stru
 enum MHD_Result http_apps(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
 enum MHD_Result http_readyz(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
 enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+
+/* ---- stats_api.c: the dashboard and /v1/stats/ ------------------------------------------- */
+
+/* GET / (the page), /dashboard.js, /dashboard.css: `url` is the path. */
+enum MHD_Result http_dashboard(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                               const char *url);
+/* GET /v1/stats/<report>; `tail` is the report name. */
+enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                           const char *tail);
 
 /* ---- router.c: the libmicrohttpd callbacks ------------------------------------------------ */
 

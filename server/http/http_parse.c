@@ -10,7 +10,8 @@
 
 psdbd_route psdbd_route_of(const char *url, const char **tail)
 {
-    static const char blobs[] = "/v1/blobs/", psdbs[] = "/v1/psdbs/", apps[] = "/v1/apps/";
+    static const char blobs[] = "/v1/blobs/", psdbs[] = "/v1/psdbs/", apps[] = "/v1/apps/",
+                      stats[] = "/v1/stats/";
     size_t n;
     *tail = NULL;
     if (strcmp(url, "/healthz") == 0)
@@ -25,6 +26,15 @@ psdbd_route psdbd_route_of(const char *url, const char **tail)
         return PSDBD_ROUTE_RESOLVE;
     if (strcmp(url, "/v1/apps") == 0)
         return PSDBD_ROUTE_APPS;
+    if (strcmp(url, "/") == 0 || strcmp(url, "/dashboard.js") == 0 ||
+        strcmp(url, "/dashboard.css") == 0) {
+        *tail = url;
+        return PSDBD_ROUTE_DASHBOARD;
+    }
+    if (strncmp(url, stats, sizeof(stats) - 1) == 0) {
+        *tail = url + sizeof(stats) - 1;
+        return PSDBD_ROUTE_STATS;
+    }
     if (strncmp(url, blobs, sizeof(blobs) - 1) == 0) {
         *tail = url + sizeof(blobs) - 1;
         return PSDBD_ROUTE_BLOB;

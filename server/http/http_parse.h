@@ -9,7 +9,8 @@
 #include "metrics.h"
 
 /* Which route a decoded request path is for; *tail receives the path parameter when there is one
- * (the digest, the id, or "{name}/psdbs" for the application listing), else NULL. */
+ * (the digest, the id, "{name}/psdbs" for the application listing, the report name after
+ * /v1/stats/, the dashboard's own path), else NULL. */
 psdbd_route psdbd_route_of(const char *url, const char **tail);
 
 /* True when a request target as received (before percent-decoding) encodes a NUL ("%00"): the

@@ -84,6 +84,14 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
         if (!get)
             break;
         return http_psdb_by_id(srv, c, r, tail, 0);
+    case PSDBD_ROUTE_DASHBOARD:
+        if (!get)
+            break;
+        return http_dashboard(srv, c, r, tail);
+    case PSDBD_ROUTE_STATS:
+        if (!get)
+            break;
+        return http_stats(srv, c, r, tail);
     case PSDBD_ROUTE_PUBLISH:
         break; /* POST is handled before dispatch */
     default:
@@ -258,6 +266,13 @@ static const char *abort_reason(enum MHD_RequestTerminationCode toe, int timed_o
     }
 }
 
+static int first_app(const char *app, void *ctx)
+{
+    char **out = ctx;
+    *out = xstrdup(app);
+    return 1;
+}
+
 void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                        enum MHD_RequestTerminationCode toe)
 {
@@ -287,6 +302,18 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
             bytes = r->bytes;
     }
     psdbd_metrics_request(r->route, why ? 0 : r->status, bytes);
+    /* Demand recording: a blob body sent, whole or in part (HEAD and 304s send none). The
+     * application, for /metrics, is looked up now that the response is over, so the lookup never
+     * delays a download's first byte. */
+    if (srv->stats && r->route == PSDBD_ROUTE_BLOB && strcmp(r->method, "GET") == 0 &&
+        (r->status == MHD_HTTP_OK || r->status == MHD_HTTP_PARTIAL_CONTENT) && r->path &&
+        strncmp(r->path, "/v1/blobs/", 10) == 0) {
+        if (psdbd_is_digest(r->path + 10) &&
+            psdbd_index_blob_apps(srv->ix, r->path + 10, first_app, &r->stats_app) != PSDBD_OK)
+            r->stats_app = NULL; /* a blob no PSDB names: counted without an application */
+        psdbd_stats_download(srv->stats, psdbd_stats_today(), r->path + 10, r->stats_app,
+                             r->status == MHD_HTTP_OK && !why, bytes);
+    }
     if (srv->cfg->log_requests) {
         if (!r->method[0])
             snprintf(r->method, sizeof(r->method), "-");
@@ -308,6 +335,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     free(r->key_pem);
     free(r->key_scope);
     free(r->path);
+    free(r->stats_app);
     free(r);
     pthread_mutex_lock(&srv->lock);
     if (--srv->active == 0)

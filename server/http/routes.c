@@ -40,6 +40,14 @@ static const char *arg(struct MHD_Connection *c, const char *name)
     return v && *v ? v : NULL;
 }
 
+/* Demand recording: a resolve that was answered (hit or miss), never one refused as bad input
+ * or unauthorized. */
+static void record_resolve(psdbd_server *srv, const psdbd_query *q, int hit)
+{
+    psdbd_stats_resolve(srv->stats, psdbd_stats_today(), q->app, q->app_version, q->family, hit,
+                        q->abi_min, q->abi_max, q->has_profile, q->profile_version);
+}
+
 enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
     enum MHD_Result ret = MHD_YES;
@@ -81,6 +89,7 @@ enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct
     if (psdbd_cache_get(key, key_len, &status, &body, &len)) {
         free(key);
         psdbd_metrics_resolve(status == MHD_HTTP_OK);
+        record_resolve(srv, &q, status == MHD_HTTP_OK);
         return http_reply_buffer(c, r, status, JSON_TYPE, body, len);
     }
     switch (psdbd_index_resolve(srv->ix, &q, &m)) {
@@ -97,6 +106,7 @@ enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct
         return http_reply_index_error(c, r, psdbd_index_failure(srv->ix));
     }
     psdbd_metrics_resolve(status == MHD_HTTP_OK);
+    record_resolve(srv, &q, status == MHD_HTTP_OK);
     body = http_json_text(m, &len);
     json_decref(m);
     psdbd_cache_put(key, key_len, status, body, len, gen);
@@ -192,6 +202,19 @@ enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct
                        &ret) != 0)
         return ret;
     text = psdbd_metrics_render();
+    if (srv->stats) {
+        char *all = NULL;
+        size_t n = 0;
+        FILE *f = open_memstream(&all, &n);
+        if (!f)
+            psdbd_out_of_memory();
+        fputs(text, f);
+        psdbd_stats_render_metrics(srv->stats, f);
+        if (fclose(f) != 0)
+            psdbd_out_of_memory();
+        free(text);
+        text = all;
+    }
     return http_reply_buffer(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", text, strlen(text));
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # server_bench.sh - psdbd on loopback against nginx and sha256sum, one run each: blob download
-# throughput, resolve requests/s and p99, publish throughput, and peak RSS under 1,000 downloads.
+# throughput, resolve requests/s and p99, publish throughput, peak RSS under 1,000 downloads, and
+# resolve requests/s with demand recording on against off (stats = true / false).
 # Usage: tests/bench/server_bench.sh   (env: PSDB_BENCH_MIB=1024, PSDB_BENCH_SECONDS=10,
 #        PSDB_BENCH_BUILD=build/bench). Installs wrk and nginx-light with apt-get when missing.
 set -euo pipefail
@@ -42,10 +43,10 @@ trap cleanup EXIT
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 data=$work/data
 
-# start_psdbd: starts psdbd on a free port; sets psdbd_pid and base.
+# start_psdbd [flags]: starts psdbd on a free port; sets psdbd_pid and base.
 start_psdbd() {
     "$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --threads 4 --max-upload 4G \
-        --max-connections 4000 --log-requests false >"$work/psdbd.out" 2>>"$work/psdbd.log" &
+        --max-connections 4000 --log-requests false "$@" >"$work/psdbd.out" 2>>"$work/psdbd.log" &
     psdbd_pid=$!
     pids+=("$psdbd_pid")
     for _ in $(seq 100); do
@@ -156,6 +157,28 @@ p99_psdbd=$(median <"$work/p99.psdbd")
 p99_nginx=$(median <"$work/p99.nginx")
 errors=$(grep -h 'Non-2xx\|Socket errors' "$work"/wrk.* || true)
 
+# Demand recording on the hot path: the same resolves with stats on and off, alternating servers
+# on the same data over $rounds rounds (the data directory admits one server at a time). A hit
+# and a miss URL, since a miss records one more key.
+say "resolve with demand recording on vs off: wrk -t2 -c64 -d${secs}s, $rounds rounds each"
+stop_psdbd
+for f in rec.on rec.off; do : >"$work/$f"; done
+for _ in $(seq "$rounds"); do
+    for mode in on off; do
+        if [ $mode = on ]; then start_psdbd --stats true; else start_psdbd --stats false; fi
+        rurl_now="$base/v1/resolve?app=Bench&app_version=1.0.0.0&family=bench-gfx1&abi_min=1&abi_max=1"
+        murl="$base/v1/resolve?app=Bench&app_version=1.0.0.0&family=bench-gfx9&abi_min=1&abi_max=1"
+        wrk -t2 -c64 -d"${secs}s" "$rurl_now" >"$work/wrk.rec.$mode.hit"
+        wrk -t2 -c64 -d"${secs}s" "$murl" >"$work/wrk.rec.$mode.miss"
+        awk '$1 == "Requests/sec:" { s += $2 } END { print s / 2 }' \
+            "$work/wrk.rec.$mode.hit" "$work/wrk.rec.$mode.miss" >>"$work/rec.$mode"
+        stop_psdbd
+    done
+done
+rec_on=$(median <"$work/rec.on")
+rec_off=$(median <"$work/rec.off")
+start_psdbd
+
 say "memory: 1000 connections downloading the blob at once"
 stop_psdbd
 start_psdbd
@@ -181,6 +204,7 @@ psdbd benchmarks ($(nproc) cores, loopback, one run, medians of $rounds rounds; 
 | resolve, requests/s (wrk -t2 -c64) | $rps_psdbd | nginx static JSON $rps_nginx | $(ratio "$rps_psdbd" "$rps_nginx") | >= 0.5 |
 | resolve p99 latency, ms | $p99_psdbd | nginx $p99_nginx | | |
 | publish, MiB/s (psdb publish) | $pub_mibs | sha256sum $sha_mibs | $(ratio "$pub_mibs" "$sha_mibs") | >= 0.7 |
+| resolve with demand recording, requests/s (hit and miss, wrk -t2 -c64) | $rec_on | recording off $rec_off | $(ratio "$rec_on" "$rec_off") | >= 0.95 |
 | peak RSS with 1000 downloading connections, MiB | $hwm_mib | (peak open connections seen: $peak_conn) | | < 64 |
 REPORT
 [ -z "$errors" ] || printf 'wrk reported:\n%s\n' "$errors"

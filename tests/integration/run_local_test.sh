@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_local_test.sh - deploy/run-local, the README's quick start, from a clean build directory:
-# it builds, creates credentials on the first start only, publishes the demo PSDB, serves it, stops
+# it builds, creates credentials on the first start only, publishes the demo PSDB, serves it and
+# the dashboard with the demo's traffic, stops
 # cleanly on SIGTERM, and starts again on the same data without new credentials.
 set -euo pipefail
 src=${PSDB_SOURCE_DIR:?}
@@ -39,6 +40,18 @@ curl -sf "$url/healthz" >/dev/null || fail "psdbd is not serving"
 psdb=$PSDB_BUILD_DIR/psdb
 "$psdb" resolve --server "$url" --app "PSDB Demo" --app-version 1.0.0.0 --family demo-gfx1 \
     --abi-min 1 --abi-max 1 >"$work/resolve" || fail "the demo PSDB does not resolve"
+# The dashboard and the demo's traffic: the page is served, and the demo's miss on demo-gfx2
+# reaches the coverage report once run-local's SIGUSR1 flush is done.
+curl -sf -o /dev/null -w '%{content_type}' "$url/" | grep -q '^text/html' || fail "no dashboard at /"
+seen=
+for _ in $(seq 50); do
+    if curl -sf "$url/v1/stats/coverage?app=PSDB%20Demo" | grep -q '"family":"demo-gfx2"'; then
+        seen=1
+        break
+    fi
+    sleep 0.2
+done
+[ -n "$seen" ] || fail "the demo's missing coverage (demo-gfx2) is not in /v1/stats/coverage"
 token=$(cat "$PSDBD_DATA_DIR/credentials/publisher.token")
 stop
 curl -s -o /dev/null "$url/healthz" && fail "psdbd still answers after SIGTERM"

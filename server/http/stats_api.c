@@ -1,0 +1,163 @@
+/* stats_api.c - the dashboard (GET /, its script and style sheet, embedded at build time) and
+ * the JSON reports under /v1/stats/ that it draws (schema/HTTP.md, Statistics). */
+#include "http_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "common/migrate.h"
+#include "index_stats.h"
+
+/* The files of server/http/dashboard/, embedded by psdb_embed_sql (CMakeLists.txt). */
+extern const psdb__sql_set psdbd_dashboard_files;
+
+/* The page loads only its own script and style sheet and talks only to this server: no inline
+ * code, so an injected name can never run as script. */
+#define DASHBOARD_CSP                                                                              \
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "                \
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+static const struct {
+    const char *path, *file, *type;
+} dashboard_routes[] = {
+    {"/", "index.html", "text/html; charset=utf-8"},
+    {"/dashboard.js", "dashboard.js", "text/javascript; charset=utf-8"},
+    {"/dashboard.css", "dashboard.css", "text/css; charset=utf-8"},
+};
+
+enum MHD_Result http_dashboard(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                               const char *url)
+{
+    const psdb__sql_file *f = NULL;
+    const char *type = NULL;
+    struct MHD_Response *resp;
+    (void)srv;
+    for (size_t i = 0; i < sizeof(dashboard_routes) / sizeof(dashboard_routes[0]) && !f; i++) {
+        if (strcmp(url, dashboard_routes[i].path) != 0)
+            continue;
+        for (size_t k = 0; k < psdbd_dashboard_files.count; k++)
+            if (strcmp(psdbd_dashboard_files.files[k].name, dashboard_routes[i].file) == 0)
+                f = &psdbd_dashboard_files.files[k];
+        type = dashboard_routes[i].type;
+    }
+    if (!f)
+        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint: %.200s",
+                                url);
+    /* The page is a static shell: the data it shows comes from /v1/stats/ with the reader
+     * token, so serving the shell itself needs none (it is what asks for the token). */
+    resp = MHD_create_response_from_buffer(f->len, (void *)f->sql, MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "Content-Security-Policy", DASHBOARD_CSP);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+    return http_queue(c, r, MHD_HTTP_OK, resp, f->len);
+}
+
+/* ---- /v1/stats/ ---------------------------------------------------------------------------------
+ */
+
+static const char *arg(struct MHD_Connection *c, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+    return v && *v ? v : NULL;
+}
+
+/* A bounded decimal argument: *out keeps its default when absent. 0, or -1 when malformed. */
+static int num_arg(struct MHD_Connection *c, const char *name, uint64_t min, uint64_t max,
+                   uint64_t *out)
+{
+    const char *v = arg(c, name);
+    uint64_t x = 0;
+    if (!v)
+        return 0;
+    for (const char *p = v; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    if (psdb__parse_u64(v, &x) != 0 || x < min || x > max)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int visible(const char *app, void *ctx)
+{
+    return psdbd_scope_covers(ctx, app);
+}
+
+enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                           const char *tail)
+{
+    enum MHD_Result ret = MHD_YES;
+    json_t *out = NULL;
+    psdbd_rc rc = PSDBD_OK;
+    uint64_t retention = srv->cfg->stats_retention_days, days = retention < 30 ? retention : 30;
+    uint64_t limit = 50;
+    int64_t today = psdbd_stats_today();
+    const char *app = NULL, *h = NULL;
+    psdbd_stat_visible_fn vis = NULL;
+    void *ctx = NULL;
+    int history = 0;
+    if (strcmp(tail, "coverage") != 0 && strcmp(tail, "matrix") != 0 &&
+        strcmp(tail, "missing") != 0 && strcmp(tail, "traffic") != 0 && strcmp(tail, "events") != 0)
+        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found",
+                                "no such report: /v1/stats/%.100s (coverage, matrix, missing, "
+                                "traffic, events)",
+                                tail);
+    if (num_arg(c, "days", 1, retention, &days) != 0)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "days must be a number from 1 to the retention (%u)",
+                                srv->cfg->stats_retention_days);
+    if (num_arg(c, "limit", 1, 1000, &limit) != 0)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "limit must be a number from 1 to 1000");
+    if ((h = arg(c, "history")) != NULL && psdbd_parse_bool(h, &history) != 0)
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "history must be true or false");
+    if (strcmp(tail, "coverage") == 0 && !(app = arg(c, "app")))
+        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "coverage needs app=NAME");
+    if (app) {
+        /* The answer names the application: it must be text JSON can carry. */
+        json_t *name = json_string(app);
+        json_decref(name);
+        if (!name)
+            return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                    "app is not UTF-8 text");
+    }
+    if (http_authorize(srv, c, r, http_reader_role(srv), app, &ret) != 0)
+        return ret;
+    if (http_scoped(r)) {
+        vis = visible;
+        ctx = r->who.scope;
+    }
+    int64_t from = today - (int64_t)days + 1;
+    if (strcmp(tail, "coverage") == 0)
+        rc = psdbd_index_stats_coverage(srv->ix, app, from, (size_t)limit, &out);
+    else if (strcmp(tail, "matrix") == 0)
+        rc = psdbd_index_stats_matrix(srv->ix, history, (int64_t)time(NULL), vis, ctx, &out);
+    else if (strcmp(tail, "missing") == 0)
+        rc = psdbd_index_stats_missing(srv->ix, from, today, (size_t)limit, vis, ctx, &out);
+    else if (strcmp(tail, "traffic") == 0)
+        rc = psdbd_index_stats_traffic(srv->ix, from, today, vis, ctx, &out);
+    else
+        rc = psdbd_index_stats_events(srv->ix, (size_t)limit, vis, ctx, &out);
+    if (rc == PSDBD_NOT_FOUND)
+        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found",
+                                "no PSDBs and no recorded demand for this application");
+    if (rc != PSDBD_OK)
+        return http_reply_index_error(c, r, rc);
+    /* What the reports cannot show: counts since the last flush, and whether recording is on
+     * at all (the coverage answer keeps exactly its documented shape). */
+    if (strcmp(tail, "coverage") != 0) {
+        json_object_set_new(out, "recording", json_boolean(srv->stats != NULL));
+        json_object_set_new(out, "flush_interval_s",
+                            json_integer((json_int_t)srv->cfg->stats_flush_interval));
+    }
+    return http_reply_json(c, r, MHD_HTTP_OK, out);
+}
