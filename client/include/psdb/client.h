@@ -34,6 +34,17 @@ typedef struct psdb_client_desc {
     uint32_t num_trusted_keys;
     void (*progress)(const psdb_progress *p, void *ctx); /* NULL: none */
     void *progress_ctx;
+    /* A progress callback that can stop the call (a launcher's cancel button, a signal flag). It
+     * gets progress_ctx and is asked at most every 100 ms while any transfer of the client runs,
+     * at least about once a second even while no byte arrives (resolve too: then what is
+     * "resolve" and total 0), and during the backoff between retries. A non-zero return stops the
+     * call in flight: it returns PSDB_E_CANCELLED, the registry is unchanged, and a partial
+     * download stays in <dest>.part, which the next download or install of the same PSDB resumes
+     * with a Range request. Called on the thread that made the call. NULL: never asked. */
+    int (*progress_cancel)(const psdb_progress *p, void *ctx);
+    /* Bandwidth limit of each transfer of this client in bytes per second (libcurl's
+     * CURLOPT_MAX_RECV_SPEED_LARGE, an average over the transfer); 0: unlimited. */
+    uint64_t max_recv_bytes_per_second;
 } psdb_client_desc;
 
 /* A manifest as psdbd serves it (API.md). Every string is owned by the manifest. */
@@ -131,7 +142,8 @@ PSDB_API psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
  * dest_path, a manifest without url), PSDB_E_INTEGRITY (size or digest mismatch: the .part is
  * removed), PSDB_E_SIGNATURE, PSDB_E_DISK_FULL (the .part is removed), PSDB_E_ACCESS (a file
  * permission, or HTTP 401/403), PSDB_E_IO, PSDB_E_NETWORK, PSDB_E_NOT_FOUND (404), the other HTTP
- * statuses as psdb_client_resolve, PSDB_E_OUTOFMEMORY; the last error says which step failed.
+ * statuses as psdb_client_resolve, PSDB_E_CANCELLED (progress_cancel asked to stop: the .part is
+ * kept and the next call resumes it), PSDB_E_OUTOFMEMORY; the last error says which step failed.
  * The manifest stays the caller's. Same thread rule as the client. */
 PSDB_API psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m,
                                       const char *dest_path);
@@ -198,6 +210,8 @@ typedef struct psdb_install_result {
  * results (may be NULL) has num_targets entries.
  * Statuses: S_OK; PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (another
  * installer of that name is running); PSDB_E_DOWNGRADE; the statuses of resolve and download;
+ * PSDB_E_CANCELLED (progress_cancel asked to stop, during a transfer, a backoff or before the
+ * registration: the registry is unchanged, a partial download is kept and resumed next time);
  * PSDB_E_INVALIDARG (duplicate families, missing fields). */
 PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                      psdb_install_result *results);

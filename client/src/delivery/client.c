@@ -72,7 +72,9 @@ psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
     c->max_retries = desc->max_retries ? desc->max_retries : 5;
     c->retry_base_ms = desc->retry_base_ms ? desc->retry_base_ms : 200;
     c->progress = desc->progress;
+    c->progress_cancel = desc->progress_cancel;
     c->progress_ctx = desc->progress_ctx;
+    c->max_recv_bytes_per_second = desc->max_recv_bytes_per_second;
     if (desc->num_trusted_keys) {
         c->keys = calloc(desc->num_trusted_keys, sizeof(*c->keys));
         if (!c->keys) {

@@ -213,6 +213,16 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         if (r)
             r->status = same ? PSDB_S_FALSE : PSDB_S_OK;
     }
+    /* The last chance to stop: past this point the install completes. */
+    psdb_progress before = {"register", 0, 0, 1};
+    if (psdb__client_should_stop(c, &before)) {
+        hr = PSDB_E_CANCELLED;
+        psdb__client_error(c,
+                           "install: %s: cancelled by the progress callback before the "
+                           "registration; the registry is unchanged",
+                           d->exe_path);
+        goto cleanup;
+    }
     exe_filename = strrchr(d->exe_path, '/');
     psdb_app_desc app = *d->app;
     if (!app.exe_filename)

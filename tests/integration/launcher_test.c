@@ -1,0 +1,579 @@
+/* launcher_test.c - the delivery client as a launcher drives it: cancel from the progress
+ * callback, bandwidth limits, proxies from the environment, psdb install stopped by a signal and
+ * resumed, many installs at once. Against an in-process libmicrohttpd server serving several
+ * applications. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "psdb/client.h"
+#include "common/hash.h"
+
+#define FAMILY "contoso-gfx9"
+#define MAX_APPS 16
+
+static char *g_dir; /* per-test temporary directory */
+static char *g_reg; /* registry root */
+static char *g_key, *g_pub;
+
+/* ---- applications, their PSDBs and signed manifests ----------------------------------------- */
+
+typedef struct app_entry {
+    char name[32];
+    char exe[96];
+    uint8_t *data;
+    size_t size;
+    uint8_t sha[32];
+    char hex[65];
+    char *manifest;
+} app_entry;
+
+static void app_make(app_entry *a, const char *name, size_t payload, unsigned seed)
+{
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    snprintf(a->exe, sizeof(a->exe), "/games/%s/demo.exe", name);
+    char file[64];
+    snprintf(file, sizeof(file), "%s.psdb", name);
+    char *path = tu_path(g_dir, file);
+    psdb_app_identity id = {
+        .desc = {.exe_filename = "demo.exe", .name = a->name, .version = PSDB_VERSION(1, 0, 0, 0)}};
+    psdb_target t = {.family = FAMILY, .abi_version = 3};
+    psdb_writer *w = NULL;
+    ck_assert_hr(psdb_writer_create(path, &id, &t, &w), PSDB_S_OK);
+    uint8_t *buf = malloc(65536);
+    ck_assert_ptr_nonnull(buf);
+    unsigned x = seed * 2654435761u + 7;
+    for (size_t k = 0; k * 65536 < payload; k++) {
+        for (size_t i = 0; i < 65536; i++) {
+            x = x * 1103515245u + 12345u;
+            buf[i] = (uint8_t)(x >> 16);
+        }
+        char key[16];
+        snprintf(key, sizeof(key), "v%05zu", k);
+        ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf, 65536),
+                     PSDB_S_OK);
+    }
+    free(buf);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    a->data = (uint8_t *)tu_read_file(path, &a->size);
+    ck_assert_ptr_nonnull(a->data);
+    free(path);
+    psdb__sha256(a->data, a->size, a->sha);
+    psdb__hex(a->sha, 32, a->hex);
+
+    psdb_key *key = NULL;
+    char kid[PSDB_KEY_ID_SIZE], sig[PSDB_SIGNATURE_B64_SIZE];
+    ck_assert_hr(psdb_key_load(g_key, &key), PSDB_S_OK);
+    ck_assert_hr(psdb_key_id(key, kid), PSDB_S_OK);
+    psdb_statement st = {.size = a->size, .identity = id, .target = t, .serial = 1};
+    memcpy(st.sha256, a->sha, 32);
+    ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
+    psdb_key_release(key);
+    char url[128];
+    snprintf(url, sizeof(url), "/v1/blobs/%s", a->hex);
+    json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:{s:s, s:s, s:s, s:n, s:s}, s:{s:s, s:I, s:s, "
+                          "s:s}, s:I, s:s, s:s, s:s}",
+                          "id", (json_int_t)1, "sha256", a->hex, "size", (json_int_t)a->size, "url",
+                          url, "app", "name", a->name, "exe_filename", "demo.exe", "version",
+                          "1.0.0.0", "engine_name", "engine_version", "0.0.0.0", "target", "family",
+                          FAMILY, "abi_version", (json_int_t)3, "compiler_version", "0.0.0.0",
+                          "profile_version", "0.0.0.0", "serial", (json_int_t)1, "created_at",
+                          "2026-01-01T00:00:00Z", "key_id", kid, "signature", sig);
+    ck_assert_ptr_nonnull(o);
+    a->manifest = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+}
+
+static void app_free(app_entry *a)
+{
+    free(a->data);
+    free(a->manifest);
+}
+
+/* ---- a server of several applications (libmicrohttpd in this process) ----------------------- */
+
+typedef struct fake {
+    struct MHD_Daemon *d;
+    char url[64];
+    app_entry *apps;
+    int num_apps;
+    int resolve_delay_ms; /* the resolve answer waits this long */
+    int blob_status;      /* 0: 200 */
+    atomic_int resolve_requests, blob_requests, range_requests;
+} fake;
+
+typedef struct cursor {
+    const app_entry *a;
+    uint64_t start;
+} cursor;
+
+static ssize_t body_reader(void *cls, uint64_t off, char *buf, size_t max)
+{
+    cursor *c = cls;
+    uint64_t pos = c->start + off;
+    if (pos >= c->a->size)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t n = (size_t)(c->a->size - pos) < max ? (size_t)(c->a->size - pos) : max;
+    memcpy(buf, c->a->data + pos, n);
+    return (ssize_t)n;
+}
+
+static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_size, void **state)
+{
+    (void)method;
+    (void)version;
+    (void)upload_data;
+    (void)upload_size;
+    (void)state;
+    fake *f = cls;
+    struct MHD_Response *r = NULL;
+    unsigned status = 404;
+    if (strcmp(url, "/v1/resolve") == 0) {
+        atomic_fetch_add(&f->resolve_requests, 1);
+        const char *app = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "app");
+        if (f->resolve_delay_ms) {
+            struct timespec ts = {f->resolve_delay_ms / 1000,
+                                  (long)(f->resolve_delay_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        for (int i = 0; app && i < f->num_apps; i++)
+            if (strcmp(app, f->apps[i].name) == 0) {
+                status = 200;
+                r = MHD_create_response_from_buffer(strlen(f->apps[i].manifest),
+                                                    f->apps[i].manifest, MHD_RESPMEM_MUST_COPY);
+            }
+    } else if (strncmp(url, "/v1/blobs/", 10) == 0) {
+        atomic_fetch_add(&f->blob_requests, 1);
+        for (int i = 0; i < f->num_apps && !r; i++) {
+            const app_entry *a = &f->apps[i];
+            if (strcmp(url + 10, a->hex) != 0)
+                continue;
+            if (f->blob_status) {
+                status = (unsigned)f->blob_status;
+                break;
+            }
+            cursor *c = calloc(1, sizeof(*c));
+            c->a = a;
+            status = 200;
+            const char *range = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range");
+            unsigned long long from = 0;
+            if (range && sscanf(range, "bytes=%llu-", &from) == 1 && from < a->size) {
+                atomic_fetch_add(&f->range_requests, 1);
+                c->start = from;
+                status = 206;
+            }
+            r = MHD_create_response_from_callback(a->size - c->start, 64 * 1024, body_reader, c,
+                                                  free);
+            if (status == 206) {
+                char cr[96];
+                snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)c->start,
+                         (unsigned long long)a->size - 1, (unsigned long long)a->size);
+                MHD_add_response_header(r, "Content-Range", cr);
+            }
+        }
+    }
+    if (!r)
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void fake_start(fake *f)
+{
+    f->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
+                            NULL, NULL, fake_handler, f, MHD_OPTION_END);
+    ck_assert_ptr_nonnull(f->d);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT);
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d", info->port);
+}
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static psdb_client *client_with(const psdb_client_desc *base, const char *url)
+{
+    const char *keys[1] = {g_pub};
+    psdb_client_desc d = *base;
+    d.server_url = url;
+    d.trusted_keys = keys;
+    d.num_trusted_keys = 1;
+    if (!d.retry_base_ms)
+        d.retry_base_ms = 10;
+    if (!d.max_retries)
+        d.max_retries = 4;
+    psdb_client *c = NULL;
+    ck_assert_hr(psdb_client_create(&d, &c), PSDB_S_OK);
+    return c;
+}
+
+static psdb_hr install_app(psdb_client *c, const app_entry *a, const char *installer)
+{
+    psdb_app_desc app = {.name = a->name, .version = PSDB_VERSION(1, 0, 0, 0)};
+    psdb_precompile_target t = {.family = FAMILY, .abi_min = 1, .abi_max = 10};
+    psdb_install_desc d = {.exe_path = a->exe,
+                           .app = &app,
+                           .targets = &t,
+                           .num_targets = 1,
+                           .registry_dir = g_reg,
+                           .installer_name = installer};
+    return psdb_client_install(c, &d, NULL);
+}
+
+/* The PSDB path registered as the default component of exe for FAMILY, or NULL. */
+static char *registered_path(const char *exe)
+{
+    psdb_explorer *e = NULL;
+    psdb_application *a = NULL;
+    psdb_component *comp = NULL;
+    char buf[4096];
+    char *out = NULL;
+    if (PSDB_FAILED(psdb_explorer_open(g_reg, &e)))
+        return NULL;
+    if (PSDB_SUCCEEDED(psdb_explorer_get_application(e, exe, &a)) &&
+        PSDB_SUCCEEDED(psdb_application_get_component(a, PSDB_DEFAULT_COMPONENT, &comp)) &&
+        PSDB_SUCCEEDED(psdb_component_get_psdb_path(comp, FAMILY, buf, sizeof(buf))))
+        out = strdup(buf);
+    psdb_component_release(comp);
+    psdb_application_release(a);
+    psdb_explorer_release(e);
+    return out;
+}
+
+/* Asserts that exe is registered with a file that hashes to a's digest. */
+static void assert_installed(const app_entry *a)
+{
+    char *path = registered_path(a->exe);
+    ck_assert_msg(path != NULL, "%s is not registered", a->exe);
+    size_t n = 0;
+    uint8_t got[32];
+    uint8_t *data = (uint8_t *)tu_read_file(path, &n);
+    ck_assert_ptr_nonnull(data);
+    psdb__sha256(data, n, got);
+    ck_assert_msg(n == a->size && memcmp(got, a->sha, 32) == 0, "%s: %s does not hash to %s",
+                  a->exe, path, a->hex);
+    free(data);
+    free(path);
+}
+
+/* Size of the store's .part of a, -1 when absent. */
+static long long part_size(const app_entry *a)
+{
+    char rel[160];
+    snprintf(rel, sizeof(rel), "psdbs/%s.psdb.part", a->hex);
+    char *p = tu_path(g_reg, rel);
+    struct stat st;
+    long long n = stat(p, &st) == 0 ? (long long)st.st_size : -1;
+    free(p);
+    return n;
+}
+
+static void setup(void)
+{
+    g_dir = tu_mkdtemp();
+    g_reg = tu_path(g_dir, "registry");
+    g_key = tu_path(g_dir, "pub.key");
+    g_pub = tu_path(g_dir, "pub.key.pub");
+    ck_assert_hr(psdb_keygen(g_key, NULL), PSDB_S_OK);
+}
+
+static void teardown(void)
+{
+    tu_rmtree(g_dir);
+    free(g_dir);
+    free(g_reg);
+    free(g_key);
+    free(g_pub);
+}
+
+/* ---- cancel -----------------------------------------------------------------------------------
+ */
+
+typedef struct cancel_ctx {
+    uint64_t after_bytes; /* cancel once this much is on disk ... */
+    double after_s;       /* ... or once this long has passed since start (when > 0) */
+    double start;
+    atomic_int asked;
+    int seen_resolve;
+} cancel_ctx;
+
+static int cancel_cb(const psdb_progress *p, void *ctx)
+{
+    cancel_ctx *k = ctx;
+    atomic_fetch_add(&k->asked, 1);
+    if (strcmp(p->what, "resolve") == 0)
+        k->seen_resolve = 1;
+    if (k->after_s > 0)
+        return now_s() - k->start >= k->after_s;
+    return p->total > 0 && p->done >= k->after_bytes;
+}
+
+START_TEST(test_launcher__progress_cancel_stops_download_keeps_part_next_install_resumes)
+{
+    app_entry a;
+    app_make(&a, "Demo", 8u << 20, 1);
+    fake f = {.apps = &a, .num_apps = 1};
+    fake_start(&f);
+    cancel_ctx k = {.after_bytes = 1u << 20};
+    /* Slow enough that the cancel lands mid-file. */
+    psdb_client_desc d = {
+        .progress_cancel = cancel_cb, .progress_ctx = &k, .max_recv_bytes_per_second = 4u << 20};
+    psdb_client *c = client_with(&d, f.url);
+    ck_assert_hr(install_app(c, &a, NULL), PSDB_E_CANCELLED);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "cancelled"));
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "kept for resuming"));
+    ck_assert_ptr_null(registered_path(a.exe));
+    long long part = part_size(&a);
+    ck_assert_msg(part >= (1 << 20) && part < (long long)a.size, "part of %lld bytes", part);
+    psdb_client_release(c);
+
+    /* The next install resumes from the .part with one Range request and verifies the file. */
+    psdb_client_desc plain = {0};
+    c = client_with(&plain, f.url);
+    ck_assert_hr(install_app(c, &a, NULL), PSDB_S_OK);
+    ck_assert_int_eq(atomic_load(&f.range_requests), 1);
+    assert_installed(&a);
+    ck_assert_int_eq(part_size(&a), -1);
+    psdb_client_release(c);
+    MHD_stop_daemon(f.d);
+    app_free(&a);
+}
+END_TEST
+
+START_TEST(test_launcher__progress_cancel_stops_a_stalled_resolve_and_a_backoff)
+{
+    app_entry a;
+    app_make(&a, "Demo", 64u << 10, 2);
+    fake f = {.apps = &a, .num_apps = 1, .resolve_delay_ms = 5000};
+    fake_start(&f);
+    /* A resolve whose answer does not come: no byte flows, the callback is still asked. */
+    cancel_ctx k = {.after_s = 0.3, .start = now_s()};
+    psdb_client_desc d = {.progress_cancel = cancel_cb, .progress_ctx = &k};
+    psdb_client *c = client_with(&d, f.url);
+    ck_assert_hr(install_app(c, &a, NULL), PSDB_E_CANCELLED);
+    double took = now_s() - k.start;
+    ck_assert_msg(took < 3.0, "resolve cancel took %.1f s", took);
+    ck_assert_int_eq(k.seen_resolve, 1);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "resolve"));
+    psdb_client_release(c);
+
+    /* A blob that answers 503: the client waits 5 s before its retry, and a cancel cuts it. */
+    f.resolve_delay_ms = 0;
+    f.blob_status = 503;
+    cancel_ctx k2 = {.after_s = 0.3, .start = now_s()};
+    psdb_client_desc d2 = {
+        .progress_cancel = cancel_cb, .progress_ctx = &k2, .retry_base_ms = 5000, .max_retries = 3};
+    c = client_with(&d2, f.url);
+    ck_assert_hr(install_app(c, &a, NULL), PSDB_E_CANCELLED);
+    took = now_s() - k2.start;
+    ck_assert_msg(took < 3.0, "backoff cancel took %.1f s", took);
+    ck_assert_int_eq(atomic_load(&f.blob_requests), 1);
+    ck_assert_ptr_null(registered_path(a.exe));
+    psdb_client_release(c);
+    MHD_stop_daemon(f.d);
+    app_free(&a);
+}
+END_TEST
+
+/* ---- limits and proxies ------------------------------------------------------------------- */
+
+START_TEST(test_launcher__bandwidth_limit_caps_bytes_per_second)
+{
+    app_entry a;
+    app_make(&a, "Demo", 3u << 20, 3);
+    fake f = {.apps = &a, .num_apps = 1};
+    fake_start(&f);
+    psdb_client_desc d = {.max_recv_bytes_per_second = 1u << 20};
+    psdb_client *c = client_with(&d, f.url);
+    double t0 = now_s();
+    ck_assert_hr(install_app(c, &a, NULL), PSDB_S_OK);
+    double took = now_s() - t0;
+    /* 3 MiB at 1 MiB/s: libcurl averages over the transfer, so at least ~2 s even with a burst
+     * at the start; unlimited, loopback takes a few milliseconds. */
+    ck_assert_msg(took >= 2.0, "3 MiB at 1 MiB/s took only %.2f s", took);
+    assert_installed(&a);
+    psdb_client_release(c);
+    MHD_stop_daemon(f.d);
+    app_free(&a);
+}
+END_TEST
+
+START_TEST(test_launcher__proxy_and_no_proxy_from_the_environment_are_honoured)
+{
+    app_entry a;
+    app_make(&a, "Demo", 64u << 10, 4);
+    fake f = {.apps = &a, .num_apps = 1};
+    fake_start(&f);
+    /* A proxy on a port nothing listens on: a client that honours http_proxy cannot connect. */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&sa, &len), 0);
+    close(s);
+    char proxy[64];
+    snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    setenv("http_proxy", proxy, 1);
+    unsetenv("no_proxy");
+    unsetenv("NO_PROXY");
+    psdb_client_desc d = {0};
+    psdb_client *c = client_with(&d, f.url);
+    ck_assert_hr(install_app(c, &a, NULL), PSDB_E_NETWORK);
+    ck_assert_int_eq(atomic_load(&f.resolve_requests), 0);
+    /* no_proxy names the server: straight to it. */
+    setenv("no_proxy", "127.0.0.1", 1);
+    ck_assert_hr(install_app(c, &a, NULL), PSDB_S_OK);
+    assert_installed(&a);
+    unsetenv("http_proxy");
+    unsetenv("no_proxy");
+    psdb_client_release(c);
+    MHD_stop_daemon(f.d);
+    app_free(&a);
+}
+END_TEST
+
+/* ---- psdb install and signals ------------------------------------------------------------- */
+
+static pid_t tool_start(const char *const *args, const char *out_file)
+{
+    char *argv[40];
+    size_t n = 0;
+    argv[n++] = (char *)PSDB_TOOL;
+    for (; args[n - 1] && n < 39; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(out_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(PSDB_TOOL, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int tool_wait(pid_t pid)
+{
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+START_TEST(test_launcher__install_tool_stops_on_sigint_and_sigterm_then_resumes)
+{
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        app_entry a;
+        char name[16];
+        snprintf(name, sizeof(name), "Demo%zu", i);
+        app_make(&a, name, 8u << 20, 10 + (unsigned)i);
+        fake f = {.apps = &a, .num_apps = 1};
+        fake_start(&f);
+        char *out = tu_path(g_dir, "tool.out");
+        const char *args[] = {
+            "install", "--server",      f.url,     "--exe-path",   a.exe,          "--app",
+            a.name,    "--app-version", "1.0.0.0", "--target",     FAMILY ":1-10", "--trust",
+            g_pub,     "--registry",    g_reg,     "--limit-rate", "2M",           NULL};
+        pid_t pid = tool_start(args, out);
+        double t0 = now_s();
+        while (part_size(&a) < (512 << 10) && now_s() - t0 < 20.0) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        ck_assert_msg(part_size(&a) >= (512 << 10), "no partial download appeared");
+        kill(pid, sigs[i]);
+        int rc = tool_wait(pid);
+        char *text = tu_read_file(out, NULL);
+        ck_assert_ptr_nonnull(text);
+        ck_assert_msg(rc == 128 + sigs[i], "exit %d after signal %d: %s", rc, sigs[i], text);
+        ck_assert_msg(strstr(text, sigs[i] == SIGINT ? "interrupted by SIGINT"
+                                                     : "interrupted by SIGTERM") != NULL,
+                      "%s", text);
+        free(text);
+        ck_assert_ptr_null(registered_path(a.exe));
+        long long part = part_size(&a);
+        ck_assert_msg(part > 0 && part < (long long)a.size, "part of %lld bytes", part);
+
+        /* The next run resumes the .part and installs. */
+        const char *again[] = {"install", "--server",   f.url,          "--exe-path",
+                               a.exe,     "--app",      a.name,         "--app-version",
+                               "1.0.0.0", "--target",   FAMILY ":1-10", "--trust",
+                               g_pub,     "--registry", g_reg,          NULL};
+        rc = tool_wait(tool_start(again, out));
+        text = tu_read_file(out, NULL);
+        ck_assert_msg(rc == 0, "resume exit %d: %s", rc, text);
+        free(text);
+        ck_assert_int_eq(atomic_load(&f.range_requests), 1);
+        assert_installed(&a);
+        free(out);
+        MHD_stop_daemon(f.d);
+        app_free(&a);
+    }
+}
+END_TEST
+
+START_TEST(test_launcher__install_tool_refuses_a_bad_limit_rate)
+{
+    static const char *const bad[] = {"0", "", "abc", "12X", "-1", "1.5M", "99999999999999999999G"};
+    char *out = tu_path(g_dir, "tool.out");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *args[] = {"install",    "--server",      "http://127.0.0.1:1",
+                              "--exe-path", "/g/x.exe",      "--app",
+                              "X",          "--app-version", "1.0.0.0",
+                              "--target",   FAMILY ":1-10",  "--trust",
+                              g_pub,        "--limit-rate",  bad[i],
+                              NULL};
+        int rc = tool_wait(tool_start(args, out));
+        char *text = tu_read_file(out, NULL);
+        ck_assert_msg(rc == 1 && strstr(text, "--limit-rate") != NULL, "'%s': exit %d: %s", bad[i],
+                      rc, text);
+        free(text);
+    }
+    free(out);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("launcher");
+    TCase *tc = tcase_create("launcher");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc,
+                   test_launcher__progress_cancel_stops_download_keeps_part_next_install_resumes);
+    tcase_add_test(tc, test_launcher__progress_cancel_stops_a_stalled_resolve_and_a_backoff);
+    tcase_add_test(tc, test_launcher__bandwidth_limit_caps_bytes_per_second);
+    tcase_add_test(tc, test_launcher__proxy_and_no_proxy_from_the_environment_are_honoured);
+    tcase_add_test(tc, test_launcher__install_tool_stops_on_sigint_and_sigterm_then_resumes);
+    tcase_add_test(tc, test_launcher__install_tool_refuses_a_bad_limit_rate);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
