@@ -45,6 +45,12 @@ typedef struct psdb_client_desc {
     /* Bandwidth limit of each transfer of this client in bytes per second (libcurl's
      * CURLOPT_MAX_RECV_SPEED_LARGE, an average over the transfer); 0: unlimited. */
     uint64_t max_recv_bytes_per_second;
+    /* Another client whose connection cache, DNS cache and TLS sessions this one shares (libcurl
+     * CURLSH, with locks), so that clients on different threads reuse each other's connections;
+     * NULL: the client has its own (its transfers still reuse their connections). The share
+     * lives until the last client using it is released, in any order. Creating a client with it
+     * may run while the other client is in use on another thread. */
+    const psdb_client *share_connections_with;
 } psdb_client_desc;
 
 /* A manifest as psdbd serves it (API.md). Every string is owned by the manifest. */
@@ -65,8 +71,12 @@ typedef struct psdb_manifest {
 /* Creates a client. Copies every string of desc. PSDB_E_INVALIDARG (no server_url, not http(s)),
  * PSDB_E_OUTOFMEMORY, PSDB_E_IO (a trusted key file cannot be read), PSDB_E_SIGNATURE (a trusted
  * key file is not an Ed25519 public key: a private key is refused too).
- * psdb_key_load_kind(path, PSDB_KEY_PUBLIC, ...) says why a key file is refused. A client is used
- * by one thread at a time. */
+ * psdb_key_load_kind(path, PSDB_KEY_PUBLIC, ...) says why a key file is refused.
+ * Thread safety: a client is used by one thread at a time (its last error is its own). A launcher
+ * that installs on several threads creates one client per thread, each with
+ * share_connections_with naming a first client so that they share connections; installs of
+ * different applications then run at once into one registry under one installer name (see
+ * psdb_client_install). */
 PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out);
 /* Frees the client and what it holds (its copies of the desc's strings, the trusted keys). NULL
  * is a no-op; cannot fail. Not concurrently with another call on the same client. */
@@ -196,23 +206,26 @@ typedef struct psdb_install_result {
  * serial, and a file another installer already put in the store with the right digest is used
  * as it is), opens each with libpsdb to check it against its target, then registers all of them
  * in the application's "default" component in ONE registry transaction (families not among the
- * targets keep their registration). The registry remembers the highest serial installed per (exe
- * path, family) and refuses a lower one (PSDB_E_DOWNGRADE) unless allow_downgrade. Installs of
- * any installer names may run at once on one root: each holds the store lock shared until its
- * registration is committed, concurrent downloads of one digest wait for each other, and the
- * sweep of unreferenced files under <registry root>/psdbs that follows an install runs only when
- * no install is in flight (psdb_installer_sweep_store). Any failure leaves the registry as it
- * was; a damaged registry database fails with PSDB_E_CACHE_CORRUPT and a last error naming it and
- * the way out. Each resolved manifest must answer the request (psdb_client_check_manifest with
- * d->app_id, and when app->exe_filename is NULL, a manifest that names an exe filename must name
- * the exe path's file name); each downloaded file must record exactly the identity and target of
- * its manifest. Either refusal is PSDB_E_INTEGRITY, with the last error naming the field.
- * results (may be NULL) has num_targets entries.
- * Statuses: S_OK; PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (another
- * installer of that name is running); PSDB_E_DOWNGRADE; the statuses of resolve and download;
- * PSDB_E_CANCELLED (progress_cancel asked to stop, during a transfer, a backoff or before the
- * registration: the registry is unchanged, a partial download is kept and resumed next time);
- * PSDB_E_INVALIDARG (duplicate families, missing fields). */
+ * targets keep their registration). Installs on several threads of one process (one client
+ * each) may name the same registry_dir and installer_name: they share one installer handle,
+ * taking turns only for the short registry steps, and run their resolves and downloads at once;
+ * the registry_dir must then be spelled the same way. The registry remembers the highest serial
+ * installed per (exe path, family) and refuses a lower one (PSDB_E_DOWNGRADE) unless
+ * allow_downgrade. Installs of any installer names may run at once on one root: each holds the
+ * store lock shared until its registration is committed, concurrent downloads of one digest wait
+ * for each other, and the sweep of unreferenced files under <registry root>/psdbs that follows an
+ * install runs only when no install is in flight (psdb_installer_sweep_store). Any failure leaves
+ * the registry as it was; a damaged registry database fails with PSDB_E_CACHE_CORRUPT and a last
+ * error naming it and the way out. Each resolved manifest must answer the request
+ * (psdb_client_check_manifest with d->app_id, and when app->exe_filename is NULL, a manifest that
+ * names an exe filename must name the exe path's file name); each downloaded file must record
+ * exactly the identity and target of its manifest. Either refusal is PSDB_E_INTEGRITY, with the
+ * last error naming the field. results (may be NULL) has num_targets entries. Statuses: S_OK;
+ * PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (an installer of that name
+ * is open in another process, or through psdb_installer_open); PSDB_E_DOWNGRADE; the statuses of
+ * resolve and download; PSDB_E_CANCELLED (progress_cancel asked to stop, during a transfer, a
+ * backoff or before the registration: the registry is unchanged, a partial download is kept and
+ * resumed next time); PSDB_E_INVALIDARG (duplicate families, missing fields). */
 PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                      psdb_install_result *results);
 

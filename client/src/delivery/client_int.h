@@ -20,7 +20,13 @@
 
 #include "registry/install.h"
 
+/* libcurl's connection cache, DNS cache and TLS sessions, shared by the transfers of one client
+ * and of the clients created with share_connections_with it; the lock callbacks make it safe for
+ * clients on different threads. Reference counted (client.c). */
+typedef struct psdb__curl_share psdb__curl_share;
+
 struct psdb_client {
+    psdb__curl_share *share;
     char *server_url; /* without a trailing '/' */
     char *token;
     char *ca_file;
@@ -49,6 +55,9 @@ int psdb__client_transient_curl(CURLcode rc);
 int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t attempt);
 /* Whether the client's progress_cancel asks to stop, given p (resolve.c); 0 without one. */
 int psdb__client_should_stop(const psdb_client *c, const psdb_progress *p);
+
+/* The share's handle for CURLOPT_SHARE (client.c). */
+CURLSH *psdb__curl_share_handle(const psdb__curl_share *s);
 
 /* Sets the client's one-line last error (client.c). */
 void psdb__client_error(psdb_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -34,6 +34,9 @@ CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist
     CURL *h = psdb__curl_new(url, c->token, c->curl_error, headers);
     if (!h)
         return NULL;
+    /* Connections, DNS answers and TLS sessions outlive the handle in the client's share, so
+     * the next transfer to the same server reuses the connection. */
+    curl_easy_setopt(h, CURLOPT_SHARE, psdb__curl_share_handle(c->share));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)c->low_speed_timeout_s);
