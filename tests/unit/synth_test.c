@@ -10,7 +10,7 @@
 #include "build/synth.h"
 #include "psdb/file.h"
 
-#define N 2000
+#define N 1000
 
 typedef struct keys {
     size_t n, cap;
