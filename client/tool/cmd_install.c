@@ -190,13 +190,23 @@ static void print_json(const psdb_precompile_target *targets, const psdb_install
     for (uint32_t i = 0; o && arr && i < num_targets; i++) {
         char sha[65];
         psdb__hex(results[i].sha256, 32, sha);
-        json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
-                           results[i].status == PSDB_S_FALSE   ? "unchanged"
-                           : PSDB_SUCCEEDED(results[i].status) ? "installed"
-                                                               : psdb_hr_str(results[i].status),
-                           "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
-                           (json_int_t)results[i].size));
+        json_t *t = json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
+                              results[i].status == PSDB_S_FALSE   ? "unchanged"
+                              : PSDB_SUCCEEDED(results[i].status) ? "installed"
+                                                                  : psdb_hr_str(results[i].status),
+                              "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
+                              (json_int_t)results[i].size);
+        /* How it came: a value-level delta or the whole file, and what that saved. */
+        if (t && results[i].status == PSDB_S_OK) {
+            uint64_t got = results[i].bytes_downloaded, size = results[i].size;
+            json_object_set_new(t, "download", json_string(results[i].delta ? "delta" : "full"));
+            json_object_set_new(t, "bytes_downloaded", json_integer((json_int_t)got));
+            json_object_set_new(t, "bytes_saved",
+                                json_integer(got < size ? (json_int_t)(size - got) : 0));
+            if (results[i].delta_skipped[0])
+                json_object_set_new(t, "delta_skipped", json_string(results[i].delta_skipped));
+        }
+        json_array_append_new(arr, t);
     }
     json_object_set_new(o, "ok", json_boolean(PSDB_SUCCEEDED(hr)));
     json_object_set_new(o, "targets", arr);
@@ -370,6 +380,12 @@ int cmd_install(int argc, char **argv)
             tool_printf_safe(stdout, "%s: serial %llu %s", targets[i].family,
                              (unsigned long long)results[i].serial,
                              results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
+            if (results[i].status == PSDB_S_OK && results[i].delta)
+                printf(" (delta update: %llu of %llu bytes downloaded)",
+                       (unsigned long long)results[i].bytes_downloaded,
+                       (unsigned long long)results[i].size);
+            else if (results[i].status == PSDB_S_OK && results[i].delta_skipped[0])
+                tool_printf_safe(stdout, " (full download: %s)", results[i].delta_skipped);
             fputc('\n', stdout);
         }
     rc = 0;

@@ -43,7 +43,11 @@ typedef struct app_entry {
     uint8_t sha[32];
     char hex[65];
     char *manifest;
+    uint8_t *map; /* its value map (psdb_value_map_write), served at <blob>/valuemap */
+    size_t map_size;
 } app_entry;
+
+static void app_finish(app_entry *a, const char *path, uint64_t serial);
 
 static void app_make(app_entry *a, const char *name, size_t payload, unsigned seed)
 {
@@ -73,9 +77,24 @@ static void app_make(app_entry *a, const char *name, size_t payload, unsigned se
     free(buf);
     ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
     psdb_writer_release(w);
+    app_finish(a, path, 1);
+    free(path);
+}
+
+/* Reads the PSDB at path into a, with its value map and a manifest of this serial. */
+static void app_finish(app_entry *a, const char *path, uint64_t serial)
+{
+    psdb_app_identity id = {
+        .desc = {.exe_filename = "demo.exe", .name = a->name, .version = PSDB_VERSION(1, 0, 0, 0)}};
+    psdb_target t = {.family = FAMILY, .abi_version = 3};
     a->data = (uint8_t *)tu_read_file(path, &a->size);
     ck_assert_ptr_nonnull(a->data);
-    free(path);
+    char *map_path = tu_path(g_dir, "map.tmp");
+    ck_assert_hr(psdb_value_map_write(path, map_path), PSDB_S_OK);
+    a->map = (uint8_t *)tu_read_file(map_path, &a->map_size);
+    ck_assert_ptr_nonnull(a->map);
+    unlink(map_path);
+    free(map_path);
     psdb__sha256(a->data, a->size, a->sha);
     psdb__hex(a->sha, 32, a->hex);
 
@@ -83,7 +102,7 @@ static void app_make(app_entry *a, const char *name, size_t payload, unsigned se
     char kid[PSDB_KEY_ID_SIZE], sig[PSDB_SIGNATURE_B64_SIZE];
     ck_assert_hr(psdb_key_load(g_key, &key), PSDB_S_OK);
     ck_assert_hr(psdb_key_id(key, kid), PSDB_S_OK);
-    psdb_statement st = {.size = a->size, .identity = id, .target = t, .serial = 1};
+    psdb_statement st = {.size = a->size, .identity = id, .target = t, .serial = serial};
     memcpy(st.sha256, a->sha, 32);
     ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
     psdb_key_release(key);
@@ -91,11 +110,11 @@ static void app_make(app_entry *a, const char *name, size_t payload, unsigned se
     snprintf(url, sizeof(url), "/v1/blobs/%s", a->hex);
     json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:{s:s, s:s, s:s, s:n, s:s}, s:{s:s, s:I, s:s, "
                           "s:s}, s:I, s:s, s:s, s:s}",
-                          "id", (json_int_t)1, "sha256", a->hex, "size", (json_int_t)a->size, "url",
-                          url, "app", "name", a->name, "exe_filename", "demo.exe", "version",
+                          "id", (json_int_t)serial, "sha256", a->hex, "size", (json_int_t)a->size,
+                          "url", url, "app", "name", a->name, "exe_filename", "demo.exe", "version",
                           "1.0.0.0", "engine_name", "engine_version", "0.0.0.0", "target", "family",
                           FAMILY, "abi_version", (json_int_t)3, "compiler_version", "0.0.0.0",
-                          "profile_version", "0.0.0.0", "serial", (json_int_t)1, "created_at",
+                          "profile_version", "0.0.0.0", "serial", (json_int_t)serial, "created_at",
                           "2026-01-01T00:00:00Z", "key_id", kid, "signature", sig);
     ck_assert_ptr_nonnull(o);
     a->manifest = json_dumps(o, JSON_COMPACT);
@@ -106,6 +125,7 @@ static void app_free(app_entry *a)
 {
     free(a->data);
     free(a->manifest);
+    free(a->map);
 }
 
 /* ---- a server of several applications (libmicrohttpd in this process) ----------------------- */
@@ -120,6 +140,10 @@ typedef struct fake {
     atomic_int blob_status;      /* 0: 200 */
     atomic_int resolve_requests, blob_requests, range_requests;
     atomic_int connections; /* TCP connections accepted */
+    atomic_int map_requests;
+    atomic_long range_bytes; /* bytes sent in 206 answers */
+    atomic_int no_maps;      /* 1: the value maps answer 404 */
+    const app_entry *map_of; /* non-NULL: every value map served is this app's (a lie) */
 } fake;
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -134,16 +158,16 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
 typedef struct cursor {
     const app_entry *a;
-    uint64_t start;
+    uint64_t start, end; /* [start, end) of the blob to send */
 } cursor;
 
 static ssize_t body_reader(void *cls, uint64_t off, char *buf, size_t max)
 {
     cursor *c = cls;
     uint64_t pos = c->start + off;
-    if (pos >= c->a->size)
+    if (pos >= c->end)
         return MHD_CONTENT_READER_END_OF_STREAM;
-    size_t n = (size_t)(c->a->size - pos) < max ? (size_t)(c->a->size - pos) : max;
+    size_t n = (size_t)(c->end - pos) < max ? (size_t)(c->end - pos) : max;
     memcpy(buf, c->a->data + pos, n);
     return (ssize_t)n;
 }
@@ -180,6 +204,15 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
                 r = MHD_create_response_from_buffer(strlen(f->apps[i].manifest),
                                                     f->apps[i].manifest, MHD_RESPMEM_MUST_COPY);
             }
+    } else if (strncmp(url, "/v1/blobs/", 10) == 0 && strlen(url) == 10 + 64 + 9 &&
+               strcmp(url + 74, "/valuemap") == 0) {
+        atomic_fetch_add(&f->map_requests, 1);
+        for (int i = 0; i < f->num_apps && !r; i++)
+            if (strncmp(url + 10, f->apps[i].hex, 64) == 0 && !atomic_load(&f->no_maps)) {
+                const app_entry *src = f->map_of ? f->map_of : &f->apps[i];
+                status = 200;
+                r = MHD_create_response_from_buffer(src->map_size, src->map, MHD_RESPMEM_MUST_COPY);
+            }
     } else if (strncmp(url, "/v1/blobs/", 10) == 0) {
         atomic_fetch_add(&f->blob_requests, 1);
         for (int i = 0; i < f->num_apps && !r; i++) {
@@ -195,18 +228,23 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
             c->a = a;
             status = 200;
             const char *range = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range");
-            unsigned long long from = 0;
-            if (range && sscanf(range, "bytes=%llu-", &from) == 1 && from < a->size) {
+            unsigned long long from = 0, to = 0;
+            c->end = a->size;
+            int fields = range ? sscanf(range, "bytes=%llu-%llu", &from, &to) : 0;
+            if (fields >= 1 && from < a->size) {
                 atomic_fetch_add(&f->range_requests, 1);
                 c->start = from;
+                if (fields == 2 && to + 1 < a->size)
+                    c->end = to + 1;
+                atomic_fetch_add(&f->range_bytes, (long)(c->end - c->start));
                 status = 206;
             }
-            r = MHD_create_response_from_callback(a->size - c->start, 64 * 1024, body_reader, c,
+            r = MHD_create_response_from_callback(c->end - c->start, 64 * 1024, body_reader, c,
                                                   free);
             if (status == 206) {
                 char cr[96];
                 snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)c->start,
-                         (unsigned long long)a->size - 1, (unsigned long long)a->size);
+                         (unsigned long long)c->end - 1, (unsigned long long)a->size);
                 MHD_add_response_header(r, "Content-Range", cr);
             }
         }
@@ -582,6 +620,197 @@ START_TEST(test_launcher__install_tool_refuses_a_bad_limit_rate)
 }
 END_TEST
 
+/* ---- value-level delta updates ------------------------------------------------------------- */
+
+/* Version `serial` of an application of n values: value i has bytes seeded by i, except where
+ * changed(i) holds (a patch recompiled it); a quarter of the values are small (in the cell),
+ * the rest 64 KiB (overflow chains). */
+static void app_make_version(app_entry *a, const char *name, size_t n, uint64_t serial,
+                             int (*changed)(size_t i))
+{
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    snprintf(a->exe, sizeof(a->exe), "/games/%s/demo.exe", name);
+    char file[64];
+    snprintf(file, sizeof(file), "%s-%llu.psdb", name, (unsigned long long)serial);
+    char *path = tu_path(g_dir, file);
+    psdb_app_identity id = {
+        .desc = {.exe_filename = "demo.exe", .name = a->name, .version = PSDB_VERSION(1, 0, 0, 0)}};
+    psdb_target t = {.family = FAMILY, .abi_version = 3};
+    psdb_writer *w = NULL;
+    ck_assert_hr(psdb_writer_create(path, &id, &t, &w), PSDB_S_OK);
+    uint8_t *buf = malloc(65536);
+    for (size_t i = 0; i < n; i++) {
+        size_t size = i % 4 == 0 ? 1500 + i : 65536;
+        unsigned x = (unsigned)i * 2654435761u + (changed && changed(i) ? 99991u : 7u);
+        for (size_t j = 0; j < size; j++) {
+            x = x * 1103515245u + 12345u;
+            buf[j] = (uint8_t)(x >> 16);
+        }
+        char key[16];
+        snprintf(key, sizeof(key), "v%05zu", i);
+        ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf, size),
+                     PSDB_S_OK);
+    }
+    free(buf);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    app_finish(a, path, serial);
+    free(path);
+}
+
+static int every_20th(size_t i)
+{
+    return i % 20 == 3;
+}
+
+static int all_values(size_t i)
+{
+    (void)i;
+    return 1;
+}
+
+static psdb_hr install_r(psdb_client *c, const app_entry *a, psdb_install_result *r)
+{
+    psdb_app_desc app = {.name = a->name, .version = PSDB_VERSION(1, 0, 0, 0)};
+    psdb_precompile_target t = {.family = FAMILY, .abi_min = 1, .abi_max = 10};
+    psdb_install_desc d = {
+        .exe_path = a->exe, .app = &app, .targets = &t, .num_targets = 1, .registry_dir = g_reg};
+    return psdb_client_install(c, &d, r);
+}
+
+/* Installs v1, then offers v2 and installs it; returns v2's result. */
+static psdb_install_result update(fake *f, app_entry *v1, app_entry *v2, void (*between)(void))
+{
+    psdb_install_result r;
+    f->apps = v1;
+    f->num_apps = 1;
+    psdb_client_desc d = {0};
+    psdb_client *c = client_with(&d, f->url);
+    ck_assert_hr(install_r(c, v1, &r), PSDB_S_OK);
+    ck_assert_int_eq(r.delta, 0);
+    assert_installed(v1);
+    if (between)
+        between();
+    atomic_store(&f->range_bytes, 0);
+    atomic_store(&f->blob_requests, 0);
+    f->apps = v2;
+    ck_assert_hr(install_r(c, v2, &r), PSDB_S_OK);
+    assert_installed(v2);
+    psdb_client_release(c);
+    return r;
+}
+
+START_TEST(test_launcher__update_after_a_small_patch_fetches_only_the_changed_values)
+{
+    app_entry v1, v2;
+    app_make_version(&v1, "Delta", 200, 1, NULL);
+    app_make_version(&v2, "Delta", 200, 2, every_20th);
+    fake f = {0};
+    fake_start(&f);
+    psdb_install_result r = update(&f, &v1, &v2, NULL);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    /* 5% of the values changed: the map and those values, far below the file. */
+    ck_assert_msg(r.bytes_downloaded * 100 < v2.size * 12, "%llu of %zu bytes downloaded",
+                  (unsigned long long)r.bytes_downloaded, v2.size);
+    ck_assert_int_eq(atomic_load(&f.map_requests), 1);
+    ck_assert_uint_eq(r.bytes_downloaded,
+                      (uint64_t)atomic_load(&f.range_bytes) + (uint64_t)v2.map_size);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+}
+END_TEST
+
+static char *g_old_file; /* the installed v1, for damage() */
+
+static void damage(void)
+{
+    /* Flip a byte in the middle of the installed file (inside a value). */
+    size_t n = 0;
+    uint8_t *d = (uint8_t *)tu_read_file(g_old_file, &n);
+    ck_assert_ptr_nonnull(d);
+    d[n / 2] ^= 0x5a;
+    ck_assert_int_eq(tu_write_file(g_old_file, d, n), 0);
+    free(d);
+}
+
+START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help)
+{
+    app_entry v1, v2, all2;
+    app_make_version(&v1, "Delta", 120, 1, NULL);
+    app_make_version(&v2, "Delta", 120, 2, every_20th);
+    app_make_version(&all2, "Delta", 120, 3, all_values);
+    struct {
+        const char *what, *why;
+        int no_maps;
+        const app_entry *map_of;
+        app_entry *next;
+        int damage_old;
+    } cases[] = {
+        {"no value map on the server", "no value map", 1, NULL, &v2, 0},
+        {"a value map of another PSDB", "does not describe", 0, &v1, &v2, 0},
+        {"everything changed", "not be smaller", 0, NULL, &all2, 0},
+        {"the installed file is damaged", "does not match", 0, NULL, &v2, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fake f = {0};
+        fake_start(&f);
+        atomic_store(&f.no_maps, cases[i].no_maps);
+        f.map_of = cases[i].map_of;
+        char rel[160];
+        snprintf(rel, sizeof(rel), "psdbs/%s.psdb", v1.hex);
+        g_old_file = tu_path(g_reg, rel);
+        psdb_install_result r = update(&f, &v1, cases[i].next, cases[i].damage_old ? damage : NULL);
+        ck_assert_msg(r.delta == 0, "%s: a delta was used", cases[i].what);
+        ck_assert_msg(strstr(r.delta_skipped, cases[i].why) != NULL, "%s: '%s'", cases[i].what,
+                      r.delta_skipped);
+        ck_assert_msg(r.bytes_downloaded >= cases[i].next->size, "%s: %llu bytes", cases[i].what,
+                      (unsigned long long)r.bytes_downloaded);
+        free(g_old_file);
+        MHD_stop_daemon(f.d);
+        tu_rmtree(g_reg);
+    }
+    app_free(&v1);
+    app_free(&v2);
+    app_free(&all2);
+}
+END_TEST
+
+START_TEST(test_launcher__install_tool_reports_the_delta_in_json)
+{
+    app_entry v1, v2;
+    app_make_version(&v1, "Delta", 100, 1, NULL);
+    app_make_version(&v2, "Delta", 100, 2, every_20th);
+    fake f = {.apps = &v1, .num_apps = 1};
+    fake_start(&f);
+    char *out = tu_path(g_dir, "tool.out");
+    const char *args[] = {"install",      "--server", f.url,           "--exe-path", v1.exe,
+                          "--app",        v1.name,    "--app-version", "1.0.0.0",    "--target",
+                          FAMILY ":1-10", "--trust",  g_pub,           "--registry", g_reg,
+                          "--json",       NULL};
+    ck_assert_int_eq(tool_wait(tool_start(args, out)), 0);
+    f.apps = &v2;
+    ck_assert_int_eq(tool_wait(tool_start(args, out)), 0);
+    char *text = tu_read_file(out, NULL);
+    json_error_t e;
+    json_t *o = json_loads(text, 0, &e);
+    ck_assert_msg(o != NULL, "not JSON: %s", text);
+    json_t *t = json_array_get(json_object_get(o, "targets"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(t, "download")), "delta");
+    json_int_t got = json_integer_value(json_object_get(t, "bytes_downloaded"));
+    json_int_t saved = json_integer_value(json_object_get(t, "bytes_saved"));
+    ck_assert_int_gt(got, 0);
+    ck_assert_int_eq(got + saved, (json_int_t)v2.size);
+    json_decref(o);
+    free(text);
+    free(out);
+    assert_installed(&v2);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+}
+END_TEST
+
 /* ---- many installs at once ----------------------------------------------------------------- */
 
 typedef struct worker {
@@ -705,6 +934,9 @@ int main(void)
     tcase_add_test(tc, test_launcher__proxy_and_no_proxy_from_the_environment_are_honoured);
     tcase_add_test(tc, test_launcher__install_tool_stops_on_sigint_and_sigterm_then_resumes);
     tcase_add_test(tc, test_launcher__install_tool_refuses_a_bad_limit_rate);
+    tcase_add_test(tc, test_launcher__update_after_a_small_patch_fetches_only_the_changed_values);
+    tcase_add_test(tc, test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help);
+    tcase_add_test(tc, test_launcher__install_tool_reports_the_delta_in_json);
     tcase_add_test(tc, test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry);
     tcase_add_test(tc, test_launcher__clients_reuse_connections_across_transfers_and_share_them);
     suite_add_tcase(s, tc);

@@ -198,6 +198,11 @@ typedef struct psdb_install_result {
     uint64_t serial; /* the resolved PSDB's serial (0 when none) */
     uint8_t sha256[32];
     uint64_t size;
+    /* How the file came: 1 when rebuilt from a value-level delta (schema/VALUEMAP.md), 0 when
+     * downloaded in full or already present. */
+    int delta;
+    uint64_t bytes_downloaded; /* bytes fetched for this target (delta or full) */
+    char delta_skipped[160];   /* when an update went in full: why no delta was used; "" else */
 } psdb_install_result;
 
 /* Installs the best PSDB of every target for one application: resolves each target, skips what is
@@ -228,6 +233,15 @@ typedef struct psdb_install_result {
  * resumed next time); PSDB_E_INVALIDARG (duplicate families, missing fields). */
 PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                      psdb_install_result *results);
+
+/* Writes the value map of the PSDB at psdb_path to out_path (schema/VALUEMAP.md): every value's
+ * SHA-256 and the byte ranges of the file that hold it, then the file's other bytes. A server
+ * serves it beside the blob (GET /v1/blobs/<sha256>/valuemap) so that psdb_client_install can
+ * update an installed PSDB by fetching only the values it lacks. Written to out_path + ".tmp",
+ * fsynced and renamed. The same file always gives the same bytes. Statuses: PSDB_E_INVALIDARG
+ * (NULL), PSDB_E_IO, PSDB_E_DISK_FULL, PSDB_E_CACHE_CORRUPT (not a PSDB file of this layout),
+ * PSDB_E_OUTOFMEMORY. Thread-safe (no shared state). */
+PSDB_API psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path);
 
 #ifdef __cplusplus
 }

@@ -56,6 +56,9 @@ int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t 
 /* Whether the client's progress_cancel asks to stop, given p (resolve.c); 0 without one. */
 int psdb__client_should_stop(const psdb_client *c, const psdb_progress *p);
 
+/* The manifest's blob URL, absolute (download.c); NULL on out of memory. */
+char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m);
+
 /* The share's handle for CURLOPT_SHARE (client.c). */
 CURLSH *psdb__curl_share_handle(const psdb__curl_share *s);
 

@@ -192,7 +192,7 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-static char *blob_url(const psdb_client *c, const psdb_manifest *m)
+char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m)
 {
     char *url = NULL;
     if (strncmp(m->url, "http://", 7) == 0 || strncmp(m->url, "https://", 8) == 0)
@@ -372,7 +372,7 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
     hr = psdb_client_verify_manifest(c, m);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    url = blob_url(c, m);
+    url = psdb__client_blob_url(c, m);
     if (asprintf(&part, "%s.part", dest_path) < 0)
         part = NULL;
     s.sha = psdb__sha256_begin();

@@ -23,8 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "delivery/client_int.h"
+#include "delivery/delta.h"
 #include "registry/install.h"
 #include "registry/registry.h"
 #include "registry/store.h"
@@ -135,7 +137,8 @@ static int file_has_digest(const char *path, const uint8_t sha256[32])
 /* Downloads m to path unless another process has put it there meanwhile. Installs of one digest
  * serialize on its .part (another launcher may be installing the same PSDB for another
  * application): the second finds the first's file, hashes it and is done. */
-static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path)
+static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path, const char *old_path,
+                     psdb_install_result *r)
 {
     psdb_hr hr = PSDB_S_OK;
     char *part = NULL;
@@ -151,9 +154,25 @@ static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path)
         goto cleanup;
     }
     done = file_has_digest(path, m->sha256);
+    if (!done && old_path) {
+        /* An update: rebuild from the installed PSDB when that fetches less (delta.h). */
+        psdb__delta_outcome o;
+        hr = psdb__client_delta(c, m, old_path, path, &o);
+        if (hr == PSDB_E_CANCELLED)
+            goto cleanup;
+        done = hr == PSDB_S_OK;
+        if (r) {
+            r->delta = done;
+            r->bytes_downloaded = o.downloaded;
+            snprintf(r->delta_skipped, sizeof(r->delta_skipped), "%s", done ? "" : o.why_not);
+        }
+        hr = PSDB_S_OK;
+    }
     if (!done) {
         hr = psdb_client_download(c, m, path);
         done = PSDB_SUCCEEDED(hr);
+        if (r && done)
+            r->bytes_downloaded += m->size; /* a full download counts the file's size */
     }
 cleanup:
     /* A .part left after a failed download is kept for resuming; after success it is gone (renamed
@@ -302,8 +321,14 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         if (!same) {
             /* Verifies the signature even when the file is already in the store. */
             hr = psdb_client_verify_manifest(c, m);
+            char *old_path = NULL;
+            if (PSDB_SUCCEEDED(known) && have_sha[0] &&
+                asprintf(&old_path, "%s/%s.psdb", store.dir, have_sha) < 0)
+                old_path = NULL;
             if (PSDB_SUCCEEDED(hr) && !intact)
-                hr = fetch(c, m, path);
+                hr =
+                    fetch(c, m, path, old_path && access(old_path, R_OK) == 0 ? old_path : NULL, r);
+            free(old_path);
             if (PSDB_FAILED(hr)) {
                 if (r)
                     r->status = hr;
