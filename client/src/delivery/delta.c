@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/status_map.h"
@@ -321,7 +323,10 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     span *all = NULL, *missing = NULL, *dst = NULL;
     uint8_t *buf = NULL, head[PSDB__VMAP_HEADER_SIZE], rec[PSDB__VMAP_VALUE_SIZE];
     uint64_t map_size = 0, nmiss = 0, miss_bytes = 0;
-    static const uint8_t zero16[16];
+    static const uint8_t zero8[8];
+    z_stream zs = {0};
+    int zs_open = 0;
+    uint8_t *zin = NULL;
 
     memset(out, 0, sizeof(*out));
     url = psdb__client_blob_url(c, m);
@@ -356,18 +361,20 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     hr = PSDB_E_INTEGRITY;
     if (map_size < sizeof(head) || read_exact(map_fd, head, sizeof(head), 0) != 0 ||
         memcmp(head, PSDB__VMAP_MAGIC, 8) != 0 || psdb__le32(head + 8) != PSDB__VMAP_VERSION ||
-        psdb__le32(head + 12) != 0 || memcmp(head + 80, zero16, 16) != 0 ||
+        psdb__le32(head + 12) != 0 || memcmp(head + 88, zero8, 8) != 0 ||
         psdb__le64(head + 16) != m->size || memcmp(head + 24, m->sha256, 32) != 0) {
         WHY("the value map does not describe this PSDB");
         goto cleanup;
     }
     uint64_t nv = psdb__le64(head + 56), nr = psdb__le64(head + 64), skel = psdb__le64(head + 72);
+    uint64_t stored = psdb__le64(head + 80);
     uint64_t values_at = sizeof(head), ranges_at, skel_at;
     if (nv > map_size / PSDB__VMAP_VALUE_SIZE || nr > map_size / PSDB__VMAP_RANGE_SIZE ||
         skel > m->size ||
         (ranges_at = values_at + nv * PSDB__VMAP_VALUE_SIZE) + nr * PSDB__VMAP_RANGE_SIZE >
             map_size ||
-        (skel_at = ranges_at + nr * PSDB__VMAP_RANGE_SIZE) + skel != map_size) {
+        stored > map_size ||
+        (skel_at = ranges_at + nr * PSDB__VMAP_RANGE_SIZE) + stored != map_size) {
         WHY("the value map is malformed");
         goto cleanup;
     }
@@ -425,9 +432,10 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
         WHY("the value map does not cover the file");
         goto cleanup;
     }
-    if (map_size + miss_bytes >= m->size) {
+    /* Not worth its extra requests and local work unless it saves a sixteenth of the file. */
+    if ((map_size + miss_bytes) / 15 >= m->size / 16) {
         hr = PSDB_S_FALSE;
-        WHY("a delta of %llu bytes would not be smaller than the file",
+        WHY("a delta of %llu bytes would not be smaller than the file by a sixteenth",
             (unsigned long long)(map_size + miss_bytes));
         goto cleanup;
     }
@@ -438,23 +446,50 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
         WHY("cannot prepare %s: %s", part, strerror(errno));
         goto cleanup;
     }
-    /* The skeleton, into the gaps between ranges. */
-    uint64_t skel_pos = skel_at, file_pos = 0;
+    /* The skeleton, inflated into the gaps between ranges. */
+    zin = malloc(COPY_BUF);
+    if (!zin || inflateInit(&zs) != Z_OK) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    zs_open = 1;
+    uint64_t skel_pos = skel_at, file_pos = 0, inflated = 0;
+    int zr = Z_OK;
     for (uint64_t i = 0; i <= nr; i++) {
         uint64_t gap_end = i < nr ? all[i].off : m->size;
         while (file_pos < gap_end) {
-            size_t n = gap_end - file_pos < COPY_BUF ? (size_t)(gap_end - file_pos) : COPY_BUF;
-            if (read_exact(map_fd, buf, n, skel_pos) != 0 ||
+            if (zs.avail_in == 0 && skel_pos < map_size) {
+                size_t n =
+                    map_size - skel_pos < COPY_BUF ? (size_t)(map_size - skel_pos) : COPY_BUF;
+                if (read_exact(map_fd, zin, n, skel_pos) != 0) {
+                    hr = PSDB_E_IO;
+                    goto cleanup;
+                }
+                skel_pos += n;
+                zs.next_in = zin;
+                zs.avail_in = (uInt)n;
+            }
+            size_t want = gap_end - file_pos < COPY_BUF ? (size_t)(gap_end - file_pos) : COPY_BUF;
+            zs.next_out = buf;
+            zs.avail_out = (uInt)want;
+            zr = inflate(&zs, Z_NO_FLUSH);
+            size_t n = want - zs.avail_out;
+            if ((zr != Z_OK && zr != Z_STREAM_END) || (n == 0 && zs.avail_in == 0) ||
                 write_exact(out_fd, buf, n, file_pos) != 0) {
-                hr = PSDB_E_IO;
-                WHY("cannot write the skeleton into %s", part);
+                hr = PSDB_E_INTEGRITY;
+                WHY("the value map's skeleton does not inflate to the file's other bytes");
                 goto cleanup;
             }
-            skel_pos += n;
             file_pos += n;
+            inflated += n;
         }
         if (i < nr)
             file_pos = all[i].off + all[i].len;
+    }
+    if (inflated != skel) {
+        hr = PSDB_E_INTEGRITY;
+        WHY("the value map's skeleton does not inflate to the file's other bytes");
+        goto cleanup;
     }
     /* The values held locally, copied from the old file. */
     dst = NULL;
@@ -523,6 +558,9 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     out->used = 1;
     hr = PSDB_S_OK;
 cleanup:
+    if (zs_open)
+        inflateEnd(&zs);
+    free(zin);
     if (map_fd >= 0)
         close(map_fd);
     if (map_path)

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "common/buf.h"
 #include "common/hash.h"
 #include "delivery/delta.h"
@@ -101,8 +103,10 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
     uint8_t *sorted = NULL, *buf = NULL;
     uint8_t head[PSDB__VMAP_HEADER_SIZE] = {0}, sha[32];
     char *tmp = NULL;
-    int in = -1, out = -1;
+    int in = -1, out = -1, zs_open = 0;
     struct stat st;
+    z_stream zs = {0};
+    static __thread uint8_t zbuf[1 << 16];
 
     if (!psdb_path || !out_path)
         return PSDB_E_INVALIDARG;
@@ -148,6 +152,7 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
     psdb__put_le64(head + 56, c.num_values);
     psdb__put_le64(head + 64, c.num_ranges);
     psdb__put_le64(head + 72, size - c.value_bytes);
+    /* head + 80, the skeleton's compressed size, is written once known (below). */
     if (asprintf(&tmp, "%s.tmp", out_path) < 0) {
         tmp = NULL;
         hr = PSDB_E_OUTOFMEMORY;
@@ -160,20 +165,49 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
         hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
         goto cleanup;
     }
-    uint64_t pos = 0;
+    /* The skeleton, deflated: most of it is the slack of partly filled pages (zeros). */
+    if (deflateInit(&zs, 6) != Z_OK) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    zs_open = 1;
+    uint64_t pos = 0, stored = 0;
     for (uint64_t i = 0; i <= c.num_ranges; i++) {
         uint64_t next = i < c.num_ranges ? psdb__le64(sorted + i * PSDB__VMAP_RANGE_SIZE) : size;
-        while (pos < next) {
+        int last = i == c.num_ranges;
+        do {
             size_t want = next - pos < (1 << 16) ? (size_t)(next - pos) : (1 << 16);
-            ssize_t r = pread(in, buf, want, (off_t)pos);
-            if (r <= 0 || write_all(out, buf, (size_t)r) != 0) {
-                hr = r == 0 ? PSDB_E_CACHE_CORRUPT : errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+            ssize_t r = want ? pread(in, buf, want, (off_t)pos) : 0;
+            if (r < 0 || (want && r == 0)) {
+                hr = r == 0 ? PSDB_E_CACHE_CORRUPT : PSDB_E_IO;
                 goto cleanup;
             }
             pos += (uint64_t)r;
-        }
+            int flush = last && pos == next ? Z_FINISH : Z_NO_FLUSH;
+            zs.next_in = buf;
+            zs.avail_in = (uInt)r;
+            do {
+                zs.next_out = zbuf;
+                zs.avail_out = sizeof(zbuf);
+                if (deflate(&zs, flush) == Z_STREAM_ERROR) {
+                    hr = PSDB_E_FAIL;
+                    goto cleanup;
+                }
+                size_t have = sizeof(zbuf) - zs.avail_out;
+                if (write_all(out, zbuf, have) != 0) {
+                    hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+                    goto cleanup;
+                }
+                stored += have;
+            } while (zs.avail_out == 0);
+        } while (pos < next);
         if (i < c.num_ranges)
             pos = next + psdb__le32(sorted + i * PSDB__VMAP_RANGE_SIZE + 8);
+    }
+    psdb__put_le64(head + 80, stored);
+    if (pwrite(out, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
+        hr = PSDB_E_IO;
+        goto cleanup;
     }
     if (fsync(out) != 0 || close(out) != 0) {
         out = -1;
@@ -186,6 +220,8 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
         goto cleanup;
     }
 cleanup:
+    if (zs_open)
+        deflateEnd(&zs);
     if (out >= 0)
         close(out);
     if (tmp && PSDB_FAILED(hr))
