@@ -69,7 +69,7 @@ static void app_make(app_entry *a, const char *name, size_t payload, unsigned se
             x = x * 1103515245u + 12345u;
             buf[i] = (uint8_t)(x >> 16);
         }
-        char key[16];
+        char key[32];
         snprintf(key, sizeof(key), "v%05zu", k);
         ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf, 65536),
                      PSDB_S_OK);
@@ -646,7 +646,7 @@ static void app_make_version(app_entry *a, const char *name, size_t n, uint64_t 
             x = x * 1103515245u + 12345u;
             buf[j] = (uint8_t)(x >> 16);
         }
-        char key[16];
+        char key[32];
         snprintf(key, sizeof(key), "v%05zu", i);
         ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf, size),
                      PSDB_S_OK);

@@ -63,7 +63,7 @@ static char *write_psdb(const char *dir, seen *s)
             buf[j] = (uint8_t)(x >> 16);
         }
         psdb__sha256(buf, k_sizes[i], s->sha[i]);
-        char key[16];
+        char key[32];
         snprintf(key, sizeof(key), "k%02zu", i);
         ck_assert_hr(
             psdb_writer_put_value(w, key, strlen(key), PSDB_VALUE_OBJECT_CODE, buf, k_sizes[i]),

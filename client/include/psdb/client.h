@@ -211,8 +211,12 @@ typedef struct psdb_install_result {
  * serial, and a file another installer already put in the store with the right digest is used
  * as it is), opens each with libpsdb to check it against its target, then registers all of them
  * in the application's "default" component in ONE registry transaction (families not among the
- * targets keep their registration). Installs on several threads of one process (one client
- * each) may name the same registry_dir and installer_name: they share one installer handle,
+ * targets keep their registration). An update of a PSDB installed for the same exe path and
+ * family is rebuilt from it when the server has the new blob's value map (schema/VALUEMAP.md):
+ * only the values the installed file lacks are fetched (Range requests), and the rebuilt file must
+ * match the manifest's size and SHA-256 like a full download; a full download is made whenever
+ * that cannot help (results say which, and why). Installs on several threads of one process (one
+ * client each) may name the same registry_dir and installer_name: they share one installer handle,
  * taking turns only for the short registry steps, and run their resolves and downloads at once;
  * the registry_dir must then be spelled the same way. The registry remembers the highest serial
  * installed per (exe path, family) and refuses a lower one (PSDB_E_DOWNGRADE) unless
