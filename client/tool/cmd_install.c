@@ -203,7 +203,11 @@ static void print_json(const psdb_precompile_target *targets, const psdb_install
         /* How it came: a value-level delta or the whole file, and what that saved. */
         if (t && results[i].status == PSDB_S_OK) {
             uint64_t got = results[i].bytes_downloaded, size = results[i].size;
-            json_object_set_new(t, "download", json_string(results[i].delta ? "delta" : "full"));
+            /* "none": the file was already in the registry's store (another application's). */
+            json_object_set_new(t, "download",
+                                json_string(results[i].delta ? "delta"
+                                            : got            ? "full"
+                                                             : "none"));
             json_object_set_new(t, "bytes_downloaded", json_integer((json_int_t)got));
             json_object_set_new(t, "bytes_saved",
                                 json_integer(got < size ? (json_int_t)(size - got) : 0));
