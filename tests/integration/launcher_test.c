@@ -144,7 +144,17 @@ typedef struct fake {
     atomic_long range_bytes; /* bytes sent in 206 answers */
     atomic_int no_maps;      /* 1: the value maps answer 404 */
     const app_entry *map_of; /* non-NULL: every value map served is this app's (a lie) */
+    /* apps, num_apps and map_of change while connection threads of earlier requests run. */
+    pthread_mutex_t lock;
 } fake;
+
+static void fake_serve(fake *f, app_entry *apps, int num_apps)
+{
+    pthread_mutex_lock(&f->lock);
+    f->apps = apps;
+    f->num_apps = num_apps;
+    pthread_mutex_unlock(&f->lock);
+}
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
@@ -181,6 +191,10 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
     (void)upload_data;
     (void)upload_size;
     fake *f = cls;
+    pthread_mutex_lock(&f->lock);
+    const app_entry *apps = f->apps, *map_of = f->map_of;
+    int num_apps = f->num_apps;
+    pthread_mutex_unlock(&f->lock);
     /* The first call only sees the headers; answering then makes libmicrohttpd close the
      * connection, and these tests count kept-alive connections. */
     static int seen;
@@ -198,25 +212,25 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
             struct timespec ts = {delay / 1000, (long)(delay % 1000) * 1000000L};
             nanosleep(&ts, NULL);
         }
-        for (int i = 0; app && i < f->num_apps; i++)
-            if (strcmp(app, f->apps[i].name) == 0) {
+        for (int i = 0; app && i < num_apps; i++)
+            if (strcmp(app, apps[i].name) == 0) {
                 status = 200;
-                r = MHD_create_response_from_buffer(strlen(f->apps[i].manifest),
-                                                    f->apps[i].manifest, MHD_RESPMEM_MUST_COPY);
+                r = MHD_create_response_from_buffer(strlen(apps[i].manifest), apps[i].manifest,
+                                                    MHD_RESPMEM_MUST_COPY);
             }
     } else if (strncmp(url, "/v1/blobs/", 10) == 0 && strlen(url) == 10 + 64 + 9 &&
                strcmp(url + 74, "/valuemap") == 0) {
         atomic_fetch_add(&f->map_requests, 1);
-        for (int i = 0; i < f->num_apps && !r; i++)
-            if (strncmp(url + 10, f->apps[i].hex, 64) == 0 && !atomic_load(&f->no_maps)) {
-                const app_entry *src = f->map_of ? f->map_of : &f->apps[i];
+        for (int i = 0; i < num_apps && !r; i++)
+            if (strncmp(url + 10, apps[i].hex, 64) == 0 && !atomic_load(&f->no_maps)) {
+                const app_entry *src = map_of ? map_of : &apps[i];
                 status = 200;
                 r = MHD_create_response_from_buffer(src->map_size, src->map, MHD_RESPMEM_MUST_COPY);
             }
     } else if (strncmp(url, "/v1/blobs/", 10) == 0) {
         atomic_fetch_add(&f->blob_requests, 1);
-        for (int i = 0; i < f->num_apps && !r; i++) {
-            const app_entry *a = &f->apps[i];
+        for (int i = 0; i < num_apps && !r; i++) {
+            const app_entry *a = &apps[i];
             if (strcmp(url + 10, a->hex) != 0)
                 continue;
             int forced = atomic_load(&f->blob_status);
@@ -258,6 +272,7 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
 
 static void fake_start(fake *f)
 {
+    pthread_mutex_init(&f->lock, NULL);
     f->d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC, 0, NULL,
         NULL, fake_handler, f, MHD_OPTION_NOTIFY_CONNECTION, on_connection, f, MHD_OPTION_END);
@@ -682,8 +697,7 @@ static psdb_hr install_r(psdb_client *c, const app_entry *a, psdb_install_result
 static psdb_install_result update(fake *f, app_entry *v1, app_entry *v2, void (*between)(void))
 {
     psdb_install_result r;
-    f->apps = v1;
-    f->num_apps = 1;
+    fake_serve(f, v1, 1);
     psdb_client_desc d = {0};
     psdb_client *c = client_with(&d, f->url);
     ck_assert_hr(install_r(c, v1, &r), PSDB_S_OK);
@@ -693,7 +707,7 @@ static psdb_install_result update(fake *f, app_entry *v1, app_entry *v2, void (*
         between();
     atomic_store(&f->range_bytes, 0);
     atomic_store(&f->blob_requests, 0);
-    f->apps = v2;
+    fake_serve(f, v2, 1);
     ck_assert_hr(install_r(c, v2, &r), PSDB_S_OK);
     assert_installed(v2);
     psdb_client_release(c);
@@ -756,7 +770,9 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
         fake f = {0};
         fake_start(&f);
         atomic_store(&f.no_maps, cases[i].no_maps);
+        pthread_mutex_lock(&f.lock);
         f.map_of = cases[i].map_of;
+        pthread_mutex_unlock(&f.lock);
         char rel[160];
         snprintf(rel, sizeof(rel), "psdbs/%s.psdb", v1.hex);
         g_old_file = tu_path(g_reg, rel);
@@ -789,7 +805,7 @@ START_TEST(test_launcher__install_tool_reports_the_delta_in_json)
                           FAMILY ":1-10", "--trust",  g_pub,           "--registry", g_reg,
                           "--json",       NULL};
     ck_assert_int_eq(tool_wait(tool_start(args, out)), 0);
-    f.apps = &v2;
+    fake_serve(&f, &v2, 1);
     ck_assert_int_eq(tool_wait(tool_start(args, out)), 0);
     char *text = tu_read_file(out, NULL);
     json_error_t e;
