@@ -250,6 +250,32 @@ static int write_exact(int fd, const void *buf, size_t n, uint64_t off)
     return 0;
 }
 
+/* Reads of the map's tables come in order and are small (16 and 56 bytes): through a window of
+ * the file, so that they are not one pread each. */
+typedef struct map_window {
+    int fd;
+    uint64_t start, len;
+    uint8_t data[COPY_BUF];
+} map_window;
+
+static int map_read(map_window *w, void *out, size_t n, uint64_t off)
+{
+    if (n > sizeof(w->data))
+        return read_exact(w->fd, out, n, off);
+    if (off < w->start || off + n > w->start + w->len) {
+        ssize_t r;
+        do
+            r = pread(w->fd, w->data, sizeof(w->data), (off_t)off);
+        while (r < 0 && errno == EINTR);
+        if (r < (ssize_t)n)
+            return -1;
+        w->start = off;
+        w->len = (uint64_t)r;
+    }
+    memcpy(out, w->data + (off - w->start), n);
+    return 0;
+}
+
 typedef struct span {
     uint64_t off, len;
 } span;
@@ -327,6 +353,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     z_stream zs = {0};
     int zs_open = 0;
     uint8_t *zin = NULL;
+    map_window *win = NULL, *win2 = NULL; /* the values and the ranges are read side by side */
 
     memset(out, 0, sizeof(*out));
     url = psdb__client_blob_url(c, m);
@@ -358,6 +385,13 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
         WHY("no value map from the server (%s)", psdb_hr_str(hr));
         goto cleanup;
     }
+    win = calloc(1, sizeof(*win));
+    win2 = calloc(1, sizeof(*win2));
+    if (!win || !win2) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    win->fd = win2->fd = map_fd;
     hr = PSDB_E_INTEGRITY;
     if (map_size < sizeof(head) || read_exact(map_fd, head, sizeof(head), 0) != 0 ||
         memcmp(head, PSDB__VMAP_MAGIC, 8) != 0 || psdb__le32(head + 8) != PSDB__VMAP_VERSION ||
@@ -388,7 +422,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     uint64_t covered = 0;
     for (uint64_t i = 0; i < nr; i++) {
         uint8_t r[PSDB__VMAP_RANGE_SIZE];
-        if (read_exact(map_fd, r, sizeof(r), ranges_at + i * sizeof(r)) != 0 ||
+        if (map_read(win, r, sizeof(r), ranges_at + i * sizeof(r)) != 0 ||
             psdb__le32(r + 12) != 0) {
             WHY("the value map is malformed");
             goto cleanup;
@@ -403,7 +437,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     }
     /* Which values are missing, and how many bytes that is. */
     for (uint64_t i = 0, next_range = 0; i < nv; i++) {
-        if (read_exact(map_fd, rec, sizeof(rec), values_at + i * sizeof(rec)) != 0 ||
+        if (map_read(win, rec, sizeof(rec), values_at + i * sizeof(rec)) != 0 ||
             psdb__le32(rec + 52) != 0 || psdb__le64(rec + 40) != next_range ||
             psdb__le32(rec + 48) > nr - next_range) {
             WHY("the value map is malformed");
@@ -494,7 +528,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     /* The values held locally, copied from the old file. */
     dst = NULL;
     for (uint64_t i = 0, first = 0; i < nv; i++) {
-        if (read_exact(map_fd, rec, sizeof(rec), values_at + i * sizeof(rec)) != 0) {
+        if (map_read(win, rec, sizeof(rec), values_at + i * sizeof(rec)) != 0) {
             hr = PSDB_E_IO;
             goto cleanup;
         }
@@ -509,7 +543,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
             dst = d;
             for (uint32_t k = 0; k < n; k++) {
                 uint8_t r[PSDB__VMAP_RANGE_SIZE];
-                if (read_exact(map_fd, r, sizeof(r), ranges_at + (first + k) * sizeof(r)) != 0) {
+                if (map_read(win2, r, sizeof(r), ranges_at + (first + k) * sizeof(r)) != 0) {
                     hr = PSDB_E_IO;
                     goto cleanup;
                 }
@@ -561,6 +595,8 @@ cleanup:
     if (zs_open)
         inflateEnd(&zs);
     free(zin);
+    free(win);
+    free(win2);
     if (map_fd >= 0)
         close(map_fd);
     if (map_path)
