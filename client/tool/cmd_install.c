@@ -3,6 +3,7 @@
 #include "tool.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,7 +25,7 @@ static const char usage_text[] =
     "                    (--target auto: one target per local Vulkan device, from its identity)\n"
     "                    --trust KEYFILE.pub [--trust ...] [--registry DIR] [--token T]\n"
     "                    [--ca-file FILE] [--pinned-key sha256//BASE64] [--installer NAME]\n"
-    "                    [--allow-downgrade] [--json]\n"
+    "                    [--allow-downgrade] [--limit-rate BYTES[K|M|G]] [--json]\n"
     "\n"
     "For each target (one per GPU family of the machine): resolves the best PSDB on psdbd,\n"
     "downloads it (resuming an interrupted download), verifies size, SHA-256 and the publisher's\n"
@@ -35,7 +36,79 @@ static const char usage_text[] =
     "matches: a missing or damaged one is downloaded again, also at an unchanged serial.\n"
     "Launchers with different --installer names may install into one registry at once. A lower\n"
     "serial than installed is refused unless --allow-downgrade. Progress: a bar on a terminal,\n"
-    "plain lines otherwise, none with --json (one JSON object at the end).\n";
+    "plain lines otherwise, none with --json (one JSON object at the end).\n"
+    "An update of an installed PSDB fetches only the values the installed file lacks (the\n"
+    "server's value map and Range requests; schema/VALUEMAP.md), rebuilds the file and verifies\n"
+    "it as a full download; it downloads in full whenever that cannot help. The output (and\n"
+    "--json: download, bytes_downloaded, bytes_saved, delta_skipped) says which.\n"
+    "--limit-rate caps each transfer at BYTES per second (K, M, G: 1024 multiples, as curl).\n"
+    "Proxies come from the environment as with curl (http_proxy, https_proxy, all_proxy,\n"
+    "no_proxy). SIGINT or SIGTERM stops the install cleanly: nothing is registered, a partial\n"
+    "download is kept and the next run resumes it; the exit status is then 128 + the signal\n"
+    "(130, 143). Other exit statuses: 0 done, 1 failed, 2 usage, 3 no PSDB for a target.\n";
+
+/* The signal that asked to stop (SIGINT, SIGTERM), 0 while none. Only set in the handler: the
+ * library polls it through progress_cancel, so nothing but this store runs in signal context. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    g_stop_signal = sig;
+}
+
+static int should_stop(const psdb_progress *p, void *ctx)
+{
+    (void)p;
+    (void)ctx;
+    return g_stop_signal != 0;
+}
+
+/* SA_RESETHAND: a second Ctrl-C kills at once, as a user who presses it twice expects.
+ * SA_RESTART: the file and SQLite calls a signal interrupts go on; the stop is taken at the next
+ * progress_cancel poll (within about a second). */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* BYTES with an optional K, M or G suffix (1024 multiples, as curl --limit-rate); not 0. */
+static int parse_rate(const char *s, uint64_t *out)
+{
+    char num[32];
+    size_t n = strlen(s);
+    uint64_t mult = 1, v = 0;
+    if (n == 0 || n >= sizeof(num))
+        return -1;
+    memcpy(num, s, n + 1);
+    switch (num[n - 1]) {
+    case 'k':
+    case 'K':
+        mult = 1024;
+        break;
+    case 'm':
+    case 'M':
+        mult = 1024 * 1024;
+        break;
+    case 'g':
+    case 'G':
+        mult = 1024 * 1024 * 1024;
+        break;
+    default:
+        break;
+    }
+    if (mult != 1)
+        num[n - 1] = '\0';
+    if (psdb__parse_u64(num, &v) != 0 || v == 0 || v > UINT64_MAX / mult)
+        return -1;
+    *out = v * mult;
+    return 0;
+}
 
 typedef struct progress_state {
     int tty;
@@ -153,13 +226,27 @@ static void print_json(const psdb_precompile_target *targets, const psdb_install
     for (uint32_t i = 0; o && arr && i < num_targets; i++) {
         char sha[65];
         psdb__hex(results[i].sha256, 32, sha);
-        json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
-                           results[i].status == PSDB_S_FALSE   ? "unchanged"
-                           : PSDB_SUCCEEDED(results[i].status) ? "installed"
-                                                               : psdb_hr_str(results[i].status),
-                           "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
-                           (json_int_t)results[i].size));
+        json_t *t = json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
+                              results[i].status == PSDB_S_FALSE   ? "unchanged"
+                              : PSDB_SUCCEEDED(results[i].status) ? "installed"
+                                                                  : psdb_hr_str(results[i].status),
+                              "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
+                              (json_int_t)results[i].size);
+        /* How it came: a value-level delta or the whole file, and what that saved. */
+        if (t && results[i].status == PSDB_S_OK) {
+            uint64_t got = results[i].bytes_downloaded, size = results[i].size;
+            /* "none": the file was already in the registry's store (another application's). */
+            json_object_set_new(t, "download",
+                                json_string(results[i].delta ? "delta"
+                                            : got            ? "full"
+                                                             : "none"));
+            json_object_set_new(t, "bytes_downloaded", json_integer((json_int_t)got));
+            json_object_set_new(t, "bytes_saved",
+                                json_integer(got < size ? (json_int_t)(size - got) : 0));
+            if (results[i].delta_skipped[0])
+                json_object_set_new(t, "delta_skipped", json_string(results[i].delta_skipped));
+        }
+        json_array_append_new(arr, t);
     }
     json_object_set_new(o, "ok", json_boolean(PSDB_SUCCEEDED(hr)));
     json_object_set_new(o, "targets", arr);
@@ -187,6 +274,7 @@ int cmd_install(int argc, char **argv)
         {"installer", required_argument, NULL, 'n'},
         {"allow-downgrade", no_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
+        {"limit-rate", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -196,7 +284,7 @@ int cmd_install(int argc, char **argv)
     psdb_precompile_target targets[MAX_TARGETS];
     psdb_install_result results[MAX_TARGETS];
     uint32_t num_targets = 0, num_trust = 0;
-    uint64_t version = 0;
+    uint64_t version = 0, rate = 0;
     uint8_t app_id[16];
     int have_app_id = 0, allow_downgrade = 0, json = 0, c, rc = 1;
     psdb_client *client = NULL;
@@ -234,6 +322,12 @@ int cmd_install(int argc, char **argv)
             break;
         case 'j':
             json = 1;
+            break;
+        case 'L':
+            if (parse_rate(optarg, &rate) != 0)
+                return tool_fail("install",
+                                 "--limit-rate: not a positive byte rate (BYTES[K|M|G]): '%s'",
+                                 optarg);
             break;
         case 'v':
             if (psdb__parse_version(optarg, &version) != 0 || version == 0)
@@ -289,7 +383,9 @@ int cmd_install(int argc, char **argv)
                            .trusted_keys = trust,
                            .num_trusted_keys = num_trust,
                            .progress = on_progress,
-                           .progress_ctx = &ps};
+                           .progress_cancel = should_stop,
+                           .progress_ctx = &ps,
+                           .max_recv_bytes_per_second = rate};
     psdb_hr hr = psdb_client_create(&cd, &client);
     if (PSDB_FAILED(hr)) {
         rc = tool_fail("install", "client: %s", psdb_hr_str(hr));
@@ -304,9 +400,19 @@ int cmd_install(int argc, char **argv)
                            .registry_dir = registry,
                            .installer_name = installer,
                            .allow_downgrade = allow_downgrade};
+    catch_stop_signals();
     hr = psdb_client_install(client, &d, results);
     if (json)
         print_json(targets, results, num_targets, hr, client);
+    if (hr == PSDB_E_CANCELLED && g_stop_signal) {
+        int sig = g_stop_signal;
+        tool_fail("install",
+                  "interrupted by %s: nothing was registered; a partial download is kept and the "
+                  "next run resumes it",
+                  sig == SIGINT ? "SIGINT" : "SIGTERM");
+        rc = 128 + sig;
+        goto cleanup;
+    }
     if (PSDB_FAILED(hr)) {
         const char *msg = psdb_client_last_error(client);
         rc = tool_fail("install", "%s", *msg ? msg : psdb_hr_str(hr));
@@ -319,6 +425,12 @@ int cmd_install(int argc, char **argv)
             tool_printf_safe(stdout, "%s: serial %llu %s", targets[i].family,
                              (unsigned long long)results[i].serial,
                              results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
+            if (results[i].status == PSDB_S_OK && results[i].delta)
+                printf(" (delta update: %llu of %llu bytes downloaded)",
+                       (unsigned long long)results[i].bytes_downloaded,
+                       (unsigned long long)results[i].size);
+            else if (results[i].status == PSDB_S_OK && results[i].delta_skipped[0])
+                tool_printf_safe(stdout, " (full download: %s)", results[i].delta_skipped);
             fputc('\n', stdout);
         }
     rc = 0;

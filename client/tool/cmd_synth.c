@@ -13,7 +13,8 @@ static void usage(FILE *f)
         f,
         "usage: psdb synth --app NAME --app-version V --pipelines N [--seed S] [--variants K]\n"
         "                  [--exe FILE] [--engine NAME[:VERSION]] [--app-id UUID]\n"
-        "                  [--compute-fraction F] [--state-objects M] -o OUT.sodb\n"
+        "                  [--compute-fraction F] [--state-objects M]\n"
+        "                  [--changed F [--patch K]] -o OUT.sodb\n"
         "\n"
         "Writes a synthetic state-object database (SODB) of N pipeline descriptions: compute\n"
         "and graphics pipelines with shaders of realistic sizes shared across pipelines with a\n"
@@ -32,6 +33,13 @@ static void usage(FILE *f)
         "  --app-id UUID           AppId (default: derived from the name)\n"
         "  --compute-fraction F    share of compute pipelines, 0-1 (default 0.2)\n"
         "  --state-objects M       raytracing state objects after the pipelines (default 0)\n"
+        "  --changed F             write patch K of the corpus instead (version N+1 of the\n"
+        "                          game, give it a higher --app-version): a fraction F (0-1 or\n"
+        "                          N%%) of the pipelines is touched, half with an edited shader,\n"
+        "                          half removed and replaced by new pipelines; the rest and the\n"
+        "                          state objects are the corpus's bytes\n"
+        "  --patch K               which patch, >= 1 (default 1): patches differ in what they\n"
+        "                          touch; each is deterministic\n"
         "  -o, --output OUT.sodb   output file (replaced)\n",
         PSDB_SYNTH_MAX_VARIANTS);
 }
@@ -87,7 +95,7 @@ int cmd_synth(int argc, char **argv)
     char *engine = NULL;
     uint8_t app_id[16];
     uint64_t v = 0;
-    int have_version = 0, have_n = 0, rc = 1;
+    int have_version = 0, have_n = 0, have_changed = 0, rc = 1;
 
     if (tool_wants_help(argc, argv)) {
         usage(stdout);
@@ -162,6 +170,17 @@ int cmd_synth(int argc, char **argv)
                 rc = tool_fail("synth", "invalid --compute-fraction '%s' (want 0-1)", val);
                 goto cleanup;
             }
+        } else if (strcmp(a, "--changed") == 0) {
+            if (parse_fraction(val, &p.changed_permille) != 0) {
+                rc = tool_fail("synth", "invalid --changed '%s' (want 0-1 or 0%%-100%%)", val);
+                goto cleanup;
+            }
+            have_changed = 1;
+        } else if (strcmp(a, "--patch") == 0) {
+            if (psdb__parse_u64(val, &p.patch) != 0 || p.patch == 0) {
+                rc = tool_fail("synth", "invalid --patch '%s' (want a number >= 1)", val);
+                goto cleanup;
+            }
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             out = val;
         } else {
@@ -173,6 +192,12 @@ int cmd_synth(int argc, char **argv)
         rc = tool_fail("synth", "--app, --app-version, --pipelines and -o are required");
         goto cleanup;
     }
+    if (p.patch && !have_changed) {
+        rc = tool_fail("synth", "--patch needs --changed (the fraction of pipelines it touches)");
+        goto cleanup;
+    }
+    if (have_changed && !p.patch)
+        p.patch = 1;
     if (p.pipelines >= 5000 && isatty(STDERR_FILENO))
         p.progress = progress;
     psdb_hr hr = psdb__synth_write(&p, out);

@@ -145,6 +145,9 @@ void *http_finisher(void *arg);
 
 /* ---- blobs.c, routes.c -------------------------------------------------------------------- */
 
+/* valuemap.c: GET /v1/blobs/<sha256>/valuemap (tail is "<sha256>/valuemap"). */
+enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                    const char *tail);
 enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                                 const char *digest);
 enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct req *r);

@@ -12,6 +12,7 @@ START_TEST(test_hr__values_match_d3d12)
     ck_assert_uint_eq((uint32_t)PSDB_E_MORE_DATA, 0x887A0003u);
     ck_assert_uint_eq((uint32_t)PSDB_E_CACHE_CORRUPT, 0x887A0033u);
     ck_assert_uint_eq((uint32_t)PSDB_E_ALREADY_EXISTS, 0x887A0036u);
+    ck_assert_uint_eq((uint32_t)PSDB_E_CANCELLED, 0x800704C7u); /* HRESULT_FROM_WIN32(1223) */
     ck_assert(PSDB_FAILED(PSDB_E_FAIL));
     ck_assert(PSDB_SUCCEEDED(PSDB_S_FALSE));
 }
@@ -35,6 +36,7 @@ START_TEST(test_hr__every_code_has_a_name)
                              PSDB_E_CACHE_FULL,
                              PSDB_E_CACHE_HASH_COLLISION,
                              PSDB_E_ALREADY_EXISTS,
+                             PSDB_E_CANCELLED,
                              PSDB_E_IO,
                              PSDB_E_NETWORK,
                              PSDB_E_SIGNATURE,

@@ -34,6 +34,23 @@ typedef struct psdb_client_desc {
     uint32_t num_trusted_keys;
     void (*progress)(const psdb_progress *p, void *ctx); /* NULL: none */
     void *progress_ctx;
+    /* A progress callback that can stop the call (a launcher's cancel button, a signal flag). It
+     * gets progress_ctx and is asked at most every 100 ms while any transfer of the client runs,
+     * at least about once a second even while no byte arrives (resolve too: then what is
+     * "resolve" and total 0), and during the backoff between retries. A non-zero return stops the
+     * call in flight: it returns PSDB_E_CANCELLED, the registry is unchanged, and a partial
+     * download stays in <dest>.part, which the next download or install of the same PSDB resumes
+     * with a Range request. Called on the thread that made the call. NULL: never asked. */
+    int (*progress_cancel)(const psdb_progress *p, void *ctx);
+    /* Bandwidth limit of each transfer of this client in bytes per second (libcurl's
+     * CURLOPT_MAX_RECV_SPEED_LARGE, an average over the transfer); 0: unlimited. */
+    uint64_t max_recv_bytes_per_second;
+    /* Another client whose connection cache, DNS cache and TLS sessions this one shares (libcurl
+     * CURLSH, with locks), so that clients on different threads reuse each other's connections;
+     * NULL: the client has its own (its transfers still reuse their connections). The share
+     * lives until the last client using it is released, in any order. Creating a client with it
+     * may run while the other client is in use on another thread. */
+    const psdb_client *share_connections_with;
 } psdb_client_desc;
 
 /* A manifest as psdbd serves it (API.md). Every string is owned by the manifest. */
@@ -54,8 +71,12 @@ typedef struct psdb_manifest {
 /* Creates a client. Copies every string of desc. PSDB_E_INVALIDARG (no server_url, not http(s)),
  * PSDB_E_OUTOFMEMORY, PSDB_E_IO (a trusted key file cannot be read), PSDB_E_SIGNATURE (a trusted
  * key file is not an Ed25519 public key: a private key is refused too).
- * psdb_key_load_kind(path, PSDB_KEY_PUBLIC, ...) says why a key file is refused. A client is used
- * by one thread at a time. */
+ * psdb_key_load_kind(path, PSDB_KEY_PUBLIC, ...) says why a key file is refused.
+ * Thread safety: a client is used by one thread at a time (its last error is its own). A launcher
+ * that installs on several threads creates one client per thread, each with
+ * share_connections_with naming a first client so that they share connections; installs of
+ * different applications then run at once into one registry under one installer name (see
+ * psdb_client_install). */
 PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out);
 /* Frees the client and what it holds (its copies of the desc's strings, the trusted keys). NULL
  * is a no-op; cannot fail. Not concurrently with another call on the same client. */
@@ -135,7 +156,8 @@ PSDB_API psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
  * dest_path, a manifest without url), PSDB_E_INTEGRITY (size or digest mismatch: the .part is
  * removed), PSDB_E_SIGNATURE, PSDB_E_DISK_FULL (the .part is removed), PSDB_E_ACCESS (a file
  * permission, or HTTP 401/403), PSDB_E_IO, PSDB_E_NETWORK, PSDB_E_NOT_FOUND (404), the other HTTP
- * statuses as psdb_client_resolve, PSDB_E_OUTOFMEMORY; the last error says which step failed.
+ * statuses as psdb_client_resolve, PSDB_E_CANCELLED (progress_cancel asked to stop: the .part is
+ * kept and the next call resumes it), PSDB_E_OUTOFMEMORY; the last error says which step failed.
  * The manifest stays the caller's. Same thread rule as the client. */
 PSDB_API psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m,
                                       const char *dest_path);
@@ -180,6 +202,11 @@ typedef struct psdb_install_result {
     uint64_t serial; /* the resolved PSDB's serial (0 when none) */
     uint8_t sha256[32];
     uint64_t size;
+    /* How the file came: 1 when rebuilt from a value-level delta (schema/VALUEMAP.md), 0 when
+     * downloaded in full or already present. */
+    int delta;
+    uint64_t bytes_downloaded; /* bytes fetched for this target (delta or full) */
+    char delta_skipped[160];   /* when an update went in full: why no delta was used; "" else */
 } psdb_install_result;
 
 /* Installs the best PSDB of every target for one application: resolves each target, skips what is
@@ -188,23 +215,41 @@ typedef struct psdb_install_result {
  * serial, and a file another installer already put in the store with the right digest is used
  * as it is), opens each with libpsdb to check it against its target, then registers all of them
  * in the application's "default" component in ONE registry transaction (families not among the
- * targets keep their registration). The registry remembers the highest serial installed per (exe
- * path, family) and refuses a lower one (PSDB_E_DOWNGRADE) unless allow_downgrade. Installs of
- * any installer names may run at once on one root: each holds the store lock shared until its
- * registration is committed, concurrent downloads of one digest wait for each other, and the
- * sweep of unreferenced files under <registry root>/psdbs that follows an install runs only when
- * no install is in flight (psdb_installer_sweep_store). Any failure leaves the registry as it
- * was; a damaged registry database fails with PSDB_E_CACHE_CORRUPT and a last error naming it and
- * the way out. Each resolved manifest must answer the request (psdb_client_check_manifest with
- * d->app_id, and when app->exe_filename is NULL, a manifest that names an exe filename must name
- * the exe path's file name); each downloaded file must record exactly the identity and target of
- * its manifest. Either refusal is PSDB_E_INTEGRITY, with the last error naming the field.
- * results (may be NULL) has num_targets entries.
- * Statuses: S_OK; PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (another
- * installer of that name is running); PSDB_E_DOWNGRADE; the statuses of resolve and download;
- * PSDB_E_INVALIDARG (duplicate families, missing fields). */
+ * targets keep their registration). An update of a PSDB installed for the same exe path and
+ * family is rebuilt from it when the server has the new blob's value map (schema/VALUEMAP.md):
+ * only the values the installed file lacks are fetched (Range requests), and the rebuilt file must
+ * match the manifest's size and SHA-256 like a full download; a full download is made whenever
+ * that cannot help (results say which, and why). Installs on several threads of one process (one
+ * client each) may name the same registry_dir and installer_name: they share one installer handle,
+ * taking turns only for the short registry steps, and run their resolves and downloads at once;
+ * the registry_dir must then be spelled the same way. The registry remembers the highest serial
+ * installed per (exe path, family) and refuses a lower one (PSDB_E_DOWNGRADE) unless
+ * allow_downgrade. Installs of any installer names may run at once on one root: each holds the
+ * store lock shared until its registration is committed, concurrent downloads of one digest wait
+ * for each other, and the sweep of unreferenced files under <registry root>/psdbs that follows an
+ * install runs only when no install is in flight (psdb_installer_sweep_store). Any failure leaves
+ * the registry as it was; a damaged registry database fails with PSDB_E_CACHE_CORRUPT and a last
+ * error naming it and the way out. Each resolved manifest must answer the request
+ * (psdb_client_check_manifest with d->app_id, and when app->exe_filename is NULL, a manifest that
+ * names an exe filename must name the exe path's file name); each downloaded file must record
+ * exactly the identity and target of its manifest. Either refusal is PSDB_E_INTEGRITY, with the
+ * last error naming the field. results (may be NULL) has num_targets entries. Statuses: S_OK;
+ * PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (an installer of that name
+ * is open in another process, or through psdb_installer_open); PSDB_E_DOWNGRADE; the statuses of
+ * resolve and download; PSDB_E_CANCELLED (progress_cancel asked to stop, during a transfer, a
+ * backoff or before the registration: the registry is unchanged, a partial download is kept and
+ * resumed next time); PSDB_E_INVALIDARG (duplicate families, missing fields). */
 PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                      psdb_install_result *results);
+
+/* Writes the value map of the PSDB at psdb_path to out_path (schema/VALUEMAP.md): every value's
+ * SHA-256 and the byte ranges of the file that hold it, then the file's other bytes. A server
+ * serves it beside the blob (GET /v1/blobs/<sha256>/valuemap) so that psdb_client_install can
+ * update an installed PSDB by fetching only the values it lacks. Written to out_path + ".tmp",
+ * fsynced and renamed. The same file always gives the same bytes. Statuses: PSDB_E_INVALIDARG
+ * (NULL), PSDB_E_IO, PSDB_E_DISK_FULL, PSDB_E_CACHE_CORRUPT (not a PSDB file of this layout),
+ * PSDB_E_OUTOFMEMORY. Thread-safe (no shared state). */
+PSDB_API psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,8 @@ typedef int32_t psdb_hr;
 #define PSDB_E_CACHE_FULL ((psdb_hr)0x887A0034u)
 #define PSDB_E_CACHE_HASH_COLLISION ((psdb_hr)0x887A0035u)
 #define PSDB_E_ALREADY_EXISTS ((psdb_hr)0x887A0036u)
+/* HRESULT_FROM_WIN32(ERROR_CANCELLED): the caller asked the call to stop (a progress callback). */
+#define PSDB_E_CANCELLED ((psdb_hr)0x800704C7u)
 
 /* Project codes: severity 1, customer bit set, facility 0x0DB. */
 #define PSDB_E_IO ((psdb_hr)0xA0DB0001u)        /* a file or directory operation failed */

@@ -23,6 +23,7 @@ static const struct {
     {PSDB_E_CACHE_FULL, "PSDB_E_CACHE_FULL: cache full"},
     {PSDB_E_CACHE_HASH_COLLISION, "PSDB_E_CACHE_HASH_COLLISION: cache hash collision"},
     {PSDB_E_ALREADY_EXISTS, "PSDB_E_ALREADY_EXISTS: already exists"},
+    {PSDB_E_CANCELLED, "PSDB_E_CANCELLED: cancelled by the caller"},
     {PSDB_E_IO, "PSDB_E_IO: input/output error"},
     {PSDB_E_NETWORK, "PSDB_E_NETWORK: network error"},
     {PSDB_E_SIGNATURE, "PSDB_E_SIGNATURE: bad or untrusted signature"},

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,72 @@
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/status_map.h"
+
+struct psdb__curl_share {
+    CURLSH *sh;
+    pthread_mutex_t locks[CURL_LOCK_DATA_LAST]; /* one per kind of shared data */
+    atomic_uint refs;
+};
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ctx)
+{
+    (void)h;
+    (void)access; /* libcurl's shared data has no readers-only access worth a rwlock here */
+    psdb__curl_share *s = ctx;
+    pthread_mutex_lock(&s->locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ctx)
+{
+    (void)h;
+    psdb__curl_share *s = ctx;
+    pthread_mutex_unlock(&s->locks[data]);
+}
+
+static void share_unref(psdb__curl_share *s)
+{
+    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    /* Every easy handle is cleaned up when its transfer ends, so none is attached any more. */
+    curl_share_cleanup(s->sh);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&s->locks[i]);
+    free(s);
+}
+
+static psdb_hr share_new(psdb__curl_share **out)
+{
+    psdb__curl_share *s = calloc(1, sizeof(*s));
+    int n = 0;
+    *out = NULL;
+    if (!s)
+        return PSDB_E_OUTOFMEMORY;
+    for (; n < CURL_LOCK_DATA_LAST; n++)
+        if (pthread_mutex_init(&s->locks[n], NULL) != 0)
+            break;
+    s->sh = n == CURL_LOCK_DATA_LAST ? curl_share_init() : NULL;
+    if (!s->sh || curl_share_setopt(s->sh, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+        curl_share_setopt(s->sh, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+        curl_share_setopt(s->sh, CURLSHOPT_USERDATA, s) != CURLSHE_OK ||
+        curl_share_setopt(s->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+        curl_share_setopt(s->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+        curl_share_setopt(s->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+        if (s->sh)
+            curl_share_cleanup(s->sh);
+        while (n-- > 0)
+            pthread_mutex_destroy(&s->locks[n]);
+        free(s);
+        return PSDB_E_OUTOFMEMORY;
+    }
+    atomic_init(&s->refs, 1);
+    *out = s;
+    return PSDB_S_OK;
+}
+
+CURLSH *psdb__curl_share_handle(const psdb__curl_share *s)
+{
+    return s->sh;
+}
 
 void psdb__client_error(psdb_client *c, const char *fmt, ...)
 {
@@ -64,6 +132,14 @@ psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
+    if (desc->share_connections_with) {
+        c->share = desc->share_connections_with->share;
+        atomic_fetch_add(&c->share->refs, 1);
+    } else {
+        hr = share_new(&c->share);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
     size_t n = strlen(c->server_url);
     while (n > 0 && c->server_url[n - 1] == '/')
         c->server_url[--n] = '\0';
@@ -72,7 +148,9 @@ psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
     c->max_retries = desc->max_retries ? desc->max_retries : 5;
     c->retry_base_ms = desc->retry_base_ms ? desc->retry_base_ms : 200;
     c->progress = desc->progress;
+    c->progress_cancel = desc->progress_cancel;
     c->progress_ctx = desc->progress_ctx;
+    c->max_recv_bytes_per_second = desc->max_recv_bytes_per_second;
     if (desc->num_trusted_keys) {
         c->keys = calloc(desc->num_trusted_keys, sizeof(*c->keys));
         if (!c->keys) {
@@ -109,6 +187,7 @@ void psdb_client_release(psdb_client *c)
     for (uint32_t i = 0; i < c->num_keys; i++)
         psdb_key_release(c->keys[i]);
     free(c->keys);
+    share_unref(c->share);
     free(c);
     curl_global_cleanup();
 }

@@ -20,7 +20,13 @@
 
 #include "registry/install.h"
 
+/* libcurl's connection cache, DNS cache and TLS sessions, shared by the transfers of one client
+ * and of the clients created with share_connections_with it; the lock callbacks make it safe for
+ * clients on different threads. Reference counted (client.c). */
+typedef struct psdb__curl_share psdb__curl_share;
+
 struct psdb_client {
+    psdb__curl_share *share;
     char *server_url; /* without a trailing '/' */
     char *token;
     char *ca_file;
@@ -29,7 +35,9 @@ struct psdb_client {
     psdb_key **keys; /* trusted publisher keys */
     uint32_t num_keys;
     void (*progress)(const psdb_progress *p, void *ctx);
+    int (*progress_cancel)(const psdb_progress *p, void *ctx);
     void *progress_ctx;
+    uint64_t max_recv_bytes_per_second;
     char error[512];
     char curl_error[CURL_ERROR_SIZE];
 };
@@ -42,8 +50,17 @@ psdb_hr psdb__client_check_request(psdb_client *c, const char *who, const psdb_m
 CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist **headers);
 /* resolve.c */
 int psdb__client_transient_curl(CURLcode rc);
-/* resolve.c */
-void psdb__client_backoff(const psdb_client *c, uint32_t attempt);
+/* Sleeps the backoff before retry `attempt`, in slices that ask progress_cancel (resolve.c).
+ * 1 when the caller asked to stop (the call then returns PSDB_E_CANCELLED), else 0. */
+int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t attempt);
+/* Whether the client's progress_cancel asks to stop, given p (resolve.c); 0 without one. */
+int psdb__client_should_stop(const psdb_client *c, const psdb_progress *p);
+
+/* The manifest's blob URL, absolute (download.c); NULL on out of memory. */
+char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m);
+
+/* The share's handle for CURLOPT_SHARE (client.c). */
+CURLSH *psdb__curl_share_handle(const psdb__curl_share *s);
 
 /* Sets the client's one-line last error (client.c). */
 void psdb__client_error(psdb_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -35,6 +35,7 @@ typedef struct file_sink {
     psdb__sha256_ctx *sha;
     int write_errno; /* errno of a failed write */
     int too_long;
+    int cancelled;   /* progress_cancel asked to stop */
     long status;     /* HTTP status of the current response (from the header callback) */
     int accept_body; /* 1 when the body is to be appended (206 at our offset, or 200 from 0) */
     CURL *h;
@@ -128,7 +129,7 @@ static int xfer_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
     (void)ultotal;
     (void)ulnow;
     file_sink *s = ctx;
-    if (!s->c->progress)
+    if (!s->c->progress && !s->c->progress_cancel)
         return 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -138,8 +139,12 @@ static int xfer_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
         return 0;
     s->last_progress = now;
     psdb_progress p = {s->what, s->have, s->limit, s->attempt};
-    s->c->progress(&p, s->c->progress_ctx);
-    return 0;
+    if (s->c->progress)
+        s->c->progress(&p, s->c->progress_ctx);
+    /* A non-zero return makes libcurl end the transfer with CURLE_ABORTED_BY_CALLBACK; what was
+     * written stays in the .part. */
+    s->cancelled = psdb__client_should_stop(s->c, &p);
+    return s->cancelled;
 }
 
 /* Re-hashes the bytes an interrupted download left in the .part. */
@@ -187,7 +192,7 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-static char *blob_url(const psdb_client *c, const psdb_manifest *m)
+char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m)
 {
     char *url = NULL;
     if (strncmp(m->url, "http://", 7) == 0 || strncmp(m->url, "https://", 8) == 0)
@@ -243,6 +248,7 @@ static psdb_hr fetch_rest(psdb_client *c, const psdb_manifest *m, const char *ur
         s->status = 0;
         s->accept_body = 0;
         s->too_long = 0;
+        s->cancelled = 0;
         s->write_errno = 0;
         CURL *h = psdb__client_new_handle(c, url, &headers);
         if (!h) {
@@ -272,6 +278,14 @@ static psdb_hr fetch_rest(psdb_client *c, const psdb_manifest *m, const char *ur
             psdb__client_error(c, "download: write %s: %s", part, strerror(s->write_errno));
             goto cleanup;
         }
+        if (rc == CURLE_ABORTED_BY_CALLBACK && s->cancelled) {
+            hr = PSDB_E_CANCELLED;
+            psdb__client_error(c,
+                               "download: %s: cancelled by the progress callback at %llu of %llu "
+                               "bytes; %s is kept for resuming",
+                               url, (unsigned long long)s->have, (unsigned long long)m->size, part);
+            goto cleanup;
+        }
         if (s->too_long) {
             hr = PSDB_E_INTEGRITY;
             psdb__client_error(c, "download: %s sent more than the manifest's %llu bytes", url,
@@ -299,7 +313,15 @@ static psdb_hr fetch_rest(psdb_client *c, const psdb_manifest *m, const char *ur
                                attempt, curl_easy_strerror(rc), status);
             goto cleanup;
         }
-        psdb__client_backoff(c, attempt);
+        psdb_progress wait = {s->what, s->have, m->size, attempt};
+        if (psdb__client_backoff(c, &wait, attempt)) {
+            hr = PSDB_E_CANCELLED;
+            psdb__client_error(c,
+                               "download: %s: cancelled by the progress callback at %llu of %llu "
+                               "bytes; %s is kept for resuming",
+                               url, (unsigned long long)s->have, (unsigned long long)m->size, part);
+            goto cleanup;
+        }
     }
 cleanup:
     curl_slist_free_all(headers);
@@ -350,7 +372,7 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
     hr = psdb_client_verify_manifest(c, m);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    url = blob_url(c, m);
+    url = psdb__client_blob_url(c, m);
     if (asprintf(&part, "%s.part", dest_path) < 0)
         part = NULL;
     s.sha = psdb__sha256_begin();

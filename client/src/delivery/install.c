@@ -8,20 +8,124 @@
  * store lock shared (store.h), so no sweep can remove a file between its arrival and the commit.
  * A file already in the store is hashed, never trusted by its name: a damaged or missing file is
  * downloaded again even when the serial is unchanged. A crash at any point leaves the previous
- * registration in force; leftover files are collected by a later sweep. */
+ * registration in force; leftover files are collected by a later sweep.
+ *
+ * An installer name is open once per root (MODEL B1), yet a launcher installs many applications
+ * at once under its one name, one client per thread. Installs of one process therefore share the
+ * installer handle of a (registry_dir, name) pair: the first opens it, the last releases it, and a
+ * mutex gives the handle (its SQLite connection) to one thread at a time for the short registry
+ * steps, while resolves and downloads run in parallel. Another process, or a handle opened with
+ * psdb_installer_open, still makes the install PSDB_E_BUSY. */
 #include "psdb/client.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "delivery/client_int.h"
+#include "delivery/delta.h"
 #include "registry/install.h"
 #include "registry/registry.h"
 #include "registry/store.h"
 #include "common/buf.h"
 #include "common/hash.h"
+
+/* One installer handle shared by the installs of this process that name the same root and
+ * installer (see DESIGN). */
+typedef struct shared_installer {
+    struct shared_installer *next;
+    char *root_dir; /* as the install desc spells it; "" for the default root */
+    char *name;
+    psdb_installer *inst;
+    unsigned refs;       /* under g_shared_lock */
+    pthread_mutex_t use; /* held while a thread calls the registry through inst */
+} shared_installer;
+
+static pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static shared_installer *g_shared; /* under g_shared_lock */
+
+static void shared_free(shared_installer *s)
+{
+    if (!s)
+        return;
+    psdb_installer_release(s->inst);
+    pthread_mutex_destroy(&s->use);
+    free(s->root_dir);
+    free(s->name);
+    free(s);
+}
+
+/* The process's handle for desc's root and name, opened when no install of this process holds
+ * it. The statuses of psdb_installer_open. */
+static psdb_hr shared_acquire(const psdb_installer_desc *desc, shared_installer **out)
+{
+    psdb_hr hr = PSDB_S_OK;
+    shared_installer *s = NULL;
+    const char *root = desc->root_dir ? desc->root_dir : "";
+    *out = NULL;
+    pthread_mutex_lock(&g_shared_lock);
+    for (s = g_shared; s; s = s->next)
+        if (strcmp(s->root_dir, root) == 0 && strcmp(s->name, desc->name) == 0)
+            break;
+    if (s) {
+        s->refs++;
+        *out = s;
+        s = NULL;
+        goto cleanup;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (pthread_mutex_init(&s->use, NULL) != 0) {
+        free(s);
+        s = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    s->root_dir = psdb__strdup(root);
+    s->name = psdb__strdup(desc->name);
+    if (!s->root_dir || !s->name) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    /* Opened under the list lock: a second thread of this process waits for the first's open
+     * instead of failing with PSDB_E_BUSY against it. */
+    hr = psdb_installer_open(desc, &s->inst);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    s->refs = 1;
+    s->next = g_shared;
+    g_shared = s;
+    *out = s;
+    s = NULL;
+cleanup:
+    pthread_mutex_unlock(&g_shared_lock);
+    shared_free(s);
+    return hr;
+}
+
+/* Drops one install's reference; the last one closes the installer. NULL is a no-op. */
+static void shared_release(shared_installer *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&g_shared_lock);
+    int last = --s->refs == 0;
+    if (last)
+        for (shared_installer **p = &g_shared; *p; p = &(*p)->next)
+            if (*p == s) {
+                *p = s->next;
+                break;
+            }
+    pthread_mutex_unlock(&g_shared_lock);
+    if (last)
+        shared_free(s);
+}
 
 /* Whether path is a regular file with this SHA-256. */
 static int file_has_digest(const char *path, const uint8_t sha256[32])
@@ -33,7 +137,8 @@ static int file_has_digest(const char *path, const uint8_t sha256[32])
 /* Downloads m to path unless another process has put it there meanwhile. Installs of one digest
  * serialize on its .part (another launcher may be installing the same PSDB for another
  * application): the second finds the first's file, hashes it and is done. */
-static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path)
+static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path, const char *old_path,
+                     psdb_install_result *r)
 {
     psdb_hr hr = PSDB_S_OK;
     char *part = NULL;
@@ -49,9 +154,25 @@ static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path)
         goto cleanup;
     }
     done = file_has_digest(path, m->sha256);
+    if (!done && old_path) {
+        /* An update: rebuild from the installed PSDB when that fetches less (delta.h). */
+        psdb__delta_outcome o;
+        hr = psdb__client_delta(c, m, old_path, path, &o);
+        if (hr == PSDB_E_CANCELLED)
+            goto cleanup;
+        done = hr == PSDB_S_OK;
+        if (r) {
+            r->delta = done;
+            r->bytes_downloaded = o.downloaded;
+            snprintf(r->delta_skipped, sizeof(r->delta_skipped), "%s", done ? "" : o.why_not);
+        }
+        hr = PSDB_S_OK;
+    }
     if (!done) {
         hr = psdb_client_download(c, m, path);
         done = PSDB_SUCCEEDED(hr);
+        if (r && done)
+            r->bytes_downloaded += m->size; /* a full download counts the file's size */
     }
 cleanup:
     /* A .part left after a failed download is kept for resuming; after success it is gone (renamed
@@ -93,6 +214,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                             psdb_install_result *results)
 {
     psdb_hr hr = PSDB_S_OK;
+    shared_installer *shared = NULL;
     psdb_installer *inst = NULL;
     psdb_manifest **manifests = NULL;
     psdb__install_entry *entries = NULL;
@@ -119,7 +241,9 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     psdb_installer_desc idesc = {.name = d->installer_name ? d->installer_name : "psdb",
                                  .scope = PSDB_SCOPE_USER,
                                  .root_dir = d->registry_dir};
-    hr = psdb_installer_open(&idesc, &inst);
+    hr = shared_acquire(&idesc, &shared);
+    if (shared)
+        inst = shared->inst;
     if (PSDB_FAILED(hr)) {
         if (*psdb__registry_problem())
             psdb__client_error(c, "install: %s", psdb__registry_problem());
@@ -130,7 +254,9 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         goto cleanup;
     }
     char err[512] = "";
+    pthread_mutex_lock(&shared->use);
     hr = psdb__store_open(inst, &store, err, sizeof(err));
+    pthread_mutex_unlock(&shared->use);
     if (PSDB_SUCCEEDED(hr)) {
         hr = psdb__store_hold(&store);
         if (PSDB_FAILED(hr))
@@ -170,8 +296,10 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         psdb__hex(m->sha256, 32, entries[i].sha256);
         entries[i].family = t->family;
         entries[i].serial = m->serial;
+        pthread_mutex_lock(&shared->use);
         psdb_hr known =
             psdb__registry_installed(inst, d->exe_path, t->family, &have_serial, have_sha);
+        pthread_mutex_unlock(&shared->use);
         if (PSDB_SUCCEEDED(known) && m->serial < have_serial && !d->allow_downgrade) {
             hr = PSDB_E_DOWNGRADE;
             psdb__client_error(c,
@@ -193,8 +321,14 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         if (!same) {
             /* Verifies the signature even when the file is already in the store. */
             hr = psdb_client_verify_manifest(c, m);
+            char *old_path = NULL;
+            if (PSDB_SUCCEEDED(known) && have_sha[0] &&
+                asprintf(&old_path, "%s/%s.psdb", store.dir, have_sha) < 0)
+                old_path = NULL;
             if (PSDB_SUCCEEDED(hr) && !intact)
-                hr = fetch(c, m, path);
+                hr =
+                    fetch(c, m, path, old_path && access(old_path, R_OK) == 0 ? old_path : NULL, r);
+            free(old_path);
             if (PSDB_FAILED(hr)) {
                 if (r)
                     r->status = hr;
@@ -213,18 +347,32 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         if (r)
             r->status = same ? PSDB_S_FALSE : PSDB_S_OK;
     }
+    /* The last chance to stop: past this point the install completes. */
+    psdb_progress before = {"register", 0, 0, 1};
+    if (psdb__client_should_stop(c, &before)) {
+        hr = PSDB_E_CANCELLED;
+        psdb__client_error(c,
+                           "install: %s: cancelled by the progress callback before the "
+                           "registration; the registry is unchanged",
+                           d->exe_path);
+        goto cleanup;
+    }
     exe_filename = strrchr(d->exe_path, '/');
     psdb_app_desc app = *d->app;
     if (!app.exe_filename)
         app.exe_filename = exe_filename ? exe_filename + 1 : d->exe_path;
+    pthread_mutex_lock(&shared->use);
     hr = psdb__registry_install(inst, d->exe_path, &app, d->app_id, n, entries, d->allow_downgrade);
     if (PSDB_FAILED(hr)) {
+        pthread_mutex_unlock(&shared->use);
         psdb__client_error(c, "install: registry update: %s",
                            *psdb__registry_problem() ? psdb__registry_problem() : psdb_hr_str(hr));
         goto cleanup;
     }
-    /* Best effort: the install is complete; a sweep that cannot run now runs after a later one. */
+    /* Best effort: the install is complete; a sweep that cannot run now runs after a later one
+     * (while another thread's install holds the store shared, it does not run). */
     psdb__store_sweep(inst, &store, 0);
+    pthread_mutex_unlock(&shared->use);
 cleanup:
     for (i = 0; manifests && i < n; i++)
         psdb_manifest_free(manifests[i]);
@@ -233,6 +381,6 @@ cleanup:
     free(manifests);
     free(entries);
     psdb__store_close(&store);
-    psdb_installer_release(inst);
+    shared_release(shared);
     return hr;
 }

@@ -34,6 +34,9 @@ CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist
     CURL *h = psdb__curl_new(url, c->token, c->curl_error, headers);
     if (!h)
         return NULL;
+    /* Connections, DNS answers and TLS sessions outlive the handle in the client's share, so
+     * the next transfer to the same server reuses the connection. */
+    curl_easy_setopt(h, CURLOPT_SHARE, psdb__curl_share_handle(c->share));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)c->low_speed_timeout_s);
@@ -41,7 +44,19 @@ CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
     if (c->pinned_public_key)
         curl_easy_setopt(h, CURLOPT_PINNEDPUBLICKEY, c->pinned_public_key);
+    if (c->max_recv_bytes_per_second)
+        curl_easy_setopt(h, CURLOPT_MAX_RECV_SPEED_LARGE,
+                         (curl_off_t)(c->max_recv_bytes_per_second > (uint64_t)INT64_MAX
+                                          ? (uint64_t)INT64_MAX
+                                          : c->max_recv_bytes_per_second));
+    /* Proxies: nothing here sets CURLOPT_PROXY or CURLOPT_NOPROXY, so libcurl reads http_proxy,
+     * https_proxy, all_proxy and no_proxy from the environment as curl(1) does. */
     return h;
+}
+
+int psdb__client_should_stop(const psdb_client *c, const psdb_progress *p)
+{
+    return c->progress_cancel && c->progress_cancel(p, c->progress_ctx) != 0;
 }
 
 int psdb__client_transient_curl(CURLcode rc)
@@ -60,14 +75,49 @@ int psdb__client_transient_curl(CURLcode rc)
     }
 }
 
-void psdb__client_backoff(const psdb_client *c, uint32_t attempt)
+int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t attempt)
 {
     uint64_t ms = (uint64_t)c->retry_base_ms << (attempt > 10 ? 10 : attempt - 1);
     if (ms > 10000)
         ms = 10000;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    /* In 100 ms slices, so that a cancel is not held up by a backoff of up to 10 s. */
+    while (ms > 0) {
+        if (psdb__client_should_stop(c, p))
+            return 1;
+        uint64_t slice = ms < 100 ? ms : 100;
+        struct timespec ts = {0, (long)slice * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        ms -= slice;
+    }
+    return psdb__client_should_stop(c, p);
+}
+
+/* The transfer callback of resolve: asks progress_cancel at most every 100 ms. */
+typedef struct resolve_watch {
+    psdb_client *c;
+    uint32_t attempt;
+    int cancelled;
+    struct timespec last;
+} resolve_watch;
+
+static int resolve_xfer(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                        curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    resolve_watch *w = ctx;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (now.tv_sec - w->last.tv_sec) * 1000 + (now.tv_nsec - w->last.tv_nsec) / 1000000;
+    if (ms < 100)
+        return 0;
+    w->last = now;
+    psdb_progress p = {"resolve", 0, 0, w->attempt};
+    w->cancelled = psdb__client_should_stop(w->c, &p);
+    return w->cancelled;
 }
 
 typedef struct mem_sink {
@@ -100,6 +150,7 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
     struct curl_slist *headers = NULL;
     char *url = NULL, *e_app = NULL, *e_family = NULL;
     mem_sink sink = {0};
+    resolve_watch watch = {0};
 
     if (!c || !app || !app->name || !target || !out)
         return PSDB_E_INVALIDARG;
@@ -146,6 +197,14 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->connect_timeout_ms * 3);
+        if (c->progress_cancel) {
+            watch.c = c;
+            watch.attempt = attempt;
+            watch.cancelled = 0;
+            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, resolve_xfer);
+            curl_easy_setopt(h, CURLOPT_XFERINFODATA, &watch);
+            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        }
         CURLcode rc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_cleanup(h);
@@ -165,6 +224,11 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
             }
             goto cleanup;
         }
+        if (rc == CURLE_ABORTED_BY_CALLBACK && watch.cancelled) {
+            hr = PSDB_E_CANCELLED;
+            psdb__client_error(c, "resolve: %s: cancelled by the progress callback", c->server_url);
+            goto cleanup;
+        }
         if (rc == CURLE_WRITE_ERROR && sink.too_big) {
             hr = PSDB_E_PROTOCOL;
             psdb__client_error(c, "resolve: the server's answer is larger than %u bytes",
@@ -182,7 +246,12 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
             }
             goto cleanup;
         }
-        psdb__client_backoff(c, attempt);
+        psdb_progress wait = {"resolve", 0, 0, attempt};
+        if (psdb__client_backoff(c, &wait, attempt)) {
+            hr = PSDB_E_CANCELLED;
+            psdb__client_error(c, "resolve: %s: cancelled by the progress callback", c->server_url);
+            goto cleanup;
+        }
     }
 cleanup:
     curl_free(e_app);

@@ -397,28 +397,211 @@ static int new_base(gen *g, base *b, int fresh)
     return 0;
 }
 
+/* ---- Patches ---------------------------------------------------------------------------------
+ * A patch must leave every untouched pipeline byte-identical to the corpus, so the corpus's own
+ * draws (which depend on which entries were duplicates) must not change: in a patch, duplicates
+ * are decided against a set of the corpus entries drawn so far, not against what was written
+ * (a removed entry is drawn but not written). Touch decisions come from their own stream. */
+
+/* The 16-byte digests of the corpus entries drawn so far (open addressing, power-of-two size). */
+typedef struct digest_set {
+    uint8_t (*slots)[16];
+    uint64_t cap, used;
+} digest_set;
+
+static int set_empty_slot(const uint8_t s[16])
+{
+    static const uint8_t zero[16];
+    return memcmp(s, zero, 16) == 0;
+}
+
+/* 1 inserted, 0 already present, -1 out of memory. An all-zero digest is nudged (never seen in
+ * SHA-256 output anyway) so that zero marks an empty slot. */
+static int set_insert(digest_set *set, const uint8_t d_in[16])
+{
+    uint8_t d[16];
+    memcpy(d, d_in, 16);
+    if (set_empty_slot(d))
+        d[0] = 1;
+    if ((set->used + 1) * 2 > set->cap) {
+        uint64_t cap = set->cap ? set->cap * 2 : 1024;
+        uint8_t(*slots)[16] = calloc(cap, 16);
+        if (!slots)
+            return -1;
+        for (uint64_t i = 0; i < set->cap; i++) {
+            if (set_empty_slot(set->slots[i]))
+                continue;
+            uint64_t j = psdb__le64(set->slots[i]) & (cap - 1);
+            while (!set_empty_slot(slots[j]))
+                j = (j + 1) & (cap - 1);
+            memcpy(slots[j], set->slots[i], 16);
+        }
+        free(set->slots);
+        set->slots = slots;
+        set->cap = cap;
+    }
+    uint64_t j = psdb__le64(d) & (set->cap - 1);
+    while (!set_empty_slot(set->slots[j])) {
+        if (memcmp(set->slots[j], d, 16) == 0)
+            return 0;
+        j = (j + 1) & (set->cap - 1);
+    }
+    memcpy(set->slots[j], d, 16);
+    set->used++;
+    return 1;
+}
+
+static int set_contains(const digest_set *set, const uint8_t d_in[16])
+{
+    uint8_t d[16];
+    memcpy(d, d_in, 16);
+    if (set_empty_slot(d))
+        d[0] = 1;
+    if (!set->cap)
+        return 0;
+    for (uint64_t j = psdb__le64(d) & (set->cap - 1); !set_empty_slot(set->slots[j]);
+         j = (j + 1) & (set->cap - 1))
+        if (memcmp(set->slots[j], d, 16) == 0)
+            return 1;
+    return 0;
+}
+
+enum patch_phase { PHASE_CORPUS, PHASE_ADDED };
+
 typedef struct sink {
     psdb_sodb_writer *w;
     psdb__buf enc;
+    /* Patch state: unused (patching 0) when writing the corpus itself. */
+    int patching;
+    enum patch_phase phase;
+    uint64_t patch_rng;
+    uint32_t changed_permille;
+    digest_set drawn;
+    uint64_t replaced; /* corpus entries removed, each to be replaced by a new one */
+    psdb__buf edited;  /* the bytes of the current edited shader */
 } sink;
+
+/* Digest of one encoded entry: its kind, then its bytes. */
+static void entry_digest(uint32_t kind, const psdb__buf *enc, uint8_t out[16])
+{
+    uint8_t h[32];
+    psdb__sha256_ctx *ctx = psdb__sha256_begin();
+    uint8_t k[4] = {(uint8_t)kind, (uint8_t)(kind >> 8), (uint8_t)(kind >> 16),
+                    (uint8_t)(kind >> 24)};
+    if (!ctx) {
+        psdb__sha256(enc->data, enc->len, h); /* still deterministic; kinds never share bytes */
+    } else {
+        psdb__sha256_update(ctx, k, 4);
+        psdb__sha256_update(ctx, enc->data, enc->len);
+        psdb__sha256_end(ctx, h);
+    }
+    memcpy(out, h, 16);
+}
+
+/* An edit of one shader: same size and container tag, a run of about an eighth of its bytes
+ * rewritten from the patch stream (a changed function), so the edited shader is new bytecode. */
+static psdb_hr edit_shader(sink *k, const psdb_shader *in, psdb_shader *out)
+{
+    psdb__buf_free(&k->edited);
+    psdb__buf_append(&k->edited, in->code, in->size);
+    if (PSDB_FAILED(psdb__buf_status(&k->edited)))
+        return PSDB_E_OUTOFMEMORY;
+    uint8_t *b = k->edited.data;
+    size_t n = in->size > 6 ? in->size - 6 : 0;
+    size_t run = n / 8 ? n / 8 : n;
+    size_t at = 6 + (n > run ? (size_t)below(&k->patch_rng, n - run + 1) : 0);
+    for (size_t i = 0; i < run; i++)
+        b[at + i] ^= (uint8_t)(next(&k->patch_rng) | 1); /* never a no-op */
+    out->code = b;
+    out->size = in->size;
+    return PSDB_S_OK;
+}
+
+/* What happens to a corpus entry in the patch: 0 kept, 1 edited, 2 removed (and replaced). */
+static int touch(sink *k)
+{
+    if (below(&k->patch_rng, 1000) >= k->changed_permille)
+        return 0;
+    return below(&k->patch_rng, 2) == 0 ? 1 : 2;
+}
+
+static psdb_hr write_entry(sink *k, uint32_t kind)
+{
+    return psdb_sodb_writer_add(k->w, kind, 1, k->enc.data, k->enc.len);
+}
+
+/* In a patch: S_FALSE for a corpus duplicate (the corpus would redraw), else S_OK after writing
+ * what the patch makes of the entry. For added entries: S_FALSE also for anything the corpus
+ * drew, so an added pipeline is never one of version N. */
+static psdb_hr patch_gate(sink *k, uint32_t kind, int *action)
+{
+    uint8_t d[16];
+    entry_digest(kind, &k->enc, d);
+    *action = 0;
+    if (k->phase == PHASE_ADDED)
+        return set_contains(&k->drawn, d) ? PSDB_S_FALSE : PSDB_S_OK;
+    int r = set_insert(&k->drawn, d);
+    if (r < 0)
+        return PSDB_E_OUTOFMEMORY;
+    if (r == 0)
+        return PSDB_S_FALSE;
+    *action = touch(k);
+    return PSDB_S_OK;
+}
 
 /* Encodes and adds one description: S_OK added, S_FALSE a duplicate, or a failure. */
 static psdb_hr emit_graphics(sink *k, const psdb_graphics_pipeline_desc *d)
 {
+    int action = 0;
     psdb__buf_free(&k->enc);
     psdb_hr hr = psdb__desc_encode_graphics(d, &k->enc);
-    if (PSDB_SUCCEEDED(hr))
-        hr = psdb_sodb_writer_add(k->w, PSDB_SODB_GRAPHICS, 1, k->enc.data, k->enc.len);
-    return hr;
+    if (PSDB_SUCCEEDED(hr) && k->patching)
+        hr = patch_gate(k, PSDB_SODB_GRAPHICS, &action);
+    if (hr != PSDB_S_OK)
+        return hr;
+    if (action == 2) {
+        k->replaced++;
+        return PSDB_S_OK;
+    }
+    if (action == 1) {
+        psdb_graphics_pipeline_desc e = *d;
+        psdb_shader *target = e.ps.code ? &e.ps : &e.vs;
+        hr = edit_shader(k, target, target);
+        psdb__buf_free(&k->enc);
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb__desc_encode_graphics(&e, &k->enc);
+        if (PSDB_FAILED(hr))
+            return hr;
+    }
+    hr = write_entry(k, PSDB_SODB_GRAPHICS);
+    /* An edit that happens to equal a written entry is simply not there twice. */
+    return action == 1 && hr == PSDB_S_FALSE ? PSDB_S_OK : hr;
 }
 
 static psdb_hr emit_compute(sink *k, const psdb_compute_pipeline_desc *d)
 {
+    int action = 0;
     psdb__buf_free(&k->enc);
     psdb_hr hr = psdb__desc_encode_compute(d, &k->enc);
-    if (PSDB_SUCCEEDED(hr))
-        hr = psdb_sodb_writer_add(k->w, PSDB_SODB_COMPUTE, 1, k->enc.data, k->enc.len);
-    return hr;
+    if (PSDB_SUCCEEDED(hr) && k->patching)
+        hr = patch_gate(k, PSDB_SODB_COMPUTE, &action);
+    if (hr != PSDB_S_OK)
+        return hr;
+    if (action == 2) {
+        k->replaced++;
+        return PSDB_S_OK;
+    }
+    if (action == 1) {
+        psdb_compute_pipeline_desc e = *d;
+        hr = edit_shader(k, &d->cs, &e.cs);
+        psdb__buf_free(&k->enc);
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb__desc_encode_compute(&e, &k->enc);
+        if (PSDB_FAILED(hr))
+            return hr;
+    }
+    hr = write_entry(k, PSDB_SODB_COMPUTE);
+    return action == 1 && hr == PSDB_S_FALSE ? PSDB_S_OK : hr;
 }
 
 static psdb_hr add_compute(gen *g, sink *k)
@@ -544,6 +727,7 @@ psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path)
 
     if (!p || !path || p->pipelines == 0 || p->variants == 0 ||
         p->variants > PSDB_SYNTH_MAX_VARIANTS || p->compute_permille > 1000 ||
+        p->changed_permille > 1000 || (p->changed_permille && !p->patch) ||
         (p->engine_name == NULL && p->engine_version != 0))
         return PSDB_E_INVALIDARG;
     hr = psdb__synth_identity(p, exe, sizeof(exe), &id);
@@ -560,6 +744,19 @@ psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path)
     psdb__sha256(sb.data, sb.len, h);
     g.rng = psdb__le64(h);
     g.seed_base = psdb__le64(h + 8);
+    if (p->patch) {
+        /* Its own stream: the corpus's draws are the same whatever the patch. */
+        psdb__buf_append(&sb, "psdb.synth.patch.v1", 19);
+        psdb__buf_u64(&sb, p->patch);
+        if (PSDB_FAILED(psdb__buf_status(&sb))) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        psdb__sha256(sb.data, sb.len, h);
+        k.patching = 1;
+        k.patch_rng = psdb__le64(h);
+        k.changed_permille = p->changed_permille;
+    }
 
     uint64_t n = p->pipelines;
     uint64_t n_compute = n * p->compute_permille / 1000;
@@ -599,6 +796,20 @@ psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path)
         if (p->progress && ((i + 1) % 1000 == 0 || i + 1 == n))
             p->progress(i + 1, n, p->progress_ctx);
     }
+    /* The patch's new pipelines, one per removed one, drawn after the corpus (so they change
+     * none of its draws) and never equal to a corpus entry. */
+    uint64_t corpus_rng = g.rng;
+    k.phase = PHASE_ADDED;
+    g.rng = k.patch_rng ^ 0xA5A5A5A5A5A5A5A5ull;
+    for (uint64_t i = 0, n_new = k.replaced; i < n_new; i++) {
+        int compute = (i + 1) * n_compute / n > i * n_compute / n;
+        hr = compute ? add_compute(&g, &k) : add_graphics(&g, &k, &b, p->variants);
+        if (g.oom)
+            hr = PSDB_E_OUTOFMEMORY;
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    g.rng = corpus_rng; /* the state objects are the corpus's */
     for (uint64_t i = 0; i < p->state_objects; i++) {
         hr = add_state_object(&g, &k);
         if (g.oom)
@@ -621,6 +832,8 @@ cleanup:
         unlink(tmp);
     free(tmp);
     psdb__buf_free(&k.enc);
+    psdb__buf_free(&k.edited);
+    free(k.drawn.slots);
     psdb__buf_free(&sb);
     for (int i = 0; i < POOL_COUNT; i++) {
         for (uint64_t j = 0; j < g.pools[i].cap; j++)

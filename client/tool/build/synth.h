@@ -19,6 +19,14 @@ typedef struct psdb__synth_params {
     uint32_t variants;         /* graphics state variants per base pipeline, 1..256 */
     uint32_t compute_permille; /* share of compute pipelines, 0..1000 */
     uint64_t state_objects;    /* raytracing state objects written after the pipelines */
+    /* A patch of the corpus (version N+1 of the same game): 0 writes the corpus itself. With
+     * patch K >= 1, changed_permille of the pipelines the corpus would write are touched, chosen
+     * by a stream seeded from (seed, app name, K): half keep their state and get an edited shader
+     * (the pixel shader, the vertex shader of a pipeline without one, the compute shader), half
+     * are removed and replaced by a new pipeline appended after the others. Every other pipeline,
+     * and the state objects, are the corpus's bytes. */
+    uint64_t patch;
+    uint32_t changed_permille; /* 0..1000; only with patch */
     /* Called every 1000 entries and at the end; may be NULL. */
     void (*progress)(uint64_t done, uint64_t total, void *ctx);
     void *progress_ctx;

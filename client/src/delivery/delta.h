@@ -1,0 +1,40 @@
+/* delta.h - value-level delta updates (delta.c) and the value map file they read
+ * (valuemap_file.c; the format: schema/VALUEMAP.md).
+ *
+ * DESIGN
+ * A PSDB's values are content-addressed, so a launcher that holds an older PSDB of the game
+ * already holds most values of the newer one. The server serves, beside each blob, its value map:
+ * for every value its SHA-256 and the byte ranges of the file that hold it, then the skeleton (all
+ * other bytes). The client rebuilds <dest>.part from the skeleton, the values it finds in its old
+ * PSDBs and the ranges of the new blob it fetches for the rest, then hashes the whole file and
+ * accepts it only when it matches the manifest, whose signature was checked first: the trust chain
+ * is the full download's. Anything unexpected (no map, a map that does not fit, a local file that
+ * changed, a mismatch) falls back to the full download. Memory stays bounded: the map is streamed
+ * from a file, values are copied through one buffer, only the table of local values (56 bytes
+ * each) and the range list are held. */
+#ifndef PSDB_DELTA_H
+#define PSDB_DELTA_H
+
+#include "delivery/client_int.h"
+
+#define PSDB__VMAP_MAGIC "PSDBVMAP"
+#define PSDB__VMAP_VERSION 1u
+#define PSDB__VMAP_HEADER_SIZE 96
+#define PSDB__VMAP_VALUE_SIZE 56
+#define PSDB__VMAP_RANGE_SIZE 16
+
+/* What a delta attempt did (also for psdb_install_result). */
+typedef struct psdb__delta_outcome {
+    int used;            /* 1: the file was rebuilt from the delta */
+    uint64_t downloaded; /* bytes fetched for the delta (map and ranges), 0 when unused */
+    char why_not[160];   /* when not used: why the full download was chosen */
+} psdb__delta_outcome;
+
+/* Tries to produce dest_path from old_path (an installed PSDB of the same application and
+ * family) and the blob's value map. PSDB_S_OK: dest_path is the manifest's verified file. Any
+ * other status: nothing changed at dest_path, out->why_not says why, and the caller downloads in
+ * full (PSDB_E_CANCELLED is the one status to pass on as it is). */
+psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *old_path,
+                           const char *dest_path, psdb__delta_outcome *out);
+
+#endif

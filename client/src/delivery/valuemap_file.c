@@ -1,0 +1,237 @@
+/* valuemap_file.c - psdb_value_map_write: the value map of a PSDB (schema/VALUEMAP.md), what a
+ * server serves so that a launcher can rebuild a newer PSDB from the values it already holds. */
+#include "psdb/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "common/buf.h"
+#include "common/hash.h"
+#include "delivery/delta.h"
+#include "format/psdb_valuemap.h"
+
+typedef struct collect {
+    psdb__buf values; /* the value records, 56 bytes each */
+    psdb__buf ranges; /* the range records, 16 bytes each */
+    uint64_t num_values, num_ranges, value_bytes;
+} collect;
+
+static int on_value(const uint8_t sha256[32], uint64_t size, const psdb__byte_range *r, size_t nr,
+                    void *ctx)
+{
+    collect *c = ctx;
+    uint8_t rec[PSDB__VMAP_VALUE_SIZE] = {0};
+    memcpy(rec, sha256, 32);
+    psdb__put_le64(rec + 32, size);
+    psdb__put_le64(rec + 40, c->num_ranges);
+    psdb__put_le32(rec + 48, (uint32_t)nr);
+    psdb__buf_append(&c->values, rec, sizeof(rec));
+    for (size_t i = 0; i < nr; i++) {
+        uint8_t rr[PSDB__VMAP_RANGE_SIZE] = {0};
+        psdb__put_le64(rr, r[i].offset);
+        psdb__put_le32(rr + 8, r[i].length);
+        psdb__buf_append(&c->ranges, rr, sizeof(rr));
+        c->value_bytes += r[i].length;
+    }
+    c->num_values++;
+    c->num_ranges += nr;
+    return 0;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static psdb_hr sha256_fd(int fd, uint8_t out[32])
+{
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t *buf = malloc(1 << 16);
+    psdb__sha256_ctx *ctx = psdb__sha256_begin();
+    uint64_t pos = 0;
+    if (!buf || !ctx) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (;;) {
+        ssize_t r = pread(fd, buf, 1 << 16, (off_t)pos);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            hr = PSDB_E_IO;
+            goto cleanup;
+        }
+        if (r == 0)
+            break;
+        psdb__sha256_update(ctx, buf, (size_t)r);
+        pos += (uint64_t)r;
+    }
+cleanup:
+    if (ctx)
+        psdb__sha256_end(ctx, out);
+    free(buf);
+    return hr;
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+    uint64_t x = psdb__le64(a), y = psdb__le64(b);
+    return x < y ? -1 : x > y;
+}
+
+psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
+{
+    psdb_hr hr = PSDB_S_OK;
+    collect c = {0};
+    uint8_t *sorted = NULL, *buf = NULL;
+    uint8_t head[PSDB__VMAP_HEADER_SIZE] = {0}, sha[32];
+    char *tmp = NULL;
+    int in = -1, out = -1, zs_open = 0;
+    struct stat st;
+    z_stream zs = {0};
+    static __thread uint8_t zbuf[1 << 16];
+
+    if (!psdb_path || !out_path)
+        return PSDB_E_INVALIDARG;
+    hr = psdb__value_map_foreach(psdb_path, on_value, &c);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    if (c.values.oom || c.ranges.oom) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    in = open(psdb_path, O_RDONLY | O_CLOEXEC);
+    if (in < 0 || fstat(in, &st) != 0) {
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    /* The skeleton: the file's bytes outside every range, in file order. */
+    sorted = malloc(c.ranges.len ? c.ranges.len : 1);
+    buf = malloc(1 << 16);
+    if (!sorted || !buf) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (c.ranges.len)
+        memcpy(sorted, c.ranges.data, c.ranges.len);
+    qsort(sorted, (size_t)c.num_ranges, PSDB__VMAP_RANGE_SIZE, cmp_offset);
+    for (uint64_t i = 0, end = 0; i < c.num_ranges; i++) {
+        uint64_t off = psdb__le64(sorted + i * PSDB__VMAP_RANGE_SIZE);
+        uint64_t len = psdb__le32(sorted + i * PSDB__VMAP_RANGE_SIZE + 8);
+        if (off < end || off + len > size) {
+            hr = PSDB_E_CACHE_CORRUPT; /* overlapping ranges: not a file SQLite wrote */
+            goto cleanup;
+        }
+        end = off + len;
+    }
+    hr = sha256_fd(in, sha);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    memcpy(head, PSDB__VMAP_MAGIC, 8);
+    psdb__put_le32(head + 8, PSDB__VMAP_VERSION);
+    psdb__put_le64(head + 16, size);
+    memcpy(head + 24, sha, 32);
+    psdb__put_le64(head + 56, c.num_values);
+    psdb__put_le64(head + 64, c.num_ranges);
+    psdb__put_le64(head + 72, size - c.value_bytes);
+    /* head + 80, the skeleton's compressed size, is written once known (below). */
+    if (asprintf(&tmp, "%s.tmp", out_path) < 0) {
+        tmp = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0 || write_all(out, head, sizeof(head)) != 0 ||
+        write_all(out, c.values.data ? c.values.data : head, c.values.len) != 0 ||
+        write_all(out, c.ranges.data ? c.ranges.data : head, c.ranges.len) != 0) {
+        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+        goto cleanup;
+    }
+    /* The skeleton, deflated: most of it is the slack of partly filled pages (zeros). */
+    if (deflateInit(&zs, 6) != Z_OK) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    zs_open = 1;
+    uint64_t pos = 0, stored = 0;
+    for (uint64_t i = 0; i <= c.num_ranges; i++) {
+        uint64_t next = i < c.num_ranges ? psdb__le64(sorted + i * PSDB__VMAP_RANGE_SIZE) : size;
+        int last = i == c.num_ranges;
+        do {
+            size_t want = next - pos < (1 << 16) ? (size_t)(next - pos) : (1 << 16);
+            ssize_t r = want ? pread(in, buf, want, (off_t)pos) : 0;
+            if (r < 0 || (want && r == 0)) {
+                hr = r == 0 ? PSDB_E_CACHE_CORRUPT : PSDB_E_IO;
+                goto cleanup;
+            }
+            pos += (uint64_t)r;
+            int flush = last && pos == next ? Z_FINISH : Z_NO_FLUSH;
+            zs.next_in = buf;
+            zs.avail_in = (uInt)r;
+            do {
+                zs.next_out = zbuf;
+                zs.avail_out = sizeof(zbuf);
+                if (deflate(&zs, flush) == Z_STREAM_ERROR) {
+                    hr = PSDB_E_FAIL;
+                    goto cleanup;
+                }
+                size_t have = sizeof(zbuf) - zs.avail_out;
+                if (write_all(out, zbuf, have) != 0) {
+                    hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+                    goto cleanup;
+                }
+                stored += have;
+            } while (zs.avail_out == 0);
+        } while (pos < next);
+        if (i < c.num_ranges)
+            pos = next + psdb__le32(sorted + i * PSDB__VMAP_RANGE_SIZE + 8);
+    }
+    psdb__put_le64(head + 80, stored);
+    if (pwrite(out, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    if (fsync(out) != 0 || close(out) != 0) {
+        out = -1;
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    out = -1;
+    if (rename(tmp, out_path) != 0) {
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+cleanup:
+    if (zs_open)
+        deflateEnd(&zs);
+    if (out >= 0)
+        close(out);
+    if (tmp && PSDB_FAILED(hr))
+        unlink(tmp);
+    if (in >= 0)
+        close(in);
+    free(tmp);
+    free(sorted);
+    free(buf);
+    psdb__buf_free(&c.values);
+    psdb__buf_free(&c.ranges);
+    return hr;
+}

@@ -1,0 +1,41 @@
+/* psdb_valuemap.h - where each value's bytes lie in a PSDB file: the byte ranges of the SQLite
+ * file that hold `blobs.data` of every row (psdb_valuemap.c). The ground for value-level delta
+ * updates: a launcher that already holds a value elsewhere needs none of these bytes.
+ *
+ * DESIGN
+ * A row of `blobs` (a rowid table) is one cell of a table b-tree leaf: payload length and rowid
+ * varints, then the record, of which the first part sits in the cell ("local") and the rest in a
+ * chain of overflow pages, each starting with the 4-byte number of the next. The local size
+ * follows SQLite's file format (fileformat2, "B-tree Pages"): with usable size U, X = U - 35,
+ * M = (U - 12) * 32 / 255 - 23, K = M + (P - M) % (U - 4): P itself when P <= X, else K when
+ * K <= X, else M. The record is (NULL id, 32-byte sha256, data), so data starts after the record
+ * header and the digest. The walk reads one page at a time with pread and checks every offset,
+ * count and page number against the file before use, so any file (damaged or hostile) gives
+ * PSDB_E_CACHE_CORRUPT, never a read outside the page. */
+#ifndef PSDB_VALUEMAP_H
+#define PSDB_VALUEMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "psdb/psdb.h"
+
+typedef struct psdb__byte_range {
+    uint64_t offset; /* in the file */
+    uint32_t length;
+} psdb__byte_range;
+
+/* Called once per row of `blobs`, in b-tree order (rowid order): the row's recorded SHA-256, the
+ * data length, and the ranges that hold the data, in order (their lengths sum to size). The
+ * ranges are borrowed for the call. A non-zero return stops the walk (PSDB_S_FALSE). */
+typedef int (*psdb__value_range_fn)(const uint8_t sha256[32], uint64_t size,
+                                    const psdb__byte_range *ranges, size_t num_ranges, void *ctx);
+
+/* Walks the `blobs` table of the PSDB at path. Statuses: PSDB_S_OK after the last row;
+ * PSDB_S_FALSE when fn stopped it; PSDB_E_INVALIDARG (NULL path or fn); PSDB_E_IO (cannot open
+ * or read); PSDB_E_CACHE_CORRUPT (not an SQLite file with a `blobs` table of this layout, or any
+ * offset, page number or length out of bounds, or a cycle); PSDB_E_OUTOFMEMORY. Memory: a few
+ * pages and one row's range list. */
+psdb_hr psdb__value_map_foreach(const char *path, psdb__value_range_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# delta_update_test.sh - a value-level delta update against the real psdbd: version N of a game
+# installed, version N+1 (psdb synth --changed) published, psdb install rebuilds it from the
+# installed PSDB plus GET /v1/blobs/<sha>/valuemap and ranges of the blob, and the result is the
+# published file. Also: the value map is immutable and cacheable, and a damaged installed file
+# falls back to the full download.
+# Env: PSDB = the psdb tool, PSDBD = the psdbd server.
+set -euo pipefail
+: "${PSDB:?set PSDB to the psdb tool}"
+: "${PSDBD:?set PSDBD to the psdbd server (built with the server)}"
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do
+        kill -TERM "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+    echo "delta_update_test: $*" >&2
+    for f in "$dir"/*.log "$dir"/*.json; do
+        [ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
+    done
+    exit 1
+}
+mkfifo "$dir/psdbd.fifo"
+data="$dir/data"
+"$PSDBD" token create --data-dir "$data" --role publisher --name pub >"$dir/token"
+"$PSDB" keygen -o "$dir/key" >/dev/null
+"$PSDBD" key add --data-dir "$data" --name pub --public-key "$dir/key.pub" >/dev/null
+"$PSDBD" --listen 127.0.0.1:0 --data-dir "$data" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
+pids+=($!)
+exec {fd}<"$dir/psdbd.fifo"
+read -r -t 30 line <&"$fd" || fail "psdbd did not start"
+url=${line#psdbd: listening on }
+
+synth() { # VERSION-FILE [ARGS]: a corpus of the game, compiled
+    local out=$1
+    shift
+    "$PSDB" synth --app DeltaGame --app-version 1.0.0.0 --pipelines 600 "$@" -o "$dir/$out.sodb" \
+        >/dev/null
+    "$PSDB" compile "$dir/$out.sodb" --family gfx9 --abi 1 -o "$dir/$out.psdb" >/dev/null
+}
+synth v1
+synth v2 --changed 0.05
+"$PSDB" publish --server "$url" --token "$(cat "$dir/token")" --key "$dir/key" --serial 1 \
+    "$dir/v1.psdb" >/dev/null || fail "publish v1"
+install() {
+    "$PSDB" install --server "$url" --exe-path /games/delta/DeltaGame.exe --app DeltaGame \
+        --app-version 1.0.0.0 --target gfx9:1-1 --trust "$dir/key.pub" --registry "$dir/reg" \
+        --json >"$dir/$1.json" 2>"$dir/$1.log" || fail "install $1"
+}
+install first
+grep -q '"download":"full"' "$dir/first.json" || fail "a first install is a full download"
+"$PSDB" publish --server "$url" --token "$(cat "$dir/token")" --key "$dir/key" --serial 2 \
+    "$dir/v2.psdb" >/dev/null || fail "publish v2"
+install update
+grep -q '"download":"delta"' "$dir/update.json" || fail "the update was not a delta"
+size=$(stat -c %s "$dir/v2.psdb")
+got=$(sed -n 's/.*"bytes_downloaded":\([0-9]*\).*/\1/p' "$dir/update.json")
+[ "$got" -gt 0 ] && [ $((got * 100)) -lt $((size * 35)) ] ||
+    fail "the delta downloaded $got of $size bytes"
+sha=$(sha256sum "$dir/v2.psdb" | cut -d' ' -f1)
+cmp "$dir/v2.psdb" "$dir/reg/psdbs/$sha.psdb" || fail "the rebuilt file is not the published one"
+
+# The value map: immutable, cacheable, the same bytes on every request.
+curl -sf -D "$dir/h" "$url/v1/blobs/$sha/valuemap" -o "$dir/m1" || fail "GET valuemap"
+grep -qi '^cache-control: public, max-age=31536000, immutable' "$dir/h" || fail "not immutable"
+curl -sf "$url/v1/blobs/$sha/valuemap" -o "$dir/m2"
+cmp "$dir/m1" "$dir/m2" || fail "the value map changed between requests"
+[ "$(head -c 8 "$dir/m1")" = "PSDBVMAP" ] || fail "not a value map"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/blobs/$(printf '0%.0s' {1..64})/valuemap")
+[ "$code" = 404 ] || fail "a value map of no blob answered $code"
+
+# A damaged installed file: the rebuild does not verify, the full download takes over.
+synth v3 --changed 0.05 --patch 2
+"$PSDB" publish --server "$url" --token "$(cat "$dir/token")" --key "$dir/key" --serial 3 \
+    "$dir/v3.psdb" >/dev/null || fail "publish v3"
+printf 'garbage!' | dd of="$dir/reg/psdbs/$sha.psdb" bs=1 seek=200000 conv=notrunc 2>/dev/null
+install damaged
+grep -q '"download":"full"' "$dir/damaged.json" || fail "a damaged old file did not fall back"
+grep -q 'delta_skipped' "$dir/damaged.json" || fail "the fallback does not say why"
+sha3=$(sha256sum "$dir/v3.psdb" | cut -d' ' -f1)
+cmp "$dir/v3.psdb" "$dir/reg/psdbs/$sha3.psdb" || fail "v3 is not the published file"
+echo "delta_update_test: ok (update downloaded $got of $size bytes)"
