@@ -214,6 +214,14 @@ static psdb_hr r_writer_finish(void)
 {
     return psdb_writer_finish(NULL);
 }
+static psdb_hr r_value_map_write_null(void)
+{
+    return psdb_value_map_write(NULL, g_missing);
+}
+static psdb_hr r_value_map_write_garbage(void)
+{
+    return psdb_value_map_write(g_garbage, g_missing);
+}
 static psdb_hr r_file_kind(void)
 {
     uint32_t k = 0;
@@ -631,6 +639,8 @@ static const row rows[] = {
     {"psdb_writer_put_group", r_writer_put_group, "NULL writer"},
     {"psdb_writer_finish", r_writer_finish, "NULL writer"},
     {"psdb_file_kind", r_file_kind, "NULL path"},
+    {"psdb_value_map_write", r_value_map_write_null, "NULL path"},
+    {"psdb_value_map_write", r_value_map_write_garbage, "psdb_value_map_write"},
     {"psdb_sodb_writer_open", r_sodb_writer_open, "empty path"},
     {"psdb_sodb_writer_add", r_sodb_writer_add, "NULL writer"},
     {"psdb_sodb_open", r_sodb_open, "not an SODB"},

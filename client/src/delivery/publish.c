@@ -236,7 +236,13 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         int retry =
             failed_transfer ? psdb__client_transient_curl(cc) : psdb__http_transient(*status);
         if (retry && attempt <= client->max_retries) {
-            psdb__client_backoff(client, attempt);
+            /* The progress callback's cancel stops a publish's backoff as it stops a download's. */
+            psdb_progress wait = {d->psdb_path, 0, st.size, attempt};
+            if (psdb__client_backoff(client, &wait, attempt)) {
+                snprintf(msg, msg_size, "publish: %s: cancelled by the progress callback", url);
+                hr = PSDB_E_CANCELLED;
+                goto cleanup;
+            }
             continue;
         }
         if (failed_transfer) {

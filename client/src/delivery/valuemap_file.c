@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "common/buf.h"
+#include "common/error.h"
 #include "common/hash.h"
 #include "delivery/delta.h"
 #include "format/psdb_valuemap.h"
@@ -107,9 +108,10 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
     struct stat st;
     z_stream zs = {0};
     static __thread uint8_t zbuf[1 << 16];
+    const unsigned err_mark = psdb__error_mark();
 
     if (!psdb_path || !out_path)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_value_map_write: NULL path");
     hr = psdb__value_map_foreach(psdb_path, on_value, &c);
     if (PSDB_FAILED(hr))
         goto cleanup;
@@ -233,5 +235,5 @@ cleanup:
     free(buf);
     psdb__buf_free(&c.values);
     psdb__buf_free(&c.ranges);
-    return hr;
+    return psdb__error_ret(hr, err_mark, __func__);
 }
