@@ -18,6 +18,11 @@ const char *psdbd_index_engine(psdbd_index *ix)
     return ix->ops->engine;
 }
 
+int psdbd_index_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size)
+{
+    return ix->ops->watch(ix, changed, err, err_size);
+}
+
 void psdbd_index_close(psdbd_index *ix)
 {
     if (ix)

@@ -53,12 +53,19 @@ int psdbd_index_is_url(const char *where);
 /* Opens the PostgreSQL index at `url` (libpq URI) with a pool of at most `pool` connections
  * (opened as needed, each statement limited to `statement_timeout_ms`, 0: no limit), and applies
  * missing migrations under an advisory lock, so replicas starting together migrate once. A
- * database without a psdbd schema gets one; *fresh (may be NULL) says so. A schema newer than
- * this binary knows is refused. 0 on success, -1 with a one-line message in err. */
+ * database without a psdbd schema gets one only when `may_create`; otherwise it is refused. A
+ * database with another application's schema, or one newer than this binary knows, is refused.
+ * 0 on success, -1 with a one-line message in err (the password of the URL is never in it). */
 int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeout_ms,
-                        psdbd_index **out, int *fresh, char *err, size_t err_size);
+                        int may_create, psdbd_index **out, char *err, size_t err_size);
 /* "sqlite" or "postgresql". */
 const char *psdbd_index_engine(psdbd_index *ix);
+/* Calls `changed` (from another thread) whenever another process may have changed what a resolve
+ * answers, so a server's resolve cache never outlives a publish or retire made elsewhere.
+ * PostgreSQL: a thread LISTENs on the database (publishes and retires NOTIFY on commit); it calls
+ * `changed` on each notification, and every second while it cannot listen (so nothing is cached
+ * then). SQLite: nothing to do (one server per index file). 0, or -1 with a message in err. */
+int psdbd_index_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size);
 
 /* Closes the calling thread's connection and frees the index. Every other thread that used it
  * must have exited. NULL is a no-op. */

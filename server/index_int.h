@@ -55,6 +55,7 @@ typedef struct psdbd__index_ops {
     psdbd_rc (*delete_orphan_blob_rows)(psdbd_index *ix, int64_t created_before);
     psdbd_rc (*snapshot)(psdbd_index *ix, int begin);
     psdbd_rc (*gc_lock)(psdbd_index *ix, int lock);
+    int (*watch)(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size);
 } psdbd__index_ops;
 
 struct psdbd__pg; /* index_pg.c */

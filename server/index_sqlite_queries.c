@@ -692,6 +692,17 @@ static psdbd_rc sq_gc_lock(psdbd_index *ix, int lock)
     return PSDBD_OK;
 }
 
+static int sq_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size)
+{
+    /* Every writer of the file is this process (the data directory's lock): its own commits
+     * invalidate the cache where they happen. */
+    (void)ix;
+    (void)changed;
+    (void)err;
+    (void)err_size;
+    return 0;
+}
+
 const psdbd__index_ops psdbd__sqlite_ops = {
     .engine = "sqlite",
     .close = psdbd__sqlite_close,
@@ -721,4 +732,5 @@ const psdbd__index_ops psdbd__sqlite_ops = {
     .delete_orphan_blob_rows = sq_delete_orphan_blob_rows,
     .snapshot = sq_snapshot,
     .gc_lock = sq_gc_lock,
+    .watch = sq_watch,
 };

@@ -21,13 +21,15 @@ int admin_bad_text(const char *cmd, const char *option, const char *s);
 
 /* Which of the shared options a command takes (admin_parse's `flags`). */
 enum {
-    ADMIN_DATA_DIR = 1, /* --data-dir DIR, defaulting to psdbd's default data directory */
+    ADMIN_DATA_DIR = 1, /* --data-dir DIR, defaulting to psdbd's default data directory, and
+                         * --index URL (a PostgreSQL index instead of DIR/index.sqlite) */
     ADMIN_JSON = 2      /* --json */
 };
 
 typedef struct admin_args {
-    char *dir; /* --data-dir (ADMIN_DATA_DIR), the caller's to free; NULL without the flag */
-    int json;  /* --json was given (ADMIN_JSON) */
+    char *dir;   /* --data-dir (ADMIN_DATA_DIR), the caller's to free; NULL without the flag */
+    char *index; /* --index (ADMIN_DATA_DIR), the caller's to free; NULL: DIR/index.sqlite */
+    int json;    /* --json was given (ADMIN_JSON) */
 } admin_args;
 
 /* A command's own option: `val` of its struct option and its argument (NULL without one).
@@ -38,14 +40,17 @@ typedef int (*admin_option_fn)(int val, const char *arg, void *ctx);
  * `flags` names, --help/-h (prints usage(ctx)), and the command's own `opts` (terminated by a zero
  * entry; their `val`s must not be 'd', 'j' or 'h'), each handed to on_opt. Words after the
  * options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the usage was
- * printed, 1 after a message (bad arguments). *out is set in every case and freed by the caller. */
+ * printed, 1 after a message (bad arguments). *out is set in every case and freed by the caller
+ * (admin_args_free). */
 int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,
                 admin_option_fn on_opt, void *ctx, void (*usage)(void *ctx), admin_args *out);
 
+void admin_args_free(admin_args *a);
+
 /* Opens the data directory's store (without touching tmp/) and index for a command; `may_init`:
- * the command may set up a new data directory (psdbd_data_open_index). 0, or 1 after a
- * message. */
-int admin_open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
+ * the command may set up a new data directory (psdbd_data_open_index_at, with a's --index).
+ * 0, or 1 after a message. */
+int admin_open_data(const char *cmd, const admin_args *a, int may_init, psdbd_store *store,
                     psdbd_index **ix);
 
 /* How many blob files the store holds (first_only: stops at the first, so 0 or 1); with

@@ -203,7 +203,8 @@ int psdbd_cmd_check(int argc, char **argv)
         rc = admin_fail("check", "%s", err);
         goto cleanup;
     }
-    if (psdbd_data_open_index(&store, 0, &ix, err, sizeof(err)) != 0) {
+    if (psdbd_data_open_index_at(&store, a.index, 0, PSDBD_INDEX_PG_STATEMENT_TIMEOUT_MS_DEFAULT, 0,
+                                 &ix, err, sizeof(err)) != 0) {
         report_unopenable(k.json, err);
         goto cleanup;
     }
@@ -230,6 +231,6 @@ int psdbd_cmd_check(int argc, char **argv)
 cleanup:
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     return rc;
 }

@@ -95,7 +95,7 @@ int admin_list_or_revoke(const char *what, int argc, char **argv)
         goto cleanup;
     }
     rc = 1;
-    if (admin_open_data(cmd, a.dir, 0, &store, &ix) != 0)
+    if (admin_open_data(cmd, &a, 0, &store, &ix) != 0)
         goto cleanup;
     if (is_revoke)
         rc = revoke(cmd, what, ix, lo.name);
@@ -104,7 +104,7 @@ int admin_list_or_revoke(const char *what, int argc, char **argv)
 cleanup:
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     return rc;
 }
 

@@ -195,7 +195,7 @@ int psdbd_cmd_gc(int argc, char **argv)
     rc = 1;
     w.dry_run = o.dry_run;
     w.json = a.json;
-    if (admin_open_data("gc", a.dir, 0, &store, &ix) != 0)
+    if (admin_open_data("gc", &a, 0, &store, &ix) != 0)
         goto cleanup;
     /* Replicas sharing one index and one blob store: one gc at a time (schema/INDEX.md). */
     if (psdbd_index_gc_lock(ix, 1) != PSDBD_OK) {
@@ -230,6 +230,6 @@ cleanup:
         psdbd_index_gc_lock(ix, 0);
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     return rc;
 }
