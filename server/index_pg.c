@@ -55,18 +55,22 @@ struct psdbd__pg {
     void (*changed)(void);
 };
 
-/* The URL with any password left out, for messages and logs. */
+/* The URL with any password left out, for messages and logs: the user's ":password" and, when a
+ * parameter names one, the whole query. */
 static char *redact(const char *url)
 {
-    const char *scheme = strstr(url, "://"), *at, *colon;
+    const char *scheme = strstr(url, "://"), *at, *colon, *query;
+    char *out;
     if (!scheme)
         return xstrdup("(postgresql key=value connection string)");
     scheme += 3;
-    at = strchr(scheme, '@');
+    query = strchr(scheme, '?');
+    at = memchr(scheme, '@', query ? (size_t)(query - scheme) : strlen(scheme));
     colon = at ? memchr(scheme, ':', (size_t)(at - scheme)) : NULL;
-    if (!colon)
-        return xstrdup(url);
-    return xasprintf("%.*s%s", (int)(colon - url), url, at);
+    out = colon ? xasprintf("%.*s%s", (int)(colon - url), url, at) : xstrdup(url);
+    if (strstr(out, "password=") && (query = strchr(out + (scheme - url), '?')) != NULL)
+        out[query - out] = '\0';
+    return out;
 }
 
 /* One trimmed line of libpq's message (they end in newlines, some have several lines). */

@@ -27,6 +27,7 @@ static void usage(void)
            "[--scope APP_PATTERN]\n"
            "       psdbd gc --data-dir DIR [--dry-run] [--force-empty-index]\n"
            "       psdbd check --data-dir DIR [--deep]\n"
+           "       (token, key, gc, check: --index URL for a PostgreSQL index)\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
            "--data-dir NEWDIR\n\n"
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"

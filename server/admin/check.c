@@ -65,8 +65,9 @@ static void check_stray(const char *path, void *ctx)
 static void check_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd check --data-dir DIR [--deep] [--json]\n\n"
-           "Checks that the index and the blob store agree: SQLite integrity, every indexed blob\n"
+    printf("usage: psdbd check --data-dir DIR [--index URL] [--deep] [--json]\n\n"
+           "Checks that the index and the blob store agree: SQLite integrity (PostgreSQL: its\n"
+           "schema version), every indexed blob\n"
            "present with its size, every PSDB's blob indexed. --deep also recomputes every\n"
            "blob's SHA-256 and runs a full SQLite integrity check. A missing index, a file that\n"
            "is not a psdbd index, and an index with no PSDB beside blob files of which some are\n"

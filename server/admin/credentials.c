@@ -19,7 +19,7 @@ struct list_opts {
 static void list_usage(void *ctx)
 {
     const char *what = ((struct list_opts *)ctx)->what;
-    printf("usage: psdbd %s list --data-dir DIR [--json]\n"
+    printf("usage: psdbd %s list --data-dir DIR [--index URL] [--json]\n"
            "       psdbd %s revoke --data-dir DIR --name NAME\n\n"
            "Lists the %ss (names, scopes, dates; never a secret), or revokes one: it is\n"
            "refused from then on, and its row is kept for the record.\n",

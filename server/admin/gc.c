@@ -64,15 +64,17 @@ static void gc_stray(const char *path, void *ctx)
 static void gc_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd gc --data-dir DIR [--dry-run] [--grace SECONDS] [--json]\n"
+    printf("usage: psdbd gc --data-dir DIR [--index URL] [--dry-run] [--grace SECONDS] [--json]\n"
            "                [--force-empty-index]\n\n"
            "Removes blob files that no index row references (left by a crash between storing a\n"
            "blob and indexing it, or by a refused publish), and leftover uploads in tmp/. Files\n"
            "younger than --grace (default 3600) are kept: a running server may be about to\n"
            "index them. Safe while psdbd serves.\n\n"
            "gc removes nothing while the index looks lost: no PSDB indexed but blob files older\n"
-           "than an hour present, or a failed SQLite integrity check (restore the index with psdbd "
-           "restore).\n"
+           "than an hour present, or a failed integrity check (restore the index with psdbd\n"
+           "restore, or pg_restore for a PostgreSQL index).\n"
+           "With --index URL (a PostgreSQL index shared by replicas) one gc runs at a time\n"
+           "across replicas (an advisory lock).\n"
            "--force-empty-index removes every unreferenced blob even then. A missing index or\n"
            "one that is not a psdbd index is always refused.\n");
 }

@@ -19,7 +19,7 @@ struct key_opts {
 static void key_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd key add --data-dir DIR --name NAME --public-key FILE.pub\n"
+    printf("usage: psdbd key add --data-dir DIR [--index URL] --name NAME --public-key FILE.pub\n"
            "                     [--scope APP_PATTERN] [--json]\n\n"
            "Registers a publisher's Ed25519 public key (as written by 'psdb keygen'). Publishes\n"
            "signed by it are accepted for applications matching --scope (default '*').\n");

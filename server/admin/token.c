@@ -22,7 +22,7 @@ struct token_opts {
 static void token_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd token create --data-dir DIR --role admin|publisher|reader\n"
+    printf("usage: psdbd token create --data-dir DIR [--index URL] --role admin|publisher|reader\n"
            "                          [--scope APP_PATTERN] [--name NAME]\n"
            "                          [--expires-in SECONDS | --expires-at UNIX_TIME] [--json]\n\n"
            "Creates a bearer token and prints it once (only its SHA-256 is stored).\n"
