@@ -19,6 +19,7 @@
  * together migrate once; gc runs under the session lock (PG_LOCK_CLASS, PG_LOCK_GC). */
 #include "index_pg_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -214,10 +215,19 @@ void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c)
     c->conn = NULL;
 }
 
+int64_t psdbd__pg_int(const char *s)
+{
+    uint64_t v = 0;
+    int neg = s[0] == '-';
+    if (psdb__parse_u64(s + neg, &v) != 0 || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+        return 0;
+    /* -v without overflow for v = 2^63. */
+    return neg ? (int64_t)(0 - v) : (int64_t)v;
+}
+
 void psdbd__pgp_text(psdbd__pgp *p, const char *s)
 {
-    if (p->n >= PSDBD__PG_MAX_PARAMS)
-        abort(); /* a query with more parameters than the table holds: a programming error */
+    assert(p->n < PSDBD__PG_MAX_PARAMS); /* every query's parameters fit the table */
     p->v[p->n] = s ? s : "";
     p->len[p->n] = 0;
     p->fmt[p->n] = 0;
@@ -226,8 +236,7 @@ void psdbd__pgp_text(psdbd__pgp *p, const char *s)
 
 void psdbd__pgp_i64(psdbd__pgp *p, int64_t v)
 {
-    if (p->n >= PSDBD__PG_MAX_PARAMS)
-        abort();
+    assert(p->n < PSDBD__PG_MAX_PARAMS);
     snprintf(p->num[p->n], sizeof(p->num[p->n]), "%" PRId64, v);
     psdbd__pgp_text(p, p->num[p->n]);
 }
@@ -319,8 +328,8 @@ static int migrate(psdbd_index *ix, PGconn *c, int may_create, char *err, size_t
         goto cleanup;
     }
     if (PQntuples(res) == 1) {
-        app_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-        version = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        app_id = psdbd__pg_int(PQgetvalue(res, 0, 0));
+        version = psdbd__pg_int(PQgetvalue(res, 0, 1));
     }
     if (PQntuples(res) == 1 && app_id != PSDBD_INDEX_APPLICATION_ID) {
         snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08llx)", pg->name,
@@ -532,9 +541,8 @@ int psdbd__pg_ping(psdbd_index *ix)
         return -1;
     if (!(res = psdbd__pg_exec(ix, &c, sql, NULL, &rc)))
         goto cleanup;
-    if (PQntuples(res) == 1 &&
-        strtoll(PQgetvalue(res, 0, 0), NULL, 10) == PSDBD_INDEX_APPLICATION_ID &&
-        strtoll(PQgetvalue(res, 0, 1), NULL, 10) == ix->version)
+    if (PQntuples(res) == 1 && psdbd__pg_int(PQgetvalue(res, 0, 0)) == PSDBD_INDEX_APPLICATION_ID &&
+        psdbd__pg_int(PQgetvalue(res, 0, 1)) == ix->version)
         result = 0;
     else
         psdbd_log("index %s: psdbd_schema does not say this psdbd's index (schema version %d)",

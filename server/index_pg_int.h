@@ -21,6 +21,10 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc);
  * transaction is rolled back. */
 void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c);
 
+/* A BIGINT or INTEGER column's text (PostgreSQL writes "-123", "0", "42") as a number, through
+ * the one number parser; 0 for anything else (NULL is ""). */
+int64_t psdbd__pg_int(const char *s);
+
 /* Query parameters: text, 64-bit numbers (as text) and bytes (binary). */
 #define PSDBD__PG_MAX_PARAMS 20
 typedef struct psdbd__pgp {

@@ -27,7 +27,7 @@ static const char *row_text(void *row, int i)
 static int64_t row_i64(void *row, int i)
 {
     struct pgrow *p = row;
-    return PQgetisnull(p->res, p->r, i) ? 0 : strtoll(PQgetvalue(p->res, p->r, i), NULL, 10);
+    return PQgetisnull(p->res, p->r, i) ? 0 : psdbd__pg_int(PQgetvalue(p->res, p->r, i));
 }
 
 static int row_is_null(void *row, int i)
@@ -182,7 +182,7 @@ static psdbd_rc pg_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
         rc = PSDBD_ERROR;
         goto cleanup;
     }
-    id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    id = psdbd__pg_int(PQgetvalue(res, 0, 0));
     PQclear(res);
     /* Delivered at commit: the other replicas drop their resolve caches. */
     if (!(res = psdbd__pg_exec(ix, &c, "NOTIFY " PSDBD__PG_CHANNEL, NULL, &rc)))
@@ -215,7 +215,7 @@ static psdbd_rc pg_blob_published(psdbd_index *ix, const char *sha256, int64_t *
     psdbd_rc rc = query(ix, sql, &p, &res);
     if (rc == PSDBD_OK) {
         if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-            *out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+            *out = psdbd__pg_int(PQgetvalue(res, 0, 0));
         else
             rc = PSDBD_NOT_FOUND;
     }
@@ -459,7 +459,7 @@ static psdbd_rc pg_count_psdbs(psdbd_index *ix, int64_t *out)
     PGresult *res = NULL;
     psdbd_rc rc = query(ix, "SELECT count(*) FROM psdbs", NULL, &res);
     if (rc == PSDBD_OK)
-        *out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        *out = psdbd__pg_int(PQgetvalue(res, 0, 0));
     PQclear(res);
     return rc;
 }
@@ -493,7 +493,7 @@ static psdbd_rc pg_each_blob(psdbd_index *ix,
     PGresult *res = NULL;
     psdbd_rc rc = query(ix, "SELECT sha256, size FROM blobs", NULL, &res);
     for (int i = 0; rc == PSDBD_OK && i < PQntuples(res); i++)
-        fn(PQgetvalue(res, i, 0), (uint64_t)strtoll(PQgetvalue(res, i, 1), NULL, 10), ctx);
+        fn(PQgetvalue(res, i, 0), (uint64_t)psdbd__pg_int(PQgetvalue(res, i, 1)), ctx);
     PQclear(res);
     return rc;
 }
@@ -507,7 +507,7 @@ static psdbd_rc pg_each_unbacked_psdb(psdbd_index *ix,
     PGresult *res = NULL;
     psdbd_rc rc = query(ix, sql, NULL, &res);
     for (int i = 0; rc == PSDBD_OK && i < PQntuples(res); i++)
-        fn(strtoll(PQgetvalue(res, i, 0), NULL, 10), PQgetvalue(res, i, 1), ctx);
+        fn(psdbd__pg_int(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1), ctx);
     PQclear(res);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "admin_int.h"
 #include "config.h"
 #include "index.h"
+#include "index_pg_int.h"
 
 struct seen {
     int calls, last_val;
@@ -133,6 +134,22 @@ START_TEST(test_server_admin__pg_connect_failure_names_the_database_without_its_
 }
 END_TEST
 
+START_TEST(test_server_admin__pg_int_reads_every_bigint)
+{
+    /* The biased u64 columns use the whole signed range: both ends must come back exactly. */
+    ck_assert(psdbd__pg_int("-9223372036854775808") == INT64_MIN);
+    ck_assert(psdbd__pg_int("9223372036854775807") == INT64_MAX);
+    ck_assert(psdbd__pg_int("-1") == -1);
+    ck_assert(psdbd__pg_int("0") == 0);
+    ck_assert(psdbd__pg_int("42") == 42);
+    ck_assert(psdbd__pg_int("") == 0); /* NULL */
+    ck_assert(psdbd__pg_int("9223372036854775808") == 0);
+    ck_assert(psdbd__pg_int("-9223372036854775809") == 0);
+    ck_assert(psdbd__pg_int("12x") == 0);
+    ck_assert(psdbd__pg_int("--1") == 0);
+}
+END_TEST
+
 START_TEST(test_server_admin__parse_refuses_operands_and_bad_options)
 {
     char *extra[] = {"gc", "--dry-run", "stray", NULL};
@@ -174,6 +191,7 @@ int main(void)
     tcase_add_test(tc, test_server_admin__parse_defaults_and_flags_off);
     tcase_add_test(tc, test_server_admin__parse_refuses_operands_and_bad_options);
     tcase_add_test(tc, test_server_admin__index_option_and_PSDBD_INDEX_default);
+    tcase_add_test(tc, test_server_admin__pg_int_reads_every_bigint);
     tcase_add_test(tc, test_server_admin__index_setting_must_be_a_postgresql_url);
     tcase_add_test(tc,
                    test_server_admin__pg_connect_failure_names_the_database_without_its_password);
