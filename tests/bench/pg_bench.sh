@@ -25,7 +25,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/psdbd-pgbench-XXXXXX")
 own_cluster=""
 if [ -z "${PSDB_TEST_PG_URL:-}" ]; then
     own_cluster="$work/pg"
-    eval "$("$root/tests/pg/cluster" start "$own_cluster")"
+    chmod 755 "$work" # as root the cluster runs as postgres, which must reach its directory
+    pg_env=$("$root/tests/pg/cluster" start "$own_cluster") || exit 1
+    eval "$pg_env"
 fi
 db="psdbbench_$$"
 sep='?'
