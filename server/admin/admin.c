@@ -56,13 +56,13 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
     out->index = (flags & ADMIN_DATA_DIR) ? psdbd_default_index() : NULL;
     all = xcalloc(n + 5, sizeof(*all));
     for (size_t i = 0; i < n; i++) {
-        assert(opts[i].val != 'd' && opts[i].val != 'i' && opts[i].val != 'j' &&
-               opts[i].val != 'h');
+        assert(opts[i].val != 'd' && opts[i].val != 'j' && opts[i].val != 'h' &&
+               opts[i].val != ADMIN_OPT_INDEX);
         all[k++] = opts[i];
     }
     if (flags & ADMIN_DATA_DIR) {
         all[k++] = (struct option){"data-dir", required_argument, NULL, 'd'};
-        all[k++] = (struct option){"index", required_argument, NULL, 'i'};
+        all[k++] = (struct option){"index", required_argument, NULL, ADMIN_OPT_INDEX};
     }
     if (flags & ADMIN_JSON)
         all[k++] = (struct option){"json", no_argument, NULL, 'j'};
@@ -72,7 +72,7 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
         if (c == 'd') {
             free(out->dir);
             out->dir = xstrdup(optarg);
-        } else if (c == 'i') {
+        } else if (c == ADMIN_OPT_INDEX) {
             free(out->index);
             out->index = xstrdup(optarg);
         } else if (c == 'j') {

@@ -16,6 +16,10 @@ int admin_fail(const char *cmd, const char *fmt, ...) __attribute__((format(prin
  * characters. Returns 0, or 1 after the message. */
 int admin_bad_text(const char *cmd, const char *option, const char *s);
 
+/* The `val` of the shared --index option: outside the characters, so that no command's own
+ * one-letter `val` (token create's 'i' for --expires-in) can meet it. */
+#define ADMIN_OPT_INDEX 0x100
+
 /* admin_parse's answer when the command is to go on (any other answer is its exit status). */
 #define ADMIN_GO_ON (-1)
 
@@ -38,10 +42,10 @@ typedef int (*admin_option_fn)(int val, const char *arg, void *ctx);
 
 /* Parses argv (argv[0] is the command's last word) with getopt_long: the shared options that
  * `flags` names, --help/-h (prints usage(ctx)), and the command's own `opts` (terminated by a zero
- * entry; their `val`s must not be 'd', 'j' or 'h'), each handed to on_opt. Words after the
- * options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the usage was
- * printed, 1 after a message (bad arguments). *out is set in every case and freed by the caller
- * (admin_args_free). */
+ * entry; their `val`s must not be 'd', 'j', 'h' or ADMIN_OPT_INDEX), each handed to on_opt. Words
+ * after the options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the
+ * usage was printed, 1 after a message (bad arguments). *out is set in every case and freed by the
+ * caller (admin_args_free). */
 int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,
                 admin_option_fn on_opt, void *ctx, void (*usage)(void *ctx), admin_args *out);
 

@@ -134,6 +134,25 @@ START_TEST(test_server_admin__pg_connect_failure_names_the_database_without_its_
 }
 END_TEST
 
+START_TEST(test_server_admin__index_option_never_meets_a_commands_own_letter)
+{
+    /* token create's --expires-in has val 'i': --index must be a shared option of its own. */
+    static const struct option own[] = {{"expires-in", required_argument, NULL, 'i'},
+                                        {NULL, 0, NULL, 0}};
+    char *argv[] = {"token", "--expires-in", "5", "--index", "postgresql://u@h/db", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    unsetenv("PSDBD_INDEX");
+    ck_assert_int_eq(admin_parse("test", 5, argv, ADMIN_DATA_DIR, own, on_opt, &s, usage, &a),
+                     ADMIN_GO_ON);
+    ck_assert_int_eq(s.calls, 1);
+    ck_assert_int_eq(s.last_val, 'i');
+    ck_assert_str_eq(s.last_arg, "5");
+    ck_assert_str_eq(a.index, "postgresql://u@h/db");
+    admin_args_free(&a);
+}
+END_TEST
+
 START_TEST(test_server_admin__pg_int_reads_every_bigint)
 {
     /* The biased u64 columns use the whole signed range: both ends must come back exactly. */
@@ -192,6 +211,7 @@ int main(void)
     tcase_add_test(tc, test_server_admin__parse_refuses_operands_and_bad_options);
     tcase_add_test(tc, test_server_admin__index_option_and_PSDBD_INDEX_default);
     tcase_add_test(tc, test_server_admin__pg_int_reads_every_bigint);
+    tcase_add_test(tc, test_server_admin__index_option_never_meets_a_commands_own_letter);
     tcase_add_test(tc, test_server_admin__index_setting_must_be_a_postgresql_url);
     tcase_add_test(tc,
                    test_server_admin__pg_connect_failure_names_the_database_without_its_password);
