@@ -46,6 +46,11 @@ struct psdbd__pg {
     unsigned size;
     PGconn **conns; /* size slots; NULL: not connected */
     unsigned char *busy;
+    /* A lost connection usually means every idle one is lost too (the server restarted): each
+     * loss bumps the epoch, and an idle connection from an older epoch is replaced before use,
+     * so a restart costs one failed request, not one per pooled connection. */
+    atomic_uint epoch;
+    unsigned *conn_epoch;
     atomic_int down;   /* the last connection attempt failed or a query lost its connection */
     pthread_key_t pin; /* a thread's snapshot connection (PGconn *) */
     PGconn *gc_conn;   /* the session that holds the gc lock */
@@ -181,10 +186,13 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
     }
     c->slot = slot;
     /* Only this thread touches a busy slot's connection. */
-    if (pg->conns[slot] && PQstatus(pg->conns[slot]) != CONNECTION_OK) {
+    if (pg->conns[slot] && (PQstatus(pg->conns[slot]) != CONNECTION_OK ||
+                            pg->conn_epoch[slot] != atomic_load(&pg->epoch))) {
         PQfinish(pg->conns[slot]);
         pg->conns[slot] = NULL;
     }
+    if (!pg->conns[slot])
+        pg->conn_epoch[slot] = atomic_load(&pg->epoch);
     if (!pg->conns[slot] && !(pg->conns[slot] = pg_connect(pg, err, sizeof(err)))) {
         set_down(ix, 1, err);
         psdbd__pg_put(ix, c);
@@ -261,6 +269,7 @@ psdbd_rc psdbd__pg_rc_of(psdbd_index *ix, PGconn *conn, const PGresult *res)
     const char *msg =
         one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(conn), line, sizeof(line));
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
+        atomic_fetch_add(&ix->pg->epoch, 1);
         set_down(ix, 1, conn ? PQerrorMessage(conn) : "no connection");
         return PSDBD_UNAVAILABLE;
     }
@@ -401,6 +410,7 @@ int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeo
     pg->size = pool ? pool : PSDBD_INDEX_PG_POOL_DEFAULT;
     pg->conns = xcalloc(pg->size, sizeof(*pg->conns));
     pg->busy = xcalloc(pg->size, 1);
+    pg->conn_epoch = xcalloc(pg->size, sizeof(*pg->conn_epoch));
     pthread_mutex_init(&pg->mu, NULL);
     pthread_cond_init(&pg->cv, NULL);
     pthread_key_create(&pg->pin, NULL);
@@ -523,6 +533,7 @@ void psdbd__pg_close(psdbd_index *ix)
     pthread_mutex_destroy(&pg->mu);
     free(pg->conns);
     free(pg->busy);
+    free(pg->conn_epoch);
     free(pg->url);
     free(pg->name);
     free(pg);

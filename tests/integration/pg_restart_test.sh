@@ -81,6 +81,11 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 [ "$ready" -eq 1 ] || fail "/readyz did not come back after the database did"
+# Ready means ready: no pooled connection from before the restart fails a request now.
+for _ in $(seq 20); do
+    code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$base/v1/psdbs/1")
+    [ "$code" = 200 ] || fail "a manifest after /readyz said ready: $code"
+done
 sleep 1
 kill "$loader"
 wait "$loader" 2>/dev/null || true
