@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "index.h"
 
 char *psdbd_default_data_dir(void)
 {
@@ -21,6 +22,12 @@ char *psdbd_default_data_dir(void)
     if (env && *env == '/')
         return xasprintf("%s/.local/share/psdbd", env);
     return xstrdup("./psdbd-data");
+}
+
+char *psdbd_default_index(void)
+{
+    const char *env = getenv("PSDBD_INDEX");
+    return env && *env ? xstrdup(env) : NULL;
 }
 
 void psdbd_config_defaults(psdbd_config *cfg)
@@ -42,6 +49,9 @@ void psdbd_config_defaults(psdbd_config *cfg)
     cfg->stats_retention_days = 90;
     cfg->stats_max_keys = 100000;
     cfg->stats_top_apps = 10;
+    cfg->index = psdbd_default_index();
+    cfg->index_pool = PSDBD_INDEX_PG_POOL_DEFAULT;
+    cfg->index_statement_timeout = PSDBD_INDEX_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
 }
 
 void psdbd_config_free(psdbd_config *cfg)
@@ -52,6 +62,7 @@ void psdbd_config_free(psdbd_config *cfg)
     free(cfg->data_dir);
     free(cfg->tls_cert);
     free(cfg->tls_key);
+    free(cfg->index);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -83,6 +94,16 @@ int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char
         set_str(&cfg->listen, value);
     else if (strcmp(key, "data-dir") == 0)
         set_str(&cfg->data_dir, value);
+    else if (strcmp(key, "index") == 0) {
+        if (*value && !psdbd_index_is_url(value)) {
+            snprintf(err, err_size, "index: '%s' is not a postgresql:// or postgres:// URL", value);
+            return -1;
+        }
+        set_str(&cfg->index, value);
+    } else if (strcmp(key, "index-pool") == 0)
+        rc = set_uint(&cfg->index_pool, value, 1, 1024);
+    else if (strcmp(key, "index-statement-timeout") == 0)
+        rc = set_uint(&cfg->index_statement_timeout, value, 0, 3600 * 1000);
     else if (strcmp(key, "tls-cert") == 0)
         set_str(&cfg->tls_cert, value);
     else if (strcmp(key, "tls-key") == 0)
@@ -201,6 +222,11 @@ void psdbd_config_usage(void)
            "                              free port, printed on the first stdout line)\n"
            "  data-dir DIR                index and blobs (default $PSDBD_DATA_DIR, else\n"
            "                              $XDG_DATA_HOME/psdbd, else ~/.local/share/psdbd)\n"
+           "  index URL                   a PostgreSQL index shared by replicas\n"
+           "                              (postgresql://USER@HOST/DB; default $PSDBD_INDEX,\n"
+           "                              else DIR/index.sqlite)\n"
+           "  index-pool N                PostgreSQL connections at most, 1..1024 (default 8)\n"
+           "  index-statement-timeout MS  a PostgreSQL statement's limit, 0 none (default 10000)\n"
            "  threads N                   worker threads (default 4)\n"
            "  max-upload SIZE             largest PSDB accepted, K/M/G/T suffixes (default 8G)\n"
            "  max-connections N           concurrent connections; more wait to be accepted\n"

@@ -1,433 +1,32 @@
-/* index.c - the psdbd index: SQLite (WAL, one connection per thread), migrations, and noticing an
- * index lost or damaged under the server. The queries are in index_queries.c.
- *
- * DESIGN
- * Each worker thread gets its own connection (a pthread key; closed when the thread exits) with
- * its own cache of prepared statements, so readers never share a handle or a lock in this code;
- * SQLite's WAL lets them read while one writer writes. Every write is one BEGIN IMMEDIATE
- * transaction (the write lock is taken up front, so a transaction never fails half-way on
- * SQLITE_BUSY after reading) under a busy timeout. synchronous=FULL: a publish acknowledged with
- * 201 survives a power cut. */
+/* index.c - the psdbd index's public functions: each passes to the open index's engine
+ * (index_int.h), and what the engines share: manifests and credential rows from a result row. */
 #include "index_int.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common.h"
-#include "common/status_map.h"
 
-#define STMT_CACHE 32
-#define BUSY_TIMEOUT_MS 10000
-
-struct conn {
-    sqlite3 *db;
-    struct {
-        const char *sql;
-        sqlite3_stmt *st;
-    } cache[STMT_CACHE];
-};
-
-struct psdbd_index {
-    char *path;
-    pthread_key_t key;
-    int version;
-    /* The file opened: a path that names another file (or none) means the index is lost. */
-    dev_t dev;
-    ino_t ino;
-    atomic_int lost;    /* the last check's finding, a LOST_ value (logged when it changes) */
-    atomic_int damaged; /* a query met a damaged file (psdb__sqlite_hr: corrupt): until restart */
-};
-
-static void conn_free(void *p)
+int psdbd_index_is_url(const char *where)
 {
-    struct conn *c = p;
-    if (!c)
-        return;
-    for (int i = 0; i < STMT_CACHE; i++)
-        sqlite3_finalize(c->cache[i].st);
-    sqlite3_close_v2(c->db);
-    free(c);
+    return where &&
+           (strncmp(where, "postgresql://", 13) == 0 || strncmp(where, "postgres://", 11) == 0);
 }
 
-/* Opens a connection. Only psdbd_index_create passes create: every other open, the worker
- * threads' included, finds the file or fails, so a removed index is never silently replaced by
- * an empty one. */
-static sqlite3 *open_db(const char *path, int create, char *err, size_t err_size)
+const char *psdbd_index_engine(psdbd_index *ix)
 {
-    sqlite3 *db = NULL;
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-    int rc = sqlite3_open_v2(path, &db, flags, NULL);
-    if (rc != SQLITE_OK) {
-        snprintf(err, err_size, "open index %s: %s", path, db ? sqlite3_errmsg(db) : "no memory");
-        goto fail;
-    }
-    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
-    sqlite3_extended_result_codes(db, 1);
-    /* journal_mode=WAL is set once, by index_start after the file proved to be an index: it is
-     * stored in the file, and setting it writes to a file that may be someone else's. */
-    rc = sqlite3_exec(db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        snprintf(err, err_size, "configure index %s: %s", path, sqlite3_errmsg(db));
-        goto fail;
-    }
-    return db;
-fail:
-    sqlite3_close_v2(db);
-    return NULL;
+    return ix->ops->engine;
 }
 
-enum { LOST_NO = 0, LOST_REMOVED, LOST_REPLACED, LOST_UNREADABLE };
-
-/* True when the path names another file than the one opened, or none. Logs each change. */
-static int file_lost(psdbd_index *ix)
+int psdbd_index_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size)
 {
-    struct stat sb;
-    int state = LOST_NO, e = 0, was;
-    if (ix->ino == 0)
-        return 0; /* still opening */
-    if (stat(ix->path, &sb) != 0) {
-        e = errno;
-        state = e == ENOENT ? LOST_REMOVED : LOST_UNREADABLE;
-    } else if (sb.st_dev != ix->dev || sb.st_ino != ix->ino) {
-        state = LOST_REPLACED;
-    } else if (access(ix->path, R_OK | W_OK) != 0) {
-        /* Open connections would go on working; new ones would fail: refuse on every thread. */
-        e = errno;
-        state = LOST_UNREADABLE;
-    }
-    /* Read first: every query of every thread passes here, and a store would bounce the cache
-     * line between them. */
-    was = atomic_load(&ix->lost);
-    if (state != was)
-        was = atomic_exchange(&ix->lost, state);
-    if (state != was && state != LOST_NO)
-        psdbd_log("index %s was %s%s while psdbd runs: index reads and writes are refused (503) "
-                  "until it is put back; restore it (psdbd restore) and restart psdbd",
-                  ix->path,
-                  state == LOST_REMOVED    ? "removed"
-                  : state == LOST_REPLACED ? "replaced by another file"
-                                           : "made unusable: ",
-                  state == LOST_UNREADABLE ? strerror(e) : "");
-    else if (state != was)
-        psdbd_log("index %s is back in place", ix->path);
-    return state != LOST_NO;
-}
-
-int psdbd_index_lost(psdbd_index *ix)
-{
-    return file_lost(ix) || atomic_load(&ix->damaged);
-}
-
-psdbd_rc psdbd_index_failure(psdbd_index *ix)
-{
-    return psdbd_index_lost(ix) ? PSDBD_UNAVAILABLE : PSDBD_ERROR;
-}
-
-sqlite3 *psdbd_index_db(psdbd_index *ix)
-{
-    struct conn *c = pthread_getspecific(ix->key);
-    char err[512];
-    if (file_lost(ix))
-        return NULL;
-    if (c)
-        return c->db;
-    c = xcalloc(1, sizeof(*c));
-    c->db = open_db(ix->path, 0, err, sizeof(err));
-    if (!c->db) {
-        psdbd_log("%s", err);
-        free(c);
-        return NULL;
-    }
-    pthread_setspecific(ix->key, c);
-    return c->db;
-}
-
-/* This thread's connection as it is (no check, no open): for error messages. */
-sqlite3 *psdbd__index_this_db(psdbd_index *ix)
-{
-    struct conn *c = pthread_getspecific(ix->key);
-    return c ? c->db : NULL;
-}
-
-/* A cached prepared statement of this thread's connection, reset and unbound. `sql` must be a
- * string literal: the cache is keyed by its address. */
-sqlite3_stmt *psdbd__index_prep(psdbd_index *ix, const char *sql)
-{
-    if (!psdbd_index_db(ix))
-        return NULL;
-    struct conn *c = pthread_getspecific(ix->key);
-    int free_slot = -1;
-    for (int i = 0; i < STMT_CACHE; i++) {
-        if (c->cache[i].sql == sql) {
-            sqlite3_reset(c->cache[i].st);
-            sqlite3_clear_bindings(c->cache[i].st);
-            return c->cache[i].st;
-        }
-        if (!c->cache[i].sql && free_slot < 0)
-            free_slot = i;
-    }
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
-    if (rc != SQLITE_OK) {
-        if (psdb__sqlite_hr(rc, PSDB_E_IO) == PSDB_E_CACHE_CORRUPT)
-            atomic_store(&ix->damaged, 1);
-        psdbd_log("index: prepare: %s", sqlite3_errmsg(c->db));
-        return NULL;
-    }
-    if (free_slot < 0) { /* more distinct statements than slots: evict slot 0 */
-        sqlite3_finalize(c->cache[0].st);
-        free_slot = 0;
-    }
-    c->cache[free_slot].sql = sql;
-    c->cache[free_slot].st = st;
-    return st;
-}
-
-/* A SQLite failure as the index's status. The class comes from the one SQLite mapping
- * (psdb__sqlite_hr: full disk, damaged file); the rest is what the index makes of codes that
- * mapping leaves general: a failed write or fsync of the index is taken for a full disk, which
- * surfaces that way on some paths; a unique key taken is a conflict; a moved or unopenable file is
- * a lost index. */
-psdbd_rc psdbd__index_rc_of(psdbd_index *ix, int rc)
-{
-    sqlite3 *db = psdbd__index_this_db(ix);
-    int primary = rc & 0xFF;
-    psdb_hr hr = psdb__sqlite_hr(rc, PSDB_E_IO);
-    if (hr == PSDB_E_DISK_FULL || rc == SQLITE_IOERR_WRITE || rc == SQLITE_IOERR_FSYNC)
-        return PSDBD_FULL;
-    if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-        return PSDBD_CONFLICT;
-    if (hr == PSDB_E_CACHE_CORRUPT) {
-        if (atomic_exchange(&ix->damaged, 1) == 0)
-            psdbd_log("index %s is damaged (%s): index reads and writes are refused (503); "
-                      "restore it (psdbd restore) and restart psdbd",
-                      ix->path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-        return PSDBD_UNAVAILABLE;
-    }
-    if (rc == SQLITE_READONLY_DBMOVED || primary == SQLITE_CANTOPEN) {
-        psdbd_log("index %s: %s", ix->path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-        return PSDBD_UNAVAILABLE;
-    }
-    psdbd_log("index: %s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-    return psdbd_index_failure(ix);
-}
-
-/* One integer pragma of db into *out; 0, or -1 with err. */
-static int pragma_int(sqlite3 *db, const char *path, const char *sql, int *out, char *err,
-                      size_t err_size)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
-        snprintf(err, err_size, "index %s: %s: %s", path, sql, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    *out = sqlite3_column_int(st, 0);
-    rc = 0;
-cleanup:
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/* What the migration runner's check needs to know: which file, and whether it must be new. */
-struct identity_ctx {
-    const char *path;
-    int create;
-};
-
-/* Refuses a file that is not (create: not yet) a psdbd index, from its user_version and
- * application_id: psdb__migrate's check, run under the write lock, and run once before it. */
-static psdb_hr check_identity(sqlite3 *db, int version, int app_id, void *ctx, char *err,
-                              size_t err_size)
-{
-    const struct identity_ctx *ic = ctx;
-    (void)db;
-    if (app_id != 0 && (uint32_t)app_id != PSDBD_INDEX_APPLICATION_ID) {
-        snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08x)", ic->path,
-                 (unsigned)app_id);
-        return PSDB_E_CACHE_CORRUPT;
-    }
-    if (ic->create && version != 0) {
-        snprintf(err, err_size, "create index %s: another process created it meanwhile", ic->path);
-        return PSDB_E_ALREADY_EXISTS;
-    }
-    if (!ic->create && version == 0) {
-        /* An empty file (truncated, or created by something else) must not be migrated into a
-         * fresh, empty index: that would silently start over. */
-        snprintf(err, err_size,
-                 "index %s is empty or not a psdbd index (schema version 0): restore it "
-                 "(psdbd restore --from BACKUPDIR --data-dir NEWDIR) or move it away",
-                 ic->path);
-        return PSDB_E_CACHE_CORRUPT;
-    }
-    if (version < 0 || (size_t)version > psdbd_num_migrations) {
-        snprintf(err, err_size,
-                 "index %s has schema version %d, newer than this psdbd knows (%zu): upgrade psdbd",
-                 ic->path, version, psdbd_num_migrations);
-        return PSDB_E_UNSUPPORTED;
-    }
-    return PSDB_S_OK;
-}
-
-/* check_identity before anything is written (WAL mode writes the header). 0, or -1 with err. */
-static int check_identity_now(sqlite3 *db, const struct identity_ctx *ic, char *err,
-                              size_t err_size)
-{
-    int app_id = 0, version = 0;
-    if (pragma_int(db, ic->path, "PRAGMA application_id", &app_id, err, err_size) != 0 ||
-        pragma_int(db, ic->path, "PRAGMA user_version", &version, err, err_size) != 0)
-        return -1;
-    return PSDB_FAILED(check_identity(db, version, app_id, (void *)ic, err, err_size)) ? -1 : 0;
-}
-
-/* Opens or creates the index and brings its schema up to date. `create`: the file must be new
- * (user_version 0); otherwise it must already be a psdbd index. */
-static int index_start(const char *path, int create, psdbd_index **out, char *err, size_t err_size)
-{
-    psdbd_index *ix = xcalloc(1, sizeof(*ix));
-    struct conn *c = NULL;
-    sqlite3 *db = NULL;
-    struct stat sb;
-    struct identity_ctx ic = {path, create};
-    char what[PATH_MAX + 16];
-    int result = -1;
-    ix->path = xstrdup(path);
-    if (pthread_key_create(&ix->key, conn_free) != 0) {
-        snprintf(err, err_size, "index %s: pthread_key_create failed", path);
-        free(ix->path);
-        free(ix);
-        *out = NULL;
-        return -1;
-    }
-    if (lstat(path, &sb) == 0 && create) {
-        snprintf(err, err_size, "create index %s: a file is already there", path);
-        goto cleanup;
-    }
-    if (!create && lstat(path, &sb) != 0) {
-        snprintf(err, err_size, "index %s: %s", path,
-                 errno == ENOENT ? "missing (psdbd creates one only in a new data directory)"
-                                 : strerror(errno));
-        goto cleanup;
-    }
-    c = xcalloc(1, sizeof(*c));
-    if (!(c->db = open_db(path, create, err, err_size))) {
-        free(c);
-        goto cleanup;
-    }
-    pthread_setspecific(ix->key, c);
-    db = c->db;
-    if (stat(path, &sb) != 0) {
-        snprintf(err, err_size, "index %s: stat: %s", path, strerror(errno));
-        goto cleanup;
-    }
-    /* Checked before anything is written (WAL mode writes the header), then again by the
-     * migration runner under the write lock, where the version is read so that two processes
-     * never both migrate. Indexes made before the application_id was set get it there. */
-    if (check_identity_now(db, &ic, err, err_size) != 0)
-        goto cleanup;
-    if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(err, err_size, "configure index %s: %s", path, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    snprintf(what, sizeof(what), "index %s", path);
-    if (PSDB_FAILED(psdb__migrate(db, what, &psdbd_index_migrations, PSDBD_INDEX_APPLICATION_ID,
-                                  check_identity, &ic, NULL, err, err_size)))
-        goto cleanup;
-    ix->version = (int)psdbd_num_migrations;
-    ix->dev = sb.st_dev;
-    ix->ino = sb.st_ino;
-    result = 0;
-cleanup:
-    if (result != 0) {
-        psdbd_index_close(ix);
-        ix = NULL;
-    }
-    *out = ix;
-    return result;
-}
-
-int psdbd_index_open(const char *path, psdbd_index **out, char *err, size_t err_size)
-{
-    return index_start(path, 0, out, err, err_size);
-}
-
-/* Removes a database file and its WAL companions (best effort). */
-static void remove_db_files(const char *path)
-{
-    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
-    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-        char *p = xasprintf("%s%s", path, suffixes[i]);
-        unlink(p);
-        free(p);
-    }
-}
-
-int psdbd_index_create(const char *path, psdbd_index **out, char *err, size_t err_size)
-{
-    /* Built under another name and linked into place complete: a crash while creating leaves
-     * no index.sqlite (which the next start would have to refuse as "empty"), only a .new file
-     * that the next creation replaces. link() never replaces an existing index. */
-    char *tmp = xasprintf("%s.new", path), *dir = xstrdup(path), *slash;
-    psdbd_index *ix = NULL;
-    int rc = -1, fd = -1;
-    *out = NULL;
-    if (access(path, F_OK) == 0 || errno != ENOENT) {
-        snprintf(err, err_size, "create index %s: a file is already there", path);
-        goto cleanup;
-    }
-    remove_db_files(tmp);
-    if (index_start(tmp, 1, &ix, err, err_size) != 0)
-        goto cleanup;
-    /* Everything into the main file before it is renamed: the WAL belongs to the old name. */
-    if (sqlite3_exec(psdbd_index_db(ix), "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) !=
-        SQLITE_OK) {
-        snprintf(err, err_size, "create index %s: checkpoint: %s", tmp,
-                 sqlite3_errmsg(psdbd_index_db(ix)));
-        goto cleanup;
-    }
-    psdbd_index_close(ix);
-    ix = NULL;
-    if (link(tmp, path) != 0) {
-        snprintf(err, err_size, "create index %s: link %s: %s", path, tmp, strerror(errno));
-        goto cleanup;
-    }
-    remove_db_files(tmp);
-    if ((slash = strrchr(dir, '/')) != NULL)
-        *slash = '\0';
-    if ((fd = open(slash ? (*dir ? dir : "/") : ".", O_RDONLY | O_DIRECTORY)) < 0 ||
-        fsync(fd) != 0) {
-        snprintf(err, err_size, "create index %s: fsync its directory: %s", path, strerror(errno));
-        goto cleanup;
-    }
-    rc = index_start(path, 0, out, err, err_size);
-cleanup:
-    if (fd >= 0)
-        close(fd);
-    psdbd_index_close(ix);
-    if (rc != 0)
-        remove_db_files(tmp);
-    free(tmp);
-    free(dir);
-    return rc;
+    return ix->ops->watch(ix, changed, err, err_size);
 }
 
 void psdbd_index_close(psdbd_index *ix)
 {
-    if (!ix)
-        return;
-    conn_free(pthread_getspecific(ix->key));
-    pthread_setspecific(ix->key, NULL);
-    pthread_key_delete(ix->key);
-    free(ix->path);
-    free(ix);
+    if (ix)
+        ix->ops->close(ix);
 }
 
 int psdbd_index_schema_version(psdbd_index *ix)
@@ -437,25 +36,224 @@ int psdbd_index_schema_version(psdbd_index *ix)
 
 int psdbd_index_ping(psdbd_index *ix)
 {
-    /* Also catches a file overwritten in place (same inode) with something else. */
-    static const char sql[] = "SELECT (SELECT application_id FROM pragma_application_id()), "
-                              "(SELECT user_version FROM pragma_user_version()), "
-                              "(SELECT count(*) FROM apps)";
-    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
-    int rc = -1, s;
-    if (!st)
-        return -1;
-    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((uint32_t)sqlite3_column_int(st, 0) == PSDBD_INDEX_APPLICATION_ID &&
-            sqlite3_column_int(st, 1) == ix->version)
-            rc = 0;
-        else
-            psdbd_log("index %s: application_id 0x%08x, schema version %d: not the index psdbd "
-                      "opened",
-                      ix->path, (unsigned)sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
-    } else {
-        psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    return ix->ops->ping(ix);
+}
+
+int psdbd_index_lost(psdbd_index *ix)
+{
+    return ix->ops->lost(ix);
+}
+
+psdbd_rc psdbd_index_failure(psdbd_index *ix)
+{
+    return psdbd_index_lost(ix) ? PSDBD_UNAVAILABLE : PSDBD_ERROR;
+}
+
+psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_t **out)
+{
+    return ix->ops->find_identity(ix, r, out);
+}
+
+psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
+{
+    return ix->ops->publish(ix, r, out);
+}
+
+psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out)
+{
+    return ix->ops->get(ix, id, out);
+}
+
+psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
+{
+    return ix->ops->blob_published(ix, sha256, out);
+}
+
+psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
+{
+    return ix->ops->retire(ix, id, by, out);
+}
+
+psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
+{
+    return ix->ops->resolve(ix, q, out);
+}
+
+psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
+{
+    return ix->ops->list_apps(ix, out);
+}
+
+psdbd_rc psdbd_index_blob_apps(psdbd_index *ix, const char *sha256,
+                               int (*fn)(const char *app, void *ctx), void *ctx)
+{
+    return ix->ops->blob_apps(ix, sha256, fn, ctx);
+}
+
+psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **out)
+{
+    return ix->ops->list_app_psdbs(ix, name, out);
+}
+
+psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
+{
+    return ix->ops->token_find(ix, selector, out);
+}
+
+void psdbd_token_row_free(psdbd_token_row *t)
+{
+    if (!t)
+        return;
+    free(t->name);
+    free(t->role);
+    free(t->scope);
+    memset(t, 0, sizeof(*t));
+}
+
+psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *selector,
+                               const uint8_t hash[32], const char *role, const char *scope,
+                               int64_t expires_at)
+{
+    return ix->ops->token_add(ix, name, selector, hash, role, scope, expires_at);
+}
+
+psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
+{
+    return ix->ops->key_find(ix, key_id, pem, scope);
+}
+
+psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
+                             const char *scope)
+{
+    return ix->ops->key_add(ix, name, key_id, pem, scope);
+}
+
+psdbd_rc psdbd_index_credential_revoke(psdbd_index *ix, psdbd_credential what, const char *name)
+{
+    return ix->ops->credential_revoke(ix, what, name);
+}
+
+psdbd_rc psdbd_index_credential_list(psdbd_index *ix, psdbd_credential what, json_t **out)
+{
+    return ix->ops->credential_list(ix, what, out);
+}
+
+psdbd_rc psdbd_index_integrity(psdbd_index *ix, int deep, void (*fn)(const char *msg, void *ctx),
+                               void *ctx)
+{
+    return ix->ops->integrity(ix, deep, fn, ctx);
+}
+
+psdbd_rc psdbd_index_count_psdbs(psdbd_index *ix, int64_t *out)
+{
+    return ix->ops->count_psdbs(ix, out);
+}
+
+psdbd_rc psdbd_index_blob_referenced(psdbd_index *ix, const char *sha256)
+{
+    return ix->ops->blob_referenced(ix, sha256);
+}
+
+psdbd_rc psdbd_index_blob_indexed(psdbd_index *ix, const char *sha256)
+{
+    return ix->ops->blob_indexed(ix, sha256);
+}
+
+psdbd_rc psdbd_index_each_blob(psdbd_index *ix,
+                               void (*fn)(const char *sha256, uint64_t size, void *ctx), void *ctx)
+{
+    return ix->ops->each_blob(ix, fn, ctx);
+}
+
+psdbd_rc psdbd_index_each_unbacked_psdb(psdbd_index *ix,
+                                        void (*fn)(int64_t id, const char *sha256, void *ctx),
+                                        void *ctx)
+{
+    return ix->ops->each_unbacked_psdb(ix, fn, ctx);
+}
+
+psdbd_rc psdbd_index_delete_orphan_blob_rows(psdbd_index *ix, int64_t created_before)
+{
+    return ix->ops->delete_orphan_blob_rows(ix, created_before);
+}
+
+psdbd_rc psdbd_index_snapshot(psdbd_index *ix, int begin)
+{
+    return ix->ops->snapshot(ix, begin);
+}
+
+psdbd_rc psdbd_index_gc_lock(psdbd_index *ix, int lock)
+{
+    return ix->ops->gc_lock(ix, lock);
+}
+
+/* ---- manifests and credential rows, from either engine's row ------------------------------ */
+
+static json_t *version_json(const psdbd__row *row, int i)
+{
+    char buf[32];
+    return json_string(
+        psdb__format_version(psdbd_u64_from_db(row->i64(row->row, i)), buf, sizeof(buf)));
+}
+
+json_t *psdbd__manifest_of(const psdbd__row *row)
+{
+    char uuid[40], when[40], url[96];
+    uint8_t guid[16] = {0};
+    void *rw = row->row;
+    json_error_t jerr;
+    if (row->blob(rw, 6, guid, sizeof(guid)) != 16)
+        memset(guid, 0, sizeof(guid));
+    snprintf(url, sizeof(url), "/v1/blobs/%s", row->text(rw, 12));
+    json_t *app =
+        json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", row->text(rw, 1),
+                     "exe_filename", row->text(rw, 2), "version", version_json(row, 3),
+                     "engine_name", row->text(rw, 4), "engine_version", version_json(row, 5),
+                     "app_id", psdb__format_uuid(guid, uuid, sizeof(uuid)));
+    if (!app)
+        psdbd_log("manifest app: %s", jerr.text);
+    json_t *target =
+        json_pack_ex(&jerr, 0, "{s:s, s:I, s:o, s:o}", "family", row->text(rw, 7), "abi_version",
+                     (json_int_t)psdbd_u64_from_db(row->i64(rw, 8)), "compiler_version",
+                     version_json(row, 9), "profile_version", version_json(row, 10));
+    if (!target)
+        psdbd_log("manifest target: %s", jerr.text);
+    json_t *m = json_pack_ex(&jerr, 0, "{s:I, s:s, s:I, s:s, s:o, s:o, s:I, s:s, s:s, s:s, s:b}",
+                             "id", (json_int_t)row->i64(rw, 0), "sha256", row->text(rw, 12), "size",
+                             (json_int_t)row->i64(rw, 13), "url", url, "app", app, "target", target,
+                             "serial", (json_int_t)psdbd_u64_from_db(row->i64(rw, 11)),
+                             "created_at", psdbd_format_time(row->i64(rw, 16), when, sizeof(when)),
+                             "key_id", row->text(rw, 14), "signature", row->text(rw, 15), "retired",
+                             !row->is_null(rw, 17));
+    if (!m) {
+        /* Publishes admit only UTF-8 strings, so this is a damaged row (or no memory): answer
+         * with what is certain rather than failing every listing that meets it. */
+        psdbd_log("manifest of psdb %lld: %s", (long long)row->i64(rw, 0), jerr.text);
+        m = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)row->i64(rw, 0), "sha256",
+                      row->text(rw, 12), "error", "unreadable index row");
+        if (!m)
+            psdbd_out_of_memory();
+        return m;
     }
-    sqlite3_reset(st);
-    return rc;
+    if (!row->is_null(rw, 17))
+        json_object_set_new(m, "retired_at",
+                            json_string(psdbd_format_time(row->i64(rw, 17), when, sizeof(when))));
+    return m;
+}
+
+json_t *psdbd__credential_of(const psdbd__row *row, psdbd_credential what)
+{
+    char when[40];
+    void *rw = row->row;
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "name", row->text(rw, 0),
+                          what == PSDBD_CREDENTIAL_TOKEN ? "role" : "key_id", row->text(rw, 1),
+                          "scope", row->text(rw, 2), "created_at",
+                          psdbd_format_time(row->i64(rw, 3), when, sizeof(when)));
+    if (!o)
+        psdbd_out_of_memory();
+    if (!row->is_null(rw, 4))
+        json_object_set_new(o, "expires_at",
+                            json_string(psdbd_format_time(row->i64(rw, 4), when, sizeof(when))));
+    json_object_set_new(o, "revoked", json_boolean(!row->is_null(rw, 5)));
+    return o;
 }

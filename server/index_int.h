@@ -1,10 +1,87 @@
-/* index_int.h - what the two files of the psdbd index share: this thread's connection, its
- * statement cache and the reading of SQLite failures. index.c owns them; index_queries.c uses
- * them. */
+/* index_int.h - inside the psdbd index: the engine seam (one table of queries per engine), the
+ * state each engine keeps, and what the engines share (manifests from a row of either).
+ *
+ * DESIGN
+ * index.c holds the public functions of index.h; each one calls the open index's engine through
+ * psdbd__index_ops. An engine is a pair of files: index_<engine>.c (connections, migrations,
+ * failures) and index_<engine>_queries.c (the queries and the ops table). SQLite
+ * (index_sqlite*.c) is the default; PostgreSQL (index_pg*.c) serves replicas that share one
+ * database. A new set of queries (a new index.h function) is one member of psdbd__index_ops, one
+ * wrapper in index.c and one function in each index_<engine>_queries.c. */
 #ifndef PSDBD_INDEX_INT_H
 #define PSDBD_INDEX_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
 #include "index.h"
+
+typedef struct psdbd__index_ops {
+    const char *engine; /* "sqlite", "postgresql": for messages */
+    void (*close)(psdbd_index *ix);
+    int (*ping)(psdbd_index *ix);
+    int (*lost)(psdbd_index *ix);
+    psdbd_rc (*find_identity)(psdbd_index *ix, const psdbd_record *r, json_t **out);
+    psdbd_rc (*publish)(psdbd_index *ix, const psdbd_record *r, json_t **out);
+    psdbd_rc (*get)(psdbd_index *ix, int64_t id, json_t **out);
+    psdbd_rc (*blob_published)(psdbd_index *ix, const char *sha256, int64_t *out);
+    psdbd_rc (*retire)(psdbd_index *ix, int64_t id, const char *by, json_t **out);
+    psdbd_rc (*resolve)(psdbd_index *ix, const psdbd_query *q, json_t **out);
+    psdbd_rc (*list_apps)(psdbd_index *ix, json_t **out);
+    psdbd_rc (*blob_apps)(psdbd_index *ix, const char *sha256,
+                          int (*fn)(const char *app, void *ctx), void *ctx);
+    psdbd_rc (*list_app_psdbs)(psdbd_index *ix, const char *name, json_t **out);
+    psdbd_rc (*token_find)(psdbd_index *ix, const char *selector, psdbd_token_row *out);
+    psdbd_rc (*token_add)(psdbd_index *ix, const char *name, const char *selector,
+                          const uint8_t hash[32], const char *role, const char *scope,
+                          int64_t expires_at);
+    psdbd_rc (*key_find)(psdbd_index *ix, const char *key_id, char **pem, char **scope);
+    psdbd_rc (*key_add)(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
+                        const char *scope);
+    /* admin commands */
+    psdbd_rc (*credential_revoke)(psdbd_index *ix, psdbd_credential what, const char *name);
+    psdbd_rc (*credential_list)(psdbd_index *ix, psdbd_credential what, json_t **out);
+    psdbd_rc (*integrity)(psdbd_index *ix, int deep, void (*fn)(const char *msg, void *ctx),
+                          void *ctx);
+    psdbd_rc (*count_psdbs)(psdbd_index *ix, int64_t *out);
+    psdbd_rc (*blob_referenced)(psdbd_index *ix, const char *sha256);
+    psdbd_rc (*blob_indexed)(psdbd_index *ix, const char *sha256);
+    psdbd_rc (*each_blob)(psdbd_index *ix, void (*fn)(const char *sha256, uint64_t size, void *ctx),
+                          void *ctx);
+    psdbd_rc (*each_unbacked_psdb)(psdbd_index *ix,
+                                   void (*fn)(int64_t id, const char *sha256, void *ctx),
+                                   void *ctx);
+    psdbd_rc (*delete_orphan_blob_rows)(psdbd_index *ix, int64_t created_before);
+    psdbd_rc (*snapshot)(psdbd_index *ix, int begin);
+    psdbd_rc (*gc_lock)(psdbd_index *ix, int lock);
+    int (*watch)(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size);
+} psdbd__index_ops;
+
+struct psdbd__pg; /* index_pg.c */
+
+struct psdbd_index {
+    const psdbd__index_ops *ops;
+    int version; /* schema version of the open index */
+    /* SQLite (index_sqlite.c): the file, this thread's connection, what was found wrong. */
+    char *path;
+    pthread_key_t key;
+    dev_t dev;
+    ino_t ino;
+    atomic_int lost;    /* the last check's finding, a LOST_ value (logged when it changes) */
+    atomic_int damaged; /* a query met a damaged file (psdb__sqlite_hr: corrupt): until restart */
+    /* PostgreSQL (index_pg.c) */
+    struct psdbd__pg *pg;
+};
+
+extern const psdbd__index_ops psdbd__sqlite_ops;
+extern const psdbd__index_ops psdbd__pg_ops;
+
+/* The PostgreSQL migrations: schema/index/postgresql/NNN_name.sql, each replacing the shared
+ * schema/index/ file of the same name where the dialects differ. */
+extern const psdb__sql_set psdbd_index_pg_migrations;
+
+/* ---- SQLite engine (index_sqlite.c) -------------------------------------------------------- */
 
 /* This thread's connection as it is (no check, no open): for error messages; may be NULL. */
 sqlite3 *psdbd__index_this_db(psdbd_index *ix);
@@ -17,5 +94,39 @@ sqlite3_stmt *psdbd__index_prep(psdbd_index *ix, const char *sql);
 /* A SQLite failure (extended code) as the index's status, logged; marks the index damaged when
  * the file is corrupt. */
 psdbd_rc psdbd__index_rc_of(psdbd_index *ix, int rc);
+
+void psdbd__sqlite_close(psdbd_index *ix);
+int psdbd__sqlite_ping(psdbd_index *ix);
+int psdbd__sqlite_lost(psdbd_index *ix);
+
+/* ---- PostgreSQL engine (index_pg.c) -------------------------------------------------------- */
+
+/* index_pg.c implements psdbd_index_connect (index.h); its queries are in index_pg_queries.c. */
+
+/* ---- shared by the engines (index.c) ------------------------------------------------------- */
+
+/* One result row of either engine, read column by column. Columns are those of PSDBD__PSDB_COLS
+ * for psdbd__manifest_of. */
+typedef struct psdbd__row {
+    const char *(*text)(void *row, int i); /* "" for NULL */
+    int64_t (*i64)(void *row, int i);      /* 0 for NULL */
+    int (*is_null)(void *row, int i);
+    size_t (*blob)(void *row, int i, uint8_t *buf, size_t size); /* bytes copied; 0 for NULL */
+    void *row;
+} psdbd__row;
+
+/* The columns a manifest is built from, both dialects. */
+#define PSDBD__PSDB_COLS                                                                           \
+    "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
+    "p.family, p.abi_version, p.compiler_version, p.profile_version, p.serial, p.sha256, p.size, " \
+    "p.key_id, p.signature, p.created_at, p.retired_at "                                           \
+    "FROM psdbs p JOIN apps a ON a.id = p.app "
+
+/* The manifest (API.md, schema/HTTP.md) of a row selected with PSDBD__PSDB_COLS. */
+json_t *psdbd__manifest_of(const psdbd__row *row);
+
+/* One row of a credential listing (psdbd_index_credential_list) from the columns name,
+ * role-or-key_id, scope, created_at, expires_at, revoked_at. */
+json_t *psdbd__credential_of(const psdbd__row *row, psdbd_credential what);
 
 #endif

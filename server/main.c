@@ -11,6 +11,7 @@
 
 #include "admin.h"
 #include "backup.h"
+#include "cache.h"
 #include "common.h"
 #include "config.h"
 #include "http.h"
@@ -27,6 +28,7 @@ static void usage(void)
            "[--scope APP_PATTERN]\n"
            "       psdbd gc --data-dir DIR [--dry-run] [--force-empty-index]\n"
            "       psdbd check --data-dir DIR [--deep]\n"
+           "       (token, key, gc, check: --index URL for a PostgreSQL index)\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
            "--data-dir NEWDIR\n\n"
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
@@ -43,6 +45,9 @@ static int parse_serve_args(int argc, char **argv, psdbd_config *cfg)
 {
     static const struct option opts[] = {{"listen", required_argument, NULL, 1},
                                          {"data-dir", required_argument, NULL, 1},
+                                         {"index", required_argument, NULL, 1},
+                                         {"index-pool", required_argument, NULL, 1},
+                                         {"index-statement-timeout", required_argument, NULL, 1},
                                          {"config", required_argument, NULL, 2},
                                          {"threads", required_argument, NULL, 1},
                                          {"max-upload", required_argument, NULL, 1},
@@ -122,7 +127,7 @@ static int serve(int argc, char **argv)
     psdbd_config cfg;
     psdbd_server srv;
     char err[1024];
-    int rc = 1, lock_fd = -1, sig = 0;
+    int rc = 1, lock_fd = -1, sig = 0, alone = 1;
     sigset_t set;
 
     memset(&srv, 0, sizeof(srv));
@@ -148,17 +153,29 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
-    if ((lock_fd = psdbd_lock_data_dir(cfg.data_dir, err, sizeof(err))) < 0) {
+    /* On SQLite one server owns the data directory. Replicas on a PostgreSQL index share its blob
+     * store: each holds the lock shared, and only one that starts alone clears tmp/. */
+    if (cfg.index && *cfg.index)
+        lock_fd = psdbd_lock_data_dir_shared(cfg.data_dir, &alone, err, sizeof(err));
+    else
+        lock_fd = psdbd_lock_data_dir(cfg.data_dir, err, sizeof(err));
+    if (lock_fd < 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
-    /* Holding the lock, no other server can be writing uploads: leftovers are garbage. */
+    /* Holding the lock alone, no other server can be writing uploads: leftovers are garbage. */
     psdbd_store_close(&srv.store);
-    if (psdbd_store_open(&srv.store, cfg.data_dir, 1, err, sizeof(err)) != 0) {
+    if (psdbd_store_open(&srv.store, cfg.data_dir, alone, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
-    if (psdbd_data_open_index(&srv.store, 1, &srv.ix, err, sizeof(err)) != 0) {
+    if (psdbd_data_open_index_at(&srv.store, cfg.index, cfg.index_pool, cfg.index_statement_timeout,
+                                 1, &srv.ix, err, sizeof(err)) != 0) {
+        fprintf(stderr, "psdbd: %s\n", err);
+        goto cleanup;
+    }
+    /* Replicas' publishes and retires reach this server's resolve cache. */
+    if (psdbd_index_watch(srv.ix, psdbd_cache_invalidate, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }

@@ -53,13 +53,17 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
     out->json = 0;
     while (opts && opts[n].name)
         n++;
-    all = xcalloc(n + 4, sizeof(*all));
+    out->index = (flags & ADMIN_DATA_DIR) ? psdbd_default_index() : NULL;
+    all = xcalloc(n + 5, sizeof(*all));
     for (size_t i = 0; i < n; i++) {
-        assert(opts[i].val != 'd' && opts[i].val != 'j' && opts[i].val != 'h');
+        assert(opts[i].val != 'd' && opts[i].val != 'j' && opts[i].val != 'h' &&
+               opts[i].val != ADMIN_OPT_INDEX);
         all[k++] = opts[i];
     }
-    if (flags & ADMIN_DATA_DIR)
+    if (flags & ADMIN_DATA_DIR) {
         all[k++] = (struct option){"data-dir", required_argument, NULL, 'd'};
+        all[k++] = (struct option){"index", required_argument, NULL, ADMIN_OPT_INDEX};
+    }
     if (flags & ADMIN_JSON)
         all[k++] = (struct option){"json", no_argument, NULL, 'j'};
     all[k++] = (struct option){"help", no_argument, NULL, 'h'};
@@ -68,6 +72,9 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
         if (c == 'd') {
             free(out->dir);
             out->dir = xstrdup(optarg);
+        } else if (c == ADMIN_OPT_INDEX) {
+            free(out->index);
+            out->index = xstrdup(optarg);
         } else if (c == 'j') {
             out->json = 1;
         } else if (c == 'h') {
@@ -85,6 +92,13 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
     return rc;
 }
 
+void admin_args_free(admin_args *a)
+{
+    free(a->dir);
+    free(a->index);
+    a->dir = a->index = NULL;
+}
+
 void admin_note_stray(const char *path, int json)
 {
     fprintf(json ? stderr : stdout, "stray %s (not a blob; left alone)\n", path);
@@ -98,6 +112,31 @@ int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
         snprintf(err, err_size, "open %s: %s", path, strerror(errno));
     } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         snprintf(err, err_size, "%s is in use by another psdbd (%s)", dir,
+                 errno == EWOULDBLOCK ? "locked" : strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    free(path);
+    return fd;
+}
+
+int psdbd_lock_data_dir_shared(const char *dir, int *alone, char *err, size_t err_size)
+{
+    char *path = xasprintf("%s/psdbd.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    *alone = 0;
+    if (fd < 0) {
+        snprintf(err, err_size, "open %s: %s", path, strerror(errno));
+    } else if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        /* No other replica: this one may clean up; then share with those that come later. */
+        *alone = 1;
+        if (flock(fd, LOCK_SH) != 0) {
+            snprintf(err, err_size, "lock %s: %s", path, strerror(errno));
+            close(fd);
+            fd = -1;
+        }
+    } else if (errno != EWOULDBLOCK || flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        snprintf(err, err_size, "%s is in use by a psdbd on SQLite (%s)", dir,
                  errno == EWOULDBLOCK ? "locked" : strerror(errno));
         close(fd);
         fd = -1;
@@ -164,13 +203,31 @@ cleanup:
     return rc;
 }
 
-int admin_open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
+int psdbd_data_open_index_at(const psdbd_store *store, const char *url, unsigned pool,
+                             unsigned statement_timeout_ms, int may_init, psdbd_index **out,
+                             char *err, size_t err_size)
+{
+    *out = NULL;
+    if (!url || !*url)
+        return psdbd_data_open_index(store, may_init, out, err, err_size);
+    if (!psdbd_index_is_url(url)) {
+        snprintf(err, err_size, "index '%s': not a postgresql:// or postgres:// URL", url);
+        return -1;
+    }
+    /* As for a new index.sqlite: blobs beside an empty database are a lost index, not a new one.
+     * The check is psdbd_index_connect's, under its migration lock. */
+    return psdbd_index_connect(url, pool, statement_timeout_ms,
+                               may_init && admin_blob_files(store, 1, 0) == 0, out, err, err_size);
+}
+
+int admin_open_data(const char *cmd, const admin_args *a, int may_init, psdbd_store *store,
                     psdbd_index **ix)
 {
     char err[1024];
-    if (psdbd_store_open(store, dir, 0, err, sizeof(err)) != 0)
+    if (psdbd_store_open(store, a->dir, 0, err, sizeof(err)) != 0)
         return admin_fail(cmd, "%s", err);
-    if (psdbd_data_open_index(store, may_init, ix, err, sizeof(err)) != 0) {
+    if (psdbd_data_open_index_at(store, a->index, 0, PSDBD_INDEX_PG_STATEMENT_TIMEOUT_MS_DEFAULT,
+                                 may_init, ix, err, sizeof(err)) != 0) {
         psdbd_store_close(store);
         return admin_fail(cmd, "%s", err);
     }

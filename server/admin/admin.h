@@ -14,6 +14,10 @@ int psdbd_cmd_check(int argc, char **argv);
 /* Takes the data directory's lock (DIR/psdbd.lock, flock). Only one server may serve a data
  * directory; gc takes it too. Returns the lock fd, or -1 with err (another holder or an error). */
 int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size);
+/* The lock of replicas that share one data directory's blob store and a PostgreSQL index: taken
+ * shared, so every replica holds it at once. *alone is set when no other replica holds it now
+ * (then this one may clear tmp/ of leftovers). Returns the lock fd, or -1 with err. */
+int psdbd_lock_data_dir_shared(const char *dir, int *alone, char *err, size_t err_size);
 
 /* Opens the index of the data directory whose store is open: the one place that decides whether
  * a data directory is new. When DIR/index.sqlite is absent and `may_init` is set, a new index is
@@ -23,5 +27,14 @@ struct psdbd_store;
 struct psdbd_index;
 int psdbd_data_open_index(const struct psdbd_store *store, int may_init, struct psdbd_index **out,
                           char *err, size_t err_size);
+
+/* Where the index is and how to reach it: `url` NULL or "" is DIR/index.sqlite
+ * (psdbd_data_open_index); a postgresql:// URL is that database, shared by replicas
+ * (psdbd_index_connect with `pool` connections and `statement_timeout_ms`). On PostgreSQL a
+ * database without a psdbd schema gets one only when `may_init` is set and blobs/ holds no blob
+ * file, as a new index.sqlite would. 0, or -1 with a one-line message in err. */
+int psdbd_data_open_index_at(const struct psdbd_store *store, const char *url, unsigned pool,
+                             unsigned statement_timeout_ms, int may_init, struct psdbd_index **out,
+                             char *err, size_t err_size);
 
 #endif

@@ -16,18 +16,24 @@ int admin_fail(const char *cmd, const char *fmt, ...) __attribute__((format(prin
  * characters. Returns 0, or 1 after the message. */
 int admin_bad_text(const char *cmd, const char *option, const char *s);
 
+/* The `val` of the shared --index option: outside the characters, so that no command's own
+ * one-letter `val` (token create's 'i' for --expires-in) can meet it. */
+#define ADMIN_OPT_INDEX 0x100
+
 /* admin_parse's answer when the command is to go on (any other answer is its exit status). */
 #define ADMIN_GO_ON (-1)
 
 /* Which of the shared options a command takes (admin_parse's `flags`). */
 enum {
-    ADMIN_DATA_DIR = 1, /* --data-dir DIR, defaulting to psdbd's default data directory */
+    ADMIN_DATA_DIR = 1, /* --data-dir DIR, defaulting to psdbd's default data directory, and
+                         * --index URL (a PostgreSQL index instead of DIR/index.sqlite) */
     ADMIN_JSON = 2      /* --json */
 };
 
 typedef struct admin_args {
-    char *dir; /* --data-dir (ADMIN_DATA_DIR), the caller's to free; NULL without the flag */
-    int json;  /* --json was given (ADMIN_JSON) */
+    char *dir;   /* --data-dir (ADMIN_DATA_DIR), the caller's to free; NULL without the flag */
+    char *index; /* --index (ADMIN_DATA_DIR), the caller's to free; NULL: DIR/index.sqlite */
+    int json;    /* --json was given (ADMIN_JSON) */
 } admin_args;
 
 /* A command's own option: `val` of its struct option and its argument (NULL without one).
@@ -36,16 +42,19 @@ typedef int (*admin_option_fn)(int val, const char *arg, void *ctx);
 
 /* Parses argv (argv[0] is the command's last word) with getopt_long: the shared options that
  * `flags` names, --help/-h (prints usage(ctx)), and the command's own `opts` (terminated by a zero
- * entry; their `val`s must not be 'd', 'j' or 'h'), each handed to on_opt. Words after the
- * options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the usage was
- * printed, 1 after a message (bad arguments). *out is set in every case and freed by the caller. */
+ * entry; their `val`s must not be 'd', 'j', 'h' or ADMIN_OPT_INDEX), each handed to on_opt. Words
+ * after the options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the
+ * usage was printed, 1 after a message (bad arguments). *out is set in every case and freed by the
+ * caller (admin_args_free). */
 int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,
                 admin_option_fn on_opt, void *ctx, void (*usage)(void *ctx), admin_args *out);
 
+void admin_args_free(admin_args *a);
+
 /* Opens the data directory's store (without touching tmp/) and index for a command; `may_init`:
- * the command may set up a new data directory (psdbd_data_open_index). 0, or 1 after a
- * message. */
-int admin_open_data(const char *cmd, const char *dir, int may_init, psdbd_store *store,
+ * the command may set up a new data directory (psdbd_data_open_index_at, with a's --index).
+ * 0, or 1 after a message. */
+int admin_open_data(const char *cmd, const admin_args *a, int may_init, psdbd_store *store,
                     psdbd_index **ix);
 
 /* How many blob files the store holds (first_only: stops at the first, so 0 or 1); with

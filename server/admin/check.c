@@ -17,9 +17,8 @@
 
 struct check {
     const psdbd_store *store;
-    sqlite3 *db;
-    sqlite3_stmt *row; /* blobs row of this digest */
-    FILE *out;         /* findings: stdout, or stderr when stdout carries JSON */
+    psdbd_index *ix;
+    FILE *out; /* findings: stdout, or stderr when stdout carries JSON */
     int deep, json;
     uint64_t problems, psdbs, blobs, files, orphans, strays;
     uint64_t old_orphans; /* unindexed and older than ADMIN_LOST_INDEX_MIN_AGE */
@@ -43,16 +42,16 @@ static int check_orphan(const char *sha, uint64_t size, int64_t mtime, void *ctx
 {
     struct check *k = ctx;
     (void)size;
+    psdbd_rc rc;
     k->files++;
-    sqlite3_reset(k->row);
-    sqlite3_bind_text(k->row, 1, sha, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(k->row) != SQLITE_ROW) {
+    if ((rc = psdbd_index_blob_indexed(k->ix, sha)) == PSDBD_NOT_FOUND) {
         k->orphans++;
         if (mtime < k->old_before)
             k->old_orphans++;
         fprintf(k->out, "note: blob %s is not indexed (psdbd gc removes it)\n", sha);
+    } else if (rc != PSDBD_OK) {
+        problem(k, "index: cannot look up blob %s", sha);
     }
-    sqlite3_reset(k->row);
     return 0;
 }
 
@@ -66,8 +65,9 @@ static void check_stray(const char *path, void *ctx)
 static void check_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd check --data-dir DIR [--deep] [--json]\n\n"
-           "Checks that the index and the blob store agree: SQLite integrity, every indexed blob\n"
+    printf("usage: psdbd check --data-dir DIR [--index URL] [--deep] [--json]\n\n"
+           "Checks that the index and the blob store agree: SQLite integrity (PostgreSQL: its\n"
+           "schema version), every indexed blob\n"
            "present with its size, every PSDB's blob indexed. --deep also recomputes every\n"
            "blob's SHA-256 and runs a full SQLite integrity check. A missing index, a file that\n"
            "is not a psdbd index, and an index with no PSDB beside blob files of which some are\n"
@@ -96,42 +96,32 @@ static void report_unopenable(int json, const char *err)
     }
 }
 
-/* SQLite's own check (quick, or full with --deep). */
-static void check_integrity(struct check *k)
+static void integrity_problem(const char *msg, void *ctx)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(k->db, k->deep ? "PRAGMA integrity_check" : "PRAGMA quick_check", -1,
-                           &st, NULL) == SQLITE_OK) {
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            const char *msg = (const char *)sqlite3_column_text(st, 0);
-            if (msg && strcmp(msg, "ok") != 0)
-                problem(k, "index: %s", msg);
-        }
-    } else {
-        problem(k, "index: %s", sqlite3_errmsg(k->db));
-    }
-    sqlite3_finalize(st);
+    problem(ctx, "index: %s", msg);
 }
 
-/* Every PSDB names an indexed blob of its size (foreign keys are enforced, checked here anyway);
- * counts the PSDBs. */
+/* The engine's own check (SQLite: quick, or full with --deep). */
+static void check_integrity(struct check *k)
+{
+    if (psdbd_index_integrity(k->ix, k->deep, integrity_problem, k) != PSDBD_OK && k->problems == 0)
+        problem(k, "index: the integrity check failed (the log above says why)");
+}
+
+static void unbacked_psdb(int64_t id, const char *sha256, void *ctx)
+{
+    problem(ctx, "psdb %lld names blob %s, which is not indexed with its size", (long long)id,
+            sha256);
+}
+
+/* Every PSDB names an indexed blob of its size; counts the PSDBs. */
 static void check_psdbs(struct check *k)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(k->db,
-                           "SELECT p.id, p.sha256 FROM psdbs p LEFT JOIN blobs b ON b.sha256 = "
-                           "p.sha256 WHERE b.sha256 IS NULL OR b.size != p.size",
-                           -1, &st, NULL) == SQLITE_OK) {
-        while (sqlite3_step(st) == SQLITE_ROW)
-            problem(k, "psdb %lld names blob %s, which is not indexed with its size",
-                    (long long)sqlite3_column_int64(st, 0), sqlite3_column_text(st, 1));
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    sqlite3_prepare_v2(k->db, "SELECT count(*) FROM psdbs", -1, &st, NULL);
-    if (st && sqlite3_step(st) == SQLITE_ROW)
-        k->psdbs = (uint64_t)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    int64_t n = 0;
+    if (psdbd_index_each_unbacked_psdb(k->ix, unbacked_psdb, k) != PSDBD_OK)
+        problem(k, "index: cannot read the psdbs (the log above says why)");
+    if (psdbd_index_count_psdbs(k->ix, &n) == PSDBD_OK)
+        k->psdbs = (uint64_t)n;
 }
 
 /* One indexed blob is present, whole, and (deep) has the bytes its name says. */
@@ -163,17 +153,17 @@ static void check_blob(struct check *k, const char *sha, uint64_t want)
     }
 }
 
+static void indexed_blob(const char *sha256, uint64_t size, void *ctx)
+{
+    struct check *k = ctx;
+    k->blobs++;
+    check_blob(k, sha256, size);
+}
+
 static void check_blobs(struct check *k)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(k->db, "SELECT sha256, size FROM blobs", -1, &st, NULL) == SQLITE_OK) {
-        while (sqlite3_step(st) == SQLITE_ROW) {
-            k->blobs++;
-            check_blob(k, (const char *)sqlite3_column_text(st, 0),
-                       (uint64_t)sqlite3_column_int64(st, 1));
-        }
-    }
-    sqlite3_finalize(st);
+    if (psdbd_index_each_blob(k->ix, indexed_blob, k) != PSDBD_OK)
+        problem(k, "index: cannot read the blobs (the log above says why)");
 }
 
 static void check_report(const struct check *k)
@@ -214,22 +204,22 @@ int psdbd_cmd_check(int argc, char **argv)
         rc = admin_fail("check", "%s", err);
         goto cleanup;
     }
-    if (psdbd_data_open_index(&store, 0, &ix, err, sizeof(err)) != 0) {
+    if (psdbd_data_open_index_at(&store, a.index, 0, PSDBD_INDEX_PG_STATEMENT_TIMEOUT_MS_DEFAULT, 0,
+                                 &ix, err, sizeof(err)) != 0) {
         report_unopenable(k.json, err);
         goto cleanup;
     }
     k.store = &store;
-    k.db = psdbd_index_db(ix);
+    k.ix = ix;
     k.old_before = (int64_t)time(NULL) - ADMIN_LOST_INDEX_MIN_AGE;
     /* One read transaction: a consistent snapshot even while a server publishes. */
-    sqlite3_exec(k.db, "BEGIN", NULL, NULL, NULL);
+    if (psdbd_index_snapshot(ix, 1) != PSDBD_OK)
+        problem(&k, "index: cannot begin a read snapshot (the log above says why)");
     check_integrity(&k);
     check_psdbs(&k);
     check_blobs(&k);
-    if (sqlite3_prepare_v2(k.db, "SELECT 1 FROM blobs WHERE sha256 = ?1", -1, &k.row, NULL) ==
-        SQLITE_OK)
-        psdbd_store_walk(&store, check_orphan, check_stray, &k);
-    sqlite3_exec(k.db, "COMMIT", NULL, NULL, NULL);
+    psdbd_store_walk(&store, check_orphan, check_stray, &k);
+    psdbd_index_snapshot(ix, 0);
     /* An index that lost its rows reads as "every blob unindexed": that is a problem, not a
      * note, since gc would then delete them all. Young ones alone are a killed first publish. */
     if (k.psdbs == 0 && k.old_orphans > 0)
@@ -240,9 +230,8 @@ int psdbd_cmd_check(int argc, char **argv)
     check_report(&k);
     rc = k.problems ? 1 : 0;
 cleanup:
-    sqlite3_finalize(k.row);
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     return rc;
 }

@@ -19,7 +19,7 @@ struct list_opts {
 static void list_usage(void *ctx)
 {
     const char *what = ((struct list_opts *)ctx)->what;
-    printf("usage: psdbd %s list --data-dir DIR [--json]\n"
+    printf("usage: psdbd %s list --data-dir DIR [--index URL] [--json]\n"
            "       psdbd %s revoke --data-dir DIR --name NAME\n\n"
            "Lists the %ss (names, scopes, dates; never a secret), or revokes one: it is\n"
            "refused from then on, and its row is kept for the record.\n",
@@ -33,60 +33,27 @@ static int list_option(int val, const char *arg, void *ctx)
     return 0;
 }
 
-static int revoke(const char *cmd, const char *what, sqlite3 *db, const char *name)
+static int revoke(const char *cmd, const char *what, psdbd_index *ix, const char *name)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = 1;
-    const char *sql = strcmp(what, "token") == 0
-                          ? "UPDATE tokens SET revoked_at = ?2 WHERE name = ?1"
-                          : "UPDATE keys SET revoked_at = ?2 WHERE name = ?1";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        rc = admin_fail(cmd, "index: %s", sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = admin_fail(cmd, "index: %s", sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    if (sqlite3_changes(db) == 0) {
-        rc = admin_fail(cmd, "no %s named '%s'", what, name);
-        goto cleanup;
-    }
+    psdbd_credential kind =
+        strcmp(what, "token") == 0 ? PSDBD_CREDENTIAL_TOKEN : PSDBD_CREDENTIAL_KEY;
+    psdbd_rc rc = psdbd_index_credential_revoke(ix, kind, name);
+    if (rc == PSDBD_NOT_FOUND)
+        return admin_fail(cmd, "no %s named '%s'", what, name);
+    if (rc != PSDBD_OK)
+        return admin_fail(cmd, "index: cannot revoke %s '%s' (the log above says why)", what, name);
     printf("revoked %s %s\n", what, name);
-    rc = 0;
-cleanup:
-    sqlite3_finalize(st);
-    return rc;
+    return 0;
 }
 
-static int list(const char *cmd, const char *what, sqlite3 *db, int json)
+static int list(const char *cmd, const char *what, psdbd_index *ix, int json)
 {
     int tokens = strcmp(what, "token") == 0, rc = 1;
-    sqlite3_stmt *st = NULL;
     json_t *rows = NULL;
-    const char *sql = tokens ? "SELECT name, role, scope, created_at, expires_at, revoked_at "
-                               "FROM tokens ORDER BY name"
-                             : "SELECT name, key_id, scope, created_at, NULL, revoked_at "
-                               "FROM keys ORDER BY name";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        rc = admin_fail(cmd, "index: %s", sqlite3_errmsg(db));
+    if (psdbd_index_credential_list(ix, tokens ? PSDBD_CREDENTIAL_TOKEN : PSDBD_CREDENTIAL_KEY,
+                                    &rows) != PSDBD_OK) {
+        rc = admin_fail(cmd, "index: cannot list the %ss (the log above says why)", what);
         goto cleanup;
-    }
-    rows = json_array();
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        char when[40];
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "name", sqlite3_column_text(st, 0),
-                              tokens ? "role" : "key_id", sqlite3_column_text(st, 1), "scope",
-                              sqlite3_column_text(st, 2), "created_at",
-                              psdbd_format_time(sqlite3_column_int64(st, 3), when, sizeof(when)));
-        if (sqlite3_column_type(st, 4) != SQLITE_NULL)
-            json_object_set_new(
-                o, "expires_at",
-                json_string(psdbd_format_time(sqlite3_column_int64(st, 4), when, sizeof(when))));
-        json_object_set_new(o, "revoked", json_boolean(sqlite3_column_type(st, 5) != SQLITE_NULL));
-        json_array_append_new(rows, o);
     }
     if (json) {
         json_dumpf(rows, stdout, JSON_COMPACT);
@@ -106,7 +73,6 @@ static int list(const char *cmd, const char *what, sqlite3 *db, int json)
     rc = 0;
 cleanup:
     json_decref(rows);
-    sqlite3_finalize(st);
     return rc;
 }
 
@@ -129,16 +95,16 @@ int admin_list_or_revoke(const char *what, int argc, char **argv)
         goto cleanup;
     }
     rc = 1;
-    if (admin_open_data(cmd, a.dir, 0, &store, &ix) != 0)
+    if (admin_open_data(cmd, &a, 0, &store, &ix) != 0)
         goto cleanup;
     if (is_revoke)
-        rc = revoke(cmd, what, psdbd_index_db(ix), lo.name);
+        rc = revoke(cmd, what, ix, lo.name);
     else
-        rc = list(cmd, what, psdbd_index_db(ix), a.json);
+        rc = list(cmd, what, ix, a.json);
 cleanup:
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     return rc;
 }
 

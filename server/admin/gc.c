@@ -19,8 +19,8 @@
 
 struct walk {
     const psdbd_store *store;
-    sqlite3_stmt *ref; /* is this digest referenced? */
-    int64_t cutoff;    /* files newer than this are left alone */
+    psdbd_index *ix;
+    int64_t cutoff; /* files newer than this are left alone */
     int dry_run, json;
     uint64_t files, orphans, orphan_bytes, removed, errors, strays;
 };
@@ -28,14 +28,16 @@ struct walk {
 static int gc_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
 {
     struct walk *w = ctx;
-    int referenced;
-    sqlite3_reset(w->ref);
-    sqlite3_bind_text(w->ref, 1, sha, -1, SQLITE_TRANSIENT);
-    referenced = sqlite3_step(w->ref) == SQLITE_ROW;
-    sqlite3_reset(w->ref);
+    psdbd_rc ref;
     w->files++;
-    if (referenced || mtime > w->cutoff)
+    if (mtime > w->cutoff)
         return 0;
+    /* Anything but a clear "no row names it" keeps the file: a failed read is no evidence. */
+    if ((ref = psdbd_index_blob_referenced(w->ix, sha)) != PSDBD_NOT_FOUND) {
+        if (ref != PSDBD_OK)
+            w->errors++;
+        return 0;
+    }
     w->orphans++;
     w->orphan_bytes += size;
     if (!w->json)
@@ -62,61 +64,58 @@ static void gc_stray(const char *path, void *ctx)
 static void gc_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd gc --data-dir DIR [--dry-run] [--grace SECONDS] [--json]\n"
+    printf("usage: psdbd gc --data-dir DIR [--index URL] [--dry-run] [--grace SECONDS] [--json]\n"
            "                [--force-empty-index]\n\n"
            "Removes blob files that no index row references (left by a crash between storing a\n"
            "blob and indexing it, or by a refused publish), and leftover uploads in tmp/. Files\n"
            "younger than --grace (default 3600) are kept: a running server may be about to\n"
            "index them. Safe while psdbd serves.\n\n"
            "gc removes nothing while the index looks lost: no PSDB indexed but blob files older\n"
-           "than an hour present, or a failed SQLite integrity check (restore the index with psdbd "
-           "restore).\n"
+           "than an hour present, or a failed integrity check (restore the index with psdbd\n"
+           "restore, or pg_restore for a PostgreSQL index).\n"
+           "With --index URL (a PostgreSQL index shared by replicas) one gc runs at a time\n"
+           "across replicas (an advisory lock).\n"
            "--force-empty-index removes every unreferenced blob even then. A missing index or\n"
            "one that is not a psdbd index is always refused.\n");
 }
 
+struct doubt {
+    char *why;
+    size_t why_size;
+    int found;
+};
+
+static void integrity_problem(const char *msg, void *ctx)
+{
+    struct doubt *d = ctx;
+    if (!d->found++)
+        snprintf(d->why, d->why_size, "%s", msg);
+}
+
 /* Why the index cannot be trusted to say which blobs are garbage, or NULL. `why` receives the
  * details. */
-static const char *gc_index_doubt(sqlite3 *db, const psdbd_store *store, char *why, size_t why_size)
+static const char *gc_index_doubt(psdbd_index *ix, const psdbd_store *store, char *why,
+                                  size_t why_size)
 {
-    sqlite3_stmt *st = NULL;
-    const char *doubt = NULL;
+    struct doubt d = {why, why_size, 0};
     int64_t psdbs = -1;
     uint64_t files = 0;
-    if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
-        snprintf(why, why_size, "%s", sqlite3_errmsg(db));
-        doubt = "the index cannot be checked";
-        goto cleanup;
-    }
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *msg = (const char *)sqlite3_column_text(st, 0);
-        if (!msg || strcmp(msg, "ok") != 0) {
-            snprintf(why, why_size, "%s", msg ? msg : "no answer");
-            doubt = "the index fails its integrity check";
-            goto cleanup;
-        }
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM psdbs", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        psdbs = sqlite3_column_int64(st, 0);
-    if (psdbs < 0) {
-        snprintf(why, why_size, "%s", sqlite3_errmsg(db));
-        doubt = "the index cannot be read";
-        goto cleanup;
-    }
+    snprintf(why, why_size, "see the log above");
+    if (psdbd_index_integrity(ix, 0, integrity_problem, &d) != PSDBD_OK && !d.found)
+        return "the index cannot be checked";
+    if (d.found)
+        return "the index fails its integrity check";
+    if (psdbd_index_count_psdbs(ix, &psdbs) != PSDBD_OK)
+        return "the index cannot be read";
     if (psdbs == 0) {
         int64_t old = (int64_t)time(NULL) - ADMIN_LOST_INDEX_MIN_AGE;
         if ((files = admin_blob_files(store, 0, old)) > 0) {
             snprintf(why, why_size, "0 psdbs indexed, %llu blob files older than an hour in %s",
                      (unsigned long long)files, store->blob_dir);
-            doubt = "the index is empty but blobs are present";
+            return "the index is empty but blobs are present";
         }
     }
-cleanup:
-    sqlite3_finalize(st);
-    return doubt;
+    return NULL;
 }
 
 /* Leftover uploads older than the grace period belong to no running request. */
@@ -183,9 +182,6 @@ int psdbd_cmd_gc(int argc, char **argv)
                                          {"grace", required_argument, NULL, 'g'},
                                          {"force-empty-index", no_argument, NULL, 'F'},
                                          {NULL, 0, NULL, 0}};
-    static const char ref_sql[] = "SELECT 1 FROM psdbs WHERE sha256 = ?1 LIMIT 1";
-    static const char orphan_rows_sql[] =
-        "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM psdbs) AND created_at < ?1";
     struct gc_opts o = {0, 0, 3600};
     admin_args a = {0};
     int rc = 1;
@@ -194,18 +190,23 @@ int psdbd_cmd_gc(int argc, char **argv)
     psdbd_store store = {0};
     psdbd_index *ix = NULL;
     struct walk w = {0};
-    sqlite3 *db;
+    int locked = 0;
     if ((rc = admin_parse("gc", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, gc_option, &o,
                           gc_usage, &a)) != ADMIN_GO_ON)
         goto cleanup;
     rc = 1;
     w.dry_run = o.dry_run;
     w.json = a.json;
-    if (admin_open_data("gc", a.dir, 0, &store, &ix) != 0)
+    if (admin_open_data("gc", &a, 0, &store, &ix) != 0)
         goto cleanup;
-    db = psdbd_index_db(ix);
+    /* Replicas sharing one index and one blob store: one gc at a time (schema/INDEX.md). */
+    if (psdbd_index_gc_lock(ix, 1) != PSDBD_OK) {
+        rc = admin_fail("gc", "index: cannot take the gc lock (the log above says why)");
+        goto cleanup;
+    }
+    locked = 1;
     /* An index that lost its rows would make every blob look unreferenced. */
-    if ((doubt = gc_index_doubt(db, &store, why, sizeof(why))) != NULL) {
+    if ((doubt = gc_index_doubt(ix, &store, why, sizeof(why))) != NULL) {
         if (!o.force) {
             rc = admin_fail("gc",
                             "%s (%s): removing nothing; restore the index (psdbd restore), or "
@@ -216,28 +217,21 @@ int psdbd_cmd_gc(int argc, char **argv)
         fprintf(stderr, "psdbd gc: warning: %s (%s); going on (--force-empty-index)\n", doubt, why);
     }
     w.store = &store;
+    w.ix = ix;
     w.cutoff = (int64_t)time(NULL) - (int64_t)o.grace;
-    if (sqlite3_prepare_v2(db, ref_sql, -1, &w.ref, NULL) != SQLITE_OK) {
-        rc = admin_fail("gc", "index: %s", sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    /* Rows first: a blobs row whose PSDB never committed is as orphaned as its file. */
-    if (!w.dry_run) {
-        sqlite3_stmt *del = NULL;
-        if (sqlite3_prepare_v2(db, orphan_rows_sql, -1, &del, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(del, 1, w.cutoff);
-            sqlite3_step(del);
-        }
-        sqlite3_finalize(del);
-    }
+    /* Rows first: a blobs row whose PSDB never committed is as orphaned as its file. A failure
+     * leaves rows that only cost space, and the walk below still asks about each file. */
+    if (!w.dry_run)
+        psdbd_index_delete_orphan_blob_rows(ix, w.cutoff);
     psdbd_store_walk(&store, gc_one, gc_stray, &w);
     gc_uploads(&store, &w);
     gc_report(&w);
     rc = w.errors ? 1 : 0;
 cleanup:
-    sqlite3_finalize(w.ref);
+    if (locked)
+        psdbd_index_gc_lock(ix, 0);
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     return rc;
 }

@@ -19,7 +19,7 @@ struct key_opts {
 static void key_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd key add --data-dir DIR --name NAME --public-key FILE.pub\n"
+    printf("usage: psdbd key add --data-dir DIR [--index URL] --name NAME --public-key FILE.pub\n"
            "                     [--scope APP_PATTERN] [--json]\n\n"
            "Registers a publisher's Ed25519 public key (as written by 'psdb keygen'). Publishes\n"
            "signed by it are accepted for applications matching --scope (default '*').\n");
@@ -96,7 +96,7 @@ static int key_add(int argc, char **argv)
         goto cleanup;
     if (!(pem = load_public_pem(o.file, id)))
         goto cleanup;
-    if (admin_open_data("key add", a.dir, 1, &store, &ix) != 0)
+    if (admin_open_data("key add", &a, 1, &store, &ix) != 0)
         goto cleanup;
     switch (psdbd_index_key_add(ix, o.name, id, pem, o.scope)) {
     case PSDBD_OK:
@@ -121,7 +121,7 @@ static int key_add(int argc, char **argv)
 cleanup:
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     free(pem);
     return rc;
 }

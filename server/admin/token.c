@@ -22,7 +22,7 @@ struct token_opts {
 static void token_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd token create --data-dir DIR --role admin|publisher|reader\n"
+    printf("usage: psdbd token create --data-dir DIR [--index URL] --role admin|publisher|reader\n"
            "                          [--scope APP_PATTERN] [--name NAME]\n"
            "                          [--expires-in SECONDS | --expires-at UNIX_TIME] [--json]\n\n"
            "Creates a bearer token and prints it once (only its SHA-256 is stored).\n"
@@ -107,7 +107,7 @@ static int token_create(int argc, char **argv)
     if ((o.name && admin_bad_text("token create", "--name", o.name)) ||
         admin_bad_text("token create", "--scope", o.scope))
         goto cleanup;
-    if (admin_open_data("token create", a.dir, 1, &store, &ix) != 0)
+    if (admin_open_data("token create", &a, 1, &store, &ix) != 0)
         goto cleanup;
     tok = psdbd_token_new(selector, hash);
     if (!tok) {
@@ -135,7 +135,7 @@ cleanup:
     }
     psdbd_index_close(ix);
     psdbd_store_close(&store);
-    free(a.dir);
+    admin_args_free(&a);
     free(o.name);
     return rc;
 }

@@ -225,7 +225,8 @@ enum MHD_Result http_readyz(psdbd_server *srv, struct MHD_Connection *c, struct 
         return http_reply_error(
             c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "%s",
             psdbd_index_lost(srv->ix)
-                ? "the index was removed, replaced or damaged; see the server log"
+                ? "the index was removed, replaced or damaged, or its database cannot be "
+                  "reached; see the server log"
                 : "the index does not answer");
     if (stat(srv->store.blob_dir, &sb) != 0 || access(srv->store.tmp_dir, W_OK) != 0)
         return http_reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",

@@ -41,6 +41,11 @@ static char *g_pub, *g_pub_other, *g_reader, *g_admin;
 static psdb_key *g_key, *g_key2;
 static char g_kid[PSDB_KEY_ID_SIZE], g_kid2[PSDB_KEY_ID_SIZE];
 static int g_soft; /* in forked clients: a failed transfer is status 0, not a test failure */
+/* The suite runs on either index engine (ctest registers it twice): PSDB_TEST_INDEX=postgresql
+ * runs every test against a database of its own in the cluster at PSDB_TEST_PG_URL, which every
+ * psdbd it starts (server and admin commands) reaches through $PSDBD_INDEX. */
+static int g_pg;
+static char *g_pg_db, *g_pg_url;
 
 /* Starts psdbd on 127.0.0.1:0 with `extra` flags (NULL-terminated) and an optional file-size
  * limit; returns 0, or -1 when it exited before announcing its port. */
@@ -464,8 +469,35 @@ static int wait_tmp_empty(void)
 
 /* ---- fixture --------------------------------------------------------------------------------- */
 
+/* base?dbname=NAME: a later dbname parameter wins over the URL's database. */
+static char *pg_url_for(const char *db)
+{
+    const char *base = getenv("PSDB_TEST_PG_URL");
+    char *u = NULL;
+    ck_assert_int_ge(asprintf(&u, "%s%sdbname=%s", base, strchr(base, '?') ? "&" : "?", db), 0);
+    return u;
+}
+
+/* Runs one SQL statement with psql against the cluster's maintenance database or `db`. */
+static int pg_sql(const char *db, const char *sql)
+{
+    char *u = pg_url_for(db ? db : "postgres");
+    int rc = run_status("psql -qAt -v ON_ERROR_STOP=1 '%s' -c \"%s\" >/dev/null", u, sql);
+    free(u);
+    return rc;
+}
+
 static void setup(void)
 {
+    if (g_pg) {
+        ck_assert_int_ge(asprintf(&g_pg_db, "psdbt_%ld_%ld", (long)getpid(), (long)time(NULL)), 0);
+        char *sql = NULL;
+        ck_assert_int_ge(asprintf(&sql, "CREATE DATABASE %s", g_pg_db), 0);
+        ck_assert_int_eq(pg_sql(NULL, sql), 0);
+        free(sql);
+        g_pg_url = pg_url_for(g_pg_db);
+        setenv("PSDBD_INDEX", g_pg_url, 1);
+    }
     g_dir = tu_mkdtemp();
     g_data = tu_path(g_dir, "data");
     g_log = tu_path(g_dir, "psdbd.log");
@@ -498,6 +530,15 @@ static void teardown(void)
     psdb_key_release(g_key);
     psdb_key_release(g_key2);
     g_key = g_key2 = NULL;
+    if (g_pg && getenv("PSDB_KEEP_TEST_DIR") == NULL) {
+        char *sql = NULL;
+        ck_assert_int_ge(asprintf(&sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", g_pg_db), 0);
+        pg_sql(NULL, sql);
+        free(sql);
+    }
+    free(g_pg_db);
+    free(g_pg_url);
+    g_pg_db = g_pg_url = NULL;
     if (getenv("PSDB_KEEP_TEST_DIR") == NULL)
         tu_rmtree(g_dir);
     free(g_dir);
@@ -1445,10 +1486,15 @@ START_TEST(test_server__check_gc_and_schema_version)
     free(blob);
     /* An index newer than this psdbd is refused. */
     char *ixp = tu_path(g_data, "index.sqlite");
-    sqlite3 *db = NULL;
-    ck_assert_int_eq(sqlite3_open(ixp, &db), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
+    if (g_pg) {
+        ck_assert_int_eq(pg_sql(g_pg_db, "UPDATE psdbd_schema SET version = 999"), 0);
+    } else {
+        sqlite3 *db = NULL;
+        ck_assert_int_eq(sqlite3_open(ixp, &db), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(db);
+    }
     ck_assert_int_eq(srv_try_start(&g_srv, NULL, 0), -1);
     char *log = tu_read_file(g_log, NULL);
     ck_assert_ptr_nonnull(strstr(log, "newer than this psdbd knows"));
@@ -1776,6 +1822,187 @@ START_TEST(test_server__index_removed_under_running_server_is_503)
     free(log);
     ck_assert_int_eq(srv_stop(&g_srv), 0);
     free(ixp);
+}
+END_TEST
+
+/* ---- PostgreSQL: the database lost and back, replicas racing ----------------------------------
+ */
+
+/* Connections to the test's database refused (allow 0) or admitted again; refusing also ends the
+ * ones psdbd holds, as a database restart would. */
+static void pg_allow_connections(int allow)
+{
+    char *sql = NULL;
+    ck_assert_int_ge(
+        asprintf(&sql, "ALTER DATABASE %s ALLOW_CONNECTIONS %s", g_pg_db, allow ? "true" : "false"),
+        0);
+    ck_assert_int_eq(pg_sql(NULL, sql), 0);
+    free(sql);
+    if (!allow) {
+        ck_assert_int_ge(asprintf(&sql,
+                                  "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                  "WHERE datname = '%s'",
+                                  g_pg_db),
+                         0);
+        ck_assert_int_eq(pg_sql(NULL, sql), 0);
+        free(sql);
+    }
+}
+
+START_TEST(test_server__pg_database_lost_is_503_and_recovers_without_restart)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id);
+    expect_status("GET", "/readyz", NULL, 200, NULL);
+    pg_allow_connections(0);
+    expect_index_unavailable(id);
+    /* Back: the same process answers again, its pool reconnects (readyz first, as a load
+     * balancer would look). */
+    pg_allow_connections(1);
+    for (int i = 0; i < 8; i++)
+        expect_status("GET", "/readyz", NULL, 200, NULL);
+    expect_status("GET", p, NULL, 200, NULL);
+    long long id2 = publish_ok(&base_spec, 2);
+    ck_assert_int_gt(id2, id);
+    char *log = tu_read_file(g_log, NULL);
+    ck_assert_ptr_nonnull(strstr(log, "cannot be reached"));
+    ck_assert_ptr_nonnull(strstr(log, "answers again"));
+    free(log);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+}
+END_TEST
+
+/* Publishes sp as serial 1 to s in a child; exits 0 on 201, 1 on 409, 2 otherwise. */
+static pid_t publish_in_child(const srv *s, const char *path)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        resp r;
+        pub_opts o = {.serial = 1};
+        g_srv = *s;
+        g_soft = 1;
+        publish(&r, path, &o);
+        _exit(r.status == 201 ? 0 : r.status == 409 ? 1 : 2);
+    }
+    return pid;
+}
+
+START_TEST(test_server__pg_two_replicas_same_identity_one_201_one_409)
+{
+    /* Two psdbd on one database and one blob store; each round publishes one identity with
+     * other bytes to each at once. */
+    enum { ROUNDS = 6 };
+    srv a = {0}, b = {0};
+    srv_start(&a, NULL);
+    srv_start(&b, NULL);
+    for (int i = 0; i < ROUNDS; i++) {
+        spec s1 = base_spec, s2 = base_spec;
+        char app[32];
+        snprintf(app, sizeof(app), "Race%d", i);
+        s1.app = s2.app = app;
+        s1.seed = 100 + i;
+        s2.seed = 200 + i;
+        char *p1 = make_psdb(&s1), *p2 = make_psdb(&s2);
+        pid_t c1 = publish_in_child(&a, p1), c2 = publish_in_child(&b, p2);
+        int st1 = 0, st2 = 0;
+        waitpid(c1, &st1, 0);
+        waitpid(c2, &st2, 0);
+        ck_assert(WIFEXITED(st1) && WIFEXITED(st2));
+        int x = WEXITSTATUS(st1), y = WEXITSTATUS(st2);
+        ck_assert_msg((x == 0 && y == 1) || (x == 1 && y == 0),
+                      "round %d: replica answers %d and %d (0: 201, 1: 409)", i, x, y);
+        free(p1);
+        free(p2);
+    }
+    /* One row per identity, visible on both replicas. */
+    for (int k = 0; k < 2; k++) {
+        resp r;
+        g_srv = k ? b : a;
+        http(&r, "GET", "/v1/apps", g_reader, NULL, NULL, NULL, 0);
+        ck_assert_int_eq(r.status, 200);
+        json_t *apps = json_object_get(r.json, "apps");
+        ck_assert_int_eq(json_array_size(apps), ROUNDS);
+        for (size_t i = 0; i < json_array_size(apps); i++)
+            ck_assert_int_eq(jint(json_array_get(apps, i), "psdbs", NULL), 1);
+        resp_free(&r);
+    }
+    g_srv.pid = 0;
+    ck_assert_int_eq(srv_stop(&a), 0);
+    ck_assert_int_eq(srv_stop(&b), 0);
+    ck_assert_int_eq(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
+}
+END_TEST
+
+START_TEST(test_server__pg_publish_and_retire_on_one_replica_reach_anothers_resolve_cache)
+{
+    /* B answers (and caches, on every worker thread) a miss, then an answer; a publish and a
+     * retire on A must reach B's cache, not wait for B's own next publish. */
+    srv a = {0}, b = {0};
+    const char *q = "abi_min=1&abi_max=9&profile_version=1.2.0.0";
+    srv_start(&a, NULL);
+    srv_start(&b, NULL);
+    g_srv = b;
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(resolve_id(q), -1);
+    g_srv = a;
+    long long id1 = publish_ok(&base_spec, 1);
+    g_srv = b;
+    /* NOTIFY reaches B's listener at A's commit; allow it a moment, bounded. */
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = 1;
+        for (int k = 0; k < 16; k++)
+            seen &= resolve_id(q) == id1;
+        if (!seen)
+            usleep(10000);
+    }
+    ck_assert_msg(seen, "replica B still answers its cached miss after A's publish");
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/psdbs/%lld", id1);
+    g_srv = a;
+    expect_status("DELETE", p, g_pub, 200, NULL);
+    g_srv = b;
+    seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        seen = 1;
+        for (int k = 0; k < 16; k++)
+            seen &= resolve_id(q) == -1;
+        if (!seen)
+            usleep(10000);
+    }
+    ck_assert_msg(seen, "replica B still resolves a PSDB retired on A");
+    g_srv.pid = 0;
+    ck_assert_int_eq(srv_stop(&a), 0);
+    ck_assert_int_eq(srv_stop(&b), 0);
+}
+END_TEST
+
+START_TEST(test_server__pg_start_refuses_blobs_beside_an_empty_database)
+{
+    srv_start(&g_srv, NULL);
+    publish_ok(&base_spec, 1);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    /* The database replaced by an empty one (a wrong URL, a lost database): blobs/ is not new. */
+    char *sql = NULL;
+    ck_assert_int_ge(asprintf(&sql, "DROP DATABASE %s WITH (FORCE)", g_pg_db), 0);
+    ck_assert_int_eq(pg_sql(NULL, sql), 0);
+    free(sql);
+    ck_assert_int_ge(asprintf(&sql, "CREATE DATABASE %s", g_pg_db), 0);
+    ck_assert_int_eq(pg_sql(NULL, sql), 0);
+    free(sql);
+    ck_assert_int_eq(srv_try_start(&g_srv, NULL, 0), -1);
+    char *log = tu_read_file(g_log, NULL), *out = NULL;
+    ck_assert_ptr_nonnull(strstr(log, "holds no psdbd index and the blob store is not new"));
+    free(log);
+    ck_assert_int_ne(
+        run_capture(&out, "%s token create --data-dir %s --role reader", PSDBD_BIN, g_data), 0);
+    free(out);
+    ck_assert_int_ne(run_capture(&out, "%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
+    free(out);
+    ck_assert_int_eq(count_dir("blobs"), 1);
 }
 END_TEST
 
@@ -2623,6 +2850,15 @@ END_TEST
 
 int main(void)
 {
+    const char *engine = getenv("PSDB_TEST_INDEX");
+    g_pg = engine && strcmp(engine, "postgresql") == 0;
+    if (g_pg && !getenv("PSDB_TEST_PG_URL")) {
+        fprintf(stderr, "server_api_test on postgresql: skipped: PSDB_TEST_PG_URL is not set "
+                        "(start a cluster with: eval \"$(tests/pg/cluster start)\")\n");
+        return 77;
+    }
+    if (!g_pg)
+        unsetenv("PSDBD_INDEX"); /* the SQLite run is the SQLite run whatever the shell has */
     Suite *s = suite_create("server");
     TCase *tc = tcase_create("api");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -2650,7 +2886,14 @@ int main(void)
         TCase *t = tcase_create(cases[i]);
         tcase_add_checked_fixture(t, setup, teardown);
         tcase_set_timeout(t, 120);
-        if (i == 0) {
+        if (i == 0 && g_pg) {
+            /* The SQLite file's own failures have these PostgreSQL counterparts. */
+            tcase_add_test(t, test_server__pg_database_lost_is_503_and_recovers_without_restart);
+            tcase_add_test(t, test_server__pg_two_replicas_same_identity_one_201_one_409);
+            tcase_add_test(
+                t, test_server__pg_publish_and_retire_on_one_replica_reach_anothers_resolve_cache);
+            tcase_add_test(t, test_server__pg_start_refuses_blobs_beside_an_empty_database);
+        } else if (i == 0) {
             tcase_add_test(t, test_server__index_removed_under_running_server_is_503);
             tcase_add_test(t, test_server__start_refuses_blobs_without_index);
             tcase_add_test(t, test_server__gc_keeps_blobs_while_index_looks_lost);

@@ -1,11 +1,15 @@
 /* server_admin_test.c - the argument parsing every psdbd admin command shares (admin_parse):
- * shared options, the command's own, --help, and the refusals each command used to write itself. */
+ * shared options, the command's own, --help, and the refusals each command used to write itself;
+ * where the index is (--index, $PSDBD_INDEX, the index settings). */
 #include "testutil.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin_int.h"
+#include "config.h"
+#include "index.h"
+#include "index_pg_int.h"
 
 struct seen {
     int calls, last_val;
@@ -69,6 +73,102 @@ START_TEST(test_server_admin__parse_defaults_and_flags_off)
 }
 END_TEST
 
+START_TEST(test_server_admin__index_option_and_PSDBD_INDEX_default)
+{
+    char *with[] = {"gc", "--index", "postgresql://u@h/db", NULL};
+    char *without[] = {"gc", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    unsetenv("PSDBD_INDEX");
+    ck_assert_int_eq(parse(ADMIN_DATA_DIR, &s, &a, 1, without), ADMIN_GO_ON);
+    ck_assert_ptr_null(a.index); /* DIR/index.sqlite */
+    admin_args_free(&a);
+    setenv("PSDBD_INDEX", "postgresql://env@h/db", 1);
+    ck_assert_int_eq(parse(ADMIN_DATA_DIR, &s, &a, 1, without), ADMIN_GO_ON);
+    ck_assert_str_eq(a.index, "postgresql://env@h/db");
+    admin_args_free(&a);
+    ck_assert_int_eq(parse(ADMIN_DATA_DIR, &s, &a, 3, with), ADMIN_GO_ON);
+    ck_assert_str_eq(a.index, "postgresql://u@h/db"); /* the flag wins */
+    admin_args_free(&a);
+    /* A command without a data directory (backup, restore) has no --index either. */
+    ck_assert_int_eq(parse(0, &s, &a, 3, with), 1);
+    ck_assert_ptr_null(a.index);
+    unsetenv("PSDBD_INDEX");
+}
+END_TEST
+
+START_TEST(test_server_admin__index_setting_must_be_a_postgresql_url)
+{
+    psdbd_config cfg;
+    char err[256];
+    psdbd_config_defaults(&cfg);
+    ck_assert_int_eq(psdbd_index_is_url("postgresql://u@h/db"), 1);
+    ck_assert_int_eq(psdbd_index_is_url("postgres://u@h/db"), 1);
+    ck_assert_int_eq(psdbd_index_is_url("/var/lib/psdbd/index.sqlite"), 0);
+    ck_assert_int_eq(psdbd_index_is_url("mysql://u@h/db"), 0);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "index", "sqlite:///x", err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a postgresql://"));
+    ck_assert_int_eq(psdbd_config_set(&cfg, "index", "postgresql://u@h/db", err, sizeof(err)), 0);
+    ck_assert_str_eq(cfg.index, "postgresql://u@h/db");
+    ck_assert_int_eq(cfg.index_pool, PSDBD_INDEX_PG_POOL_DEFAULT);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "index-pool", "0", err, sizeof(err)), -1);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "index-pool", "32", err, sizeof(err)), 0);
+    ck_assert_int_eq(cfg.index_pool, 32);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "index-statement-timeout", "0", err, sizeof(err)), 0);
+    ck_assert_int_eq(cfg.index_statement_timeout, 0);
+    psdbd_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(test_server_admin__pg_connect_failure_names_the_database_without_its_password)
+{
+    psdbd_index *ix = NULL;
+    char err[512];
+    /* Nothing listens on this socket directory: the message names the URL, never the password. */
+    ck_assert_int_eq(psdbd_index_connect("postgresql://u:s3cret@/db?host=/nonexistent-psdb-dir", 1,
+                                         1000, 1, &ix, err, sizeof(err)),
+                     -1);
+    ck_assert_ptr_null(ix);
+    ck_assert_ptr_nonnull(strstr(err, "connect to postgresql://u@/db?host=/nonexistent-psdb-dir"));
+    ck_assert_ptr_null(strstr(err, "s3cret"));
+}
+END_TEST
+
+START_TEST(test_server_admin__index_option_never_meets_a_commands_own_letter)
+{
+    /* token create's --expires-in has val 'i': --index must be a shared option of its own. */
+    static const struct option own[] = {{"expires-in", required_argument, NULL, 'i'},
+                                        {NULL, 0, NULL, 0}};
+    char *argv[] = {"token", "--expires-in", "5", "--index", "postgresql://u@h/db", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    unsetenv("PSDBD_INDEX");
+    ck_assert_int_eq(admin_parse("test", 5, argv, ADMIN_DATA_DIR, own, on_opt, &s, usage, &a),
+                     ADMIN_GO_ON);
+    ck_assert_int_eq(s.calls, 1);
+    ck_assert_int_eq(s.last_val, 'i');
+    ck_assert_str_eq(s.last_arg, "5");
+    ck_assert_str_eq(a.index, "postgresql://u@h/db");
+    admin_args_free(&a);
+}
+END_TEST
+
+START_TEST(test_server_admin__pg_int_reads_every_bigint)
+{
+    /* The biased u64 columns use the whole signed range: both ends must come back exactly. */
+    ck_assert(psdbd__pg_int("-9223372036854775808") == INT64_MIN);
+    ck_assert(psdbd__pg_int("9223372036854775807") == INT64_MAX);
+    ck_assert(psdbd__pg_int("-1") == -1);
+    ck_assert(psdbd__pg_int("0") == 0);
+    ck_assert(psdbd__pg_int("42") == 42);
+    ck_assert(psdbd__pg_int("") == 0); /* NULL */
+    ck_assert(psdbd__pg_int("9223372036854775808") == 0);
+    ck_assert(psdbd__pg_int("-9223372036854775809") == 0);
+    ck_assert(psdbd__pg_int("12x") == 0);
+    ck_assert(psdbd__pg_int("--1") == 0);
+}
+END_TEST
+
 START_TEST(test_server_admin__parse_refuses_operands_and_bad_options)
 {
     char *extra[] = {"gc", "--dry-run", "stray", NULL};
@@ -109,6 +209,12 @@ int main(void)
     tcase_add_test(tc, test_server_admin__parse_shared_and_own_options);
     tcase_add_test(tc, test_server_admin__parse_defaults_and_flags_off);
     tcase_add_test(tc, test_server_admin__parse_refuses_operands_and_bad_options);
+    tcase_add_test(tc, test_server_admin__index_option_and_PSDBD_INDEX_default);
+    tcase_add_test(tc, test_server_admin__pg_int_reads_every_bigint);
+    tcase_add_test(tc, test_server_admin__index_option_never_meets_a_commands_own_letter);
+    tcase_add_test(tc, test_server_admin__index_setting_must_be_a_postgresql_url);
+    tcase_add_test(tc,
+                   test_server_admin__pg_connect_failure_names_the_database_without_its_password);
     tcase_add_test(tc, test_server_admin__parse_help_succeeds_without_going_on);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

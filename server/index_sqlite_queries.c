@@ -1,5 +1,6 @@
-/* index_queries.c - the psdbd index's queries: manifests, publish, resolve, listings, retirement,
- * tokens and keys, each on this thread's connection (index_int.h). */
+/* index_sqlite_queries.c - the SQLite engine's queries: manifests, publish, resolve, listings,
+ * retirement, tokens and keys, the admin commands' reads, each on this thread's connection
+ * (index_sqlite.c), and the engine's ops table. */
 #include "index_int.h"
 
 #include <stdlib.h>
@@ -10,11 +11,7 @@
 
 /* ---- manifests ------------------------------------------------------------------------------- */
 
-#define PSDB_COLS                                                                                  \
-    "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
-    "p.family, p.abi_version, p.compiler_version, p.profile_version, p.serial, p.sha256, p.size, " \
-    "p.key_id, p.signature, p.created_at, p.retired_at "                                           \
-    "FROM psdbs p JOIN apps a ON a.id = p.app "
+#define PSDB_COLS PSDBD__PSDB_COLS
 
 static const char *col_text(sqlite3_stmt *st, int i)
 {
@@ -22,58 +19,34 @@ static const char *col_text(sqlite3_stmt *st, int i)
     return s ? (const char *)s : "";
 }
 
-static json_t *version_json(sqlite3_stmt *st, int i)
+static const char *row_text(void *row, int i)
 {
-    char buf[32];
-    return json_string(
-        psdb__format_version(psdbd_u64_from_db(sqlite3_column_int64(st, i)), buf, sizeof(buf)));
+    return col_text(row, i);
 }
 
-/* The manifest (API.md, schema/HTTP.md) of the row st is on, selected with PSDB_COLS. */
+static int64_t row_i64(void *row, int i)
+{
+    return sqlite3_column_int64(row, i);
+}
+
+static int row_is_null(void *row, int i)
+{
+    return sqlite3_column_type(row, i) == SQLITE_NULL;
+}
+
+static size_t row_blob(void *row, int i, uint8_t *buf, size_t size)
+{
+    int n = sqlite3_column_bytes(row, i);
+    if (n <= 0 || (size_t)n > size)
+        return 0;
+    memcpy(buf, sqlite3_column_blob(row, i), (size_t)n);
+    return (size_t)n;
+}
+
 static json_t *manifest_of(sqlite3_stmt *st)
 {
-    char uuid[40], when[40], url[96];
-    uint8_t guid[16] = {0};
-    if (sqlite3_column_bytes(st, 6) == 16)
-        memcpy(guid, sqlite3_column_blob(st, 6), 16);
-    snprintf(url, sizeof(url), "/v1/blobs/%s", col_text(st, 12));
-    json_error_t jerr;
-    json_t *app =
-        json_pack_ex(&jerr, 0, "{s:s, s:s, s:o, s:s, s:o, s:s}", "name", col_text(st, 1),
-                     "exe_filename", col_text(st, 2), "version", version_json(st, 3), "engine_name",
-                     col_text(st, 4), "engine_version", version_json(st, 5), "app_id",
-                     psdb__format_uuid(guid, uuid, sizeof(uuid)));
-    if (!app)
-        psdbd_log("manifest app: %s", jerr.text);
-    json_t *target =
-        json_pack_ex(&jerr, 0, "{s:s, s:I, s:o, s:o}", "family", col_text(st, 7), "abi_version",
-                     (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 8)), "compiler_version",
-                     version_json(st, 9), "profile_version", version_json(st, 10));
-    if (!target)
-        psdbd_log("manifest target: %s", jerr.text);
-    json_t *m = json_pack_ex(
-        &jerr, 0, "{s:I, s:s, s:I, s:s, s:o, s:o, s:I, s:s, s:s, s:s, s:b}", "id",
-        (json_int_t)sqlite3_column_int64(st, 0), "sha256", col_text(st, 12), "size",
-        (json_int_t)sqlite3_column_int64(st, 13), "url", url, "app", app, "target", target,
-        "serial", (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, 11)), "created_at",
-        psdbd_format_time(sqlite3_column_int64(st, 16), when, sizeof(when)), "key_id",
-        col_text(st, 14), "signature", col_text(st, 15), "retired",
-        sqlite3_column_type(st, 17) != SQLITE_NULL);
-    if (!m) {
-        /* Publishes admit only UTF-8 strings, so this is a damaged row (or no memory): answer
-         * with what is certain rather than failing every listing that meets it. */
-        psdbd_log("manifest of psdb %lld: %s", (long long)sqlite3_column_int64(st, 0), jerr.text);
-        m = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sqlite3_column_int64(st, 0), "sha256",
-                      col_text(st, 12), "error", "unreadable index row");
-        if (!m)
-            psdbd_out_of_memory();
-        return m;
-    }
-    if (sqlite3_column_type(st, 17) != SQLITE_NULL)
-        json_object_set_new(
-            m, "retired_at",
-            json_string(psdbd_format_time(sqlite3_column_int64(st, 17), when, sizeof(when))));
-    return m;
+    psdbd__row row = {row_text, row_i64, row_is_null, row_blob, st};
+    return psdbd__manifest_of(&row);
 }
 
 /* Steps st once: PSDBD_OK with the manifest, PSDBD_NOT_FOUND, PSDBD_ERROR. Resets st. */
@@ -113,7 +86,7 @@ static const char find_identity_sql[] =
     "AND p.engine_version = ?5 AND p.app_guid = ?6 AND p.family = ?7 AND p.abi_version = ?8 "
     "AND p.compiler_version = ?9 AND p.profile_version = ?10 AND p.serial = ?11";
 
-psdbd_rc psdbd_index_find_identity(psdbd_index *ix, const psdbd_record *r, json_t **out)
+static psdbd_rc sq_find_identity(psdbd_index *ix, const psdbd_record *r, json_t **out)
 {
     sqlite3_stmt *st = psdbd__index_prep(ix, find_identity_sql);
     json_t *m = NULL;
@@ -156,7 +129,7 @@ static int step_done(psdbd_index *ix, sqlite3 *db, sqlite3_stmt *st, psdbd_rc *r
     return 0;
 }
 
-psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
+static psdbd_rc sq_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
 {
     static const char app_sql[] = "INSERT OR IGNORE INTO apps (name, created_at) VALUES (?1, ?2)";
     static const char blob_sql[] =
@@ -183,7 +156,7 @@ psdbd_rc psdbd_index_publish(psdbd_index *ix, const psdbd_record *r, json_t **ou
     }
     in_tx = 1;
     /* Re-checked under the write lock: a concurrent publish of the same identity may have won. */
-    rc = psdbd_index_find_identity(ix, r, out);
+    rc = sq_find_identity(ix, r, out);
     if (rc != PSDBD_NOT_FOUND)
         goto cleanup;
     rc = PSDBD_ERROR;
@@ -227,7 +200,7 @@ cleanup:
     return write_end(ix, db, st, in_tx, rc);
 }
 
-psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
+static psdbd_rc sq_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
 {
     /* Retired rows count: the blob was public from its first publish on. */
     static const char sql[] = "SELECT min(created_at) FROM psdbs WHERE sha256 = ?1";
@@ -249,7 +222,7 @@ psdbd_rc psdbd_index_blob_published(psdbd_index *ix, const char *sha256, int64_t
     return rc;
 }
 
-psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out)
+static psdbd_rc sq_get(psdbd_index *ix, int64_t id, json_t **out)
 {
     static const char sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";
     sqlite3_stmt *st = psdbd__index_prep(ix, sql);
@@ -259,7 +232,7 @@ psdbd_rc psdbd_index_get(psdbd_index *ix, int64_t id, json_t **out)
     return one_manifest(ix, st, out);
 }
 
-psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
+static psdbd_rc sq_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
 {
     static const char sql[] = "UPDATE psdbs SET retired_at = ?2, retired_by = ?3 "
                               "WHERE id = ?1 AND retired_at IS NULL";
@@ -289,12 +262,12 @@ psdbd_rc psdbd_index_retire(psdbd_index *ix, int64_t id, const char *by, json_t 
         goto cleanup;
     }
     in_tx = 0;
-    rc = psdbd_index_get(ix, id, out);
+    rc = sq_get(ix, id, out);
 cleanup:
     return write_end(ix, db, st, in_tx, rc);
 }
 
-psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
+static psdbd_rc sq_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
 {
     /* The profile range is the biased image of [top << 32, top << 32 | 0xFFFFFFFF]: the bias
      * flips only the top bit, so it keeps the top 32 bits' equality and the order. */
@@ -321,7 +294,7 @@ psdbd_rc psdbd_index_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out
     return one_manifest(ix, st, out);
 }
 
-psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
+static psdbd_rc sq_list_apps(psdbd_index *ix, json_t **out)
 {
     static const char sql[] =
         "SELECT a.name, a.created_at, count(p.id), count(p.id) - count(p.retired_at) "
@@ -350,8 +323,8 @@ psdbd_rc psdbd_index_list_apps(psdbd_index *ix, json_t **out)
     return rc;
 }
 
-psdbd_rc psdbd_index_blob_apps(psdbd_index *ix, const char *sha256,
-                               int (*fn)(const char *app, void *ctx), void *ctx)
+static psdbd_rc sq_blob_apps(psdbd_index *ix, const char *sha256,
+                             int (*fn)(const char *app, void *ctx), void *ctx)
 {
     static const char sql[] = "SELECT DISTINCT a.name FROM psdbs p JOIN apps a ON a.id = p.app "
                               "WHERE p.sha256 = ?1";
@@ -373,7 +346,7 @@ psdbd_rc psdbd_index_blob_apps(psdbd_index *ix, const char *sha256,
     return rc;
 }
 
-psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **out)
+static psdbd_rc sq_list_app_psdbs(psdbd_index *ix, const char *name, json_t **out)
 {
     static const char app_sql[] = "SELECT id FROM apps WHERE name = ?1";
     static const char sql[] = "SELECT " PSDB_COLS "WHERE a.name = ?1 ORDER BY p.id";
@@ -408,7 +381,7 @@ psdbd_rc psdbd_index_list_app_psdbs(psdbd_index *ix, const char *name, json_t **
 
 /* ---- tokens and keys ------------------------------------------------------------------------- */
 
-psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
+static psdbd_rc sq_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
 {
     static const char sql[] = "SELECT name, role, scope, hash, expires_at, revoked_at "
                               "FROM tokens WHERE selector = ?1";
@@ -435,19 +408,9 @@ psdbd_rc psdbd_index_token_find(psdbd_index *ix, const char *selector, psdbd_tok
     return rc;
 }
 
-void psdbd_token_row_free(psdbd_token_row *t)
-{
-    if (!t)
-        return;
-    free(t->name);
-    free(t->role);
-    free(t->scope);
-    memset(t, 0, sizeof(*t));
-}
-
-psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *selector,
-                               const uint8_t hash[32], const char *role, const char *scope,
-                               int64_t expires_at)
+static psdbd_rc sq_token_add(psdbd_index *ix, const char *name, const char *selector,
+                             const uint8_t hash[32], const char *role, const char *scope,
+                             int64_t expires_at)
 {
     static const char sql[] = "INSERT INTO tokens (name, selector, hash, role, scope, created_at, "
                               "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -473,7 +436,7 @@ psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *se
     return rc;
 }
 
-psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
+static psdbd_rc sq_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
 {
     static const char sql[] =
         "SELECT public_key, scope FROM keys WHERE key_id = ?1 AND revoked_at IS NULL";
@@ -495,8 +458,8 @@ psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, c
     return rc;
 }
 
-psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
-                             const char *scope)
+static psdbd_rc sq_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
+                           const char *scope)
 {
     static const char sql[] = "INSERT INTO keys (name, key_id, public_key, scope, created_at) "
                               "VALUES (?1, ?2, ?3, ?4, ?5)";
@@ -516,3 +479,258 @@ psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_
     sqlite3_reset(st);
     return rc;
 }
+
+/* ---- the admin commands' reads and writes ---------------------------------------------------- */
+
+/* Steps a one-shot statement's rows into fn; PSDBD_OK, or the failure's status. */
+static psdbd_rc each_row(psdbd_index *ix, sqlite3_stmt *st, void (*fn)(sqlite3_stmt *, void *),
+                         void *ctx)
+{
+    psdbd_rc rc = PSDBD_OK;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        fn(st, ctx);
+    if (s != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    sqlite3_reset(st);
+    return rc;
+}
+
+static psdbd_rc sq_credential_revoke(psdbd_index *ix, psdbd_credential what, const char *name)
+{
+    static const char token_sql[] = "UPDATE tokens SET revoked_at = ?2 WHERE name = ?1";
+    static const char key_sql[] = "UPDATE keys SET revoked_at = ?2 WHERE name = ?1";
+    sqlite3_stmt *st = psdbd__index_prep(ix, what == PSDBD_CREDENTIAL_TOKEN ? token_sql : key_sql);
+    psdbd_rc rc = PSDBD_OK;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (int64_t)time(NULL));
+    if (sqlite3_step(st) != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    else if (sqlite3_changes(psdbd__index_this_db(ix)) == 0)
+        rc = PSDBD_NOT_FOUND;
+    sqlite3_reset(st);
+    return rc;
+}
+
+struct credential_rows {
+    json_t *list;
+    psdbd_credential what;
+};
+
+static void credential_row(sqlite3_stmt *st, void *ctx)
+{
+    struct credential_rows *cr = ctx;
+    psdbd__row row = {row_text, row_i64, row_is_null, row_blob, st};
+    json_array_append_new(cr->list, psdbd__credential_of(&row, cr->what));
+}
+
+static psdbd_rc sq_credential_list(psdbd_index *ix, psdbd_credential what, json_t **out)
+{
+    static const char token_sql[] = "SELECT name, role, scope, created_at, expires_at, revoked_at "
+                                    "FROM tokens ORDER BY name";
+    static const char key_sql[] = "SELECT name, key_id, scope, created_at, NULL, revoked_at "
+                                  "FROM keys ORDER BY name";
+    sqlite3_stmt *st = psdbd__index_prep(ix, what == PSDBD_CREDENTIAL_TOKEN ? token_sql : key_sql);
+    struct credential_rows cr = {NULL, what};
+    psdbd_rc rc;
+    if (!st)
+        return psdbd_index_failure(ix);
+    cr.list = json_array();
+    if ((rc = each_row(ix, st, credential_row, &cr)) == PSDBD_OK)
+        *out = cr.list;
+    else
+        json_decref(cr.list);
+    return rc;
+}
+
+static psdbd_rc sq_integrity(psdbd_index *ix, int deep, void (*fn)(const char *msg, void *ctx),
+                             void *ctx)
+{
+    /* Not cached: a check runs once per command, and the pragma's rows depend on the file. */
+    sqlite3 *db = psdbd_index_db(ix);
+    sqlite3_stmt *st = NULL;
+    psdbd_rc rc = PSDBD_OK;
+    int s;
+    if (!db)
+        return psdbd_index_failure(ix);
+    if (sqlite3_prepare_v2(db, deep ? "PRAGMA integrity_check" : "PRAGMA quick_check", -1, &st,
+                           NULL) != SQLITE_OK) {
+        fn(sqlite3_errmsg(db), ctx);
+        return PSDBD_ERROR;
+    }
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *msg = (const char *)sqlite3_column_text(st, 0);
+        if (!msg || strcmp(msg, "ok") != 0)
+            fn(msg ? msg : "no answer", ctx);
+    }
+    if (s != SQLITE_DONE) {
+        fn(sqlite3_errmsg(db), ctx);
+        rc = PSDBD_ERROR;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static psdbd_rc sq_count_psdbs(psdbd_index *ix, int64_t *out)
+{
+    static const char sql[] = "SELECT count(*) FROM psdbs";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_OK;
+    if (!st)
+        return psdbd_index_failure(ix);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* PSDBD_OK when the one-parameter query st has a row, PSDBD_NOT_FOUND when not. */
+static psdbd_rc any_row(psdbd_index *ix, sqlite3_stmt *st, const char *sha256)
+{
+    psdbd_rc rc = PSDBD_NOT_FOUND;
+    int s;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_text(st, 1, sha256, -1, SQLITE_STATIC);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW)
+        rc = PSDBD_OK;
+    else if (s != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    sqlite3_reset(st);
+    return rc;
+}
+
+static psdbd_rc sq_blob_referenced(psdbd_index *ix, const char *sha256)
+{
+    static const char sql[] = "SELECT 1 FROM psdbs WHERE sha256 = ?1 LIMIT 1";
+    return any_row(ix, psdbd__index_prep(ix, sql), sha256);
+}
+
+static psdbd_rc sq_blob_indexed(psdbd_index *ix, const char *sha256)
+{
+    static const char sql[] = "SELECT 1 FROM blobs WHERE sha256 = ?1";
+    return any_row(ix, psdbd__index_prep(ix, sql), sha256);
+}
+
+struct blob_rows {
+    void (*fn)(const char *sha256, uint64_t size, void *ctx);
+    void (*psdb_fn)(int64_t id, const char *sha256, void *ctx);
+    void *ctx;
+};
+
+static void blob_row(sqlite3_stmt *st, void *ctx)
+{
+    struct blob_rows *br = ctx;
+    br->fn((const char *)sqlite3_column_text(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
+           br->ctx);
+}
+
+static psdbd_rc sq_each_blob(psdbd_index *ix,
+                             void (*fn)(const char *sha256, uint64_t size, void *ctx), void *ctx)
+{
+    static const char sql[] = "SELECT sha256, size FROM blobs";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    struct blob_rows br = {fn, NULL, ctx};
+    if (!st)
+        return psdbd_index_failure(ix);
+    return each_row(ix, st, blob_row, &br);
+}
+
+static void unbacked_row(sqlite3_stmt *st, void *ctx)
+{
+    struct blob_rows *br = ctx;
+    br->psdb_fn(sqlite3_column_int64(st, 0), col_text(st, 1), br->ctx);
+}
+
+static psdbd_rc sq_each_unbacked_psdb(psdbd_index *ix,
+                                      void (*fn)(int64_t id, const char *sha256, void *ctx),
+                                      void *ctx)
+{
+    /* Foreign keys are enforced; checked anyway, with the size, which they do not cover. */
+    static const char sql[] = "SELECT p.id, p.sha256 FROM psdbs p LEFT JOIN blobs b ON b.sha256 = "
+                              "p.sha256 WHERE b.sha256 IS NULL OR b.size != p.size";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    struct blob_rows br = {NULL, fn, ctx};
+    if (!st)
+        return psdbd_index_failure(ix);
+    return each_row(ix, st, unbacked_row, &br);
+}
+
+static psdbd_rc sq_delete_orphan_blob_rows(psdbd_index *ix, int64_t created_before)
+{
+    static const char sql[] =
+        "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM psdbs) AND created_at < ?1";
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd_rc rc = PSDBD_OK;
+    if (!st)
+        return psdbd_index_failure(ix);
+    sqlite3_bind_int64(st, 1, created_before);
+    if (sqlite3_step(st) != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    sqlite3_reset(st);
+    return rc;
+}
+
+static psdbd_rc sq_snapshot(psdbd_index *ix, int begin)
+{
+    sqlite3 *db = psdbd_index_db(ix);
+    if (!db)
+        return psdbd_index_failure(ix);
+    if (sqlite3_exec(db, begin ? "BEGIN" : "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        return psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+    return PSDBD_OK;
+}
+
+static psdbd_rc sq_gc_lock(psdbd_index *ix, int lock)
+{
+    (void)ix;
+    (void)lock;
+    return PSDBD_OK;
+}
+
+static int sq_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size)
+{
+    /* Every writer of the file is this process (the data directory's lock): its own commits
+     * invalidate the cache where they happen. */
+    (void)ix;
+    (void)changed;
+    (void)err;
+    (void)err_size;
+    return 0;
+}
+
+const psdbd__index_ops psdbd__sqlite_ops = {
+    .engine = "sqlite",
+    .close = psdbd__sqlite_close,
+    .ping = psdbd__sqlite_ping,
+    .lost = psdbd__sqlite_lost,
+    .find_identity = sq_find_identity,
+    .publish = sq_publish,
+    .get = sq_get,
+    .blob_published = sq_blob_published,
+    .retire = sq_retire,
+    .resolve = sq_resolve,
+    .list_apps = sq_list_apps,
+    .blob_apps = sq_blob_apps,
+    .list_app_psdbs = sq_list_app_psdbs,
+    .token_find = sq_token_find,
+    .token_add = sq_token_add,
+    .key_find = sq_key_find,
+    .key_add = sq_key_add,
+    .credential_revoke = sq_credential_revoke,
+    .credential_list = sq_credential_list,
+    .integrity = sq_integrity,
+    .count_psdbs = sq_count_psdbs,
+    .blob_referenced = sq_blob_referenced,
+    .blob_indexed = sq_blob_indexed,
+    .each_blob = sq_each_blob,
+    .each_unbacked_psdb = sq_each_unbacked_psdb,
+    .delete_orphan_blob_rows = sq_delete_orphan_blob_rows,
+    .snapshot = sq_snapshot,
+    .gc_lock = sq_gc_lock,
+    .watch = sq_watch,
+};

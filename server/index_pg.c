@@ -1,0 +1,667 @@
+/* index_pg.c - the psdbd index's PostgreSQL engine: a bounded connection pool, migrations under
+ * an advisory lock, and reading failures (a lost database is 503 until it answers again). The
+ * queries are in index_pg_queries.c.
+ *
+ * DESIGN
+ * Replicas share one database; each psdbd holds a pool of at most `pool` connections, opened when
+ * first needed. An operation borrows one connection for its statements and gives it back, so the
+ * pool bounds what a psdbd asks of the server, not how many worker threads it has: a thread that
+ * finds every connection busy waits up to the statement timeout, then answers 503. Every
+ * connection runs with statement_timeout, so a stuck database never pins every worker. A
+ * connection that broke (the server restarted, the network went) is closed when given back; the
+ * next borrower connects again, so psdbd recovers without a restart. While no connection can be
+ * made, psdbd_index_lost is true and /readyz answers 503.
+ *
+ * Writes are single transactions; concurrent publishes of one identity meet at the unique index
+ * psdbs_identity, where the second waits for the first and then fails with a unique violation
+ * (a conflict: 409, or the first one's manifest when the bytes are the same). Migrations run in
+ * one transaction under pg_advisory_lock(PG_LOCK_CLASS, PG_LOCK_MIGRATE), so replicas starting
+ * together migrate once; gc runs under the session lock (PG_LOCK_CLASS, PG_LOCK_GC). */
+#include "index_pg_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+/* Advisory lock keys: the class is the index's application_id ('PSDI'). */
+#define PG_LOCK_CLASS "1347634249"
+#define PG_LOCK_MIGRATE "1"
+#define PG_LOCK_GC "2"
+#define PG_CONNECT_TIMEOUT_S "5"
+#define PG_POOL_WAIT_MS_DEFAULT 10000
+
+struct psdbd__pg {
+    char *url;  /* as given: libpq reads it */
+    char *name; /* the URL without its password: for messages */
+    unsigned timeout_ms;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned size;
+    PGconn **conns; /* size slots; NULL: not connected */
+    unsigned char *busy;
+    /* A lost connection usually means every idle one is lost too (the server restarted): each
+     * loss bumps the epoch, and an idle connection from an older epoch is replaced before use,
+     * so a restart costs one failed request, not one per pooled connection. */
+    atomic_uint epoch;
+    unsigned *conn_epoch;
+    atomic_int down;   /* the last connection attempt failed or a query lost its connection */
+    pthread_key_t pin; /* a thread's snapshot connection (PGconn *) */
+    PGconn *gc_conn;   /* the session that holds the gc lock */
+    /* psdbd_index_watch's thread */
+    pthread_t watcher;
+    int watching;
+    atomic_int stop;
+    void (*changed)(void);
+};
+
+/* The URL with any password left out, for messages and logs: the user's ":password" and, when a
+ * parameter names one, the whole query. */
+static char *redact(const char *url)
+{
+    const char *scheme = strstr(url, "://"), *at, *colon, *query;
+    char *out;
+    if (!scheme)
+        return xstrdup("(postgresql key=value connection string)");
+    scheme += 3;
+    query = strchr(scheme, '?');
+    at = memchr(scheme, '@', query ? (size_t)(query - scheme) : strlen(scheme));
+    colon = at ? memchr(scheme, ':', (size_t)(at - scheme)) : NULL;
+    out = colon ? xasprintf("%.*s%s", (int)(colon - url), url, at) : xstrdup(url);
+    if (strstr(out, "password=") && (query = strchr(out + (scheme - url), '?')) != NULL)
+        out[query - out] = '\0';
+    return out;
+}
+
+/* One trimmed line of libpq's message (they end in newlines, some have several lines). */
+static const char *one_line(const char *msg, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (!msg || !*msg)
+        return "no message";
+    while (msg[n] && msg[n] != '\n' && n + 1 < size) {
+        buf[n] = msg[n];
+        n++;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static void set_down(psdbd_index *ix, int down, const char *why)
+{
+    char line[256];
+    if (atomic_exchange(&ix->pg->down, down) == down)
+        return;
+    if (down)
+        psdbd_log("index %s cannot be reached (%s): index reads and writes are refused (503) "
+                  "until it answers again",
+                  ix->pg->name, one_line(why, line, sizeof(line)));
+    else
+        psdbd_log("index %s answers again", ix->pg->name);
+}
+
+/* A new connection with the statement timeout set; NULL with err. */
+static PGconn *pg_connect(struct psdbd__pg *pg, char *err, size_t err_size)
+{
+    /* connect_timeout first: a value in the URL overrides it (expand_dbname). */
+    const char *const keys[] = {"connect_timeout", "dbname", NULL};
+    const char *const vals[] = {PG_CONNECT_TIMEOUT_S, pg->url, NULL};
+    char line[256], *set = NULL;
+    PGresult *res = NULL;
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (!c) {
+        snprintf(err, err_size, "connect to %s: out of memory", pg->name);
+        goto fail;
+    }
+    if (PQstatus(c) != CONNECTION_OK) {
+        snprintf(err, err_size, "connect to %s: %s", pg->name,
+                 one_line(PQerrorMessage(c), line, sizeof(line)));
+        goto fail;
+    }
+    set =
+        xasprintf("SET statement_timeout = %u; SET client_min_messages = warning", pg->timeout_ms);
+    res = PQexec(c, set);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        snprintf(err, err_size, "configure connection to %s: %s", pg->name,
+                 one_line(PQerrorMessage(c), line, sizeof(line)));
+        goto fail;
+    }
+    PQclear(res);
+    free(set);
+    return c;
+fail:
+    PQclear(res);
+    free(set);
+    PQfinish(c);
+    return NULL;
+}
+
+int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
+{
+    struct psdbd__pg *pg = ix->pg;
+    PGconn *pinned = pthread_getspecific(pg->pin);
+    struct timespec until;
+    unsigned wait_ms = pg->timeout_ms ? pg->timeout_ms : PG_POOL_WAIT_MS_DEFAULT;
+    char err[512];
+    int slot = -1;
+    c->conn = NULL;
+    c->slot = -1;
+    if (pinned) {
+        c->conn = pinned;
+        return 0;
+    }
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_ms / 1000;
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&pg->mu);
+    for (;;) {
+        /* A connected free slot first: a fresh one costs a connection. */
+        for (unsigned i = 0; i < pg->size && slot < 0; i++)
+            if (!pg->busy[i] && pg->conns[i])
+                slot = (int)i;
+        for (unsigned i = 0; i < pg->size && slot < 0; i++)
+            if (!pg->busy[i])
+                slot = (int)i;
+        if (slot >= 0 || pthread_cond_timedwait(&pg->cv, &pg->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    if (slot >= 0)
+        pg->busy[slot] = 1;
+    pthread_mutex_unlock(&pg->mu);
+    if (slot < 0) {
+        psdbd_log("index %s: all %u pool connections stayed busy for %u ms (index-pool)", pg->name,
+                  pg->size, wait_ms);
+        *rc = PSDBD_UNAVAILABLE;
+        return -1;
+    }
+    c->slot = slot;
+    /* Only this thread touches a busy slot's connection. */
+    if (pg->conns[slot] && (PQstatus(pg->conns[slot]) != CONNECTION_OK ||
+                            pg->conn_epoch[slot] != atomic_load(&pg->epoch))) {
+        PQfinish(pg->conns[slot]);
+        pg->conns[slot] = NULL;
+    }
+    if (!pg->conns[slot])
+        pg->conn_epoch[slot] = atomic_load(&pg->epoch);
+    if (!pg->conns[slot] && !(pg->conns[slot] = pg_connect(pg, err, sizeof(err)))) {
+        set_down(ix, 1, err);
+        psdbd__pg_put(ix, c);
+        *rc = PSDBD_UNAVAILABLE;
+        return -1;
+    }
+    c->conn = pg->conns[slot];
+    return 0;
+}
+
+void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c)
+{
+    struct psdbd__pg *pg = ix->pg;
+    if (c->slot < 0)
+        return;
+    PGconn *conn = pg->conns[c->slot];
+    if (conn && PQstatus(conn) != CONNECTION_OK) {
+        PQfinish(conn);
+        pg->conns[c->slot] = NULL;
+    } else if (conn && PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        PQclear(PQexec(conn, "ROLLBACK"));
+    }
+    pthread_mutex_lock(&pg->mu);
+    pg->busy[c->slot] = 0;
+    pthread_cond_signal(&pg->cv);
+    pthread_mutex_unlock(&pg->mu);
+    c->slot = -1;
+    c->conn = NULL;
+}
+
+int64_t psdbd__pg_int(const char *s)
+{
+    uint64_t v = 0;
+    int neg = s[0] == '-';
+    if (psdb__parse_u64(s + neg, &v) != 0 || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+        return 0;
+    /* -v without overflow for v = 2^63. */
+    return neg ? (int64_t)(0 - v) : (int64_t)v;
+}
+
+void psdbd__pgp_text(psdbd__pgp *p, const char *s)
+{
+    assert(p->n < PSDBD__PG_MAX_PARAMS); /* every query's parameters fit the table */
+    p->v[p->n] = s ? s : "";
+    p->len[p->n] = 0;
+    p->fmt[p->n] = 0;
+    p->n++;
+}
+
+void psdbd__pgp_i64(psdbd__pgp *p, int64_t v)
+{
+    assert(p->n < PSDBD__PG_MAX_PARAMS);
+    snprintf(p->num[p->n], sizeof(p->num[p->n]), "%" PRId64, v);
+    psdbd__pgp_text(p, p->num[p->n]);
+}
+
+void psdbd__pgp_null(psdbd__pgp *p)
+{
+    psdbd__pgp_text(p, NULL);
+    p->v[p->n - 1] = NULL;
+}
+
+void psdbd__pgp_bytes(psdbd__pgp *p, const void *b, size_t n)
+{
+    psdbd__pgp_text(p, b);
+    p->len[p->n - 1] = (int)n;
+    p->fmt[p->n - 1] = 1;
+}
+
+psdbd_rc psdbd__pg_rc_of(psdbd_index *ix, PGconn *conn, const PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    char line[256];
+    const char *msg =
+        one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(conn), line, sizeof(line));
+    if (!conn || PQstatus(conn) != CONNECTION_OK) {
+        atomic_fetch_add(&ix->pg->epoch, 1);
+        set_down(ix, 1, conn ? PQerrorMessage(conn) : "no connection");
+        return PSDBD_UNAVAILABLE;
+    }
+    if (state && strcmp(state, "23505") == 0)
+        return PSDBD_CONFLICT;
+    if (state && strcmp(state, "53100") == 0) {
+        psdbd_log("index %s: %s", ix->pg->name, msg);
+        return PSDBD_FULL;
+    }
+    /* 57014: statement timeout (or cancel); 57P0x: shutting down; 53300: too many connections;
+     * 08xxx: connection exceptions; 40001/40P01: serialization failure, deadlock (retry). */
+    if (state && (strcmp(state, "57014") == 0 || strncmp(state, "57P", 3) == 0 ||
+                  strcmp(state, "53300") == 0 || strncmp(state, "08", 2) == 0 ||
+                  strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)) {
+        psdbd_log("index %s: %s (SQLSTATE %s): answered 503", ix->pg->name, msg, state);
+        return PSDBD_UNAVAILABLE;
+    }
+    psdbd_log("index %s: %s%s%s", ix->pg->name, msg, state ? ", SQLSTATE " : "",
+              state ? state : "");
+    return PSDBD_ERROR;
+}
+
+PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
+                         psdbd_rc *rc)
+{
+    PGresult *res = p ? PQexecParams(c->conn, sql, p->n, NULL, p->v, p->len, p->fmt, 0)
+                      : PQexecParams(c->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+    ExecStatusType s = PQresultStatus(res);
+    if (res && (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)) {
+        if (atomic_load(&ix->pg->down))
+            set_down(ix, 0, NULL);
+        return res;
+    }
+    *rc = psdbd__pg_rc_of(ix, c->conn, res);
+    PQclear(res);
+    return NULL;
+}
+
+int psdbd__pg_lost(psdbd_index *ix)
+{
+    return atomic_load(&ix->pg->down);
+}
+
+/* Brings the schema up to date on c, under the migration lock held by the caller. */
+static int migrate(psdbd_index *ix, PGconn *c, int may_create, char *err, size_t err_size)
+{
+    struct psdbd__pg *pg = ix->pg;
+    PGresult *res = NULL;
+    char line[256], *set = NULL;
+    long long app_id = 0, version = 0;
+    int rc = -1;
+#define PG_RUN(sql, want) (PQclear(res), res = PQexec(c, (sql)), PQresultStatus(res) == (want))
+    if (!PG_RUN("BEGIN", PGRES_COMMAND_OK) ||
+        !PG_RUN("CREATE TABLE IF NOT EXISTS psdbd_schema (application_id BIGINT NOT NULL, "
+                "version INTEGER NOT NULL)",
+                PGRES_COMMAND_OK) ||
+        !PG_RUN("SELECT application_id, version FROM psdbd_schema", PGRES_TUPLES_OK)) {
+        snprintf(err, err_size, "index %s: read the schema version: %s", pg->name,
+                 one_line(PQerrorMessage(c), line, sizeof(line)));
+        goto cleanup;
+    }
+    if (PQntuples(res) > 1) {
+        snprintf(err, err_size, "index %s: psdbd_schema has %d rows, not one: not a psdbd index",
+                 pg->name, PQntuples(res));
+        goto cleanup;
+    }
+    if (PQntuples(res) == 1) {
+        app_id = psdbd__pg_int(PQgetvalue(res, 0, 0));
+        version = psdbd__pg_int(PQgetvalue(res, 0, 1));
+    }
+    if (PQntuples(res) == 1 && app_id != PSDBD_INDEX_APPLICATION_ID) {
+        snprintf(err, err_size, "index %s is not a psdbd index (application_id 0x%08llx)", pg->name,
+                 app_id);
+        goto cleanup;
+    }
+    if (version == 0 && !may_create) {
+        snprintf(err, err_size,
+                 "index %s holds no psdbd index and the blob store is not new: restore the "
+                 "database (pg_restore, deploy/SCALING.md), or point psdbd at the right one",
+                 pg->name);
+        goto cleanup;
+    }
+    if (version < 0 || (unsigned long long)version > psdbd_num_migrations) {
+        snprintf(err, err_size,
+                 "index %s has schema version %lld, newer than this psdbd knows (%zu): upgrade "
+                 "psdbd",
+                 pg->name, version, psdbd_num_migrations);
+        goto cleanup;
+    }
+    for (size_t i = (size_t)version; i < psdbd_num_migrations; i++) {
+        const psdb__sql_file *f = &psdbd_index_migrations.files[i];
+        /* The dialect's own file where there is one, else the shared one. */
+        for (size_t j = 0; j < psdbd_index_pg_migrations.count; j++)
+            if (strcmp(psdbd_index_pg_migrations.files[j].name, f->name) == 0)
+                f = &psdbd_index_pg_migrations.files[j];
+        if (!PG_RUN(f->sql, PGRES_COMMAND_OK)) {
+            snprintf(err, err_size, "index %s: migration %s: %s", pg->name, f->name,
+                     one_line(PQerrorMessage(c), line, sizeof(line)));
+            goto cleanup;
+        }
+    }
+    set = xasprintf(version == 0
+                        ? "INSERT INTO psdbd_schema (application_id, version) VALUES (%u, %zu)"
+                        : "UPDATE psdbd_schema SET application_id = %u, version = %zu",
+                    (unsigned)PSDBD_INDEX_APPLICATION_ID, psdbd_num_migrations);
+    if (!PG_RUN(set, PGRES_COMMAND_OK) || !PG_RUN("COMMIT", PGRES_COMMAND_OK)) {
+        snprintf(err, err_size, "index %s: record the schema version: %s", pg->name,
+                 one_line(PQerrorMessage(c), line, sizeof(line)));
+        goto cleanup;
+    }
+    if ((size_t)version < psdbd_num_migrations)
+        psdbd_log("index %s: migrated from schema version %lld to %zu", pg->name, version,
+                  psdbd_num_migrations);
+    rc = 0;
+cleanup:
+#undef PG_RUN
+    PQclear(res);
+    if (rc != 0 && PQtransactionStatus(c) != PQTRANS_IDLE)
+        PQclear(PQexec(c, "ROLLBACK"));
+    free(set);
+    return rc;
+}
+
+int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeout_ms,
+                        int may_create, psdbd_index **out, char *err, size_t err_size)
+{
+    psdbd_index *ix = xcalloc(1, sizeof(*ix));
+    struct psdbd__pg *pg = xcalloc(1, sizeof(*pg));
+    PGconn *c = NULL;
+    PGresult *res = NULL;
+    char line[256];
+    int rc = -1, locked = 0;
+    ix->ops = &psdbd__pg_ops;
+    ix->pg = pg;
+    pg->url = xstrdup(url);
+    pg->name = redact(url);
+    pg->timeout_ms = statement_timeout_ms;
+    pg->size = pool ? pool : PSDBD_INDEX_PG_POOL_DEFAULT;
+    pg->conns = xcalloc(pg->size, sizeof(*pg->conns));
+    pg->busy = xcalloc(pg->size, 1);
+    pg->conn_epoch = xcalloc(pg->size, sizeof(*pg->conn_epoch));
+    pthread_mutex_init(&pg->mu, NULL);
+    pthread_cond_init(&pg->cv, NULL);
+    pthread_key_create(&pg->pin, NULL);
+    if (!(c = pg_connect(pg, err, err_size)))
+        goto cleanup;
+    /* The migration lock is a session lock: it outlives the transaction that migrates, and a
+     * psdbd killed while holding it releases it with its connection. */
+    res = PQexec(c, "SELECT pg_advisory_lock(" PG_LOCK_CLASS ", " PG_LOCK_MIGRATE ")");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        snprintf(err, err_size, "index %s: take the migration lock: %s", pg->name,
+                 one_line(PQerrorMessage(c), line, sizeof(line)));
+        goto cleanup;
+    }
+    locked = 1;
+    if (migrate(ix, c, may_create, err, err_size) != 0)
+        goto cleanup;
+    ix->version = (int)psdbd_num_migrations;
+    /* The connection joins the pool: the first request need not connect. */
+    pg->conns[0] = c;
+    rc = 0;
+cleanup:
+    PQclear(res);
+    if (locked)
+        PQclear(PQexec(c, "SELECT pg_advisory_unlock(" PG_LOCK_CLASS ", " PG_LOCK_MIGRATE ")"));
+    if (rc != 0) {
+        PQfinish(c);
+        psdbd__pg_close(ix);
+        ix = NULL;
+    }
+    *out = ix;
+    return rc;
+}
+
+/* Waits up to ms for input on c's socket; 0 on input or timeout, -1 when the socket failed. */
+static int wait_input(PGconn *c, int ms)
+{
+    struct pollfd p = {PQsocket(c), POLLIN, 0};
+    if (p.fd < 0)
+        return -1;
+    int n = poll(&p, 1, ms);
+    return n < 0 && errno != EINTR ? -1 : 0;
+}
+
+static void *watch_main(void *arg)
+{
+    psdbd_index *ix = arg;
+    struct psdbd__pg *pg = ix->pg;
+    PGconn *c = NULL;
+    PGresult *res = NULL;
+    PGnotify *n;
+    char err[512];
+    int listening = 0, warned = 0;
+    while (!atomic_load(&pg->stop)) {
+        if (!listening) {
+            /* Missed notifications, or none can be received: nothing cached may be trusted. */
+            pg->changed();
+            PQfinish(c);
+            c = pg_connect(pg, err, sizeof(err));
+            res = c ? PQexec(c, "LISTEN " PSDBD__PG_CHANNEL) : NULL;
+            listening = res && PQresultStatus(res) == PGRES_COMMAND_OK;
+            PQclear(res);
+            res = NULL;
+            if (!listening) {
+                if (!warned++)
+                    psdbd_log("index %s: cannot listen for other replicas' changes (%s): the "
+                              "resolve cache is off until it can",
+                              pg->name, c ? PQerrorMessage(c) : err);
+                for (int i = 0; i < 10 && !atomic_load(&pg->stop); i++)
+                    usleep(100000);
+                continue;
+            }
+            if (warned)
+                psdbd_log("index %s: listening for other replicas' changes again", pg->name);
+            warned = 0;
+            pg->changed();
+        }
+        if (wait_input(c, 200) != 0 || !PQconsumeInput(c)) {
+            listening = 0;
+            continue;
+        }
+        while ((n = PQnotifies(c)) != NULL) {
+            pg->changed();
+            PQfreemem(n);
+        }
+    }
+    PQfinish(c);
+    return NULL;
+}
+
+int psdbd__pg_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size)
+{
+    struct psdbd__pg *pg = ix->pg;
+    int e;
+    if (pg->watching) {
+        snprintf(err, err_size, "index %s: already watched", pg->name);
+        return -1;
+    }
+    pg->changed = changed;
+    if ((e = pthread_create(&pg->watcher, NULL, watch_main, ix)) != 0) {
+        snprintf(err, err_size, "index %s: start the change listener: %s", pg->name, strerror(e));
+        return -1;
+    }
+    pg->watching = 1;
+    return 0;
+}
+
+void psdbd__pg_close(psdbd_index *ix)
+{
+    struct psdbd__pg *pg = ix->pg;
+    if (pg->watching) {
+        atomic_store(&pg->stop, 1);
+        pthread_join(pg->watcher, NULL);
+    }
+    for (unsigned i = 0; i < pg->size; i++)
+        PQfinish(pg->conns[i]);
+    PQfinish(pthread_getspecific(pg->pin));
+    PQfinish(pg->gc_conn);
+    pthread_key_delete(pg->pin);
+    pthread_cond_destroy(&pg->cv);
+    pthread_mutex_destroy(&pg->mu);
+    free(pg->conns);
+    free(pg->busy);
+    free(pg->conn_epoch);
+    free(pg->url);
+    free(pg->name);
+    free(pg);
+    free(ix);
+}
+
+int psdbd__pg_ping(psdbd_index *ix)
+{
+    static const char sql[] = "SELECT application_id, version, (SELECT count(*) FROM apps) "
+                              "FROM psdbd_schema";
+    psdbd__pgc c;
+    psdbd_rc rc;
+    PGresult *res = NULL;
+    int result = -1;
+    if (psdbd__pg_get(ix, &c, &rc) != 0)
+        return -1;
+    if (!(res = psdbd__pg_exec(ix, &c, sql, NULL, &rc)))
+        goto cleanup;
+    if (PQntuples(res) == 1 && psdbd__pg_int(PQgetvalue(res, 0, 0)) == PSDBD_INDEX_APPLICATION_ID &&
+        psdbd__pg_int(PQgetvalue(res, 0, 1)) == ix->version)
+        result = 0;
+    else
+        psdbd_log("index %s: psdbd_schema does not say this psdbd's index (schema version %d)",
+                  ix->pg->name, ix->version);
+cleanup:
+    PQclear(res);
+    psdbd__pg_put(ix, &c);
+    return result;
+}
+
+psdbd_rc psdbd__pg_snapshot(psdbd_index *ix, int begin)
+{
+    struct psdbd__pg *pg = ix->pg;
+    PGconn *pinned = pthread_getspecific(pg->pin);
+    psdbd__pgc c = {NULL, -1};
+    psdbd_rc rc = PSDBD_OK;
+    char err[512];
+    PGresult *res = NULL;
+    if (!begin) {
+        if (pinned) {
+            c.conn = pinned;
+            res = psdbd__pg_exec(ix, &c, "COMMIT", NULL, &rc);
+            PQfinish(pinned);
+            pthread_setspecific(pg->pin, NULL);
+        }
+        PQclear(res);
+        return rc;
+    }
+    /* A connection of its own, outside the pool: a long check never holds a slot. */
+    if (pinned || !(c.conn = pg_connect(pg, err, sizeof(err)))) {
+        if (!pinned)
+            set_down(ix, 1, err);
+        return pinned ? PSDBD_ERROR : PSDBD_UNAVAILABLE;
+    }
+    if (!(res = psdbd__pg_exec(ix, &c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL,
+                               &rc))) {
+        PQfinish(c.conn);
+        return rc;
+    }
+    PQclear(res);
+    pthread_setspecific(pg->pin, c.conn);
+    return PSDBD_OK;
+}
+
+psdbd_rc psdbd__pg_gc_lock(psdbd_index *ix, int lock)
+{
+    struct psdbd__pg *pg = ix->pg;
+    psdbd__pgc c = {NULL, -1};
+    psdbd_rc rc = PSDBD_OK;
+    char err[512];
+    PGresult *res = NULL;
+    if (!lock) {
+        if (pg->gc_conn) {
+            c.conn = pg->gc_conn;
+            res = psdbd__pg_exec(
+                ix, &c, "SELECT pg_advisory_unlock(" PG_LOCK_CLASS ", " PG_LOCK_GC ")", NULL, &rc);
+            PQfinish(pg->gc_conn);
+            pg->gc_conn = NULL;
+        }
+        PQclear(res);
+        return rc;
+    }
+    if (pg->gc_conn)
+        return PSDBD_OK;
+    if (!(c.conn = pg_connect(pg, err, sizeof(err)))) {
+        set_down(ix, 1, err);
+        return PSDBD_UNAVAILABLE;
+    }
+    /* Waits for another replica's gc: no statement timeout on this one. */
+    PQclear(PQexec(c.conn, "SET statement_timeout = 0"));
+    if (!(res = psdbd__pg_exec(ix, &c, "SELECT pg_advisory_lock(" PG_LOCK_CLASS ", " PG_LOCK_GC ")",
+                               NULL, &rc))) {
+        PQfinish(c.conn);
+        return rc;
+    }
+    PQclear(res);
+    pg->gc_conn = c.conn;
+    return PSDBD_OK;
+}
+
+psdbd_rc psdbd__pg_integrity(psdbd_index *ix, int deep, void (*fn)(const char *msg, void *ctx),
+                             void *ctx)
+{
+    /* PostgreSQL checks its own pages (data checksums, amcheck are the operator's); what psdbd
+     * can see is that the schema is its own and every table answers. */
+    static const char *const tables[] = {"apps", "blobs", "psdbs", "tokens", "keys"};
+    psdbd__pgc c;
+    psdbd_rc rc = PSDBD_OK, qrc;
+    PGresult *res = NULL;
+    char *sql = NULL, msg[256];
+    if (psdbd__pg_ping(ix) != 0) {
+        fn("psdbd_schema does not name this psdbd's schema version", ctx);
+        rc = PSDBD_ERROR;
+    }
+    if (psdbd__pg_get(ix, &c, &qrc) != 0)
+        return qrc;
+    for (size_t i = 0; deep && i < sizeof(tables) / sizeof(tables[0]); i++) {
+        sql = xasprintf("SELECT count(*) FROM %s", tables[i]);
+        if (!(res = psdbd__pg_exec(ix, &c, sql, NULL, &qrc))) {
+            snprintf(msg, sizeof(msg), "table %s cannot be read", tables[i]);
+            fn(msg, ctx);
+            rc = qrc;
+        }
+        PQclear(res);
+        res = NULL;
+        free(sql);
+        sql = NULL;
+    }
+    psdbd__pg_put(ix, &c);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* index_pg_int.h - what the two files of the PostgreSQL engine share: the connection pool, query
+ * parameters and the reading of failures. index_pg.c owns them; index_pg_queries.c uses them. */
+#ifndef PSDBD_INDEX_PG_INT_H
+#define PSDBD_INDEX_PG_INT_H
+
+#include <libpq-fe.h>
+
+#include "index_int.h"
+
+/* A pooled connection, borrowed for one operation (psdbd__pg_get / psdbd__pg_put). */
+typedef struct psdbd__pgc {
+    PGconn *conn;
+    int slot; /* in the pool; -1 for a thread's pinned connection (never returned by put) */
+} psdbd__pgc;
+
+/* Borrows a connection (connecting as needed): the thread's pinned one during a snapshot, else a
+ * free pool slot, waiting for one up to the statement timeout. 0, or -1 with the failure's status
+ * in *rc (logged). */
+int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc);
+/* Gives c back: a connection that broke is closed (the next user reconnects), one left inside a
+ * transaction is rolled back. */
+void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c);
+
+/* A BIGINT or INTEGER column's text (PostgreSQL writes "-123", "0", "42") as a number, through
+ * the one number parser; 0 for anything else (NULL is ""). */
+int64_t psdbd__pg_int(const char *s);
+
+/* Query parameters: text, 64-bit numbers (as text) and bytes (binary). */
+#define PSDBD__PG_MAX_PARAMS 20
+typedef struct psdbd__pgp {
+    const char *v[PSDBD__PG_MAX_PARAMS];
+    int len[PSDBD__PG_MAX_PARAMS];
+    int fmt[PSDBD__PG_MAX_PARAMS];
+    char num[PSDBD__PG_MAX_PARAMS][24];
+    int n;
+} psdbd__pgp;
+void psdbd__pgp_text(psdbd__pgp *p, const char *s);
+void psdbd__pgp_i64(psdbd__pgp *p, int64_t v);
+void psdbd__pgp_null(psdbd__pgp *p);
+void psdbd__pgp_bytes(psdbd__pgp *p, const void *b, size_t n);
+
+/* Runs sql with p (NULL: none) on c; returns the result (the caller's to PQclear) when its status
+ * is PGRES_TUPLES_OK or PGRES_COMMAND_OK; otherwise NULL with *rc the failure's status
+ * (psdbd__pg_rc_of). */
+PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
+                         psdbd_rc *rc);
+
+/* A failed result (NULL: the connection failed) as the index's status, logged: a unique key
+ * taken is a conflict, a full disk is full, a lost connection, a statement timeout, a shutdown
+ * and too many connections are unavailable (503, retried later), anything else an error. */
+psdbd_rc psdbd__pg_rc_of(psdbd_index *ix, PGconn *conn, const PGresult *res);
+
+int psdbd__pg_ping(psdbd_index *ix);
+int psdbd__pg_lost(psdbd_index *ix);
+void psdbd__pg_close(psdbd_index *ix);
+psdbd_rc psdbd__pg_snapshot(psdbd_index *ix, int begin);
+psdbd_rc psdbd__pg_gc_lock(psdbd_index *ix, int lock);
+int psdbd__pg_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size);
+
+/* The channel that publishes and retires NOTIFY on commit (psdbd_index_watch). */
+#define PSDBD__PG_CHANNEL "psdbd_changed"
+psdbd_rc psdbd__pg_integrity(psdbd_index *ix, int deep, void (*fn)(const char *msg, void *ctx),
+                             void *ctx);
+
+#endif
