@@ -143,6 +143,42 @@ static psdb_hr r_client_publish(void)
     OUT(psdb_publish_result);
     return DROP(psdb_publish_result_free, psdb_client_publish(NULL, NULL, &out_));
 }
+static psdb_hr r_client_create(void)
+{
+    psdb_client_desc d = {.server_url = "ftp://example.invalid"};
+    OUT(psdb_client);
+    return DROP(psdb_client_release, psdb_client_create(&d, &out_));
+}
+/* A client for the rows that need one; its server is never reached. */
+static psdb_client *client_for_rows(void)
+{
+    psdb_client_desc d = {.server_url = "http://127.0.0.1:9"};
+    psdb_client *c = NULL;
+    ck_assert_int_eq(psdb_client_create(&d, &c), PSDB_S_OK);
+    return c;
+}
+static psdb_hr r_client_resolve(void)
+{
+    psdb_manifest *m = NULL;
+    psdb_hr hr = psdb_client_resolve(NULL, NULL, NULL, &m);
+    psdb_manifest_free(m);
+    return hr;
+}
+static psdb_hr r_client_download(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_hr hr = psdb_client_download(c, NULL, g_missing);
+    psdb_client_release(c);
+    return hr;
+}
+static psdb_hr r_client_install(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_install_desc d = {.exe_path = ""};
+    psdb_hr hr = psdb_client_install(c, &d, NULL);
+    psdb_client_release(c);
+    return hr;
+}
 static psdb_hr r_client_verify_manifest(void)
 {
     return psdb_client_verify_manifest(NULL, NULL);
@@ -622,6 +658,10 @@ typedef struct row {
 static const row rows[] = {
     {"psdb_manifest_parse", r_manifest_parse, "psdb_manifest_parse"},
     {"psdb_client_publish", r_client_publish, "NULL client"},
+    {"psdb_client_create", r_client_create, "http:// or https://"},
+    {"psdb_client_resolve", r_client_resolve, "NULL client"},
+    {"psdb_client_download", r_client_download, "NULL manifest"},
+    {"psdb_client_install", r_client_install, "no exe_path"},
     {"psdb_client_verify_manifest", r_client_verify_manifest, "psdb_client_verify_manifest"},
     {"psdb_client_check_manifest", r_client_check_manifest, "psdb_client_check_manifest"},
     {"psdb_derivation_records_validate", r_derivation_records_validate,

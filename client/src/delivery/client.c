@@ -107,21 +107,28 @@ psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **out)
     psdb_client *c = NULL;
 
     if (!out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_create: NULL out");
     *out = NULL;
-    if (!desc || !desc->server_url ||
-        (strncmp(desc->server_url, "http://", 7) != 0 &&
-         strncmp(desc->server_url, "https://", 8) != 0) ||
-        (desc->num_trusted_keys && !desc->trusted_keys))
-        return PSDB_E_INVALIDARG;
+    if (!desc || !desc->server_url)
+        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_create: no server_url");
+    if (strncmp(desc->server_url, "http://", 7) != 0 &&
+        strncmp(desc->server_url, "https://", 8) != 0)
+        return psdb__error_set(PSDB_E_INVALIDARG,
+                               "psdb_client_create: server_url must begin with http:// or "
+                               "https://");
+    if (desc->num_trusted_keys && !desc->trusted_keys)
+        return psdb__error_set(PSDB_E_INVALIDARG,
+                               "psdb_client_create: num_trusted_keys is %u but trusted_keys is "
+                               "NULL",
+                               desc->num_trusted_keys);
     /* Reference counted, and thread-safe in the libcurl Debian 12 ships (7.88, CURL_VERSION_
      * THREADSAFE); balanced by psdb_client_release. */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return PSDB_E_FAIL;
+        return psdb__error_set(PSDB_E_FAIL, "psdb_client_create: libcurl did not initialise");
     c = calloc(1, sizeof(*c));
     if (!c) {
         curl_global_cleanup();
-        return PSDB_E_OUTOFMEMORY;
+        return psdb__error_set(PSDB_E_OUTOFMEMORY, "psdb_client_create: out of memory");
     }
     c->server_url = psdb__strdup(desc->server_url);
     c->token = psdb__strdup(desc->token);

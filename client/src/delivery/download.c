@@ -366,7 +366,11 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
     s.fd = -1;
 
     if (!c || !m || !dest_path || !m->url)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_download: NULL %s",
+                               !c           ? "client"
+                               : !m         ? "manifest"
+                               : !dest_path ? "dest_path"
+                                            : "manifest url");
     c->error[0] = '\0';
     /* The signature is checked first: nothing is fetched for a manifest no trusted key signed. */
     hr = psdb_client_verify_manifest(c, m);

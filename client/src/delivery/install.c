@@ -25,11 +25,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "delivery/client_int.h"
 #include "delivery/delta.h"
 #include "registry/install.h"
 #include "registry/registry.h"
 #include "registry/store.h"
+#include "common/error.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
@@ -222,13 +224,24 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     const char *exe_filename = NULL;
     uint32_t n = 0, i;
 
-    if (!c || !d || !d->exe_path || !*d->exe_path || !d->app || !d->app->name || !d->app->version ||
-        !d->targets || d->num_targets == 0)
+    if (!c || !d)
+        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_install: NULL %s",
+                               !c ? "client" : "desc");
+    if (!d->exe_path || !*d->exe_path || !d->app || !d->app->name || !d->app->version ||
+        !d->targets || d->num_targets == 0) {
+        psdb__client_error(c, "install: %s",
+                           !d->exe_path || !*d->exe_path ? "no exe_path"
+                           : !d->app || !d->app->name    ? "no application name"
+                           : !d->app->version            ? "no application version"
+                                                         : "no targets");
         return PSDB_E_INVALIDARG;
+    }
     n = d->num_targets;
     for (i = 0; i < n; i++) {
-        if (!d->targets[i].family[0])
+        if (!d->targets[i].family[0]) {
+            psdb__client_error(c, "install: target %u has no family", i);
             return PSDB_E_INVALIDARG;
+        }
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(d->targets[i].family, d->targets[j].family) == 0) {
                 psdb__client_error(c, "install: family %s is named by two targets",

@@ -153,12 +153,17 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
     resolve_watch watch = {0};
 
     if (!c || !app || !app->name || !target || !out)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_resolve: NULL %s",
+                               !c           ? "client"
+                               : !app       ? "app"
+                               : !app->name ? "app name"
+                               : !target    ? "target"
+                                            : "out");
     *out = NULL;
     c->error[0] = '\0';
     h = curl_easy_init();
     if (!h)
-        return PSDB_E_OUTOFMEMORY;
+        return psdb__error_set(PSDB_E_OUTOFMEMORY, "psdb_client_resolve: out of memory");
     e_app = url_escape(h, app->name);
     e_family = url_escape(h, target->family);
     curl_easy_cleanup(h);
