@@ -5,10 +5,13 @@
  * DESIGN
  * Several replicas flush into one database. INSERT ... ON CONFLICT DO UPDATE adds to a row another
  * replica wrote, atomically, so no count is lost between them; the retention delete runs in the
- * same transaction, as on SQLite. sum() of BIGINT is NUMERIC in PostgreSQL: its text is a plain
- * integer, which psdbd__pg_int reads like any BIGINT. */
+ * same transaction, as on SQLite. The rows are upserted in the order of their keys, the same on
+ * every replica, so two flushes of the same keys wait for each other rather than deadlock. sum() of
+ * BIGINT is NUMERIC in PostgreSQL: its text is a plain integer, which psdbd__pg_int reads like any
+ * BIGINT. */
 #include "index_pg_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -24,6 +27,34 @@ static int run(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp
     }
     PQclear(res);
     return 0;
+}
+
+static int str_cmp(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "");
+}
+
+static int num_cmp(uint64_t a, uint64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+/* The rows in one total order of their keys. Two replicas flushing the same keys at once then
+ * lock them in the same order, so one waits for the other instead of both deadlocking. */
+static int row_cmp(const void *pa, const void *pb)
+{
+    const psdbd_stat_row *a = *(const psdbd_stat_row *const *)pa;
+    const psdbd_stat_row *b = *(const psdbd_stat_row *const *)pb;
+    int c;
+    if ((c = num_cmp((uint64_t)a->kind, (uint64_t)b->kind)) != 0 ||
+        (c = num_cmp((uint64_t)a->day, (uint64_t)b->day)) != 0 ||
+        (c = str_cmp(a->app, b->app)) != 0 || (c = str_cmp(a->family, b->family)) != 0 ||
+        (c = str_cmp(a->sha256, b->sha256)) != 0 ||
+        (c = num_cmp(a->app_version, b->app_version)) != 0 ||
+        (c = num_cmp(a->abi_min, b->abi_min)) != 0 || (c = num_cmp(a->abi_max, b->abi_max)) != 0 ||
+        (c = num_cmp((uint64_t) !!a->has_profile, (uint64_t) !!b->has_profile)) != 0)
+        return c;
+    return num_cmp(a->profile, b->profile);
 }
 
 psdbd_rc psdbd__pg_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t n,
@@ -49,12 +80,21 @@ psdbd_rc psdbd__pg_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t
     psdbd__pgc c = {NULL, -1};
     psdbd__pgp p;
     psdbd_rc rc = PSDBD_ERROR;
+    const psdbd_stat_row **order = NULL;
+    int got = 0;
+    if (n > 0) {
+        order = xcalloc(n, sizeof(*order));
+        for (size_t i = 0; i < n; i++)
+            order[i] = &rows[i];
+        qsort(order, n, sizeof(*order), row_cmp);
+    }
     if (psdbd__pg_get(ix, &c, &rc) != 0)
-        return rc;
+        goto cleanup;
+    got = 1;
     if (run(ix, &c, "BEGIN", NULL, &rc) != 0)
         goto cleanup;
     for (size_t i = 0; i < n; i++) {
-        const psdbd_stat_row *r = &rows[i];
+        const psdbd_stat_row *r = order[i];
         const char *sql = NULL;
         memset(&p, 0, sizeof(p));
         psdbd__pgp_i64(&p, r->day);
@@ -99,7 +139,9 @@ psdbd_rc psdbd__pg_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t
         goto cleanup;
     rc = PSDBD_OK;
 cleanup:
-    psdbd__pg_put(ix, &c); /* rolls back a transaction left open: nothing of the flush stays */
+    if (got)
+        psdbd__pg_put(ix, &c); /* rolls back a transaction left open: nothing of the flush stays */
+    free(order);
     return rc;
 }
 

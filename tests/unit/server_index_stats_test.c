@@ -16,6 +16,7 @@
 #include "index_stats.h"
 #include "stats.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 static char *dir, *path, *pg_db, *pg_url;
@@ -336,6 +337,60 @@ START_TEST(test_server_index_stats__lookups_by_names_not_utf8_find_nothing)
 }
 END_TEST
 
+/* Two replicas flushing the same keys at once, the keys in opposite orders: every flush commits
+ * (no deadlock between the two transactions) and every count is added once. */
+#define FLUSH_KEYS 40
+#define FLUSHES 15
+
+struct flusher {
+    psdbd_index *ix;
+    int reverse;
+    int failures;
+    char names[FLUSH_KEYS][8];
+};
+
+static void *flush_loop(void *arg)
+{
+    struct flusher *f = arg;
+    psdbd_stat_row rows[FLUSH_KEYS];
+    for (int i = 0; i < FLUSH_KEYS; i++) {
+        int k = f->reverse ? FLUSH_KEYS - 1 - i : i;
+        snprintf(f->names[k], sizeof(f->names[k]), "app%02d", k);
+        rows[i] = (psdbd_stat_row){
+            PSDBD_STAT_RESOLVE, today, f->names[k], "gfx1", 1, 0, 0, 0, 0, NULL, {1, 0, 0}};
+    }
+    for (int j = 0; j < FLUSHES; j++)
+        if (psdbd_index_stats_add(f->ix, rows, FLUSH_KEYS, today - 30) != PSDBD_OK)
+            f->failures++;
+    return NULL;
+}
+
+START_TEST(test_server_index_stats__replicas_flushing_together_add_every_count)
+{
+    char err[512];
+    psdbd_index *other = NULL;
+    struct flusher a = {pg, 0, 0, {{0}}}, b = {NULL, 1, 0, {{0}}};
+    pthread_t ta, tb;
+    json_t *t = NULL, *r;
+    size_t i;
+    today = psdbd_stats_today();
+    ck_assert_msg(psdbd_index_connect(pg_url, 2, 10000, 0, &other, err, sizeof(err)) == 0, "%s",
+                  err);
+    b.ix = other;
+    ck_assert_int_eq(pthread_create(&ta, NULL, flush_loop, &a), 0);
+    ck_assert_int_eq(pthread_create(&tb, NULL, flush_loop, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(a.failures + b.failures, 0);
+    ck_assert_int_eq(psdbd_index_stats_traffic(pg, today, today, NULL, NULL, &t), PSDBD_OK);
+    ck_assert_int_eq(json_array_size(json_object_get(t, "resolves")), FLUSH_KEYS);
+    json_array_foreach(json_object_get(t, "resolves"), i, r)
+        ck_assert_int_eq(json_integer_value(json_object_get(r, "hits")), 2 * FLUSHES);
+    json_decref(t);
+    psdbd_index_close(other);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server_index_stats");
@@ -349,6 +404,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_server_index_stats__engines_answer_the_same_json);
     tcase_add_test(tc, test_server_index_stats__lookups_by_names_not_utf8_find_nothing);
+    tcase_add_test(tc, test_server_index_stats__replicas_flushing_together_add_every_count);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
