@@ -7,7 +7,10 @@
  * failures) and index_<engine>_queries.c (the queries and the ops table). SQLite
  * (index_sqlite*.c) is the default; PostgreSQL (index_pg*.c) serves replicas that share one
  * database. A new set of queries (a new index.h function) is one member of psdbd__index_ops, one
- * wrapper in index.c and one function in each index_<engine>_queries.c. */
+ * wrapper in index.c and one function in each index_<engine>_queries.c. The demand statistics
+ * (index_stats.h) are the exception that keeps their JSON equal: index_stats.c builds the reports
+ * from rows, and each engine's index_<engine>_stats.c only adds a flush and runs the reports'
+ * queries (stats_add, stats_select). */
 #ifndef PSDBD_INDEX_INT_H
 #define PSDBD_INDEX_INT_H
 
