@@ -7,7 +7,10 @@
  * failures) and index_<engine>_queries.c (the queries and the ops table). SQLite
  * (index_sqlite*.c) is the default; PostgreSQL (index_pg*.c) serves replicas that share one
  * database. A new set of queries (a new index.h function) is one member of psdbd__index_ops, one
- * wrapper in index.c and one function in each index_<engine>_queries.c. */
+ * wrapper in index.c and one function in each index_<engine>_queries.c. The demand statistics
+ * (index_stats.h) are the exception that keeps their JSON equal: index_stats.c builds the reports
+ * from rows, and each engine's index_<engine>_stats.c only adds a flush and runs the reports'
+ * queries (stats_add, stats_select). */
 #ifndef PSDBD_INDEX_INT_H
 #define PSDBD_INDEX_INT_H
 
@@ -16,6 +19,52 @@
 #include <sys/types.h>
 
 #include "index.h"
+#include "index_stats.h"
+
+struct psdbd__row;
+/* Called with each row of a query; returns 0 to go on, non-zero to stop early (not a failure). */
+typedef int (*psdbd__row_fn)(const struct psdbd__row *row, void *ctx);
+
+/* The queries of the demand statistics' reports. index_stats.c builds every report from their
+ * rows, once for all engines, so both answer the same JSON; each engine holds their SQL in its
+ * dialect. The parameters (`text` first when the query takes one, then `nums`) and the columns of
+ * each, in order: */
+typedef enum psdbd__stats_query {
+    /* app; family, abi_version, profile_version, SHOWN (7), of its active PSDBs by family, ABI */
+    PSDBD__SQ_COVERED,
+    /* app, from_day, limit; family, abi_min, abi_max, has_profile, profile, sum(requests),
+     * max(day) of its misses that still miss, most asked first, then family, abi_min, abi_max */
+    PSDBD__SQ_COVERAGE_MISSING,
+    /* app; one row when it has any resolve recorded */
+    PSDBD__SQ_APP_SEEN,
+    /* -; app, family, abi_version, profile_version, SHOWN (7), retired_at, retired_by of every
+     * PSDB by app, family, then active first, best first */
+    PSDBD__SQ_MATRIX,
+    /* from_day, to_day; app, family, abi_min, abi_max, has_profile, profile, day, sum(requests)
+     * of the day, the range's sum(requests), max(day) of the misses that still miss */
+    PSDBD__SQ_MISSING,
+    /* from_day, to_day; day, app, family, sum(complete), sum(partial), sum(bytes) of downloads,
+     * a blob counted for its first PSDB */
+    PSDBD__SQ_DOWNLOADS,
+    /* from_day, to_day; day, app, sum(hits), sum(misses) */
+    PSDBD__SQ_RESOLVES,
+    /* -; 'publish'|'retire', at, by, id, app, app_version, family, abi_version, serial, newest
+     * first */
+    PSDBD__SQ_EVENTS
+} psdbd__stats_query;
+
+/* SHOWN: the columns of the PSDB a coverage range or matrix cell shows. */
+#define PSDBD__SQ_SHOWN_COLS                                                                       \
+    "p.id, p.serial, p.size, p.created_at, p.key_id, p.published_by, p.app_version "
+
+/* The misses' filter: no active PSDB of that version, family, ABI range and profile answers the
+ * request now (the same test as psdbd_index_resolve). Both dialects; the profile's low 32 bits
+ * are zero, so adding 2^32 - 1 to it never overflows. */
+#define PSDBD__SQ_STILL_MISSING                                                                    \
+    "NOT EXISTS (SELECT 1 FROM psdbs p JOIN apps a ON a.id = p.app WHERE a.name = m.app "          \
+    "AND p.app_version = m.app_version AND p.family = m.family AND p.retired_at IS NULL "          \
+    "AND p.abi_version BETWEEN m.abi_min AND m.abi_max AND (m.has_profile = 0 OR "                 \
+    "p.profile_version BETWEEN m.profile AND m.profile + 4294967295)) "
 
 typedef struct psdbd__index_ops {
     const char *engine; /* "sqlite", "postgresql": for messages */
@@ -56,6 +105,11 @@ typedef struct psdbd__index_ops {
     psdbd_rc (*snapshot)(psdbd_index *ix, int begin);
     psdbd_rc (*gc_lock)(psdbd_index *ix, int lock);
     int (*watch)(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size);
+    /* demand statistics (index_stats.h) */
+    psdbd_rc (*stats_add)(psdbd_index *ix, const psdbd_stat_row *rows, size_t n,
+                          int64_t keep_from_day);
+    psdbd_rc (*stats_select)(psdbd_index *ix, psdbd__stats_query q, const char *text,
+                             const int64_t *nums, size_t n_nums, psdbd__row_fn fn, void *ctx);
 } psdbd__index_ops;
 
 struct psdbd__pg; /* index_pg.c */
@@ -96,6 +150,12 @@ sqlite3_stmt *psdbd__index_prep(psdbd_index *ix, const char *sql);
 psdbd_rc psdbd__index_rc_of(psdbd_index *ix, int rc);
 
 void psdbd__sqlite_close(psdbd_index *ix);
+/* index_sqlite_stats.c */
+psdbd_rc psdbd__sqlite_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t n,
+                                 int64_t keep_from_day);
+psdbd_rc psdbd__sqlite_stats_select(psdbd_index *ix, psdbd__stats_query q, const char *text,
+                                    const int64_t *nums, size_t n_nums, psdbd__row_fn fn,
+                                    void *ctx);
 int psdbd__sqlite_ping(psdbd_index *ix);
 int psdbd__sqlite_lost(psdbd_index *ix);
 
@@ -107,13 +167,18 @@ int psdbd__sqlite_lost(psdbd_index *ix);
 
 /* One result row of either engine, read column by column. Columns are those of PSDBD__PSDB_COLS
  * for psdbd__manifest_of. */
-typedef struct psdbd__row {
+struct psdbd__row {
     const char *(*text)(void *row, int i); /* "" for NULL */
     int64_t (*i64)(void *row, int i);      /* 0 for NULL */
     int (*is_null)(void *row, int i);
     size_t (*blob)(void *row, int i, uint8_t *buf, size_t size); /* bytes copied; 0 for NULL */
     void *row;
-} psdbd__row;
+};
+typedef struct psdbd__row psdbd__row;
+
+/* Non-zero when s is well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF): what a PostgreSQL database in UTF-8 accepts as text. */
+int psdbd__utf8_ok(const char *s);
 
 /* The columns a manifest is built from, both dialects. */
 #define PSDBD__PSDB_COLS                                                                           \

@@ -55,6 +55,11 @@ int psdbd__pg_lost(psdbd_index *ix);
 void psdbd__pg_close(psdbd_index *ix);
 psdbd_rc psdbd__pg_snapshot(psdbd_index *ix, int begin);
 psdbd_rc psdbd__pg_gc_lock(psdbd_index *ix, int lock);
+/* index_pg_stats.c */
+psdbd_rc psdbd__pg_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t n,
+                             int64_t keep_from_day);
+psdbd_rc psdbd__pg_stats_select(psdbd_index *ix, psdbd__stats_query q, const char *text,
+                                const int64_t *nums, size_t n_nums, psdbd__row_fn fn, void *ctx);
 int psdbd__pg_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t err_size);
 
 /* The channel that publishes and retires NOTIFY on commit (psdbd_index_watch). */

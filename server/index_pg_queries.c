@@ -69,11 +69,24 @@ static psdbd_rc query(psdbd_index *ix, const char *sql, const psdbd__pgp *p, PGr
     return rc;
 }
 
+/* A read by key: as query(), but PSDBD_NOT_FOUND without asking when a text parameter is not
+ * UTF-8. The database is UTF-8, so no stored row holds such a key, and PostgreSQL would refuse
+ * the statement itself (SQLSTATE 22021): SQLite answers that lookup with no row, and so must this
+ * engine (a resolve of such a name is a 404, not a 500). */
+static psdbd_rc lookup(psdbd_index *ix, const char *sql, const psdbd__pgp *p, PGresult **out)
+{
+    *out = NULL;
+    for (int i = 0; p && i < p->n; i++)
+        if (p->fmt[i] == 0 && p->v[i] && !psdbd__utf8_ok(p->v[i]))
+            return PSDBD_NOT_FOUND;
+    return query(ix, sql, p, out);
+}
+
 /* The first row's manifest: PSDBD_OK, PSDBD_NOT_FOUND, or the failure. */
 static psdbd_rc one_manifest(psdbd_index *ix, const char *sql, const psdbd__pgp *p, json_t **out)
 {
     PGresult *res = NULL;
-    psdbd_rc rc = query(ix, sql, p, &res);
+    psdbd_rc rc = lookup(ix, sql, p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     else if (rc == PSDBD_OK && out)
@@ -212,7 +225,7 @@ static psdbd_rc pg_blob_published(psdbd_index *ix, const char *sha256, int64_t *
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, sha256);
-    psdbd_rc rc = query(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, sql, &p, &res);
     if (rc == PSDBD_OK) {
         if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
             *out = psdbd__pg_int(PQgetvalue(res, 0, 0));
@@ -295,7 +308,7 @@ static psdbd_rc pg_blob_apps(psdbd_index *ix, const char *sha256,
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, sha256);
-    psdbd_rc rc = query(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, sql, &p, &res);
     if (rc != PSDBD_OK)
         return rc;
     rc = PSDBD_NOT_FOUND;
@@ -314,11 +327,11 @@ static psdbd_rc pg_list_app_psdbs(psdbd_index *ix, const char *name, json_t **ou
     PGresult *res = NULL;
     json_t *list;
     psdbd__pgp_text(&p, name);
-    psdbd_rc rc = query(ix, app_sql, &p, &res);
+    psdbd_rc rc = lookup(ix, app_sql, &p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     PQclear(res);
-    if (rc != PSDBD_OK || (rc = query(ix, sql, &p, &res)) != PSDBD_OK)
+    if (rc != PSDBD_OK || (rc = lookup(ix, sql, &p, &res)) != PSDBD_OK)
         return rc;
     list = json_array();
     for (int i = 0; i < PQntuples(res); i++)
@@ -339,7 +352,7 @@ static psdbd_rc pg_token_find(psdbd_index *ix, const char *selector, psdbd_token
     PGresult *res = NULL;
     memset(out, 0, sizeof(*out));
     psdbd__pgp_text(&p, selector);
-    psdbd_rc rc = query(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, sql, &p, &res);
     if (rc == PSDBD_OK) {
         struct pgrow r = {res, 0};
         rc = PSDBD_NOT_FOUND;
@@ -386,7 +399,7 @@ static psdbd_rc pg_key_find(psdbd_index *ix, const char *key_id, char **pem, cha
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, key_id);
-    psdbd_rc rc = query(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, sql, &p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     if (rc == PSDBD_OK) {
@@ -425,7 +438,7 @@ static psdbd_rc pg_credential_revoke(psdbd_index *ix, psdbd_credential what, con
     PGresult *res = NULL;
     psdbd__pgp_text(&p, name);
     psdbd__pgp_i64(&p, (int64_t)time(NULL));
-    psdbd_rc rc = query(ix, what == PSDBD_CREDENTIAL_TOKEN ? token_sql : key_sql, &p, &res);
+    psdbd_rc rc = lookup(ix, what == PSDBD_CREDENTIAL_TOKEN ? token_sql : key_sql, &p, &res);
     if (rc == PSDBD_OK && strcmp(PQcmdTuples(res), "0") == 0)
         rc = PSDBD_NOT_FOUND;
     PQclear(res);
@@ -470,7 +483,7 @@ static psdbd_rc any_row(psdbd_index *ix, const char *sql, const char *sha256)
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, sha256);
-    psdbd_rc rc = query(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, sql, &p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     PQclear(res);
@@ -556,4 +569,6 @@ const psdbd__index_ops psdbd__pg_ops = {
     .snapshot = psdbd__pg_snapshot,
     .gc_lock = psdbd__pg_gc_lock,
     .watch = psdbd__pg_watch,
+    .stats_add = psdbd__pg_stats_add,
+    .stats_select = psdbd__pg_stats_select,
 };

@@ -733,4 +733,6 @@ const psdbd__index_ops psdbd__sqlite_ops = {
     .snapshot = sq_snapshot,
     .gc_lock = sq_gc_lock,
     .watch = sq_watch,
+    .stats_add = psdbd__sqlite_stats_add,
+    .stats_select = psdbd__sqlite_stats_select,
 };

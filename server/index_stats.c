@@ -1,10 +1,11 @@
-/* index_stats.c - demand statistics in the SQLite index: a flush's counts added by upsert, and the
- * reports of the /v1/stats/ routes.
+/* index_stats.c - demand statistics in the index: the functions of index_stats.h, each passing to
+ * the open index's engine (index_int.h), and the reports of the /v1/stats/ routes built from the
+ * rows of the engine's queries.
  *
  * DESIGN
- * These statements run once per flush interval or per dashboard request, never per resolve, so
- * they are prepared and finalized each time instead of occupying the per-thread statement cache
- * that the hot routes rely on. */
+ * The reports are built here, once, from psdbd__row columns: each engine only runs a query in its
+ * dialect (index_sqlite_stats.c, index_pg_stats.c), so SQLite and PostgreSQL answer the same JSON
+ * in the same order with the same types. */
 #include "index_int.h"
 #include "index_stats.h"
 
@@ -13,7 +14,6 @@
 #include <time.h>
 
 #include "common.h"
-
 const char *psdbd_format_day(int64_t day, char *buf, size_t size)
 {
     struct tm tm;
@@ -23,15 +23,19 @@ const char *psdbd_format_day(int64_t day, char *buf, size_t size)
     return buf;
 }
 
-static const char *col_text(sqlite3_stmt *st, int i)
+static const char *col_text(const psdbd__row *st, int i)
 {
-    const unsigned char *s = sqlite3_column_text(st, i);
-    return s ? (const char *)s : "";
+    return st->text(st->row, i);
 }
 
-static json_int_t col_u64(sqlite3_stmt *st, int i)
+static int64_t col_i64(const psdbd__row *st, int i)
 {
-    return (json_int_t)psdbd_u64_from_db(sqlite3_column_int64(st, i));
+    return st->i64(st->row, i);
+}
+
+static json_int_t col_u64(const psdbd__row *st, int i)
+{
+    return (json_int_t)psdbd_u64_from_db(col_i64(st, i));
 }
 
 static json_t *day_json(int64_t day)
@@ -64,132 +68,18 @@ static json_t *row(json_t *v)
     return v;
 }
 
-/* A prepared statement on this thread's connection, or NULL (logged). */
-static sqlite3_stmt *prepare(psdbd_index *ix, const char *sql)
-{
-    sqlite3 *db = psdbd_index_db(ix);
-    sqlite3_stmt *st = NULL;
-    if (!db)
-        return NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        psdbd_log("index stats: prepare: %s", sqlite3_errmsg(db));
-        psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
-        return NULL;
-    }
-    return st;
-}
-
-static psdbd_rc step_failure(psdbd_index *ix)
-{
-    return psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
-}
-
 static int shown(psdbd_stat_visible_fn visible, void *ctx, const char *app)
 {
     return !visible || visible(app, ctx);
 }
 
-/* ---- adding a flush ----------------------------------------------------------------------------
+/* ---- adding a flush ---------------------------------------------------------------------------
  */
 
 psdbd_rc psdbd_index_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t n,
                                int64_t keep_from_day)
 {
-    static const char resolve_sql[] =
-        "INSERT INTO stats_resolves (day, app, app_version, family, hits, misses) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET "
-        "hits = hits + excluded.hits, misses = misses + excluded.misses";
-    static const char miss_sql[] =
-        "INSERT INTO stats_misses (day, app, app_version, family, abi_min, abi_max, has_profile, "
-        "profile, requests) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO UPDATE "
-        "SET requests = requests + excluded.requests";
-    static const char download_sql[] =
-        "INSERT INTO stats_downloads (day, sha256, complete, partial, bytes) "
-        "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE SET complete = complete + "
-        "excluded.complete, partial = partial + excluded.partial, bytes = bytes + excluded.bytes";
-    static const char *const expire_sql[] = {"DELETE FROM stats_resolves WHERE day < ?1",
-                                             "DELETE FROM stats_misses WHERE day < ?1",
-                                             "DELETE FROM stats_downloads WHERE day < ?1"};
-    sqlite3 *db = psdbd_index_db(ix);
-    sqlite3_stmt *st[3] = {NULL, NULL, NULL}, *del = NULL;
-    psdbd_rc rc = PSDBD_ERROR;
-    int in_tx = 0;
-    if (!db) {
-        rc = psdbd_index_failure(ix);
-        goto cleanup;
-    }
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    in_tx = 1;
-    if (!(st[0] = prepare(ix, resolve_sql)) || !(st[1] = prepare(ix, miss_sql)) ||
-        !(st[2] = prepare(ix, download_sql)))
-        goto cleanup;
-    for (size_t i = 0; i < n; i++) {
-        const psdbd_stat_row *r = &rows[i];
-        sqlite3_stmt *s = NULL;
-        switch (r->kind) {
-        case PSDBD_STAT_RESOLVE:
-            s = st[0];
-            sqlite3_bind_text(s, 2, r->app, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 3, psdbd_u64_to_db(r->app_version));
-            sqlite3_bind_text(s, 4, r->family, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 5, (int64_t)r->n[0]);
-            sqlite3_bind_int64(s, 6, (int64_t)r->n[1]);
-            break;
-        case PSDBD_STAT_MISS:
-            s = st[1];
-            sqlite3_bind_text(s, 2, r->app, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 3, psdbd_u64_to_db(r->app_version));
-            sqlite3_bind_text(s, 4, r->family, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 5, psdbd_u64_to_db(r->abi_min));
-            sqlite3_bind_int64(s, 6, psdbd_u64_to_db(r->abi_max));
-            sqlite3_bind_int(s, 7, r->has_profile ? 1 : 0);
-            sqlite3_bind_int64(s, 8, psdbd_u64_to_db(r->has_profile ? r->profile : 0));
-            sqlite3_bind_int64(s, 9, (int64_t)r->n[0]);
-            break;
-        case PSDBD_STAT_DOWNLOAD:
-            s = st[2];
-            sqlite3_bind_text(s, 2, r->sha256, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 3, (int64_t)r->n[0]);
-            sqlite3_bind_int64(s, 4, (int64_t)r->n[1]);
-            sqlite3_bind_int64(s, 5, (int64_t)r->n[2]);
-            break;
-        }
-        if (!s)
-            continue;
-        sqlite3_bind_int64(s, 1, r->day);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
-            goto cleanup;
-        }
-        sqlite3_reset(s);
-    }
-    for (size_t i = 0; i < sizeof(expire_sql) / sizeof(expire_sql[0]); i++) {
-        if (!(del = prepare(ix, expire_sql[i])))
-            goto cleanup;
-        sqlite3_bind_int64(del, 1, keep_from_day);
-        if (sqlite3_step(del) != SQLITE_DONE) {
-            rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
-            goto cleanup;
-        }
-        sqlite3_finalize(del);
-        del = NULL;
-    }
-    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
-        goto cleanup;
-    }
-    in_tx = 0;
-    rc = PSDBD_OK;
-cleanup:
-    for (int i = 0; i < 3; i++)
-        sqlite3_finalize(st[i]);
-    sqlite3_finalize(del);
-    if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+    return ix->ops->stats_add(ix, rows, n, keep_from_day);
 }
 
 /* ---- coverage of one application ---------------------------------------------------------------
@@ -202,12 +92,11 @@ typedef struct best {
     int64_t app_version, abi, profile, serial, id; /* biased, comparable */
 } best;
 
-static int better(const best *b, sqlite3_stmt *st, int c_ver, int c_abi, int c_prof, int c_ser,
+static int better(const best *b, const psdbd__row *st, int c_ver, int c_abi, int c_prof, int c_ser,
                   int c_id)
 {
-    int64_t v[5] = {sqlite3_column_int64(st, c_ver), sqlite3_column_int64(st, c_abi),
-                    sqlite3_column_int64(st, c_prof), sqlite3_column_int64(st, c_ser),
-                    sqlite3_column_int64(st, c_id)};
+    int64_t v[5] = {col_i64(st, c_ver), col_i64(st, c_abi), col_i64(st, c_prof), col_i64(st, c_ser),
+                    col_i64(st, c_id)};
     int64_t o[5] = {b->app_version, b->abi, b->profile, b->serial, b->id};
     if (!b->set)
         return 1;
@@ -217,25 +106,25 @@ static int better(const best *b, sqlite3_stmt *st, int c_ver, int c_abi, int c_p
     return 0;
 }
 
-static void take(best *b, sqlite3_stmt *st, int c_ver, int c_abi, int c_prof, int c_ser, int c_id)
+static void take(best *b, const psdbd__row *st, int c_ver, int c_abi, int c_prof, int c_ser,
+                 int c_id)
 {
     b->set = 1;
-    b->app_version = sqlite3_column_int64(st, c_ver);
-    b->abi = sqlite3_column_int64(st, c_abi);
-    b->profile = sqlite3_column_int64(st, c_prof);
-    b->serial = sqlite3_column_int64(st, c_ser);
-    b->id = sqlite3_column_int64(st, c_id);
+    b->app_version = col_i64(st, c_ver);
+    b->abi = col_i64(st, c_abi);
+    b->profile = col_i64(st, c_prof);
+    b->serial = col_i64(st, c_ser);
+    b->id = col_i64(st, c_id);
 }
 
-/* The fields of the shown PSDB of a range or cell, from a row selected with SHOWN_COLS at `c`. */
-#define SHOWN_COLS "p.id, p.serial, p.size, p.created_at, p.key_id, p.published_by, p.app_version "
-static void set_shown(json_t *o, sqlite3_stmt *st, int c, int64_t now)
+/* The fields of the shown PSDB of a range or cell, from a row with PSDBD__SQ_SHOWN_COLS at `c`. */
+static void set_shown(json_t *o, const psdbd__row *st, int c, int64_t now)
 {
     char ver[32];
-    int64_t created = sqlite3_column_int64(st, c + 3);
-    json_object_set_new(o, "active_id", json_integer(sqlite3_column_int64(st, c)));
+    int64_t created = col_i64(st, c + 3);
+    json_object_set_new(o, "active_id", json_integer(col_i64(st, c)));
     json_object_set_new(o, "active_serial", json_integer(col_u64(st, c + 1)));
-    json_object_set_new(o, "size", json_integer(sqlite3_column_int64(st, c + 2)));
+    json_object_set_new(o, "size", json_integer(col_i64(st, c + 2)));
     json_object_set_new(o, "published_at", must(time_json(created)));
     if (now)
         json_object_set_new(o, "age_s", json_integer(now > created ? now - created : 0));
@@ -246,280 +135,261 @@ static void set_shown(json_t *o, sqlite3_stmt *st, int c, int64_t now)
         must(json_string(psdb__format_version(col_u64(st, c + 6), ver, sizeof(ver)))));
 }
 
-static json_t *profile_json(sqlite3_stmt *st, int c_has, int c_prof)
+static json_t *profile_json(const psdbd__row *st, int c_has, int c_prof)
 {
     char ver[32];
-    if (!sqlite3_column_int(st, c_has))
+    if (!col_i64(st, c_has))
         return json_null();
     return json_string(psdb__format_version(col_u64(st, c_prof), ver, sizeof(ver)));
 }
 
-/* The misses' filter: no active PSDB of that version, family, ABI range and profile answers the
- * request now (the same test as psdbd_index_resolve). */
-#define STILL_MISSING                                                                              \
-    "NOT EXISTS (SELECT 1 FROM psdbs p JOIN apps a ON a.id = p.app WHERE a.name = m.app "          \
-    "AND p.app_version = m.app_version AND p.family = m.family AND p.retired_at IS NULL "          \
-    "AND p.abi_version BETWEEN m.abi_min AND m.abi_max AND (m.has_profile = 0 OR "                 \
-    "p.profile_version BETWEEN m.profile AND m.profile + 4294967295)) "
+/* What the coverage report's row callbacks share. */
+struct coverage {
+    json_t *covered, *missing, *range;
+    best b;
+    int known;
+    char family[PSDBD_STATS_NAME_MAX + 1];
+    int64_t last_abi, count;
+};
+
+/* Rows come by family and ABI: a range is a run of consecutive ABI versions of one family, every
+ * version of it answered by some PSDB. */
+static int covered_row(const psdbd__row *st, void *ctx)
+{
+    struct coverage *cv = ctx;
+    const char *f = col_text(st, 0);
+    int64_t abi = col_i64(st, 1);
+    cv->known = 1;
+    if (!cv->range || strcmp(f, cv->family) != 0 ||
+        (abi != cv->last_abi && abi != cv->last_abi + 1)) {
+        if (cv->range)
+            json_object_set_new(cv->range, "psdbs", json_integer(cv->count));
+        cv->range = row(json_pack("{s:s, s:I, s:I}", "family", f, "abi_min", col_u64(st, 1),
+                                  "abi_max", col_u64(st, 1)));
+        json_array_append_new(cv->covered, cv->range);
+        snprintf(cv->family, sizeof(cv->family), "%s", f);
+        memset(&cv->b, 0, sizeof(cv->b));
+        cv->count = 0;
+    }
+    json_object_set_new(cv->range, "abi_max", json_integer(col_u64(st, 1)));
+    cv->last_abi = abi;
+    cv->count++;
+    /* columns: 3 id, 4 serial, 9 app_version; profile 2 */
+    if (better(&cv->b, st, 9, 1, 2, 4, 3)) {
+        take(&cv->b, st, 9, 1, 2, 4, 3);
+        set_shown(cv->range, st, 3, 0);
+        json_object_del(cv->range, "published_by");
+        json_object_del(cv->range, "app_version");
+    }
+    return 0;
+}
+
+static int coverage_missing_row(const psdbd__row *st, void *ctx)
+{
+    struct coverage *cv = ctx;
+    cv->known = 1;
+    json_array_append_new(
+        cv->missing,
+        row(json_pack("{s:s, s:I, s:I, s:o, s:I, s:o}", "family", col_text(st, 0), "abi_min",
+                      col_u64(st, 1), "abi_max", col_u64(st, 2), "profile_version",
+                      must(profile_json(st, 3, 4)), "requests", (json_int_t)col_i64(st, 5),
+                      "last_seen", must(day_json(col_i64(st, 6))))));
+    return 0;
+}
+
+static int seen_row(const psdbd__row *st, void *ctx)
+{
+    (void)st;
+    ((struct coverage *)ctx)->known = 1;
+    return 1;
+}
 
 psdbd_rc psdbd_index_stats_coverage(psdbd_index *ix, const char *app, int64_t from_day,
                                     size_t limit, json_t **out)
 {
-    static const char covered_sql[] =
-        "SELECT p.family, p.abi_version, p.profile_version, " SHOWN_COLS
-        "FROM psdbs p JOIN apps a ON a.id = p.app WHERE a.name = ?1 AND p.retired_at IS NULL "
-        "ORDER BY p.family, p.abi_version";
-    static const char missing_sql[] =
-        "SELECT m.family, m.abi_min, m.abi_max, m.has_profile, m.profile, sum(m.requests), "
-        "max(m.day) FROM stats_misses m WHERE m.app = ?1 AND m.day >= ?2 AND " STILL_MISSING
-        "GROUP BY m.family, m.abi_min, m.abi_max, m.has_profile, m.profile "
-        "ORDER BY 6 DESC, 1, 2, 3 LIMIT ?3";
-    sqlite3_stmt *st = NULL;
-    json_t *covered = must(json_array()), *missing = must(json_array()), *range = NULL;
-    psdbd_rc rc = PSDBD_ERROR;
-    best b = {0};
-    int s, known = 0;
-    char family[PSDBD_STATS_NAME_MAX + 1] = "";
-    int64_t last_abi = 0, count = 0;
-    if (!(st = prepare(ix, covered_sql)))
+    struct coverage cv = {.covered = must(json_array()), .missing = must(json_array())};
+    int64_t args[2] = {from_day, limit > INT64_MAX ? INT64_MAX : (int64_t)limit};
+    psdbd_rc rc;
+    if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_COVERED, app, NULL, 0, covered_row, &cv)) !=
+        PSDBD_OK)
         goto cleanup;
-    sqlite3_bind_text(st, 1, app, -1, SQLITE_STATIC);
-    /* Rows come by family and ABI: a range is a run of consecutive ABI versions of one family,
-     * every version of it answered by some PSDB. */
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *f = col_text(st, 0);
-        int64_t abi = sqlite3_column_int64(st, 1);
-        known = 1;
-        if (!range || strcmp(f, family) != 0 || (abi != last_abi && abi != last_abi + 1)) {
-            if (range)
-                json_object_set_new(range, "psdbs", json_integer(count));
-            range = row(json_pack("{s:s, s:I, s:I}", "family", f, "abi_min", col_u64(st, 1),
-                                  "abi_max", col_u64(st, 1)));
-            json_array_append_new(covered, range);
-            snprintf(family, sizeof(family), "%s", f);
-            memset(&b, 0, sizeof(b));
-            count = 0;
-        }
-        json_object_set_new(range, "abi_max", json_integer(col_u64(st, 1)));
-        last_abi = abi;
-        count++;
-        /* columns: 3 id, 4 serial, 9 app_version; profile 2 */
-        if (better(&b, st, 9, 1, 2, 4, 3)) {
-            take(&b, st, 9, 1, 2, 4, 3);
-            set_shown(range, st, 3, 0);
-            json_object_del(range, "published_by");
-            json_object_del(range, "app_version");
-        }
-    }
-    if (range)
-        json_object_set_new(range, "psdbs", json_integer(count));
-    if (s != SQLITE_DONE) {
-        rc = step_failure(ix);
+    if (cv.range)
+        json_object_set_new(cv.range, "psdbs", json_integer(cv.count));
+    if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_COVERAGE_MISSING, app, args, 2,
+                                    coverage_missing_row, &cv)) != PSDBD_OK)
         goto cleanup;
-    }
-    sqlite3_finalize(st);
-    if (!(st = prepare(ix, missing_sql)))
+    /* An application that only ever resolved with hits still has stats rows; one with none of
+     * anything is unknown. */
+    if (!cv.known && (rc = ix->ops->stats_select(ix, PSDBD__SQ_APP_SEEN, app, NULL, 0, seen_row,
+                                                 &cv)) != PSDBD_OK)
         goto cleanup;
-    sqlite3_bind_text(st, 1, app, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, from_day);
-    sqlite3_bind_int64(st, 3, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        known = 1;
-        json_array_append_new(
-            missing, row(json_pack("{s:s, s:I, s:I, s:o, s:I, s:o}", "family", col_text(st, 0),
-                                   "abi_min", col_u64(st, 1), "abi_max", col_u64(st, 2),
-                                   "profile_version", must(profile_json(st, 3, 4)), "requests",
-                                   (json_int_t)sqlite3_column_int64(st, 5), "last_seen",
-                                   must(day_json(sqlite3_column_int64(st, 6))))));
-    }
-    if (s != SQLITE_DONE) {
-        rc = step_failure(ix);
-        goto cleanup;
-    }
-    if (!known) {
-        /* An application that only ever resolved with hits still has stats rows; one with none
-         * of anything is unknown. */
-        sqlite3_finalize(st);
-        if (!(st = prepare(ix, "SELECT 1 FROM stats_resolves WHERE app = ?1 LIMIT 1")))
-            goto cleanup;
-        sqlite3_bind_text(st, 1, app, -1, SQLITE_STATIC);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            known = 1;
-        else if (s != SQLITE_DONE) {
-            rc = step_failure(ix);
-            goto cleanup;
-        }
-    }
-    if (!known) {
+    if (!cv.known) {
         rc = PSDBD_NOT_FOUND;
         goto cleanup;
     }
-    *out = must(json_pack("{s:s, s:O, s:O}", "app", app, "covered", covered, "missing", missing));
+    *out = must(
+        json_pack("{s:s, s:O, s:O}", "app", app, "covered", cv.covered, "missing", cv.missing));
     rc = PSDBD_OK;
 cleanup:
-    sqlite3_finalize(st);
-    json_decref(covered);
-    json_decref(missing);
-    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+    json_decref(cv.covered);
+    json_decref(cv.missing);
+    return rc;
 }
 
 /* ---- the coverage matrix -----------------------------------------------------------------------
  */
 
+struct matrix {
+    int history;
+    int64_t now;
+    psdbd_stat_visible_fn visible;
+    void *ctx;
+    json_t *cells, *apps, *families, *cell;
+    char app[PSDBD_STATS_NAME_MAX + 1], family[PSDBD_STATS_NAME_MAX + 1];
+};
+
+/* Active rows come first in each cell, best first, so the cell's first row is what it shows. */
+static int matrix_row(const psdbd__row *st, void *ctx)
+{
+    struct matrix *mx = ctx;
+    const char *a = col_text(st, 0), *f = col_text(st, 1);
+    int retired = !st->is_null(st->row, 11);
+    json_t *cell;
+    if (!shown(mx->visible, mx->ctx, a))
+        return 0;
+    if (strcmp(a, mx->app) != 0) {
+        json_array_append_new(mx->apps, row(json_string(a)));
+        snprintf(mx->app, sizeof(mx->app), "%s", a);
+        mx->family[0] = '\0';
+        mx->cell = NULL;
+    }
+    if (!mx->cell || strcmp(f, mx->family) != 0) {
+        mx->cell = row(json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "app", a, "family", f, "psdbs",
+                                 (json_int_t)0, "retired", (json_int_t)0, "abi_min", col_u64(st, 2),
+                                 "abi_max", col_u64(st, 2)));
+        if (mx->history)
+            json_object_set_new(mx->cell, "history", must(json_array()));
+        json_array_append_new(mx->cells, mx->cell);
+        snprintf(mx->family, sizeof(mx->family), "%s", f);
+        json_object_set_new(mx->families, f, json_true());
+        if (!retired)
+            set_shown(mx->cell, st, 4, mx->now);
+    }
+    cell = mx->cell;
+    if (!retired) {
+        json_int_t abi = col_u64(st, 2);
+        json_object_set_new(cell, "psdbs",
+                            json_integer(json_integer_value(json_object_get(cell, "psdbs")) + 1));
+        if (abi < json_integer_value(json_object_get(cell, "abi_min")))
+            json_object_set_new(cell, "abi_min", json_integer(abi));
+        if (abi > json_integer_value(json_object_get(cell, "abi_max")))
+            json_object_set_new(cell, "abi_max", json_integer(abi));
+    } else {
+        json_object_set_new(cell, "retired",
+                            json_integer(json_integer_value(json_object_get(cell, "retired")) + 1));
+    }
+    /* A cell's first row is the one it shows; every other row is history: retired, or
+     * superseded by the shown one. */
+    if (mx->history && json_integer_value(json_object_get(cell, "active_id")) != col_i64(st, 4)) {
+        char ver[32];
+        json_t *h = row(json_pack(
+            "{s:I, s:s, s:I, s:I, s:s, s:o, s:s}", "id", (json_int_t)col_i64(st, 4), "state",
+            retired ? "retired" : "superseded", "abi_version", col_u64(st, 2), "serial",
+            col_u64(st, 5), "app_version", psdb__format_version(col_u64(st, 10), ver, sizeof(ver)),
+            "published_at", must(time_json(col_i64(st, 7))), "published_by", col_text(st, 9)));
+        if (retired) {
+            json_object_set_new(h, "retired_at", must(time_json(col_i64(st, 11))));
+            json_object_set_new(h, "retired_by", row(json_string(col_text(st, 12))));
+        }
+        json_array_append_new(json_object_get(cell, "history"), h);
+    }
+    return 0;
+}
+
 psdbd_rc psdbd_index_stats_matrix(psdbd_index *ix, int history, int64_t now,
                                   psdbd_stat_visible_fn visible, void *ctx, json_t **out)
 {
-    /* Active rows first in each cell, best first, so the cell's first row is what it shows. */
-    static const char sql[] =
-        "SELECT a.name, p.family, p.abi_version, p.profile_version, " SHOWN_COLS
-        ", p.retired_at, p.retired_by "
-        "FROM psdbs p JOIN apps a ON a.id = p.app ORDER BY a.name, p.family, "
-        "p.retired_at IS NOT NULL, p.app_version DESC, p.abi_version DESC, "
-        "p.profile_version DESC, p.serial DESC, p.id DESC";
-    sqlite3_stmt *st = NULL;
-    json_t *cells = must(json_array()), *apps = must(json_array()), *families = must(json_object());
-    json_t *cell = NULL, *fam_list = NULL;
-    psdbd_rc rc = PSDBD_ERROR;
-    char app[PSDBD_STATS_NAME_MAX + 1] = "", family[PSDBD_STATS_NAME_MAX + 1] = "";
-    int s;
-    if (!(st = prepare(ix, sql)))
+    struct matrix mx = {.history = history, .now = now, .visible = visible, .ctx = ctx};
+    json_t *fam_list = NULL;
+    psdbd_rc rc;
+    mx.cells = must(json_array());
+    mx.apps = must(json_array());
+    mx.families = must(json_object());
+    if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_MATRIX, NULL, NULL, 0, matrix_row, &mx)) !=
+        PSDBD_OK)
         goto cleanup;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *a = col_text(st, 0), *f = col_text(st, 1);
-        int retired = sqlite3_column_type(st, 11) != SQLITE_NULL;
-        if (!shown(visible, ctx, a))
-            continue;
-        if (strcmp(a, app) != 0) {
-            json_array_append_new(apps, row(json_string(a)));
-            snprintf(app, sizeof(app), "%s", a);
-            family[0] = '\0';
-            cell = NULL;
-        }
-        if (!cell || strcmp(f, family) != 0) {
-            cell = row(json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "app", a, "family", f, "psdbs",
-                                 (json_int_t)0, "retired", (json_int_t)0, "abi_min", col_u64(st, 2),
-                                 "abi_max", col_u64(st, 2)));
-            if (history)
-                json_object_set_new(cell, "history", must(json_array()));
-            json_array_append_new(cells, cell);
-            snprintf(family, sizeof(family), "%s", f);
-            json_object_set_new(families, f, json_true());
-            if (!retired)
-                set_shown(cell, st, 4, now);
-        }
-        if (!retired) {
-            json_int_t abi = col_u64(st, 2);
-            json_object_set_new(
-                cell, "psdbs",
-                json_integer(json_integer_value(json_object_get(cell, "psdbs")) + 1));
-            if (abi < json_integer_value(json_object_get(cell, "abi_min")))
-                json_object_set_new(cell, "abi_min", json_integer(abi));
-            if (abi > json_integer_value(json_object_get(cell, "abi_max")))
-                json_object_set_new(cell, "abi_max", json_integer(abi));
-        } else {
-            json_object_set_new(
-                cell, "retired",
-                json_integer(json_integer_value(json_object_get(cell, "retired")) + 1));
-        }
-        /* A cell's first row is the one it shows; every other row is history: retired, or
-         * superseded by the shown one. */
-        if (history &&
-            json_integer_value(json_object_get(cell, "active_id")) != sqlite3_column_int64(st, 4)) {
-            char ver[32];
-            json_t *h = row(json_pack("{s:I, s:s, s:I, s:I, s:s, s:o, s:s}", "id",
-                                      (json_int_t)sqlite3_column_int64(st, 4), "state",
-                                      retired ? "retired" : "superseded", "abi_version",
-                                      col_u64(st, 2), "serial", col_u64(st, 5), "app_version",
-                                      psdb__format_version(col_u64(st, 10), ver, sizeof(ver)),
-                                      "published_at", must(time_json(sqlite3_column_int64(st, 7))),
-                                      "published_by", col_text(st, 9)));
-            if (retired) {
-                json_object_set_new(h, "retired_at", must(time_json(sqlite3_column_int64(st, 11))));
-                json_object_set_new(h, "retired_by", row(json_string(col_text(st, 12))));
-            }
-            json_array_append_new(json_object_get(cell, "history"), h);
-        }
-    }
-    if (s != SQLITE_DONE) {
-        rc = step_failure(ix);
-        goto cleanup;
-    }
     fam_list = must(json_array());
     {
         const char *k;
         json_t *v;
-        json_object_foreach(families, k, v) json_array_append_new(fam_list, row(json_string(k)));
+        json_object_foreach(mx.families, k, v) json_array_append_new(fam_list, row(json_string(k)));
     }
-    *out = must(json_pack("{s:O, s:O, s:O}", "apps", apps, "families", fam_list, "cells", cells));
+    *out = must(
+        json_pack("{s:O, s:O, s:O}", "apps", mx.apps, "families", fam_list, "cells", mx.cells));
     rc = PSDBD_OK;
 cleanup:
-    sqlite3_finalize(st);
-    json_decref(cells);
-    json_decref(apps);
-    json_decref(families);
+    json_decref(mx.cells);
+    json_decref(mx.apps);
+    json_decref(mx.families);
     json_decref(fam_list);
-    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+    return rc;
 }
 
 /* ---- missing coverage, traffic, events ----------------------------------------------------------
  */
 
+struct missing {
+    size_t limit;
+    psdbd_stat_visible_fn visible;
+    void *ctx;
+    json_t *list, *entry;
+    int64_t key[5];
+    char app[PSDBD_STATS_NAME_MAX + 1], family[PSDBD_STATS_NAME_MAX + 1];
+};
+
+static int missing_row(const psdbd__row *st, void *ctx)
+{
+    struct missing *ms = ctx;
+    const char *a = col_text(st, 0), *f = col_text(st, 1);
+    int64_t k[5] = {col_i64(st, 2), col_i64(st, 3), col_i64(st, 4), col_i64(st, 5), 0};
+    if (!shown(ms->visible, ms->ctx, a))
+        return 0;
+    if (!ms->entry || strcmp(a, ms->app) != 0 || strcmp(f, ms->family) != 0 ||
+        memcmp(k, ms->key, sizeof(k)) != 0) {
+        if (json_array_size(ms->list) >= ms->limit)
+            return 1;
+        ms->entry =
+            row(json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:o, s:[]}", "app", a, "family", f,
+                          "abi_min", col_u64(st, 2), "abi_max", col_u64(st, 3), "profile_version",
+                          must(profile_json(st, 4, 5)), "requests", (json_int_t)col_i64(st, 8),
+                          "last_seen", must(day_json(col_i64(st, 9))), "days"));
+        json_array_append_new(ms->list, ms->entry);
+        snprintf(ms->app, sizeof(ms->app), "%s", a);
+        snprintf(ms->family, sizeof(ms->family), "%s", f);
+        memcpy(ms->key, k, sizeof(ms->key));
+    }
+    json_array_append_new(json_object_get(ms->entry, "days"),
+                          row(json_pack("{s:o, s:I}", "day", must(day_json(col_i64(st, 6))),
+                                        "requests", (json_int_t)col_i64(st, 7))));
+    return 0;
+}
+
 psdbd_rc psdbd_index_stats_missing(psdbd_index *ix, int64_t from_day, int64_t to_day, size_t limit,
                                    psdbd_stat_visible_fn visible, void *ctx, json_t **out)
 {
-    static const char sql[] =
-        "SELECT m.app, m.family, m.abi_min, m.abi_max, m.has_profile, m.profile, m.day, "
-        "sum(m.requests), sum(sum(m.requests)) OVER w, max(m.day) OVER w "
-        "FROM stats_misses m WHERE m.day BETWEEN ?1 AND ?2 AND " STILL_MISSING
-        "GROUP BY m.app, m.family, m.abi_min, m.abi_max, m.has_profile, m.profile, m.day "
-        "WINDOW w AS (PARTITION BY m.app, m.family, m.abi_min, m.abi_max, m.has_profile, "
-        "m.profile) ORDER BY 9 DESC, 1, 2, 3, 4, 5, 6, 7";
-    sqlite3_stmt *st = NULL;
-    json_t *list = must(json_array()), *entry = NULL;
-    psdbd_rc rc = PSDBD_ERROR;
-    int s;
-    int64_t key[5] = {0};
-    char app[PSDBD_STATS_NAME_MAX + 1] = "", family[PSDBD_STATS_NAME_MAX + 1] = "";
-    if (!(st = prepare(ix, sql)))
+    struct missing ms = {.limit = limit, .visible = visible, .ctx = ctx};
+    int64_t args[2] = {from_day, to_day};
+    psdbd_rc rc;
+    ms.list = must(json_array());
+    if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_MISSING, NULL, args, 2, missing_row, &ms)) !=
+        PSDBD_OK)
         goto cleanup;
-    sqlite3_bind_int64(st, 1, from_day);
-    sqlite3_bind_int64(st, 2, to_day);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *a = col_text(st, 0), *f = col_text(st, 1);
-        int64_t k[5] = {sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
-                        sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5), 0};
-        if (!shown(visible, ctx, a))
-            continue;
-        if (!entry || strcmp(a, app) != 0 || strcmp(f, family) != 0 ||
-            memcmp(k, key, sizeof(k)) != 0) {
-            if (json_array_size(list) >= limit)
-                break;
-            entry = row(json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:o, s:[]}", "app", a, "family",
-                                  f, "abi_min", col_u64(st, 2), "abi_max", col_u64(st, 3),
-                                  "profile_version", must(profile_json(st, 4, 5)), "requests",
-                                  (json_int_t)sqlite3_column_int64(st, 8), "last_seen",
-                                  must(day_json(sqlite3_column_int64(st, 9))), "days"));
-            json_array_append_new(list, entry);
-            snprintf(app, sizeof(app), "%s", a);
-            snprintf(family, sizeof(family), "%s", f);
-            memcpy(key, k, sizeof(key));
-        }
-        json_array_append_new(
-            json_object_get(entry, "days"),
-            row(json_pack("{s:o, s:I}", "day", must(day_json(sqlite3_column_int64(st, 6))),
-                          "requests", (json_int_t)sqlite3_column_int64(st, 7))));
-    }
-    if (s != SQLITE_DONE && s != SQLITE_ROW) {
-        rc = step_failure(ix);
-        goto cleanup;
-    }
     *out = must(json_pack("{s:o, s:o, s:O}", "from", must(day_json(from_day)), "to",
-                          must(day_json(to_day)), "missing", list));
+                          must(day_json(to_day)), "missing", ms.list));
     rc = PSDBD_OK;
 cleanup:
-    sqlite3_finalize(st);
-    json_decref(list);
-    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+    json_decref(ms.list);
+    return rc;
 }
 
 /* Adds a row's counts into the entry of (day, name) in `map` (a key -> row object), appending a
@@ -544,112 +414,107 @@ static void sum_into(json_t *map, json_t *list, const char *day, const char *fie
     free(key);
 }
 
+struct traffic {
+    psdbd_stat_visible_fn visible;
+    void *ctx;
+    json_t *by_app, *by_family, *resolves, *app_map, *family_map;
+};
+
+static int download_row(const psdbd__row *st, void *ctx)
+{
+    static const char *const dl_counts[] = {"complete", "partial", "bytes"};
+    struct traffic *tr = ctx;
+    const char *a = col_text(st, 1);
+    json_int_t v[3] = {col_i64(st, 3), col_i64(st, 4), col_i64(st, 5)};
+    char day[32];
+    if (!shown(tr->visible, tr->ctx, a))
+        return 0;
+    psdbd_format_day(col_i64(st, 0), day, sizeof(day));
+    sum_into(tr->app_map, tr->by_app, day, "app", a, dl_counts, v, 3);
+    sum_into(tr->family_map, tr->by_family, day, "family", col_text(st, 2), dl_counts, v, 3);
+    return 0;
+}
+
+static int resolves_row(const psdbd__row *st, void *ctx)
+{
+    struct traffic *tr = ctx;
+    const char *a = col_text(st, 1);
+    if (!shown(tr->visible, tr->ctx, a))
+        return 0;
+    json_array_append_new(
+        tr->resolves,
+        row(json_pack("{s:o, s:s, s:I, s:I}", "day", must(day_json(col_i64(st, 0))), "app", a,
+                      "hits", (json_int_t)col_i64(st, 2), "misses", (json_int_t)col_i64(st, 3))));
+    return 0;
+}
+
 psdbd_rc psdbd_index_stats_traffic(psdbd_index *ix, int64_t from_day, int64_t to_day,
                                    psdbd_stat_visible_fn visible, void *ctx, json_t **out)
 {
-    static const char downloads_sql[] =
-        "SELECT d.day, a.name, p.family, sum(d.complete), sum(d.partial), sum(d.bytes) "
-        "FROM stats_downloads d JOIN psdbs p ON p.id = (SELECT min(q.id) FROM psdbs q "
-        "WHERE q.sha256 = d.sha256) JOIN apps a ON a.id = p.app "
-        "WHERE d.day BETWEEN ?1 AND ?2 GROUP BY d.day, a.name, p.family ORDER BY 1, 2, 3";
-    static const char resolves_sql[] =
-        "SELECT day, app, sum(hits), sum(misses) FROM stats_resolves "
-        "WHERE day BETWEEN ?1 AND ?2 GROUP BY day, app ORDER BY 1, 2";
-    static const char *const dl_counts[] = {"complete", "partial", "bytes"};
-    sqlite3_stmt *st = NULL;
-    json_t *by_app = must(json_array()), *by_family = must(json_array()),
-           *resolves = must(json_array());
-    json_t *app_map = must(json_object()), *family_map = must(json_object());
-    psdbd_rc rc = PSDBD_ERROR;
-    int s;
-    char day[32];
-    if (!(st = prepare(ix, downloads_sql)))
+    struct traffic tr = {.visible = visible, .ctx = ctx};
+    int64_t args[2] = {from_day, to_day};
+    psdbd_rc rc;
+    tr.by_app = must(json_array());
+    tr.by_family = must(json_array());
+    tr.resolves = must(json_array());
+    tr.app_map = must(json_object());
+    tr.family_map = must(json_object());
+    if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_DOWNLOADS, NULL, args, 2, download_row, &tr)) !=
+            PSDBD_OK ||
+        (rc = ix->ops->stats_select(ix, PSDBD__SQ_RESOLVES, NULL, args, 2, resolves_row, &tr)) !=
+            PSDBD_OK)
         goto cleanup;
-    sqlite3_bind_int64(st, 1, from_day);
-    sqlite3_bind_int64(st, 2, to_day);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *a = col_text(st, 1);
-        json_int_t v[3] = {sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
-                           sqlite3_column_int64(st, 5)};
-        if (!shown(visible, ctx, a))
-            continue;
-        psdbd_format_day(sqlite3_column_int64(st, 0), day, sizeof(day));
-        sum_into(app_map, by_app, day, "app", a, dl_counts, v, 3);
-        sum_into(family_map, by_family, day, "family", col_text(st, 2), dl_counts, v, 3);
-    }
-    if (s != SQLITE_DONE) {
-        rc = step_failure(ix);
-        goto cleanup;
-    }
-    sqlite3_finalize(st);
-    if (!(st = prepare(ix, resolves_sql)))
-        goto cleanup;
-    sqlite3_bind_int64(st, 1, from_day);
-    sqlite3_bind_int64(st, 2, to_day);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *a = col_text(st, 1);
-        if (!shown(visible, ctx, a))
-            continue;
-        json_array_append_new(resolves,
-                              row(json_pack("{s:o, s:s, s:I, s:I}", "day",
-                                            must(day_json(sqlite3_column_int64(st, 0))), "app", a,
-                                            "hits", (json_int_t)sqlite3_column_int64(st, 2),
-                                            "misses", (json_int_t)sqlite3_column_int64(st, 3))));
-    }
-    if (s != SQLITE_DONE) {
-        rc = step_failure(ix);
-        goto cleanup;
-    }
     *out = must(json_pack("{s:o, s:o, s:O, s:O, s:O}", "from", must(day_json(from_day)), "to",
-                          must(day_json(to_day)), "by_app", by_app, "by_family", by_family,
-                          "resolves", resolves));
+                          must(day_json(to_day)), "by_app", tr.by_app, "by_family", tr.by_family,
+                          "resolves", tr.resolves));
     rc = PSDBD_OK;
 cleanup:
-    sqlite3_finalize(st);
-    json_decref(by_app);
-    json_decref(by_family);
-    json_decref(resolves);
-    json_decref(app_map);
-    json_decref(family_map);
-    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+    json_decref(tr.by_app);
+    json_decref(tr.by_family);
+    json_decref(tr.resolves);
+    json_decref(tr.app_map);
+    json_decref(tr.family_map);
+    return rc;
+}
+
+struct events {
+    size_t limit;
+    psdbd_stat_visible_fn visible;
+    void *ctx;
+    json_t *list;
+};
+
+static int event_row(const psdbd__row *st, void *ctx)
+{
+    struct events *ev = ctx;
+    const char *a = col_text(st, 4);
+    char ver[32];
+    if (json_array_size(ev->list) >= ev->limit)
+        return 1;
+    if (!shown(ev->visible, ev->ctx, a))
+        return 0;
+    json_array_append_new(
+        ev->list,
+        row(json_pack("{s:s, s:o, s:s, s:I, s:s, s:s, s:s, s:I, s:I}", "event", col_text(st, 0),
+                      "at", must(time_json(col_i64(st, 1))), "by", col_text(st, 2), "id",
+                      (json_int_t)col_i64(st, 3), "app", a, "app_version",
+                      psdb__format_version(col_u64(st, 5), ver, sizeof(ver)), "family",
+                      col_text(st, 6), "abi_version", col_u64(st, 7), "serial", col_u64(st, 8))));
+    return json_array_size(ev->list) >= ev->limit;
 }
 
 psdbd_rc psdbd_index_stats_events(psdbd_index *ix, size_t limit, psdbd_stat_visible_fn visible,
                                   void *ctx, json_t **out)
 {
-    static const char sql[] =
-        "SELECT 'publish', p.created_at, p.published_by, p.id, a.name, p.app_version, p.family, "
-        "p.abi_version, p.serial, 0 FROM psdbs p JOIN apps a ON a.id = p.app "
-        "UNION ALL SELECT 'retire', p.retired_at, p.retired_by, p.id, a.name, p.app_version, "
-        "p.family, p.abi_version, p.serial, 1 FROM psdbs p JOIN apps a ON a.id = p.app "
-        "WHERE p.retired_at IS NOT NULL ORDER BY 2 DESC, 10 DESC, 4 DESC";
-    sqlite3_stmt *st = NULL;
-    json_t *list = must(json_array());
-    psdbd_rc rc = PSDBD_ERROR;
-    int s = SQLITE_DONE;
-    char ver[32];
-    if (!(st = prepare(ix, sql)))
+    struct events ev = {.limit = limit, .visible = visible, .ctx = ctx};
+    psdbd_rc rc;
+    ev.list = must(json_array());
+    if (limit > 0 && (rc = ix->ops->stats_select(ix, PSDBD__SQ_EVENTS, NULL, NULL, 0, event_row,
+                                                 &ev)) != PSDBD_OK)
         goto cleanup;
-    while (json_array_size(list) < limit && (s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *a = col_text(st, 4);
-        if (!shown(visible, ctx, a))
-            continue;
-        json_array_append_new(
-            list, row(json_pack(
-                      "{s:s, s:o, s:s, s:I, s:s, s:s, s:s, s:I, s:I}", "event", col_text(st, 0),
-                      "at", must(time_json(sqlite3_column_int64(st, 1))), "by", col_text(st, 2),
-                      "id", (json_int_t)sqlite3_column_int64(st, 3), "app", a, "app_version",
-                      psdb__format_version(col_u64(st, 5), ver, sizeof(ver)), "family",
-                      col_text(st, 6), "abi_version", col_u64(st, 7), "serial", col_u64(st, 8))));
-    }
-    if (s != SQLITE_DONE && s != SQLITE_ROW) {
-        rc = step_failure(ix);
-        goto cleanup;
-    }
-    *out = must(json_pack("{s:O}", "events", list));
+    *out = must(json_pack("{s:O}", "events", ev.list));
     rc = PSDBD_OK;
 cleanup:
-    sqlite3_finalize(st);
-    json_decref(list);
-    return rc == PSDBD_ERROR ? psdbd_index_failure(ix) : rc;
+    json_decref(ev.list);
+    return rc;
 }

@@ -1,6 +1,7 @@
 /* index_stats.h - the persistence of psdbd's demand statistics: adding a flush's counts, and the
- * reports the /v1/stats/ routes answer with. Every index engine implements these functions
- * (schema/INDEX.md, Demand statistics); the in-memory aggregation (stats.h) calls only them.
+ * reports the /v1/stats/ routes answer with (schema/INDEX.md, Demand statistics); the in-memory
+ * aggregation (stats.h) calls only them. index_stats.c builds the reports, the same for every
+ * index engine, from the rows of queries each engine runs in its own SQL (index_int.h).
  *
  * Days are UTC days since 1970-01-01. The reports take an optional visibility callback: rows of
  * applications it refuses are left out before anything is summed, so a scoped token never sees

@@ -2,13 +2,32 @@
 # few published PSDBs (two applications, three families, one superseded, one retired) and helpers
 # that make recorded traffic (resolves that hit and miss, blob downloads) and flush it.
 # Needs PSDB and PSDBD (ctest sets them) and a `fail` function of the caller.
+# PSDB_STATS_ENGINE=postgresql puts the index in a database of its own in the cluster at
+# PSDB_TEST_PG_URL (tests/pg/cluster), dropped at exit; without that URL the run skips (77).
 psdb=${PSDB:?} psdbd=${PSDBD:?}
+index=() pgdb=
+if [ "${PSDB_STATS_ENGINE:-sqlite}" = postgresql ]; then
+    if [ -z "${PSDB_TEST_PG_URL:-}" ]; then
+        echo "stats: skipped on postgresql: PSDB_TEST_PG_URL is not set (eval \"\$(tests/pg/cluster start)\")"
+        exit 77
+    fi
+    pg_url_of() {
+        case "$PSDB_TEST_PG_URL" in *\?*) echo "${PSDB_TEST_PG_URL}&dbname=$1" ;;
+        *) echo "${PSDB_TEST_PG_URL}?dbname=$1" ;; esac
+    }
+    pgdb="psdbstats_$$_$RANDOM"
+    psql -qAt -v ON_ERROR_STOP=1 "$(pg_url_of postgres)" -c "CREATE DATABASE $pgdb" >/dev/null ||
+        { echo "stats: cannot create database $pgdb in the test cluster" >&2; exit 1; }
+    index=(--index "$(pg_url_of "$pgdb")")
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/psdb-stats-XXXXXX")
 data=$work/data
 log=$work/psdbd.log
 pid=
 cleanup() {
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    [ -n "$pgdb" ] && psql -qAt "$(pg_url_of postgres)" \
+        -c "DROP DATABASE IF EXISTS $pgdb WITH (FORCE)" >/dev/null 2>&1
     [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -17,7 +36,7 @@ trap cleanup EXIT
 # SIGUSR1 or shutdown only, so the tests decide when); sets pid and url.
 start() {
     : >"$work/out"
-    "$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --threads 2 --log-requests false \
+    "$psdbd" --listen 127.0.0.1:0 --data-dir "$data" "${index[@]}" --threads 2 --log-requests false \
         --stats-flush-interval 3600 "$@" >"$work/out" 2>>"$log" &
     pid=$!
     for _ in $(seq 100); do
@@ -92,10 +111,10 @@ json_field() { grep -o "\"$2\": *\"\{0,1\}[0-9a-f]*" "$1" | head -1 | sed 's/.*[
 
 setup_fixture() {
     mkdir -p "$data"
-    pub=$("$psdbd" token create --data-dir "$data" --role publisher --name ci-publisher)
-    reader=$("$psdbd" token create --data-dir "$data" --role reader --name dash-reader)
+    pub=$("$psdbd" token create --data-dir "$data" "${index[@]}" --role publisher --name ci-publisher)
+    reader=$("$psdbd" token create --data-dir "$data" "${index[@]}" --role reader --name dash-reader)
     "$psdb" keygen -o "$work/key" >/dev/null
-    "$psdbd" key add --data-dir "$data" --name ci --public-key "$work/key.pub" >/dev/null
+    "$psdbd" key add --data-dir "$data" "${index[@]}" --name ci --public-key "$work/key.pub" >/dev/null
     start "$@"
     # Publishes in parallel: each one waits mostly on the server's fsyncs.
     local jobs=() j

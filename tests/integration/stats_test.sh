@@ -118,7 +118,7 @@ stop
 # A scoped token sees its applications only, inside every report (tokens are checked where
 # readers need one).
 start --readers-need-token
-betatok=$("$psdbd" token create --data-dir "$data" --role reader --scope 'Beta' --name beta-only)
+betatok=$("$psdbd" token create --data-dir "$data" "${index[@]}" --role reader --scope 'Beta' --name beta-only)
 curl -sf -H "Authorization: Bearer $betatok" "$url/v1/stats/missing" >"$work/x2.json" || fail "scoped"
 check_json "$work/x2.json" '[m["app"] for m in d["missing"]] == ["Beta"]' "scope: missing shows Alpha"
 curl -sf -H "Authorization: Bearer $betatok" "$url/v1/stats/traffic" >"$work/t2.json" || fail "scoped"
