@@ -31,6 +31,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!tail || tail != url + strlen("/v1/psdbs/"))
             abort();
         break;
+    case PSDBD_ROUTE_STATS:
+        if (!tail || tail != url + strlen("/v1/stats/"))
+            abort();
+        break;
+    case PSDBD_ROUTE_DASHBOARD: /* the whole path names the file of the page */
+        if (tail != url || (strcmp(url, "/") != 0 && strcmp(url, "/dashboard.js") != 0 &&
+                            strcmp(url, "/dashboard.css") != 0))
+            abort();
+        break;
     case PSDBD_ROUTE_APP_PSDBS:
         /* the dispatcher takes strlen(tail) - 6 bytes as the name: at least one */
         if (!tail || strlen(tail) < 7 || strcmp(tail + strlen(tail) - 6, "/psdbs") != 0)
