@@ -278,7 +278,8 @@ int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8
 {
     void *b = NULL;
     size_t n = 0;
-    *data = NULL;
+    if (data)
+        *data = NULL;
     *size = 0;
     *bad = 0;
     if (keys && !vkdl_keys_has(keys, key))
@@ -288,6 +289,12 @@ int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8
         if (keys)
             return 1;
         psdb_hr hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_METADATA, NULL, &n);
+        return PSDB_SUCCEEDED(hr) ? 1 : 0;
+    }
+    if (!data) {
+        if (keys)
+            return 1;
+        psdb_hr hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &n);
         return PSDB_SUCCEEDED(hr) ? 1 : 0;
     }
     psdb_hr hr = fetch(f, key, PSDB_VALUE_OBJECT_CODE, &b, &n);
@@ -305,4 +312,42 @@ int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8
     *data = b;
     *size = n;
     return 1;
+}
+
+psdb_hr vkdl_merged_cache(psdb_file *f, const vkid *id, void **data, size_t *size, char *msg,
+                          size_t msg_size)
+{
+    uint8_t key[32];
+    void *b = NULL;
+    size_t n = 0;
+    psdb_hr hr;
+    *data = NULL;
+    *size = 0;
+    if (msg && msg_size)
+        msg[0] = '\0';
+    vkid_merged_key(key);
+    hr = fetch(f, key, PSDB_VALUE_OBJECT_CODE, &b, &n);
+    if (hr == PSDB_E_NOT_FOUND) {
+        hr = PSDB_S_FALSE;
+        goto cleanup;
+    }
+    if (PSDB_FAILED(hr)) {
+        if (msg)
+            snprintf(msg, msg_size, "reading the merged pipeline cache: %s", psdb_hr_str(hr));
+        goto cleanup;
+    }
+    if (vkid_check_cache_header(id, b, n) != 0) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        if (msg)
+            snprintf(msg, msg_size,
+                     "merged pipeline cache: its header does not name this device (%zu bytes)", n);
+        goto cleanup;
+    }
+    *data = b;
+    *size = n;
+    b = NULL;
+    hr = PSDB_S_OK;
+cleanup:
+    free(b);
+    return hr;
 }

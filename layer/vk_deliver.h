@@ -42,11 +42,21 @@ int vkdl_keys_has(const vkdl_keys *k, const uint8_t key[32]);
 void vkdl_keys_free(vkdl_keys *k);
 
 /* Whether the PSDB holds the pipeline with this SODB object key (keys: the PSDB's, or NULL to
- * ask the file). For VkPipelineCache data,
- * *data (malloc'd, the caller's) and *size get the blob when it passes the header check. Returns
- * 1 hit (data, if any, valid), 0 miss (absent, or data that failed a check: *bad set), -1 out of
- * memory. */
+ * ask the file). For VkPipelineCache data with data non-NULL, *data (malloc'd, the caller's) and
+ * *size get the pipeline's own blob when it passes the header check; with data NULL (the merged
+ * cache serves the hit) only the key is looked up. Returns 1 hit (data, if any, valid), 0 miss
+ * (absent, or data that failed a check: *bad set), -1 out of memory. */
 int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8_t key[32],
                 void **data, size_t *size, int *bad);
+
+/* The merged VkPipelineCache data of a PSDB compiled for the VkPipelineCache strategy (every
+ * pipeline's cache in one, vkid_merged_key): a driver creates each pipeline from one cache made
+ * once per device far sooner than from a fresh one-pipeline cache per creation. *data (malloc'd,
+ * the caller's) and *size get it when it passes the header check against id. Returns PSDB_S_OK,
+ * PSDB_S_FALSE (the PSDB has none: compiled before merged caches, or for Mesa),
+ * PSDB_E_CACHE_CORRUPT (the header does not name this device), or the fetch's failure; msg
+ * gets one line on a failure. */
+psdb_hr vkdl_merged_cache(psdb_file *f, const vkid *id, void **data, size_t *size, char *msg,
+                          size_t msg_size);
 
 #endif

@@ -96,3 +96,9 @@ void vkid_mesa_key(int which, uint8_t out[32])
     const char *s = which ? "psdb-vulkan:mesa-foz-idx" : "psdb-vulkan:mesa-foz";
     sha256(s, strlen(s), out);
 }
+
+void vkid_merged_key(uint8_t out[32])
+{
+    const char *s = "psdb-vulkan:pipeline-cache-all";
+    sha256(s, strlen(s), out);
+}

@@ -45,4 +45,8 @@ int vkid_check_cache_header(const vkid *id, const void *data, size_t size);
  * SHA-256 of "psdb-vulkan:mesa-foz" (0) or "psdb-vulkan:mesa-foz-idx" (1). */
 void vkid_mesa_key(int which, uint8_t out[32]);
 
+/* The key of the PSDB value that carries one VkPipelineCache holding every pipeline of the PSDB
+ * (the per-pipeline caches merged at compile time): SHA-256 of "psdb-vulkan:pipeline-cache-all". */
+void vkid_merged_key(uint8_t out[32]);
+
 #endif

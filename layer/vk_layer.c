@@ -22,10 +22,14 @@
  * Delivery (schema/COMPILER.md section 5): before the first instance reaches the driver the layer
  * finds the PSDB (PSDB_DELIVERY, else the registry's for this executable) and, for Mesa, sets up
  * its read-only disk cache; at device creation it opens the PSDB with the device's identity (a
- * PSDB of another driver build is refused there) and loads its pipeline keys. Objects are then
+ * PSDB of another driver build is refused there), loads its pipeline keys and, for the
+ * VkPipelineCache strategy, makes one cache from the PSDB's merged cache data (every pipeline's
+ * cache merged at compile time, header checked): a driver creates a pipeline from one warm cache
+ * in a tenth of a millisecond, from a fresh one-pipeline cache in milliseconds. Objects are then
  * encoded as for capture, and each pipeline creation is looked up by the SHA-256 of its encoding:
- * VkPipelineCache data that passes its checks is handed over as the initial data of a cache for
- * that creation. Whatever fails, the creation goes to the driver as without the layer.
+ * a hit is created with the merged cache, or (an application passing its own cache, or a PSDB
+ * without merged data) with a cache made from that pipeline's own checked data. Whatever fails,
+ * the creation goes to the driver as without the layer.
  *
  * At vkDestroyDevice the layer prints one line with its counts on stderr (when capturing or
  * delivering) and writes them as JSON to PSDB_LAYER_STATS=<path> (when set). */
@@ -97,6 +101,9 @@ typedef struct ldevice {
     PFN_vkMergePipelineCaches MergePipelineCaches;
     psdb_file *psdb; /* the PSDB delivered to this device (checked against id), or NULL */
     vkdl_keys keys;  /* psdb's pipeline keys */
+    /* One cache holding every pipeline of psdb (its merged VkPipelineCache data), made at device
+     * creation, or VK_NULL_HANDLE: hits of creations that pass no cache of their own use it. */
+    VkPipelineCache merged;
     vkid id;
     pthread_mutex_t lock; /* guards objs */
     lobj *objs[OBJ_BUCKETS];
@@ -116,6 +123,7 @@ typedef struct lstats {
     uint64_t rejected;  /* misses whose data failed a check (header, identity, corrupt) */
     uint64_t lookup_ns; /* encode + hash + lookup (+ blob checks), all creations; no driver time */
     int delivery;       /* 0 none, 1 a PSDB was found for the device, -1 found but refused */
+    int merged;         /* 0 none, 1 a merged cache was made for a device, -1 refused */
 } lstats;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* guards everything below */
@@ -408,10 +416,10 @@ static void stats_report(void)
             ", \"unrepresentable\": %" PRIu64 ", \"capture_failed\": %" PRIu64
             ", \"unrepresentable_stypes\": [%s], \"delivery\": \"%s\", \"psdb_hits\": %" PRIu64
             ", \"psdb_misses\": %" PRIu64 ", \"psdb_rejected\": %" PRIu64
-            ", \"psdb_lookup_ns\": %" PRIu64 "}\n",
+            ", \"psdb_lookup_ns\": %" PRIu64 ", \"merged_cache\": \"%s\"}\n",
             s.pipelines, s.recorded, s.already, s.unrepresentable, s.failed, types,
             s.delivery > 0 ? "on" : (s.delivery < 0 ? "refused" : "off"), s.hits, s.misses,
-            s.rejected, s.lookup_ns);
+            s.rejected, s.lookup_ns, s.merged > 0 ? "on" : (s.merged < 0 ? "refused" : "off"));
     if (fclose(f) != 0)
         fprintf(stderr, "psdb layer: stats %s: cannot write: %s\n", stats_path, strerror(errno));
 }
@@ -506,6 +514,45 @@ static void delivery_prepare(void)
     psdb_explorer_release(x);
 }
 
+/* The merged VkPipelineCache of d's PSDB, checked, as d->merged. 1 made, 0 none (Mesa, an
+ * older PSDB), -1 refused (said on stderr once): the creations then use each pipeline's own
+ * cache data, as without a merged cache. */
+static int merged_attach(ldevice *d, const char *path)
+{
+    void *data = NULL;
+    size_t size = 0;
+    char msg[256];
+    int rc = 0;
+    if (d->id.strategy != VKID_PIPELINE_CACHE || !d->CreatePipelineCache)
+        return 0;
+    psdb_hr hr = vkdl_merged_cache(d->psdb, &d->id, &data, &size, msg, sizeof(msg));
+    if (hr == PSDB_S_OK) {
+        VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                         .initialDataSize = size,
+                                         .pInitialData = data};
+        VkResult r = d->CreatePipelineCache(d->device, &cci, NULL, &d->merged);
+        if (r == VK_SUCCESS) {
+            rc = 1;
+        } else {
+            d->merged = VK_NULL_HANDLE;
+            snprintf(msg, sizeof(msg), "the driver refused the merged pipeline cache: VkResult %d",
+                     (int)r);
+            rc = -1;
+        }
+    } else if (PSDB_FAILED(hr)) {
+        rc = -1;
+    }
+    free(data);
+    if (rc < 0) {
+        pthread_mutex_lock(&g_lock);
+        if (g_stats.merged == 0)
+            fprintf(stderr, "psdb layer: delivery %s: %s; each pipeline's own cache data is used\n",
+                    path, msg);
+        pthread_mutex_unlock(&g_lock);
+    }
+    return rc;
+}
+
 /* At device creation: the PSDB for this device (PSDB_DELIVERY, else the registry's for the
  * device's family), opened with the device's identity as the adapter, so a PSDB of another driver
  * build is refused (psdb_file_open checks family and ABI) and the device runs as without it. */
@@ -551,7 +598,10 @@ static void delivery_attach(ldevice *d, linstance *inst, VkPhysicalDevice phys)
             d->psdb = NULL;
         }
     }
+    int merged = PSDB_SUCCEEDED(hr) ? merged_attach(d, path) : 0;
     pthread_mutex_lock(&g_lock);
+    if (merged && g_stats.merged >= 0)
+        g_stats.merged = merged;
     if (PSDB_SUCCEEDED(hr)) {
         g_stats.delivery = 1;
     } else {
@@ -772,9 +822,11 @@ static uint64_t mono_ns(void)
 }
 
 /* Looks pipeline i up in the device's PSDB: its SODB object key is the SHA-256 of its encoding,
- * exactly what `psdb compile --backend vulkan` stored it under. On a hit with VkPipelineCache
- * data, *cache is a new cache created from that data (the caller destroys it). */
-static void deliver_one(ldevice *d, uint32_t kind, const void *ci, VkPipelineCache *cache)
+ * exactly what `psdb compile --backend vulkan` stored it under. With cache non-NULL, on a hit
+ * with VkPipelineCache data, *cache is a new cache created from the pipeline's own data (the
+ * caller destroys it); with cache NULL the lookup only decides hit or miss (Mesa's code, or the
+ * merged cache, serves the hit). */
+static int deliver_one(ldevice *d, uint32_t kind, const void *ci, VkPipelineCache *cache)
 {
     vkenc e;
     void *data = NULL;
@@ -784,7 +836,8 @@ static void deliver_one(ldevice *d, uint32_t kind, const void *ci, VkPipelineCac
     unsigned key_len = 0;
     vkenc_lookup lk = {obj_find, d};
     uint64_t t0 = mono_ns();
-    *cache = VK_NULL_HANDLE;
+    if (cache)
+        *cache = VK_NULL_HANDLE;
     memset(&e, 0, sizeof(e));
     pthread_mutex_lock(&d->lock);
     if (kind == PSDB_SODB_VK_COMPUTE)
@@ -794,10 +847,10 @@ static void deliver_one(ldevice *d, uint32_t kind, const void *ci, VkPipelineCac
     pthread_mutex_unlock(&d->lock);
     if (!e.oom && !e.unrepresentable &&
         EVP_Digest(e.data, e.len, key, &key_len, EVP_sha256(), NULL) == 1 && key_len == 32)
-        hit = vkdl_lookup(d->psdb, &d->keys, &d->id, key, &data, &size, &bad);
+        hit = vkdl_lookup(d->psdb, &d->keys, &d->id, key, cache ? &data : NULL, &size, &bad);
     /* The lookup's cost ends here: what follows is the driver's. */
     uint64_t dt = mono_ns() - t0;
-    if (hit == 1 && data) {
+    if (hit == 1 && data && cache) {
         VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                          .initialDataSize = size,
                                          .pInitialData = data};
@@ -818,6 +871,7 @@ static void deliver_one(ldevice *d, uint32_t kind, const void *ci, VkPipelineCac
     if (bad)
         g_stats.rejected++;
     pthread_mutex_unlock(&g_lock);
+    return hit == 1;
 }
 
 /* Whether creations of this batch may be split into one call each: a derivative that names its
@@ -844,33 +898,38 @@ static VkResult create_next(ldevice *d, uint32_t kind, VkPipelineCache cache, ui
 
 /* vkCreate*Pipelines with a PSDB delivered. Mesa's code arrives through its disk cache: the batch
  * goes down unchanged and the lookups only count. VkPipelineCache data goes one pipeline at a
- * time: a hit is created with a cache made from the PSDB's data, or, when the application passes
- * its own cache, that data is merged into the application's cache first (its cache keeps working
- * as it would without the layer, and gains the entry). */
+ * time: with the device's merged cache and no cache of the application's, a hit is created with
+ * the merged cache; else with a cache made from the pipeline's own data, or, when the application
+ * passes its own cache, that data is merged into the application's cache first (its cache keeps
+ * working as it would without the layer, and gains the entry). A miss goes down as the
+ * application asked. A batch that may not be split (derivatives naming their base by index)
+ * goes down whole: with the merged cache when every pipeline of it is a hit. */
 static VkResult create_delivered(ldevice *d, uint32_t kind, VkPipelineCache cache, uint32_t n,
                                  const void *ci, const VkAllocationCallbacks *a, VkPipeline *out)
 {
     size_t stride = kind == PSDB_SODB_VK_COMPUTE ? sizeof(VkComputePipelineCreateInfo)
                                                  : sizeof(VkGraphicsPipelineCreateInfo);
+    int merged = d->merged != VK_NULL_HANDLE && cache == VK_NULL_HANDLE;
     if (d->id.strategy == VKID_MESA_DISK_CACHE || !splittable(kind, n, ci)) {
-        for (uint32_t i = 0; i < n; i++) {
-            VkPipelineCache c = VK_NULL_HANDLE;
-            deliver_one(d, kind, (const char *)ci + i * stride, &c);
-            if (c)
-                d->DestroyPipelineCache(d->device, c, NULL);
-        }
-        return create_next(d, kind, cache, n, ci, a, out);
+        uint32_t hits = 0;
+        for (uint32_t i = 0; i < n; i++)
+            hits += (uint32_t)deliver_one(d, kind, (const char *)ci + i * stride, NULL);
+        return create_next(d, kind, merged && hits == n ? d->merged : cache, n, ci, a, out);
     }
     VkResult result = VK_SUCCESS;
     for (uint32_t i = 0; i < n; i++) {
         const void *one = (const char *)ci + i * stride;
-        VkPipelineCache c = VK_NULL_HANDLE;
-        deliver_one(d, kind, one, &c);
-        VkPipelineCache use = cache;
-        if (c && cache == VK_NULL_HANDLE)
-            use = c;
-        else if (c && d->MergePipelineCaches)
-            d->MergePipelineCaches(d->device, cache, 1, &c);
+        VkPipelineCache c = VK_NULL_HANDLE, use = cache;
+        if (merged) {
+            /* A miss goes down with no cache, as the application asked. */
+            use = deliver_one(d, kind, one, NULL) ? d->merged : VK_NULL_HANDLE;
+        } else {
+            deliver_one(d, kind, one, &c);
+            if (c && cache == VK_NULL_HANDLE)
+                use = c;
+            else if (c && d->MergePipelineCaches)
+                d->MergePipelineCaches(d->device, cache, 1, &c);
+        }
         VkResult r = create_next(d, kind, use, 1, one, a, &out[i]);
         if (c)
             d->DestroyPipelineCache(d->device, c, NULL);
@@ -926,6 +985,8 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
     if (!d)
         return;
     stats_report();
+    if (d->merged)
+        d->DestroyPipelineCache(device, d->merged, NULL);
     d->DestroyDevice(device, a);
     psdb_file_release(d->psdb);
     vkdl_keys_free(&d->keys);

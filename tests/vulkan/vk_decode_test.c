@@ -7,8 +7,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vk_decode.h"
+#include "vk_deliver.h"
 #include "vk_encode.h"
 #include "vk_identity.h"
 
@@ -643,6 +645,104 @@ START_TEST(test_vk_identity__cache_header_must_name_the_device)
 }
 END_TEST
 
+/* A PSDB for id holding one pipeline's cache under pkey and, when merged is non-NULL, merged
+ * cache data of merged_n bytes. */
+static void write_vk_psdb(const char *path, const vkid *id, const uint8_t pkey[32],
+                          const uint8_t *header, const uint8_t *merged, size_t merged_n)
+{
+    psdb_app_identity app;
+    psdb_writer *w = NULL;
+    uint8_t mkey[32];
+    memset(&app, 0, sizeof(app));
+    app.desc.name = "vk-merged-test";
+    app.desc.version = PSDB_VERSION(1, 0, 0, 0);
+    psdb_target t = {id->family, id->abi, id->compiler_version, 0};
+    ck_assert_int_eq(psdb_writer_create(path, &app, &t, &w), PSDB_S_OK);
+    psdb_value_ref ref = {pkey, 32};
+    ck_assert(
+        PSDB_SUCCEEDED(psdb_writer_put_value(w, pkey, 32, PSDB_VALUE_OBJECT_CODE, header, 40)));
+    ck_assert(PSDB_SUCCEEDED(psdb_writer_put_group(w, pkey, 32, 1, 1, &ref)));
+    if (merged) {
+        vkid_merged_key(mkey);
+        psdb_value_ref mref = {mkey, 32};
+        ck_assert(PSDB_SUCCEEDED(
+            psdb_writer_put_value(w, mkey, 32, PSDB_VALUE_OBJECT_CODE, merged, merged_n)));
+        ck_assert(PSDB_SUCCEEDED(psdb_writer_put_group(w, mkey, 32, 1, 1, &mref)));
+    }
+    ck_assert_int_eq(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+}
+
+/* The merged cache reaches the driver only with a header naming the device; a PSDB without one
+ * says so (the layer then uses each pipeline's own data), and a hit then needs only the key. */
+START_TEST(test_vk_deliver__merged_cache_is_checked_before_use)
+{
+    VkPhysicalDeviceProperties p;
+    VkPhysicalDeviceDriverProperties d;
+    vkid id;
+    uint8_t h[40] = {0}, big[4096], pkey[32], other[32];
+    char path[] = "/tmp/psdb-vk-merged-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    props(&p, &d, 0x10de, VK_DRIVER_ID_NVIDIA_PROPRIETARY, "x");
+    vkid_from_properties(&p, &d, &id);
+    h[0] = 32;
+    h[4] = 1;
+    h[8] = 0xde, h[9] = 0x10;
+    h[12] = 0x35, h[13] = 0x23;
+    memcpy(h + 16, p.pipelineCacheUUID, 16);
+    memset(pkey, 0x5a, sizeof(pkey));
+    memset(other, 0xa5, sizeof(other));
+    memset(big, 7, sizeof(big));
+    memcpy(big, h, 32);
+
+    struct {
+        int with, damage;
+        psdb_hr want;
+    } cases[] = {{1, -1, PSDB_S_OK},
+                 {0, -1, PSDB_S_FALSE},
+                 {1, 8, PSDB_E_CACHE_CORRUPT},
+                 {1, 16, PSDB_E_CACHE_CORRUPT},
+                 {1, 4, PSDB_E_CACHE_CORRUPT}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t m[sizeof(big)];
+        memcpy(m, big, sizeof(m));
+        if (cases[i].damage >= 0)
+            m[cases[i].damage] ^= 1;
+        write_vk_psdb(path, &id, pkey, h, cases[i].with ? m : NULL, sizeof(m));
+        psdb_file *f = NULL;
+        ck_assert_int_eq(vkdl_open(path, &id, &f), PSDB_S_OK);
+        void *data = (void *)1;
+        size_t size = 1;
+        char msg[256];
+        psdb_hr hr = vkdl_merged_cache(f, &id, &data, &size, msg, sizeof(msg));
+        ck_assert_msg(hr == cases[i].want, "case %zu: %s", i, psdb_hr_str(hr));
+        if (hr == PSDB_S_OK) {
+            ck_assert_uint_eq(size, sizeof(m));
+            ck_assert(memcmp(data, m, size) == 0);
+        } else {
+            ck_assert_ptr_null(data);
+            ck_assert_uint_eq(size, 0);
+        }
+        if (PSDB_FAILED(hr))
+            ck_assert_msg(strstr(msg, "merged pipeline cache") != NULL, "%s", msg);
+        free(data);
+        /* The key-only lookup, with the key set and without. */
+        vkdl_keys k;
+        int bad = 0;
+        ck_assert_int_eq(vkdl_keys_load(f, &k), PSDB_S_OK);
+        ck_assert_int_eq(vkdl_lookup(f, &k, &id, pkey, NULL, &size, &bad), 1);
+        ck_assert_int_eq(vkdl_lookup(f, &k, &id, other, NULL, &size, &bad), 0);
+        ck_assert_int_eq(vkdl_lookup(f, NULL, &id, pkey, NULL, &size, &bad), 1);
+        ck_assert_int_eq(vkdl_lookup(f, NULL, &id, other, NULL, &size, &bad), 0);
+        vkdl_keys_free(&k);
+        psdb_file_release(f);
+    }
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vk_decode");
@@ -655,6 +755,7 @@ int main(void)
     tcase_add_test(tc, test_vk_decode__corpus_replays);
     tcase_add_test(tc, test_vk_identity__target_follows_the_driver_build);
     tcase_add_test(tc, test_vk_identity__cache_header_must_name_the_device);
+    tcase_add_test(tc, test_vk_deliver__merged_cache_is_checked_before_use);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

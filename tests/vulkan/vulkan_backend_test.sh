@@ -54,6 +54,7 @@ under_layer() {
 }
 field() { grep -o "\"$1\": [0-9]*" "$dir/stats.json" | grep -o '[0-9]*$'; }
 delivery() { grep -o '"delivery": "[a-z]*"' "$dir/stats.json" | cut -d'"' -f4; }
+merged() { grep -o '"merged_cache": "[a-z]*"' "$dir/stats.json" | cut -d'"' -f4; }
 sodb="$dir/app.sodb"
 MESA_SHADER_CACHE_DISABLE=true under_layer env PSDB_CAPTURE="$sodb" "$VKDEMO" >/dev/null \
     2>"$dir/capture.err" || fail "capture run failed: $(cat "$dir/capture.err")"
@@ -124,15 +125,21 @@ if [ "$mesa" = 1 ]; then
 fi
 
 # 3b. The VkPipelineCache path (NVIDIA's) on this device: one checked cache blob per pipeline,
-# handed over as the initial data of a cache for each creation.
+# and all of them merged into one cache that the layer makes once per device and hands over to
+# every hit of a creation that passes no cache of its own.
 export PSDB_VULKAN_STRATEGY=pipeline-cache
 "$PSDB" compile "$sodb" --backend vulkan --json -o "$dir/cache.psdb" >"$dir/compile2.json" \
     2>"$dir/compile2.err" || fail "compile, pipeline-cache path: $(cat "$dir/compile2.err")"
 grep -q "\"pipelines\": $npipe" "$dir/compile2.json" || fail "compile 2: $(cat "$dir/compile2.json")"
 grep -q 'pipeline cache)$' "$dir/compile2.err" || fail "compile 2: $(cat "$dir/compile2.err")"
 run_delivered cache PSDB_DELIVERY="$dir/cache.psdb"
-[ "$(field psdb_hits)" = "$npipe" ] && [ "$(field psdb_rejected)" = 0 ] ||
-    fail "pipeline-cache delivery: $(cat "$dir/stats.json")"
+[ "$(field psdb_hits)" = "$npipe" ] && [ "$(field psdb_rejected)" = 0 ] &&
+    [ "$(merged)" = on ] || fail "pipeline-cache delivery: $(cat "$dir/stats.json")"
+# The replay delivers as the layer does: the merged cache, every pipeline a hit.
+"$PSDB" replay "$sodb" "$dir/cache.psdb" --backend vulkan --json >"$dir/replay2.json" \
+    2>"$dir/replay2.err" || fail "replay, pipeline-cache path: $(cat "$dir/replay2.err")"
+tr -d ' \n' <"$dir/replay2.json" | grep -q "\"psdb\":{[^}]*\"hits\":$npipe,[^}]*\"merged_cache\":true" ||
+    fail "replay, pipeline-cache path: $(cat "$dir/replay2.json")"
 # An application that passes its own VkPipelineCache keeps it: the PSDB's data is merged into it.
 rm -f "$dir/stats.json"
 under_layer env PSDB_DELIVERY="$dir/cache.psdb" "$VKDEMO" --pipeline-cache >"$dir/own.txt" \

@@ -109,6 +109,22 @@ typedef struct vdev {
     VkDeviceMemory dummy_img_mem;
     VkImageView dummy_view;
     VkSampler dummy_sampler;
+    /* The VkPipelineCache strategy's one cache for all pipelines: compile merges each pipeline's
+     * fresh cache into it; a replay with the PSDB makes it from the PSDB's merged data, as the
+     * layer does. VK_NULL_HANDLE otherwise. */
+    VkPipelineCache merged;
+    /* 1x1 attachments for the first uses, made once per (format, samples, usage) and kept for
+     * the device: an application renders into targets it already has, so making them is no part
+     * of a pipeline's time-to-usable. */
+    struct vatt {
+        VkFormat format;
+        VkSampleCountFlagBits samples;
+        VkImageUsageFlags usage;
+        VkImage image;
+        VkDeviceMemory memory;
+        VkImageView view;
+    } att[32];
+    uint32_t num_att;
 } vdev;
 
 #define DUMMY_BUFFER_SIZE 65536u
@@ -160,6 +176,16 @@ static void dev_close(vdev *d)
 {
     if (d->device) {
         vkDeviceWaitIdle(d->device);
+        if (d->merged)
+            vkDestroyPipelineCache(d->device, d->merged, NULL);
+        for (uint32_t i = 0; i < d->num_att; i++) {
+            if (d->att[i].view)
+                vkDestroyImageView(d->device, d->att[i].view, NULL);
+            if (d->att[i].image)
+                vkDestroyImage(d->device, d->att[i].image, NULL);
+            if (d->att[i].memory)
+                vkFreeMemory(d->device, d->att[i].memory, NULL);
+        }
         if (d->dummy_sampler)
             vkDestroySampler(d->device, d->dummy_sampler, NULL);
         if (d->dummy_view)
@@ -465,27 +491,50 @@ static VkImageAspectFlags aspect_of(VkFormat f)
     }
 }
 
-/* A 1x1 attachment image and its view (the first use renders nothing into it). */
+/* A 1x1 attachment image and its view (the first use renders nothing into it): the device's
+ * (d->att) when one of this kind exists or there is room, else one of this replay's. */
 static VkResult make_image(vdev *d, vobjs *o, VkFormat format, VkSampleCountFlagBits samples,
                            VkImageUsageFlags usage, VkImageView *view)
 {
-    if (o->num_images >= 16)
+    samples = samples ? samples : VK_SAMPLE_COUNT_1_BIT;
+    for (uint32_t k = 0; k < d->num_att; k++) {
+        if (d->att[k].view && d->att[k].format == format && d->att[k].samples == samples &&
+            d->att[k].usage == usage) {
+            *view = d->att[k].view;
+            return VK_SUCCESS;
+        }
+    }
+    VkImage *image;
+    VkDeviceMemory *memory;
+    VkImageView *made;
+    if (d->num_att < sizeof(d->att) / sizeof(d->att[0])) {
+        struct vatt *a = &d->att[d->num_att++];
+        a->format = format;
+        a->samples = samples;
+        a->usage = usage;
+        image = &a->image, memory = &a->memory, made = &a->view;
+    } else if (o->num_images < 16) {
+        uint32_t i = o->num_images++;
+        image = &o->images[i], memory = &o->memory[i], made = &o->views[i];
+    } else {
         return VK_ERROR_OUT_OF_HOST_MEMORY;
-    uint32_t i = o->num_images++;
+    }
     VkImageCreateInfo ii = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
                             .imageType = VK_IMAGE_TYPE_2D,
                             .format = format,
                             .extent = {1, 1, 1},
                             .mipLevels = 1,
                             .arrayLayers = 1,
-                            .samples = samples ? samples : VK_SAMPLE_COUNT_1_BIT,
+                            .samples = samples,
                             .tiling = VK_IMAGE_TILING_OPTIMAL,
                             .usage = usage};
-    VkResult r = vkCreateImage(d->device, &ii, NULL, &o->images[i]);
-    if (r != VK_SUCCESS)
+    VkResult r = vkCreateImage(d->device, &ii, NULL, image);
+    if (r != VK_SUCCESS) {
+        *image = VK_NULL_HANDLE;
         return r;
+    }
     VkMemoryRequirements req;
-    vkGetImageMemoryRequirements(d->device, o->images[i], &req);
+    vkGetImageMemoryRequirements(d->device, *image, &req);
     uint32_t type = UINT32_MAX;
     for (uint32_t t = 0; t < d->mem.memoryTypeCount && type == UINT32_MAX; t++)
         if (req.memoryTypeBits & (1u << t))
@@ -495,16 +544,21 @@ static VkResult make_image(vdev *d, vobjs *o, VkFormat format, VkSampleCountFlag
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                .allocationSize = req.size,
                                .memoryTypeIndex = type};
-    if ((r = vkAllocateMemory(d->device, &ai, NULL, &o->memory[i])) != VK_SUCCESS ||
-        (r = vkBindImageMemory(d->device, o->images[i], o->memory[i], 0)) != VK_SUCCESS)
+    if ((r = vkAllocateMemory(d->device, &ai, NULL, memory)) != VK_SUCCESS) {
+        *memory = VK_NULL_HANDLE;
+        return r;
+    }
+    if ((r = vkBindImageMemory(d->device, *image, *memory, 0)) != VK_SUCCESS)
         return r;
     VkImageViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
-                                .image = o->images[i],
+                                .image = *image,
                                 .viewType = VK_IMAGE_VIEW_TYPE_2D,
                                 .format = format,
                                 .subresourceRange = {aspect_of(format), 0, 1, 0, 1}};
-    r = vkCreateImageView(d->device, &vi, NULL, &o->views[i]);
-    *view = o->views[i];
+    r = vkCreateImageView(d->device, &vi, NULL, made);
+    if (r != VK_SUCCESS)
+        *made = VK_NULL_HANDLE;
+    *view = *made;
     return r;
 }
 
@@ -783,10 +837,13 @@ static VkResult first_use(vdev *d, vkdec_pipeline *p, vobjs *o)
     return vkWaitForFences(d->device, 1, &d->fence, VK_TRUE, UINT64_MAX);
 }
 
-/* Replays one decoded pipeline with a fresh cache (initial data may be NULL); with cache_out, the
- * cache's data afterwards (malloc'd). Returns the first failing VkResult; *what names the step. */
+/* Replays one decoded pipeline with a fresh cache made from initial data, or with d->merged when
+ * use_merged, or with none; with cache_out, a fresh cache's data afterwards (malloc'd), and that
+ * cache merged into d->merged when there is one. *seconds is creation + first use, *create_s the
+ * creation alone. Returns the first failing VkResult; *what names the step. */
 static VkResult replay_one(vdev *d, vkdec_pipeline *p, const void *initial, size_t initial_size,
-                           void **cache_out, size_t *cache_size, double *seconds, const char **what)
+                           int use_merged, void **cache_out, size_t *cache_size, double *seconds,
+                           double *create_s, const char **what)
 {
     vobjs o;
     VkResult r = VK_SUCCESS;
@@ -822,23 +879,29 @@ static VkResult replay_one(vdev *d, vkdec_pipeline *p, const void *initial, size
     VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                      .initialDataSize = initial ? initial_size : 0,
                                      .pInitialData = initial};
-    if ((r = vkCreatePipelineCache(d->device, &cci, NULL, &o.cache)) != VK_SUCCESS)
+    /* A cold replay passes no cache at all, as an application without one: under the layer it
+     * is then served the way such an application is. */
+    int fresh = !use_merged && (initial || cache_out);
+    if (fresh && (r = vkCreatePipelineCache(d->device, &cci, NULL, &o.cache)) != VK_SUCCESS)
         goto cleanup;
+    VkPipelineCache cache = use_merged ? d->merged : o.cache;
     *what = "creating the pipeline";
     double t0 = now_s();
     if (p->graphics) {
         p->graphics_ci.layout = o.layout;
         p->graphics_ci.renderPass = o.rp;
-        r = vkCreateGraphicsPipelines(d->device, o.cache, 1, &p->graphics_ci, NULL, &o.pipeline);
+        r = vkCreateGraphicsPipelines(d->device, cache, 1, &p->graphics_ci, NULL, &o.pipeline);
     } else {
         p->compute.layout = o.layout;
         p->compute.stage.module = o.modules[0];
-        r = vkCreateComputePipelines(d->device, o.cache, 1, &p->compute, NULL, &o.pipeline);
+        r = vkCreateComputePipelines(d->device, cache, 1, &p->compute, NULL, &o.pipeline);
     }
     if (r != VK_SUCCESS) {
         o.pipeline = VK_NULL_HANDLE;
         goto cleanup;
     }
+    if (create_s)
+        *create_s = now_s() - t0;
     *what = "using the pipeline once";
     if ((r = first_use(d, p, &o)) != VK_SUCCESS)
         goto cleanup;
@@ -859,6 +922,12 @@ static VkResult replay_one(vdev *d, vkdec_pipeline *p, const void *initial, size
         }
         *cache_out = b;
         *cache_size = n;
+        *what = "merging the pipeline cache";
+        if (d->merged && (r = vkMergePipelineCaches(d->device, d->merged, 1, &o.cache))) {
+            free(b);
+            *cache_out = NULL;
+            goto cleanup;
+        }
     }
 cleanup:
     objs_destroy(d, &o);
@@ -948,7 +1017,7 @@ static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version,
         return 1;
     }
     int mesa = c->d->id.strategy == VKID_MESA_DISK_CACHE;
-    VkResult r = replay_one(c->d, &p, NULL, 0, mesa ? NULL : &blob, &blob_n, &secs, &what);
+    VkResult r = replay_one(c->d, &p, NULL, 0, 0, mesa ? NULL : &blob, &blob_n, &secs, NULL, &what);
     vkdec_free(&p);
     if (r == VK_SUCCESS && !mesa && vkid_check_cache_header(&c->d->id, blob, blob_n) != 0)
         r = VK_ERROR_INITIALIZATION_FAILED, what = "checking the pipeline cache header";
@@ -994,6 +1063,40 @@ progress:
         fflush(c->progress);
     }
     return 0;
+}
+
+/* The merged cache (every pipeline compiled, each one's fresh cache merged in) as one more value
+ * of the PSDB under vkid_merged_key, checked like each pipeline's. */
+static psdb_hr put_merged(vdev *d, psdb_writer *w, uint64_t *code_bytes, char *err, size_t err_size)
+{
+    uint8_t key[32];
+    void *b = NULL;
+    size_t n = 0;
+    psdb_hr hr = PSDB_E_FAIL;
+    VkResult r = vkGetPipelineCacheData(d->device, d->merged, &n, NULL);
+    if (r == VK_SUCCESS) {
+        b = malloc(n ? n : 1);
+        r = b ? vkGetPipelineCacheData(d->device, d->merged, &n, b) : VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    if (r != VK_SUCCESS || vkid_check_cache_header(&d->id, b, n) != 0) {
+        snprintf(err, err_size, "reading the merged pipeline cache failed: VkResult %d", (int)r);
+        goto cleanup;
+    }
+    vkid_merged_key(key);
+    psdb_value_ref ref = {key, 32};
+    hr = psdb_writer_put_value(w, key, 32, PSDB_VALUE_OBJECT_CODE, b, n);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_value(w, key, 32, PSDB_VALUE_METADATA, "vk-pipeline-cache-all", 21);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_group(w, key, 32, 1, 1, &ref);
+    if (PSDB_FAILED(hr)) {
+        snprintf(err, err_size, "writing the merged pipeline cache: %s", psdb_hr_str(hr));
+        goto cleanup;
+    }
+    *code_bytes += n;
+cleanup:
+    free(b);
+    return hr;
 }
 
 static int count_vk(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
@@ -1133,6 +1236,17 @@ psdb_hr psdb__vk_compile(const char *sodb_path, uint32_t device_index, const cha
         hr = PSDB_E_ADAPTER_NOT_FOUND;
         goto cleanup;
     }
+    if (d.id.strategy == VKID_PIPELINE_CACHE) {
+        VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+        VkResult r = vkCreatePipelineCache(d.device, &cci, NULL, &d.merged);
+        if (r != VK_SUCCESS) {
+            d.merged = VK_NULL_HANDLE;
+            hr = PSDB_E_FAIL;
+            snprintf(err, err_size, "creating the merged pipeline cache failed: VkResult %d",
+                     (int)r);
+            goto cleanup;
+        }
+    }
     psdb_target t = {d.id.family, d.id.abi, d.id.compiler_version, 0};
     hr = psdb_writer_create(out_path, &app, &t, &c.w);
     if (PSDB_FAILED(hr)) {
@@ -1166,6 +1280,8 @@ psdb_hr psdb__vk_compile(const char *sodb_path, uint32_t device_index, const cha
         goto cleanup;
     }
     int mesa = d.id.strategy == VKID_MESA_DISK_CACHE;
+    if (!mesa && (hr = put_merged(&d, c.w, &c.st.code_bytes, err, err_size)) < 0)
+        goto cleanup;
     dev_close(&d); /* Mesa writes its cache out when the driver closes it */
     if (mesa) {
         char path[4096];
@@ -1235,6 +1351,7 @@ typedef struct vpass {
     vkdl_keys keys;
     uint64_t n, cap, failed, hits, misses;
     double *ms;
+    double lookup_s, create_s, use_s, objects_s;
 } vpass;
 
 static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
@@ -1245,8 +1362,9 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     void *data = NULL;
     size_t size = 0;
     int bad = 0;
-    double secs = 0;
+    double secs = 0, create_s = 0;
     const char *what;
+    int hit = 0;
     (void)version;
     if (kind != PSDB_SODB_VK_COMPUTE && kind != PSDB_SODB_VK_GRAPHICS)
         return 0;
@@ -1256,14 +1374,22 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     }
     double t0 = now_s();
     if (v->f) {
-        int hit = vkdl_lookup(v->f, &v->keys, &v->d->id, key, &data, &size, &bad);
+        /* As the layer: with a merged cache the hit needs only the key. */
+        hit = vkdl_lookup(v->f, &v->keys, &v->d->id, key, v->d->merged ? NULL : &data, &size, &bad);
         if (hit == 1)
             v->hits++;
         else
             v->misses++;
     }
-    VkResult r = replay_one(v->d, &p, data, size, NULL, NULL, &secs, &what);
-    double total = now_s() - t0;
+    double lookup = now_s() - t0;
+    VkResult r = replay_one(v->d, &p, data, size, hit == 1 && v->d->merged, NULL, NULL, &secs,
+                            &create_s, &what);
+    /* A pipeline's time-to-usable runs from the application asking for it (the lookup, then
+     * vkCreate*Pipelines) to its first use done. Its shader modules, layouts and render pass
+     * are the application's own objects, made before it asks, with or without a PSDB: they are
+     * counted apart (objects_s). */
+    double total = lookup + secs;
+    double objects = now_s() - t0 - total;
     free(data);
     vkdec_free(&p);
     if (r != VK_SUCCESS) {
@@ -1279,6 +1405,10 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
         v->cap = cap;
     }
     v->ms[v->n++] = total * 1000.0;
+    v->lookup_s += lookup;
+    v->create_s += create_s;
+    v->use_s += secs - create_s;
+    v->objects_s += objects > 0 ? objects : 0;
     return 0;
 }
 
@@ -1343,8 +1473,30 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
     }
     v.d = &d;
     double t0 = now_s();
+    /* The merged cache is made once per device (the layer: at device creation), inside the
+     * time-to-usable. A PSDB without one, or one that fails its check, is replayed with each
+     * pipeline's own data, as the layer falls back. */
+    if (v.f && d.id.strategy == VKID_PIPELINE_CACHE) {
+        void *data = NULL;
+        size_t size = 0;
+        if (vkdl_merged_cache(v.f, &d.id, &data, &size, msg, sizeof(msg)) == PSDB_S_OK) {
+            VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                             .initialDataSize = size,
+                                             .pInitialData = data};
+            if (vkCreatePipelineCache(d.device, &cci, NULL, &d.merged) != VK_SUCCESS)
+                d.merged = VK_NULL_HANDLE;
+        }
+        free(data);
+        out->merged_cache = d.merged != VK_NULL_HANDLE;
+    }
+    out->setup_s = now_s() - t0;
     hr = psdb_sodb_foreach(s, replay_entry, &v);
-    out->total_s = now_s() - t0;
+    out->wall_s = now_s() - t0;
+    out->lookup_s = v.lookup_s;
+    out->create_s = v.create_s;
+    out->first_use_s = v.use_s;
+    out->objects_s = v.objects_s;
+    out->total_s = out->setup_s + v.lookup_s + v.create_s + v.use_s;
     if (PSDB_FAILED(hr)) {
         snprintf(err, err_size, "replaying SODB %s: %s", sodb_path, psdb_hr_str(hr));
         goto cleanup;

@@ -46,7 +46,15 @@ psdb_hr psdb__vk_compile(const char *sodb_path, uint32_t device_index, const cha
 
 typedef struct psdb__vk_replay_stats {
     uint64_t pipelines, failed, hits, misses;
-    double total_s, median_ms, p95_ms; /* time-to-usable: creation + first use */
+    /* Time-to-usable of all pipelines: setup + lookups + creations + first uses; median and
+     * p95 of one pipeline's (lookup + creation + first use). */
+    double total_s, median_ms, p95_ms;
+    double setup_s;               /* the merged cache made once for the device */
+    double lookup_s;              /* the PSDB lookups (encode, hash, key probe, blob checks) */
+    double create_s, first_use_s; /* vkCreate*Pipelines, and the first uses */
+    double objects_s; /* not in total_s: the shader modules, layouts and render passes */
+    double wall_s;    /* the whole pass: all of the above, and decoding the SODB */
+    int merged_cache; /* the pass used the PSDB's merged VkPipelineCache */
 } psdb__vk_replay_stats;
 
 /* Creates and first-uses every Vulkan pipeline of the SODB on the device, cold (Mesa's disk cache
