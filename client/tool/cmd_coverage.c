@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 static const char usage_text[] =
     "usage: psdb coverage --server URL --app NAME [--json] [--token T] [--ca-file F]\n"
+    "                     [--pinned-key sha256//BASE64]\n"
     "\n"
     "Lists what psdbd covers for one application: each family with the ranges of\n"
     "consecutive ABI versions it has PSDBs for (the active serial, size, publish time and\n"
@@ -19,34 +19,10 @@ static const char usage_text[] =
     "requests and the last day seen, most asked first. Demand counts reach the server's\n"
     "reports every flush interval (psdbd stats-flush-interval).\n"
     "--json prints the server's answer (schema/HTTP.md, GET /v1/stats/coverage).\n"
+    "The transfer is the launcher's (psdb_client_coverage): --ca-file and --pinned-key as\n"
+    "for psdb install, transient failures retried with backoff.\n"
     "--token may also come from $PSDB_TOKEN. Exit status 0 on an answer, 3 when the server\n"
     "knows nothing of the application, 1 on other failures, 2 on bad arguments.\n";
-
-#define MAX_ANSWER (64u << 20) /* a coverage answer is small; anything this large is not one */
-
-struct body {
-    char *data;
-    size_t len;
-    int too_big;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
-{
-    struct body *b = ctx;
-    size_t add = size * n;
-    if (add > MAX_ANSWER - b->len) {
-        b->too_big = 1;
-        return 0;
-    }
-    char *grown = realloc(b->data, b->len + add + 1);
-    if (!grown)
-        return 0;
-    memcpy(grown + b->len, p, add);
-    b->data = grown;
-    b->len += add;
-    b->data[b->len] = '\0';
-    return add;
-}
 
 static void print_table(const json_t *doc)
 {
@@ -102,20 +78,18 @@ int cmd_coverage(int argc, char **argv)
         {"app", required_argument, NULL, 'a'},
         {"token", required_argument, NULL, 't'},
         {"ca-file", required_argument, NULL, 'c'},
+        {"pinned-key", required_argument, NULL, 'P'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *server = NULL, *app = NULL, *token = NULL, *ca = NULL;
+    const char *server = NULL, *app = NULL, *token = NULL, *ca = NULL, *pinned = NULL;
     int json = 0, c, rc = 1;
-    CURL *curl = NULL;
-    char *esc = NULL, *url = NULL, *auth = NULL, errbuf[CURL_ERROR_SIZE] = "";
-    struct curl_slist *headers = NULL;
-    struct body b = {0};
+    psdb_client *client = NULL;
+    char *answer = NULL;
+    size_t answer_size = 0;
     json_t *doc = NULL;
     json_error_t jerr;
-    long status = 0;
-    CURLcode cc;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -131,6 +105,9 @@ int cmd_coverage(int argc, char **argv)
             break;
         case 'c':
             ca = optarg;
+            break;
+        case 'P':
+            pinned = optarg;
             break;
         case 'j':
             json = 1;
@@ -153,62 +130,29 @@ int cmd_coverage(int argc, char **argv)
         return tool_fail("coverage", "--server: not an http:// or https:// URL: '%s'", server);
     if (!token)
         token = getenv("PSDB_TOKEN");
-    if (!(curl = curl_easy_init())) {
-        rc = tool_fail("coverage", "curl_easy_init failed");
+    psdb_client_desc cd = {.server_url = server,
+                           .token = token && *token ? token : NULL,
+                           .ca_file = ca,
+                           .pinned_public_key = pinned};
+    psdb_hr hr = psdb_client_create(&cd, &client);
+    if (PSDB_FAILED(hr)) {
+        rc = tool_fail("coverage", "%s", psdb_error_last());
         goto cleanup;
     }
-    if (!(esc = curl_easy_escape(curl, app, 0))) {
-        rc = tool_fail("coverage", "out of memory");
+    hr = psdb_client_coverage(client, app, &answer, &answer_size);
+    if (hr == PSDB_E_NOT_FOUND) {
+        rc = 3;
+        tool_fail("coverage", "the server has no PSDBs and no recorded demand for '%s' (%s)", app,
+                  psdb_client_last_error(client));
         goto cleanup;
     }
-    size_t n = strlen(server);
-    while (n > 0 && server[n - 1] == '/')
-        n--;
-    if (asprintf(&url, "%.*s/v1/stats/coverage?app=%s", (int)n, server, esc) < 0) {
-        url = NULL;
-        rc = tool_fail("coverage", "out of memory");
+    if (PSDB_FAILED(hr)) {
+        rc = tool_fail("coverage", "%s", psdb_client_last_error(client));
         goto cleanup;
     }
-    if (token && *token) {
-        if (asprintf(&auth, "Authorization: Bearer %s", token) < 0 ||
-            !(headers = curl_slist_append(NULL, auth))) {
-            rc = tool_fail("coverage", "out of memory");
-            goto cleanup;
-        }
-    }
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    if (ca)
-        curl_easy_setopt(curl, CURLOPT_CAINFO, ca);
-    if ((cc = curl_easy_perform(curl)) != CURLE_OK) {
-        rc = tool_fail("coverage", "GET %s: %s", url,
-                       b.too_big   ? "the answer is larger than 64 MiB"
-                       : errbuf[0] ? errbuf
-                                   : curl_easy_strerror(cc));
-        goto cleanup;
-    }
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    doc = b.data ? json_loadb(b.data, b.len, 0, &jerr) : NULL;
-    if (status != 200) {
-        const char *msg = json_string_value(json_object_get(doc, "message"));
-        rc = status == 404 ? 3 : 1;
-        if (status == 404 && msg && strstr(msg, "application"))
-            tool_fail("coverage", "the server has no PSDBs and no recorded demand for '%s'", app);
-        else
-            tool_fail("coverage", "GET %s: HTTP %ld%s%s", url, status, msg ? ": " : "",
-                      msg ? msg : "");
-        goto cleanup;
-    }
-    if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "covered")) ||
-        !json_is_array(json_object_get(doc, "missing"))) {
-        rc = tool_fail("coverage", "GET %s: the answer is not a coverage report%s%s", url,
-                       doc ? "" : ": ", doc ? "" : jerr.text);
+    doc = json_loadb(answer, answer_size, 0, &jerr);
+    if (!doc) {
+        rc = tool_fail("coverage", "the answer is not JSON: %s", jerr.text);
         goto cleanup;
     }
     if (json) {
@@ -223,12 +167,7 @@ int cmd_coverage(int argc, char **argv)
     rc = fflush(stdout) == 0 ? 0 : tool_fail("coverage", "write stdout failed");
 cleanup:
     json_decref(doc);
-    free(b.data);
-    curl_slist_free_all(headers);
-    free(auth);
-    free(url);
-    curl_free(esc);
-    if (curl)
-        curl_easy_cleanup(curl);
+    free(answer);
+    psdb_client_release(client);
     return rc;
 }

@@ -81,7 +81,9 @@ grep -q 'alpha-gfx1' "$work/cov.txt" && grep -q 'alpha-gfx9' "$work/cov.txt" ||
     fail "psdb coverage: families missing from the table"
 "$psdb" coverage --server "$url" --app Alpha --json >"$work/cov.json" || fail "psdb coverage --json"
 check_json "$work/cov.json" "d == load('$work/c1.json')" "psdb coverage --json is not the endpoint's JSON"
-"$psdb" coverage --server "$url" --app Nobody >/dev/null 2>"$work/cov.err" && fail "unknown app exits 0"
+st=0
+"$psdb" coverage --server "$url" --app Nobody >/dev/null 2>"$work/cov.err" || st=$?
+[ "$st" -eq 3 ] || fail "psdb coverage of an unknown application exits $st, not 3"
 grep -q 'Nobody' "$work/cov.err" || fail "psdb coverage: the error does not name the application"
 
 # Names that are not UTF-8 are never recorded (every report is JSON) and never crash a report.

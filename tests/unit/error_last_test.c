@@ -164,6 +164,16 @@ static psdb_hr r_client_resolve(void)
     psdb_manifest_free(m);
     return hr;
 }
+static psdb_hr r_client_coverage(void)
+{
+    psdb_client *c = client_for_rows();
+    char *json = NULL;
+    size_t size = 0;
+    psdb_hr hr = psdb_client_coverage(c, "", &json, &size);
+    psdb_client_release(c);
+    free(json);
+    return hr;
+}
 static psdb_hr r_client_download(void)
 {
     psdb_client *c = client_for_rows();
@@ -661,6 +671,7 @@ static const row rows[] = {
     {"psdb_client_create", r_client_create, "http:// or https://"},
     {"psdb_client_resolve", r_client_resolve, "NULL client"},
     {"psdb_client_download", r_client_download, "NULL manifest"},
+    {"psdb_client_coverage", r_client_coverage, "empty app name"},
     {"psdb_client_install", r_client_install, "no exe_path"},
     {"psdb_client_verify_manifest", r_client_verify_manifest, "psdb_client_verify_manifest"},
     {"psdb_client_check_manifest", r_client_check_manifest, "psdb_client_check_manifest"},

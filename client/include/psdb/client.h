@@ -148,6 +148,16 @@ PSDB_API void psdb_publish_result_free(psdb_publish_result *r);
 PSDB_API psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
                                      const psdb_precompile_target *target, psdb_manifest **out);
 
+/* What the server covers for one application and what clients asked for that it does not have
+ * (GET /v1/stats/coverage; schema/HTTP.md), with the client's TLS settings, timeouts, retries and
+ * cancel. On success *json (NUL-terminated, the caller's: free()) holds the server's answer, a
+ * JSON object with the arrays "covered" and "missing", and *size its length. PSDB_E_NOT_FOUND:
+ * the server has no PSDB and no recorded demand for app; PSDB_E_ACCESS: the token may not read
+ * it; PSDB_E_PROTOCOL: the answer is not a coverage report, or over 64 MiB; PSDB_E_NETWORK,
+ * PSDB_E_CANCELLED, PSDB_E_OUTOFMEMORY; PSDB_E_INVALIDARG: NULL argument or empty app. The
+ * client's last error says why (with the server's own message when it gave one). */
+PSDB_API psdb_hr psdb_client_coverage(psdb_client *c, const char *app, char **json, size_t *size);
+
 /* Downloads the manifest's blob to dest_path. Streams into dest_path + ".part" while hashing;
  * resumes an existing .part with a Range request (its bytes are re-hashed first); retries
  * transient failures with exponential backoff. Only when the size and SHA-256 match the manifest

@@ -19,6 +19,7 @@
 #include "psdb/sign.h"
 
 #include "registry/install.h"
+#include "common/buf.h"
 
 /* libcurl's connection cache, DNS cache and TLS sessions, shared by the transfers of one client
  * and of the clients created with share_connections_with it; the lock callbacks make it safe for
@@ -50,6 +51,13 @@ psdb_hr psdb__client_check_request(psdb_client *c, const char *who, const psdb_m
 CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist **headers);
 /* resolve.c */
 int psdb__client_transient_curl(CURLcode rc);
+/* GET url into *body (at most max_bytes; emptied first), retrying transient failures with the
+ * client's backoff and asking its progress_cancel (progress "what" = who). PSDB_S_OK with
+ * *status 200; else the failure (PSDB_E_NETWORK, PSDB_E_CANCELLED, PSDB_E_PROTOCOL for an answer
+ * over max_bytes, PSDB_E_OUTOFMEMORY, or psdb__http_hr of the final status, whose body is kept)
+ * with the client's error set, starting with who. The caller frees *body (resolve.c). */
+psdb_hr psdb__client_get(psdb_client *c, const char *who, const char *url, size_t max_bytes,
+                         psdb__buf *body, long *status);
 /* Sleeps the backoff before retry `attempt`, in slices that ask progress_cancel (resolve.c).
  * 1 when the caller asked to stop (the call then returns PSDB_E_CANCELLED), else 0. */
 int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t attempt);

@@ -93,35 +93,37 @@ int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t 
     return psdb__client_should_stop(c, p);
 }
 
-/* The transfer callback of resolve: asks progress_cancel at most every 100 ms. */
-typedef struct resolve_watch {
+/* The transfer callback of a small GET: asks progress_cancel at most every 100 ms. */
+typedef struct get_watch {
     psdb_client *c;
+    const char *who;
     uint32_t attempt;
     int cancelled;
     struct timespec last;
-} resolve_watch;
+} get_watch;
 
-static int resolve_xfer(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                        curl_off_t ulnow)
+static int get_xfer(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                    curl_off_t ulnow)
 {
     (void)dltotal;
     (void)dlnow;
     (void)ultotal;
     (void)ulnow;
-    resolve_watch *w = ctx;
+    get_watch *w = ctx;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     long ms = (now.tv_sec - w->last.tv_sec) * 1000 + (now.tv_nsec - w->last.tv_nsec) / 1000000;
     if (ms < 100)
         return 0;
     w->last = now;
-    psdb_progress p = {"resolve", 0, 0, w->attempt};
+    psdb_progress p = {w->who, 0, 0, w->attempt};
     w->cancelled = psdb__client_should_stop(w->c, &p);
     return w->cancelled;
 }
 
 typedef struct mem_sink {
-    psdb__buf buf;
+    psdb__buf *buf;
+    size_t max;
     int too_big;
 } mem_sink;
 
@@ -129,12 +131,86 @@ static size_t mem_write(char *p, size_t size, size_t n, void *ctx)
 {
     mem_sink *s = ctx;
     size_t len = size * n;
-    if (s->buf.len + len > RESOLVE_MAX_BYTES) {
+    if (len > s->max - s->buf->len) {
         s->too_big = 1;
         return 0;
     }
-    psdb__buf_append(&s->buf, p, len);
-    return s->buf.oom ? 0 : len;
+    psdb__buf_append(s->buf, p, len);
+    return s->buf->oom ? 0 : len;
+}
+
+psdb_hr psdb__client_get(psdb_client *c, const char *who, const char *url, size_t max_bytes,
+                         psdb__buf *body, long *status)
+{
+    psdb_hr hr = PSDB_S_OK;
+    CURL *h = NULL;
+    struct curl_slist *headers = NULL;
+    mem_sink sink = {body, max_bytes, 0};
+    get_watch watch = {0};
+
+    *status = 0;
+    for (uint32_t attempt = 1;; attempt++) {
+        psdb__buf_free(body);
+        sink.too_big = 0;
+        *status = 0;
+        h = psdb__client_new_handle(c, url, &headers);
+        if (!h) {
+            hr = PSDB_E_OUTOFMEMORY;
+            psdb__client_error(c, "%s: out of memory", who);
+            goto cleanup;
+        }
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->connect_timeout_ms * 3);
+        if (c->progress_cancel) {
+            watch.c = c;
+            watch.who = who;
+            watch.attempt = attempt;
+            watch.cancelled = 0;
+            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, get_xfer);
+            curl_easy_setopt(h, CURLOPT_XFERINFODATA, &watch);
+            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        }
+        CURLcode rc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+        curl_easy_cleanup(h);
+        h = NULL;
+        curl_slist_free_all(headers);
+        headers = NULL;
+        if (rc == CURLE_OK && *status == 200)
+            goto cleanup;
+        if (rc == CURLE_ABORTED_BY_CALLBACK && watch.cancelled) {
+            hr = PSDB_E_CANCELLED;
+            psdb__client_error(c, "%s: %s: cancelled by the progress callback", who, c->server_url);
+            goto cleanup;
+        }
+        if (rc == CURLE_WRITE_ERROR && (sink.too_big || body->oom)) {
+            hr = body->oom ? PSDB_E_OUTOFMEMORY : PSDB_E_PROTOCOL;
+            psdb__client_error(c, "%s: the server's answer is larger than %zu bytes", who,
+                               max_bytes);
+            goto cleanup;
+        }
+        int retry =
+            rc != CURLE_OK ? psdb__client_transient_curl(rc) : psdb__http_transient(*status);
+        if (!retry || attempt > c->max_retries) {
+            if (rc != CURLE_OK) {
+                hr = PSDB_E_NETWORK;
+                psdb__client_error(c, "%s: %s: %s", who, c->server_url, curl_easy_strerror(rc));
+            } else {
+                hr = psdb__http_hr(*status);
+                psdb__client_error(c, "%s: %s answered HTTP %ld", who, c->server_url, *status);
+            }
+            goto cleanup;
+        }
+        psdb_progress wait = {who, 0, 0, attempt};
+        if (psdb__client_backoff(c, &wait, attempt)) {
+            hr = PSDB_E_CANCELLED;
+            psdb__client_error(c, "%s: %s: cancelled by the progress callback", who, c->server_url);
+            goto cleanup;
+        }
+    }
+cleanup:
+    return hr;
 }
 
 static char *url_escape(CURL *h, const char *s)
@@ -147,10 +223,9 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
 {
     psdb_hr hr = PSDB_S_OK;
     CURL *h = NULL;
-    struct curl_slist *headers = NULL;
     char *url = NULL, *e_app = NULL, *e_family = NULL;
-    mem_sink sink = {0};
-    resolve_watch watch = {0};
+    psdb__buf body = {0};
+    long status = 0;
 
     if (!c || !app || !app->name || !target || !out)
         return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_resolve: NULL %s",
@@ -190,78 +265,23 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         free(url);
         url = u2;
     }
-    for (uint32_t attempt = 1;; attempt++) {
-        long status = 0;
-        psdb__buf_free(&sink.buf);
-        sink.too_big = 0;
-        h = psdb__client_new_handle(c, url, &headers);
-        if (!h) {
-            hr = PSDB_E_OUTOFMEMORY;
-            goto cleanup;
-        }
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->connect_timeout_ms * 3);
-        if (c->progress_cancel) {
-            watch.c = c;
-            watch.attempt = attempt;
-            watch.cancelled = 0;
-            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, resolve_xfer);
-            curl_easy_setopt(h, CURLOPT_XFERINFODATA, &watch);
-            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        }
-        CURLcode rc = curl_easy_perform(h);
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(h);
-        h = NULL;
-        curl_slist_free_all(headers);
-        headers = NULL;
-        if (rc == CURLE_OK && status == 200) {
-            hr = psdb_manifest_parse((const char *)sink.buf.data, sink.buf.len, out);
-            if (PSDB_FAILED(hr)) {
-                psdb__client_error(c, "resolve: the server's answer is not a valid manifest");
-                goto cleanup;
-            }
-            hr = psdb__client_check_request(c, "resolve", *out, app, NULL, target, NULL);
-            if (PSDB_FAILED(hr)) {
-                psdb_manifest_free(*out);
-                *out = NULL;
-            }
-            goto cleanup;
-        }
-        if (rc == CURLE_ABORTED_BY_CALLBACK && watch.cancelled) {
-            hr = PSDB_E_CANCELLED;
-            psdb__client_error(c, "resolve: %s: cancelled by the progress callback", c->server_url);
-            goto cleanup;
-        }
-        if (rc == CURLE_WRITE_ERROR && sink.too_big) {
-            hr = PSDB_E_PROTOCOL;
-            psdb__client_error(c, "resolve: the server's answer is larger than %u bytes",
-                               RESOLVE_MAX_BYTES);
-            goto cleanup;
-        }
-        int retry = rc != CURLE_OK ? psdb__client_transient_curl(rc) : psdb__http_transient(status);
-        if (!retry || attempt > c->max_retries) {
-            if (rc != CURLE_OK) {
-                hr = PSDB_E_NETWORK;
-                psdb__client_error(c, "resolve: %s: %s", c->server_url, curl_easy_strerror(rc));
-            } else {
-                hr = psdb__http_hr(status);
-                psdb__client_error(c, "resolve: %s answered HTTP %ld", c->server_url, status);
-            }
-            goto cleanup;
-        }
-        psdb_progress wait = {"resolve", 0, 0, attempt};
-        if (psdb__client_backoff(c, &wait, attempt)) {
-            hr = PSDB_E_CANCELLED;
-            psdb__client_error(c, "resolve: %s: cancelled by the progress callback", c->server_url);
-            goto cleanup;
-        }
+    hr = psdb__client_get(c, "resolve", url, RESOLVE_MAX_BYTES, &body, &status);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = psdb_manifest_parse((const char *)body.data, body.len, out);
+    if (PSDB_FAILED(hr)) {
+        psdb__client_error(c, "resolve: the server's answer is not a valid manifest");
+        goto cleanup;
+    }
+    hr = psdb__client_check_request(c, "resolve", *out, app, NULL, target, NULL);
+    if (PSDB_FAILED(hr)) {
+        psdb_manifest_free(*out);
+        *out = NULL;
     }
 cleanup:
     curl_free(e_app);
     curl_free(e_family);
     free(url);
-    psdb__buf_free(&sink.buf);
+    psdb__buf_free(&body);
     return hr;
 }
