@@ -76,6 +76,8 @@ typedef struct linstance {
     PFN_vkDestroyInstance DestroyInstance;
 } linstance;
 
+#define FED_MAX 16u
+
 typedef struct ldevice {
     struct ldevice *next;
     void *key;
@@ -104,6 +106,14 @@ typedef struct ldevice {
     /* One cache holding every pipeline of psdb (its merged VkPipelineCache data), made at device
      * creation, or VK_NULL_HANDLE: hits of creations that pass no cache of their own use it. */
     VkPipelineCache merged;
+    /* Application caches the merged cache was merged into (guarded by lock), so that their hits
+     * are served from them; forgotten at vkDestroyPipelineCache. */
+    VkPipelineCache fed[FED_MAX];
+    uint32_t num_fed;
+    /* vkMergePipelineCaches needs its destination externally synchronized, and an application
+     * may create pipelines with its cache on several threads: merges into an application's cache
+     * hold this for writing, creations with one for reading. */
+    pthread_rwlock_t cache_lock;
     vkid id;
     pthread_mutex_t lock; /* guards objs */
     lobj *objs[OBJ_BUCKETS];
@@ -124,6 +134,7 @@ typedef struct lstats {
     uint64_t lookup_ns; /* encode + hash + lookup (+ blob checks), all creations; no driver time */
     int delivery;       /* 0 none, 1 a PSDB was found for the device, -1 found but refused */
     int merged;         /* 0 none, 1 a merged cache was made for a device, -1 refused */
+    uint64_t fed;       /* application caches the merged cache was merged into */
 } lstats;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* guards everything below */
@@ -416,10 +427,12 @@ static void stats_report(void)
             ", \"unrepresentable\": %" PRIu64 ", \"capture_failed\": %" PRIu64
             ", \"unrepresentable_stypes\": [%s], \"delivery\": \"%s\", \"psdb_hits\": %" PRIu64
             ", \"psdb_misses\": %" PRIu64 ", \"psdb_rejected\": %" PRIu64
-            ", \"psdb_lookup_ns\": %" PRIu64 ", \"merged_cache\": \"%s\"}\n",
+            ", \"psdb_lookup_ns\": %" PRIu64 ", \"merged_cache\": \"%s\""
+            ", \"app_caches_fed\": %" PRIu64 "}\n",
             s.pipelines, s.recorded, s.already, s.unrepresentable, s.failed, types,
             s.delivery > 0 ? "on" : (s.delivery < 0 ? "refused" : "off"), s.hits, s.misses,
-            s.rejected, s.lookup_ns, s.merged > 0 ? "on" : (s.merged < 0 ? "refused" : "off"));
+            s.rejected, s.lookup_ns, s.merged > 0 ? "on" : (s.merged < 0 ? "refused" : "off"),
+            s.fed);
     if (fclose(f) != 0)
         fprintf(stderr, "psdb layer: stats %s: cannot write: %s\n", stats_path, strerror(errno));
 }
@@ -888,33 +901,100 @@ static int splittable(uint32_t kind, uint32_t n, const void *ci)
     return 1;
 }
 
-static VkResult create_next(ldevice *d, uint32_t kind, VkPipelineCache cache, uint32_t n,
-                            const void *ci, const VkAllocationCallbacks *a, VkPipeline *out)
+/* Creates down the chain; app is the application's own cache (or VK_NULL_HANDLE), which no merge
+ * may write while the driver reads it. */
+static VkResult create_next(ldevice *d, uint32_t kind, VkPipelineCache cache, VkPipelineCache app,
+                            uint32_t n, const void *ci, const VkAllocationCallbacks *a,
+                            VkPipeline *out)
 {
+    VkResult r;
+    if (app)
+        pthread_rwlock_rdlock(&d->cache_lock);
     if (kind == PSDB_SODB_VK_COMPUTE)
-        return d->CreateComputePipelines(d->device, cache, n, ci, a, out);
-    return d->CreateGraphicsPipelines(d->device, cache, n, ci, a, out);
+        r = d->CreateComputePipelines(d->device, cache, n, ci, a, out);
+    else
+        r = d->CreateGraphicsPipelines(d->device, cache, n, ci, a, out);
+    if (app)
+        pthread_rwlock_unlock(&d->cache_lock);
+    return r;
+}
+
+/* Merges src into the application's cache app, excluded from the creations that use app. */
+static VkResult merge_into_app(ldevice *d, VkPipelineCache app, VkPipelineCache src)
+{
+    if (!d->MergePipelineCaches)
+        return VK_ERROR_FEATURE_NOT_PRESENT;
+    pthread_rwlock_wrlock(&d->cache_lock);
+    VkResult r = d->MergePipelineCaches(d->device, app, 1, &src);
+    pthread_rwlock_unlock(&d->cache_lock);
+    return r;
+}
+
+/* Whether the application's cache app holds the merged cache: merged into it at its first
+ * creation under the layer, so that every hit with it needs only the key and the application's
+ * cache keeps working as without the layer (it gains the PSDB's pipelines). 0 when the merge
+ * fails or FED_MAX caches are fed already: the caller then goes pipeline by pipeline. */
+static int app_cache_fed(ldevice *d, VkPipelineCache app)
+{
+    int fed = 0;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < d->num_fed && !fed; i++)
+        fed = d->fed[i] == app;
+    int room = d->num_fed < FED_MAX;
+    pthread_mutex_unlock(&d->lock);
+    if (fed || !room || merge_into_app(d, app, d->merged) != VK_SUCCESS)
+        return fed;
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < d->num_fed && !fed; i++)
+        fed = d->fed[i] == app; /* another thread fed it meanwhile */
+    int added = !fed && d->num_fed < FED_MAX;
+    if (added)
+        d->fed[d->num_fed++] = app;
+    pthread_mutex_unlock(&d->lock);
+    if (added) {
+        pthread_mutex_lock(&g_lock);
+        g_stats.fed++;
+        pthread_mutex_unlock(&g_lock);
+    }
+    return 1;
+}
+
+static VKAPI_ATTR void VKAPI_CALL layer_DestroyPipelineCache(VkDevice device, VkPipelineCache cache,
+                                                             const VkAllocationCallbacks *a)
+{
+    ldevice *d = device_find(dispatch_key(device));
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < d->num_fed; i++) {
+        if (d->fed[i] == cache) {
+            d->fed[i] = d->fed[--d->num_fed]; /* a later cache may get the same handle */
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    d->DestroyPipelineCache(device, cache, a);
 }
 
 /* vkCreate*Pipelines with a PSDB delivered. Mesa's code arrives through its disk cache: the batch
- * goes down unchanged and the lookups only count. VkPipelineCache data goes one pipeline at a
- * time: with the device's merged cache and no cache of the application's, a hit is created with
- * the merged cache; else with a cache made from the pipeline's own data, or, when the application
- * passes its own cache, that data is merged into the application's cache first (its cache keeps
- * working as it would without the layer, and gains the entry). A miss goes down as the
- * application asked. A batch that may not be split (derivatives naming their base by index)
- * goes down whole: with the merged cache when every pipeline of it is a hit. */
+ * goes down unchanged and the lookups only count. For VkPipelineCache data with the device's
+ * merged cache: a creation that passes no cache goes pipeline by pipeline, a hit with the merged
+ * cache, a miss with none (as the application asked); an application's own cache is fed the
+ * merged cache once (app_cache_fed) and its batches then go down unchanged. Without a merged cache
+ * (or feeding failed) a hit is created with a cache made from the pipeline's own data, or, when
+ * the application passes its own cache, that data is merged into the application's cache first.
+ * A batch that may not be split (derivatives naming their base by index) goes down whole: with the
+ * merged cache when every pipeline of it is a hit. */
 static VkResult create_delivered(ldevice *d, uint32_t kind, VkPipelineCache cache, uint32_t n,
                                  const void *ci, const VkAllocationCallbacks *a, VkPipeline *out)
 {
     size_t stride = kind == PSDB_SODB_VK_COMPUTE ? sizeof(VkComputePipelineCreateInfo)
                                                  : sizeof(VkGraphicsPipelineCreateInfo);
     int merged = d->merged != VK_NULL_HANDLE && cache == VK_NULL_HANDLE;
-    if (d->id.strategy == VKID_MESA_DISK_CACHE || !splittable(kind, n, ci)) {
+    int fed = d->merged != VK_NULL_HANDLE && cache != VK_NULL_HANDLE && app_cache_fed(d, cache);
+    if (d->id.strategy == VKID_MESA_DISK_CACHE || fed || !splittable(kind, n, ci)) {
         uint32_t hits = 0;
         for (uint32_t i = 0; i < n; i++)
             hits += (uint32_t)deliver_one(d, kind, (const char *)ci + i * stride, NULL);
-        return create_next(d, kind, merged && hits == n ? d->merged : cache, n, ci, a, out);
+        return create_next(d, kind, merged && hits == n ? d->merged : cache, cache, n, ci, a, out);
     }
     VkResult result = VK_SUCCESS;
     for (uint32_t i = 0; i < n; i++) {
@@ -927,10 +1007,10 @@ static VkResult create_delivered(ldevice *d, uint32_t kind, VkPipelineCache cach
             deliver_one(d, kind, one, &c);
             if (c && cache == VK_NULL_HANDLE)
                 use = c;
-            else if (c && d->MergePipelineCaches)
-                d->MergePipelineCaches(d->device, cache, 1, &c);
+            else if (c)
+                merge_into_app(d, cache, c);
         }
-        VkResult r = create_next(d, kind, use, 1, one, a, &out[i]);
+        VkResult r = create_next(d, kind, use, cache, 1, one, a, &out[i]);
         if (c)
             d->DestroyPipelineCache(d->device, c, NULL);
         if (r < 0) {
@@ -992,6 +1072,7 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device,
     vkdl_keys_free(&d->keys);
     objs_free(d);
     pthread_mutex_destroy(&d->lock);
+    pthread_rwlock_destroy(&d->cache_lock);
     free(d);
 }
 
@@ -1022,6 +1103,7 @@ static const hook DEVICE_HOOKS[] = {
     HOOK(DestroyRenderPass),
     HOOK(CreateComputePipelines),
     HOOK(CreateGraphicsPipelines),
+    HOOK(DestroyPipelineCache),
 };
 #undef HOOK
 #define NUM_DEVICE_HOOKS (sizeof(DEVICE_HOOKS) / sizeof(DEVICE_HOOKS[0]))
@@ -1071,6 +1153,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
     d->DestroyPipelineCache = (PFN_vkDestroyPipelineCache)gdpa(*out, "vkDestroyPipelineCache");
     d->MergePipelineCaches = (PFN_vkMergePipelineCaches)gdpa(*out, "vkMergePipelineCaches");
     pthread_mutex_init(&d->lock, NULL);
+    pthread_rwlock_init(&d->cache_lock, NULL);
     delivery_attach(d, inst, phys);
     pthread_mutex_lock(&g_lock);
     d->next = g_devices;
