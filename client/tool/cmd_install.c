@@ -21,7 +21,9 @@
 static const char usage_text[] =
     "usage: psdb install --server URL --exe-path PATH --app NAME --app-version V [--app-id UUID]\n"
     "                    --target FAMILY:ABI_MIN-ABI_MAX[:PROFILE_VERSION] [--target ...]\n"
-    "                    (--target auto: one target per local Vulkan device, from its identity)\n"
+    "                    (--target auto: one target per distinct Vulkan device identity of this\n"
+    "                    machine, as psdb compile --backend vulkan writes it; libpsdb's\n"
+    "                    psdb_client_local_targets)\n"
     "                    --trust KEYFILE.pub [--trust ...] [--registry DIR] [--token T]\n"
     "                    [--ca-file FILE] [--pinned-key sha256//BASE64] [--installer NAME]\n"
     "                    [--allow-downgrade] [--limit-rate BYTES[K|M|G]] [--json]\n"

@@ -157,6 +157,20 @@ START_TEST(test_local_targets__no_vulkan_driver_is_adapter_not_found)
     ck_assert_uint_eq(n, 0);
     ck_assert_msg(strstr(psdb_error_last(), "no vulkan driver") != NULL, "error: %s",
                   psdb_error_last());
+    /* The tool says the same, in one line, before it asks any server. */
+    char cmd[4096];
+    char *out = tu_path(dir, "tool.out");
+    snprintf(cmd, sizeof(cmd),
+             "'%s' install --server http://127.0.0.1:1 --exe-path /g/a.exe --app A "
+             "--app-version 1.0.0.0 --target auto --trust /nonexistent.pub",
+             PSDB_TOOL);
+    ck_assert_int_eq(tu_run(cmd, out), 1);
+    char *text = tu_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "psdb install: --target auto: vulkan: vkCreateInstance failed") &&
+                      strstr(text, "no vulkan driver"),
+                  "psdb install --target auto: %s", text);
+    free(text);
+    free(out);
     /* Restored for the cases after this one where Check runs them in one process (CK_FORK=no). */
     icd ? setenv("VK_ICD_FILENAMES", icd, 1) : unsetenv("VK_ICD_FILENAMES");
     drv ? setenv("VK_DRIVER_FILES", drv, 1) : unsetenv("VK_DRIVER_FILES");
