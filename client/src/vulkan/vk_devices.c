@@ -83,8 +83,16 @@ static psdb_hr enumerate(psdb_precompile_target **out, uint32_t *found)
     VkInstance inst = VK_NULL_HANDLE;
     VkPhysicalDevice *phys = NULL;
     psdb_precompile_target *t = NULL;
+    PFN_vkGetInstanceProcAddr gipa = NULL;
+    PFN_vkCreateInstance create = NULL;
+    PFN_vkEnumerateInstanceVersion version = NULL;
     PFN_vkDestroyInstance destroy = NULL;
+    PFN_vkEnumeratePhysicalDevices devices = NULL;
+    PFN_vkGetPhysicalDeviceProperties props = NULL;
+    PFN_vkGetPhysicalDeviceProperties2 props2 = NULL;
+    VkResult r = VK_SUCCESS;
     uint32_t n = 0, nt = 0, loader_version = VK_API_VERSION_1_0;
+    int v11 = 0;
 
     *out = NULL;
     *found = 0;
@@ -97,10 +105,9 @@ static psdb_hr enumerate(psdb_precompile_target **out, uint32_t *found)
                             LOADER_SONAME, why ? why : "unknown reason");
         goto cleanup;
     }
-    PFN_vkGetInstanceProcAddr gipa =
-        (PFN_vkGetInstanceProcAddr)(uintptr_t)dlsym(lib, "vkGetInstanceProcAddr");
-    PFN_vkCreateInstance create =
-        gipa ? (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance") : NULL;
+    gipa = (PFN_vkGetInstanceProcAddr)(uintptr_t)dlsym(lib, "vkGetInstanceProcAddr");
+    if (gipa)
+        create = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
     if (!create) {
         hr = psdb__error_set(PSDB_E_ADAPTER_NOT_FOUND,
                              "vulkan loader %s has no vkGetInstanceProcAddr or vkCreateInstance",
@@ -109,31 +116,27 @@ static psdb_hr enumerate(psdb_precompile_target **out, uint32_t *found)
     }
     /* A 1.0 loader knows no vkEnumerateInstanceVersion and refuses an instance of a later API;
      * there the driver properties (core in 1.2) cannot be asked, which vkid_query allows for. */
-    PFN_vkEnumerateInstanceVersion version =
-        (PFN_vkEnumerateInstanceVersion)gipa(VK_NULL_HANDLE, "vkEnumerateInstanceVersion");
+    version = (PFN_vkEnumerateInstanceVersion)gipa(VK_NULL_HANDLE, "vkEnumerateInstanceVersion");
     if (version && version(&loader_version) != VK_SUCCESS)
         loader_version = VK_API_VERSION_1_0;
-    int v11 = loader_version >= VK_API_VERSION_1_1;
+    v11 = loader_version >= VK_API_VERSION_1_1;
     /* Named and versioned as the tool's compile creates its instance. */
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
                              .pApplicationName = "psdb",
                              .apiVersion = v11 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_0};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                 .pApplicationInfo = &app};
-    VkResult r = create(&ici, NULL, &inst);
+    r = create(&ici, NULL, &inst);
     if (r != VK_SUCCESS) {
         inst = VK_NULL_HANDLE;
         hr = vk_status(r, "vkCreateInstance");
         goto cleanup;
     }
     destroy = (PFN_vkDestroyInstance)gipa(inst, "vkDestroyInstance");
-    PFN_vkEnumeratePhysicalDevices devices =
-        (PFN_vkEnumeratePhysicalDevices)gipa(inst, "vkEnumeratePhysicalDevices");
-    PFN_vkGetPhysicalDeviceProperties props =
-        (PFN_vkGetPhysicalDeviceProperties)gipa(inst, "vkGetPhysicalDeviceProperties");
-    PFN_vkGetPhysicalDeviceProperties2 props2 =
-        v11 ? (PFN_vkGetPhysicalDeviceProperties2)gipa(inst, "vkGetPhysicalDeviceProperties2")
-            : NULL;
+    devices = (PFN_vkEnumeratePhysicalDevices)gipa(inst, "vkEnumeratePhysicalDevices");
+    props = (PFN_vkGetPhysicalDeviceProperties)gipa(inst, "vkGetPhysicalDeviceProperties");
+    if (v11)
+        props2 = (PFN_vkGetPhysicalDeviceProperties2)gipa(inst, "vkGetPhysicalDeviceProperties2");
     if (!destroy || !devices || !props) {
         hr = psdb__error_set(PSDB_E_FAIL, "vulkan loader %s: the instance lacks a core function",
                              LOADER_SONAME);
