@@ -12,7 +12,6 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
-#include "build/vk_backend.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
@@ -22,7 +21,9 @@
 static const char usage_text[] =
     "usage: psdb install --server URL --exe-path PATH --app NAME --app-version V [--app-id UUID]\n"
     "                    --target FAMILY:ABI_MIN-ABI_MAX[:PROFILE_VERSION] [--target ...]\n"
-    "                    (--target auto: one target per local Vulkan device, from its identity)\n"
+    "                    (--target auto: one target per distinct Vulkan device identity of this\n"
+    "                    machine, as psdb compile --backend vulkan writes it; libpsdb's\n"
+    "                    psdb_client_local_targets)\n"
     "                    --trust KEYFILE.pub [--trust ...] [--registry DIR] [--token T]\n"
     "                    [--ca-file FILE] [--pinned-key sha256//BASE64] [--installer NAME]\n"
     "                    [--allow-downgrade] [--limit-rate BYTES[K|M|G]] [--json]\n"
@@ -172,32 +173,29 @@ static int parse_target(const char *s, psdb_precompile_target *t)
     return 0;
 }
 
-/* --target auto: one target per Vulkan device of this machine, from its identity
- * (schema/COMPILER.md section 5: family vulkan-VENDOR-DEVICE, ABI exactly the driver's), so a
- * launcher needs no family strings. Devices of one identity give one target. 0, or 1 after
- * printing why. */
+/* --target auto: libpsdb's psdb_client_local_targets (one target per distinct Vulkan device
+ * identity, schema/COMPILER.md section 5), so a launcher needs no family strings and the tool and
+ * launchers ask alike. A target already given is not added twice. 0, or 1 after printing why. */
 static int auto_targets(psdb_precompile_target *targets, uint32_t *num_targets)
 {
-    psdb__vk_identity ids[16];
-    uint32_t n = 16;
-    char err[512] = "";
-    psdb_hr hr = psdb__vk_identities(ids, &n, err, sizeof(err));
+    psdb_precompile_target local[MAX_TARGETS];
+    uint32_t n = MAX_TARGETS;
+    psdb_hr hr = psdb_client_local_targets(local, &n);
+    if (hr == PSDB_E_MORE_DATA)
+        return tool_fail("install", "--target auto: %u devices, at most %d targets", n,
+                         MAX_TARGETS);
     if (PSDB_FAILED(hr))
-        return tool_fail("install", "--target auto: %s", err[0] ? err : psdb_hr_str(hr));
+        return tool_fail("install", "--target auto: %s", psdb_error_last());
     for (uint32_t i = 0; i < n; i++) {
         int dup = 0;
         for (uint32_t j = 0; j < *num_targets; j++)
-            dup |=
-                strcmp(targets[j].family, ids[i].family) == 0 && targets[j].abi_min == ids[i].abi;
+            dup |= strcmp(targets[j].family, local[i].family) == 0 &&
+                   targets[j].abi_min == local[i].abi_min && targets[j].abi_max == local[i].abi_max;
         if (dup)
             continue;
         if (*num_targets == MAX_TARGETS)
             return tool_fail("install", "at most %d targets", MAX_TARGETS);
-        psdb_precompile_target *t = &targets[(*num_targets)++];
-        memset(t, 0, sizeof(*t));
-        snprintf(t->family, sizeof(t->family), "%s", ids[i].family);
-        t->abi_min = t->abi_max = ids[i].abi;
-        t->compiler_version = ids[i].compiler_version;
+        targets[(*num_targets)++] = local[i];
     }
     return 0;
 }

@@ -2,6 +2,7 @@
 # exports_test.sh - libpsdb.so exports exactly its public API: every function a public header
 # declares with PSDB_API, and nothing else (no psdb__ internals, no common helper, no bundled
 # dependency). The shared library is built with hidden visibility; this guards that it stays so.
+# It also needs no Vulkan loader.
 # Usage: exports_test.sh <libpsdb.so> <public header dir>
 set -euo pipefail
 lib=${1:?libpsdb.so}
@@ -31,6 +32,12 @@ fi
 if [ -n "$missing" ]; then
     echo "exports_test: public names declared PSDB_API but not exported by $lib:" >&2
     echo "$missing" | sed 's/^/  /' >&2
+    fail=1
+fi
+# libpsdb opens the Vulkan loader at run time (psdb_client_local_targets), never links it: a
+# launcher on a machine without Vulkan must still load libpsdb.
+if readelf -d "$lib" | grep -q 'NEEDED.*libvulkan'; then
+    echo "exports_test: $lib links the Vulkan loader (DT_NEEDED libvulkan): it must dlopen it" >&2
     fail=1
 fi
 [ $fail -eq 0 ] && echo "exports_test: $(wc -l <"$tmp/exported") exported names, all public"

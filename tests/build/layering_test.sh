@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # layering_test.sh - the folders of libpsdb depend one way (README.md, "Layout"):
 #   common <- format <- driver <- runtime;  format <- registry <- runtime;  format, registry <- delivery
+#   common <- vulkan (the Vulkan device identity and the machine's devices; nothing depends on it)
 # checked on #include lines: a file of client/src/<layer>/ may include public headers (psdb/...),
 # headers of its own folder, and headers of the layers listed for it below; nothing else. Since
 # every allowed edge points down the list, no include cycle between folders can exist (the test
@@ -19,6 +20,7 @@ declare -A allowed=(
     [registry]="common format registry"
     [runtime]="common format driver registry runtime"
     [delivery]="common format registry delivery"
+    [vulkan]="common vulkan"
 )
 # The tool's remaining uses of library internals, each waiting for a public call (say so when
 # adding one; remove the line when the include goes away).
@@ -31,7 +33,7 @@ bad() {
 
 # The allowed graph is acyclic: every layer's allowed set is within the sets of layers above it
 # in this order, which is a topological order.
-order=(common format driver registry runtime delivery)
+order=(common format driver registry runtime delivery vulkan)
 for ((i = 0; i < ${#order[@]}; i++)); do
     for dep in ${allowed[${order[$i]}]}; do
         ok=0
@@ -75,6 +77,13 @@ for f in "$src"/client/src/*/*.[ch]; do
     case ${f##*/} in device.c | session.c | cache_session.c | device_int.h) continue ;; esac
     grep -q '#include "runtime/device_int.h"' "$f" &&
         bad "${f#$src/} includes runtime/device_int.h: only the device core does (use runtime/runtime.h)"
+done
+
+# Only client/src/vulkan/ sees the Vulkan headers: the rest of libpsdb builds without them.
+for f in "$src"/client/src/*/*.[ch]; do
+    case $f in "$src"/client/src/vulkan/*) continue ;; esac
+    grep -q '^[[:space:]]*#[[:space:]]*include[[:space:]]*<vulkan/' "$f" &&
+        bad "${f#$src/} includes a vulkan header: only client/src/vulkan/ does"
 done
 
 for f in "$src"/client/tool/*.[ch]; do

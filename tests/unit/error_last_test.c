@@ -189,6 +189,11 @@ static psdb_hr r_client_install(void)
     psdb_client_release(c);
     return hr;
 }
+static psdb_hr r_client_local_targets(void)
+{
+    uint32_t n = 4;
+    return psdb_client_local_targets(NULL, &n); /* room for 4 but nowhere to put them */
+}
 static psdb_hr r_client_verify_manifest(void)
 {
     return psdb_client_verify_manifest(NULL, NULL);
@@ -673,6 +678,7 @@ static const row rows[] = {
     {"psdb_client_download", r_client_download, "NULL manifest"},
     {"psdb_client_coverage", r_client_coverage, "empty app name"},
     {"psdb_client_install", r_client_install, "no exe_path"},
+    {"psdb_client_local_targets", r_client_local_targets, "out NULL"},
     {"psdb_client_verify_manifest", r_client_verify_manifest, "psdb_client_verify_manifest"},
     {"psdb_client_check_manifest", r_client_check_manifest, "psdb_client_check_manifest"},
     {"psdb_derivation_records_validate", r_derivation_records_validate,

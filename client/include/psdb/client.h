@@ -252,6 +252,34 @@ typedef struct psdb_install_result {
 PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                      psdb_install_result *results);
 
+/* The install targets of this machine's Vulkan devices, so that a launcher needs no family
+ * strings (what `psdb install --target auto` asks for): one target per distinct device identity,
+ * in the loader's enumeration order, each exactly the target `psdb compile --backend vulkan`
+ * writes on that device (schema/COMPILER.md section 5): family "vulkan-<vendorID>-<deviceID>"
+ * (lowercase hex), abi_min = abi_max = the driver's ABI, compiler_version the driver version,
+ * profile_version 0 (any). Devices of one identity (two of one model on one driver) give one
+ * target. libpsdb does not link the Vulkan loader: it opens libvulkan.so.1 for the call and
+ * closes it again, so libpsdb loads on machines without Vulkan. The loader reads its usual
+ * environment (VK_ICD_FILENAMES, VK_DRIVER_FILES, ...). *count in is the capacity (out may be NULL
+ * when it is 0); on return it is the number of targets the machine has (0 on any failure).
+ * Statuses: PSDB_S_OK; PSDB_E_MORE_DATA when the capacity is short (the first *count-in targets
+ * are written); PSDB_E_ADAPTER_NOT_FOUND when the machine has no usable Vulkan device: no loader
+ * can be loaded, the loader finds no driver, or the drivers report no device (psdb_error_last
+ * says which); PSDB_E_NOTIMPL when this libpsdb was built without the Vulkan headers;
+ * PSDB_E_INVALIDARG on NULL count or out NULL with a non-zero *count; PSDB_E_OUTOFMEMORY;
+ * PSDB_E_FAIL when a Vulkan call fails otherwise. Every failure is in psdb_error_last.
+ * Installing for them is two calls (as `psdb install --target auto` does):
+ *     psdb_precompile_target t[16];
+ *     uint32_t n = 16;
+ *     if (PSDB_SUCCEEDED(psdb_client_local_targets(t, &n))) {
+ *         psdb_install_desc d = {.exe_path = exe, .app = &app, .targets = t, .num_targets = n};
+ *         hr = psdb_client_install(client, &d, results);   // results: n entries
+ *     }
+ * psdb_client_install refuses two targets of one family (PSDB_E_INVALIDARG), which two devices of
+ * one model on different driver builds give. Thread-safe (creates and destroys its own instance);
+ * it may take as long as creating a Vulkan instance (loading the drivers). */
+PSDB_API psdb_hr psdb_client_local_targets(psdb_precompile_target *out, uint32_t *count);
+
 /* Writes the value map of the PSDB at psdb_path to out_path (schema/VALUEMAP.md): every value's
  * SHA-256 and the byte ranges of the file that hold it, then the file's other bytes. A server
  * serves it beside the blob (GET /v1/blobs/<sha256>/valuemap) so that psdb_client_install can

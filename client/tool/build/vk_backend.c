@@ -1,5 +1,5 @@
 /* vk_backend.c - SODB §3 pipelines replayed on a real Vulkan device: compile into a PSDB, measure
- * time-to-usable, identify the machine's devices.
+ * time-to-usable.
  *
  * DESIGN: every entry is replayed alone: its objects (shader modules, immutable samplers, set
  * layouts, pipeline layout, render pass) are created from the decoded entry, the pipeline is
@@ -36,10 +36,8 @@ int psdb__vk_available(void)
     return 0;
 }
 
-psdb_hr psdb__vk_identities(psdb__vk_identity *out, uint32_t *count, char *err, size_t err_size)
+static psdb_hr no_backend(char *err, size_t err_size)
 {
-    (void)out;
-    (void)count;
     snprintf(err, err_size, "this psdb was built without the vulkan backend (PSDB_VULKAN=OFF)");
     return PSDB_E_NOTIMPL;
 }
@@ -48,7 +46,7 @@ psdb_hr psdb__vk_compile(const char *sodb_path, uint32_t device_index, const cha
                          FILE *progress, psdb__vk_compile_stats *stats, char *err, size_t err_size)
 {
     (void)sodb_path, (void)device_index, (void)out_path, (void)progress, (void)stats;
-    return psdb__vk_identities(NULL, NULL, err, err_size);
+    return no_backend(err, err_size);
 }
 
 psdb_hr psdb__vk_replay(const char *sodb_path, const char *psdb_path, uint32_t device_index,
@@ -56,7 +54,7 @@ psdb_hr psdb__vk_replay(const char *sodb_path, const char *psdb_path, uint32_t d
                         size_t err_size)
 {
     (void)sodb_path, (void)psdb_path, (void)device_index, (void)cold, (void)warm;
-    return psdb__vk_identities(NULL, NULL, err, err_size);
+    return no_backend(err, err_size);
 }
 #else
 
@@ -932,49 +930,6 @@ static VkResult replay_one(vdev *d, vkdec_pipeline *p, const void *initial, size
 cleanup:
     objs_destroy(d, &o);
     return r;
-}
-
-/* ---- Identities ------------------------------------------------------------------------------
- */
-static void to_identity(const vkid *v, psdb__vk_identity *out)
-{
-    memset(out, 0, sizeof(*out));
-    snprintf(out->family, sizeof(out->family), "%s", v->family);
-    out->abi = v->abi;
-    out->compiler_version = v->compiler_version;
-    out->vendor_id = v->vendor_id;
-    out->device_id = v->device_id;
-    out->driver_id = v->driver_id;
-    out->driver_version = v->driver_version;
-    memcpy(out->uuid, v->uuid, 16);
-    snprintf(out->device_name, sizeof(out->device_name), "%s", v->device_name);
-    snprintf(out->driver_info, sizeof(out->driver_info), "%s", v->driver_info);
-    out->mesa_disk_cache = v->strategy == VKID_MESA_DISK_CACHE;
-}
-
-psdb_hr psdb__vk_identities(psdb__vk_identity *out, uint32_t *count, char *err, size_t err_size)
-{
-    vdev d;
-    VkPhysicalDevice phys[16];
-    memset(&d, 0, sizeof(d));
-    if (instance_open(&d, err, err_size) != 0)
-        return PSDB_E_ADAPTER_NOT_FOUND;
-    uint32_t n = physical_devices(d.instance, phys, 16);
-    if (n == 0) {
-        snprintf(err, err_size, "vulkan: no vulkan device");
-        dev_close(&d);
-        return PSDB_E_ADAPTER_NOT_FOUND;
-    }
-    if (n > *count)
-        n = *count;
-    for (uint32_t i = 0; i < n; i++) {
-        vkid v;
-        identity_of(phys[i], &v);
-        to_identity(&v, &out[i]);
-    }
-    *count = n;
-    dev_close(&d);
-    return PSDB_S_OK;
 }
 
 /* ---- Compile ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 /* vk_backend.h - the Vulkan driver backend of the tool: replays SODB §3 pipelines on a real
- * Vulkan device (`psdb compile --backend vulkan`, `psdb replay --backend vulkan`,
- * `psdb install --target auto`). Tool-side: libpsdb's core has no Vulkan dependency. */
+ * Vulkan device (`psdb compile --backend vulkan`, `psdb replay --backend vulkan`). Tool-side: it
+ * links the Vulkan loader, which libpsdb never does (`psdb install --target auto` asks libpsdb's
+ * psdb_client_local_targets, which opens the loader at run time). */
 #ifndef PSDB_BUILD_VK_BACKEND_H
 #define PSDB_BUILD_VK_BACKEND_H
 
@@ -10,24 +11,8 @@
 
 #include "psdb/psdb.h"
 
-/* The device identity as a target (schema/COMPILER.md §5). */
-typedef struct psdb__vk_identity {
-    char family[64];
-    uint64_t abi, compiler_version;
-    uint32_t vendor_id, device_id, driver_id, driver_version;
-    uint8_t uuid[16];
-    char device_name[256];
-    char driver_info[256];
-    int mesa_disk_cache; /* 1: code lives in Mesa's disk cache, 0: in VkPipelineCache data */
-} psdb__vk_identity;
-
 /* Whether this build has the Vulkan backend (PSDB_VULKAN=ON and the loader found). */
 int psdb__vk_available(void);
-
-/* Fills out[0..*count) with the identities of the machine's Vulkan devices, in enumeration
- * order; *count in is the capacity. PSDB_S_OK; PSDB_E_NOTIMPL without the backend;
- * PSDB_E_ADAPTER_NOT_FOUND when no Vulkan instance or device can be created; err gets one line. */
-psdb_hr psdb__vk_identities(psdb__vk_identity *out, uint32_t *count, char *err, size_t err_size);
 
 typedef struct psdb__vk_compile_stats {
     uint64_t pipelines, compute, graphics;

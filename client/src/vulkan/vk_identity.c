@@ -1,20 +1,11 @@
 /* vk_identity.c - the psdb target of a Vulkan device (schema/COMPILER.md §5). */
-#include "vk_identity.h"
+#include "vulkan/vk_identity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
-static void sha256(const void *p, size_t n, uint8_t out[32])
-{
-    unsigned len = 0;
-    uint8_t md[EVP_MAX_MD_SIZE];
-    if (EVP_Digest(p, n, md, &len, EVP_sha256(), NULL) != 1 || len < 32)
-        memset(md, 0, 32); /* cannot happen with OpenSSL's default provider */
-    memcpy(out, md, 32);
-}
+#include "common/hash.h"
 
 static void put32(uint8_t *b, uint32_t v)
 {
@@ -54,7 +45,7 @@ void vkid_from_properties(const VkPhysicalDeviceProperties *p,
     memcpy(seed + n, out->driver_info, info_len);
     n += info_len;
     uint8_t d[32];
-    sha256(seed, n, d);
+    psdb__sha256(seed, n, d);
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--)
         v = (v << 8) | d[i];
@@ -71,6 +62,23 @@ void vkid_from_properties(const VkPhysicalDeviceProperties *p,
         out->strategy = VKID_PIPELINE_CACHE;
     else if (force && strcmp(force, "mesa-disk-cache") == 0)
         out->strategy = VKID_MESA_DISK_CACHE;
+}
+
+void vkid_query(PFN_vkGetPhysicalDeviceProperties props, PFN_vkGetPhysicalDeviceProperties2 props2,
+                VkPhysicalDevice phys, vkid *out)
+{
+    VkPhysicalDeviceProperties p;
+    VkPhysicalDeviceDriverProperties drv = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    props(phys, &p);
+    /* A 1.0 or 1.1 device may not know the driver-properties structure (core in 1.2). */
+    int have_drv = props2 && p.apiVersion >= VK_API_VERSION_1_2;
+    if (have_drv) {
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &drv};
+        props2(phys, &p2);
+    }
+    vkid_from_properties(&p, have_drv ? &drv : NULL, out);
 }
 
 static uint32_t get32(const uint8_t *b)
@@ -94,11 +102,11 @@ int vkid_check_cache_header(const vkid *id, const void *data, size_t size)
 void vkid_mesa_key(int which, uint8_t out[32])
 {
     const char *s = which ? "psdb-vulkan:mesa-foz-idx" : "psdb-vulkan:mesa-foz";
-    sha256(s, strlen(s), out);
+    psdb__sha256(s, strlen(s), out);
 }
 
 void vkid_merged_key(uint8_t out[32])
 {
     const char *s = "psdb-vulkan:pipeline-cache-all";
-    sha256(s, strlen(s), out);
+    psdb__sha256(s, strlen(s), out);
 }

@@ -1,5 +1,6 @@
-/* vk_identity.h - a Vulkan device's identity as a psdb target (schema/COMPILER.md §5), shared by
- * `psdb compile/replay/install --backend vulkan` and the layer so both derive it one way.
+/* vk_identity.h - a Vulkan device's identity as a psdb target (schema/COMPILER.md §5), part of
+ * libpsdb so that the layer (linked with libpsdb statically), `psdb compile/replay --backend
+ * vulkan` and psdb_client_local_targets (`psdb install --target auto`) derive it one way.
  *
  * DESIGN: a PSDB must never reach a driver build it was not made for. vendorID and deviceID name
  * the family; the ABI is a hash of everything that says which compiler produced the code
@@ -7,8 +8,8 @@
  * constant, its driver-info string names the Mesa and LLVM builds), so any driver update moves the
  * ABI and psdb_file_open refuses the old PSDB. Mesa additionally checks its own disk-cache
  * identity (the folder a shipped cache must sit in), which covers CPU features. */
-#ifndef PSDB_LAYER_VK_IDENTITY_H
-#define PSDB_LAYER_VK_IDENTITY_H
+#ifndef PSDB_VULKAN_VK_IDENTITY_H
+#define PSDB_VULKAN_VK_IDENTITY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,12 @@ typedef struct vkid {
  * VK_KHR_driver_properties: driverID 0, no driver-info string). */
 void vkid_from_properties(const VkPhysicalDeviceProperties *p,
                           const VkPhysicalDeviceDriverProperties *drv, vkid *out);
+
+/* Queries the device's properties through props and props2 (vkGetPhysicalDeviceProperties2, core
+ * in 1.1; may be NULL) and fills *out with vkid_from_properties: the driver properties are asked
+ * for only where the device reports Vulkan 1.2 or later, as the layer and the tool ask. */
+void vkid_query(PFN_vkGetPhysicalDeviceProperties props, PFN_vkGetPhysicalDeviceProperties2 props2,
+                VkPhysicalDevice phys, vkid *out);
 
 /* The 32-byte header VkPipelineCache data opens with (VK_PIPELINE_CACHE_HEADER_VERSION_ONE).
  * Returns 0 when data is at least a header long, the header says version one with a length of 32
