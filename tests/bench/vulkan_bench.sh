@@ -14,7 +14,7 @@
 # Env: PSDB_BIN and PSDB_LAYER_DIR (the psdb tool and the folder of VkLayer_psdb_delivery.json
 # built elsewhere: no build here), BUILD (build folder, default build/bench),
 # PIPELINES (default 200), SODB (a corpus instead of
-# synthesizing one), RUNS (overhead runs, best of; default 3), VK_ICD_FILENAMES (the driver; when
+# synthesizing one), RUNS (overhead runs, median of; default 3), VK_ICD_FILENAMES (the driver; when
 # unset and the NVIDIA ICD is installed, a headless manifest naming libEGL_nvidia.so.0 is used, as
 # the shipped one names libGLX_nvidia.so.0, which fails without an X server), LD_LIBRARY_PATH (a
 # Vulkan loader brought along).
@@ -121,7 +121,8 @@ echo "ttu_speedup_median $(sort -g "$work/speedups" | awk '{ v[NR] = $1 } END { 
 
 # Layer overhead on cold runs: psdb replay is itself an unmodified Vulkan application to the
 # layer; its cold pass (driver caches off) without the layer, under it without a PSDB, and under
-# it with the PSDB that misses; best of RUNS each.
+# it with the PSDB that misses; the median of RUNS each, interleaved so that a slow spell of the
+# machine hits all three alike.
 cold_total() { # ENV...: the cold pass's total
     env "$@" "$psdb" replay --backend vulkan "$sodb" --json | tr -d ' \n' |
         grep -o '"cold":{[^}]*}' | grep -o '"total_s":[0-9.e+-]*' | cut -d: -f2
@@ -135,15 +136,15 @@ for _ in $(seq "$runs"); do
         cold_total "${layer_env[@]}" PSDB_DELIVERY="$work/other.psdb" \
             PSDB_LAYER_STATS="$work/miss_stats.json" >>"$work/t_layer_miss"
 done
-best() { sort -g | head -n 1; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b - a) / a * 100 }'; }
-a=$(best <"$work/t_nolayer")
-b=$(best <"$work/t_layer")
+a=$(median <"$work/t_nolayer")
+b=$(median <"$work/t_layer")
 echo "cold_no_layer_total $a s"
 echo "cold_layer_total $b s"
 echo "layer_overhead $(pct "$a" "$b") %"
 if [ -f "$work/t_layer_miss" ]; then
-    c=$(best <"$work/t_layer_miss")
+    c=$(median <"$work/t_layer_miss")
     echo "cold_layer_psdb_miss_total $c s"
     echo "layer_overhead_psdb_miss $(pct "$a" "$c") %"
     # The same, from the layer's own clock (encode + hash + lookup of every creation) against the
