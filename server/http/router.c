@@ -216,7 +216,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
     }
     if (r->publishing) {
         if (*upload_data_size > 0) {
-            http_publish_chunk(r, upload_data, *upload_data_size);
+            http_publish_chunk(srv, r, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return MHD_YES;
         }

@@ -113,7 +113,81 @@ static psdb_hr status_hr(long status)
     return psdb__http_hr(status);
 }
 
-/* The request's own headers after the client's token header: appended to *headers. */
+/* The trailer form's read side: the bytes handed to curl are hashed as they go, so the file is
+ * read once and the statement signed over exactly what was sent (schema/HTTP.md). */
+struct upload {
+    FILE *f;
+    psdb__sha256_ctx *sha; /* NULL once ended */
+    uint64_t sent;
+    int read_errno; /* the read failed (0: it did not) */
+    /* for the trailer */
+    const psdb_key *key;
+    psdb_statement *st; /* identity, target and serial set; digest and size filled at the end */
+    psdb_hr sign_hr;    /* a failed signature (S_OK: none) */
+};
+
+static size_t on_read_hashing(char *out, size_t size, size_t n, void *ctx)
+{
+    struct upload *u = ctx;
+    size_t got = fread(out, 1, size * n, u->f);
+    if (got == 0 && ferror(u->f)) {
+        u->read_errno = errno ? errno : EIO;
+        return CURL_READFUNC_ABORT;
+    }
+    psdb__sha256_update(u->sha, out, got);
+    u->sent += got;
+    return got;
+}
+
+/* Called by curl before the chunked body's final CRLF: the digest of what was sent is complete,
+ * so the statement can be signed and sent as the trailer. */
+static int on_trailer(struct curl_slist **list, void *ctx)
+{
+    struct upload *u = ctx;
+    char sig[PSDB_SIGNATURE_B64_SIZE], hex[65];
+    char line[128];
+    const char *lines[3];
+    char size_line[64], sig_line[128];
+
+    psdb__sha256_end(u->sha, u->st->sha256);
+    u->sha = NULL;
+    u->st->size = u->sent;
+    if ((u->sign_hr = psdb_statement_sign(u->key, u->st, sig)) < 0)
+        return CURL_TRAILERFUNC_ABORT;
+    psdb__hex(u->st->sha256, sizeof(u->st->sha256), hex);
+    snprintf(line, sizeof(line), "X-Psdb-Sha256: %s", hex);
+    snprintf(size_line, sizeof(size_line), "X-Psdb-Size: %llu", (unsigned long long)u->sent);
+    snprintf(sig_line, sizeof(sig_line), "X-Psdb-Signature: %s", sig);
+    lines[0] = line;
+    lines[1] = size_line;
+    lines[2] = sig_line;
+    for (int i = 0; i < 3; i++) {
+        struct curl_slist *l = curl_slist_append(*list, lines[i]);
+        if (!l) {
+            u->sign_hr = PSDB_E_OUTOFMEMORY;
+            return CURL_TRAILERFUNC_ABORT;
+        }
+        *list = l;
+    }
+    return CURL_TRAILERFUNC_OK;
+}
+
+/* Ends an upload's digest when the trailer never came (a refused or failed transfer). */
+static void upload_reset(struct upload *u)
+{
+    if (u->sha) {
+        uint8_t dropped[32];
+        psdb__sha256_end(u->sha, dropped);
+    }
+    u->sha = NULL;
+    u->sent = 0;
+    u->read_errno = 0;
+    u->sign_hr = PSDB_S_OK;
+}
+
+/* The request's own headers after the client's token header: appended to *headers. With a
+ * signature, the header form; without (sig NULL), the trailer form's chunked framing and its
+ * Trailer declaration. */
 static psdb_hr add_headers(struct curl_slist **headers, uint64_t serial, const char *kid,
                            const char *sig)
 {
@@ -121,11 +195,14 @@ static psdb_hr add_headers(struct curl_slist **headers, uint64_t serial, const c
     char *line = NULL;
     struct curl_slist *h;
 
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (sig ? 4 : 5); i++) {
         int len = i == 0   ? asprintf(&line, "Content-Type: application/octet-stream")
                   : i == 1 ? asprintf(&line, "X-Psdb-Serial: %llu", (unsigned long long)serial)
                   : i == 2 ? asprintf(&line, "X-Psdb-Key-Id: %s", kid)
-                           : asprintf(&line, "X-Psdb-Signature: %s", sig);
+                  : sig    ? asprintf(&line, "X-Psdb-Signature: %s", sig)
+                  : i == 3
+                      ? asprintf(&line, "Transfer-Encoding: chunked")
+                      : asprintf(&line, "Trailer: X-Psdb-Sha256, X-Psdb-Size, X-Psdb-Signature");
         h = len < 0 ? NULL : curl_slist_append(*headers, line);
         if (len < 0)
             line = NULL;
@@ -141,6 +218,17 @@ cleanup:
     return hr;
 }
 
+/* Which form a publish takes: the trailer form unless PSDB_PUBLISH_STATEMENT says "header".
+ * 1: the header form, 0: the trailer form, -1: a value that is neither. */
+static int wants_header_form(const char **value)
+{
+    const char *v = getenv("PSDB_PUBLISH_STATEMENT");
+    *value = v;
+    if (!v || !*v || strcmp(v, "trailer") == 0)
+        return 0;
+    return strcmp(v, "header") == 0 ? 1 : -1;
+}
+
 psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *status, char **body,
                       char *msg, size_t msg_size)
 {
@@ -153,8 +241,12 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     CURL *c = NULL;
     struct curl_slist *headers = NULL;
     struct sink sink = {0};
+    struct upload up = {0};
+    struct stat sb;
     char sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE];
     char *url = NULL;
+    const char *form = NULL;
+    int header_form;
     CURLcode cc;
 
     *status = 0;
@@ -162,6 +254,12 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     msg[0] = '\0';
     if (!client || !d || !d->token || !d->key_path || !d->psdb_path) {
         snprintf(msg, msg_size, "server, token, key and file are required");
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if ((header_form = wants_header_form(&form)) < 0) {
+        snprintf(msg, msg_size, "PSDB_PUBLISH_STATEMENT must be 'header' or 'trailer', not '%.64s'",
+                 form);
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
@@ -174,22 +272,33 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         goto cleanup;
     }
     f = fopen(d->psdb_path, "rb");
-    if (!f) {
+    if (!f || fstat(fileno(f), &sb) != 0) {
         snprintf(msg, msg_size, "open %s: %s", d->psdb_path, strerror(errno));
         hr = PSDB_E_IO;
-        goto cleanup;
-    }
-    if ((hr = hash_file(f, st.sha256, &st.size)) < 0) {
-        snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(errno));
         goto cleanup;
     }
     st.identity = info.identity;
     st.target = info.target;
     st.serial = d->serial;
-    if ((hr = psdb_statement_sign(key, &st, sig)) < 0 || (hr = psdb_key_id(key, kid)) < 0) {
+    if ((hr = psdb_key_id(key, kid)) < 0) {
         snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
         goto cleanup;
     }
+    /* The header form needs the digest before the first byte goes: a whole read of the file
+     * before the upload. The trailer form hashes while it sends and signs at the end. */
+    if (header_form) {
+        if ((hr = hash_file(f, st.sha256, &st.size)) < 0) {
+            snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(errno));
+            goto cleanup;
+        }
+        if ((hr = psdb_statement_sign(key, &st, sig)) < 0) {
+            snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
+            goto cleanup;
+        }
+    }
+    up.f = f;
+    up.key = key;
+    up.st = &st;
     /* The client's server URL has no trailing '/' (psdb_client_create strips it). */
     if (asprintf(&url, "%s/v1/psdbs", client->server_url) < 0) {
         url = NULL;
@@ -206,17 +315,29 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         psdb__buf_free(&sink.buf);
         sink = (struct sink){0};
         rewind(f);
+        upload_reset(&up);
         c = psdb__client_new_handle(client, url, &headers);
-        if (!c || PSDB_FAILED(hr = add_headers(&headers, d->serial, kid, sig))) {
+        if (!c ||
+            PSDB_FAILED(hr = add_headers(&headers, d->serial, kid, header_form ? sig : NULL)) ||
+            (!header_form && !(up.sha = psdb__sha256_begin()))) {
             hr = PSDB_E_OUTOFMEMORY;
             snprintf(msg, msg_size, "publish: out of memory");
             goto cleanup;
         }
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(c, CURLOPT_POST, 1L);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.size);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(c, CURLOPT_READDATA, f);
+        if (header_form) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.size);
+            curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+            curl_easy_setopt(c, CURLOPT_READDATA, f);
+        } else {
+            /* No length: curl sends the body chunked (the Transfer-Encoding header above), with
+             * Expect: 100-continue, so a refusal of the headers costs no body byte. */
+            curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_hashing);
+            curl_easy_setopt(c, CURLOPT_READDATA, &up);
+            curl_easy_setopt(c, CURLOPT_TRAILERFUNCTION, on_trailer);
+            curl_easy_setopt(c, CURLOPT_TRAILERDATA, &up);
+        }
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
         cc = curl_easy_perform(c);
@@ -232,12 +353,23 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
                 (*body)[sink.buf.len] = '\0';
             }
         }
+        /* A local failure in the middle of the body is not the network's: never retried. */
+        if (up.read_errno) {
+            snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(up.read_errno));
+            hr = PSDB_E_IO;
+            goto cleanup;
+        }
+        if (PSDB_FAILED(up.sign_hr)) {
+            hr = up.sign_hr;
+            snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
+            goto cleanup;
+        }
         int failed_transfer = cc != CURLE_OK && *status == 0;
         int retry =
             failed_transfer ? psdb__client_transient_curl(cc) : psdb__http_transient(*status);
         if (retry && attempt <= client->max_retries) {
             /* The progress callback's cancel stops a publish's backoff as it stops a download's. */
-            psdb_progress wait = {d->psdb_path, 0, st.size, attempt};
+            psdb_progress wait = {d->psdb_path, 0, (uint64_t)sb.st_size, attempt};
             if (psdb__client_backoff(client, &wait, attempt)) {
                 snprintf(msg, msg_size, "publish: %s: cancelled by the progress callback", url);
                 hr = PSDB_E_CANCELLED;
@@ -258,6 +390,7 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         break;
     }
 cleanup:
+    upload_reset(&up);
     free(url);
     if (c)
         curl_easy_cleanup(c);
