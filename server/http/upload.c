@@ -579,6 +579,15 @@ static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MH
                                 t.misplaced);
         return -1;
     }
+    if (t.count[0] + t.count[1] + t.count[2] == 0) {
+        /* Its own code: a client learns from it that something between it and psdbd drops
+         * request trailers (nginx does), and publishes in the header form instead. */
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "trailer_missing",
+                                "the chunked body ended without a trailer (X-Psdb-Sha256, "
+                                "X-Psdb-Size, X-Psdb-Signature): a proxy in front may drop "
+                                "request trailers; publish with the statement in the headers");
+        return -1;
+    }
     for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
         if (t.count[i] != 1) {
             *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
@@ -621,8 +630,8 @@ static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MH
     return 0;
 }
 
-/* The checks of a chunked publish that need its whole body but not its bytes: the limit, an
- * empty body, the trailer. 0, or -1 after an answer was queued in *ret and the upload removed. */
+/* The checks of a chunked publish that need its whole body but not its bytes: the limit, the
+ * trailer, an empty body. 0, or -1 after an answer was queued in *ret and the upload removed. */
 static int publish_trailer_form_end(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                                     enum MHD_Result *ret)
 {
@@ -632,10 +641,11 @@ static int publish_trailer_form_end(psdbd_server *srv, struct MHD_Connection *c,
                                 "(%llu bytes)",
                                 (unsigned long long)r->received,
                                 (unsigned long long)srv->cfg->max_upload);
-    else if (r->received == 0)
+    else if (publish_read_trailer(c, r, ret) == 0) {
+        if (r->received > 0)
+            return 0;
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
-    else if (publish_read_trailer(c, r, ret) == 0)
-        return 0;
+    }
     r->publishing = 0;
     http_publish_discard(r);
     return -1;

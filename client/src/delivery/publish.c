@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -218,15 +220,99 @@ cleanup:
     return hr;
 }
 
-/* Which form a publish takes: the trailer form unless PSDB_PUBLISH_STATEMENT says "header".
- * 1: the header form, 0: the trailer form, -1: a value that is neither. */
-static int wants_header_form(const char **value)
+/* How a publish chooses its form (PSDB_PUBLISH_STATEMENT): "auto" (unset or empty) asks the
+ * server first (trailers_reach_server), "trailer" and "header" force one. */
+enum publish_form { FORM_AUTO, FORM_TRAILER, FORM_HEADER, FORM_UNKNOWN };
+
+static enum publish_form form_setting(const char **value)
 {
     const char *v = getenv("PSDB_PUBLISH_STATEMENT");
     *value = v;
-    if (!v || !*v || strcmp(v, "trailer") == 0)
+    if (!v || !*v || strcmp(v, "auto") == 0)
+        return FORM_AUTO;
+    if (strcmp(v, "trailer") == 0)
+        return FORM_TRAILER;
+    return strcmp(v, "header") == 0 ? FORM_HEADER : FORM_UNKNOWN;
+}
+
+/* The probe's body: one zero byte. Not empty, since a proxy may turn an empty chunked body into
+ * "Content-Length: 0" (nginx does), which psdbd would refuse for want of a length before it looked
+ * for a trailer. */
+static size_t on_read_probe(char *out, size_t size, size_t n, void *ctx)
+{
+    int *sent = ctx;
+    if (*sent || size * n == 0)
         return 0;
-    return strcmp(v, "header") == 0 ? 1 : -1;
+    out[0] = '\0';
+    *sent = 1;
+    return 1;
+}
+
+/* A statement that is well formed and describes the probe's body: psdbd checks it and then
+ * refuses the body, which is not a PSDB. */
+static int on_probe_trailer(struct curl_slist **list, void *ctx)
+{
+    static const char *const lines[] = {
+        "X-Psdb-Sha256: 6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+        "X-Psdb-Size: 1",
+        "X-Psdb-Signature: "
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        "AAAAAAAAAA=="};
+    (void)ctx;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        struct curl_slist *l = curl_slist_append(*list, lines[i]);
+        if (!l)
+            return CURL_TRAILERFUNC_ABORT;
+        *list = l;
+    }
+    return CURL_TRAILERFUNC_OK;
+}
+
+/* Whether a trailer sent to `url` reaches psdbd: some proxies drop request trailers (nginx does)
+ * and servers before the trailer form refuse chunked publishes (411). One trailer-form publish
+ * of a single byte answers it: psdbd checks its trailer and then refuses the byte as no PSDB
+ * (400 invalid_psdb) only when the trailer arrived (else 400 trailer_missing, or 400 for the
+ * missing header statement where a proxy sent the byte with a length). Any other answer, or
+ * none, chooses the header form, which every psdbd and proxy passes. 1: use the trailer form;
+ * 0: the header form; PSDB_E_OUTOFMEMORY. */
+static int trailers_reach_server(psdb_client *client, const char *url, uint64_t serial,
+                                 const char *kid)
+{
+    int rc = 0;
+    long status = 0;
+    struct curl_slist *headers = NULL, *h;
+    struct sink sink = {0};
+    json_t *doc = NULL;
+    int sent = 0;
+    CURL *c = psdb__client_new_handle(client, url, &headers);
+    if (!c || PSDB_FAILED(add_headers(&headers, serial, kid, NULL)) ||
+        !(h = curl_slist_append(headers, "Expect:"))) { /* no body to hold back */
+        rc = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    headers = h;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_probe);
+    curl_easy_setopt(c, CURLOPT_READDATA, &sent);
+    curl_easy_setopt(c, CURLOPT_TRAILERFUNCTION, on_probe_trailer);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    if (curl_easy_perform(c) != CURLE_OK)
+        goto cleanup;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 400 || sink.buf.oom || sink.buf.len == 0)
+        goto cleanup;
+    doc = json_loadb((const char *)sink.buf.data, sink.buf.len, 0, NULL);
+    rc = doc && json_is_string(json_object_get(doc, "error")) &&
+         strcmp(json_string_value(json_object_get(doc, "error")), "invalid_psdb") == 0;
+cleanup:
+    json_decref(doc);
+    if (c)
+        curl_easy_cleanup(c);
+    curl_slist_free_all(headers);
+    psdb__buf_free(&sink.buf);
+    return rc;
 }
 
 psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *status, char **body,
@@ -245,8 +331,9 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     struct stat sb;
     char sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE];
     char *url = NULL;
-    const char *form = NULL;
-    int header_form;
+    const char *form_text = NULL;
+    enum publish_form form;
+    int header_form = 0;
     CURLcode cc;
 
     *status = 0;
@@ -257,9 +344,10 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
-    if ((header_form = wants_header_form(&form)) < 0) {
-        snprintf(msg, msg_size, "PSDB_PUBLISH_STATEMENT must be 'header' or 'trailer', not '%.64s'",
-                 form);
+    if ((form = form_setting(&form_text)) == FORM_UNKNOWN) {
+        snprintf(msg, msg_size,
+                 "PSDB_PUBLISH_STATEMENT must be 'auto', 'trailer' or 'header', not '%.64s'",
+                 form_text);
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
@@ -284,6 +372,23 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
         goto cleanup;
     }
+    /* The client's server URL has no trailing '/' (psdb_client_create strips it). */
+    if (asprintf(&url, "%s/v1/psdbs", client->server_url) < 0) {
+        url = NULL;
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (form == FORM_HEADER)
+        header_form = 1;
+    else if (form == FORM_AUTO) {
+        int reach = trailers_reach_server(client, url, d->serial, kid);
+        if (reach < 0) {
+            hr = PSDB_E_OUTOFMEMORY;
+            snprintf(msg, msg_size, "publish: out of memory");
+            goto cleanup;
+        }
+        header_form = !reach;
+    }
     /* The header form needs the digest before the first byte goes: a whole read of the file
      * before the upload. The trailer form hashes while it sends and signs at the end. */
     if (header_form) {
@@ -299,12 +404,6 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     up.f = f;
     up.key = key;
     up.st = &st;
-    /* The client's server URL has no trailing '/' (psdb_client_create strips it). */
-    if (asprintf(&url, "%s/v1/psdbs", client->server_url) < 0) {
-        url = NULL;
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
     /* The same handle setup as resolve and download: the client's CA file, pinned key, connect
      * and low-speed timeouts; and the same retry rule. Retrying the POST is safe: psdbd answers
      * 200 to a second upload of content it already holds. */
