@@ -141,6 +141,26 @@ static size_t on_read_hashing(char *out, size_t size, size_t n, void *ctx)
     return got;
 }
 
+/* curl rewinds the body when it must send the request again (a reused connection found closed):
+ * the digest starts over with the bytes. Only a rewind to the start is asked for. */
+static int on_seek_upload(void *ctx, curl_off_t offset, int origin)
+{
+    struct upload *u = ctx;
+    uint8_t dropped[32];
+    if (offset != 0 || origin != SEEK_SET)
+        return CURL_SEEKFUNC_CANTSEEK;
+    if (fseek(u->f, 0, SEEK_SET) != 0)
+        return CURL_SEEKFUNC_FAIL;
+    if (u->sha)
+        psdb__sha256_end(u->sha, dropped);
+    u->sent = 0;
+    if (!(u->sha = psdb__sha256_begin())) {
+        u->sign_hr = PSDB_E_OUTOFMEMORY;
+        return CURL_SEEKFUNC_FAIL;
+    }
+    return CURL_SEEKFUNC_OK;
+}
+
 /* Called by curl before the chunked body's final CRLF: the digest of what was sent is complete,
  * so the statement can be signed and sent as the trailer. */
 static int on_trailer(struct curl_slist **list, void *ctx)
@@ -274,9 +294,10 @@ static int on_probe_trailer(struct curl_slist **list, void *ctx)
  * (400 invalid_psdb) only when the trailer arrived (else 400 trailer_missing, or 400 for the
  * missing header statement where a proxy sent the byte with a length). Any other answer, or
  * none, chooses the header form, which every psdbd and proxy passes. 1: use the trailer form;
- * 0: the header form; PSDB_E_OUTOFMEMORY. */
+ * 0: the header form; PSDB_E_OUTOFMEMORY. *cc is the transfer's result (not CURLE_OK: no answer
+ * came, which the caller counts as the publish's first failed attempt). */
 static int trailers_reach_server(psdb_client *client, const char *url, uint64_t serial,
-                                 const char *kid)
+                                 const char *kid, CURLcode *cc)
 {
     int rc = 0;
     long status = 0;
@@ -285,6 +306,7 @@ static int trailers_reach_server(psdb_client *client, const char *url, uint64_t 
     json_t *doc = NULL;
     int sent = 0;
     CURL *c = psdb__client_new_handle(client, url, &headers);
+    *cc = CURLE_OK;
     if (!c || PSDB_FAILED(add_headers(&headers, serial, kid, NULL)) ||
         !(h = curl_slist_append(headers, "Expect:"))) { /* no body to hold back */
         rc = PSDB_E_OUTOFMEMORY;
@@ -298,7 +320,7 @@ static int trailers_reach_server(psdb_client *client, const char *url, uint64_t 
     curl_easy_setopt(c, CURLOPT_TRAILERFUNCTION, on_probe_trailer);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    if (curl_easy_perform(c) != CURLE_OK)
+    if ((*cc = curl_easy_perform(c)) != CURLE_OK)
         goto cleanup;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status != 400 || sink.buf.oom || sink.buf.len == 0)
@@ -334,7 +356,8 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     const char *form_text = NULL;
     enum publish_form form;
     int header_form = 0;
-    CURLcode cc;
+    uint32_t first_attempt = 1;
+    CURLcode cc = CURLE_OK;
 
     *status = 0;
     *body = NULL;
@@ -381,13 +404,30 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     if (form == FORM_HEADER)
         header_form = 1;
     else if (form == FORM_AUTO) {
-        int reach = trailers_reach_server(client, url, d->serial, kid);
+        int reach = trailers_reach_server(client, url, d->serial, kid, &cc);
         if (reach < 0) {
             hr = PSDB_E_OUTOFMEMORY;
             snprintf(msg, msg_size, "publish: out of memory");
             goto cleanup;
         }
         header_form = !reach;
+        /* No answer: the publish's first attempt failed, so that a server that does not answer
+         * costs 1 + max_retries connections and timeouts, as without the question. */
+        if (cc != CURLE_OK) {
+            psdb_progress wait = {d->psdb_path, 0, (uint64_t)sb.st_size, 1};
+            if (!psdb__client_transient_curl(cc) || client->max_retries < 1) {
+                snprintf(msg, msg_size, "publish: %s: %s (after 1 attempt)", url,
+                         client->curl_error[0] ? client->curl_error : curl_easy_strerror(cc));
+                hr = PSDB_E_NETWORK;
+                goto cleanup;
+            }
+            if (psdb__client_backoff(client, &wait, 1)) {
+                snprintf(msg, msg_size, "publish: %s: cancelled by the progress callback", url);
+                hr = PSDB_E_CANCELLED;
+                goto cleanup;
+            }
+            first_attempt = 2;
+        }
     }
     /* The header form needs the digest before the first byte goes: a whole read of the file
      * before the upload. The trailer form hashes while it sends and signs at the end. */
@@ -407,7 +447,7 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     /* The same handle setup as resolve and download: the client's CA file, pinned key, connect
      * and low-speed timeouts; and the same retry rule. Retrying the POST is safe: psdbd answers
      * 200 to a second upload of content it already holds. */
-    for (uint32_t attempt = 1;; attempt++) {
+    for (uint32_t attempt = first_attempt;; attempt++) {
         *status = 0;
         free(*body);
         *body = NULL;
@@ -434,6 +474,8 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
              * Expect: 100-continue, so a refusal of the headers costs no body byte. */
             curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_hashing);
             curl_easy_setopt(c, CURLOPT_READDATA, &up);
+            curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek_upload);
+            curl_easy_setopt(c, CURLOPT_SEEKDATA, &up);
             curl_easy_setopt(c, CURLOPT_TRAILERFUNCTION, on_trailer);
             curl_easy_setopt(c, CURLOPT_TRAILERDATA, &up);
         }
