@@ -81,13 +81,14 @@ static int publish_framing(psdbd_server *srv, struct MHD_Connection *c, struct r
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     struct trailer_decl d = {0};
     uint64_t len = 0;
+    int rc = -1;
     if (te)
         MHD_get_connection_values(c, MHD_HEADER_KIND, collect_trailer_decl, &d);
     if ((!te && !cl) || (te && (strcasecmp(te, "chunked") != 0 || !d.present))) {
         *ret = http_reply_error(c, r, MHD_HTTP_LENGTH_REQUIRED, "length_required",
                                 "a publish needs a Content-Length, or a chunked body whose Trailer "
                                 "header names X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature");
-        return -1;
+        goto cleanup;
     }
     if (te) {
         for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
@@ -98,7 +99,7 @@ static int publish_framing(psdbd_server *srv, struct MHD_Connection *c, struct r
                                         "X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature (%s is "
                                         "missing)",
                                         f);
-                return -1;
+                goto cleanup;
             }
             /* One statement, in one place: a header copy would be a second, unchecked claim. */
             if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, f)) {
@@ -106,28 +107,25 @@ static int publish_framing(psdbd_server *srv, struct MHD_Connection *c, struct r
                                         "%s is both a header and a trailer field: a chunked "
                                         "publish carries its statement in the trailer only",
                                         f);
-                return -1;
+                goto cleanup;
             }
         }
         r->trailer_form = 1;
-        return 0;
-    }
-    if (psdb__parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0) {
+        rc = 0;
+    } else if (psdb__parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0)
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "bad Content-Length");
-        return -1;
-    }
-    if (len > srv->cfg->max_upload) {
+    else if (len > srv->cfg->max_upload)
         *ret = http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
                                 "the body (%llu bytes) is over the upload limit (%llu bytes)",
                                 (unsigned long long)len, (unsigned long long)srv->cfg->max_upload);
-        return -1;
-    }
-    if (len == 0) {
+    else if (len == 0)
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
-        return -1;
+    else {
+        r->expected = len;
+        rc = 0;
     }
-    r->expected = len;
-    return 0;
+cleanup:
+    return rc;
 }
 
 /* The time `bytes` of body earn at upload-min-rate, rounded up to the next second, in
@@ -571,13 +569,14 @@ static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MH
     struct trailer_fields t = {0};
     uint64_t size = 0;
     const char *sha, *sz, *sig;
+    int rc = -1;
     MHD_get_connection_values(c, MHD_FOOTER_KIND, collect_trailer, &t);
     if (t.misplaced) {
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "%.40s is a header of the publish, checked before the body, not "
                                 "a trailer field",
                                 t.misplaced);
-        return -1;
+        goto cleanup;
     }
     if (t.count[0] + t.count[1] + t.count[2] == 0) {
         /* Its own code: a client learns from it that something between it and psdbd drops
@@ -586,7 +585,7 @@ static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MH
                                 "the chunked body ended without a trailer (X-Psdb-Sha256, "
                                 "X-Psdb-Size, X-Psdb-Signature): a proxy in front may drop "
                                 "request trailers; publish with the statement in the headers");
-        return -1;
+        goto cleanup;
     }
     for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
         if (t.count[i] != 1) {
@@ -595,39 +594,35 @@ static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MH
                                                : "the trailer has no %s: the chunked body ended "
                                                  "without its statement",
                                     psdbd_trailer_field(i));
-            return -1;
+            goto cleanup;
         }
     }
     sha = t.value[0];
     sz = t.value[1];
     sig = t.value[2];
-    if (!psdbd_is_digest(sha)) {
+    if (!psdbd_is_digest(sha))
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "the trailer's X-Psdb-Sha256 must be 64 lowercase hex digits");
-        return -1;
-    }
-    if (psdb__parse_u64(sz, &size) != 0 || strncmp(sz, "0x", 2) == 0) {
+    else if (psdb__parse_u64(sz, &size) != 0 || strncmp(sz, "0x", 2) == 0)
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "the trailer's X-Psdb-Size must be a decimal number of bytes");
-        return -1;
-    }
-    if (!psdbd_is_signature_b64(sig)) {
+    else if (!psdbd_is_signature_b64(sig))
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "the trailer's X-Psdb-Signature must be the 88-character base64 "
                                 "of a 64-byte Ed25519 signature");
-        return -1;
-    }
-    if (size != r->received) {
+    else if (size != r->received)
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "statement_mismatch",
                                 "the trailer's X-Psdb-Size (%llu) is not the size of the body "
                                 "received (%llu bytes)",
                                 (unsigned long long)size, (unsigned long long)r->received);
-        return -1;
+    else {
+        memcpy(r->trailer_sha256, sha, sizeof(r->trailer_sha256));
+        memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
+        r->expected = size;
+        rc = 0;
     }
-    memcpy(r->trailer_sha256, sha, sizeof(r->trailer_sha256));
-    memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
-    r->expected = size;
-    return 0;
+cleanup:
+    return rc;
 }
 
 /* The checks of a chunked publish that need its whole body but not its bytes: the limit, the
