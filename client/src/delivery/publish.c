@@ -167,31 +167,29 @@ static int on_trailer(struct curl_slist **list, void *ctx)
 {
     struct upload *u = ctx;
     char sig[PSDB_SIGNATURE_B64_SIZE], hex[65];
-    char line[128];
-    const char *lines[3];
-    char size_line[64], sig_line[128];
+    char lines[3][128];
+    int rc = CURL_TRAILERFUNC_ABORT;
 
     psdb__sha256_end(u->sha, u->st->sha256);
     u->sha = NULL;
     u->st->size = u->sent;
     if ((u->sign_hr = psdb_statement_sign(u->key, u->st, sig)) < 0)
-        return CURL_TRAILERFUNC_ABORT;
+        goto cleanup;
     psdb__hex(u->st->sha256, sizeof(u->st->sha256), hex);
-    snprintf(line, sizeof(line), "X-Psdb-Sha256: %s", hex);
-    snprintf(size_line, sizeof(size_line), "X-Psdb-Size: %llu", (unsigned long long)u->sent);
-    snprintf(sig_line, sizeof(sig_line), "X-Psdb-Signature: %s", sig);
-    lines[0] = line;
-    lines[1] = size_line;
-    lines[2] = sig_line;
+    snprintf(lines[0], sizeof(lines[0]), "X-Psdb-Sha256: %s", hex);
+    snprintf(lines[1], sizeof(lines[1]), "X-Psdb-Size: %llu", (unsigned long long)u->sent);
+    snprintf(lines[2], sizeof(lines[2]), "X-Psdb-Signature: %s", sig);
     for (int i = 0; i < 3; i++) {
         struct curl_slist *l = curl_slist_append(*list, lines[i]);
-        if (!l) {
+        if (!l) { /* curl frees what was appended when the callback aborts */
             u->sign_hr = PSDB_E_OUTOFMEMORY;
-            return CURL_TRAILERFUNC_ABORT;
+            goto cleanup;
         }
         *list = l;
     }
-    return CURL_TRAILERFUNC_OK;
+    rc = CURL_TRAILERFUNC_OK;
+cleanup:
+    return rc;
 }
 
 /* Ends an upload's digest when the trailer never came (a refused or failed transfer). */
