@@ -706,6 +706,13 @@ START_TEST(test_publish_trailer__tool_publish_resolves_and_downloads)
     ck_assert_msg(out && strncmp(out, "published id 1 sha256 ", 22) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, hex));
     free(out);
+    /* Its first request asked whether the trailer arrives (answered 400), then the upload came. */
+    size_t log_len = 0;
+    char *log = tu_read_file(g_log, &log_len);
+    ck_assert_ptr_nonnull(log);
+    char *probe = strstr(log, "access POST /v1/psdbs 400 ");
+    ck_assert_msg(probe && strstr(probe, "access POST /v1/psdbs 201 "), "log: %s", log);
+    free(log);
     ck_assert_int_eq(get("/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=7"
                          "&abi_max=7",
                          &body, NULL),
@@ -742,6 +749,24 @@ START_TEST(test_publish_trailer__tool_publish_resolves_and_downloads)
     ck_assert_msg(out && strncmp(out, "already published id 2", 22) == 0, "%s", out);
     free(out);
     free(cmd);
+    /* The trailer form forced: published as a PSDB of its own, which resolves. */
+    setenv("PSDB_PUBLISH_STATEMENT", "trailer", 1);
+    ck_assert_int_ge(asprintf(&cmd, "%s publish --server %s --token %s --key %s --serial 9 %s",
+                              PSDB_TOOL, g_srv.base, g_pub, g_key_path, path),
+                     0);
+    out = run_line(cmd);
+    ck_assert_msg(out && strncmp(out, "published id 3", 14) == 0, "%s", out);
+    free(out);
+    free(cmd);
+    unsetenv("PSDB_PUBLISH_STATEMENT");
+    ck_assert_int_eq(get("/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=7"
+                         "&abi_max=7",
+                         &body, NULL),
+                     200);
+    m = json_loads(body, 0, NULL);
+    ck_assert_int_eq(json_integer_value(json_object_get(m, "serial")), 9);
+    json_decref(m);
+    free(body);
     ck_assert(wait_tmp_empty());
     free(path);
 }
@@ -988,12 +1013,21 @@ START_TEST(test_publish_trailer__trickled_chunked_body_closed_at_deadline)
     memcpy(chunk, "200\r\n", 5);
     memset(chunk + 5, 'x', 512);
     memcpy(chunk + 517, "\r\n", 2);
+    int answered = 0, staged = 0;
     for (int sec = 0; sec < 15 && closed < 0; sec++) {
         char b;
-        if (send(s, chunk, 519, MSG_NOSIGNAL) != 519 || recv(s, &b, 1, MSG_DONTWAIT) == 0)
+        ssize_t got;
+        if (send(s, chunk, 519, MSG_NOSIGNAL) != 519 || (got = recv(s, &b, 1, MSG_DONTWAIT)) == 0)
             closed = sec;
+        else if (got > 0)
+            answered = 1;
+        if (sec == 1)
+            staged = count_dir("tmp");
         sleep(1);
     }
+    /* Taken as a publish (its upload staged, no early answer), then closed unanswered. */
+    ck_assert_int_eq(staged, 1);
+    ck_assert_msg(!answered, "the trickled chunked publish got an answer");
     ck_assert_msg(closed >= 2 && closed <= 9, "trickled chunked publish closed at %d s", closed);
     close(s);
     ck_assert(wait_tmp_empty());
