@@ -16,7 +16,7 @@ static void usage(void)
            "--serial defaults to 1. --ca-file: a PEM CA bundle for https (default: the\n"
            "system's). Exit status 0 when the PSDB is published (or was already).\n\n"
            "The file is hashed while it is sent and the statement goes in the trailer of the\n"
-           "chunked upload (schema/HTTP.md), when a first empty request shows that trailers\n"
+           "chunked upload (schema/HTTP.md), when a first one-byte request shows that trailers\n"
            "reach psdbd; else (a proxy that drops them, such as nginx, or an older psdbd) it is\n"
            "hashed first and the statement sent in the headers. PSDB_PUBLISH_STATEMENT=header\n"
            "or =trailer forces one form (default: auto).\n");
