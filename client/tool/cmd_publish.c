@@ -8,12 +8,18 @@
 
 static void usage(void)
 {
-    printf("usage: psdb publish --server URL --token T --key KEYFILE [--serial N] [--json] "
-           "FILE.psdb\n\n"
+    printf("usage: psdb publish --server URL --token T --key KEYFILE [--serial N] [--ca-file FILE] "
+           "[--json] FILE.psdb\n\n"
            "Signs the PSDB's statement (digest, size, identity, target, serial; see\n"
            "schema/STATEMENT.md) with KEYFILE and uploads the file to psdbd (POST /v1/psdbs).\n"
            "Prints the manifest the server answers. --token may also come from $PSDB_TOKEN.\n"
-           "--serial defaults to 1. Exit status 0 when the PSDB is published (or was already).\n");
+           "--serial defaults to 1. --ca-file: a PEM CA bundle for https (default: the\n"
+           "system's). Exit status 0 when the PSDB is published (or was already).\n\n"
+           "The file is hashed while it is sent and the statement goes in the trailer of the\n"
+           "chunked upload (schema/HTTP.md), when a first one-byte request shows that trailers\n"
+           "reach psdbd; else (a proxy that drops them, such as nginx, or an older psdbd) it is\n"
+           "hashed first and the statement sent in the headers. PSDB_PUBLISH_STATEMENT=header\n"
+           "or =trailer forces one form (default: auto).\n");
 }
 
 int cmd_publish(int argc, char **argv)
@@ -39,6 +45,8 @@ int cmd_publish(int argc, char **argv)
             cd.token = argv[++i];
         else if (strcmp(a, "--key") == 0 && has)
             d.key_path = argv[++i];
+        else if (strcmp(a, "--ca-file") == 0 && has)
+            cd.ca_file = argv[++i];
         else if (strcmp(a, "--serial") == 0 && has) {
             if (psdb__parse_u64(argv[++i], &d.serial) != 0)
                 return tool_fail("publish", "bad --serial '%s'", argv[i]);

@@ -77,6 +77,12 @@ struct req {
     uint64_t serial;
     char key_id[65];
     char signature[PSDB_SIGNATURE_B64_SIZE];
+    /* The trailer form (a chunked body, the statement in its trailer): the digest the trailer
+     * states, and the receive deadline before the body's allowance (which grows as it arrives). */
+    int trailer_form;
+    int too_large; /* a chunked body went over max-upload: the rest is only counted */
+    char trailer_sha256[65];
+    uint64_t deadline_base_ns;
     char *key_pem, *key_scope;
     /* the end of a publish runs on its own thread while the connection is suspended */
     int finishing;
@@ -132,11 +138,14 @@ void http_drop_out_of_scope(const struct req *r, json_t *list);
 
 /* ---- upload.c: POST /v1/psdbs ------------------------------------------------------------- */
 
-/* The first callback: checks token, length and signature headers and opens the upload file. */
+/* The first callback: checks token, framing (a Content-Length, or a chunked body with the
+ * statement in its trailer), the statement headers and the key id, and opens the upload file. */
 enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
-/* Hashes and appends one body chunk; a write failure is kept in r->write_errno. */
-void http_publish_chunk(struct req *r, const char *data, size_t n);
-/* The body is in: suspends the connection and queues the rest for a finisher thread. */
+/* Hashes and appends one body chunk; a write failure is kept in r->write_errno, a chunked body
+ * over max-upload in r->too_large. */
+void http_publish_chunk(psdbd_server *srv, struct req *r, const char *data, size_t n);
+/* The body is in: checks the trailer of the trailer form, then suspends the connection and
+ * queues the rest for a finisher thread. */
 enum MHD_Result http_publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
 /* Closes and removes the upload's temporary file, if any. */
 void http_publish_discard(struct req *r);

@@ -88,6 +88,36 @@ int psdbd_is_signature_b64(const char *s)
     return (v & 0x0f) == 0;
 }
 
+const char *psdbd_trailer_field(unsigned i)
+{
+    static const char *const names[PSDBD_TRAILER_FIELDS] = {"X-Psdb-Sha256", "X-Psdb-Size",
+                                                            "X-Psdb-Signature"};
+    return i < PSDBD_TRAILER_FIELDS ? names[i] : NULL;
+}
+
+unsigned psdbd_trailer_names(const char *value)
+{
+    unsigned names = 0;
+    const char *p = value;
+    while (p && *p) {
+        size_t n = strcspn(p, ",");
+        const char *end = p + n;
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
+            const char *f = psdbd_trailer_field(i);
+            if ((size_t)(end - p) == strlen(f) && strncasecmp(p, f, strlen(f)) == 0)
+                names |= 1u << i;
+        }
+        p += strcspn(p, ",");
+        if (*p == ',')
+            p++;
+    }
+    return names;
+}
+
 int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
 {
     const char *p, *dash;

@@ -21,6 +21,20 @@ int psdbd_uri_has_encoded_nul(const char *raw);
  * "==" padding, zero pad bits): what X-Psdb-Signature must be. */
 int psdbd_is_signature_b64(const char *s);
 
+/* The statement fields of a publish whose body is chunked: they travel in its trailer
+ * (schema/HTTP.md, POST /v1/psdbs), and its Trailer header must name all three. */
+#define PSDBD_TRAILER_SHA256 1u
+#define PSDBD_TRAILER_SIZE 2u
+#define PSDBD_TRAILER_SIGNATURE 4u
+#define PSDBD_TRAILER_ALL 7u
+#define PSDBD_TRAILER_FIELDS 3
+/* The field name of bit (1u << i) of the PSDBD_TRAILER_* set, i < PSDBD_TRAILER_FIELDS. */
+const char *psdbd_trailer_field(unsigned i);
+/* The PSDBD_TRAILER_* bits of the statement fields that a Trailer header value names (a list of
+ * field names separated by commas and optional spaces or tabs, RFC 9110 6.6.2; names compare
+ * without case). Other names are ignored. NULL: 0. */
+unsigned psdbd_trailer_names(const char *value);
+
 /* Parses one "bytes=" Range header against a blob of `size` bytes. Returns 1 with [*off, *off +
  * *len) for a satisfiable single range; 0 when the header is to be ignored (absent, malformed,
  * several ranges); -1 when unsatisfiable (416). */

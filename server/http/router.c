@@ -7,9 +7,12 @@
  * line and the metrics. Requests other than publishes are answered on their first callback.
  *
  * A publish (POST /v1/psdbs) is checked on its first callback, before any body byte is read:
- * token, role, Content-Length against the limit, the signature headers and the key id. Then each
- * body chunk is hashed and appended to a temporary file in the data directory (never held in
- * memory), and on the final callback the file is validated with libpsdb, the signature checked,
+ * token, role, the framing (Content-Length against the limit, or chunked with the statement
+ * declared for the trailer), the statement headers and the key id. Then each body chunk is hashed
+ * and appended to a temporary file in the data directory (never held in memory; a chunked body is
+ * counted against the limit as it arrives), and on the final callback, which libmicrohttpd makes
+ * once a chunked body's trailer is parsed, the trailer is checked, the file validated with
+ * libpsdb, the signature checked,
  * the blob fsynced and renamed into the store, and only then the index row committed. That last
  * part can take seconds for a large PSDB, so it runs on a finisher thread while the connection is
  * suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
@@ -216,7 +219,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
     }
     if (r->publishing) {
         if (*upload_data_size > 0) {
-            http_publish_chunk(r, upload_data, *upload_data_size);
+            http_publish_chunk(srv, r, upload_data, *upload_data_size);
             *upload_data_size = 0;
             return MHD_YES;
         }

@@ -49,34 +49,109 @@ void http_publish_discard(struct req *r)
     }
 }
 
+/* What the Trailer headers of a request name: whether there is one, and its statement fields. */
+struct trailer_decl {
+    int present;
+    unsigned names;
+};
+
+static enum MHD_Result collect_trailer_decl(void *cls, enum MHD_ValueKind kind, const char *key,
+                                            const char *value)
+{
+    struct trailer_decl *d = cls;
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRAILER) == 0) {
+        d->present = 1;
+        d->names |= psdbd_trailer_names(value);
+    }
+    return MHD_YES;
+}
+
+/* The framing of a publish's body: a Content-Length (the header form: the statement in the
+ * headers, the length checked against max-upload now), or chunked with a Trailer header naming
+ * the statement's fields (the trailer form: the client signs once it has hashed what it sent, so
+ * neither side reads the file twice). 0 with r->expected or r->trailer_form set, or -1 after an
+ * answer was queued in *ret. */
+static int publish_framing(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                           enum MHD_Result *ret)
+{
+    const char *te =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    struct trailer_decl d = {0};
+    uint64_t len = 0;
+    int rc = -1;
+    if (te)
+        MHD_get_connection_values(c, MHD_HEADER_KIND, collect_trailer_decl, &d);
+    if ((!te && !cl) || (te && (strcasecmp(te, "chunked") != 0 || !d.present))) {
+        *ret = http_reply_error(c, r, MHD_HTTP_LENGTH_REQUIRED, "length_required",
+                                "a publish needs a Content-Length, or a chunked body whose Trailer "
+                                "header names X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature");
+        goto cleanup;
+    }
+    if (te) {
+        for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
+            const char *f = psdbd_trailer_field(i);
+            if (!(d.names & (1u << i))) {
+                *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                        "the Trailer header of a chunked publish must name "
+                                        "X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature (%s is "
+                                        "missing)",
+                                        f);
+                goto cleanup;
+            }
+            /* One statement, in one place: a header copy would be a second, unchecked claim. */
+            if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, f)) {
+                *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                        "%s is both a header and a trailer field: a chunked "
+                                        "publish carries its statement in the trailer only",
+                                        f);
+                goto cleanup;
+            }
+        }
+        r->trailer_form = 1;
+        rc = 0;
+    } else if (psdb__parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0)
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "bad Content-Length");
+    else if (len > srv->cfg->max_upload)
+        *ret = http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                                "the body (%llu bytes) is over the upload limit (%llu bytes)",
+                                (unsigned long long)len, (unsigned long long)srv->cfg->max_upload);
+    else if (len == 0)
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
+    else {
+        r->expected = len;
+        rc = 0;
+    }
+cleanup:
+    return rc;
+}
+
+/* The time `bytes` of body earn at upload-min-rate, rounded up to the next second, in
+ * nanoseconds (saturating); without a minimum rate, practically unbounded. */
+static uint64_t upload_allowance_ns(const psdbd_server *srv, uint64_t bytes)
+{
+    uint64_t rate = srv->cfg->upload_min_rate;
+    return http_seconds_ns(rate ? bytes / rate + 1 : UINT32_MAX);
+}
+
 enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
     enum MHD_Result ret = MHD_YES;
-    const char *cl, *te, *kid, *sig, *serial;
-    uint64_t len = 0;
+    const char *kid, *sig, *serial;
     int e;
     if (http_authorize(srv, c, r, PSDBD_ROLE_PUBLISHER, NULL, &ret) != 0)
         return ret;
-    te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (te || !cl)
-        return http_reply_error(c, r, MHD_HTTP_LENGTH_REQUIRED, "length_required",
-                                "a publish needs a Content-Length (no chunked bodies)");
-    if (psdb__parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "bad Content-Length");
-    if (len > srv->cfg->max_upload)
-        return http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
-                                "the body (%llu bytes) is over the upload limit (%llu bytes)",
-                                (unsigned long long)len, (unsigned long long)srv->cfg->max_upload);
-    if (len == 0)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
+    if (publish_framing(srv, c, r, &ret) != 0)
+        return ret;
     kid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Key-Id");
     sig = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Signature");
     serial = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Serial");
     if (!kid || !psdbd_is_digest(kid))
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "X-Psdb-Key-Id must be 64 lowercase hex digits");
-    if (!psdbd_is_signature_b64(sig))
+    if (!r->trailer_form && !psdbd_is_signature_b64(sig))
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "X-Psdb-Signature must be the 88-character base64 of a 64-byte "
                                 "Ed25519 signature");
@@ -84,7 +159,8 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "X-Psdb-Serial must be a number below 2^63");
     memcpy(r->key_id, kid, 65);
-    memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
+    if (!r->trailer_form)
+        memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
     switch (psdbd_index_key_find(srv->ix, kid, &r->key_pem, &r->key_scope)) {
     case PSDBD_OK:
         break;
@@ -104,14 +180,14 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
     }
     if (!(r->hasher = http_upload_hasher_start(r->fd)) && !(r->sha = psdb__sha256_begin()))
         psdbd_out_of_memory();
-    r->expected = len;
     r->publishing = 1;
     /* The body may take its time, but not forever: request-timeout plus its length at the
-     * slowest upload rate accepted. */
+     * slowest upload rate accepted. A chunked body has no length yet: its allowance grows with
+     * each chunk (http_publish_chunk), so a trickle is closed as soon as it falls behind. */
     if (r->cx && srv->cfg->request_timeout) {
-        uint64_t secs = srv->cfg->request_timeout;
-        secs += srv->cfg->upload_min_rate ? len / srv->cfg->upload_min_rate + 1 : UINT32_MAX;
-        atomic_store(&r->cx->deadline_ns, psdbd_now_ns() + http_seconds_ns(secs));
+        r->deadline_base_ns = psdbd_now_ns() + http_seconds_ns(srv->cfg->request_timeout);
+        atomic_store(&r->cx->deadline_ns,
+                     r->deadline_base_ns + upload_allowance_ns(srv, r->expected));
     }
     return MHD_YES;
 }
@@ -121,10 +197,28 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
  * call is rare. */
 #define PUBLISH_WRITEBACK_STEP ((uint64_t)8 << 20)
 
-void http_publish_chunk(struct req *r, const char *data, size_t n)
+void http_publish_chunk(psdbd_server *srv, struct req *r, const char *data, size_t n)
 {
     r->received += n;
     psdbd_metrics_upload_bytes(n);
+    if (r->too_large)
+        return;
+    if (r->trailer_form && r->received > srv->cfg->max_upload) {
+        /* No answer can be sent mid-body (libmicrohttpd 0.9.75 queues responses only before or
+         * after it): nothing more is stored, the file goes now, and the 413 comes after the last
+         * chunk, which the client must send within request-timeout. */
+        r->too_large = 1;
+        http_publish_discard(r);
+        if (r->cx && srv->cfg->request_timeout) {
+            uint64_t soon = psdbd_now_ns() + http_seconds_ns(srv->cfg->request_timeout);
+            if (soon < atomic_load(&r->cx->deadline_ns))
+                atomic_store(&r->cx->deadline_ns, soon);
+        }
+        return;
+    }
+    if (r->trailer_form && r->cx && srv->cfg->request_timeout)
+        atomic_store(&r->cx->deadline_ns,
+                     r->deadline_base_ns + upload_allowance_ns(srv, r->received));
     if (r->write_errno)
         return; /* keep reading (MHD cannot answer mid-body) but store nothing more */
     if (r->sha)
@@ -278,9 +372,9 @@ static int publish_check_signature(struct MHD_Connection *c, struct req *r,
     if (PSDB_FAILED(psdb_key_from_pem(r->key_pem, strlen(r->key_pem), &key)) ||
         psdb_statement_verify(key, st, r->signature) != PSDB_S_OK) {
         *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "bad_signature",
-                                "X-Psdb-Signature does not verify over this PSDB's statement "
+                                "X-Psdb-Signature%s does not verify over this PSDB's statement "
                                 "with key %s",
-                                r->key_id);
+                                r->trailer_form ? " (trailer)" : "", r->key_id);
         goto cleanup;
     }
     rc = 0;
@@ -368,7 +462,8 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         ret = publish_write_failed(c, r);
         goto cleanup;
     }
-    if (r->received != r->expected) { /* MHD enforces Content-Length; kept as a guard */
+    /* MHD enforces Content-Length, and the trailer's size was compared: kept as a guard. */
+    if (r->received != r->expected) {
         ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                "body shorter than declared");
         goto cleanup;
@@ -388,6 +483,13 @@ static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *
         r->sha = NULL;
     }
     psdb__hex(st.sha256, sizeof(st.sha256), rec.sha256);
+    if (r->trailer_form && strcmp(rec.sha256, r->trailer_sha256) != 0) {
+        ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "statement_mismatch",
+                               "the trailer's X-Psdb-Sha256 (%s) is not the SHA-256 of the body "
+                               "received (%s)",
+                               r->trailer_sha256, rec.sha256);
+        goto cleanup;
+    }
 
     /* Start writing back the rest of the upload (its last bytes since the previous step): the
      * verification below is CPU and page-cache reads, so the disk works meanwhile and the fsync of
@@ -436,9 +538,120 @@ void *http_finisher(void *arg)
     return NULL;
 }
 
+/* The statement fields a trailer holds, counted, and the last value of each. */
+struct trailer_fields {
+    const char *value[PSDBD_TRAILER_FIELDS];
+    unsigned count[PSDBD_TRAILER_FIELDS];
+    const char *misplaced; /* a field that must be a header (checked before the body) */
+};
+
+static enum MHD_Result collect_trailer(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    struct trailer_fields *t = cls;
+    (void)kind;
+    for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++)
+        if (strcasecmp(key, psdbd_trailer_field(i)) == 0) {
+            t->value[i] = value;
+            t->count[i]++;
+        }
+    if (strcasecmp(key, "X-Psdb-Key-Id") == 0 || strcasecmp(key, "X-Psdb-Serial") == 0)
+        t->misplaced = key;
+    return MHD_YES;
+}
+
+/* The trailer of a chunked publish (libmicrohttpd has parsed it before this last call): each of
+ * X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature exactly once and well formed, and the size the
+ * one received. The digest is compared once the hasher has finished (publish_finish). 0, or -1
+ * after an answer was queued in *ret. */
+static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MHD_Result *ret)
+{
+    struct trailer_fields t = {0};
+    uint64_t size = 0;
+    const char *sha, *sz, *sig;
+    int rc = -1;
+    MHD_get_connection_values(c, MHD_FOOTER_KIND, collect_trailer, &t);
+    if (t.misplaced) {
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "%.40s is a header of the publish, checked before the body, not "
+                                "a trailer field",
+                                t.misplaced);
+        goto cleanup;
+    }
+    if (t.count[0] + t.count[1] + t.count[2] == 0) {
+        /* Its own code: a client learns from it that something between it and psdbd drops
+         * request trailers (nginx does), and publishes in the header form instead. */
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "trailer_missing",
+                                "the chunked body ended without a trailer (X-Psdb-Sha256, "
+                                "X-Psdb-Size, X-Psdb-Signature): a proxy in front may drop "
+                                "request trailers; publish with the statement in the headers");
+        goto cleanup;
+    }
+    for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
+        if (t.count[i] != 1) {
+            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                    t.count[i] ? "the trailer has more than one %s"
+                                               : "the trailer has no %s: the chunked body ended "
+                                                 "without its statement",
+                                    psdbd_trailer_field(i));
+            goto cleanup;
+        }
+    }
+    sha = t.value[0];
+    sz = t.value[1];
+    sig = t.value[2];
+    if (!psdbd_is_digest(sha))
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "the trailer's X-Psdb-Sha256 must be 64 lowercase hex digits");
+    else if (psdb__parse_u64(sz, &size) != 0 || strncmp(sz, "0x", 2) == 0)
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "the trailer's X-Psdb-Size must be a decimal number of bytes");
+    else if (!psdbd_is_signature_b64(sig))
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                "the trailer's X-Psdb-Signature must be the 88-character base64 "
+                                "of a 64-byte Ed25519 signature");
+    else if (size != r->received)
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "statement_mismatch",
+                                "the trailer's X-Psdb-Size (%llu) is not the size of the body "
+                                "received (%llu bytes)",
+                                (unsigned long long)size, (unsigned long long)r->received);
+    else {
+        memcpy(r->trailer_sha256, sha, sizeof(r->trailer_sha256));
+        memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
+        r->expected = size;
+        rc = 0;
+    }
+cleanup:
+    return rc;
+}
+
+/* The checks of a chunked publish that need its whole body but not its bytes: the limit, the
+ * trailer, an empty body. 0, or -1 after an answer was queued in *ret and the upload removed. */
+static int publish_trailer_form_end(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                    enum MHD_Result *ret)
+{
+    if (r->too_large)
+        *ret = http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                                "the chunked body (%llu bytes and more) is over the upload limit "
+                                "(%llu bytes)",
+                                (unsigned long long)r->received,
+                                (unsigned long long)srv->cfg->max_upload);
+    else if (publish_read_trailer(c, r, ret) == 0) {
+        if (r->received > 0)
+            return 0;
+        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
+    }
+    r->publishing = 0;
+    http_publish_discard(r);
+    return -1;
+}
+
 enum MHD_Result http_publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
     struct req **tail;
+    enum MHD_Result ret = MHD_YES;
+    if (r->trailer_form && publish_trailer_form_end(srv, c, r, &ret) != 0)
+        return ret;
     r->publishing = 0;
     r->finishing = 1;
     r->conn = c;

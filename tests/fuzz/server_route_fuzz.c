@@ -1,6 +1,7 @@
 /* server_route_fuzz.c - libFuzzer target for psdbd's request routing and request-target checks:
- * any path routes to one route with its parameter inside the path, and the encoded-NUL check
- * agrees with a plain search. */
+ * any path routes to one route with its parameter inside the path, the encoded-NUL check agrees
+ * with a plain search, and the input read as a publish's Trailer header names only fields it
+ * contains. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (psdbd_uri_has_encoded_nul(url) != (strstr(url, "%00") != NULL))
         abort();
     psdbd_is_signature_b64(url);
+    /* The input as a Trailer header value: only the three statement bits, each only when its
+     * name is in the text (names compare without case). */
+    unsigned names = psdbd_trailer_names(url);
+    if (names & ~PSDBD_TRAILER_ALL)
+        abort();
+    for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++)
+        if ((names & (1u << i)) && !strcasestr(url, psdbd_trailer_field(i)))
+            abort();
     free(url);
     return 0;
 }

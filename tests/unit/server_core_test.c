@@ -206,6 +206,28 @@ START_TEST(test_server_core__request_target_and_signature_checks)
 }
 END_TEST
 
+/* The Trailer header of a trailer-form publish: a comma-separated list, optional spaces and tabs
+ * around each name, names in any case, repeated or unknown names harmless; a name is matched
+ * whole, never as a prefix or inside another token. */
+START_TEST(test_server_core__trailer_header_names)
+{
+    ck_assert_uint_eq(psdbd_trailer_names(NULL), 0);
+    ck_assert_uint_eq(psdbd_trailer_names(""), 0);
+    ck_assert_uint_eq(psdbd_trailer_names("X-Psdb-Sha256, X-Psdb-Size, X-Psdb-Signature"),
+                      PSDBD_TRAILER_ALL);
+    ck_assert_uint_eq(psdbd_trailer_names("x-psdb-signature,X-PSDB-SIZE,\tx-psdb-sha256\t"),
+                      PSDBD_TRAILER_ALL);
+    ck_assert_uint_eq(psdbd_trailer_names(" ,Expires, X-Psdb-Size ,, X-Psdb-Size"),
+                      PSDBD_TRAILER_SIZE);
+    ck_assert_uint_eq(psdbd_trailer_names("X-Psdb-Signatures, X-Psdb-Sha2567, X-Psdb-Siz"), 0);
+    ck_assert_uint_eq(psdbd_trailer_names("X-Psdb-Sha256 X-Psdb-Size"), 0);
+    ck_assert_uint_eq(psdbd_trailer_names("X-Psdb-Signature;q=1"), 0);
+    for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++)
+        ck_assert_uint_eq(psdbd_trailer_names(psdbd_trailer_field(i)), 1u << i);
+    ck_assert_ptr_null(psdbd_trailer_field(PSDBD_TRAILER_FIELDS));
+}
+END_TEST
+
 START_TEST(test_server_core__http_dates_and_preconditions)
 {
     int64_t t = 0;
@@ -537,6 +559,7 @@ int main(void)
     tcase_add_test(tc, test_server_core__ranges_and_etags);
     tcase_add_test(tc, test_server_core__slow_client_settings);
     tcase_add_test(tc, test_server_core__request_target_and_signature_checks);
+    tcase_add_test(tc, test_server_core__trailer_header_names);
     tcase_add_test(tc, test_server_core__http_dates_and_preconditions);
     tcase_add_test(tc, test_server_core__tokens_hashed_and_checked);
     tcase_add_test(tc, test_server_core__A3_index_order_with_large_values);

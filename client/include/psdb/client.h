@@ -127,8 +127,13 @@ typedef struct psdb_publish_result {
  * download: TLS verification on with the client's ca_file and pinned_public_key, no redirects,
  * connect_timeout_ms and low_speed_timeout_s; a transient failure (no connection, timeout, HTTP
  * 408, 429, 5xx) is retried max_retries times with doubling backoff from retry_base_ms (psdbd
- * answers 200 to a repeated upload of content it already holds, so a retry is safe). Same thread
- * rule as the client. */
+ * answers 200 to a repeated upload of content it already holds, so a retry is safe). The
+ * statement travels in the trailer of a chunked upload, the file hashed while it is sent, when a
+ * first one-byte request shows that a trailer reaches the server; else (a proxy that drops
+ * trailers, such as nginx, or an older psdbd) the file is hashed first and the statement sent in
+ * headers (schema/HTTP.md, POST /v1/psdbs). The environment variable PSDB_PUBLISH_STATEMENT
+ * ("header" or "trailer"; "auto" or unset: as described) forces a form; another value gives
+ * PSDB_E_INVALIDARG. Same thread rule as the client. */
 PSDB_API psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d,
                                      psdb_publish_result **out);
 /* Frees a result of psdb_client_publish and its body. NULL is a no-op; cannot fail. */

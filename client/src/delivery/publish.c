@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -113,7 +115,99 @@ static psdb_hr status_hr(long status)
     return psdb__http_hr(status);
 }
 
-/* The request's own headers after the client's token header: appended to *headers. */
+/* The trailer form's read side: the bytes handed to curl are hashed as they go, so the file is
+ * read once and the statement signed over exactly what was sent (schema/HTTP.md). */
+struct upload {
+    FILE *f;
+    psdb__sha256_ctx *sha; /* NULL once ended */
+    uint64_t sent;
+    int read_errno; /* the read failed (0: it did not) */
+    /* for the trailer */
+    const psdb_key *key;
+    psdb_statement *st; /* identity, target and serial set; digest and size filled at the end */
+    psdb_hr sign_hr;    /* a failed signature (S_OK: none) */
+};
+
+static size_t on_read_hashing(char *out, size_t size, size_t n, void *ctx)
+{
+    struct upload *u = ctx;
+    size_t got = fread(out, 1, size * n, u->f);
+    if (got == 0 && ferror(u->f)) {
+        u->read_errno = errno ? errno : EIO;
+        return CURL_READFUNC_ABORT;
+    }
+    psdb__sha256_update(u->sha, out, got);
+    u->sent += got;
+    return got;
+}
+
+/* curl rewinds the body when it must send the request again (a reused connection found closed):
+ * the digest starts over with the bytes. Only a rewind to the start is asked for. */
+static int on_seek_upload(void *ctx, curl_off_t offset, int origin)
+{
+    struct upload *u = ctx;
+    uint8_t dropped[32];
+    if (offset != 0 || origin != SEEK_SET)
+        return CURL_SEEKFUNC_CANTSEEK;
+    if (fseek(u->f, 0, SEEK_SET) != 0)
+        return CURL_SEEKFUNC_FAIL;
+    if (u->sha)
+        psdb__sha256_end(u->sha, dropped);
+    u->sent = 0;
+    if (!(u->sha = psdb__sha256_begin())) {
+        u->sign_hr = PSDB_E_OUTOFMEMORY;
+        return CURL_SEEKFUNC_FAIL;
+    }
+    return CURL_SEEKFUNC_OK;
+}
+
+/* Called by curl before the chunked body's final CRLF: the digest of what was sent is complete,
+ * so the statement can be signed and sent as the trailer. */
+static int on_trailer(struct curl_slist **list, void *ctx)
+{
+    struct upload *u = ctx;
+    char sig[PSDB_SIGNATURE_B64_SIZE], hex[65];
+    char lines[3][128];
+    int rc = CURL_TRAILERFUNC_ABORT;
+
+    psdb__sha256_end(u->sha, u->st->sha256);
+    u->sha = NULL;
+    u->st->size = u->sent;
+    if ((u->sign_hr = psdb_statement_sign(u->key, u->st, sig)) < 0)
+        goto cleanup;
+    psdb__hex(u->st->sha256, sizeof(u->st->sha256), hex);
+    snprintf(lines[0], sizeof(lines[0]), "X-Psdb-Sha256: %s", hex);
+    snprintf(lines[1], sizeof(lines[1]), "X-Psdb-Size: %llu", (unsigned long long)u->sent);
+    snprintf(lines[2], sizeof(lines[2]), "X-Psdb-Signature: %s", sig);
+    for (int i = 0; i < 3; i++) {
+        struct curl_slist *l = curl_slist_append(*list, lines[i]);
+        if (!l) { /* curl frees what was appended when the callback aborts */
+            u->sign_hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        *list = l;
+    }
+    rc = CURL_TRAILERFUNC_OK;
+cleanup:
+    return rc;
+}
+
+/* Ends an upload's digest when the trailer never came (a refused or failed transfer). */
+static void upload_reset(struct upload *u)
+{
+    if (u->sha) {
+        uint8_t dropped[32];
+        psdb__sha256_end(u->sha, dropped);
+    }
+    u->sha = NULL;
+    u->sent = 0;
+    u->read_errno = 0;
+    u->sign_hr = PSDB_S_OK;
+}
+
+/* The request's own headers after the client's token header: appended to *headers. With a
+ * signature, the header form; without (sig NULL), the trailer form's chunked framing and its
+ * Trailer declaration. */
 static psdb_hr add_headers(struct curl_slist **headers, uint64_t serial, const char *kid,
                            const char *sig)
 {
@@ -121,11 +215,14 @@ static psdb_hr add_headers(struct curl_slist **headers, uint64_t serial, const c
     char *line = NULL;
     struct curl_slist *h;
 
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (sig ? 4 : 5); i++) {
         int len = i == 0   ? asprintf(&line, "Content-Type: application/octet-stream")
                   : i == 1 ? asprintf(&line, "X-Psdb-Serial: %llu", (unsigned long long)serial)
                   : i == 2 ? asprintf(&line, "X-Psdb-Key-Id: %s", kid)
-                           : asprintf(&line, "X-Psdb-Signature: %s", sig);
+                  : sig    ? asprintf(&line, "X-Psdb-Signature: %s", sig)
+                  : i == 3
+                      ? asprintf(&line, "Transfer-Encoding: chunked")
+                      : asprintf(&line, "Trailer: X-Psdb-Sha256, X-Psdb-Size, X-Psdb-Signature");
         h = len < 0 ? NULL : curl_slist_append(*headers, line);
         if (len < 0)
             line = NULL;
@@ -141,6 +238,103 @@ cleanup:
     return hr;
 }
 
+/* How a publish chooses its form (PSDB_PUBLISH_STATEMENT): "auto" (unset or empty) asks the
+ * server first (trailers_reach_server), "trailer" and "header" force one. */
+enum publish_form { FORM_AUTO, FORM_TRAILER, FORM_HEADER, FORM_UNKNOWN };
+
+static enum publish_form form_setting(const char **value)
+{
+    const char *v = getenv("PSDB_PUBLISH_STATEMENT");
+    *value = v;
+    if (!v || !*v || strcmp(v, "auto") == 0)
+        return FORM_AUTO;
+    if (strcmp(v, "trailer") == 0)
+        return FORM_TRAILER;
+    return strcmp(v, "header") == 0 ? FORM_HEADER : FORM_UNKNOWN;
+}
+
+/* The probe's body: one zero byte. Not empty, since a proxy may turn an empty chunked body into
+ * "Content-Length: 0" (nginx does), which psdbd would refuse for want of a length before it looked
+ * for a trailer. */
+static size_t on_read_probe(char *out, size_t size, size_t n, void *ctx)
+{
+    int *sent = ctx;
+    if (*sent || size * n == 0)
+        return 0;
+    out[0] = '\0';
+    *sent = 1;
+    return 1;
+}
+
+/* A statement that is well formed and describes the probe's body: psdbd checks it and then
+ * refuses the body, which is not a PSDB. */
+static int on_probe_trailer(struct curl_slist **list, void *ctx)
+{
+    static const char *const lines[] = {
+        "X-Psdb-Sha256: 6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+        "X-Psdb-Size: 1",
+        "X-Psdb-Signature: "
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        "AAAAAAAAAA=="};
+    (void)ctx;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        struct curl_slist *l = curl_slist_append(*list, lines[i]);
+        if (!l)
+            return CURL_TRAILERFUNC_ABORT;
+        *list = l;
+    }
+    return CURL_TRAILERFUNC_OK;
+}
+
+/* Whether a trailer sent to `url` reaches psdbd: some proxies drop request trailers (nginx does)
+ * and servers before the trailer form refuse chunked publishes (411). One trailer-form publish
+ * of a single byte answers it: psdbd checks its trailer and then refuses the byte as no PSDB
+ * (400 invalid_psdb) only when the trailer arrived (else 400 trailer_missing, or 400 for the
+ * missing header statement where a proxy sent the byte with a length). Any other answer, or
+ * none, chooses the header form, which every psdbd and proxy passes. 1: use the trailer form;
+ * 0: the header form; PSDB_E_OUTOFMEMORY. *cc is the transfer's result (not CURLE_OK: no answer
+ * came, which the caller counts as the publish's first failed attempt). */
+static int trailers_reach_server(psdb_client *client, const char *url, uint64_t serial,
+                                 const char *kid, CURLcode *cc)
+{
+    int rc = 0;
+    long status = 0;
+    struct curl_slist *headers = NULL, *h;
+    struct sink sink = {0};
+    json_t *doc = NULL;
+    int sent = 0;
+    CURL *c = psdb__client_new_handle(client, url, &headers);
+    *cc = CURLE_OK;
+    if (!c || PSDB_FAILED(add_headers(&headers, serial, kid, NULL)) ||
+        !(h = curl_slist_append(headers, "Expect:"))) { /* no body to hold back */
+        rc = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    headers = h;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_probe);
+    curl_easy_setopt(c, CURLOPT_READDATA, &sent);
+    curl_easy_setopt(c, CURLOPT_TRAILERFUNCTION, on_probe_trailer);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    if ((*cc = curl_easy_perform(c)) != CURLE_OK)
+        goto cleanup;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 400 || sink.buf.oom || sink.buf.len == 0)
+        goto cleanup;
+    doc = json_loadb((const char *)sink.buf.data, sink.buf.len, 0, NULL);
+    rc = doc && json_is_string(json_object_get(doc, "error")) &&
+         strcmp(json_string_value(json_object_get(doc, "error")), "invalid_psdb") == 0;
+cleanup:
+    json_decref(doc);
+    if (c)
+        curl_easy_cleanup(c);
+    curl_slist_free_all(headers);
+    psdb__buf_free(&sink.buf);
+    return rc;
+}
+
 psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *status, char **body,
                       char *msg, size_t msg_size)
 {
@@ -153,15 +347,28 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     CURL *c = NULL;
     struct curl_slist *headers = NULL;
     struct sink sink = {0};
+    struct upload up = {0};
+    struct stat sb;
     char sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE];
     char *url = NULL;
-    CURLcode cc;
+    const char *form_text = NULL;
+    enum publish_form form;
+    int header_form = 0;
+    uint32_t first_attempt = 1;
+    CURLcode cc = CURLE_OK;
 
     *status = 0;
     *body = NULL;
     msg[0] = '\0';
     if (!client || !d || !d->token || !d->key_path || !d->psdb_path) {
         snprintf(msg, msg_size, "server, token, key and file are required");
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
+    }
+    if ((form = form_setting(&form_text)) == FORM_UNKNOWN) {
+        snprintf(msg, msg_size,
+                 "PSDB_PUBLISH_STATEMENT must be 'auto', 'trailer' or 'header', not '%.64s'",
+                 form_text);
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
@@ -174,19 +381,15 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         goto cleanup;
     }
     f = fopen(d->psdb_path, "rb");
-    if (!f) {
+    if (!f || fstat(fileno(f), &sb) != 0) {
         snprintf(msg, msg_size, "open %s: %s", d->psdb_path, strerror(errno));
         hr = PSDB_E_IO;
-        goto cleanup;
-    }
-    if ((hr = hash_file(f, st.sha256, &st.size)) < 0) {
-        snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(errno));
         goto cleanup;
     }
     st.identity = info.identity;
     st.target = info.target;
     st.serial = d->serial;
-    if ((hr = psdb_statement_sign(key, &st, sig)) < 0 || (hr = psdb_key_id(key, kid)) < 0) {
+    if ((hr = psdb_key_id(key, kid)) < 0) {
         snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
         goto cleanup;
     }
@@ -196,27 +399,84 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
+    if (form == FORM_HEADER)
+        header_form = 1;
+    else if (form == FORM_AUTO) {
+        int reach = trailers_reach_server(client, url, d->serial, kid, &cc);
+        if (reach < 0) {
+            hr = PSDB_E_OUTOFMEMORY;
+            snprintf(msg, msg_size, "publish: out of memory");
+            goto cleanup;
+        }
+        header_form = !reach;
+        /* No answer: the publish's first attempt failed, so that a server that does not answer
+         * costs 1 + max_retries connections and timeouts, as without the question. */
+        if (cc != CURLE_OK) {
+            psdb_progress wait = {d->psdb_path, 0, (uint64_t)sb.st_size, 1};
+            if (!psdb__client_transient_curl(cc) || client->max_retries < 1) {
+                snprintf(msg, msg_size, "publish: %s: %s (after 1 attempt)", url,
+                         client->curl_error[0] ? client->curl_error : curl_easy_strerror(cc));
+                hr = PSDB_E_NETWORK;
+                goto cleanup;
+            }
+            if (psdb__client_backoff(client, &wait, 1)) {
+                snprintf(msg, msg_size, "publish: %s: cancelled by the progress callback", url);
+                hr = PSDB_E_CANCELLED;
+                goto cleanup;
+            }
+            first_attempt = 2;
+        }
+    }
+    /* The header form needs the digest before the first byte goes: a whole read of the file
+     * before the upload. The trailer form hashes while it sends and signs at the end. */
+    if (header_form) {
+        if ((hr = hash_file(f, st.sha256, &st.size)) < 0) {
+            snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(errno));
+            goto cleanup;
+        }
+        if ((hr = psdb_statement_sign(key, &st, sig)) < 0) {
+            snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
+            goto cleanup;
+        }
+    }
+    up.f = f;
+    up.key = key;
+    up.st = &st;
     /* The same handle setup as resolve and download: the client's CA file, pinned key, connect
      * and low-speed timeouts; and the same retry rule. Retrying the POST is safe: psdbd answers
      * 200 to a second upload of content it already holds. */
-    for (uint32_t attempt = 1;; attempt++) {
+    for (uint32_t attempt = first_attempt;; attempt++) {
         *status = 0;
         free(*body);
         *body = NULL;
         psdb__buf_free(&sink.buf);
         sink = (struct sink){0};
         rewind(f);
+        upload_reset(&up);
         c = psdb__client_new_handle(client, url, &headers);
-        if (!c || PSDB_FAILED(hr = add_headers(&headers, d->serial, kid, sig))) {
+        if (!c ||
+            PSDB_FAILED(hr = add_headers(&headers, d->serial, kid, header_form ? sig : NULL)) ||
+            (!header_form && !(up.sha = psdb__sha256_begin()))) {
             hr = PSDB_E_OUTOFMEMORY;
             snprintf(msg, msg_size, "publish: out of memory");
             goto cleanup;
         }
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(c, CURLOPT_POST, 1L);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.size);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(c, CURLOPT_READDATA, f);
+        if (header_form) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.size);
+            curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+            curl_easy_setopt(c, CURLOPT_READDATA, f);
+        } else {
+            /* No length: curl sends the body chunked (the Transfer-Encoding header above), with
+             * Expect: 100-continue, so a refusal of the headers costs no body byte. */
+            curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_hashing);
+            curl_easy_setopt(c, CURLOPT_READDATA, &up);
+            curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek_upload);
+            curl_easy_setopt(c, CURLOPT_SEEKDATA, &up);
+            curl_easy_setopt(c, CURLOPT_TRAILERFUNCTION, on_trailer);
+            curl_easy_setopt(c, CURLOPT_TRAILERDATA, &up);
+        }
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
         cc = curl_easy_perform(c);
@@ -232,12 +492,23 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
                 (*body)[sink.buf.len] = '\0';
             }
         }
+        /* A local failure in the middle of the body is not the network's: never retried. */
+        if (up.read_errno) {
+            snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(up.read_errno));
+            hr = PSDB_E_IO;
+            goto cleanup;
+        }
+        if (PSDB_FAILED(up.sign_hr)) {
+            hr = up.sign_hr;
+            snprintf(msg, msg_size, "cannot sign the statement (%s)", psdb_hr_str(hr));
+            goto cleanup;
+        }
         int failed_transfer = cc != CURLE_OK && *status == 0;
         int retry =
             failed_transfer ? psdb__client_transient_curl(cc) : psdb__http_transient(*status);
         if (retry && attempt <= client->max_retries) {
             /* The progress callback's cancel stops a publish's backoff as it stops a download's. */
-            psdb_progress wait = {d->psdb_path, 0, st.size, attempt};
+            psdb_progress wait = {d->psdb_path, 0, (uint64_t)sb.st_size, attempt};
             if (psdb__client_backoff(client, &wait, attempt)) {
                 snprintf(msg, msg_size, "publish: %s: cancelled by the progress callback", url);
                 hr = PSDB_E_CANCELLED;
@@ -258,6 +529,7 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         break;
     }
 cleanup:
+    upload_reset(&up);
     free(url);
     if (c)
         curl_easy_cleanup(c);

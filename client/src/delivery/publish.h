@@ -25,7 +25,11 @@ typedef struct psdb__publish_desc {
 
 /* Signs and uploads one PSDB (schema/STATEMENT.md, schema/HTTP.md) to the client's server, through
  * the client's curl setup (CA file, pinned key, timeouts) and retry rule (transient failures
- * retried max_retries times with doubling backoff), as resolve and download are. *status receives
+ * retried max_retries times with doubling backoff), as resolve and download are. The statement
+ * goes in the trailer of a chunked upload, the file hashed as it is sent, when a first one-byte
+ * request finds that a trailer reaches psdbd; else in the headers, the file hashed first;
+ * PSDB_PUBLISH_STATEMENT=header|trailer|auto in the environment overrides (another value:
+ * PSDB_E_INVALIDARG). A first request that gets no answer counts as the first attempt. *status receives
  * the HTTP status (0 when there was no answer) and *body the response body (malloc'd,
  * NUL-terminated, may be NULL); msg gets a one-line reason on failure. Returns S_OK (201 created),
  * S_FALSE (200: the same content was already published), PSDB_E_INVALIDARG (bad arguments, or 400),
