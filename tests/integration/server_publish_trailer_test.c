@@ -3,6 +3,8 @@
  * publish sends it, and psdbd refuses each broken trailer and leaves nothing behind. */
 #include "testutil.h"
 
+#include "delivery/publish.h"
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <dirent.h>
@@ -868,6 +870,13 @@ START_TEST(test_publish_trailer__broken_trailers_refused_and_nothing_left)
              good_sig);
     send_trailer_publish(head, "", 1, byte_trailer, out, sizeof(out));
     expect_answer(out, 400, "invalid_psdb", "one byte with its trailer");
+    /* ... and the very lines psdb publish sends: a probe that psdbd refused for its form would
+     * make every publish fall back to the header form. */
+    char probe[512];
+    snprintf(probe, sizeof(probe), "%s\r\n%s\r\n%s\r\n", psdb__publish_probe_trailer[0],
+             psdb__publish_probe_trailer[1], psdb__publish_probe_trailer[2]);
+    send_trailer_publish(head, "\0", 1, probe, out, sizeof(out));
+    expect_answer(out, 400, "invalid_psdb", "psdb publish's probe");
     send_trailer_publish(head, "", 1, "", out, sizeof(out));
     expect_answer(out, 400, "trailer_missing", "one byte without a trailer");
     expect_nothing_published("empty and one-byte bodies");

@@ -4,10 +4,12 @@
 #include "delivery/client_int.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -115,20 +117,74 @@ static psdb_hr status_hr(long status)
     return psdb__http_hr(status);
 }
 
-/* The trailer form's read side: the bytes handed to curl are hashed as they go, so the file is
- * read once and the statement signed over exactly what was sent (schema/HTTP.md). */
+/* The trailer form's digest, on a thread of its own: it reads the file with pread (which leaves
+ * the sending side's file offset alone) while curl sends it, so hashing and sending overlap on a
+ * machine with a core to spare instead of taking turns on one thread. */
+typedef struct hasher {
+    pthread_t thread;
+    int fd;
+    int started, joined;
+    uint8_t digest[32];
+    uint64_t size;
+    int err; /* errno of a failed read, or ENOMEM; 0: none */
+} hasher;
+
+static void *hash_thread(void *arg)
+{
+    hasher *h = arg;
+    enum { BLOCK = 1 << 20 };
+    uint8_t *buf = malloc(BLOCK);
+    psdb__sha256_ctx *c = psdb__sha256_begin();
+    uint64_t at = 0;
+    if (!buf || !c) {
+        h->err = ENOMEM;
+        goto cleanup;
+    }
+    for (;;) {
+        ssize_t n = pread(h->fd, buf, BLOCK, (off_t)at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            h->err = errno ? errno : EIO;
+            goto cleanup;
+        }
+        if (n == 0)
+            break;
+        psdb__sha256_update(c, buf, (size_t)n);
+        at += (uint64_t)n;
+    }
+    h->size = at;
+cleanup:
+    if (c)
+        psdb__sha256_end(c, h->digest);
+    free(buf);
+    return NULL;
+}
+
+/* Waits for the digest; 0 when it is there, else the errno that stopped it. */
+static int hasher_join(hasher *h)
+{
+    if (h->started && !h->joined) {
+        pthread_join(h->thread, NULL);
+        h->joined = 1;
+    }
+    return h->started ? h->err : EINVAL;
+}
+
+/* The trailer form's read side: what is sent is counted; the hasher reads the same file. */
 struct upload {
     FILE *f;
-    psdb__sha256_ctx *sha; /* NULL once ended */
+    hasher *h;
     uint64_t sent;
     int read_errno; /* the read failed (0: it did not) */
     /* for the trailer */
     const psdb_key *key;
     psdb_statement *st; /* identity, target and serial set; digest and size filled at the end */
     psdb_hr sign_hr;    /* a failed signature (S_OK: none) */
+    int changed;        /* the file's size moved while it was sent */
 };
 
-static size_t on_read_hashing(char *out, size_t size, size_t n, void *ctx)
+static size_t on_read_counting(char *out, size_t size, size_t n, void *ctx)
 {
     struct upload *u = ctx;
     size_t got = fread(out, 1, size * n, u->f);
@@ -136,33 +192,27 @@ static size_t on_read_hashing(char *out, size_t size, size_t n, void *ctx)
         u->read_errno = errno ? errno : EIO;
         return CURL_READFUNC_ABORT;
     }
-    psdb__sha256_update(u->sha, out, got);
     u->sent += got;
     return got;
 }
 
-/* curl rewinds the body when it must send the request again (a reused connection found closed):
- * the digest starts over with the bytes. Only a rewind to the start is asked for. */
+/* curl rewinds the body when it must send the request again (a reused connection found closed).
+ * Only a rewind to the start is asked for; the file's digest does not change with it. */
 static int on_seek_upload(void *ctx, curl_off_t offset, int origin)
 {
     struct upload *u = ctx;
-    uint8_t dropped[32];
     if (offset != 0 || origin != SEEK_SET)
         return CURL_SEEKFUNC_CANTSEEK;
     if (fseek(u->f, 0, SEEK_SET) != 0)
         return CURL_SEEKFUNC_FAIL;
-    if (u->sha)
-        psdb__sha256_end(u->sha, dropped);
     u->sent = 0;
-    if (!(u->sha = psdb__sha256_begin())) {
-        u->sign_hr = PSDB_E_OUTOFMEMORY;
-        return CURL_SEEKFUNC_FAIL;
-    }
     return CURL_SEEKFUNC_OK;
 }
 
-/* Called by curl before the chunked body's final CRLF: the digest of what was sent is complete,
- * so the statement can be signed and sent as the trailer. */
+/* Called by curl before the chunked body's final CRLF: the hasher has read the file as it was
+ * sent, so the statement can be signed and sent as the trailer. A file that changed under the
+ * publish (another size read than sent) is not signed; one whose bytes changed at equal size is
+ * refused by psdbd, which hashes what it received (statement_mismatch). */
 static int on_trailer(struct curl_slist **list, void *ctx)
 {
     struct upload *u = ctx;
@@ -170,8 +220,16 @@ static int on_trailer(struct curl_slist **list, void *ctx)
     char lines[3][128];
     int rc = CURL_TRAILERFUNC_ABORT;
 
-    psdb__sha256_end(u->sha, u->st->sha256);
-    u->sha = NULL;
+    int err = hasher_join(u->h);
+    if (err) {
+        u->read_errno = err;
+        goto cleanup;
+    }
+    if (u->h->size != u->sent) {
+        u->changed = 1;
+        goto cleanup;
+    }
+    memcpy(u->st->sha256, u->h->digest, sizeof(u->st->sha256));
     u->st->size = u->sent;
     if ((u->sign_hr = psdb_statement_sign(u->key, u->st, sig)) < 0)
         goto cleanup;
@@ -192,17 +250,13 @@ cleanup:
     return rc;
 }
 
-/* Ends an upload's digest when the trailer never came (a refused or failed transfer). */
+/* Before each attempt: nothing sent, no failure seen. */
 static void upload_reset(struct upload *u)
 {
-    if (u->sha) {
-        uint8_t dropped[32];
-        psdb__sha256_end(u->sha, dropped);
-    }
-    u->sha = NULL;
     u->sent = 0;
     u->read_errno = 0;
     u->sign_hr = PSDB_S_OK;
+    u->changed = 0;
 }
 
 /* The request's own headers after the client's token header: appended to *headers. With a
@@ -268,16 +322,19 @@ static size_t on_read_probe(char *out, size_t size, size_t n, void *ctx)
 
 /* A statement that is well formed and describes the probe's body: psdbd checks it and then
  * refuses the body, which is not a PSDB. */
+const char *const psdb__publish_probe_trailer[3] = {
+    "X-Psdb-Sha256: 6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+    "X-Psdb-Size: 1",
+    /* 64 zero bytes in base64: 86 'A' and the padding of the last byte (88 characters). */
+    "X-Psdb-Signature: "
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAA=="};
+
 static int on_probe_trailer(struct curl_slist **list, void *ctx)
 {
-    static const char *const lines[] = {
-        "X-Psdb-Sha256: 6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
-        "X-Psdb-Size: 1",
-        "X-Psdb-Signature: "
-        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-        "AAAAAAAAAA=="};
+    const char *const *lines = psdb__publish_probe_trailer;
     (void)ctx;
-    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+    for (size_t i = 0; i < 3; i++) {
         struct curl_slist *l = curl_slist_append(*list, lines[i]);
         if (!l)
             return CURL_TRAILERFUNC_ABORT;
@@ -316,6 +373,8 @@ static int trailers_reach_server(psdb_client *client, const char *url, uint64_t 
     curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_probe);
     curl_easy_setopt(c, CURLOPT_READDATA, &sent);
     curl_easy_setopt(c, CURLOPT_TRAILERFUNCTION, on_probe_trailer);
+    /* The probe's connection ends with an error answer: the upload gets a fresh one. */
+    curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
     if ((*cc = curl_easy_perform(c)) != CURLE_OK)
@@ -348,6 +407,7 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
     struct curl_slist *headers = NULL;
     struct sink sink = {0};
     struct upload up = {0};
+    hasher hash = {0};
     struct stat sb;
     char sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE];
     char *url = NULL;
@@ -440,8 +500,18 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         }
     }
     up.f = f;
+    up.h = &hash;
     up.key = key;
     up.st = &st;
+    if (!header_form) {
+        hash.fd = fileno(f);
+        if (pthread_create(&hash.thread, NULL, hash_thread, &hash) != 0) {
+            hr = PSDB_E_OUTOFMEMORY;
+            snprintf(msg, msg_size, "publish: cannot start the hashing thread");
+            goto cleanup;
+        }
+        hash.started = 1;
+    }
     /* The same handle setup as resolve and download: the client's CA file, pinned key, connect
      * and low-speed timeouts; and the same retry rule. Retrying the POST is safe: psdbd answers
      * 200 to a second upload of content it already holds. */
@@ -455,8 +525,7 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         upload_reset(&up);
         c = psdb__client_new_handle(client, url, &headers);
         if (!c ||
-            PSDB_FAILED(hr = add_headers(&headers, d->serial, kid, header_form ? sig : NULL)) ||
-            (!header_form && !(up.sha = psdb__sha256_begin()))) {
+            PSDB_FAILED(hr = add_headers(&headers, d->serial, kid, header_form ? sig : NULL))) {
             hr = PSDB_E_OUTOFMEMORY;
             snprintf(msg, msg_size, "publish: out of memory");
             goto cleanup;
@@ -470,7 +539,7 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         } else {
             /* No length: curl sends the body chunked (the Transfer-Encoding header above), with
              * Expect: 100-continue, so a refusal of the headers costs no body byte. */
-            curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_hashing);
+            curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read_counting);
             curl_easy_setopt(c, CURLOPT_READDATA, &up);
             curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek_upload);
             curl_easy_setopt(c, CURLOPT_SEEKDATA, &up);
@@ -495,6 +564,14 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         /* A local failure in the middle of the body is not the network's: never retried. */
         if (up.read_errno) {
             snprintf(msg, msg_size, "read %s: %s", d->psdb_path, strerror(up.read_errno));
+            hr = PSDB_E_IO;
+            goto cleanup;
+        }
+        if (up.changed) {
+            snprintf(msg, msg_size,
+                     "read %s: the file changed while it was sent (%llu bytes "
+                     "sent, %llu read by the digest)",
+                     d->psdb_path, (unsigned long long)up.sent, (unsigned long long)hash.size);
             hr = PSDB_E_IO;
             goto cleanup;
         }
@@ -529,7 +606,7 @@ psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *st
         break;
     }
 cleanup:
-    upload_reset(&up);
+    hasher_join(&hash);
     free(url);
     if (c)
         curl_easy_cleanup(c);

@@ -29,8 +29,8 @@ typedef struct psdb__publish_desc {
  * goes in the trailer of a chunked upload, the file hashed as it is sent, when a first one-byte
  * request finds that a trailer reaches psdbd; else in the headers, the file hashed first;
  * PSDB_PUBLISH_STATEMENT=header|trailer|auto in the environment overrides (another value:
- * PSDB_E_INVALIDARG). A first request that gets no answer counts as the first attempt. *status receives
- * the HTTP status (0 when there was no answer) and *body the response body (malloc'd,
+ * PSDB_E_INVALIDARG). A first request that gets no answer counts as the first attempt. *status
+ * receives the HTTP status (0 when there was no answer) and *body the response body (malloc'd,
  * NUL-terminated, may be NULL); msg gets a one-line reason on failure. Returns S_OK (201 created),
  * S_FALSE (200: the same content was already published), PSDB_E_INVALIDARG (bad arguments, or 400),
  * PSDB_E_IO (cannot read the file or key), PSDB_E_CACHE_CORRUPT (not a PSDB), PSDB_E_SIGNATURE (not
@@ -38,5 +38,11 @@ typedef struct psdb__publish_desc {
  * (413), PSDB_E_DISK_FULL (507), PSDB_E_NETWORK, PSDB_E_PROTOCOL (any other status). */
 psdb_hr psdb__publish(psdb_client *client, const psdb__publish_desc *d, long *status, char **body,
                       char *msg, size_t msg_size);
+
+/* The trailer of psdb publish's first request in the "auto" form, one byte whose statement is
+ * well formed (a signature of 64 zero bytes): psdbd checks the trailer's form before it finds
+ * that the byte is no PSDB, so it answers invalid_psdb exactly when a trailer arrives. Shared
+ * with the test that holds it to psdbd's own checks. */
+extern const char *const psdb__publish_probe_trailer[3];
 
 #endif
