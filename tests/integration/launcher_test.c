@@ -45,6 +45,8 @@ typedef struct app_entry {
     char *manifest;
     uint8_t *map; /* its value map (psdb_value_map_write), served at <blob>/valuemap */
     size_t map_size;
+    uint8_t *map2; /* its version 2 map, served at <blob>/valuemap/v2 (what the client reads) */
+    size_t map2_size;
 } app_entry;
 
 static void app_finish(app_entry *a, const char *path, uint64_t serial);
@@ -93,6 +95,9 @@ static void app_finish(app_entry *a, const char *path, uint64_t serial)
     ck_assert_hr(psdb_value_map_write(path, map_path), PSDB_S_OK);
     a->map = (uint8_t *)tu_read_file(map_path, &a->map_size);
     ck_assert_ptr_nonnull(a->map);
+    ck_assert_hr(psdb_value_map_write_version(path, 2, map_path), PSDB_S_OK);
+    a->map2 = (uint8_t *)tu_read_file(map_path, &a->map2_size);
+    ck_assert_ptr_nonnull(a->map2);
     unlink(map_path);
     free(map_path);
     psdb__sha256(a->data, a->size, a->sha);
@@ -126,6 +131,7 @@ static void app_free(app_entry *a)
     free(a->data);
     free(a->manifest);
     free(a->map);
+    free(a->map2);
 }
 
 /* ---- a server of several applications (libmicrohttpd in this process) ----------------------- */
@@ -218,14 +224,18 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
                 r = MHD_create_response_from_buffer(strlen(apps[i].manifest), apps[i].manifest,
                                                     MHD_RESPMEM_MUST_COPY);
             }
-    } else if (strncmp(url, "/v1/blobs/", 10) == 0 && strlen(url) == 10 + 64 + 9 &&
-               strcmp(url + 74, "/valuemap") == 0) {
+    } else if (strncmp(url, "/v1/blobs/", 10) == 0 &&
+               ((strlen(url) == 10 + 64 + 9 && strcmp(url + 74, "/valuemap") == 0) ||
+                (strlen(url) == 10 + 64 + 12 && strcmp(url + 74, "/valuemap/v2") == 0))) {
+        int v2 = strlen(url) == 10 + 64 + 12;
         atomic_fetch_add(&f->map_requests, 1);
         for (int i = 0; i < num_apps && !r; i++)
             if (strncmp(url + 10, apps[i].hex, 64) == 0 && !atomic_load(&f->no_maps)) {
                 const app_entry *src = map_of ? map_of : &apps[i];
                 status = 200;
-                r = MHD_create_response_from_buffer(src->map_size, src->map, MHD_RESPMEM_MUST_COPY);
+                r = MHD_create_response_from_buffer(v2 ? src->map2_size : src->map_size,
+                                                    v2 ? src->map2 : src->map,
+                                                    MHD_RESPMEM_MUST_COPY);
             }
     } else if (strncmp(url, "/v1/blobs/", 10) == 0) {
         atomic_fetch_add(&f->blob_requests, 1);
@@ -728,7 +738,7 @@ START_TEST(test_launcher__update_after_a_small_patch_fetches_only_the_changed_va
                   (unsigned long long)r.bytes_downloaded, v2.size);
     ck_assert_int_eq(atomic_load(&f.map_requests), 1);
     ck_assert_uint_eq(r.bytes_downloaded,
-                      (uint64_t)atomic_load(&f.range_bytes) + (uint64_t)v2.map_size);
+                      (uint64_t)atomic_load(&f.range_bytes) + (uint64_t)v2.map2_size);
     MHD_stop_daemon(f.d);
     app_free(&v1);
     app_free(&v2);
