@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
+#include "common/buf.h"
 #include "common/hash.h"
 
 #define FAMILY "contoso-gfx9"
@@ -758,12 +759,70 @@ static void damage(void)
     free(d);
 }
 
+/* The sections of a version 2 map (schema/VALUEMAP.md): where each starts and how long it is. */
+typedef struct map2_sections {
+    size_t keys, nkeys, values, recipe, skeleton, skeleton_len;
+} map2_sections;
+
+static map2_sections map2_layout(const app_entry *a)
+{
+    map2_sections m;
+    m.keys = 128;
+    m.nkeys = (size_t)psdb__le64(a->map2 + 64);
+    m.values = m.keys + m.nkeys * 32;
+    m.recipe = m.values + (size_t)psdb__le64(a->map2 + 88);
+    m.skeleton = m.recipe + (size_t)psdb__le64(a->map2 + 96);
+    m.skeleton_len = (size_t)psdb__le64(a->map2 + 104);
+    ck_assert_uint_eq(m.skeleton + m.skeleton_len, a->map2_size);
+    return m;
+}
+
+/* a, serving a copy of its version 2 map changed at byte `at` (xor x) and cut to `size` bytes
+ * (0: whole); its map is its own, to app_free. */
+static app_entry with_bad_map2(const app_entry *a, size_t at, uint8_t x, size_t size)
+{
+    app_entry b = *a;
+    b.data = NULL;
+    b.manifest = NULL;
+    b.map = NULL;
+    b.map2_size = size ? size : a->map2_size;
+    b.map2 = malloc(a->map2_size);
+    ck_assert_ptr_nonnull(b.map2);
+    memcpy(b.map2, a->map2, a->map2_size);
+    ck_assert_uint_lt(at, a->map2_size);
+    b.map2[at] ^= x;
+    return b;
+}
+
+/* a, serving its version 1 map where version 2 is asked for (a server that mixes them up). */
+static app_entry with_v1_as_v2(const app_entry *a)
+{
+    app_entry b = *a;
+    b.data = NULL;
+    b.manifest = NULL;
+    b.map = NULL;
+    b.map2 = malloc(a->map_size);
+    ck_assert_ptr_nonnull(b.map2);
+    memcpy(b.map2, a->map, a->map_size);
+    b.map2_size = a->map_size;
+    return b;
+}
+
 START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help)
 {
     app_entry v1, v2, all2;
     app_make_version(&v1, "Delta", 120, 1, NULL);
     app_make_version(&v2, "Delta", 120, 2, every_20th);
     app_make_version(&all2, "Delta", 120, 3, all_values);
+    map2_sections ms = map2_layout(&v2);
+    /* Maps that a delta must not trust: each is refused, or its rebuild does not verify. */
+    app_entry unknown_version = with_bad_map2(&v2, 8, 0x01, 0); /* version 3 */
+    app_entry v1_format = with_v1_as_v2(&v2);
+    app_entry bad_skeleton = with_bad_map2(&v2, ms.skeleton + ms.skeleton_len / 2, 0x5a, 0);
+    app_entry bad_key = with_bad_map2(&v2, ms.keys + (ms.nkeys / 2) * 32 + 7, 0x01, 0);
+    app_entry bad_recipe = with_bad_map2(&v2, ms.recipe + 3, 0xff, 0);
+    app_entry cut = with_bad_map2(&v2, 0, 0, v2.map2_size - 1);
+    app_entry bad_reserved = with_bad_map2(&v2, 120, 0x01, 0);
     struct {
         const char *what, *why;
         int no_maps;
@@ -775,6 +834,15 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
         {"a value map of another PSDB", "does not describe", 0, &v1, &v2, 0},
         {"everything changed", "not be smaller", 0, NULL, &all2, 0},
         {"the installed file is damaged", "does not match", 0, NULL, &v2, 1},
+        {"a map of an unknown version", "version 3, this launcher reads version 2", 0,
+         &unknown_version, &v2, 0},
+        {"a version 1 map at the version 2 URL", "version 1, this launcher reads version 2", 0,
+         &v1_format, &v2, 0},
+        {"a damaged skeleton", "skeleton", 0, &bad_skeleton, &v2, 0},
+        {"a key that does not restore the file", "does not match", 0, &bad_key, &v2, 0},
+        {"a damaged recipe", "malformed", 0, &bad_recipe, &v2, 0},
+        {"a map cut short", "malformed", 0, &cut, &v2, 0},
+        {"a reserved field set", "does not describe", 0, &bad_reserved, &v2, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         fake f = {0};
@@ -799,6 +867,13 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
     app_free(&v1);
     app_free(&v2);
     app_free(&all2);
+    app_free(&unknown_version);
+    app_free(&v1_format);
+    app_free(&bad_skeleton);
+    app_free(&bad_key);
+    app_free(&bad_recipe);
+    app_free(&cut);
+    app_free(&bad_reserved);
 }
 END_TEST
 
