@@ -673,10 +673,12 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     uint64_t vstored = psdb__le64(head + 88), rstored = psdb__le64(head + 96);
     uint64_t sstored = psdb__le64(head + 104);
     uint64_t keys_at = sizeof(head), values_at = keys_at + nkeys * 32;
-    /* Every count bounded by what the map or the file could hold before any sum is formed. */
-    if (nkeys > map_size / 32 || nv > m->size || nv >= MISSING || nentries > m->size ||
-        skel > m->size || vstored > map_size || rstored > map_size || sstored > map_size ||
-        values_at + vstored + rstored + sstored != map_size) {
+    /* Every count bounded by what the map or the file could hold before any sum is formed; a
+     * value takes two bytes of its table at least, and deflate inflates at most 1032-fold, so a
+     * map cannot make the client allocate more than its own size warrants. */
+    if (vstored > map_size || rstored > map_size || sstored > map_size || nkeys > map_size / 32 ||
+        nv > m->size / 32 || nv > vstored * 516 || nv >= MISSING || nentries > m->size ||
+        skel > m->size || values_at + vstored + rstored + sstored != map_size) {
         WHY("the value map is malformed (its sections do not fill it)");
         goto cleanup;
     }
