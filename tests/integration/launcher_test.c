@@ -148,9 +148,10 @@ typedef struct fake {
     atomic_int resolve_requests, blob_requests, range_requests;
     atomic_int connections; /* TCP connections accepted */
     atomic_int map_requests;
-    atomic_long range_bytes; /* bytes sent in 206 answers */
-    atomic_int no_maps;      /* 1: the value maps answer 404 */
-    const app_entry *map_of; /* non-NULL: every value map served is this app's (a lie) */
+    atomic_long range_bytes;      /* bytes sent in 206 answers */
+    atomic_int no_maps;           /* 1: the value maps answer 404 */
+    atomic_int whole_for_several; /* 1: a Range of several ranges gets the whole blob (200) */
+    const app_entry *map_of;      /* non-NULL: every value map served is this app's (a lie) */
     /* apps, num_apps and map_of change while connection threads of earlier requests run. */
     pthread_mutex_t lock;
 } fake;
@@ -255,7 +256,10 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
             const char *range = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range");
             unsigned long long from = 0, to = 0;
             c->end = a->size;
-            int fields = range ? sscanf(range, "bytes=%llu-%llu", &from, &to) : 0;
+            /* Several ranges: answered with the first one only (a server may), or ignored. */
+            int fields = range && !(strchr(range, ',') && atomic_load(&f->whole_for_several))
+                             ? sscanf(range, "bytes=%llu-%llu", &from, &to)
+                             : 0;
             if (fields >= 1 && from < a->size) {
                 atomic_fetch_add(&f->range_requests, 1);
                 c->start = from;
@@ -746,6 +750,29 @@ START_TEST(test_launcher__update_after_a_small_patch_fetches_only_the_changed_va
 }
 END_TEST
 
+START_TEST(test_launcher__delta_over_a_server_that_ignores_several_ranges)
+{
+    /* A server that answers a multi-range request with the whole blob: the client stops that
+     * transfer at once and asks one run a request; the update is still a delta. */
+    app_entry v1, v2;
+    app_make_version(&v1, "Delta", 200, 1, NULL);
+    app_make_version(&v2, "Delta", 200, 2, every_20th);
+    fake f = {0};
+    fake_start(&f);
+    atomic_store(&f.whole_for_several, 1);
+    psdb_install_result r = update(&f, &v1, &v2, NULL);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_msg(r.bytes_downloaded * 100 < v2.size * 12, "%llu of %zu bytes downloaded",
+                  (unsigned long long)r.bytes_downloaded, v2.size);
+    ck_assert_uint_eq(r.bytes_downloaded,
+                      (uint64_t)atomic_load(&f.range_bytes) + (uint64_t)v2.map2_size);
+    ck_assert_int_ge(atomic_load(&f.range_requests), 2);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+}
+END_TEST
+
 static char *g_old_file; /* the installed v1, for damage() */
 
 static void damage(void)
@@ -1037,6 +1064,7 @@ int main(void)
     tcase_add_test(tc, test_launcher__install_tool_refuses_a_bad_limit_rate);
     tcase_add_test(tc, test_launcher__update_after_a_small_patch_fetches_only_the_changed_values);
     tcase_add_test(tc, test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help);
+    tcase_add_test(tc, test_launcher__delta_over_a_server_that_ignores_several_ranges);
     tcase_add_test(tc, test_launcher__install_tool_reports_the_delta_in_json);
     tcase_add_test(tc, test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry);
     tcase_add_test(tc, test_launcher__clients_reuse_connections_across_transfers_and_share_them);

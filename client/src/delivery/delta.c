@@ -5,12 +5,13 @@
  * The rebuild is one ordered pass over the map's recipe that writes <dest>.delta sequentially
  * through a 1 MiB buffer and hashes each buffer as it goes out: no page is written twice, no byte
  * is read back. A first pass over the recipe checks it whole and lists the runs of bytes to fetch
- * (missing values, merged across gaps smaller than COALESCE_GAP, so a run of neighbouring missing
- * values is one Range request); the second fetches each run when the pass reaches it, straight
- * into the buffer, and takes every other byte from the skeleton stream, the key table or the old
- * file. Memory: the old file's value table (48 bytes a value, 16 a range), 4 bytes per value of
- * the new file, 16 per run, the key table when it is at most KEYS_IN_MEMORY (else each key is read
- * from the map file), and fixed buffers. */
+ * (missing values, merged across gaps smaller than COALESCE_GAP); the second (rebuild_to) takes
+ * every byte from the skeleton stream, the key table or the old file, except those of the runs,
+ * which fetch_runs asks for a few hundred at a time in one multi-range request and puts straight
+ * into the buffer as each part arrives, the pass having written what lies before it. Memory: the
+ * old file's value table (48 bytes a value, 16 a range), 12 bytes per value of the new file, 16
+ * per run, the key table when it is at most KEYS_IN_MEMORY (else each key is read from the map
+ * file), and fixed buffers. */
 #include "delivery/delta.h"
 
 #include <assert.h>
@@ -38,6 +39,8 @@
 #define ZBUF (1u << 16)
 #define KEYS_IN_MEMORY (4u << 20)
 #define OLD_WINDOW (1u << 20)
+/* Bytes of Range header per request: a few hundred runs, within every server's header limits. */
+#define MULTI_RANGE_HEADER 4000u
 #define MISSING UINT32_MAX
 
 /* ---- the output: sequential, buffered, hashed on the way out --------------------------------- */
@@ -601,6 +604,343 @@ static psdb_hr copy_old(old_file *old, const local_set *ls, const local_value *l
 
 #define WHY(...) snprintf(out->why_not, sizeof(out->why_not), __VA_ARGS__)
 
+/* ---- the ordered pass ------------------------------------------------------------------------ */
+
+/* The state of the second pass: where the recipe and the output are, and where fetched bytes
+ * already stand in the output (entries before fetched_to were the blob's bytes). */
+typedef struct rebuild {
+    zreader *rec, *skel;
+    recipe_state st;
+    uint64_t pos, entries_left, fetched_to;
+    const uint32_t *held;
+    const local_set *ls;
+    old_file *old;
+    const keys *kt;
+    out_file *of;
+    uint64_t cursor[2], cursor_value;
+    const char *old_path;
+    psdb__delta_outcome *out;
+} rebuild;
+
+/* Produces the file from the recipe up to target, an entry boundary: local bytes written,
+ * entries that a fetched run covered skipped. */
+static psdb_hr rebuild_to(rebuild *rb, uint64_t target)
+{
+    psdb__delta_outcome *out = rb->out;
+    psdb_hr hr = PSDB_S_OK;
+    while (rb->pos < target && PSDB_SUCCEEDED(hr)) {
+        recipe_entry e;
+        if (rb->entries_left == 0 || recipe_next(rb->rec, &rb->st, &e) != 0) {
+            WHY("the value map is malformed (its recipe changed between passes)");
+            return PSDB_E_INTEGRITY;
+        }
+        rb->entries_left--;
+        uint64_t start = rb->pos;
+        rb->pos += e.len;
+        if (rb->pos <= rb->fetched_to) {
+            /* Inside a fetched run: the blob's bytes are in place, the skeleton moves on. */
+            if (e.tag == PSDB__VMAP2_TAG_SKELETON && zr_copy(rb->skel, NULL, e.len) != 0) {
+                WHY("the value map's skeleton does not inflate to the file's other bytes");
+                hr = PSDB_E_INTEGRITY;
+            }
+            continue;
+        }
+        if (start < rb->fetched_to) {
+            WHY("a fetched run ends inside an entry of the recipe");
+            return PSDB_E_INTEGRITY;
+        }
+        if (e.tag == PSDB__VMAP2_TAG_SKELETON) {
+            if (zr_copy(rb->skel, rb->of, e.len) != 0) {
+                hr = rb->of->err ? psdb__errno_hr(rb->of->err) : PSDB_E_INTEGRITY;
+                WHY("the value map's skeleton does not inflate to the file's other bytes");
+            }
+        } else if (e.tag == PSDB__VMAP2_TAG_KEY) {
+            uint8_t k[32];
+            if (key_get(rb->kt, e.arg, k) != 0 || out_put(rb->of, k, 32) != 0) {
+                hr = rb->of->err ? psdb__errno_hr(rb->of->err) : PSDB_E_IO;
+                WHY("cannot write key %llu of the value map", (unsigned long long)e.arg);
+            }
+        } else if (rb->held[e.arg] == MISSING) {
+            WHY("a missing value lies outside every fetched run");
+            hr = PSDB_E_INTEGRITY; /* pass 1 put every missing part in a run */
+        } else {
+            if (rb->cursor_value != e.arg) {
+                rb->cursor[0] = rb->cursor[1] = 0;
+                rb->cursor_value = e.arg;
+            }
+            hr = copy_old(rb->old, rb->ls, &rb->ls->v[rb->held[e.arg]], e.in_at, e.len, rb->of,
+                          rb->cursor);
+            if (PSDB_FAILED(hr))
+                WHY("cannot copy a value from %s (%s)", rb->old_path, psdb_hr_str(hr));
+        }
+    }
+    if (PSDB_SUCCEEDED(hr) && rb->pos != target) {
+        WHY("a fetched run starts inside an entry of the recipe");
+        hr = PSDB_E_INTEGRITY;
+    }
+    return hr;
+}
+
+/* One request for runs[first..last) as "Range: a-b,c-d,...": the answer is a 206
+ * multipart/byteranges whose parts are read by their Content-Range (a part may span several runs
+ * when the server merged them), or a single-part 206 (a server that answers the first range
+ * only, or merged them all). Each part starts where the pass stands: the pass writes the local
+ * bytes before it first, then the part goes straight to the output. */
+typedef struct multi_sink {
+    psdb_client *c;
+    rebuild *rb;
+    const run *runs;
+    size_t next, last; /* the next run expected, and the end of the batch */
+    long status;
+    int multipart, not_multi, cancelled;
+    char boundary[80];
+    size_t boundary_len;
+    char line[256];
+    size_t line_len;
+    int in_data, have_range, ended;
+    uint64_t a, b, remaining, part_last_run;
+    uint64_t body_bytes;
+    psdb_hr failed;
+    struct timespec last_check;
+} multi_sink;
+
+static int parse_content_range(const char *p, size_t len, uint64_t *a, uint64_t *b)
+{
+    char tmp[128];
+    unsigned long long x = 0, y = 0;
+    if (len >= sizeof(tmp))
+        return -1;
+    memcpy(tmp, p, len);
+    tmp[len] = '\0';
+    const char *v = strchr(tmp, ':');
+    if (!v || sscanf(v + 1, " bytes %llu-%llu/", &x, &y) != 2 || y < x)
+        return -1;
+    *a = x;
+    *b = y;
+    return 0;
+}
+
+static size_t multi_header(char *p, size_t size, size_t n, void *ctx)
+{
+    multi_sink *s = ctx;
+    size_t len = size * n;
+    if (len > 9 && strncmp(p, "HTTP/", 5) == 0) {
+        const char *sp = memchr(p, ' ', len);
+        s->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        s->multipart = s->have_range = 0;
+    } else if (len > 13 && strncasecmp(p, "Content-Type:", 13) == 0) {
+        const char *b = NULL;
+        for (size_t i = 13; i + 9 <= len && !b; i++)
+            if (strncasecmp(p + i, "boundary=", 9) == 0)
+                b = p + i + 9;
+        if (b) {
+            size_t k = 0;
+            while (b + k < p + len && b[k] != '\r' && b[k] != '\n' && b[k] != ';' && b[k] != ' ')
+                k++;
+            if (k > 0 && k + 2 < sizeof(s->boundary)) {
+                s->boundary[0] = s->boundary[1] = '-';
+                memcpy(s->boundary + 2, b, k);
+                s->boundary_len = k + 2;
+                s->multipart = 1;
+            }
+        }
+    } else if (len > 14 && strncasecmp(p, "Content-Range:", 14) == 0) {
+        s->have_range = parse_content_range(p, len, &s->a, &s->b) == 0;
+    }
+    return len;
+}
+
+/* A part [a, b] begins: it must start at the next run and end at the end of a run of the batch. */
+static int part_begin(multi_sink *s)
+{
+    size_t j = s->next;
+    if (j >= s->last || s->a != s->runs[j].start)
+        return -1;
+    while (j < s->last && s->runs[j].end < s->b + 1)
+        j++;
+    if (j == s->last || s->runs[j].end != s->b + 1)
+        return -1;
+    s->part_last_run = j;
+    psdb_hr hr = rebuild_to(s->rb, s->a);
+    if (PSDB_FAILED(hr)) {
+        s->failed = hr;
+        return -1;
+    }
+    s->remaining = s->b - s->a + 1;
+    s->in_data = 1;
+    s->have_range = 0;
+    return 0;
+}
+
+static int part_data(multi_sink *s, const char *p, size_t k)
+{
+    if (out_put(s->rb->of, (const uint8_t *)p, k) != 0) {
+        s->failed = psdb__errno_hr(s->rb->of->err);
+        return -1;
+    }
+    s->remaining -= k;
+    if (s->remaining == 0) {
+        s->rb->fetched_to = s->b + 1;
+        s->next = (size_t)s->part_last_run + 1;
+        s->in_data = 0;
+    }
+    return 0;
+}
+
+static size_t multi_write(char *p, size_t size, size_t n, void *ctx)
+{
+    multi_sink *s = ctx;
+    size_t len = size * n, i = 0;
+    if (s->status != 206) {
+        s->not_multi = s->status == 200; /* several ranges ignored: the whole blob would come */
+        return s->status == 200 ? 0 : len;
+    }
+    s->body_bytes += len;
+    if (!s->multipart) { /* one part: the Content-Range of the answer */
+        if (!s->in_data && (!s->have_range || part_begin(s) != 0))
+            return 0;
+        if (len > s->remaining || part_data(s, p, len) != 0)
+            return 0;
+        return len;
+    }
+    while (i < len) {
+        if (s->in_data) {
+            size_t k = len - i < s->remaining ? len - i : (size_t)s->remaining;
+            if (part_data(s, p + i, k) != 0)
+                return 0;
+            i += k;
+            continue;
+        }
+        if (s->ended) /* the epilogue, if any */
+            return len;
+        char ch = p[i++];
+        if (ch != '\n') {
+            if (s->line_len + 1 >= sizeof(s->line))
+                return 0; /* no header line of ours is this long */
+            s->line[s->line_len++] = ch;
+            continue;
+        }
+        size_t l = s->line_len;
+        s->line_len = 0;
+        if (l > 0 && s->line[l - 1] == '\r')
+            l--;
+        if (l == 0) {
+            if (s->have_range && part_begin(s) != 0)
+                return 0;
+        } else if (l == s->boundary_len + 2 && memcmp(s->line, s->boundary, s->boundary_len) == 0 &&
+                   memcmp(s->line + s->boundary_len, "--", 2) == 0) {
+            s->ended = 1;
+        } else if (l == s->boundary_len && memcmp(s->line, s->boundary, l) == 0) {
+            s->have_range = 0;
+        } else if (l > 14 && strncasecmp(s->line, "Content-Range:", 14) == 0) {
+            s->have_range = parse_content_range(s->line, l, &s->a, &s->b) == 0;
+            if (!s->have_range)
+                return 0;
+        }
+    }
+    return len;
+}
+
+static int multi_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d)
+{
+    (void)a;
+    (void)b;
+    (void)c2;
+    (void)d;
+    multi_sink *s = ctx;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - s->last_check.tv_sec) * 1000 +
+            (now.tv_nsec - s->last_check.tv_nsec) / 1000000 <
+        100)
+        return 0;
+    s->last_check = now;
+    psdb_progress pr = {"delta", 0, 0, 1};
+    s->cancelled = psdb__client_should_stop(s->c, &pr);
+    return s->cancelled;
+}
+
+/* Fetches every run in file order while the pass writes the bytes between them: batches of runs
+ * in one multi-range request each; a server that answers a whole blob to several ranges, or a
+ * batch that fails, leaves the rest to one ranged request per run (with the download's retries,
+ * which resume a run where it stopped). */
+static psdb_hr fetch_runs(psdb_client *c, fetcher *f, const char *url, rebuild *rb, const run *runs,
+                          size_t nruns, uint64_t *got)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__delta_outcome *out = rb->out;
+    int multi = 1;
+    char *range = malloc(MULTI_RANGE_HEADER + 64);
+    if (!range)
+        return PSDB_E_OUTOFMEMORY;
+    for (size_t ri = 0; ri < nruns && PSDB_SUCCEEDED(hr);) {
+        size_t last = ri, used = 0;
+        while (multi && last < nruns && used < MULTI_RANGE_HEADER) {
+            int k = snprintf(range + used, 64, "%s%llu-%llu", last > ri ? "," : "",
+                             (unsigned long long)runs[last].start,
+                             (unsigned long long)runs[last].end - 1);
+            used += (size_t)k;
+            last++;
+        }
+        if (multi && last - ri >= 2) {
+            multi_sink s = {.c = c, .rb = rb, .runs = runs, .next = ri, .last = last};
+            if (!f->h && !(f->h = psdb__client_new_handle(c, url, &f->headers))) {
+                hr = PSDB_E_OUTOFMEMORY;
+                break;
+            }
+            curl_easy_setopt(f->h, CURLOPT_RANGE, range);
+            curl_easy_setopt(f->h, CURLOPT_WRITEFUNCTION, multi_write);
+            curl_easy_setopt(f->h, CURLOPT_WRITEDATA, &s);
+            curl_easy_setopt(f->h, CURLOPT_HEADERFUNCTION, multi_header);
+            curl_easy_setopt(f->h, CURLOPT_HEADERDATA, &s);
+            curl_easy_setopt(f->h, CURLOPT_XFERINFOFUNCTION, multi_xfer);
+            curl_easy_setopt(f->h, CURLOPT_XFERINFODATA, &s);
+            curl_easy_setopt(f->h, CURLOPT_NOPROGRESS, 0L);
+            CURLcode rc = curl_easy_perform(f->h);
+            *got += s.body_bytes;
+            if (s.cancelled) {
+                hr = PSDB_E_CANCELLED;
+                break;
+            }
+            if (PSDB_FAILED(s.failed)) {
+                hr = s.failed; /* the pass refused the map or could not write: no retry */
+                break;
+            }
+            if (rc != CURLE_OK || s.next == ri || s.not_multi)
+                multi = 0; /* not the answer asked for: one run a request from here */
+            if (s.in_data && s.rb->of->pos > runs[s.next].start) {
+                /* Cut inside a part: the rest of that part's runs as one ranged request. */
+                uint64_t from = s.rb->of->pos, to = runs[s.part_last_run].end;
+                hr = fetch(c, f, url, rb->of, from, to - from, -1, got);
+                if (PSDB_FAILED(hr)) {
+                    WHY("fetching bytes %llu-%llu of the blob failed (%s)",
+                        (unsigned long long)from, (unsigned long long)to - 1, psdb_hr_str(hr));
+                    break;
+                }
+                rb->fetched_to = to;
+                s.next = (size_t)s.part_last_run + 1;
+            }
+            ri = s.next;
+            continue;
+        }
+        /* One run. */
+        hr = rebuild_to(rb, runs[ri].start);
+        if (PSDB_FAILED(hr))
+            break;
+        hr = fetch(c, f, url, rb->of, runs[ri].start, runs[ri].end - runs[ri].start, -1, got);
+        if (PSDB_FAILED(hr)) {
+            WHY("fetching bytes %llu-%llu of the blob failed (%s)",
+                (unsigned long long)runs[ri].start, (unsigned long long)runs[ri].end - 1,
+                psdb_hr_str(hr));
+            break;
+        }
+        rb->fetched_to = runs[ri].end;
+        ri++;
+    }
+    free(range);
+    return hr;
+}
+
 psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *old_path,
                            const char *dest_path, psdb__delta_outcome *out)
 {
@@ -790,68 +1130,32 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    st = (recipe_state){.nkeys = nkeys, .nv = nv};
-    uint64_t cursor[2] = {0, 0}, cursor_value = MISSING, fetched_to = 0;
-    pos = 0;
-    size_t ri = 0;
+    rebuild rb = {.rec = zrec,
+                  .skel = zskel,
+                  .st = {.nkeys = nkeys, .nv = nv},
+                  .entries_left = nentries,
+                  .held = held,
+                  .ls = &ls,
+                  .old = &old,
+                  .kt = &kt,
+                  .of = &of,
+                  .cursor_value = MISSING,
+                  .old_path = old_path,
+                  .out = out};
+    uint64_t got = 0;
+    hr = fetch_runs(c, &fblob, url, &rb, runs, nruns, &got);
+    out->downloaded += got;
+    if (PSDB_SUCCEEDED(hr))
+        hr = rebuild_to(&rb, m->size);
+    if (PSDB_FAILED(hr)) {
+        if (!out->why_not[0])
+            WHY("the rebuild failed (%s)", psdb_hr_str(hr));
+        goto cleanup;
+    }
     hr = PSDB_E_INTEGRITY;
-    for (uint64_t i = 0; i < nentries; i++) {
-        recipe_entry e;
-        if (recipe_next(zrec, &st, &e) != 0) {
-            WHY("the value map is malformed (recipe entry %llu)", (unsigned long long)i);
-            goto cleanup;
-        }
-        if (ri < nruns && pos == runs[ri].start) {
-            assert(of.pos == pos);
-            uint64_t got = 0;
-            hr =
-                fetch(c, &fblob, url, &of, runs[ri].start, runs[ri].end - runs[ri].start, -1, &got);
-            out->downloaded += got;
-            if (PSDB_FAILED(hr)) {
-                WHY("fetching bytes %llu-%llu of the blob failed (%s)",
-                    (unsigned long long)runs[ri].start, (unsigned long long)runs[ri].end - 1,
-                    psdb_hr_str(hr));
-                goto cleanup;
-            }
-            hr = PSDB_E_INTEGRITY;
-            fetched_to = runs[ri++].end;
-        }
-        pos += e.len;
-        if (pos <= fetched_to) {
-            /* Inside a fetched run: the blob's bytes are in place, the skeleton moves on. */
-            if (e.tag == PSDB__VMAP2_TAG_SKELETON && zr_copy(zskel, NULL, e.len) != 0) {
-                WHY("the value map's skeleton does not inflate to the file's other bytes");
-                goto cleanup;
-            }
-            continue;
-        }
-        if (e.tag == PSDB__VMAP2_TAG_SKELETON) {
-            if (zr_copy(zskel, &of, e.len) != 0) {
-                hr = of.err ? psdb__errno_hr(of.err) : PSDB_E_INTEGRITY;
-                WHY("the value map's skeleton does not inflate to the file's other bytes");
-                goto cleanup;
-            }
-        } else if (e.tag == PSDB__VMAP2_TAG_KEY) {
-            uint8_t k[32];
-            if (key_get(&kt, e.arg, k) != 0 || out_put(&of, k, 32) != 0) {
-                hr = of.err ? psdb__errno_hr(of.err) : PSDB_E_IO;
-                WHY("cannot write key %llu of the value map", (unsigned long long)e.arg);
-                goto cleanup;
-            }
-        } else {
-            if (held[e.arg] == MISSING)
-                goto cleanup; /* every missing part lies in a run (pass 1) */
-            if (cursor_value != e.arg) {
-                cursor[0] = cursor[1] = 0;
-                cursor_value = e.arg;
-            }
-            hr = copy_old(&old, &ls, &ls.v[held[e.arg]], e.in_at, e.len, &of, cursor);
-            if (PSDB_FAILED(hr)) {
-                WHY("cannot copy a value from %s (%s)", old_path, psdb_hr_str(hr));
-                goto cleanup;
-            }
-            hr = PSDB_E_INTEGRITY;
-        }
+    if (rb.entries_left != 0) {
+        WHY("the value map is malformed (its recipe does not make the file)");
+        goto cleanup;
     }
     if (out_flush(&of) != 0) {
         hr = psdb__errno_hr(of.err);
