@@ -632,7 +632,8 @@ static psdb_hr rebuild_to(rebuild *rb, uint64_t target)
         recipe_entry e;
         if (rb->entries_left == 0 || recipe_next(rb->rec, &rb->st, &e) != 0) {
             WHY("the value map is malformed (its recipe changed between passes)");
-            return PSDB_E_INTEGRITY;
+            hr = PSDB_E_INTEGRITY;
+            break;
         }
         rb->entries_left--;
         uint64_t start = rb->pos;
@@ -643,13 +644,10 @@ static psdb_hr rebuild_to(rebuild *rb, uint64_t target)
                 WHY("the value map's skeleton does not inflate to the file's other bytes");
                 hr = PSDB_E_INTEGRITY;
             }
-            continue;
-        }
-        if (start < rb->fetched_to) {
+        } else if (start < rb->fetched_to) {
             WHY("a fetched run ends inside an entry of the recipe");
-            return PSDB_E_INTEGRITY;
-        }
-        if (e.tag == PSDB__VMAP2_TAG_SKELETON) {
+            hr = PSDB_E_INTEGRITY;
+        } else if (e.tag == PSDB__VMAP2_TAG_SKELETON) {
             if (zr_copy(rb->skel, rb->of, e.len) != 0) {
                 hr = rb->of->err ? psdb__errno_hr(rb->of->err) : PSDB_E_INTEGRITY;
                 WHY("the value map's skeleton does not inflate to the file's other bytes");
@@ -872,7 +870,7 @@ static psdb_hr fetch_runs(psdb_client *c, fetcher *f, const char *url, rebuild *
     int multi = 1;
     char *range = malloc(MULTI_RANGE_HEADER + 64);
     if (!range)
-        return PSDB_E_OUTOFMEMORY;
+        hr = PSDB_E_OUTOFMEMORY;
     for (size_t ri = 0; ri < nruns && PSDB_SUCCEEDED(hr);) {
         size_t last = ri, used = 0;
         while (multi && last < nruns && used < MULTI_RANGE_HEADER) {
