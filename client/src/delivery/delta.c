@@ -9,9 +9,10 @@
  * every byte from the skeleton stream, the key table or the old file, except those of the runs,
  * which fetch_runs asks for a few hundred at a time in one multi-range request and puts straight
  * into the buffer as each part arrives, the pass having written what lies before it. Memory: the
- * old file's value table (48 bytes a value, 16 a range), 12 bytes per value of the new file, 16
- * per run, the key table when it is at most KEYS_IN_MEMORY (else each key is read from the map
- * file), and fixed buffers. */
+ * old file's value table (56 bytes a value while the digests are matched, then 24; 16 bytes a
+ * range), 12 bytes per value of the new file, 16 per run, the key table when it is at most
+ * KEYS_IN_MEMORY (loaded only after the old digests are dropped; else read through a window or
+ * key by key from the map file), and fixed buffers. */
 #include "delivery/delta.h"
 
 #include <assert.h>
@@ -37,7 +38,8 @@
 #define COALESCE_GAP 512u
 #define OUT_BUF (1u << 20)
 #define ZBUF (1u << 16)
-#define KEYS_IN_MEMORY (4u << 20)
+#define KEYS_IN_MEMORY (24u << 20) /* a 1 GiB PSDB of small values has about 18 MiB */
+#define KEY_WINDOW 2048u           /* keys: 64 KiB */
 #define OLD_WINDOW (1u << 20)
 /* Bytes of Range header per request: a few hundred runs, within every server's header limits. */
 #define MULTI_RANGE_HEADER 4000u
@@ -275,8 +277,16 @@ typedef struct local_value {
     uint32_t n;
 } local_value;
 
+/* A held value once the digests are no longer needed (pass 2): 24 bytes instead of 56. */
+typedef struct old_value {
+    uint64_t size;
+    uint64_t first; /* index into ranges */
+    uint32_t n;
+} old_value;
+
 typedef struct local_set {
     local_value *v;
+    old_value *ov; /* v without digests, made before pass 2 */
     size_t n, cap;
     psdb__byte_range *r;
     size_t nr, rcap;
@@ -471,17 +481,34 @@ typedef struct keys {
     int fd;
     uint64_t at, n;
     uint8_t *mem; /* the whole table, when small enough */
+    uint8_t *win; /* else KEY_WINDOW keys from win_first, win_n of them read */
+    uint64_t win_first, win_n;
 } keys;
 
-static int key_get(const keys *k, uint64_t id, uint8_t out[32])
+/* Key id: from the table in memory, else through the window when reads go forward (the value
+ * table names digests in nearly increasing order, new keys come in order), else one pread. */
+static int key_get(keys *k, uint64_t id, uint8_t out[32])
 {
-    if (id >= k->n)
-        return -1;
-    if (k->mem) {
+    int rc = 0;
+    if (id >= k->n) {
+        rc = -1;
+    } else if (k->mem) {
         memcpy(out, k->mem + id * 32, 32);
-        return 0;
+    } else if (k->win && id >= k->win_first && id < k->win_first + 2 * KEY_WINDOW) {
+        if (id >= k->win_first + k->win_n) {
+            uint64_t n = k->n - id < KEY_WINDOW ? k->n - id : KEY_WINDOW;
+            rc = read_exact(k->fd, k->win, (size_t)n * 32, k->at + id * 32);
+            k->win_first = id;
+            k->win_n = rc == 0 ? n : 0;
+        }
+        if (rc == 0)
+            memcpy(out, k->win + (id - k->win_first) * 32, 32);
+    } else {
+        rc = read_exact(k->fd, out, 32, k->at + id * 32);
+        if (rc == 0 && k->win && k->win_n == 0) /* the first read starts the window */
+            k->win_first = id + 1;
     }
-    return read_exact(k->fd, out, 32, k->at + id * 32);
+    return rc;
 }
 
 typedef struct run {
@@ -572,7 +599,7 @@ static int old_read(old_file *f, uint8_t *dst, size_t n, uint64_t off)
 /* Copies bytes [in_at, in_at + len) of an old value into the output; cursor keeps the range
  * where the last copy of that value ended ([0] its index, [1] its offset in the value), since
  * parts come in order. */
-static psdb_hr copy_old(old_file *old, const local_set *ls, const local_value *lv, uint64_t in_at,
+static psdb_hr copy_old(old_file *old, const local_set *ls, const old_value *lv, uint64_t in_at,
                         uint64_t len, out_file *o, uint64_t cursor[2])
 {
     if (cursor[1] > in_at || cursor[0] >= lv->n) {
@@ -615,7 +642,7 @@ typedef struct rebuild {
     const uint32_t *held;
     const local_set *ls;
     old_file *old;
-    const keys *kt;
+    keys *kt;
     out_file *of;
     uint64_t cursor[2], cursor_value;
     const char *old_path;
@@ -666,7 +693,7 @@ static psdb_hr rebuild_to(rebuild *rb, uint64_t target)
                 rb->cursor[0] = rb->cursor[1] = 0;
                 rb->cursor_value = e.arg;
             }
-            hr = copy_old(rb->old, rb->ls, &rb->ls->v[rb->held[e.arg]], e.in_at, e.len, rb->of,
+            hr = copy_old(rb->old, rb->ls, &rb->ls->ov[rb->held[e.arg]], e.in_at, e.len, rb->of,
                           rb->cursor);
             if (PSDB_FAILED(hr))
                 WHY("cannot copy a value from %s (%s)", rb->old_path, psdb_hr_str(hr));
@@ -1024,17 +1051,10 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     kt.fd = map_fd;
     kt.at = keys_at;
     kt.n = nkeys;
-    if (nkeys * 32 <= KEYS_IN_MEMORY) {
-        kt.mem = malloc(nkeys ? nkeys * 32 : 1);
-        if (!kt.mem) {
-            hr = PSDB_E_OUTOFMEMORY;
-            goto cleanup;
-        }
-        if (read_exact(map_fd, kt.mem, (size_t)(nkeys * 32), keys_at) != 0) {
-            hr = PSDB_E_IO;
-            WHY("cannot read the value map's keys: %s", strerror(errno));
-            goto cleanup;
-        }
+    kt.win = malloc((size_t)KEY_WINDOW * 32);
+    if (!kt.win) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
     }
     zv = calloc(1, sizeof(*zv));
     zrec = calloc(1, sizeof(*zrec));
@@ -1060,6 +1080,29 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
     if (!zr_done(zv)) {
         WHY("the value map is malformed (its value table)");
         goto cleanup;
+    }
+    /* The old digests have done their work: drop them before the key table comes in, so that
+     * the two never take memory at once. */
+    ls.ov = malloc((ls.n ? ls.n : 1) * sizeof(*ls.ov));
+    if (!ls.ov) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (size_t i = 0; i < ls.n; i++)
+        ls.ov[i] = (old_value){ls.v[i].size, ls.v[i].first, ls.v[i].n};
+    free(ls.v);
+    ls.v = NULL;
+    if (nkeys * 32 <= KEYS_IN_MEMORY) {
+        kt.mem = malloc(nkeys ? nkeys * 32 : 1);
+        if (!kt.mem) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        if (read_exact(map_fd, kt.mem, (size_t)(nkeys * 32), keys_at) != 0) {
+            hr = PSDB_E_IO;
+            WHY("cannot read the value map's keys: %s", strerror(errno));
+            goto cleanup;
+        }
     }
     /* Pass 1: the whole recipe checked, and the runs of missing bytes listed. */
     if (zr_init(zrec, map_fd, recipe_at, rstored) != 0) {
@@ -1217,7 +1260,9 @@ cleanup:
     free(sizes);
     free(runs);
     free(kt.mem);
+    free(kt.win);
     free(ls.v);
+    free(ls.ov);
     free(ls.r);
     return hr;
 }
