@@ -154,9 +154,10 @@ void *http_finisher(void *arg);
 
 /* ---- blobs.c, routes.c -------------------------------------------------------------------- */
 
-/* valuemap.c: GET /v1/blobs/<sha256>/valuemap (tail is "<sha256>/valuemap"). */
+/* valuemap.c: GET /v1/blobs/<sha256>/valuemap (version 1) and .../valuemap/v2 (version 2); tail
+ * starts with the 64 hex digits. */
 enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
-                                    const char *tail);
+                                    const char *tail, unsigned version);
 enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                                 const char *digest);
 enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct req *r);

@@ -160,6 +160,56 @@ int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len
     return 1;
 }
 
+size_t psdbd_parse_ranges(const char *h, uint64_t size, psdbd_range *out, size_t max)
+{
+    size_t n = 0;
+    const char *p = NULL;
+    if (!h || strncasecmp(h, "bytes=", 6) != 0 || !strchr(h, ','))
+        return 0;
+    p = h + 6;
+    for (;;) {
+        char num[24];
+        uint64_t a = 0, b = 0;
+        size_t k = 0;
+        while (*p == ' ')
+            p++;
+        for (k = 0; p[k] >= '0' && p[k] <= '9'; k++)
+            if (k + 1 >= sizeof(num))
+                return 0;
+        if (k == 0 || p[k] != '-')
+            return 0;
+        memcpy(num, p, k);
+        num[k] = '\0';
+        if (psdb__parse_u64(num, &a) != 0)
+            return 0;
+        p += k + 1;
+        for (k = 0; p[k] >= '0' && p[k] <= '9'; k++)
+            if (k + 1 >= sizeof(num))
+                return 0;
+        if (k == 0)
+            return 0; /* an open range among several: not what a delta asks */
+        memcpy(num, p, k);
+        num[k] = '\0';
+        if (psdb__parse_u64(num, &b) != 0 || b < a || b >= size || n == max)
+            return 0;
+        /* Ascending, with a gap: the parts come back in the order asked and never merge. */
+        if (n > 0 && a <= out[n - 1].off + out[n - 1].len)
+            return 0;
+        out[n].off = a;
+        out[n].len = b - a + 1;
+        n++;
+        p += k;
+        while (*p == ' ')
+            p++;
+        if (*p == '\0')
+            break;
+        if (*p != ',')
+            return 0;
+        p++;
+    }
+    return n >= 2 ? n : 0;
+}
+
 /* Walks an entity-tag list ("*" or 1#entity-tag, RFC 9110 8.8.3). Returns 1 when it is "*" or
  * lists "sha" (weak tags count only when `weak_ok`), 0 otherwise, including malformed lists. */
 static int etag_list_matches(const char *list, const char *sha, int weak_ok)

@@ -40,6 +40,18 @@ unsigned psdbd_trailer_names(const char *value);
  * several ranges); -1 when unsatisfiable (416). */
 int psdbd_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len);
 
+/* One range of a multi-range request: [off, off + len). */
+typedef struct psdbd_range {
+    uint64_t off, len;
+} psdbd_range;
+
+/* Parses a "bytes=" Range header of several ranges ("a-b,c-d,...", each with both ends, in
+ * ascending order, disjoint and not adjacent, all inside the blob) into out[0..max). Returns their
+ * count (2..max); 0 when the header is not such a list (absent, one range, a suffix or open range,
+ * unordered, overlapping or touching ranges, any past the end, more than max, malformed): the
+ * caller then treats it as psdbd_parse_range does. What delta updates ask for (schema/HTTP.md). */
+size_t psdbd_parse_ranges(const char *h, uint64_t size, psdbd_range *out, size_t max);
+
 /* True when an If-None-Match value lists the ETag of `sha` (weak comparison: W/ tags match too)
  * or is "*". NULL or malformed: false. */
 int psdbd_etag_matches(const char *inm, const char *sha);

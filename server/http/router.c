@@ -79,7 +79,9 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
         if (!get)
             break;
         if (strlen(tail) == 64 + 9 && strcmp(tail + 64, "/valuemap") == 0)
-            return http_serve_valuemap(srv, c, r, tail);
+            return http_serve_valuemap(srv, c, r, tail, 1);
+        if (strlen(tail) == 64 + 12 && strcmp(tail + 64, "/valuemap/v2") == 0)
+            return http_serve_valuemap(srv, c, r, tail, 2);
         return http_serve_blob(srv, c, r, tail);
     case PSDBD_ROUTE_PSDB_GET:
         if (strcmp(r->method, "DELETE") == 0) {

@@ -1,6 +1,8 @@
-/* valuemap.c - GET /v1/blobs/<sha256>/valuemap: the value map of a PSDB blob (schema/VALUEMAP.md),
- * derived on first request and kept beside the store, so that launchers can update an installed
- * PSDB by fetching only the values they lack. Immutable like the blob it describes. */
+/* valuemap.c - GET /v1/blobs/<sha256>/valuemap and /valuemap/v2: the value map of a PSDB blob in
+ * format version 1 or 2 (schema/VALUEMAP.md), derived on first request and kept beside the store,
+ * so that launchers can update an installed PSDB by fetching only the values they lack. Immutable
+ * like the blob it describes: each version has its own URL, file and ETag, so a cache that holds
+ * one never answers for the other. */
 #include "http_int.h"
 
 #include <errno.h>
@@ -23,14 +25,15 @@ static int scope_accepts(const char *app, void *ctx)
 
 /* <data>/valuemaps/<sha>.valuemap, written once (a unique temporary name, then rename: two
  * first requests at once both derive it and the second rename replaces identical bytes). */
-static int derive(psdbd_server *srv, const char *digest, const char *blob, const char *path)
+static int derive(psdbd_server *srv, const char *digest, const char *blob, const char *path,
+                  unsigned version)
 {
     static atomic_uint seq;
     char *tmp = xasprintf("%s.%ld.%u", path, (long)getpid(), atomic_fetch_add(&seq, 1));
-    psdb_hr hr = psdb_value_map_write(blob, tmp);
+    psdb_hr hr = psdb_value_map_write_version(blob, version, tmp);
     int e = 0;
     if (PSDB_FAILED(hr)) {
-        psdbd_log("valuemap of %s: %s", digest, psdb_hr_str(hr));
+        psdbd_log("valuemap v%u of %s: %s", version, digest, psdb_hr_str(hr));
         e = EIO;
     } else if (rename(tmp, path) != 0) {
         e = errno;
@@ -43,7 +46,7 @@ static int derive(psdbd_server *srv, const char *digest, const char *blob, const
 }
 
 enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
-                                    const char *tail)
+                                    const char *tail, unsigned version)
 {
     enum MHD_Result ret = MHD_YES;
     char digest[65], etag[80];
@@ -67,7 +70,9 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
     }
     blob = psdbd_store_path(&srv->store, digest);
     dir = xasprintf("%s/../valuemaps", srv->store.blob_dir);
-    path = xasprintf("%s/%s.valuemap", dir, digest);
+    /* <sha>.valuemap is version 1 (as psdbd always named it), <sha>.v2.valuemap version 2. */
+    path = version == 1 ? xasprintf("%s/%s.valuemap", dir, digest)
+                        : xasprintf("%s/%s.v%u.valuemap", dir, digest, version);
     if (stat(blob, &st) != 0) {
         ret = http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such blob");
         goto cleanup;
@@ -79,7 +84,7 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
         goto cleanup;
     }
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && derive(srv, digest, blob, path) == 0)
+    if (fd < 0 && errno == ENOENT && derive(srv, digest, blob, path, version) == 0)
         fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
         /* A blob that is not a PSDB of this layout has no value map: the client downloads it. */
@@ -93,7 +98,10 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
         goto cleanup;
     }
     fd = -1; /* the response's now */
-    snprintf(etag, sizeof(etag), "\"%s-valuemap\"", digest);
+    if (version == 1)
+        snprintf(etag, sizeof(etag), "\"%s-valuemap\"", digest);
+    else
+        snprintf(etag, sizeof(etag), "\"%s-valuemap-v%u\"", digest, version);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
                             "public, max-age=31536000, immutable");

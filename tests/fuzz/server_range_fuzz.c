@@ -1,5 +1,6 @@
-/* server_range_fuzz.c - libFuzzer target for the Range parser: the first 8 bytes are the blob
- * size, the rest the header; a satisfiable answer always lies inside the blob. */
+/* server_range_fuzz.c - libFuzzer target for the Range parsers: the first 8 bytes are the blob
+ * size, the rest the header; a satisfiable answer always lies inside the blob, and the ranges of
+ * a multi-range answer are 2..max, ascending, disjoint and not touching. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (rc == 1 && (len == 0 || off >= blob || len > blob - off))
         abort();
+    psdbd_range rs[8];
+    size_t n = psdbd_parse_ranges(h, blob, rs, 8);
+    if (n == 1 || n > 8)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        if (rs[i].len == 0 || rs[i].off >= blob || rs[i].len > blob - rs[i].off ||
+            (i > 0 && rs[i].off <= rs[i - 1].off + rs[i - 1].len))
+            abort();
     free(h);
     return 0;
 }

@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "psdb/client.h"
+#include "common/buf.h"
 #include "common/hash.h"
 
 #define FAMILY "contoso-gfx9"
@@ -45,6 +46,8 @@ typedef struct app_entry {
     char *manifest;
     uint8_t *map; /* its value map (psdb_value_map_write), served at <blob>/valuemap */
     size_t map_size;
+    uint8_t *map2; /* its version 2 map, served at <blob>/valuemap/v2 (what the client reads) */
+    size_t map2_size;
 } app_entry;
 
 static void app_finish(app_entry *a, const char *path, uint64_t serial);
@@ -93,6 +96,9 @@ static void app_finish(app_entry *a, const char *path, uint64_t serial)
     ck_assert_hr(psdb_value_map_write(path, map_path), PSDB_S_OK);
     a->map = (uint8_t *)tu_read_file(map_path, &a->map_size);
     ck_assert_ptr_nonnull(a->map);
+    ck_assert_hr(psdb_value_map_write_version(path, 2, map_path), PSDB_S_OK);
+    a->map2 = (uint8_t *)tu_read_file(map_path, &a->map2_size);
+    ck_assert_ptr_nonnull(a->map2);
     unlink(map_path);
     free(map_path);
     psdb__sha256(a->data, a->size, a->sha);
@@ -126,6 +132,7 @@ static void app_free(app_entry *a)
     free(a->data);
     free(a->manifest);
     free(a->map);
+    free(a->map2);
 }
 
 /* ---- a server of several applications (libmicrohttpd in this process) ----------------------- */
@@ -141,9 +148,10 @@ typedef struct fake {
     atomic_int resolve_requests, blob_requests, range_requests;
     atomic_int connections; /* TCP connections accepted */
     atomic_int map_requests;
-    atomic_long range_bytes; /* bytes sent in 206 answers */
-    atomic_int no_maps;      /* 1: the value maps answer 404 */
-    const app_entry *map_of; /* non-NULL: every value map served is this app's (a lie) */
+    atomic_long range_bytes;      /* bytes sent in 206 answers */
+    atomic_int no_maps;           /* 1: the value maps answer 404 */
+    atomic_int whole_for_several; /* 1: a Range of several ranges gets the whole blob (200) */
+    const app_entry *map_of;      /* non-NULL: every value map served is this app's (a lie) */
     /* apps, num_apps and map_of change while connection threads of earlier requests run. */
     pthread_mutex_t lock;
 } fake;
@@ -218,14 +226,18 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
                 r = MHD_create_response_from_buffer(strlen(apps[i].manifest), apps[i].manifest,
                                                     MHD_RESPMEM_MUST_COPY);
             }
-    } else if (strncmp(url, "/v1/blobs/", 10) == 0 && strlen(url) == 10 + 64 + 9 &&
-               strcmp(url + 74, "/valuemap") == 0) {
+    } else if (strncmp(url, "/v1/blobs/", 10) == 0 &&
+               ((strlen(url) == 10 + 64 + 9 && strcmp(url + 74, "/valuemap") == 0) ||
+                (strlen(url) == 10 + 64 + 12 && strcmp(url + 74, "/valuemap/v2") == 0))) {
+        int v2 = strlen(url) == 10 + 64 + 12;
         atomic_fetch_add(&f->map_requests, 1);
         for (int i = 0; i < num_apps && !r; i++)
             if (strncmp(url + 10, apps[i].hex, 64) == 0 && !atomic_load(&f->no_maps)) {
                 const app_entry *src = map_of ? map_of : &apps[i];
                 status = 200;
-                r = MHD_create_response_from_buffer(src->map_size, src->map, MHD_RESPMEM_MUST_COPY);
+                r = MHD_create_response_from_buffer(v2 ? src->map2_size : src->map_size,
+                                                    v2 ? src->map2 : src->map,
+                                                    MHD_RESPMEM_MUST_COPY);
             }
     } else if (strncmp(url, "/v1/blobs/", 10) == 0) {
         atomic_fetch_add(&f->blob_requests, 1);
@@ -244,7 +256,10 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
             const char *range = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Range");
             unsigned long long from = 0, to = 0;
             c->end = a->size;
-            int fields = range ? sscanf(range, "bytes=%llu-%llu", &from, &to) : 0;
+            /* Several ranges: answered with the first one only (a server may), or ignored. */
+            int fields = range && !(strchr(range, ',') && atomic_load(&f->whole_for_several))
+                             ? sscanf(range, "bytes=%llu-%llu", &from, &to)
+                             : 0;
             if (fields >= 1 && from < a->size) {
                 atomic_fetch_add(&f->range_requests, 1);
                 c->start = from;
@@ -728,7 +743,30 @@ START_TEST(test_launcher__update_after_a_small_patch_fetches_only_the_changed_va
                   (unsigned long long)r.bytes_downloaded, v2.size);
     ck_assert_int_eq(atomic_load(&f.map_requests), 1);
     ck_assert_uint_eq(r.bytes_downloaded,
-                      (uint64_t)atomic_load(&f.range_bytes) + (uint64_t)v2.map_size);
+                      (uint64_t)atomic_load(&f.range_bytes) + (uint64_t)v2.map2_size);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+}
+END_TEST
+
+START_TEST(test_launcher__delta_over_a_server_that_ignores_several_ranges)
+{
+    /* A server that answers a multi-range request with the whole blob: the client stops that
+     * transfer at once and asks one run a request; the update is still a delta. */
+    app_entry v1, v2;
+    app_make_version(&v1, "Delta", 200, 1, NULL);
+    app_make_version(&v2, "Delta", 200, 2, every_20th);
+    fake f = {0};
+    fake_start(&f);
+    atomic_store(&f.whole_for_several, 1);
+    psdb_install_result r = update(&f, &v1, &v2, NULL);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_msg(r.bytes_downloaded * 100 < v2.size * 12, "%llu of %zu bytes downloaded",
+                  (unsigned long long)r.bytes_downloaded, v2.size);
+    ck_assert_uint_eq(r.bytes_downloaded,
+                      (uint64_t)atomic_load(&f.range_bytes) + (uint64_t)v2.map2_size);
+    ck_assert_int_ge(atomic_load(&f.range_requests), 2);
     MHD_stop_daemon(f.d);
     app_free(&v1);
     app_free(&v2);
@@ -748,12 +786,70 @@ static void damage(void)
     free(d);
 }
 
+/* The sections of a version 2 map (schema/VALUEMAP.md): where each starts and how long it is. */
+typedef struct map2_sections {
+    size_t keys, nkeys, values, recipe, skeleton, skeleton_len;
+} map2_sections;
+
+static map2_sections map2_layout(const app_entry *a)
+{
+    map2_sections m;
+    m.keys = 128;
+    m.nkeys = (size_t)psdb__le64(a->map2 + 64);
+    m.values = m.keys + m.nkeys * 32;
+    m.recipe = m.values + (size_t)psdb__le64(a->map2 + 88);
+    m.skeleton = m.recipe + (size_t)psdb__le64(a->map2 + 96);
+    m.skeleton_len = (size_t)psdb__le64(a->map2 + 104);
+    ck_assert_uint_eq(m.skeleton + m.skeleton_len, a->map2_size);
+    return m;
+}
+
+/* a, serving a copy of its version 2 map changed at byte `at` (xor x) and cut to `size` bytes
+ * (0: whole); its map is its own, to app_free. */
+static app_entry with_bad_map2(const app_entry *a, size_t at, uint8_t x, size_t size)
+{
+    app_entry b = *a;
+    b.data = NULL;
+    b.manifest = NULL;
+    b.map = NULL;
+    b.map2_size = size ? size : a->map2_size;
+    b.map2 = malloc(a->map2_size);
+    ck_assert_ptr_nonnull(b.map2);
+    memcpy(b.map2, a->map2, a->map2_size);
+    ck_assert_uint_lt(at, a->map2_size);
+    b.map2[at] ^= x;
+    return b;
+}
+
+/* a, serving its version 1 map where version 2 is asked for (a server that mixes them up). */
+static app_entry with_v1_as_v2(const app_entry *a)
+{
+    app_entry b = *a;
+    b.data = NULL;
+    b.manifest = NULL;
+    b.map = NULL;
+    b.map2 = malloc(a->map_size);
+    ck_assert_ptr_nonnull(b.map2);
+    memcpy(b.map2, a->map, a->map_size);
+    b.map2_size = a->map_size;
+    return b;
+}
+
 START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help)
 {
     app_entry v1, v2, all2;
     app_make_version(&v1, "Delta", 120, 1, NULL);
     app_make_version(&v2, "Delta", 120, 2, every_20th);
     app_make_version(&all2, "Delta", 120, 3, all_values);
+    map2_sections ms = map2_layout(&v2);
+    /* Maps that a delta must not trust: each is refused, or its rebuild does not verify. */
+    app_entry unknown_version = with_bad_map2(&v2, 8, 0x01, 0); /* version 3 */
+    app_entry v1_format = with_v1_as_v2(&v2);
+    app_entry bad_skeleton = with_bad_map2(&v2, ms.skeleton + ms.skeleton_len / 2, 0x5a, 0);
+    app_entry bad_key = with_bad_map2(&v2, ms.keys + (ms.nkeys / 2) * 32 + 7, 0x01, 0);
+    app_entry bad_recipe = with_bad_map2(&v2, ms.recipe + 3, 0xff, 0);
+    app_entry cut = with_bad_map2(&v2, 0, 0, v2.map2_size - 1);
+    app_entry bad_reserved = with_bad_map2(&v2, 120, 0x01, 0);
     struct {
         const char *what, *why;
         int no_maps;
@@ -765,6 +861,15 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
         {"a value map of another PSDB", "does not describe", 0, &v1, &v2, 0},
         {"everything changed", "not be smaller", 0, NULL, &all2, 0},
         {"the installed file is damaged", "does not match", 0, NULL, &v2, 1},
+        {"a map of an unknown version", "version 3, this launcher reads version 2", 0,
+         &unknown_version, &v2, 0},
+        {"a version 1 map at the version 2 URL", "version 1, this launcher reads version 2", 0,
+         &v1_format, &v2, 0},
+        {"a damaged skeleton", "skeleton", 0, &bad_skeleton, &v2, 0},
+        {"a key that does not restore the file", "does not match", 0, &bad_key, &v2, 0},
+        {"a damaged recipe", "malformed", 0, &bad_recipe, &v2, 0},
+        {"a map cut short", "malformed", 0, &cut, &v2, 0},
+        {"a reserved field set", "does not describe", 0, &bad_reserved, &v2, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         fake f = {0};
@@ -789,6 +894,13 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
     app_free(&v1);
     app_free(&v2);
     app_free(&all2);
+    app_free(&unknown_version);
+    app_free(&v1_format);
+    app_free(&bad_skeleton);
+    app_free(&bad_key);
+    app_free(&bad_recipe);
+    app_free(&cut);
+    app_free(&bad_reserved);
 }
 END_TEST
 
@@ -952,6 +1064,7 @@ int main(void)
     tcase_add_test(tc, test_launcher__install_tool_refuses_a_bad_limit_rate);
     tcase_add_test(tc, test_launcher__update_after_a_small_patch_fetches_only_the_changed_values);
     tcase_add_test(tc, test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help);
+    tcase_add_test(tc, test_launcher__delta_over_a_server_that_ignores_several_ranges);
     tcase_add_test(tc, test_launcher__install_tool_reports_the_delta_in_json);
     tcase_add_test(tc, test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry);
     tcase_add_test(tc, test_launcher__clients_reuse_connections_across_transfers_and_share_them);

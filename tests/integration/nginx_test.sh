@@ -183,6 +183,14 @@ check_range "$sha1" "$dir/g1.psdb" 300000 600000 HIT
 check_range "$sha1" "$dir/g1.psdb" $((size1 - 1000)) $((size1 - 1)) HIT
 check_range "$sha2" "$dir/g2.psdb" 200000 300000 MISS
 check_range "$sha2" "$dir/g2.psdb" 200000 300000 HIT
+# Several ranges (a delta update's runs): psdbd's multipart/byteranges, not the slice cache's whole
+# blob.
+"${c[@]}" -D "$dir/h" -o "$dir/multi" -r "0-9,300000-300009" "$base/v1/blobs/$sha1" ||
+    fail "several ranges"
+[ "$(status "$dir/h")" = 206 ] || fail "several ranges: status $(status "$dir/h")"
+header "$dir/h" Content-Type | grep -q '^multipart/byteranges; boundary=' ||
+    fail "several ranges: Content-Type $(header "$dir/h" Content-Type)"
+grep -qa "^Content-Range: bytes 300000-300009/$size1" "$dir/multi" || fail "several ranges: parts"
 # HEAD: the size without the body.
 "${c[@]}" -I -o "$dir/h" "$base/v1/blobs/$sha1" || fail "HEAD"
 [ "$(header "$dir/h" Content-Length)" = "$size1" ] || fail "HEAD length $(header "$dir/h" Content-Length)"

@@ -273,6 +273,18 @@ static psdb_hr r_value_map_write_garbage(void)
 {
     return psdb_value_map_write(g_garbage, g_missing);
 }
+static psdb_hr r_value_map_write_version_null(void)
+{
+    return psdb_value_map_write_version(NULL, 2, g_missing);
+}
+static psdb_hr r_value_map_write_version_unknown(void)
+{
+    return psdb_value_map_write_version(g_garbage, 3, g_missing);
+}
+static psdb_hr r_value_map_write_version_garbage(void)
+{
+    return psdb_value_map_write_version(g_garbage, 2, g_missing);
+}
 static psdb_hr r_file_kind(void)
 {
     uint32_t k = 0;
@@ -698,6 +710,10 @@ static const row rows[] = {
     {"psdb_file_kind", r_file_kind, "NULL path"},
     {"psdb_value_map_write", r_value_map_write_null, "NULL path"},
     {"psdb_value_map_write", r_value_map_write_garbage, "psdb_value_map_write"},
+    {"psdb_value_map_write_version", r_value_map_write_version_null, "NULL path"},
+    {"psdb_value_map_write_version", r_value_map_write_version_unknown, "version 3 is not 1 or 2"},
+    {"psdb_value_map_write_version", r_value_map_write_version_garbage,
+     "psdb_value_map_write_version"},
     {"psdb_sodb_writer_open", r_sodb_writer_open, "empty path"},
     {"psdb_sodb_writer_add", r_sodb_writer_add, "NULL writer"},
     {"psdb_sodb_open", r_sodb_open, "not an SODB"},

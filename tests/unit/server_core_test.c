@@ -144,6 +144,34 @@ START_TEST(test_server_core__ranges_and_etags)
     ck_assert_int_eq(psdbd_parse_range("bytes=5000000000-", 6000000000ull, &off, &len), 1);
     ck_assert_uint_eq(len, 1000000000ull);
 
+    /* Several ranges (what a delta update asks for): ascending, disjoint, closed, inside. */
+    psdbd_range rs[4];
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,5-6, 90-99", 100, rs, 4), 3);
+    ck_assert_uint_eq(rs[0].off, 0);
+    ck_assert_uint_eq(rs[0].len, 2);
+    ck_assert_uint_eq(rs[1].off, 5);
+    ck_assert_uint_eq(rs[2].off, 90);
+    ck_assert_uint_eq(rs[2].len, 10);
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=5000000000-5000000001,5999999990-5999999999",
+                                         6000000000ull, rs, 4),
+                      2);
+    ck_assert_uint_eq(rs[1].len, 10);
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1", 100, rs, 4), 0);        /* one range */
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=5-6,0-1", 100, rs, 4), 0);    /* unordered */
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-5,5-6", 100, rs, 4), 0);    /* overlapping */
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-4,5-6", 100, rs, 4), 0);    /* touching */
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,5-", 100, rs, 4), 0);     /* open */
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,-5", 100, rs, 4), 0);     /* suffix */
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,95-100", 100, rs, 4), 0); /* past the end */
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,3-4,6-7,9-10,12-13", 100, rs, 4), 0);
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,,5-6", 100, rs, 4), 0);
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,5-6x", 100, rs, 4), 0);
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,5-6,", 100, rs, 4), 0);
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,0x5-0x6", 100, rs, 4), 0);
+    ck_assert_uint_eq(psdbd_parse_ranges("bytes=0-1,123456789012345678901234-5", 100, rs, 4), 0);
+    ck_assert_uint_eq(psdbd_parse_ranges("items=0-1,5-6", 100, rs, 4), 0);
+    ck_assert_uint_eq(psdbd_parse_ranges(NULL, 100, rs, 4), 0);
+
     const char *sha = "0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a";
     ck_assert(psdbd_etag_matches(
         "\"0932e7eb35728098e2f102f21f38ee11458d745d063846890ebca1219612a43a\"", sha));

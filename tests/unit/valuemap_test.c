@@ -1,6 +1,8 @@
 /* valuemap_test.c - the byte ranges of a PSDB that hold each value: read back, they are exactly
  * the value's bytes, whatever its size (in the cell, spilling to one or many overflow pages);
- * damaged files are refused without reading outside a page. */
+ * damaged files are refused without reading outside a page. The 32-byte key fields of every
+ * b-tree, and the version 2 map built on both: decoded here independently of the client, its
+ * recipe gives back the file byte for byte and it stores each key once. */
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -9,7 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include "common/buf.h"
 #include "common/hash.h"
+#include "delivery/delta.h"
 #include "format/psdb_valuemap.h"
 
 static const size_t k_sizes[] = {1,    17,   400,  1000, 3000,  4061,   4062,
@@ -141,6 +147,294 @@ START_TEST(test_valuemap__damaged_files_refused_never_read_out_of_bounds)
 }
 END_TEST
 
+/* ---- 32-byte keys and the version 2 map ------------------------------------------------------ */
+
+#define NUM_GAME 300 /* values of a game-like PSDB: 32-byte value and group keys */
+
+/* A PSDB shaped like a compiled game: 32-byte value keys (three types each), 32-byte group keys
+ * of two or three members each, values of a few sizes. variant changes every 10th value. */
+static char *write_game(const char *dir, const char *name, int variant)
+{
+    char *path = tu_path(dir, name);
+    psdb_app_identity id = {.desc = {.name = "Game", .version = 1}};
+    psdb_target t = {.family = "contoso-gfx9", .abi_version = 3};
+    psdb_writer *w = NULL;
+    ck_assert_hr(psdb_writer_create(path, &id, &t, &w), PSDB_S_OK);
+    uint8_t keys[NUM_GAME][32], buf[6000];
+    for (size_t i = 0; i < NUM_GAME; i++) {
+        uint8_t seed[8] = {(uint8_t)i, (uint8_t)(i >> 8), 'k'};
+        psdb__sha256(seed, sizeof(seed), keys[i]);
+        for (uint32_t type = 0; type < 3; type++) {
+            size_t size = 40 + (i * 37 + type * 1500) % 5900;
+            unsigned x = (unsigned)(i * 3 + type) * 2654435761u + (variant && i % 10 == 0);
+            for (size_t j = 0; j < size; j++) {
+                x = x * 1103515245u + 12345u;
+                buf[j] = (uint8_t)(x >> 16);
+            }
+            ck_assert_hr(psdb_writer_put_value(w, keys[i], 32, type, buf, size), PSDB_S_OK);
+        }
+    }
+    for (size_t g = 0; g + 3 <= NUM_GAME; g += 3) {
+        uint8_t gkey[32], seed[8] = {(uint8_t)g, (uint8_t)(g >> 8), 'g'};
+        psdb__sha256(seed, sizeof(seed), gkey);
+        psdb_value_ref refs[3] = {{keys[g], 32}, {keys[g + 1], 32}, {keys[g + 2], 32}};
+        ck_assert_hr(psdb_writer_put_group(w, gkey, 32, 1, 2 + (uint32_t)(g % 2), refs), PSDB_S_OK);
+    }
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    return path;
+}
+
+typedef struct key_seen {
+    const uint8_t *file;
+    size_t len, n;
+    uint64_t last_end_in_tree;
+} key_seen;
+
+static int on_key(uint64_t offset, const uint8_t key[32], void *ctx)
+{
+    key_seen *k = ctx;
+    ck_assert_uint_le(offset + 32, k->len);
+    ck_assert_msg(memcmp(k->file + offset, key, 32) == 0, "key at %llu is not the file's bytes",
+                  (unsigned long long)offset);
+    k->n++;
+    return 0;
+}
+
+START_TEST(test_valuemap__key_walk_finds_every_32_byte_key_of_every_tree)
+{
+    char *dir = tu_mkdtemp();
+    char *path = write_game(dir, "g.psdb", 0);
+    key_seen k = {0};
+    k.file = (const uint8_t *)tu_read_file(path, &k.len);
+    ck_assert_hr(psdb__value_map_keys_foreach(path, on_key, &k), PSDB_S_OK);
+    /* Each blob digest twice (row, unique index), each value key once per type (value_entries),
+     * each group key once (value_groups) plus once per member with each member's value key
+     * (group_members), the content digest once; interior index cells repeat some. */
+    size_t members = 0, groups = 0;
+    for (size_t g = 0; g + 3 <= NUM_GAME; g += 3, groups++)
+        members += 2 + g % 2;
+    size_t at_least = 2 * 3 * NUM_GAME + 3 * NUM_GAME + groups + 2 * members + 1;
+    ck_assert_msg(k.n >= at_least, "%zu keys found, %zu expected at least", k.n, at_least);
+    ck_assert_hr(psdb__value_map_keys_foreach(NULL, on_key, &k), PSDB_E_INVALIDARG);
+    free((void *)k.file);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+static uint8_t *inflate_all(const uint8_t *p, size_t n, size_t *out_len)
+{
+    size_t cap = 1 << 16, len = 0;
+    uint8_t *out = malloc(cap);
+    z_stream z = {0};
+    ck_assert_int_eq(inflateInit(&z), Z_OK);
+    z.next_in = (Bytef *)p;
+    z.avail_in = (uInt)n;
+    int zr = Z_OK;
+    while (zr != Z_STREAM_END) {
+        if (len == cap)
+            out = realloc(out, cap *= 2);
+        z.next_out = out + len;
+        z.avail_out = (uInt)(cap - len);
+        zr = inflate(&z, Z_NO_FLUSH);
+        ck_assert_msg(zr == Z_OK || zr == Z_STREAM_END, "inflate: %d", zr);
+        len = cap - z.avail_out;
+    }
+    ck_assert_uint_eq(z.avail_in, 0);
+    inflateEnd(&z);
+    *out_len = len;
+    return out;
+}
+
+static uint64_t leb(const uint8_t *p, size_t n, size_t *pos)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        ck_assert_uint_lt(*pos, n);
+        uint8_t b = p[(*pos)++];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static uint64_t unzz(uint64_t v)
+{
+    return (v >> 1) ^ (0 - (v & 1));
+}
+
+typedef struct value_bytes {
+    const uint8_t *file;
+    uint8_t **data;
+    uint64_t *size;
+    size_t n;
+} value_bytes;
+
+static int on_value_bytes(const uint8_t sha256[32], uint64_t size, const psdb__byte_range *r,
+                          size_t nr, void *ctx)
+{
+    value_bytes *v = ctx;
+    (void)sha256;
+    v->data = realloc(v->data, (v->n + 1) * sizeof(*v->data));
+    v->size = realloc(v->size, (v->n + 1) * sizeof(*v->size));
+    v->data[v->n] = malloc(size);
+    v->size[v->n] = size;
+    uint64_t at = 0;
+    for (size_t i = 0; i < nr; i++) {
+        memcpy(v->data[v->n] + at, v->file + r[i].offset, r[i].length);
+        at += r[i].length;
+    }
+    v->n++;
+    return 0;
+}
+
+START_TEST(test_valuemap__v2_recipe_rebuilds_the_file_and_stores_each_key_once)
+{
+    char *dir = tu_mkdtemp();
+    char *path = write_game(dir, "g.psdb", 0), *m1 = tu_path(dir, "g.vm1"),
+         *m2 = tu_path(dir, "g.vm2"), *m2b = tu_path(dir, "g.vm2b");
+    size_t len = 0, n1 = 0, n2 = 0, n2b = 0;
+    const uint8_t *file = (const uint8_t *)tu_read_file(path, &len);
+    ck_assert_hr(psdb_value_map_write_version(path, 1, m1), PSDB_S_OK);
+    ck_assert_hr(psdb_value_map_write_version(path, 2, m2), PSDB_S_OK);
+    ck_assert_hr(psdb_value_map_write_version(path, 2, m2b), PSDB_S_OK);
+    ck_assert_hr(psdb_value_map_write_version(path, 3, m2b), PSDB_E_INVALIDARG);
+    uint8_t *v1 = (uint8_t *)tu_read_file(m1, &n1), *map = (uint8_t *)tu_read_file(m2, &n2),
+            *again = (uint8_t *)tu_read_file(m2b, &n2b);
+    ck_assert_msg(n2 == n2b && memcmp(map, again, n2) == 0, "the same file gave another map");
+    /* The keys were most of version 1's bytes: version 2 stores them once. */
+    ck_assert_msg(n2 * 2 < n1, "version 2 is %zu bytes, version 1 %zu", n2, n1);
+    ck_assert_int_eq(memcmp(map, PSDB__VMAP_MAGIC, 8), 0);
+    ck_assert_uint_eq(psdb__le32(map + 8), 2);
+    ck_assert_uint_eq(psdb__le64(map + 16), len);
+    uint64_t nv = psdb__le64(map + 56), nkeys = psdb__le64(map + 64);
+    uint64_t nentries = psdb__le64(map + 72), skel = psdb__le64(map + 80);
+    uint64_t vst = psdb__le64(map + 88), rst = psdb__le64(map + 96), sst = psdb__le64(map + 104);
+    ck_assert_uint_eq(PSDB__VMAP2_HEADER_SIZE + nkeys * 32 + vst + rst + sst, n2);
+    const uint8_t *keys = map + PSDB__VMAP2_HEADER_SIZE;
+    for (uint64_t i = 1; i < nkeys; i++)
+        for (uint64_t j = 0; j < i; j++)
+            ck_assert_msg(memcmp(keys + i * 32, keys + j * 32, 32) != 0, "key %llu stored twice",
+                          (unsigned long long)i);
+    /* The values: each digest a key of the table, in rowid order with the walk's sizes. */
+    value_bytes vb = {.file = file};
+    ck_assert_hr(psdb__value_map_foreach(path, on_value_bytes, &vb), PSDB_S_OK);
+    ck_assert_uint_eq(vb.n, nv);
+    size_t vlen = 0, rlen = 0, slen = 0, pos = 0;
+    uint8_t *vals = inflate_all(keys + nkeys * 32, vst, &vlen);
+    uint64_t id = 0;
+    for (uint64_t i = 0; i < nv; i++) {
+        uint8_t sha[32];
+        id += unzz(leb(vals, vlen, &pos));
+        ck_assert_uint_lt(id, nkeys);
+        ck_assert_uint_eq(leb(vals, vlen, &pos), vb.size[i]);
+        psdb__sha256(vb.data[i], vb.size[i], sha);
+        ck_assert_int_eq(memcmp(keys + id * 32, sha, 32), 0);
+    }
+    ck_assert_uint_eq(pos, vlen);
+    /* The recipe, played: the file again. */
+    uint8_t *rec = inflate_all(keys + nkeys * 32 + vst, rst, &rlen);
+    uint8_t *sk = inflate_all(keys + nkeys * 32 + vst + rst, sst, &slen);
+    ck_assert_uint_eq(slen, skel);
+    uint8_t *rebuilt = malloc(len);
+    size_t at = 0, spos = 0, next_key = 0, key_bytes = 0;
+    uint64_t value = 0;
+    pos = 0;
+    for (uint64_t i = 0; i < nentries; i++) {
+        uint64_t x = leb(rec, rlen, &pos), arg = x >> 2;
+        switch (x & 3) {
+        case PSDB__VMAP2_TAG_SKELETON:
+            ck_assert_uint_le(at + arg, len);
+            ck_assert_uint_le(spos + arg, slen);
+            memcpy(rebuilt + at, sk + spos, arg);
+            spos += arg;
+            at += arg;
+            break;
+        case PSDB__VMAP2_TAG_KEY: {
+            uint64_t k = arg == 0 ? next_key++ : arg - 1;
+            ck_assert_uint_lt(k, next_key);
+            ck_assert_uint_le(at + 32, len);
+            memcpy(rebuilt + at, keys + k * 32, 32);
+            at += 32;
+            key_bytes += 32;
+            break;
+        }
+        case PSDB__VMAP2_TAG_VALUE: {
+            value += unzz(arg);
+            uint64_t in = leb(rec, rlen, &pos), n = leb(rec, rlen, &pos);
+            ck_assert_uint_lt(value, nv);
+            ck_assert_uint_le(in + n, vb.size[value]);
+            ck_assert_uint_le(at + n, len);
+            memcpy(rebuilt + at, vb.data[value] + in, n);
+            at += n;
+            break;
+        }
+        default:
+            ck_abort_msg("recipe entry %llu has tag 3", (unsigned long long)i);
+        }
+    }
+    ck_assert_uint_eq(pos, rlen);
+    ck_assert_uint_eq(at, len);
+    ck_assert_uint_eq(spos, slen);
+    ck_assert_uint_eq(next_key, nkeys);
+    ck_assert_msg(memcmp(rebuilt, file, len) == 0, "the recipe does not give the file back");
+    /* Every key reference replaced 32 bytes of the skeleton: far more than the distinct keys. */
+    ck_assert_uint_ge(key_bytes, 2 * nkeys * 32);
+    for (size_t i = 0; i < vb.n; i++)
+        free(vb.data[i]);
+    free(vb.data);
+    free(vb.size);
+    free(rebuilt);
+    free(rec);
+    free(sk);
+    free(vals);
+    free(v1);
+    free(map);
+    free(again);
+    free((void *)file);
+    free(m1);
+    free(m2);
+    free(m2b);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_valuemap__v2_refuses_damaged_files)
+{
+    char *dir = tu_mkdtemp();
+    char *path = write_game(dir, "g.psdb", 0), *bad = tu_path(dir, "bad.psdb"),
+         *map = tu_path(dir, "bad.vm");
+    size_t len = 0;
+    uint8_t *orig = (uint8_t *)tu_read_file(path, &len);
+    /* Flips in the first pages (the schema and the top of the trees) and cuts: a map or
+     * CACHE_CORRUPT, never a crash or a read outside the file (ASan). */
+    size_t limit = len < 4 * 4096 ? len : 4 * 4096;
+    for (size_t i = 0; i < limit; i += 151) {
+        orig[i] ^= 0xff;
+        ck_assert_int_eq(tu_write_file(bad, orig, len), 0);
+        orig[i] ^= 0xff;
+        psdb_hr hr = psdb_value_map_write_version(bad, 2, map);
+        ck_assert_msg(hr == PSDB_S_OK || hr == PSDB_E_CACHE_CORRUPT, "flip at %zu: %s", i,
+                      psdb_hr_str(hr));
+    }
+    for (size_t cut = 0; cut < len; cut += 4096 * 9) {
+        ck_assert_int_eq(tu_write_file(bad, orig, cut), 0);
+        psdb_hr hr = psdb_value_map_write_version(bad, 2, map);
+        ck_assert_msg(hr == PSDB_E_CACHE_CORRUPT, "cut at %zu: %s", cut, psdb_hr_str(hr));
+    }
+    free(orig);
+    free(bad);
+    free(map);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("valuemap");
@@ -148,6 +442,9 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_valuemap__ranges_hold_exactly_each_value_of_any_size);
     tcase_add_test(tc, test_valuemap__damaged_files_refused_never_read_out_of_bounds);
+    tcase_add_test(tc, test_valuemap__key_walk_finds_every_32_byte_key_of_every_tree);
+    tcase_add_test(tc, test_valuemap__v2_recipe_rebuilds_the_file_and_stores_each_key_once);
+    tcase_add_test(tc, test_valuemap__v2_refuses_damaged_files);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

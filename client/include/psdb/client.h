@@ -294,6 +294,16 @@ PSDB_API psdb_hr psdb_client_local_targets(psdb_precompile_target *out, uint32_t
  * PSDB_E_OUTOFMEMORY. Thread-safe (no shared state). */
 PSDB_API psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path);
 
+/* Writes the value map of the PSDB at psdb_path in format `version` (schema/VALUEMAP.md) to
+ * out_path, as psdb_value_map_write does. Version 1 is psdb_value_map_write's map (served at
+ * GET /v1/blobs/<sha256>/valuemap for launchers that read only it); version 2 stores each of the
+ * file's 32-byte keys once and lists the file in order, a fraction of version 1's size, and is
+ * what psdb_client_install reads (GET /v1/blobs/<sha256>/valuemap/v2). The same file and version
+ * always give the same bytes. Statuses: those of psdb_value_map_write, and PSDB_E_INVALIDARG for
+ * a version other than 1 or 2. Thread-safe (no shared state). */
+PSDB_API psdb_hr psdb_value_map_write_version(const char *psdb_path, uint32_t version,
+                                              const char *out_path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,21 @@
 /* delta.c - value-level delta updates: rebuild a newer PSDB from an installed one, the blob's
- * value map and ranges of the blob (delta.h). */
+ * version 2 value map and ranges of the blob (delta.h; the format: schema/VALUEMAP.md).
+ *
+ * DESIGN
+ * The rebuild is one ordered pass over the map's recipe that writes <dest>.delta sequentially
+ * through a 1 MiB buffer and hashes each buffer as it goes out: no page is written twice, no byte
+ * is read back. A first pass over the recipe checks it whole and lists the runs of bytes to fetch
+ * (missing values, merged across gaps smaller than COALESCE_GAP); the second (rebuild_to) takes
+ * every byte from the skeleton stream, the key table or the old file, except those of the runs,
+ * which fetch_runs asks for a few hundred at a time in one multi-range request and puts straight
+ * into the buffer as each part arrives, the pass having written what lies before it. Memory: the
+ * old file's value table (56 bytes a value while the digests are matched, then 24; 16 bytes a
+ * range), 12 bytes per value of the new file, 16 per run, the key table when it is at most
+ * KEYS_IN_MEMORY (loaded only after the old digests are dropped; else read through a window or
+ * key by key from the map file), and fixed buffers. */
 #include "delivery/delta.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,15 +33,86 @@
 #include "common/status_map.h"
 #include "format/psdb_valuemap.h"
 
-#define COALESCE_GAP 4096u /* fetch a gap this small rather than pay another request */
-#define COPY_BUF (1u << 16)
+/* Bytes between two missing values that are fetched rather than paying another request: a cell
+ * header and a few keys, not a held value of typical size. */
+#define COALESCE_GAP 512u
+#define OUT_BUF (1u << 20)
+#define ZBUF (1u << 16)
+#define KEYS_IN_MEMORY (24u << 20) /* a 1 GiB PSDB of small values has about 18 MiB */
+#define KEY_WINDOW 2048u           /* keys: 64 KiB */
+#define OLD_WINDOW (1u << 20)
+/* Bytes of Range header per request: a few hundred runs, within every server's header limits. */
+#define MULTI_RANGE_HEADER 4000u
+#define MISSING UINT32_MAX
+
+/* ---- the output: sequential, buffered, hashed on the way out --------------------------------- */
+
+typedef struct out_file {
+    int fd;
+    uint8_t *buf;
+    size_t len;
+    uint64_t pos; /* file offset of buf[0] + len: bytes produced so far */
+    psdb__sha256_ctx *sha;
+    int err; /* errno of a failed write; sticky */
+} out_file;
+
+static int out_flush(out_file *o)
+{
+    size_t done = 0;
+    if (o->err)
+        return -1;
+    psdb__sha256_update(o->sha, o->buf, o->len);
+    while (done < o->len) {
+        ssize_t w = write(o->fd, o->buf + done, o->len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            o->err = errno;
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    o->len = 0;
+    return 0;
+}
+
+/* Room for up to want bytes at the end of the buffer (at least one): *room says how many. */
+static uint8_t *out_room(out_file *o, size_t want, size_t *room)
+{
+    if (o->len == OUT_BUF && out_flush(o) != 0)
+        return NULL;
+    *room = OUT_BUF - o->len < want ? OUT_BUF - o->len : want;
+    return o->buf + o->len;
+}
+
+static void out_commit(out_file *o, size_t n)
+{
+    o->len += n;
+    o->pos += n;
+}
+
+static int out_put(out_file *o, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        size_t room = 0;
+        uint8_t *d = out_room(o, n, &room);
+        if (!d)
+            return -1;
+        memcpy(d, p, room);
+        out_commit(o, room);
+        p += room;
+        n -= room;
+    }
+    return 0;
+}
 
 /* ---- fetching -------------------------------------------------------------------------------- */
 
 typedef struct fetch_sink {
     psdb_client *c;
-    int fd;
-    uint64_t at, end; /* next file offset to write, and the end of what was asked */
+    int fd;           /* the map: written at its offset */
+    out_file *of;     /* a run of the blob: appended to the output */
+    uint64_t at, end; /* next offset to receive, and the end of what was asked */
     long status;
     int bad, cancelled, write_errno;
     struct timespec last;
@@ -43,16 +128,23 @@ static size_t fetch_write(char *p, size_t size, size_t n, void *ctx)
         s->bad = 1;
         return 0;
     }
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = pwrite(s->fd, p + done, len - done, (off_t)(s->at + done));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            s->write_errno = errno;
+    if (s->of) {
+        if (out_put(s->of, (const uint8_t *)p, len) != 0) {
+            s->write_errno = s->of->err;
             return 0;
         }
-        done += (size_t)w;
+    } else {
+        size_t done = 0;
+        while (done < len) {
+            ssize_t w = pwrite(s->fd, p + done, len - done, (off_t)(s->at + done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                s->write_errno = errno;
+                return 0;
+            }
+            done += (size_t)w;
+        }
     }
     s->at += len;
     return len;
@@ -92,24 +184,41 @@ static int fetch_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl
     return s->cancelled;
 }
 
-/* GETs url ([off, off + len) when ranged; else the whole answer, at most len bytes) into fd at
- * off. Transient failures retry as downloads do. */
-static psdb_hr fetch(psdb_client *c, const char *url, int ranged, uint64_t off, uint64_t len,
-                     int fd, uint64_t *got)
+/* A transfer handle kept across the ranged fetches of one update: one handle and its socket
+ * set-up, not one per run. */
+typedef struct fetcher {
+    CURL *h;
+    struct curl_slist *headers;
+} fetcher;
+
+static void fetcher_close(fetcher *f)
+{
+    if (f->h)
+        curl_easy_cleanup(f->h);
+    curl_slist_free_all(f->headers);
+    f->h = NULL;
+    f->headers = NULL;
+}
+
+/* GETs url into fd at 0 (the whole answer, at most len bytes; of NULL) or [off, off + len) of it
+ * into of (ranged), with f's handle. Transient failures retry as downloads do: a whole fetch
+ * starts over, a ranged one asks for the rest of its run. */
+static psdb_hr fetch(psdb_client *c, fetcher *f, const char *url, out_file *of, uint64_t off,
+                     uint64_t len, int fd, uint64_t *got)
 {
     psdb_hr hr = PSDB_S_OK;
-    struct curl_slist *headers = NULL;
+    uint64_t at = off;
     for (uint32_t attempt = 1;; attempt++) {
-        fetch_sink s = {.c = c, .fd = fd, .at = off, .end = off + len};
+        fetch_sink s = {.c = c, .fd = fd, .of = of, .at = at, .end = off + len};
         char range[64];
         long status = 0;
-        CURL *h = psdb__client_new_handle(c, url, &headers);
-        if (!h) {
+        if (!f->h && !(f->h = psdb__client_new_handle(c, url, &f->headers))) {
             hr = PSDB_E_OUTOFMEMORY;
             goto cleanup;
         }
-        if (ranged) {
-            snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)off,
+        CURL *h = f->h;
+        if (of) {
+            snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)at,
                      (unsigned long long)(off + len - 1));
             curl_easy_setopt(h, CURLOPT_RANGE, range);
         }
@@ -122,10 +231,7 @@ static psdb_hr fetch(psdb_client *c, const char *url, int ranged, uint64_t off, 
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         CURLcode rc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(h);
-        curl_slist_free_all(headers);
-        headers = NULL;
-        *got += s.at - off;
+        *got += s.at - at;
         if (s.cancelled) {
             hr = PSDB_E_CANCELLED;
             goto cleanup;
@@ -134,14 +240,14 @@ static psdb_hr fetch(psdb_client *c, const char *url, int ranged, uint64_t off, 
             hr = psdb__errno_hr(s.write_errno);
             goto cleanup;
         }
-        if (s.bad || (rc == CURLE_OK && ranged && status != 206) ||
-            (rc == CURLE_OK && !ranged && status != 200)) {
+        if (s.bad || (rc == CURLE_OK && of && status != 206) ||
+            (rc == CURLE_OK && !of && status != 200)) {
             hr = status == 404 ? PSDB_E_NOT_FOUND : PSDB_E_PROTOCOL;
             goto cleanup;
         }
-        if (rc == CURLE_OK && (!ranged || s.at == off + len)) {
-            if (!ranged)
-                *got = s.at - off;
+        if (rc == CURLE_OK && (!of || s.at == off + len)) {
+            if (!of)
+                *got = s.at;
             goto cleanup;
         }
         if ((rc != CURLE_OK && !psdb__client_transient_curl(rc)) || attempt > c->max_retries) {
@@ -153,11 +259,12 @@ static psdb_hr fetch(psdb_client *c, const char *url, int ranged, uint64_t off, 
             hr = PSDB_E_CANCELLED;
             goto cleanup;
         }
-        /* A ranged fetch restarts its run; a whole one starts over. */
-        *got -= s.at - off;
+        if (of)
+            at = s.at; /* what came is in the output: ask for the rest */
+        else
+            *got -= s.at; /* the map starts over */
     }
 cleanup:
-    curl_slist_free_all(headers);
     return hr;
 }
 
@@ -170,8 +277,16 @@ typedef struct local_value {
     uint32_t n;
 } local_value;
 
+/* A held value once the digests are no longer needed (pass 2): 24 bytes instead of 56. */
+typedef struct old_value {
+    uint64_t size;
+    uint64_t first; /* index into ranges */
+    uint32_t n;
+} old_value;
+
 typedef struct local_set {
     local_value *v;
+    old_value *ov; /* v without digests, made before pass 2 */
     size_t n, cap;
     psdb__byte_range *r;
     size_t nr, rcap;
@@ -220,7 +335,7 @@ static const local_value *find_local(const local_set *s, const uint8_t sha[32])
     return bsearch(&key, s->v, s->n, sizeof(*s->v), cmp_local);
 }
 
-/* ---- rebuilding ------------------------------------------------------------------------------ */
+/* ---- reading the map ------------------------------------------------------------------------- */
 
 static int read_exact(int fd, void *buf, size_t n, uint64_t off)
 {
@@ -236,130 +351,646 @@ static int read_exact(int fd, void *buf, size_t n, uint64_t off)
     return 0;
 }
 
-static int write_exact(int fd, const void *buf, size_t n, uint64_t off)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = pwrite(fd, (const uint8_t *)buf + done, n - done, (off_t)(off + done));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        done += (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads of the map's tables come in order and are small (16 and 56 bytes): through a window of
- * the file, so that they are not one pread each. */
-typedef struct map_window {
+/* One zlib stream of the map file, [at, end), read as bytes and varints. Sticky `bad`: after any
+ * error every read fails. */
+typedef struct zreader {
     int fd;
-    uint64_t start, len;
-    uint8_t data[COPY_BUF];
-} map_window;
+    uint64_t at, end;
+    z_stream z;
+    int open, ended, bad;
+    uint8_t in[ZBUF], out[ZBUF];
+    size_t pos, len; /* unread inflated bytes: out[pos..len) */
+} zreader;
 
-static int map_read(map_window *w, void *out, size_t n, uint64_t off)
+static int zr_init(zreader *r, int fd, uint64_t at, uint64_t size)
 {
-    if (n > sizeof(w->data))
-        return read_exact(w->fd, out, n, off);
-    if (off < w->start || off + n > w->start + w->len) {
-        ssize_t r;
-        do
-            r = pread(w->fd, w->data, sizeof(w->data), (off_t)off);
-        while (r < 0 && errno == EINTR);
-        if (r < (ssize_t)n)
-            return -1;
-        w->start = off;
-        w->len = (uint64_t)r;
-    }
-    memcpy(out, w->data + (off - w->start), n);
+    r->fd = fd;
+    r->at = at;
+    r->end = at + size;
+    if (inflateInit(&r->z) != Z_OK)
+        return -1;
+    r->open = 1;
     return 0;
 }
 
-typedef struct span {
-    uint64_t off, len;
-} span;
-
-static int cmp_span(const void *a, const void *b)
+static void zr_close(zreader *r)
 {
-    uint64_t x = ((const span *)a)->off, y = ((const span *)b)->off;
-    return x < y ? -1 : x > y;
+    if (r->open)
+        inflateEnd(&r->z);
+    r->open = 0;
 }
 
-/* Copies one value from the old file's ranges into the new file's ranges (equal totals). */
-static psdb_hr copy_value(int old_fd, const local_set *ls, const local_value *lv, int out_fd,
-                          const span *dst, uint32_t ndst, uint8_t *buf)
+static int zr_fill(zreader *r)
 {
-    uint32_t si = 0;
-    uint64_t s_pos = 0;
-    for (uint32_t di = 0; di < ndst; di++) {
-        uint64_t d_pos = 0;
-        while (d_pos < dst[di].len) {
-            if (si >= lv->n)
-                return PSDB_E_CACHE_CORRUPT;
-            const psdb__byte_range *sr = &ls->r[lv->first + si];
-            uint64_t n = sr->length - s_pos;
-            if (n > dst[di].len - d_pos)
-                n = dst[di].len - d_pos;
-            if (n > COPY_BUF)
-                n = COPY_BUF;
-            if (read_exact(old_fd, buf, (size_t)n, sr->offset + s_pos) != 0)
-                return PSDB_E_IO;
-            if (write_exact(out_fd, buf, (size_t)n, dst[di].off + d_pos) != 0)
-                return psdb__errno_hr(errno);
-            s_pos += n;
-            d_pos += n;
-            if (s_pos == sr->length) {
-                si++;
-                s_pos = 0;
-            }
+    while (!r->bad && r->pos == r->len) {
+        if (r->ended) {
+            r->bad = 1; /* read past the stream's end */
+            break;
         }
+        if (r->z.avail_in == 0 && r->at < r->end) {
+            size_t n = r->end - r->at < ZBUF ? (size_t)(r->end - r->at) : ZBUF;
+            if (read_exact(r->fd, r->in, n, r->at) != 0) {
+                r->bad = 1;
+                break;
+            }
+            r->at += n;
+            r->z.next_in = r->in;
+            r->z.avail_in = (uInt)n;
+        }
+        r->z.next_out = r->out;
+        r->z.avail_out = ZBUF;
+        int zr = inflate(&r->z, Z_NO_FLUSH);
+        r->pos = 0;
+        r->len = ZBUF - r->z.avail_out;
+        if (zr == Z_STREAM_END)
+            r->ended = 1;
+        else if (zr != Z_OK || (r->len == 0 && r->z.avail_in == 0))
+            r->bad = 1;
+    }
+    return r->bad ? -1 : 0;
+}
+
+/* LEB128: 7 bits a byte, least significant first, at most 10 bytes. */
+static uint64_t zr_varint(zreader *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        if (zr_fill(r) != 0)
+            return 0;
+        uint8_t b = r->out[r->pos++];
+        if (shift == 63 && b > 1) {
+            r->bad = 1;
+            return 0;
+        }
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+/* n bytes into o, or skipped (o NULL). */
+static int zr_copy(zreader *r, out_file *o, uint64_t n)
+{
+    while (n > 0) {
+        if (zr_fill(r) != 0)
+            return -1;
+        size_t k = r->len - r->pos < n ? r->len - r->pos : (size_t)n;
+        if (o && out_put(o, r->out + r->pos, k) != 0)
+            return -1;
+        r->pos += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* The stream ended exactly at its stored size, every inflated byte read. */
+static int zr_done(zreader *r)
+{
+    if (r->bad || r->pos != r->len)
+        return 0;
+    while (!r->ended) {
+        if (r->z.avail_in == 0 && r->at < r->end) {
+            size_t n = r->end - r->at < ZBUF ? (size_t)(r->end - r->at) : ZBUF;
+            if (read_exact(r->fd, r->in, n, r->at) != 0)
+                return 0;
+            r->at += n;
+            r->z.next_in = r->in;
+            r->z.avail_in = (uInt)n;
+        }
+        r->z.next_out = r->out;
+        r->z.avail_out = ZBUF;
+        int zr = inflate(&r->z, Z_NO_FLUSH);
+        if (r->z.avail_out != ZBUF)
+            return 0; /* more bytes than the recipe used */
+        if (zr == Z_STREAM_END)
+            r->ended = 1;
+        else if (zr != Z_OK || (r->z.avail_in == 0 && r->at == r->end))
+            return 0; /* cut short */
+    }
+    return r->at == r->end && r->z.avail_in == 0;
+}
+
+static uint64_t unzigzag(uint64_t v)
+{
+    return (v >> 1) ^ (0 - (v & 1));
+}
+
+typedef struct keys {
+    int fd;
+    uint64_t at, n;
+    uint8_t *mem; /* the whole table, when small enough */
+    uint8_t *win; /* else KEY_WINDOW keys from win_first, win_n of them read */
+    uint64_t win_first, win_n;
+} keys;
+
+/* Key id: from the table in memory, else through the window when reads go forward (the value
+ * table names digests in nearly increasing order, new keys come in order), else one pread. */
+static int key_get(keys *k, uint64_t id, uint8_t out[32])
+{
+    int rc = 0;
+    if (id >= k->n) {
+        rc = -1;
+    } else if (k->mem) {
+        memcpy(out, k->mem + id * 32, 32);
+    } else if (k->win && id >= k->win_first && id < k->win_first + 2 * KEY_WINDOW) {
+        if (id >= k->win_first + k->win_n) {
+            uint64_t n = k->n - id < KEY_WINDOW ? k->n - id : KEY_WINDOW;
+            rc = read_exact(k->fd, k->win, (size_t)n * 32, k->at + id * 32);
+            k->win_first = id;
+            k->win_n = rc == 0 ? n : 0;
+        }
+        if (rc == 0)
+            memcpy(out, k->win + (id - k->win_first) * 32, 32);
+    } else {
+        rc = read_exact(k->fd, out, 32, k->at + id * 32);
+        if (rc == 0 && k->win && k->win_n == 0) /* the first read starts the window */
+            k->win_first = id + 1;
+    }
+    return rc;
+}
+
+typedef struct run {
+    uint64_t start, end;
+} run;
+
+typedef struct recipe_entry {
+    unsigned tag;
+    uint64_t len;   /* bytes of the file it produces */
+    uint64_t arg;   /* skeleton: -, key: id, value: index */
+    uint64_t in_at; /* value: offset in the value */
+} recipe_entry;
+
+/* The next recipe entry, checked against the map's counts; state carries what the checks need. */
+typedef struct recipe_state {
+    uint64_t next_key, value, nkeys, nv;
+} recipe_state;
+
+static int recipe_next(zreader *r, recipe_state *st, recipe_entry *e)
+{
+    uint64_t x = zr_varint(r);
+    e->tag = (unsigned)(x & 3);
+    x >>= 2;
+    switch (e->tag) {
+    case PSDB__VMAP2_TAG_SKELETON:
+        e->len = x;
+        return r->bad || x == 0 ? -1 : 0;
+    case PSDB__VMAP2_TAG_KEY:
+        if (x == 0) {
+            if (st->next_key >= st->nkeys)
+                return -1;
+            e->arg = st->next_key++;
+        } else {
+            if (x - 1 >= st->next_key)
+                return -1; /* a reference forward: keys are numbered in order of first use */
+            e->arg = x - 1;
+        }
+        e->len = 32;
+        return r->bad ? -1 : 0;
+    case PSDB__VMAP2_TAG_VALUE:
+        st->value += unzigzag(x);
+        e->arg = st->value;
+        e->in_at = zr_varint(r);
+        e->len = zr_varint(r);
+        if (r->bad || e->arg >= st->nv || e->len == 0 || e->len > UINT32_MAX)
+            return -1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* The old file read through a window: held values come in nearly the old file's order, so one
+ * read serves many of them. */
+typedef struct old_file {
+    int fd;
+    uint8_t *buf;
+    uint64_t start, len;
+} old_file;
+
+static int old_read(old_file *f, uint8_t *dst, size_t n, uint64_t off)
+{
+    if (off >= f->start && off + n <= f->start + f->len) {
+        memcpy(dst, f->buf + (off - f->start), n);
+        return 0;
+    }
+    if (n >= OLD_WINDOW / 2)
+        return read_exact(f->fd, dst, n, off);
+    size_t got = 0;
+    while (got < OLD_WINDOW) {
+        ssize_t r = pread(f->fd, f->buf + got, OLD_WINDOW - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    f->start = off;
+    f->len = got;
+    if (got < n)
+        return -1;
+    memcpy(dst, f->buf, n);
+    return 0;
+}
+
+/* Copies bytes [in_at, in_at + len) of an old value into the output; cursor keeps the range
+ * where the last copy of that value ended ([0] its index, [1] its offset in the value), since
+ * parts come in order. */
+static psdb_hr copy_old(old_file *old, const local_set *ls, const old_value *lv, uint64_t in_at,
+                        uint64_t len, out_file *o, uint64_t cursor[2])
+{
+    if (cursor[1] > in_at || cursor[0] >= lv->n) {
+        cursor[0] = 0;
+        cursor[1] = 0;
+    }
+    while (len > 0) {
+        while (cursor[0] < lv->n && cursor[1] + ls->r[lv->first + cursor[0]].length <= in_at) {
+            cursor[1] += ls->r[lv->first + cursor[0]].length;
+            cursor[0]++;
+        }
+        if (cursor[0] >= lv->n)
+            return PSDB_E_INTEGRITY; /* past the old value's end */
+        const psdb__byte_range *sr = &ls->r[lv->first + cursor[0]];
+        uint64_t skip = in_at - cursor[1];
+        size_t room = 0;
+        uint64_t want = sr->length - skip < len ? sr->length - skip : len;
+        uint8_t *d = out_room(o, (size_t)(want < OUT_BUF ? want : OUT_BUF), &room);
+        if (!d)
+            return psdb__errno_hr(o->err);
+        if (old_read(old, d, room, sr->offset + skip) != 0)
+            return PSDB_E_IO;
+        out_commit(o, room);
+        in_at += room;
+        len -= room;
     }
     return PSDB_S_OK;
 }
 
-static psdb_hr hash_file(int fd, uint64_t size, uint8_t out[32], uint8_t *buf)
+#define WHY(...) snprintf(out->why_not, sizeof(out->why_not), __VA_ARGS__)
+
+/* ---- the ordered pass ------------------------------------------------------------------------ */
+
+/* The state of the second pass: where the recipe and the output are, and where fetched bytes
+ * already stand in the output (entries before fetched_to were the blob's bytes). */
+typedef struct rebuild {
+    zreader *rec, *skel;
+    recipe_state st;
+    uint64_t pos, entries_left, fetched_to;
+    const uint32_t *held;
+    const local_set *ls;
+    old_file *old;
+    keys *kt;
+    out_file *of;
+    uint64_t cursor[2], cursor_value;
+    const char *old_path;
+    psdb__delta_outcome *out;
+} rebuild;
+
+/* Produces the file from the recipe up to target, an entry boundary: local bytes written,
+ * entries that a fetched run covered skipped. */
+static psdb_hr rebuild_to(rebuild *rb, uint64_t target)
 {
-    psdb__sha256_ctx *ctx = psdb__sha256_begin();
-    if (!ctx)
-        return PSDB_E_OUTOFMEMORY;
+    psdb__delta_outcome *out = rb->out;
     psdb_hr hr = PSDB_S_OK;
-    for (uint64_t pos = 0; pos < size;) {
-        size_t n = size - pos < COPY_BUF ? (size_t)(size - pos) : COPY_BUF;
-        if (read_exact(fd, buf, n, pos) != 0) {
-            hr = PSDB_E_IO;
+    while (rb->pos < target && PSDB_SUCCEEDED(hr)) {
+        recipe_entry e;
+        if (rb->entries_left == 0 || recipe_next(rb->rec, &rb->st, &e) != 0) {
+            WHY("the value map is malformed (its recipe changed between passes)");
+            hr = PSDB_E_INTEGRITY;
             break;
         }
-        psdb__sha256_update(ctx, buf, n);
-        pos += n;
+        rb->entries_left--;
+        uint64_t start = rb->pos;
+        rb->pos += e.len;
+        if (rb->pos <= rb->fetched_to) {
+            /* Inside a fetched run: the blob's bytes are in place, the skeleton moves on. */
+            if (e.tag == PSDB__VMAP2_TAG_SKELETON && zr_copy(rb->skel, NULL, e.len) != 0) {
+                WHY("the value map's skeleton does not inflate to the file's other bytes");
+                hr = PSDB_E_INTEGRITY;
+            }
+        } else if (start < rb->fetched_to) {
+            WHY("a fetched run ends inside an entry of the recipe");
+            hr = PSDB_E_INTEGRITY;
+        } else if (e.tag == PSDB__VMAP2_TAG_SKELETON) {
+            if (zr_copy(rb->skel, rb->of, e.len) != 0) {
+                hr = rb->of->err ? psdb__errno_hr(rb->of->err) : PSDB_E_INTEGRITY;
+                WHY("the value map's skeleton does not inflate to the file's other bytes");
+            }
+        } else if (e.tag == PSDB__VMAP2_TAG_KEY) {
+            uint8_t k[32];
+            if (key_get(rb->kt, e.arg, k) != 0 || out_put(rb->of, k, 32) != 0) {
+                hr = rb->of->err ? psdb__errno_hr(rb->of->err) : PSDB_E_IO;
+                WHY("cannot write key %llu of the value map", (unsigned long long)e.arg);
+            }
+        } else if (rb->held[e.arg] == MISSING) {
+            WHY("a missing value lies outside every fetched run");
+            hr = PSDB_E_INTEGRITY; /* pass 1 put every missing part in a run */
+        } else {
+            if (rb->cursor_value != e.arg) {
+                rb->cursor[0] = rb->cursor[1] = 0;
+                rb->cursor_value = e.arg;
+            }
+            hr = copy_old(rb->old, rb->ls, &rb->ls->ov[rb->held[e.arg]], e.in_at, e.len, rb->of,
+                          rb->cursor);
+            if (PSDB_FAILED(hr))
+                WHY("cannot copy a value from %s (%s)", rb->old_path, psdb_hr_str(hr));
+        }
     }
-    psdb__sha256_end(ctx, out);
+    if (PSDB_SUCCEEDED(hr) && rb->pos != target) {
+        WHY("a fetched run starts inside an entry of the recipe");
+        hr = PSDB_E_INTEGRITY;
+    }
     return hr;
 }
 
-#define WHY(...) snprintf(out->why_not, sizeof(out->why_not), __VA_ARGS__)
+/* One request for runs[first..last) as "Range: a-b,c-d,...": the answer is a 206
+ * multipart/byteranges whose parts are read by their Content-Range (a part may span several runs
+ * when the server merged them), or a single-part 206 (a server that answers the first range
+ * only, or merged them all). Each part starts where the pass stands: the pass writes the local
+ * bytes before it first, then the part goes straight to the output. */
+typedef struct multi_sink {
+    psdb_client *c;
+    rebuild *rb;
+    const run *runs;
+    size_t next, last; /* the next run expected, and the end of the batch */
+    long status;
+    int multipart, not_multi, cancelled;
+    char boundary[80];
+    size_t boundary_len;
+    char line[256];
+    size_t line_len;
+    int in_data, have_range, ended;
+    uint64_t a, b, remaining, part_last_run;
+    uint64_t body_bytes;
+    psdb_hr failed;
+    struct timespec last_check;
+} multi_sink;
+
+static int parse_content_range(const char *p, size_t len, uint64_t *a, uint64_t *b)
+{
+    char tmp[128];
+    unsigned long long x = 0, y = 0;
+    if (len >= sizeof(tmp))
+        return -1;
+    memcpy(tmp, p, len);
+    tmp[len] = '\0';
+    const char *v = strchr(tmp, ':');
+    if (!v || sscanf(v + 1, " bytes %llu-%llu/", &x, &y) != 2 || y < x)
+        return -1;
+    *a = x;
+    *b = y;
+    return 0;
+}
+
+static size_t multi_header(char *p, size_t size, size_t n, void *ctx)
+{
+    multi_sink *s = ctx;
+    size_t len = size * n;
+    if (len > 9 && strncmp(p, "HTTP/", 5) == 0) {
+        const char *sp = memchr(p, ' ', len);
+        s->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        s->multipart = s->have_range = 0;
+    } else if (len > 13 && strncasecmp(p, "Content-Type:", 13) == 0) {
+        const char *b = NULL;
+        for (size_t i = 13; i + 9 <= len && !b; i++)
+            if (strncasecmp(p + i, "boundary=", 9) == 0)
+                b = p + i + 9;
+        if (b) {
+            size_t k = 0;
+            while (b + k < p + len && b[k] != '\r' && b[k] != '\n' && b[k] != ';' && b[k] != ' ')
+                k++;
+            if (k > 0 && k + 2 < sizeof(s->boundary)) {
+                s->boundary[0] = s->boundary[1] = '-';
+                memcpy(s->boundary + 2, b, k);
+                s->boundary_len = k + 2;
+                s->multipart = 1;
+            }
+        }
+    } else if (len > 14 && strncasecmp(p, "Content-Range:", 14) == 0) {
+        s->have_range = parse_content_range(p, len, &s->a, &s->b) == 0;
+    }
+    return len;
+}
+
+/* A part [a, b] begins: it must start at the next run and end at the end of a run of the batch. */
+static int part_begin(multi_sink *s)
+{
+    size_t j = s->next;
+    if (j >= s->last || s->a != s->runs[j].start)
+        return -1;
+    while (j < s->last && s->runs[j].end < s->b + 1)
+        j++;
+    if (j == s->last || s->runs[j].end != s->b + 1)
+        return -1;
+    s->part_last_run = j;
+    psdb_hr hr = rebuild_to(s->rb, s->a);
+    if (PSDB_FAILED(hr)) {
+        s->failed = hr;
+        return -1;
+    }
+    s->remaining = s->b - s->a + 1;
+    s->in_data = 1;
+    s->have_range = 0;
+    return 0;
+}
+
+static int part_data(multi_sink *s, const char *p, size_t k)
+{
+    if (out_put(s->rb->of, (const uint8_t *)p, k) != 0) {
+        s->failed = psdb__errno_hr(s->rb->of->err);
+        return -1;
+    }
+    s->remaining -= k;
+    if (s->remaining == 0) {
+        s->rb->fetched_to = s->b + 1;
+        s->next = (size_t)s->part_last_run + 1;
+        s->in_data = 0;
+    }
+    return 0;
+}
+
+static size_t multi_write(char *p, size_t size, size_t n, void *ctx)
+{
+    multi_sink *s = ctx;
+    size_t len = size * n, i = 0;
+    if (s->status != 206) {
+        s->not_multi = s->status == 200; /* several ranges ignored: the whole blob would come */
+        return s->status == 200 ? 0 : len;
+    }
+    s->body_bytes += len;
+    if (!s->multipart) { /* one part: the Content-Range of the answer */
+        if (!s->in_data && (!s->have_range || part_begin(s) != 0))
+            return 0;
+        if (len > s->remaining || part_data(s, p, len) != 0)
+            return 0;
+        return len;
+    }
+    while (i < len) {
+        if (s->in_data) {
+            size_t k = len - i < s->remaining ? len - i : (size_t)s->remaining;
+            if (part_data(s, p + i, k) != 0)
+                return 0;
+            i += k;
+            continue;
+        }
+        if (s->ended) /* the epilogue, if any */
+            return len;
+        char ch = p[i++];
+        if (ch != '\n') {
+            if (s->line_len + 1 >= sizeof(s->line))
+                return 0; /* no header line of ours is this long */
+            s->line[s->line_len++] = ch;
+            continue;
+        }
+        size_t l = s->line_len;
+        s->line_len = 0;
+        if (l > 0 && s->line[l - 1] == '\r')
+            l--;
+        if (l == 0) {
+            if (s->have_range && part_begin(s) != 0)
+                return 0;
+        } else if (l == s->boundary_len + 2 && memcmp(s->line, s->boundary, s->boundary_len) == 0 &&
+                   memcmp(s->line + s->boundary_len, "--", 2) == 0) {
+            s->ended = 1;
+        } else if (l == s->boundary_len && memcmp(s->line, s->boundary, l) == 0) {
+            s->have_range = 0;
+        } else if (l > 14 && strncasecmp(s->line, "Content-Range:", 14) == 0) {
+            s->have_range = parse_content_range(s->line, l, &s->a, &s->b) == 0;
+            if (!s->have_range)
+                return 0;
+        }
+    }
+    return len;
+}
+
+static int multi_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d)
+{
+    (void)a;
+    (void)b;
+    (void)c2;
+    (void)d;
+    multi_sink *s = ctx;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - s->last_check.tv_sec) * 1000 +
+            (now.tv_nsec - s->last_check.tv_nsec) / 1000000 <
+        100)
+        return 0;
+    s->last_check = now;
+    psdb_progress pr = {"delta", 0, 0, 1};
+    s->cancelled = psdb__client_should_stop(s->c, &pr);
+    return s->cancelled;
+}
+
+/* Fetches every run in file order while the pass writes the bytes between them: batches of runs
+ * in one multi-range request each; a server that answers a whole blob to several ranges, or a
+ * batch that fails, leaves the rest to one ranged request per run (with the download's retries,
+ * which resume a run where it stopped). */
+static psdb_hr fetch_runs(psdb_client *c, fetcher *f, const char *url, rebuild *rb, const run *runs,
+                          size_t nruns, uint64_t *got)
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__delta_outcome *out = rb->out;
+    int multi = 1;
+    char *range = malloc(MULTI_RANGE_HEADER + 64);
+    if (!range)
+        hr = PSDB_E_OUTOFMEMORY;
+    for (size_t ri = 0; ri < nruns && PSDB_SUCCEEDED(hr);) {
+        size_t last = ri, used = 0;
+        while (multi && last < nruns && used < MULTI_RANGE_HEADER) {
+            int k = snprintf(range + used, 64, "%s%llu-%llu", last > ri ? "," : "",
+                             (unsigned long long)runs[last].start,
+                             (unsigned long long)runs[last].end - 1);
+            used += (size_t)k;
+            last++;
+        }
+        if (multi && last - ri >= 2) {
+            multi_sink s = {.c = c, .rb = rb, .runs = runs, .next = ri, .last = last};
+            if (!f->h && !(f->h = psdb__client_new_handle(c, url, &f->headers))) {
+                hr = PSDB_E_OUTOFMEMORY;
+                break;
+            }
+            curl_easy_setopt(f->h, CURLOPT_RANGE, range);
+            curl_easy_setopt(f->h, CURLOPT_WRITEFUNCTION, multi_write);
+            curl_easy_setopt(f->h, CURLOPT_WRITEDATA, &s);
+            curl_easy_setopt(f->h, CURLOPT_HEADERFUNCTION, multi_header);
+            curl_easy_setopt(f->h, CURLOPT_HEADERDATA, &s);
+            curl_easy_setopt(f->h, CURLOPT_XFERINFOFUNCTION, multi_xfer);
+            curl_easy_setopt(f->h, CURLOPT_XFERINFODATA, &s);
+            curl_easy_setopt(f->h, CURLOPT_NOPROGRESS, 0L);
+            CURLcode rc = curl_easy_perform(f->h);
+            *got += s.body_bytes;
+            if (s.cancelled) {
+                hr = PSDB_E_CANCELLED;
+                break;
+            }
+            if (PSDB_FAILED(s.failed)) {
+                hr = s.failed; /* the pass refused the map or could not write: no retry */
+                break;
+            }
+            if (rc != CURLE_OK || s.next == ri || s.not_multi)
+                multi = 0; /* not the answer asked for: one run a request from here */
+            if (s.in_data && s.rb->of->pos > runs[s.next].start) {
+                /* Cut inside a part: the rest of that part's runs as one ranged request. */
+                uint64_t from = s.rb->of->pos, to = runs[s.part_last_run].end;
+                hr = fetch(c, f, url, rb->of, from, to - from, -1, got);
+                if (PSDB_FAILED(hr)) {
+                    WHY("fetching bytes %llu-%llu of the blob failed (%s)",
+                        (unsigned long long)from, (unsigned long long)to - 1, psdb_hr_str(hr));
+                    break;
+                }
+                rb->fetched_to = to;
+                s.next = (size_t)s.part_last_run + 1;
+            }
+            ri = s.next;
+            continue;
+        }
+        /* One run. */
+        hr = rebuild_to(rb, runs[ri].start);
+        if (PSDB_FAILED(hr))
+            break;
+        hr = fetch(c, f, url, rb->of, runs[ri].start, runs[ri].end - runs[ri].start, -1, got);
+        if (PSDB_FAILED(hr)) {
+            WHY("fetching bytes %llu-%llu of the blob failed (%s)",
+                (unsigned long long)runs[ri].start, (unsigned long long)runs[ri].end - 1,
+                psdb_hr_str(hr));
+            break;
+        }
+        rb->fetched_to = runs[ri].end;
+        ri++;
+    }
+    free(range);
+    return hr;
+}
 
 psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *old_path,
                            const char *dest_path, psdb__delta_outcome *out)
 {
     psdb_hr hr = PSDB_S_OK;
     char *url = NULL, *map_url = NULL, *map_path = NULL, *part = NULL;
-    int map_fd = -1, old_fd = -1, out_fd = -1;
+    int map_fd = -1;
+    old_file old = {.fd = -1};
     local_set ls = {0};
-    span *all = NULL, *missing = NULL, *dst = NULL;
-    uint8_t *buf = NULL, head[PSDB__VMAP_HEADER_SIZE], rec[PSDB__VMAP_VALUE_SIZE];
-    uint64_t map_size = 0, nmiss = 0, miss_bytes = 0;
-    static const uint8_t zero8[8];
-    z_stream zs = {0};
-    int zs_open = 0;
-    uint8_t *zin = NULL;
-    map_window *win = NULL, *win2 = NULL; /* the values and the ranges are read side by side */
+    uint32_t *held = NULL;
+    uint64_t *sizes = NULL;
+    run *runs = NULL;
+    size_t nruns = 0, runs_cap = 0;
+    uint8_t head[PSDB__VMAP2_HEADER_SIZE];
+    uint64_t map_size = 0, run_bytes = 0;
+    static const uint8_t zero[16];
+    zreader *zv = NULL, *zrec = NULL, *zskel = NULL;
+    keys kt = {.fd = -1};
+    out_file of = {.fd = -1};
+    fetcher fmap = {0}, fblob = {0};
 
     memset(out, 0, sizeof(*out));
     url = psdb__client_blob_url(c, m);
-    if (!url || asprintf(&map_url, "%s/valuemap", url) < 0 ||
+    if (!url || asprintf(&map_url, "%s/valuemap/v2", url) < 0 ||
         asprintf(&map_path, "%s.valuemap", dest_path) < 0 ||
-        asprintf(&part, "%s.delta", dest_path) < 0 || !(buf = malloc(COPY_BUF))) {
+        asprintf(&part, "%s.delta", dest_path) < 0) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
@@ -379,232 +1010,244 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
         goto cleanup;
     }
     /* A map as large as the blob cannot make the update smaller. */
-    hr = fetch(c, map_url, 0, 0, m->size, map_fd, &map_size);
+    hr = fetch(c, &fmap, map_url, NULL, 0, m->size, map_fd, &map_size);
+    fetcher_close(&fmap);
     out->downloaded = map_size;
     if (PSDB_FAILED(hr)) {
         WHY("no value map from the server (%s)", psdb_hr_str(hr));
         goto cleanup;
     }
-    win = calloc(1, sizeof(*win));
-    win2 = calloc(1, sizeof(*win2));
-    if (!win || !win2) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    win->fd = win2->fd = map_fd;
     hr = PSDB_E_INTEGRITY;
     if (map_size < sizeof(head) || read_exact(map_fd, head, sizeof(head), 0) != 0 ||
-        memcmp(head, PSDB__VMAP_MAGIC, 8) != 0 || psdb__le32(head + 8) != PSDB__VMAP_VERSION ||
-        psdb__le32(head + 12) != 0 || memcmp(head + 88, zero8, 8) != 0 ||
+        memcmp(head, PSDB__VMAP_MAGIC, 8) != 0) {
+        WHY("the value map does not describe this PSDB");
+        goto cleanup;
+    }
+    if (psdb__le32(head + 8) != PSDB__VMAP2_VERSION) {
+        WHY("the value map is version %u, this launcher reads version %u",
+            (unsigned)psdb__le32(head + 8), PSDB__VMAP2_VERSION);
+        goto cleanup;
+    }
+    if (psdb__le32(head + 12) != 0 || memcmp(head + 112, zero, 16) != 0 ||
         psdb__le64(head + 16) != m->size || memcmp(head + 24, m->sha256, 32) != 0) {
         WHY("the value map does not describe this PSDB");
         goto cleanup;
     }
-    uint64_t nv = psdb__le64(head + 56), nr = psdb__le64(head + 64), skel = psdb__le64(head + 72);
-    uint64_t stored = psdb__le64(head + 80);
-    uint64_t values_at = sizeof(head), ranges_at, skel_at;
-    if (nv > map_size / PSDB__VMAP_VALUE_SIZE || nr > map_size / PSDB__VMAP_RANGE_SIZE ||
-        skel > m->size ||
-        (ranges_at = values_at + nv * PSDB__VMAP_VALUE_SIZE) + nr * PSDB__VMAP_RANGE_SIZE >
-            map_size ||
-        stored > map_size ||
-        (skel_at = ranges_at + nr * PSDB__VMAP_RANGE_SIZE) + stored != map_size) {
-        WHY("the value map is malformed");
+    uint64_t nv = psdb__le64(head + 56), nkeys = psdb__le64(head + 64);
+    uint64_t nentries = psdb__le64(head + 72), skel = psdb__le64(head + 80);
+    uint64_t vstored = psdb__le64(head + 88), rstored = psdb__le64(head + 96);
+    uint64_t sstored = psdb__le64(head + 104);
+    uint64_t keys_at = sizeof(head), values_at = keys_at + nkeys * 32;
+    /* Every count bounded by what the map or the file could hold before any sum is formed; a
+     * value takes two bytes of its table at least, and deflate inflates at most 1032-fold, so a
+     * map cannot make the client allocate more than its own size warrants. */
+    if (vstored > map_size || rstored > map_size || sstored > map_size || nkeys > map_size / 32 ||
+        nv > m->size / 32 || nv > vstored * 516 || nv >= MISSING || nentries > m->size ||
+        skel > m->size || values_at + vstored + rstored + sstored != map_size) {
+        WHY("the value map is malformed (its sections do not fill it)");
         goto cleanup;
     }
-    all = malloc((nr ? nr : 1) * sizeof(*all));
-    missing = malloc((nr ? nr : 1) * sizeof(*missing));
-    if (!all || !missing) {
+    uint64_t recipe_at = values_at + vstored, skel_at = recipe_at + rstored;
+    kt.fd = map_fd;
+    kt.at = keys_at;
+    kt.n = nkeys;
+    kt.win = malloc((size_t)KEY_WINDOW * 32);
+    if (!kt.win) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    /* Every range, checked: inside the file, disjoint, and with the skeleton exactly the file. */
-    uint64_t covered = 0;
-    for (uint64_t i = 0; i < nr; i++) {
-        uint8_t r[PSDB__VMAP_RANGE_SIZE];
-        if (map_read(win, r, sizeof(r), ranges_at + i * sizeof(r)) != 0 ||
-            psdb__le32(r + 12) != 0) {
-            WHY("the value map is malformed");
-            goto cleanup;
-        }
-        all[i].off = psdb__le64(r);
-        all[i].len = psdb__le32(r + 8);
-        if (all[i].off > m->size || all[i].len > m->size - all[i].off) {
-            WHY("the value map names bytes past the file");
-            goto cleanup;
-        }
-        covered += all[i].len;
-    }
-    /* Which values are missing, and how many bytes that is. */
-    for (uint64_t i = 0, next_range = 0; i < nv; i++) {
-        if (map_read(win, rec, sizeof(rec), values_at + i * sizeof(rec)) != 0 ||
-            psdb__le32(rec + 52) != 0 || psdb__le64(rec + 40) != next_range ||
-            psdb__le32(rec + 48) > nr - next_range) {
-            WHY("the value map is malformed");
-            goto cleanup;
-        }
-        uint32_t n = psdb__le32(rec + 48);
-        const local_value *lv = find_local(&ls, rec);
-        if (!lv || lv->size != psdb__le64(rec + 32))
-            for (uint32_t k = 0; k < n; k++) {
-                missing[nmiss++] = all[next_range + k];
-                miss_bytes += all[next_range + k].len;
-            }
-        next_range += n;
-        if (i + 1 == nv && next_range != nr) {
-            WHY("the value map is malformed");
-            goto cleanup;
-        }
-    }
-    qsort(all, (size_t)nr, sizeof(*all), cmp_span);
-    for (uint64_t i = 1; i < nr; i++)
-        if (all[i].off < all[i - 1].off + all[i - 1].len) {
-            WHY("the value map has overlapping ranges");
-            goto cleanup;
-        }
-    if (covered + skel != m->size) {
-        WHY("the value map does not cover the file");
+    zv = calloc(1, sizeof(*zv));
+    zrec = calloc(1, sizeof(*zrec));
+    zskel = calloc(1, sizeof(*zskel));
+    held = malloc((nv ? nv : 1) * sizeof(*held));
+    sizes = malloc((nv ? nv : 1) * sizeof(*sizes));
+    if (!zv || !zrec || !zskel || !held || !sizes || zr_init(zv, map_fd, values_at, vstored) != 0) {
+        hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
+    /* Which values the old file holds: same digest and size. */
+    for (uint64_t i = 0, id = 0; i < nv; i++) {
+        uint8_t sha[32];
+        id += unzigzag(zr_varint(zv));
+        sizes[i] = zr_varint(zv);
+        if (zv->bad || key_get(&kt, id, sha) != 0 || sizes[i] == 0 || sizes[i] > m->size) {
+            WHY("the value map is malformed (value %llu)", (unsigned long long)i);
+            goto cleanup;
+        }
+        const local_value *lv = find_local(&ls, sha);
+        held[i] = lv && lv->size == sizes[i] ? (uint32_t)(lv - ls.v) : MISSING;
+    }
+    if (!zr_done(zv)) {
+        WHY("the value map is malformed (its value table)");
+        goto cleanup;
+    }
+    /* The old digests have done their work: drop them before the key table comes in, so that
+     * the two never take memory at once. */
+    ls.ov = malloc((ls.n ? ls.n : 1) * sizeof(*ls.ov));
+    if (!ls.ov) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (size_t i = 0; i < ls.n; i++)
+        ls.ov[i] = (old_value){ls.v[i].size, ls.v[i].first, ls.v[i].n};
+    free(ls.v);
+    ls.v = NULL;
+    if (nkeys * 32 <= KEYS_IN_MEMORY) {
+        kt.mem = malloc(nkeys ? nkeys * 32 : 1);
+        if (!kt.mem) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        if (read_exact(map_fd, kt.mem, (size_t)(nkeys * 32), keys_at) != 0) {
+            hr = PSDB_E_IO;
+            WHY("cannot read the value map's keys: %s", strerror(errno));
+            goto cleanup;
+        }
+    }
+    /* Pass 1: the whole recipe checked, and the runs of missing bytes listed. */
+    if (zr_init(zrec, map_fd, recipe_at, rstored) != 0) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    recipe_state st = {.nkeys = nkeys, .nv = nv};
+    uint64_t pos = 0, skel_seen = 0;
+    for (uint64_t i = 0; i < nentries; i++) {
+        recipe_entry e;
+        if (recipe_next(zrec, &st, &e) != 0 || e.len > m->size - pos ||
+            (e.tag == PSDB__VMAP2_TAG_VALUE &&
+             (e.in_at > sizes[e.arg] || e.len > sizes[e.arg] - e.in_at))) {
+            WHY("the value map is malformed (recipe entry %llu)", (unsigned long long)i);
+            goto cleanup;
+        }
+        if (e.tag == PSDB__VMAP2_TAG_SKELETON)
+            skel_seen += e.len;
+        if (e.tag == PSDB__VMAP2_TAG_VALUE && held[e.arg] == MISSING) {
+            if (nruns > 0 && pos <= runs[nruns - 1].end + COALESCE_GAP) {
+                run_bytes += pos + e.len - runs[nruns - 1].end;
+                runs[nruns - 1].end = pos + e.len;
+            } else {
+                if (nruns == runs_cap) {
+                    size_t cap = runs_cap ? runs_cap * 2 : 256;
+                    run *x = realloc(runs, cap * sizeof(*x));
+                    if (!x) {
+                        hr = PSDB_E_OUTOFMEMORY;
+                        goto cleanup;
+                    }
+                    runs = x;
+                    runs_cap = cap;
+                }
+                runs[nruns++] = (run){pos, pos + e.len};
+                run_bytes += e.len;
+            }
+        }
+        pos += e.len;
+    }
+    if (!zr_done(zrec) || pos != m->size || skel_seen != skel || st.next_key != nkeys) {
+        WHY("the value map is malformed (its recipe does not make the file)");
+        goto cleanup;
+    }
+    zr_close(zrec);
     /* Not worth its extra requests and local work unless it saves a sixteenth of the file. */
-    if ((map_size + miss_bytes) / 15 >= m->size / 16) {
+    if ((map_size + run_bytes) / 15 >= m->size / 16) {
         hr = PSDB_S_FALSE;
         WHY("a delta of %llu bytes would not be smaller than the file by a sixteenth",
-            (unsigned long long)(map_size + miss_bytes));
+            (unsigned long long)(map_size + run_bytes));
         goto cleanup;
     }
-    out_fd = open(part, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    old_fd = open(old_path, O_RDONLY | O_CLOEXEC);
-    if (out_fd < 0 || old_fd < 0 || ftruncate(out_fd, (off_t)m->size) != 0) {
+    /* Pass 2: the file, in order. */
+    of.fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    old.fd = open(old_path, O_RDONLY | O_CLOEXEC);
+    if (of.fd < 0 || old.fd < 0) {
         hr = psdb__errno_hr(errno);
         WHY("cannot prepare %s: %s", part, strerror(errno));
         goto cleanup;
     }
-    /* The skeleton, inflated into the gaps between ranges. */
-    zin = malloc(COPY_BUF);
-    if (!zin || inflateInit(&zs) != Z_OK) {
+    of.buf = malloc(OUT_BUF);
+    old.buf = malloc(OLD_WINDOW);
+    of.sha = psdb__sha256_begin();
+    memset(zrec, 0, sizeof(*zrec));
+    if (!of.buf || !old.buf || !of.sha || zr_init(zrec, map_fd, recipe_at, rstored) != 0 ||
+        zr_init(zskel, map_fd, skel_at, sstored) != 0) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    zs_open = 1;
-    uint64_t skel_pos = skel_at, file_pos = 0, inflated = 0;
-    int zr = Z_OK;
-    for (uint64_t i = 0; i <= nr; i++) {
-        uint64_t gap_end = i < nr ? all[i].off : m->size;
-        while (file_pos < gap_end) {
-            if (zs.avail_in == 0 && skel_pos < map_size) {
-                size_t n =
-                    map_size - skel_pos < COPY_BUF ? (size_t)(map_size - skel_pos) : COPY_BUF;
-                if (read_exact(map_fd, zin, n, skel_pos) != 0) {
-                    hr = PSDB_E_IO;
-                    goto cleanup;
-                }
-                skel_pos += n;
-                zs.next_in = zin;
-                zs.avail_in = (uInt)n;
-            }
-            size_t want = gap_end - file_pos < COPY_BUF ? (size_t)(gap_end - file_pos) : COPY_BUF;
-            zs.next_out = buf;
-            zs.avail_out = (uInt)want;
-            zr = inflate(&zs, Z_NO_FLUSH);
-            size_t n = want - zs.avail_out;
-            if ((zr != Z_OK && zr != Z_STREAM_END) || (n == 0 && zs.avail_in == 0) ||
-                write_exact(out_fd, buf, n, file_pos) != 0) {
-                hr = PSDB_E_INTEGRITY;
-                WHY("the value map's skeleton does not inflate to the file's other bytes");
-                goto cleanup;
-            }
-            file_pos += n;
-            inflated += n;
-        }
-        if (i < nr)
-            file_pos = all[i].off + all[i].len;
+    rebuild rb = {.rec = zrec,
+                  .skel = zskel,
+                  .st = {.nkeys = nkeys, .nv = nv},
+                  .entries_left = nentries,
+                  .held = held,
+                  .ls = &ls,
+                  .old = &old,
+                  .kt = &kt,
+                  .of = &of,
+                  .cursor_value = MISSING,
+                  .old_path = old_path,
+                  .out = out};
+    uint64_t got = 0;
+    hr = fetch_runs(c, &fblob, url, &rb, runs, nruns, &got);
+    out->downloaded += got;
+    if (PSDB_SUCCEEDED(hr))
+        hr = rebuild_to(&rb, m->size);
+    if (PSDB_FAILED(hr)) {
+        if (!out->why_not[0])
+            WHY("the rebuild failed (%s)", psdb_hr_str(hr));
+        goto cleanup;
     }
-    if (inflated != skel) {
-        hr = PSDB_E_INTEGRITY;
+    hr = PSDB_E_INTEGRITY;
+    if (rb.entries_left != 0) {
+        WHY("the value map is malformed (its recipe does not make the file)");
+        goto cleanup;
+    }
+    if (out_flush(&of) != 0) {
+        hr = psdb__errno_hr(of.err);
+        WHY("cannot write %s: %s", part, strerror(of.err));
+        goto cleanup;
+    }
+    if (!zr_done(zskel) || of.pos != m->size) {
         WHY("the value map's skeleton does not inflate to the file's other bytes");
         goto cleanup;
     }
-    /* The values held locally, copied from the old file. */
-    dst = NULL;
-    for (uint64_t i = 0, first = 0; i < nv; i++) {
-        if (map_read(win, rec, sizeof(rec), values_at + i * sizeof(rec)) != 0) {
-            hr = PSDB_E_IO;
-            goto cleanup;
-        }
-        uint32_t n = psdb__le32(rec + 48);
-        const local_value *lv = find_local(&ls, rec);
-        if (lv && lv->size == psdb__le64(rec + 32) && n > 0) {
-            span *d = realloc(dst, n * sizeof(*d));
-            if (!d) {
-                hr = PSDB_E_OUTOFMEMORY;
-                goto cleanup;
-            }
-            dst = d;
-            for (uint32_t k = 0; k < n; k++) {
-                uint8_t r[PSDB__VMAP_RANGE_SIZE];
-                if (map_read(win2, r, sizeof(r), ranges_at + (first + k) * sizeof(r)) != 0) {
-                    hr = PSDB_E_IO;
-                    goto cleanup;
-                }
-                dst[k].off = psdb__le64(r);
-                dst[k].len = psdb__le32(r + 8);
-            }
-            hr = copy_value(old_fd, &ls, lv, out_fd, dst, n, buf);
-            if (PSDB_FAILED(hr)) {
-                WHY("cannot copy a value from %s (%s)", old_path, psdb_hr_str(hr));
-                goto cleanup;
-            }
-        }
-        first += n;
-    }
-    /* The missing values, fetched from the blob in coalesced runs. */
-    qsort(missing, (size_t)nmiss, sizeof(*missing), cmp_span);
-    for (uint64_t i = 0; i < nmiss;) {
-        uint64_t start = missing[i].off, end = start + missing[i].len;
-        for (i++; i < nmiss && missing[i].off <= end + COALESCE_GAP; i++)
-            if (missing[i].off + missing[i].len > end)
-                end = missing[i].off + missing[i].len;
-        if (end == start)
-            continue;
-        uint64_t got = 0;
-        hr = fetch(c, url, 1, start, end - start, out_fd, &got);
-        out->downloaded += got;
-        if (PSDB_FAILED(hr)) {
-            WHY("fetching bytes %llu-%llu of the blob failed (%s)", (unsigned long long)start,
-                (unsigned long long)end - 1, psdb_hr_str(hr));
-            goto cleanup;
-        }
-    }
     /* The same acceptance as a full download: the manifest's size and SHA-256. */
     uint8_t got_sha[32];
-    hr = hash_file(out_fd, m->size, got_sha, buf);
-    if (PSDB_SUCCEEDED(hr) && memcmp(got_sha, m->sha256, 32) != 0) {
-        hr = PSDB_E_INTEGRITY;
+    psdb__sha256_end(of.sha, got_sha);
+    of.sha = NULL;
+    if (memcmp(got_sha, m->sha256, 32) != 0) {
         WHY("the rebuilt file does not match the manifest's SHA-256");
         goto cleanup;
     }
-    if (PSDB_FAILED(hr) || fsync(out_fd) != 0 || rename(part, dest_path) != 0) {
-        hr = PSDB_FAILED(hr) ? hr : PSDB_E_IO;
+    if (fsync(of.fd) != 0 || rename(part, dest_path) != 0) {
+        hr = psdb__errno_hr(errno);
         WHY("cannot put the rebuilt file in place: %s", strerror(errno));
         goto cleanup;
     }
     out->used = 1;
     hr = PSDB_S_OK;
 cleanup:
-    if (zs_open)
-        inflateEnd(&zs);
-    free(zin);
-    free(win);
-    free(win2);
+    fetcher_close(&fmap);
+    fetcher_close(&fblob);
+    if (zv)
+        zr_close(zv);
+    if (zrec)
+        zr_close(zrec);
+    if (zskel)
+        zr_close(zskel);
+    free(zv);
+    free(zrec);
+    free(zskel);
+    if (of.sha) {
+        uint8_t discard[32];
+        psdb__sha256_end(of.sha, discard);
+    }
+    free(of.buf);
     if (map_fd >= 0)
         close(map_fd);
     if (map_path)
         unlink(map_path);
-    if (out_fd >= 0)
-        close(out_fd);
-    if (old_fd >= 0)
-        close(old_fd);
+    if (of.fd >= 0)
+        close(of.fd);
+    if (old.fd >= 0)
+        close(old.fd);
+    free(old.buf);
     if (part && !out->used)
         unlink(part);
     if (!out->used && PSDB_SUCCEEDED(hr))
@@ -613,11 +1256,13 @@ cleanup:
     free(map_url);
     free(map_path);
     free(part);
-    free(buf);
-    free(all);
-    free(missing);
-    free(dst);
+    free(held);
+    free(sizes);
+    free(runs);
+    free(kt.mem);
+    free(kt.win);
     free(ls.v);
+    free(ls.ov);
     free(ls.r);
     return hr;
 }

@@ -23,6 +23,17 @@
 #define PSDB__VMAP_VALUE_SIZE 56
 #define PSDB__VMAP_RANGE_SIZE 16
 
+/* Version 2 (schema/VALUEMAP.md): the keys in a table of their own, the file as a recipe of
+ * skeleton runs, keys and value parts, three zlib streams. What psdb_client_install reads. */
+#define PSDB__VMAP2_VERSION 2u
+#define PSDB__VMAP2_HEADER_SIZE 128
+#define PSDB__VMAP2_TAG_SKELETON 0u /* arg: run length */
+#define PSDB__VMAP2_TAG_KEY 1u      /* arg: 0 the next new key, else an earlier key's id + 1 */
+#define PSDB__VMAP2_TAG_VALUE 2u    /* arg: zigzag value index delta; then offset, length */
+
+/* Writes the version 2 map of psdb_path to out_path (valuemap_v2_file.c). */
+psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path);
+
 /* What a delta attempt did (also for psdb_install_result). */
 typedef struct psdb__delta_outcome {
     int used;            /* 1: the file was rebuilt from the delta */

@@ -237,3 +237,18 @@ cleanup:
     psdb__buf_free(&c.ranges);
     return psdb__error_ret(hr, err_mark, __func__);
 }
+
+psdb_hr psdb_value_map_write_version(const char *psdb_path, uint32_t version, const char *out_path)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    if (!psdb_path || !out_path)
+        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_value_map_write_version: NULL path");
+    if (version == 1)
+        return psdb_value_map_write(psdb_path, out_path);
+    if (version != PSDB__VMAP2_VERSION)
+        return psdb__error_set(PSDB_E_INVALIDARG,
+                               "psdb_value_map_write_version: version %u is not 1 or 2", version);
+    hr = psdb__value_map_write_v2(psdb_path, out_path);
+    return psdb__error_ret(hr, err_mark, __func__);
+}

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #define MAX_DEPTH 32 /* b-tree depth; SQLite's own limit is 20 */
+/* Pages are read through a window of the file: a value's overflow chain and the next leaf
+ * mostly follow each other, so one read serves many pages instead of one pread each. */
+#define WINDOW (256u << 10)
 
 typedef struct walker {
     int fd;
@@ -18,9 +21,14 @@ typedef struct walker {
     psdb__byte_range *ranges;
     size_t cap;
     psdb__value_range_fn fn;
+    psdb__key_slot_fn key_fn;
     void *ctx;
+    uint64_t *roots; /* with key_fn: every rootpage of sqlite_schema */
+    size_t num_roots, roots_cap;
     int stopped;
     uint64_t visited; /* b-tree pages read: more than the file has means a cycle */
+    uint8_t *win;     /* WINDOW bytes of the file from win_start, win_len of them valid */
+    uint64_t win_start, win_len;
 } walker;
 
 static uint32_t be16(const uint8_t *p)
@@ -55,18 +63,25 @@ static psdb_hr read_page(walker *w, uint64_t pgno, uint8_t *buf)
 {
     if (pgno == 0 || pgno > w->num_pages)
         return PSDB_E_CACHE_CORRUPT;
-    off_t off = (off_t)((pgno - 1) * w->page_size);
-    size_t got = 0;
-    while (got < w->page_size) {
-        ssize_t r = pread(w->fd, buf + got, w->page_size - got, off + (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return PSDB_E_IO;
-        if (r == 0)
+    uint64_t off = (pgno - 1) * w->page_size;
+    if (off < w->win_start || off + w->page_size > w->win_start + w->win_len) {
+        size_t got = 0;
+        while (got < WINDOW) {
+            ssize_t r = pread(w->fd, w->win + got, WINDOW - got, (off_t)(off + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return PSDB_E_IO;
+            if (r == 0)
+                break;
+            got += (size_t)r;
+        }
+        w->win_start = off;
+        w->win_len = got;
+        if (got < w->page_size)
             return PSDB_E_CACHE_CORRUPT; /* shorter than its page count */
-        got += (size_t)r;
     }
+    memcpy(buf, w->win + (off - w->win_start), w->page_size);
     return PSDB_S_OK;
 }
 
@@ -232,10 +247,21 @@ static psdb_hr walk(walker *w, uint64_t pgno, int depth, uint64_t *schema_root)
             off += l0;
             int is_blobs = l1 == 5 && memcmp(rec + off, "blobs", 5) == 0;
             off += l1 + l2;
-            if (is_table && is_blobs) {
-                uint64_t r = 0;
-                for (uint8_t b = 0; b < int_len[st[3]]; b++)
-                    r = (r << 8) | rec[off + b];
+            uint64_t r = 0;
+            for (uint8_t b = 0; b < int_len[st[3]]; b++)
+                r = (r << 8) | rec[off + b];
+            if (w->key_fn) {
+                /* Every table and index: their keys are what the key walk looks for. */
+                if (w->num_roots == w->roots_cap) {
+                    size_t cap = w->roots_cap ? w->roots_cap * 2 : 8;
+                    uint64_t *x = realloc(w->roots, cap * sizeof(*x));
+                    if (!x)
+                        return PSDB_E_OUTOFMEMORY;
+                    w->roots = x;
+                    w->roots_cap = cap;
+                }
+                w->roots[w->num_roots++] = r;
+            } else if (is_table && is_blobs) {
                 *schema_root = r;
                 w->stopped = 1;
             }
@@ -250,40 +276,68 @@ static psdb_hr walk(walker *w, uint64_t pgno, int depth, uint64_t *schema_root)
     return hr;
 }
 
-psdb_hr psdb__value_map_foreach(const char *path, psdb__value_range_fn fn, void *ctx)
+/* Opens path and reads its SQLite header into w (page size, usable size, page count, buffers). */
+static psdb_hr walker_open(walker *w, const char *path)
 {
     psdb_hr hr = PSDB_S_OK;
-    walker w = {.fd = -1, .fn = fn, .ctx = ctx};
     uint8_t head[100];
-    uint64_t root = 0;
     struct stat st;
-
-    if (!path || !fn)
-        return PSDB_E_INVALIDARG;
-    w.fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (w.fd < 0) {
+    w->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (w->fd < 0) {
         hr = PSDB_E_IO;
         goto cleanup;
     }
-    if (fstat(w.fd, &st) != 0 || pread(w.fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
+    if (fstat(w->fd, &st) != 0 || pread(w->fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
         memcmp(head, "SQLite format 3", 16) != 0) {
         hr = PSDB_E_CACHE_CORRUPT;
         goto cleanup;
     }
-    w.page_size = be16(head + 16) == 1 ? 65536 : be16(head + 16);
-    if (w.page_size < 512 || (w.page_size & (w.page_size - 1)) || head[20] > w.page_size - 480) {
+    w->page_size = be16(head + 16) == 1 ? 65536 : be16(head + 16);
+    if (w->page_size < 512 || (w->page_size & (w->page_size - 1)) ||
+        head[20] > w->page_size - 480) {
         hr = PSDB_E_CACHE_CORRUPT;
         goto cleanup;
     }
-    w.usable = w.page_size - head[20];
-    w.num_pages = (uint64_t)st.st_size / w.page_size;
+    w->usable = w->page_size - head[20];
+    w->num_pages = (uint64_t)st.st_size / w->page_size;
+    w->win = malloc(WINDOW);
+    if (!w->win) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
     for (int i = 0; i < MAX_DEPTH; i++) {
-        w.stack[i] = malloc(w.page_size);
-        if (!w.stack[i]) {
+        w->stack[i] = malloc(w->page_size);
+        if (!w->stack[i]) {
             hr = PSDB_E_OUTOFMEMORY;
             goto cleanup;
         }
     }
+cleanup:
+    return hr;
+}
+
+static void walker_close(walker *w)
+{
+    for (int i = 0; i < MAX_DEPTH; i++)
+        free(w->stack[i]);
+    free(w->ranges);
+    free(w->roots);
+    free(w->win);
+    if (w->fd >= 0)
+        close(w->fd);
+}
+
+psdb_hr psdb__value_map_foreach(const char *path, psdb__value_range_fn fn, void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    walker w = {.fd = -1, .fn = fn, .ctx = ctx};
+    uint64_t root = 0;
+
+    if (!path || !fn)
+        return PSDB_E_INVALIDARG;
+    hr = walker_open(&w, path);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
     hr = walk(&w, 1, 0, &root);
     if (PSDB_FAILED(hr))
         goto cleanup;
@@ -297,10 +351,128 @@ psdb_hr psdb__value_map_foreach(const char *path, psdb__value_range_fn fn, void 
     if (PSDB_SUCCEEDED(hr) && w.stopped)
         hr = PSDB_S_FALSE;
 cleanup:
-    for (int i = 0; i < MAX_DEPTH; i++)
-        free(w.stack[i]);
-    free(w.ranges);
-    if (w.fd >= 0)
-        close(w.fd);
+    walker_close(&w);
+    return hr;
+}
+
+/* The content length of a record field of SQLite serial type t; -1 for the reserved 10 and 11. */
+static int64_t serial_len(uint64_t t)
+{
+    static const uint8_t fixed[12] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0};
+    if (t == 10 || t == 11)
+        return -1;
+    return t < 12 ? fixed[t] : (int64_t)((t - 12) / 2);
+}
+
+/* Reports the 32-byte BLOB fields of one record whose local part is rec[0..local) at file offset
+ * base. */
+static psdb_hr record_keys(walker *w, const uint8_t *rec, uint64_t local, uint64_t base)
+{
+    uint64_t hlen = 0, t = 0;
+    size_t pos = varint(rec, (size_t)local, &hlen);
+    if (!pos || hlen > local || hlen < pos)
+        return PSDB_E_CACHE_CORRUPT;
+    uint64_t body = hlen;
+    while (pos < hlen && !w->stopped) {
+        size_t v = varint(rec + pos, (size_t)(hlen - pos), &t);
+        int64_t n = serial_len(t);
+        if (!v || n < 0)
+            return PSDB_E_CACHE_CORRUPT;
+        pos += v;
+        if (t == 32 * 2 + 12 && body + 32 <= local && w->key_fn(base + body, rec + body, w->ctx))
+            w->stopped = 1;
+        body += (uint64_t)n;
+    }
+    return PSDB_S_OK;
+}
+
+/* Visits any b-tree rooted at pgno for psdb__value_map_keys_foreach. */
+static psdb_hr walk_keys(walker *w, uint64_t pgno, int depth)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (depth >= MAX_DEPTH || ++w->visited > w->num_pages)
+        return PSDB_E_CACHE_CORRUPT;
+    uint8_t *page = w->stack[depth];
+    hr = read_page(w, pgno, page);
+    if (PSDB_FAILED(hr))
+        return hr;
+    uint32_t hdr = pgno == 1 ? 100 : 0;
+    uint8_t type = page[hdr];
+    int interior = type == 0x02 || type == 0x05, index = type == 0x02 || type == 0x0A;
+    if (type != 0x02 && type != 0x05 && type != 0x0A && type != 0x0D)
+        return PSDB_E_CACHE_CORRUPT;
+    uint32_t ncells = be16(page + hdr + 3), ptrs = hdr + (interior ? 12 : 8);
+    if (ptrs + 2 * (uint64_t)ncells > w->usable)
+        return PSDB_E_CACHE_CORRUPT;
+    /* SQLite's largest local payload: U - 35 in table leaves, (U - 12) * 64 / 255 - 23 in
+     * index pages; larger payloads keep the local size of psdb_valuemap.h's formula. */
+    uint64_t x = index ? (uint64_t)(w->usable - 12) * 64 / 255 - 23 : w->usable - 35;
+    uint64_t base = (pgno - 1) * w->page_size;
+    for (uint32_t i = 0; i < ncells && !w->stopped; i++) {
+        uint32_t at = be16(page + ptrs + 2 * i), end = w->usable;
+        uint64_t payload = 0, rowid = 0;
+        if (at < ptrs + 2 * ncells || at >= end)
+            return PSDB_E_CACHE_CORRUPT;
+        if (interior) {
+            if (at + 4 > end)
+                return PSDB_E_CACHE_CORRUPT;
+            hr = walk_keys(w, be32(page + at), depth + 1);
+            if (PSDB_FAILED(hr))
+                return hr;
+            at += 4;
+            if (type == 0x05)
+                continue; /* a table's interior cell holds a rowid only */
+        }
+        size_t v = varint(page + at, end - at, &payload);
+        if (!v)
+            return PSDB_E_CACHE_CORRUPT;
+        at += (uint32_t)v;
+        if (type == 0x0D) {
+            v = varint(page + at, end - at, &rowid);
+            if (!v)
+                return PSDB_E_CACHE_CORRUPT;
+            at += (uint32_t)v;
+        }
+        uint64_t local = payload;
+        if (payload > x) {
+            uint64_t m = ((uint64_t)(w->usable - 12) * 32 / 255) - 23;
+            uint64_t k = m + (payload - m) % (w->usable - 4);
+            local = k <= x ? k : m;
+        }
+        if (local > end - at)
+            return PSDB_E_CACHE_CORRUPT;
+        hr = record_keys(w, page + at, local, base + at);
+        if (PSDB_FAILED(hr))
+            return hr;
+    }
+    if (interior && !w->stopped)
+        hr = walk_keys(w, be32(page + hdr + 8), depth + 1);
+    return hr;
+}
+
+psdb_hr psdb__value_map_keys_foreach(const char *path, psdb__key_slot_fn fn, void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    walker w = {.fd = -1, .key_fn = fn, .ctx = ctx};
+    uint64_t unused = 0;
+
+    if (!path || !fn)
+        return PSDB_E_INVALIDARG;
+    hr = walker_open(&w, path);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    hr = walk(&w, 1, 0, &unused);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    w.visited = 0; /* the trees are disjoint: all of them together visit each page once */
+    for (size_t i = 0; i < w.num_roots && !w.stopped; i++) {
+        hr = walk_keys(&w, w.roots[i], 0);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    if (w.stopped)
+        hr = PSDB_S_FALSE;
+cleanup:
+    walker_close(&w);
     return hr;
 }

@@ -38,4 +38,18 @@ typedef int (*psdb__value_range_fn)(const uint8_t sha256[32], uint64_t size,
  * pages and one row's range list. */
 psdb_hr psdb__value_map_foreach(const char *path, psdb__value_range_fn fn, void *ctx);
 
+/* Called once per record field that is a 32-byte BLOB (SQLite serial type 76) lying whole in the
+ * local part of its cell: the field's offset in the file and its bytes (borrowed for the call).
+ * These are the keys and digests of a PSDB (blobs.sha256 and its unique index, the value and group
+ * keys of the WITHOUT ROWID tables, the content digest), the incompressible part of what is not a
+ * value. A non-zero return stops the walk (PSDB_S_FALSE). */
+typedef int (*psdb__key_slot_fn)(uint64_t offset, const uint8_t key[32], void *ctx);
+
+/* Visits every b-tree that sqlite_schema names (tables, WITHOUT ROWID tables, indexes; interior
+ * index cells included, since they repeat keys), depth-first, and reports each 32-byte BLOB field
+ * (a blobs.data value of 32 bytes too: callers drop fields that lie inside value ranges). Order:
+ * b-tree order per tree, not file order. Statuses and checks as psdb__value_map_foreach. Memory:
+ * a few pages and the list of roots. */
+psdb_hr psdb__value_map_keys_foreach(const char *path, psdb__key_slot_fn fn, void *ctx);
+
 #endif
