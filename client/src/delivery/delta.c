@@ -28,6 +28,7 @@
 
 #include <zlib.h>
 
+#include "common/fdio.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/status_map.h"
@@ -167,6 +168,16 @@ static size_t fetch_header(char *p, size_t size, size_t n, void *ctx)
     return len;
 }
 
+/* The delta's transfers ask the progress callback's cancel at most every 100 ms. */
+static int ask_cancel(psdb_client *c, struct timespec *last, int *cancelled)
+{
+    if (!psdb__every_ms(last, 100))
+        return 0;
+    psdb_progress p = {"delta", 0, 0, 1};
+    *cancelled = psdb__client_should_stop(c, &p);
+    return *cancelled;
+}
+
 static int fetch_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d)
 {
     (void)a;
@@ -174,14 +185,7 @@ static int fetch_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl
     (void)c2;
     (void)d;
     fetch_sink *s = ctx;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((now.tv_sec - s->last.tv_sec) * 1000 + (now.tv_nsec - s->last.tv_nsec) / 1000000 < 100)
-        return 0;
-    s->last = now;
-    psdb_progress p = {"delta", 0, 0, 1};
-    s->cancelled = psdb__client_should_stop(s->c, &p);
-    return s->cancelled;
+    return ask_cancel(s->c, &s->last, &s->cancelled);
 }
 
 /* A transfer handle kept across the ranged fetches of one update: one handle and its socket
@@ -873,16 +877,7 @@ static int multi_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl
     (void)c2;
     (void)d;
     multi_sink *s = ctx;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((now.tv_sec - s->last_check.tv_sec) * 1000 +
-            (now.tv_nsec - s->last_check.tv_nsec) / 1000000 <
-        100)
-        return 0;
-    s->last_check = now;
-    psdb_progress pr = {"delta", 0, 0, 1};
-    s->cancelled = psdb__client_should_stop(s->c, &pr);
-    return s->cancelled;
+    return ask_cancel(s->c, &s->last_check, &s->cancelled);
 }
 
 /* Fetches every run in file order while the pass writes the bytes between them: batches of runs

@@ -18,6 +18,7 @@
 
 #include "registry/install.h"
 #include "delivery/publish.h"
+#include "common/fdio.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/error.h"
@@ -44,21 +45,6 @@ typedef struct file_sink {
     struct timespec last_progress;
 } file_sink;
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static size_t file_write(char *p, size_t size, size_t n, void *ctx)
 {
     file_sink *s = ctx;
@@ -69,7 +55,7 @@ static size_t file_write(char *p, size_t size, size_t n, void *ctx)
         s->too_long = 1;
         return 0;
     }
-    if (write_all(s->fd, p, len) != 0) {
+    if (psdb__write_all(s->fd, p, len) != 0) {
         s->write_errno = errno;
         return 0;
     }
@@ -131,13 +117,8 @@ static int xfer_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t u
     file_sink *s = ctx;
     if (!s->c->progress && !s->c->progress_cancel)
         return 0;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long ms = (now.tv_sec - s->last_progress.tv_sec) * 1000 +
-              (now.tv_nsec - s->last_progress.tv_nsec) / 1000000;
-    if (ms < 100)
+    if (!psdb__every_ms(&s->last_progress, 100))
         return 0;
-    s->last_progress = now;
     psdb_progress p = {s->what, s->have, s->limit, s->attempt};
     if (s->c->progress)
         s->c->progress(&p, s->c->progress_ctx);

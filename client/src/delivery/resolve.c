@@ -17,6 +17,7 @@
 
 #include "registry/install.h"
 #include "delivery/publish.h"
+#include "common/fdio.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/error.h"
@@ -110,12 +111,8 @@ static int get_xfer(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t 
     (void)ultotal;
     (void)ulnow;
     get_watch *w = ctx;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long ms = (now.tv_sec - w->last.tv_sec) * 1000 + (now.tv_nsec - w->last.tv_nsec) / 1000000;
-    if (ms < 100)
+    if (!psdb__every_ms(&w->last, 100))
         return 0;
-    w->last = now;
     psdb_progress p = {w->who, 0, 0, w->attempt};
     w->cancelled = psdb__client_should_stop(w->c, &p);
     return w->cancelled;

@@ -12,6 +12,7 @@
 
 #include <zlib.h>
 
+#include "common/fdio.h"
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -43,21 +44,6 @@ static int on_value(const uint8_t sha256[32], uint64_t size, const psdb__byte_ra
     }
     c->num_values++;
     c->num_ranges += nr;
-    return 0;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        b += w;
-        n -= (size_t)w;
-    }
     return 0;
 }
 
@@ -161,9 +147,9 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
         goto cleanup;
     }
     out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0 || write_all(out, head, sizeof(head)) != 0 ||
-        write_all(out, c.values.data ? c.values.data : head, c.values.len) != 0 ||
-        write_all(out, c.ranges.data ? c.ranges.data : head, c.ranges.len) != 0) {
+    if (out < 0 || psdb__write_all(out, head, sizeof(head)) != 0 ||
+        psdb__write_all(out, c.values.data ? c.values.data : head, c.values.len) != 0 ||
+        psdb__write_all(out, c.ranges.data ? c.ranges.data : head, c.ranges.len) != 0) {
         hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
         goto cleanup;
     }
@@ -196,7 +182,7 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
                     goto cleanup;
                 }
                 size_t have = sizeof(zbuf) - zs.avail_out;
-                if (write_all(out, zbuf, have) != 0) {
+                if (psdb__write_all(out, zbuf, have) != 0) {
                     hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
                     goto cleanup;
                 }

@@ -24,6 +24,7 @@
 
 #include <zlib.h>
 
+#include "common/fdio.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "format/psdb_valuemap.h"
@@ -222,21 +223,6 @@ static psdb_hr skeleton_run(reader *r, z_stream *z, psdb__buf *out, uint64_t off
     return psdb__buf_status(out);
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -421,10 +407,10 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
         goto cleanup;
     }
     out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0 || write_all(out, head, sizeof(head)) != 0 ||
-        write_all(out, keys.data ? keys.data : head, keys.len) != 0 ||
-        write_all(out, vz.data, vz.len) != 0 || write_all(out, rz.data, rz.len) != 0 ||
-        write_all(out, sz.data ? sz.data : head, sz.len) != 0 || fsync(out) != 0) {
+    if (out < 0 || psdb__write_all(out, head, sizeof(head)) != 0 ||
+        psdb__write_all(out, keys.data ? keys.data : head, keys.len) != 0 ||
+        psdb__write_all(out, vz.data, vz.len) != 0 || psdb__write_all(out, rz.data, rz.len) != 0 ||
+        psdb__write_all(out, sz.data ? sz.data : head, sz.len) != 0 || fsync(out) != 0) {
         hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
         goto cleanup;
     }

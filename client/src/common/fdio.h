@@ -1,0 +1,15 @@
+/* fdio.h - whole writes to a file descriptor, and the throttle of transfer callbacks. */
+#ifndef PSDB_COMMON_FDIO_H
+#define PSDB_COMMON_FDIO_H
+
+#include <stddef.h>
+#include <time.h>
+
+/* Writes all n bytes of p to fd, resuming after EINTR and short writes. 0, or -1 with errno. */
+int psdb__write_all(int fd, const void *p, size_t n);
+
+/* Whether at least ms milliseconds passed since *last (CLOCK_MONOTONIC); when they did, *last
+ * becomes now. Transfer callbacks use it to ask a progress callback at most every ms. */
+int psdb__every_ms(struct timespec *last, long ms);
+
+#endif
