@@ -17,9 +17,8 @@
 
 #define EXE "/games/vkgame/vkgame.exe"
 
-static const char LVP_ICD[] = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
-
 #ifdef PSDBD_BIN
+static const char LVP_ICD[] = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
 static char *g_dir, *g_reg, *g_key, *g_pub;
 
 typedef struct server {
