@@ -170,20 +170,25 @@ static uint32_t physical_devices(VkInstance inst, VkPhysicalDevice *out, uint32_
     return r == VK_SUCCESS || r == VK_INCOMPLETE ? n : 0;
 }
 
+/* An image with its view and memory, any of them VK_NULL_HANDLE. */
+static void image_destroy(VkDevice dv, VkImageView view, VkImage image, VkDeviceMemory memory)
+{
+    if (view)
+        vkDestroyImageView(dv, view, NULL);
+    if (image)
+        vkDestroyImage(dv, image, NULL);
+    if (memory)
+        vkFreeMemory(dv, memory, NULL);
+}
+
 static void dev_close(vdev *d)
 {
     if (d->device) {
         vkDeviceWaitIdle(d->device);
         if (d->merged)
             vkDestroyPipelineCache(d->device, d->merged, NULL);
-        for (uint32_t i = 0; i < d->num_att; i++) {
-            if (d->att[i].view)
-                vkDestroyImageView(d->device, d->att[i].view, NULL);
-            if (d->att[i].image)
-                vkDestroyImage(d->device, d->att[i].image, NULL);
-            if (d->att[i].memory)
-                vkFreeMemory(d->device, d->att[i].memory, NULL);
-        }
+        for (uint32_t i = 0; i < d->num_att; i++)
+            image_destroy(d->device, d->att[i].view, d->att[i].image, d->att[i].memory);
         if (d->dummy_sampler)
             vkDestroySampler(d->device, d->dummy_sampler, NULL);
         if (d->dummy_view)
@@ -400,14 +405,8 @@ static void objs_destroy(vdev *d, vobjs *o)
         vkDestroyFramebuffer(dv, o->fb, NULL);
     if (o->dpool)
         vkDestroyDescriptorPool(dv, o->dpool, NULL);
-    for (uint32_t i = 0; i < o->num_images; i++) {
-        if (o->views[i])
-            vkDestroyImageView(dv, o->views[i], NULL);
-        if (o->images[i])
-            vkDestroyImage(dv, o->images[i], NULL);
-        if (o->memory[i])
-            vkFreeMemory(dv, o->memory[i], NULL);
-    }
+    for (uint32_t i = 0; i < o->num_images; i++)
+        image_destroy(dv, o->views[i], o->images[i], o->memory[i]);
     if (o->rp)
         vkDestroyRenderPass(dv, o->rp, NULL);
     if (o->layout)
