@@ -38,15 +38,16 @@ static const char usage_text[] =
     "Launchers with different --installer names may install into one registry at once. A lower\n"
     "serial than installed is refused unless --allow-downgrade. Progress: a bar on a terminal,\n"
     "plain lines otherwise, none with --json (one JSON object at the end).\n"
-    "An update of an installed PSDB fetches only the values the installed file lacks (the\n"
-    "server's value map and Range requests; schema/VALUEMAP.md), rebuilds the file and verifies\n"
-    "it as a full download; it downloads in full whenever that cannot help. The output (and\n"
-    "--json: download, bytes_downloaded, bytes_saved, delta_skipped) says which.\n"
+    "An update of an installed PSDB fetches only the values that neither the installed file\n"
+    "nor up to 15 other PSDBs of the registry for that family hold (the server's value map and\n"
+    "Range requests; schema/VALUEMAP.md), rebuilds the file and verifies it as a full download;\n"
+    "it downloads in full whenever that cannot help. The output (and --json: download,\n"
+    "bytes_downloaded, bytes_saved, delta_sources, delta_resumed, delta_skipped) says which.\n"
     "--limit-rate caps each transfer at BYTES per second (K, M, G: 1024 multiples, as curl).\n"
     "Proxies come from the environment as with curl (http_proxy, https_proxy, all_proxy,\n"
     "no_proxy). SIGINT or SIGTERM stops the install cleanly: nothing is registered, a partial\n"
-    "download is kept and the next run resumes it; the exit status is then 128 + the signal\n"
-    "(130, 143). Other exit statuses: 0 done, 1 failed, 2 usage, 3 no PSDB for a target.\n";
+    "download or delta update is kept and the next run resumes it; the exit status is then\n"
+    "128 + the signal (130, 143). Other exit statuses: 0 done, 1 failed, 2 usage, 3 no PSDB for a target.\n";
 
 /* The signal that asked to stop (SIGINT, SIGTERM), 0 while none. Only set in the handler: the
  * library polls it through progress_cancel, so nothing but this store runs in signal context. */
@@ -241,6 +242,12 @@ static void print_json(const psdb_precompile_target *targets, const psdb_install
             json_object_set_new(t, "bytes_downloaded", json_integer((json_int_t)got));
             json_object_set_new(t, "bytes_saved",
                                 json_integer(got < size ? (json_int_t)(size - got) : 0));
+            if (results[i].delta) {
+                json_object_set_new(t, "delta_sources",
+                                    json_integer((json_int_t)results[i].delta_sources));
+                json_object_set_new(t, "delta_resumed",
+                                    json_integer((json_int_t)results[i].delta_resumed));
+            }
             if (results[i].delta_skipped[0])
                 json_object_set_new(t, "delta_skipped", json_string(results[i].delta_skipped));
         }
@@ -405,8 +412,8 @@ int cmd_install(int argc, char **argv)
     if (hr == PSDB_E_CANCELLED && g_stop_signal) {
         int sig = g_stop_signal;
         tool_fail("install",
-                  "interrupted by %s: nothing was registered; a partial download is kept and the "
-                  "next run resumes it",
+                  "interrupted by %s: nothing was registered; a partial download or delta update "
+                  "is kept and the next run resumes it",
                   sig == SIGINT ? "SIGINT" : "SIGTERM");
         rc = 128 + sig;
         goto cleanup;
@@ -424,9 +431,11 @@ int cmd_install(int argc, char **argv)
                              (unsigned long long)results[i].serial,
                              results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
             if (results[i].status == PSDB_S_OK && results[i].delta)
-                printf(" (delta update: %llu of %llu bytes downloaded)",
+                printf(" (delta update: %llu of %llu bytes downloaded, values from %u installed "
+                       "PSDB%s)",
                        (unsigned long long)results[i].bytes_downloaded,
-                       (unsigned long long)results[i].size);
+                       (unsigned long long)results[i].size, (unsigned)results[i].delta_sources,
+                       results[i].delta_sources == 1 ? "" : "s");
             else if (results[i].status == PSDB_S_OK && results[i].delta_skipped[0])
                 tool_printf_safe(stdout, " (full download: %s)", results[i].delta_skipped);
             fputc('\n', stdout);

@@ -222,6 +222,8 @@ typedef struct psdb_install_result {
     int delta;
     uint64_t bytes_downloaded; /* bytes fetched for this target (delta or full) */
     char delta_skipped[160];   /* when an update went in full: why no delta was used; "" else */
+    uint32_t delta_sources;    /* a delta: how many installed PSDBs gave it values */
+    uint64_t delta_resumed;    /* a delta: bytes of the file kept from an interrupted attempt */
 } psdb_install_result;
 
 /* Installs the best PSDB of every target for one application: resolves each target, skips what is
@@ -231,10 +233,12 @@ typedef struct psdb_install_result {
  * as it is), opens each with libpsdb to check it against its target, then registers all of them
  * in the application's "default" component in ONE registry transaction (families not among the
  * targets keep their registration). An update of a PSDB installed for the same exe path and
- * family is rebuilt from it when the server has the new blob's value map (schema/VALUEMAP.md):
- * only the values the installed file lacks are fetched (Range requests), and the rebuilt file must
- * match the manifest's size and SHA-256 like a full download; a full download is made whenever
- * that cannot help (results say which, and why). Installs on several threads of one process (one
+ * family is rebuilt from it, and from up to 15 other PSDBs the registry holds for that family,
+ * when the server has the new blob's value map (schema/VALUEMAP.md): only the values none of them
+ * holds are fetched (Range requests), and the rebuilt file must match the manifest's size and
+ * SHA-256 like a full download; a full download is made whenever that cannot help (results say
+ * which, and why). A cancelled update keeps what it rebuilt, and the next install goes on from
+ * there. Installs on several threads of one process (one
  * client each) may name the same registry_dir and installer_name: they share one installer handle,
  * taking turns only for the short registry steps, and run their resolves and downloads at once;
  * the registry_dir must then be spelled the same way. The registry remembers the highest serial

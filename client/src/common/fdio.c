@@ -20,6 +20,22 @@ int psdb__write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+int psdb__pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t w = pwrite(fd, b, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
 int psdb__every_ms(struct timespec *last, long ms)
 {
     struct timespec now;

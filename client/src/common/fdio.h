@@ -3,10 +3,14 @@
 #define PSDB_COMMON_FDIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 /* Writes all n bytes of p to fd, resuming after EINTR and short writes. 0, or -1 with errno. */
 int psdb__write_all(int fd, const void *p, size_t n);
+
+/* The same at file offset off (pwrite): the file position does not move. */
+int psdb__pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 
 /* Whether at least ms milliseconds passed since *last (CLOCK_MONOTONIC); when they did, *last
  * becomes now. Transfer callbacks use it to ask a progress callback at most every ms. */

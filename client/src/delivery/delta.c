@@ -2,17 +2,22 @@
  * version 2 value map and ranges of the blob (delta.h; the format: schema/VALUEMAP.md).
  *
  * DESIGN
- * The rebuild is one ordered pass over the map's recipe that writes <dest>.delta sequentially
- * through a 1 MiB buffer and hashes each buffer as it goes out: no page is written twice, no byte
- * is read back. A first pass over the recipe checks it whole and lists the runs of bytes to fetch
- * (missing values, merged across gaps smaller than COALESCE_GAP); the second (rebuild_to) takes
- * every byte from the skeleton stream, the key table or the old file, except those of the runs,
- * which fetch_runs asks for a few hundred at a time in one multi-range request and puts straight
- * into the buffer as each part arrives, the pass having written what lies before it. Memory: the
- * old file's value table (56 bytes a value while the digests are matched, then 24; 16 bytes a
- * range), 12 bytes per value of the new file, 16 per run, the key table when it is at most
- * KEYS_IN_MEMORY (loaded only after the old digests are dropped; else read through a window or
- * key by key from the map file), and fixed buffers. */
+ * The map comes first (nothing local is read for a server without one); its value table gives
+ * the digest of every value of the new file, sorted, and each source (installed PSDBs of the same
+ * family, the application's own first) is walked once and matched against it: a value is held by
+ * the first source with a row of the same digest and size, and a source stops being walked once
+ * nothing is missing. The rebuild is then one ordered pass over the map's recipe that writes
+ * <dest>.delta sequentially through a 1 MiB buffer and hashes each buffer as it goes out: no page
+ * is written twice, no byte is read back. A first pass over the recipe checks it whole and lists
+ * the runs of bytes to fetch (missing values, merged across gaps smaller than COALESCE_GAP); the
+ * second (rebuild_to) takes every byte from the skeleton stream, the key table or a source, except
+ * those of the runs, which fetch_runs asks for a few hundred at a time in one multi-range request
+ * and puts straight into the buffer as each part arrives, the pass having written what lies
+ * before it. A cancel keeps <dest>.delta and the map: the next attempt re-hashes the output up to
+ * its last whole recipe entry and goes on from there. Memory: 36 bytes a value of the new file
+ * while the sources are walked, then 12; 24 bytes a held value and 16 a range of it; 16 per run;
+ * the key table when it is at most KEYS_IN_MEMORY (loaded only after the digests are dropped;
+ * else read through a window or key by key from the map file); and fixed buffers. */
 #include "delivery/delta.h"
 
 #include <assert.h>
@@ -59,19 +64,12 @@ typedef struct out_file {
 
 static int out_flush(out_file *o)
 {
-    size_t done = 0;
     if (o->err)
         return -1;
     psdb__sha256_update(o->sha, o->buf, o->len);
-    while (done < o->len) {
-        ssize_t w = write(o->fd, o->buf + done, o->len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            o->err = errno;
-            return -1;
-        }
-        done += (size_t)w;
+    if (psdb__write_all(o->fd, o->buf, o->len) != 0) {
+        o->err = errno;
+        return -1;
     }
     o->len = 0;
     return 0;
@@ -109,8 +107,18 @@ static int out_put(out_file *o, const uint8_t *p, size_t n)
 
 /* ---- fetching -------------------------------------------------------------------------------- */
 
+/* A transfer handle kept across the ranged fetches of one update: one handle and its socket
+ * set-up, not one per run; and what the progress callback is told of the update. */
+typedef struct fetcher {
+    CURL *h;
+    struct curl_slist *headers;
+    const char *what; /* the file being rebuilt */
+    uint64_t total;   /* its size */
+} fetcher;
+
 typedef struct fetch_sink {
     psdb_client *c;
+    const fetcher *f;
     int fd;           /* the map: written at its offset */
     out_file *of;     /* a run of the blob: appended to the output */
     uint64_t at, end; /* next offset to receive, and the end of what was asked */
@@ -134,18 +142,9 @@ static size_t fetch_write(char *p, size_t size, size_t n, void *ctx)
             s->write_errno = s->of->err;
             return 0;
         }
-    } else {
-        size_t done = 0;
-        while (done < len) {
-            ssize_t w = pwrite(s->fd, p + done, len - done, (off_t)(s->at + done));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                s->write_errno = errno;
-                return 0;
-            }
-            done += (size_t)w;
-        }
+    } else if (psdb__pwrite_all(s->fd, p, len, s->at) != 0) {
+        s->write_errno = errno;
+        return 0;
     }
     s->at += len;
     return len;
@@ -168,12 +167,16 @@ static size_t fetch_header(char *p, size_t size, size_t n, void *ctx)
     return len;
 }
 
-/* The delta's transfers ask the progress callback's cancel at most every 100 ms. */
-static int ask_cancel(psdb_client *c, struct timespec *last, int *cancelled)
+/* The delta's transfers report progress (bytes of the new file produced, resumed ones included)
+ * and ask the progress callback's cancel at most every 100 ms, as downloads do. */
+static int ask_cancel(psdb_client *c, const fetcher *f, const out_file *of, struct timespec *last,
+                      int *cancelled)
 {
-    if (!psdb__every_ms(last, 100))
+    if ((!c->progress && !c->progress_cancel) || !psdb__every_ms(last, 100))
         return 0;
-    psdb_progress p = {"delta", 0, 0, 1};
+    psdb_progress p = {f->what, of ? of->pos : 0, f->total, 1};
+    if (c->progress)
+        c->progress(&p, c->progress_ctx);
     *cancelled = psdb__client_should_stop(c, &p);
     return *cancelled;
 }
@@ -185,15 +188,8 @@ static int fetch_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl
     (void)c2;
     (void)d;
     fetch_sink *s = ctx;
-    return ask_cancel(s->c, &s->last, &s->cancelled);
+    return ask_cancel(s->c, s->f, s->of, &s->last, &s->cancelled);
 }
-
-/* A transfer handle kept across the ranged fetches of one update: one handle and its socket
- * set-up, not one per run. */
-typedef struct fetcher {
-    CURL *h;
-    struct curl_slist *headers;
-} fetcher;
 
 static void fetcher_close(fetcher *f)
 {
@@ -213,7 +209,7 @@ static psdb_hr fetch(psdb_client *c, fetcher *f, const char *url, out_file *of, 
     psdb_hr hr = PSDB_S_OK;
     uint64_t at = off;
     for (uint32_t attempt = 1;; attempt++) {
-        fetch_sink s = {.c = c, .fd = fd, .of = of, .at = at, .end = off + len};
+        fetch_sink s = {.c = c, .f = f, .fd = fd, .of = of, .at = at, .end = off + len};
         char range[64];
         long status = 0;
         if (!f->h && !(f->h = psdb__client_new_handle(c, url, &f->headers))) {
@@ -272,71 +268,120 @@ cleanup:
     return hr;
 }
 
-/* ---- the local values ------------------------------------------------------------------------ */
+/* ---- the values held locally ----------------------------------------------------------------- */
 
-typedef struct local_value {
+/* A value of the new file, by digest, while the sources are walked. */
+typedef struct need {
     uint8_t sha[32];
-    uint64_t size;
-    uint64_t first; /* index into ranges */
-    uint32_t n;
-} local_value;
+    uint32_t value; /* its index in the map's value table */
+} need;
 
-/* A held value once the digests are no longer needed (pass 2): 24 bytes instead of 56. */
+/* A value held by a source: where its bytes lie there. */
 typedef struct old_value {
     uint64_t size;
     uint64_t first; /* index into ranges */
     uint32_t n;
+    uint32_t src; /* index into the sources */
 } old_value;
 
+/* What the walks of the sources found: held[i] is the old_value of value i, or MISSING. */
 typedef struct local_set {
-    local_value *v;
-    old_value *ov; /* v without digests, made before pass 2 */
+    const need *need;
+    size_t nneed;
+    const uint64_t *sizes;
+    uint32_t *held;
+    uint64_t missing; /* values with held[i] == MISSING */
+    old_value *ov;
     size_t n, cap;
     psdb__byte_range *r;
     size_t nr, rcap;
+    uint32_t src; /* the source being walked */
     int oom;
 } local_set;
 
-static int on_local(const uint8_t sha256[32], uint64_t size, const psdb__byte_range *r, size_t nr,
-                    void *ctx)
+static int cmp_need(const void *a, const void *b)
 {
-    local_set *s = ctx;
+    return memcmp(((const need *)a)->sha, ((const need *)b)->sha, 32);
+}
+
+/* The first need with this digest or a greater one. */
+static size_t need_lower_bound(const need *v, size_t n, const uint8_t sha[32])
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (memcmp(v[mid].sha, sha, 32) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static uint32_t add_old(local_set *s, uint64_t size, const psdb__byte_range *r, size_t nr)
+{
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 256;
-        local_value *v = realloc(s->v, cap * sizeof(*v));
+        old_value *v = realloc(s->ov, cap * sizeof(*v));
         if (!v)
-            return s->oom = 1;
-        s->v = v;
+            return MISSING;
+        s->ov = v;
         s->cap = cap;
     }
     while (s->nr + nr > s->rcap) {
         size_t cap = s->rcap ? s->rcap * 2 : 1024;
         psdb__byte_range *x = realloc(s->r, cap * sizeof(*x));
         if (!x)
-            return s->oom = 1;
+            return MISSING;
         s->r = x;
         s->rcap = cap;
     }
-    local_value *v = &s->v[s->n++];
-    memcpy(v->sha, sha256, 32);
-    v->size = size;
-    v->first = s->nr;
-    v->n = (uint32_t)nr;
+    s->ov[s->n] = (old_value){size, s->nr, (uint32_t)nr, s->src};
     memcpy(s->r + s->nr, r, nr * sizeof(*r));
     s->nr += nr;
-    return 0;
+    return (uint32_t)s->n++;
 }
 
-static int cmp_local(const void *a, const void *b)
+/* A row of a source: held for every value of the new file with its digest and size that no
+ * earlier source holds (a digest as recorded: a lie only makes the rebuild fail its check). Stops
+ * the walk once nothing is missing. */
+static int on_source_value(const uint8_t sha256[32], uint64_t size, const psdb__byte_range *r,
+                           size_t nr, void *ctx)
 {
-    return memcmp(((const local_value *)a)->sha, ((const local_value *)b)->sha, 32);
+    local_set *s = ctx;
+    uint32_t slot = MISSING;
+    for (size_t i = need_lower_bound(s->need, s->nneed, sha256);
+         i < s->nneed && memcmp(s->need[i].sha, sha256, 32) == 0; i++) {
+        uint32_t v = s->need[i].value;
+        if (s->held[v] != MISSING || s->sizes[v] != size)
+            continue;
+        if (slot == MISSING && (slot = add_old(s, size, r, nr)) == MISSING)
+            return s->oom = 1;
+        s->held[v] = slot;
+        s->missing--;
+    }
+    return s->missing == 0;
 }
 
-static const local_value *find_local(const local_set *s, const uint8_t sha[32])
+/* Walks one source; a source that cannot be read gives nothing, not even what its walk found
+ * before it failed. */
+static psdb_hr walk_source(local_set *s, const char *path, uint32_t src, uint64_t nv)
 {
-    local_value key;
-    memcpy(key.sha, sha, 32);
-    return bsearch(&key, s->v, s->n, sizeof(*s->v), cmp_local);
+    size_t n0 = s->n, nr0 = s->nr;
+    s->src = src;
+    psdb_hr hr = psdb__value_map_foreach(path, on_source_value, s);
+    if (s->oom)
+        return PSDB_E_OUTOFMEMORY;
+    if (PSDB_FAILED(hr) && s->n > n0) {
+        for (uint64_t i = 0; i < nv; i++)
+            if (s->held[i] != MISSING && s->held[i] >= n0) {
+                s->held[i] = MISSING;
+                s->missing++;
+            }
+        s->n = n0;
+        s->nr = nr0;
+    }
+    return hr;
 }
 
 /* ---- reading the map ------------------------------------------------------------------------- */
@@ -565,25 +610,29 @@ static int recipe_next(zreader *r, recipe_state *st, recipe_entry *e)
     }
 }
 
-/* The old file read through a window: held values come in nearly the old file's order, so one
- * read serves many of them. */
+/* A source read through a window: held values come in nearly the source's order, so one read
+ * serves many of them. The window is allocated on first use: the installed PSDB of the same
+ * application gets OLD_WINDOW, any other source a quarter of it. */
 typedef struct old_file {
     int fd;
     uint8_t *buf;
+    size_t cap;
     uint64_t start, len;
 } old_file;
 
 static int old_read(old_file *f, uint8_t *dst, size_t n, uint64_t off)
 {
-    if (off >= f->start && off + n <= f->start + f->len) {
+    if (f->buf && off >= f->start && off + n <= f->start + f->len) {
         memcpy(dst, f->buf + (off - f->start), n);
         return 0;
     }
-    if (n >= OLD_WINDOW / 2)
+    if (n >= f->cap / 2)
+        return read_exact(f->fd, dst, n, off);
+    if (!f->buf && !(f->buf = malloc(f->cap)))
         return read_exact(f->fd, dst, n, off);
     size_t got = 0;
-    while (got < OLD_WINDOW) {
-        ssize_t r = pread(f->fd, f->buf + got, OLD_WINDOW - got, (off_t)(off + got));
+    while (got < f->cap) {
+        ssize_t r = pread(f->fd, f->buf + got, f->cap - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -600,7 +649,7 @@ static int old_read(old_file *f, uint8_t *dst, size_t n, uint64_t off)
     return 0;
 }
 
-/* Copies bytes [in_at, in_at + len) of an old value into the output; cursor keeps the range
+/* Copies bytes [in_at, in_at + len) of a held value into the output; cursor keeps the range
  * where the last copy of that value ended ([0] its index, [1] its offset in the value), since
  * parts come in order. */
 static psdb_hr copy_old(old_file *old, const local_set *ls, const old_value *lv, uint64_t in_at,
@@ -645,11 +694,11 @@ typedef struct rebuild {
     uint64_t pos, entries_left, fetched_to;
     const uint32_t *held;
     const local_set *ls;
-    old_file *old;
+    old_file *olds; /* one per source */
     keys *kt;
     out_file *of;
     uint64_t cursor[2], cursor_value;
-    const char *old_path;
+    const char *const *sources;
     psdb__delta_outcome *out;
 } rebuild;
 
@@ -697,10 +746,10 @@ static psdb_hr rebuild_to(rebuild *rb, uint64_t target)
                 rb->cursor[0] = rb->cursor[1] = 0;
                 rb->cursor_value = e.arg;
             }
-            hr = copy_old(rb->old, rb->ls, &rb->ls->ov[rb->held[e.arg]], e.in_at, e.len, rb->of,
-                          rb->cursor);
+            const old_value *lv = &rb->ls->ov[rb->held[e.arg]];
+            hr = copy_old(&rb->olds[lv->src], rb->ls, lv, e.in_at, e.len, rb->of, rb->cursor);
             if (PSDB_FAILED(hr))
-                WHY("cannot copy a value from %s (%s)", rb->old_path, psdb_hr_str(hr));
+                WHY("cannot copy a value from %s (%s)", rb->sources[lv->src], psdb_hr_str(hr));
         }
     }
     if (PSDB_SUCCEEDED(hr) && rb->pos != target) {
@@ -717,6 +766,7 @@ static psdb_hr rebuild_to(rebuild *rb, uint64_t target)
  * bytes before it first, then the part goes straight to the output. */
 typedef struct multi_sink {
     psdb_client *c;
+    const fetcher *f;
     rebuild *rb;
     const run *runs;
     size_t next, last; /* the next run expected, and the end of the batch */
@@ -877,7 +927,7 @@ static int multi_xfer(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c2, curl
     (void)c2;
     (void)d;
     multi_sink *s = ctx;
-    return ask_cancel(s->c, &s->last_check, &s->cancelled);
+    return ask_cancel(s->c, s->f, s->rb->of, &s->last_check, &s->cancelled);
 }
 
 /* Fetches every run in file order while the pass writes the bytes between them: batches of runs
@@ -903,7 +953,7 @@ static psdb_hr fetch_runs(psdb_client *c, fetcher *f, const char *url, rebuild *
             last++;
         }
         if (multi && last - ri >= 2) {
-            multi_sink s = {.c = c, .rb = rb, .runs = runs, .next = ri, .last = last};
+            multi_sink s = {.c = c, .f = f, .rb = rb, .runs = runs, .next = ri, .last = last};
             if (!f->h && !(f->h = psdb__client_new_handle(c, url, &f->headers))) {
                 hr = PSDB_E_OUTOFMEMORY;
                 break;
@@ -961,25 +1011,272 @@ static psdb_hr fetch_runs(psdb_client *c, fetcher *f, const char *url, rebuild *
     return hr;
 }
 
-psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *old_path,
-                           const char *dest_path, psdb__delta_outcome *out)
+/* ---- the map, checked ------------------------------------------------------------------------ */
+
+/* Where the sections of a version 2 map lie, from its header (schema/VALUEMAP.md). */
+typedef struct map_layout {
+    uint64_t size, nv, nkeys, nentries, skel, vstored, rstored, sstored;
+    uint64_t keys_at, values_at, recipe_at, skel_at;
+} map_layout;
+
+/* Reads and checks the header of the map in fd (map_size bytes) against the PSDB it must
+ * describe. Every count is bounded by what the map or the file could hold before any sum is
+ * formed: a value takes two bytes of its table at least, and deflate inflates at most 1032-fold,
+ * so a map cannot make the client allocate more than its own size warrants. */
+static int map_layout_read(int fd, uint64_t map_size, uint64_t file_size, const uint8_t sha256[32],
+                           map_layout *l, psdb__delta_outcome *out)
+{
+    static const uint8_t zero[16];
+    uint8_t head[PSDB__VMAP2_HEADER_SIZE];
+    if (map_size < sizeof(head) || read_exact(fd, head, sizeof(head), 0) != 0 ||
+        memcmp(head, PSDB__VMAP_MAGIC, 8) != 0) {
+        WHY("the value map does not describe this PSDB");
+        return -1;
+    }
+    if (psdb__le32(head + 8) != PSDB__VMAP2_VERSION) {
+        WHY("the value map is version %u, this launcher reads version %u",
+            (unsigned)psdb__le32(head + 8), PSDB__VMAP2_VERSION);
+        return -1;
+    }
+    if (psdb__le32(head + 12) != 0 || memcmp(head + 112, zero, 16) != 0 ||
+        psdb__le64(head + 16) != file_size || memcmp(head + 24, sha256, 32) != 0) {
+        WHY("the value map does not describe this PSDB");
+        return -1;
+    }
+    l->size = map_size;
+    l->nv = psdb__le64(head + 56);
+    l->nkeys = psdb__le64(head + 64);
+    l->nentries = psdb__le64(head + 72);
+    l->skel = psdb__le64(head + 80);
+    l->vstored = psdb__le64(head + 88);
+    l->rstored = psdb__le64(head + 96);
+    l->sstored = psdb__le64(head + 104);
+    l->keys_at = sizeof(head);
+    if (l->vstored > map_size || l->rstored > map_size || l->sstored > map_size ||
+        l->nkeys > map_size / 32 || l->nv > file_size / 32 || l->nv > l->vstored * 516 ||
+        l->nv >= MISSING || l->nentries > file_size || l->skel > file_size ||
+        l->keys_at + l->nkeys * 32 + l->vstored + l->rstored + l->sstored != map_size) {
+        WHY("the value map is malformed (its sections do not fill it)");
+        return -1;
+    }
+    l->values_at = l->keys_at + l->nkeys * 32;
+    l->recipe_at = l->values_at + l->vstored;
+    l->skel_at = l->recipe_at + l->rstored;
+    return 0;
+}
+
+/* The value table: the size of every value, and (nd non-NULL) its digest for the walks of the
+ * sources. */
+static psdb_hr map_values(int fd, const map_layout *l, keys *kt, uint64_t file_size,
+                          uint64_t *sizes, need *nd, psdb__delta_outcome *out)
+{
+    psdb_hr hr = PSDB_E_INTEGRITY;
+    zreader *zv = calloc(1, sizeof(*zv));
+    if (!zv || zr_init(zv, fd, l->values_at, l->vstored) != 0) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (uint64_t i = 0, id = 0; i < l->nv; i++) {
+        uint8_t sha[32];
+        id += unzigzag(zr_varint(zv));
+        sizes[i] = zr_varint(zv);
+        if (zv->bad || key_get(kt, id, sha) != 0 || sizes[i] == 0 || sizes[i] > file_size) {
+            WHY("the value map is malformed (value %llu)", (unsigned long long)i);
+            goto cleanup;
+        }
+        if (nd) {
+            memcpy(nd[i].sha, sha, 32);
+            nd[i].value = (uint32_t)i;
+        }
+    }
+    if (!zr_done(zv)) {
+        WHY("the value map is malformed (its value table)");
+        goto cleanup;
+    }
+    hr = PSDB_S_OK;
+cleanup:
+    if (zv)
+        zr_close(zv);
+    free(zv);
+    return hr;
+}
+
+/* What the first pass over the recipe gives: the runs of bytes to fetch (the parts of the values
+ * not held, merged across gaps of at most COALESCE_GAP) and the last entry boundary at or below
+ * `have`, where an interrupted attempt's output can be taken up. */
+typedef struct run_list {
+    run *v;
+    size_t n, cap;
+    uint64_t bytes, resume_at;
+} run_list;
+
+static int runs_add(run_list *rl, uint64_t start, uint64_t end)
+{
+    if (rl->n > 0 && start <= rl->v[rl->n - 1].end + COALESCE_GAP) {
+        rl->bytes += end - rl->v[rl->n - 1].end;
+        rl->v[rl->n - 1].end = end;
+        return 0;
+    }
+    if (rl->n == rl->cap) {
+        size_t cap = rl->cap ? rl->cap * 2 : 256;
+        run *x = realloc(rl->v, cap * sizeof(*x));
+        if (!x)
+            return -1;
+        rl->v = x;
+        rl->cap = cap;
+    }
+    rl->v[rl->n++] = (run){start, end};
+    rl->bytes += end - start;
+    return 0;
+}
+
+/* Pass 1: the whole recipe checked against the value table and the file size. */
+static psdb_hr map_runs(int fd, const map_layout *l, const uint64_t *sizes, const uint32_t *held,
+                        uint64_t file_size, uint64_t have, run_list *rl, psdb__delta_outcome *out)
+{
+    psdb_hr hr = PSDB_E_INTEGRITY;
+    recipe_state st = {.nkeys = l->nkeys, .nv = l->nv};
+    uint64_t pos = 0, skel_seen = 0;
+    zreader *zr = calloc(1, sizeof(*zr));
+    if (!zr || zr_init(zr, fd, l->recipe_at, l->rstored) != 0) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (uint64_t i = 0; i < l->nentries; i++) {
+        recipe_entry e;
+        if (recipe_next(zr, &st, &e) != 0 || e.len > file_size - pos ||
+            (e.tag == PSDB__VMAP2_TAG_VALUE &&
+             (e.in_at > sizes[e.arg] || e.len > sizes[e.arg] - e.in_at))) {
+            WHY("the value map is malformed (recipe entry %llu)", (unsigned long long)i);
+            goto cleanup;
+        }
+        if (e.tag == PSDB__VMAP2_TAG_SKELETON)
+            skel_seen += e.len;
+        if (e.tag == PSDB__VMAP2_TAG_VALUE && held[e.arg] == MISSING &&
+            runs_add(rl, pos, pos + e.len) != 0) {
+            hr = PSDB_E_OUTOFMEMORY;
+            goto cleanup;
+        }
+        pos += e.len;
+        if (pos <= have)
+            rl->resume_at = pos;
+    }
+    if (!zr_done(zr) || pos != file_size || skel_seen != l->skel || st.next_key != l->nkeys) {
+        WHY("the value map is malformed (its recipe does not make the file)");
+        goto cleanup;
+    }
+    hr = PSDB_S_OK;
+cleanup:
+    if (zr)
+        zr_close(zr);
+    free(zr);
+    return hr;
+}
+
+/* Drops what lies before resume_at from the runs: a run that straddles it (resume_at is an
+ * entry boundary, and runs are made of whole entries) starts there. */
+static void runs_resume(run_list *rl)
+{
+    size_t k = 0;
+    while (k < rl->n && rl->v[k].end <= rl->resume_at)
+        k++;
+    memmove(rl->v, rl->v + k, (rl->n - k) * sizeof(*rl->v));
+    rl->n -= k;
+    if (rl->n > 0 && rl->v[0].start < rl->resume_at)
+        rl->v[0].start = rl->resume_at;
+    rl->bytes = 0;
+    for (size_t i = 0; i < rl->n; i++)
+        rl->bytes += rl->v[i].end - rl->v[i].start;
+}
+
+psdb_hr psdb__delta_check_map(int fd, uint64_t map_size, uint64_t file_size,
+                              const uint8_t sha256[32], char why[160])
+{
+    psdb_hr hr = PSDB_E_INTEGRITY;
+    psdb__delta_outcome o = {0}, *out = &o;
+    map_layout l;
+    keys kt = {.fd = fd};
+    uint64_t *sizes = NULL;
+    uint32_t *held = NULL;
+    run_list rl = {0};
+    zreader *zs = NULL;
+    if (map_layout_read(fd, map_size, file_size, sha256, &l, out) != 0)
+        goto cleanup;
+    kt.at = l.keys_at;
+    kt.n = l.nkeys;
+    kt.win = malloc((size_t)KEY_WINDOW * 32);
+    sizes = malloc((l.nv ? l.nv : 1) * sizeof(*sizes));
+    held = malloc((l.nv ? l.nv : 1) * sizeof(*held));
+    zs = calloc(1, sizeof(*zs));
+    if (!kt.win || !sizes || !held || !zs) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (uint64_t i = 0; i < l.nv; i++)
+        held[i] = MISSING;
+    hr = map_values(fd, &l, &kt, file_size, sizes, NULL, out);
+    if (PSDB_SUCCEEDED(hr))
+        hr = map_runs(fd, &l, sizes, held, file_size, 0, &rl, out);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    if (zr_init(zs, fd, l.skel_at, l.sstored) != 0) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    if (zr_copy(zs, NULL, l.skel) != 0 || !zr_done(zs)) {
+        hr = PSDB_E_INTEGRITY;
+        WHY("the value map's skeleton does not inflate to the file's other bytes");
+    }
+cleanup:
+    if (zs)
+        zr_close(zs);
+    free(zs);
+    free(kt.win);
+    free(sizes);
+    free(held);
+    free(rl.v);
+    snprintf(why, 160, "%s", o.why_not);
+    return hr;
+}
+
+/* ---- the update ------------------------------------------------------------------------------ */
+
+/* Takes up <dest>.delta of an interrupted attempt: its first `keep` bytes hashed, the rest cut. */
+static psdb_hr resume_output(out_file *of, uint64_t keep)
+{
+    uint64_t at = 0;
+    while (at < keep) {
+        size_t n = keep - at < OUT_BUF ? (size_t)(keep - at) : OUT_BUF;
+        if (read_exact(of->fd, of->buf, n, at) != 0)
+            return PSDB_E_IO;
+        psdb__sha256_update(of->sha, of->buf, n);
+        at += n;
+    }
+    if (ftruncate(of->fd, (off_t)keep) != 0 || lseek(of->fd, (off_t)keep, SEEK_SET) < 0)
+        return psdb__errno_hr(errno);
+    of->pos = keep;
+    return PSDB_S_OK;
+}
+
+psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *const *sources,
+                           size_t nsources, const char *dest_path, psdb__delta_outcome *out)
 {
     psdb_hr hr = PSDB_S_OK;
     char *url = NULL, *map_url = NULL, *map_path = NULL, *part = NULL;
-    int map_fd = -1;
-    old_file old = {.fd = -1};
+    int map_fd = -1, keep_map = 0, keep_part = 0;
+    old_file *olds = NULL;
     local_set ls = {0};
+    need *nd = NULL;
     uint32_t *held = NULL;
     uint64_t *sizes = NULL;
-    run *runs = NULL;
-    size_t nruns = 0, runs_cap = 0;
-    uint8_t head[PSDB__VMAP2_HEADER_SIZE];
-    uint64_t map_size = 0, run_bytes = 0;
-    static const uint8_t zero[16];
-    zreader *zv = NULL, *zrec = NULL, *zskel = NULL;
+    run_list rl = {0};
+    map_layout l;
+    uint64_t map_size = 0, have = 0, readable = 0;
+    zreader *zrec = NULL, *zskel = NULL;
     keys kt = {.fd = -1};
     out_file of = {.fd = -1};
-    fetcher fmap = {0}, fblob = {0};
+    fetcher fmap = {.what = dest_path, .total = m->size}, fblob = fmap;
+    struct stat sb;
 
     memset(out, 0, sizeof(*out));
     url = psdb__client_blob_url(c, m);
@@ -989,200 +1286,162 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    /* The old file's values: their digests as recorded; a lie only makes the rebuild fail. */
-    hr = psdb__value_map_foreach(old_path, on_local, &ls);
-    if (ls.oom)
-        hr = PSDB_E_OUTOFMEMORY;
-    if (PSDB_FAILED(hr)) {
-        WHY("the installed PSDB %s cannot be read (%s)", old_path, psdb_hr_str(hr));
-        goto cleanup;
-    }
-    qsort(ls.v, ls.n, sizeof(*ls.v), cmp_local);
-    map_fd = open(map_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (map_fd < 0) {
+    /* The map: the one an interrupted attempt fetched when it is whole and describes this PSDB
+     * (the rebuild checks it like a fetched one), else fetched, at most the PSDB's size (a map as
+     * large as the blob cannot make the update smaller). */
+    map_fd = open(map_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (map_fd < 0 || fstat(map_fd, &sb) != 0) {
         hr = psdb__errno_hr(errno);
         WHY("cannot create %s: %s", map_path, strerror(errno));
         goto cleanup;
     }
-    /* A map as large as the blob cannot make the update smaller. */
-    hr = fetch(c, &fmap, map_url, NULL, 0, m->size, map_fd, &map_size);
-    fetcher_close(&fmap);
-    out->downloaded = map_size;
-    if (PSDB_FAILED(hr)) {
-        WHY("no value map from the server (%s)", psdb_hr_str(hr));
-        goto cleanup;
-    }
-    hr = PSDB_E_INTEGRITY;
-    if (map_size < sizeof(head) || read_exact(map_fd, head, sizeof(head), 0) != 0 ||
-        memcmp(head, PSDB__VMAP_MAGIC, 8) != 0) {
-        WHY("the value map does not describe this PSDB");
-        goto cleanup;
-    }
-    if (psdb__le32(head + 8) != PSDB__VMAP2_VERSION) {
-        WHY("the value map is version %u, this launcher reads version %u",
-            (unsigned)psdb__le32(head + 8), PSDB__VMAP2_VERSION);
-        goto cleanup;
-    }
-    if (psdb__le32(head + 12) != 0 || memcmp(head + 112, zero, 16) != 0 ||
-        psdb__le64(head + 16) != m->size || memcmp(head + 24, m->sha256, 32) != 0) {
-        WHY("the value map does not describe this PSDB");
-        goto cleanup;
-    }
-    uint64_t nv = psdb__le64(head + 56), nkeys = psdb__le64(head + 64);
-    uint64_t nentries = psdb__le64(head + 72), skel = psdb__le64(head + 80);
-    uint64_t vstored = psdb__le64(head + 88), rstored = psdb__le64(head + 96);
-    uint64_t sstored = psdb__le64(head + 104);
-    uint64_t keys_at = sizeof(head), values_at = keys_at + nkeys * 32;
-    /* Every count bounded by what the map or the file could hold before any sum is formed; a
-     * value takes two bytes of its table at least, and deflate inflates at most 1032-fold, so a
-     * map cannot make the client allocate more than its own size warrants. */
-    if (vstored > map_size || rstored > map_size || sstored > map_size || nkeys > map_size / 32 ||
-        nv > m->size / 32 || nv > vstored * 516 || nv >= MISSING || nentries > m->size ||
-        skel > m->size || values_at + vstored + rstored + sstored != map_size) {
-        WHY("the value map is malformed (its sections do not fill it)");
-        goto cleanup;
-    }
-    uint64_t recipe_at = values_at + vstored, skel_at = recipe_at + rstored;
-    kt.fd = map_fd;
-    kt.at = keys_at;
-    kt.n = nkeys;
-    kt.win = malloc((size_t)KEY_WINDOW * 32);
-    if (!kt.win) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    zv = calloc(1, sizeof(*zv));
-    zrec = calloc(1, sizeof(*zrec));
-    zskel = calloc(1, sizeof(*zskel));
-    held = malloc((nv ? nv : 1) * sizeof(*held));
-    sizes = malloc((nv ? nv : 1) * sizeof(*sizes));
-    if (!zv || !zrec || !zskel || !held || !sizes || zr_init(zv, map_fd, values_at, vstored) != 0) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    /* Which values the old file holds: same digest and size. */
-    for (uint64_t i = 0, id = 0; i < nv; i++) {
-        uint8_t sha[32];
-        id += unzigzag(zr_varint(zv));
-        sizes[i] = zr_varint(zv);
-        if (zv->bad || key_get(&kt, id, sha) != 0 || sizes[i] == 0 || sizes[i] > m->size) {
-            WHY("the value map is malformed (value %llu)", (unsigned long long)i);
+    psdb__delta_outcome scratch;
+    if (sb.st_size > 0 &&
+        map_layout_read(map_fd, (uint64_t)sb.st_size, m->size, m->sha256, &l, &scratch) == 0) {
+        map_size = (uint64_t)sb.st_size;
+        out->map_reused = 1;
+    } else {
+        if (ftruncate(map_fd, 0) != 0) {
+            hr = psdb__errno_hr(errno);
+            WHY("cannot truncate %s: %s", map_path, strerror(errno));
             goto cleanup;
         }
-        const local_value *lv = find_local(&ls, sha);
-        held[i] = lv && lv->size == sizes[i] ? (uint32_t)(lv - ls.v) : MISSING;
+        hr = fetch(c, &fmap, map_url, NULL, 0, m->size, map_fd, &map_size);
+        fetcher_close(&fmap);
+        out->downloaded = map_size;
+        if (PSDB_FAILED(hr)) {
+            WHY("no value map from the server (%s)", psdb_hr_str(hr));
+            goto cleanup;
+        }
+        hr = PSDB_E_INTEGRITY;
+        if (map_layout_read(map_fd, map_size, m->size, m->sha256, &l, out) != 0)
+            goto cleanup;
     }
-    if (!zr_done(zv)) {
-        WHY("the value map is malformed (its value table)");
-        goto cleanup;
-    }
-    /* The old digests have done their work: drop them before the key table comes in, so that
-     * the two never take memory at once. */
-    ls.ov = malloc((ls.n ? ls.n : 1) * sizeof(*ls.ov));
-    if (!ls.ov) {
+    keep_map = 1;
+    kt.fd = map_fd;
+    kt.at = l.keys_at;
+    kt.n = l.nkeys;
+    kt.win = malloc((size_t)KEY_WINDOW * 32);
+    held = malloc((l.nv ? l.nv : 1) * sizeof(*held));
+    sizes = malloc((l.nv ? l.nv : 1) * sizeof(*sizes));
+    nd = malloc((l.nv ? l.nv : 1) * sizeof(*nd));
+    olds = calloc(nsources ? nsources : 1, sizeof(*olds));
+    if (!kt.win || !held || !sizes || !nd || !olds) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    for (size_t i = 0; i < ls.n; i++)
-        ls.ov[i] = (old_value){ls.v[i].size, ls.v[i].first, ls.v[i].n};
-    free(ls.v);
-    ls.v = NULL;
-    if (nkeys * 32 <= KEYS_IN_MEMORY) {
-        kt.mem = malloc(nkeys ? nkeys * 32 : 1);
+    for (size_t k = 0; k < nsources; k++)
+        olds[k].fd = -1;
+    hr = map_values(map_fd, &l, &kt, m->size, sizes, nd, out);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    /* Which values the sources hold (same digest and size), the first source first. */
+    qsort(nd, (size_t)l.nv, sizeof(*nd), cmp_need);
+    for (uint64_t i = 0; i < l.nv; i++)
+        held[i] = MISSING;
+    ls = (local_set){.need = nd, .nneed = (size_t)l.nv, .sizes = sizes, .held = held,
+                     .missing = l.nv};
+    psdb_hr first_failure = PSDB_S_OK;
+    for (size_t k = 0; k < nsources && ls.missing > 0; k++) {
+        hr = walk_source(&ls, sources[k], (uint32_t)k, l.nv);
+        if (hr == PSDB_E_OUTOFMEMORY)
+            goto cleanup;
+        if (PSDB_SUCCEEDED(hr))
+            readable++;
+        else if (PSDB_SUCCEEDED(first_failure))
+            first_failure = hr;
+    }
+    if (readable == 0 && nsources > 0 && ls.missing > 0) {
+        hr = first_failure;
+        WHY("the installed PSDB %s cannot be read (%s)", sources[0], psdb_hr_str(hr));
+        goto cleanup;
+    }
+    free(nd); /* the digests have done their work: the key table may come in */
+    nd = NULL;
+    for (size_t i = 0; i < ls.n; i++) {
+        old_file *f = &olds[ls.ov[i].src];
+        if (f->cap == 0) {
+            f->cap = ls.ov[i].src == 0 ? OLD_WINDOW : OLD_WINDOW / 4;
+            out->sources++;
+        }
+    }
+    if (l.nkeys * 32 <= KEYS_IN_MEMORY) {
+        kt.mem = malloc(l.nkeys ? l.nkeys * 32 : 1);
         if (!kt.mem) {
             hr = PSDB_E_OUTOFMEMORY;
             goto cleanup;
         }
-        if (read_exact(map_fd, kt.mem, (size_t)(nkeys * 32), keys_at) != 0) {
+        if (read_exact(map_fd, kt.mem, (size_t)(l.nkeys * 32), l.keys_at) != 0) {
             hr = PSDB_E_IO;
             WHY("cannot read the value map's keys: %s", strerror(errno));
             goto cleanup;
         }
     }
-    /* Pass 1: the whole recipe checked, and the runs of missing bytes listed. */
-    if (zr_init(zrec, map_fd, recipe_at, rstored) != 0) {
-        hr = PSDB_E_OUTOFMEMORY;
+    /* An interrupted attempt's output is taken up from its last entry boundary. */
+    if (stat(part, &sb) == 0 && S_ISREG(sb.st_mode))
+        have = (uint64_t)sb.st_size;
+    hr = map_runs(map_fd, &l, sizes, held, m->size, have, &rl, out);
+    if (PSDB_FAILED(hr))
         goto cleanup;
-    }
-    recipe_state st = {.nkeys = nkeys, .nv = nv};
-    uint64_t pos = 0, skel_seen = 0;
-    for (uint64_t i = 0; i < nentries; i++) {
-        recipe_entry e;
-        if (recipe_next(zrec, &st, &e) != 0 || e.len > m->size - pos ||
-            (e.tag == PSDB__VMAP2_TAG_VALUE &&
-             (e.in_at > sizes[e.arg] || e.len > sizes[e.arg] - e.in_at))) {
-            WHY("the value map is malformed (recipe entry %llu)", (unsigned long long)i);
-            goto cleanup;
-        }
-        if (e.tag == PSDB__VMAP2_TAG_SKELETON)
-            skel_seen += e.len;
-        if (e.tag == PSDB__VMAP2_TAG_VALUE && held[e.arg] == MISSING) {
-            if (nruns > 0 && pos <= runs[nruns - 1].end + COALESCE_GAP) {
-                run_bytes += pos + e.len - runs[nruns - 1].end;
-                runs[nruns - 1].end = pos + e.len;
-            } else {
-                if (nruns == runs_cap) {
-                    size_t cap = runs_cap ? runs_cap * 2 : 256;
-                    run *x = realloc(runs, cap * sizeof(*x));
-                    if (!x) {
-                        hr = PSDB_E_OUTOFMEMORY;
-                        goto cleanup;
-                    }
-                    runs = x;
-                    runs_cap = cap;
-                }
-                runs[nruns++] = (run){pos, pos + e.len};
-                run_bytes += e.len;
-            }
-        }
-        pos += e.len;
-    }
-    if (!zr_done(zrec) || pos != m->size || skel_seen != skel || st.next_key != nkeys) {
-        WHY("the value map is malformed (its recipe does not make the file)");
-        goto cleanup;
-    }
-    zr_close(zrec);
+    runs_resume(&rl);
     /* Not worth its extra requests and local work unless it saves a sixteenth of the file. */
-    if ((map_size + run_bytes) / 15 >= m->size / 16) {
+    uint64_t cost = (out->map_reused ? 0 : map_size) + rl.bytes;
+    if (cost / 15 >= m->size / 16) {
         hr = PSDB_S_FALSE;
         WHY("a delta of %llu bytes would not be smaller than the file by a sixteenth",
-            (unsigned long long)(map_size + run_bytes));
+            (unsigned long long)cost);
         goto cleanup;
     }
     /* Pass 2: the file, in order. */
-    of.fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    old.fd = open(old_path, O_RDONLY | O_CLOEXEC);
-    if (of.fd < 0 || old.fd < 0) {
+    of.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (of.fd < 0) {
         hr = psdb__errno_hr(errno);
         WHY("cannot prepare %s: %s", part, strerror(errno));
         goto cleanup;
     }
+    for (size_t k = 0; k < nsources; k++)
+        if (olds[k].cap && (olds[k].fd = open(sources[k], O_RDONLY | O_CLOEXEC)) < 0) {
+            hr = psdb__errno_hr(errno);
+            WHY("cannot open %s: %s", sources[k], strerror(errno));
+            goto cleanup;
+        }
     of.buf = malloc(OUT_BUF);
-    old.buf = malloc(OLD_WINDOW);
     of.sha = psdb__sha256_begin();
-    memset(zrec, 0, sizeof(*zrec));
-    if (!of.buf || !old.buf || !of.sha || zr_init(zrec, map_fd, recipe_at, rstored) != 0 ||
-        zr_init(zskel, map_fd, skel_at, sstored) != 0) {
+    zrec = calloc(1, sizeof(*zrec));
+    zskel = calloc(1, sizeof(*zskel));
+    if (!of.buf || !of.sha || !zrec || !zskel || zr_init(zrec, map_fd, l.recipe_at, l.rstored) != 0 ||
+        zr_init(zskel, map_fd, l.skel_at, l.sstored) != 0) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
+    hr = resume_output(&of, rl.resume_at);
+    if (PSDB_FAILED(hr)) {
+        WHY("cannot take up %s: %s", part, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    out->resumed = rl.resume_at;
+    keep_part = 1;
     rebuild rb = {.rec = zrec,
                   .skel = zskel,
-                  .st = {.nkeys = nkeys, .nv = nv},
-                  .entries_left = nentries,
+                  .st = {.nkeys = l.nkeys, .nv = l.nv},
+                  .entries_left = l.nentries,
+                  .fetched_to = rl.resume_at, /* the bytes before it are in place */
                   .held = held,
                   .ls = &ls,
-                  .old = &old,
+                  .olds = olds,
                   .kt = &kt,
                   .of = &of,
                   .cursor_value = MISSING,
-                  .old_path = old_path,
+                  .sources = sources,
                   .out = out};
     uint64_t got = 0;
-    hr = fetch_runs(c, &fblob, url, &rb, runs, nruns, &got);
+    hr = fetch_runs(c, &fblob, url, &rb, rl.v, rl.n, &got);
     out->downloaded += got;
     if (PSDB_SUCCEEDED(hr))
         hr = rebuild_to(&rb, m->size);
+    if (hr == PSDB_E_CANCELLED)
+        goto cleanup; /* what was produced stays for the next attempt, the map too */
+    keep_part = keep_map = 0;
     if (PSDB_FAILED(hr)) {
         if (!out->why_not[0])
             WHY("the rebuild failed (%s)", psdb_hr_str(hr));
@@ -1220,13 +1479,19 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *o
 cleanup:
     fetcher_close(&fmap);
     fetcher_close(&fblob);
-    if (zv)
-        zr_close(zv);
+    if (hr == PSDB_E_CANCELLED) {
+        if (keep_part)
+            out_flush(&of);
+        psdb__client_error(c,
+                           "install: %s: delta update cancelled by the progress callback at %llu "
+                           "of %llu bytes; %s is kept for resuming",
+                           dest_path, (unsigned long long)of.pos, (unsigned long long)m->size,
+                           keep_part ? part : keep_map ? map_path : "nothing");
+    }
     if (zrec)
         zr_close(zrec);
     if (zskel)
         zr_close(zskel);
-    free(zv);
     free(zrec);
     free(zskel);
     if (of.sha) {
@@ -1236,15 +1501,18 @@ cleanup:
     free(of.buf);
     if (map_fd >= 0)
         close(map_fd);
-    if (map_path)
+    if (map_path && !keep_map)
         unlink(map_path);
     if (of.fd >= 0)
         close(of.fd);
-    if (old.fd >= 0)
-        close(old.fd);
-    free(old.buf);
-    if (part && !out->used)
+    if (part && !out->used && !keep_part)
         unlink(part);
+    for (size_t k = 0; olds && k < nsources; k++) {
+        if (olds[k].fd >= 0)
+            close(olds[k].fd);
+        free(olds[k].buf);
+    }
+    free(olds);
     if (!out->used && PSDB_SUCCEEDED(hr))
         hr = PSDB_S_FALSE;
     free(url);
@@ -1253,10 +1521,10 @@ cleanup:
     free(part);
     free(held);
     free(sizes);
-    free(runs);
+    free(nd);
+    free(rl.v);
     free(kt.mem);
     free(kt.win);
-    free(ls.v);
     free(ls.ov);
     free(ls.r);
     return hr;

@@ -142,10 +142,18 @@ static int id_set_has(const id_set *set, const struct stat *st)
     return 0;
 }
 
-static int is_part(const char *name)
+/* What an interrupted install keeps for resuming: a download's .part, a delta update's output
+ * and its value map (delta.h). */
+static int is_partial(const char *name)
 {
+    static const char *const suffixes[] = {".part", ".delta", ".valuemap"};
     size_t len = strlen(name);
-    return len > 5 && strcmp(name + len - 5, ".part") == 0;
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        size_t k = strlen(suffixes[i]);
+        if (len > k && strcmp(name + len - k, suffixes[i]) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 typedef struct sweep_ctx {
@@ -161,7 +169,7 @@ static psdb_hr sweep_locked(void *arg)
     psdb_hr hr = PSDB_S_OK;
     id_set keep = {0};
     DIR *d = NULL;
-    hr = psdb__registry_foreach_path(x->inst, id_set_add, &keep);
+    hr = psdb__registry_foreach_path(x->inst, NULL, NULL, id_set_add, &keep);
     if (PSDB_SUCCEEDED(hr) && keep.oom)
         hr = PSDB_E_OUTOFMEMORY;
     if (PSDB_FAILED(hr))
@@ -181,7 +189,7 @@ static psdb_hr sweep_locked(void *arg)
             continue;
         if (id_set_has(&keep, &st))
             continue;
-        if (is_part(e->d_name) && !(x->flags & PSDB_SWEEP_PARTIAL) &&
+        if (is_partial(e->d_name) && !(x->flags & PSDB_SWEEP_PARTIAL) &&
             now - st.st_mtime < PSDB__PART_GRACE_SECONDS)
             continue;
         unlinkat(dirfd(d), e->d_name, 0);
