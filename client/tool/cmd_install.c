@@ -47,7 +47,8 @@ static const char usage_text[] =
     "Proxies come from the environment as with curl (http_proxy, https_proxy, all_proxy,\n"
     "no_proxy). SIGINT or SIGTERM stops the install cleanly: nothing is registered, a partial\n"
     "download or delta update is kept and the next run resumes it; the exit status is then\n"
-    "128 + the signal (130, 143). Other exit statuses: 0 done, 1 failed, 2 usage, 3 no PSDB for a target.\n";
+    "128 + the signal (130, 143). Other exit statuses: 0 done, 1 failed, 2 usage, 3 no PSDB for a "
+    "target.\n";
 
 /* The signal that asked to stop (SIGINT, SIGTERM), 0 while none. Only set in the handler: the
  * library polls it through progress_cancel, so nothing but this store runs in signal context. */

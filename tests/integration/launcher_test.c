@@ -904,6 +904,195 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
 }
 END_TEST
 
+/* Values of an application with a different name: "Other" at version `serial` holds exactly the
+ * values of Delta at that version with the same patch (their bytes depend on the index and the
+ * patch only), in a file of its own (its identity differs). */
+START_TEST(test_launcher__update_takes_the_values_other_applications_of_the_registry_hold)
+{
+    app_entry v1, v2, other;
+    app_make_version(&v1, "Delta", 200, 1, NULL);
+    app_make_version(&v2, "Delta", 200, 2, every_20th);
+    app_make_version(&other, "Other", 200, 7, every_20th);
+    fake f = {0};
+    fake_start(&f);
+    psdb_client_desc d = {0};
+    psdb_client *c = client_with(&d, f.url);
+    psdb_install_result r;
+    fake_serve(&f, &v1, 1);
+    ck_assert_hr(install_r(c, &v1, &r), PSDB_S_OK);
+    fake_serve(&f, &other, 1);
+    ck_assert_hr(install_r(c, &other, &r), PSDB_S_OK);
+    atomic_store(&f.range_bytes, 0);
+    fake_serve(&f, &v2, 1);
+    ck_assert_hr(install_r(c, &v2, &r), PSDB_S_OK);
+    assert_installed(&v2);
+    assert_installed(&other);
+    /* The changed values came from Other's file, the rest from v1: only the map was fetched. */
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_uint_eq(r.delta_sources, 2);
+    ck_assert_int_eq(atomic_load(&f.range_bytes), 0);
+    ck_assert_uint_eq(r.bytes_downloaded, (uint64_t)v2.map2_size);
+
+    /* The application's own file gone: the other application's alone still makes a delta. */
+    char rel[160];
+    snprintf(rel, sizeof(rel), "psdbs/%s.psdb", v2.hex);
+    char *own = tu_path(g_reg, rel);
+    app_entry v3;
+    app_make_version(&v3, "Delta", 200, 3, every_20th);
+    ck_assert_int_eq(unlink(own), 0);
+    fake_serve(&f, &v3, 1);
+    ck_assert_hr(install_r(c, &v3, &r), PSDB_S_OK);
+    assert_installed(&v3);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_uint_eq(r.delta_sources, 1);
+    ck_assert_int_eq(atomic_load(&f.range_bytes), 0);
+
+    /* The same file registered for another family (by another installer) is never a source:
+     * a value is looked for only among PSDBs of the family being updated. */
+    tu_rmtree(g_reg);
+    fake_serve(&f, &v1, 1);
+    ck_assert_hr(install_r(c, &v1, &r), PSDB_S_OK);
+    snprintf(rel, sizeof(rel), "psdbs/%s.psdb", other.hex);
+    char *foreign = tu_path(g_reg, rel);
+    ck_assert_int_eq(tu_write_file(foreign, other.data, other.size), 0);
+    psdb_installer_desc idesc = {.name = "another-launcher", .root_dir = g_reg};
+    psdb_installer *inst = NULL;
+    psdb_application *app = NULL;
+    psdb_app_desc od = {.name = other.name, .version = PSDB_VERSION(1, 0, 0, 0)};
+    psdb_component_psdb cp = {.adapter_family = "another-family", .psdb_path = foreign};
+    ck_assert_hr(psdb_installer_open(&idesc, &inst), PSDB_S_OK);
+    ck_assert_hr(psdb_installer_register_application(inst, other.exe, &od, &app), PSDB_S_OK);
+    ck_assert_hr(
+        psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, &cp, NULL),
+        PSDB_S_OK);
+    psdb_application_release(app);
+    psdb_installer_release(inst);
+    atomic_store(&f.range_bytes, 0);
+    fake_serve(&f, &v2, 1);
+    ck_assert_hr(install_r(c, &v2, &r), PSDB_S_OK);
+    assert_installed(&v2);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_uint_eq(r.delta_sources, 1);
+    ck_assert_int_gt(atomic_load(&f.range_bytes), 0);
+    free(foreign);
+    free(own);
+    psdb_client_release(c);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+    app_free(&v3);
+    app_free(&other);
+}
+END_TEST
+
+static long long file_size_of(const app_entry *a, const char *suffix)
+{
+    char rel[200];
+    snprintf(rel, sizeof(rel), "psdbs/%s.psdb%s", a->hex, suffix);
+    char *p = tu_path(g_reg, rel);
+    struct stat st;
+    long long n = stat(p, &st) == 0 ? (long long)st.st_size : -1;
+    free(p);
+    return n;
+}
+
+START_TEST(test_launcher__cancelled_delta_keeps_its_output_and_the_next_install_goes_on)
+{
+    app_entry v1, v2;
+    app_make_version(&v1, "Delta", 200, 1, NULL);
+    app_make_version(&v2, "Delta", 200, 2, every_20th);
+    fake f = {0};
+    fake_start(&f);
+    psdb_install_result r;
+
+    /* What an update fetches when nothing stops it. */
+    psdb_install_result whole = update(&f, &v1, &v2, NULL);
+    ck_assert_msg(whole.delta == 1, "no delta: %s", whole.delta_skipped);
+    ck_assert_uint_eq(whole.delta_resumed, 0);
+    long long whole_ranges = atomic_load(&f.range_bytes);
+    ck_assert_int_gt(whole_ranges, 0);
+    tu_rmtree(g_reg);
+
+    /* The same update, slowed down and cancelled halfway through the new file. */
+    psdb_client_desc plain = {0};
+    psdb_client *c = client_with(&plain, f.url);
+    fake_serve(&f, &v1, 1);
+    ck_assert_hr(install_r(c, &v1, &r), PSDB_S_OK);
+    psdb_client_release(c);
+    cancel_ctx k = {.after_bytes = v2.size / 2};
+    psdb_client_desc slow = {.progress_cancel = cancel_cb,
+                             .progress_ctx = &k,
+                             .max_recv_bytes_per_second = (uint64_t)whole_ranges * 2};
+    c = client_with(&slow, f.url);
+    fake_serve(&f, &v2, 1);
+    atomic_store(&f.range_bytes, 0);
+    ck_assert_hr(install_r(c, &v2, &r), PSDB_E_CANCELLED);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "delta update cancelled"));
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "kept for resuming"));
+    psdb_client_release(c);
+    assert_installed(&v1); /* the registry still names v1 */
+    long long kept = file_size_of(&v2, ".delta");
+    ck_assert_msg(kept >= (long long)v2.size / 2 && kept < (long long)v2.size, "kept %lld of %zu",
+                  kept, v2.size);
+    ck_assert_int_eq(file_size_of(&v2, ".valuemap"), (long long)v2.map2_size);
+    long long first_ranges = atomic_load(&f.range_bytes);
+    ck_assert_int_gt(first_ranges, 0);
+
+    /* A sweep in between keeps what the interrupted update left. */
+    psdb_installer_desc idesc = {.name = "sweeper", .root_dir = g_reg};
+    psdb_installer *inst = NULL;
+    ck_assert_hr(psdb_installer_open(&idesc, &inst), PSDB_S_OK);
+    ck_assert_hr(psdb_installer_sweep_store(inst, 0), PSDB_S_OK);
+    psdb_installer_release(inst);
+    ck_assert_int_eq(file_size_of(&v2, ".delta"), kept);
+
+    /* The next install takes both up: no map, only the ranges past the kept output. */
+    atomic_store(&f.range_bytes, 0);
+    atomic_store(&f.map_requests, 0);
+    c = client_with(&plain, f.url);
+    ck_assert_hr(install_r(c, &v2, &r), PSDB_S_OK);
+    psdb_client_release(c);
+    assert_installed(&v2);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_int_eq(atomic_load(&f.map_requests), 0);
+    ck_assert_msg(r.delta_resumed > 0 && r.delta_resumed <= (uint64_t)kept, "resumed %llu of %lld",
+                  (unsigned long long)r.delta_resumed, kept);
+    long long second_ranges = atomic_load(&f.range_bytes);
+    ck_assert_msg(second_ranges < whole_ranges, "%lld bytes fetched again (whole: %lld)",
+                  second_ranges, whole_ranges);
+    ck_assert_uint_eq(r.bytes_downloaded, (uint64_t)second_ranges);
+    ck_assert_int_eq(file_size_of(&v2, ".delta"), -1);
+    ck_assert_int_eq(file_size_of(&v2, ".valuemap"), -1);
+
+    /* Kept output that is not the file's (damaged meanwhile) fails the check, and the install
+     * still ends with the right file, downloaded in full. */
+    tu_rmtree(g_reg);
+    c = client_with(&plain, f.url);
+    fake_serve(&f, &v1, 1);
+    ck_assert_hr(install_r(c, &v1, &r), PSDB_S_OK);
+    char rel[200];
+    snprintf(rel, sizeof(rel), "psdbs/%s.psdb.delta", v2.hex);
+    char *junk = tu_path(g_reg, rel);
+    uint8_t *bad = malloc(v2.size / 2);
+    ck_assert_ptr_nonnull(bad);
+    memcpy(bad, v2.data, v2.size / 2);
+    bad[v2.size / 4] ^= 0x40;
+    ck_assert_int_eq(tu_write_file(junk, bad, v2.size / 2), 0);
+    fake_serve(&f, &v2, 1);
+    ck_assert_hr(install_r(c, &v2, &r), PSDB_S_OK);
+    assert_installed(&v2);
+    ck_assert_int_eq(r.delta, 0);
+    ck_assert_ptr_nonnull(strstr(r.delta_skipped, "does not match"));
+    ck_assert_int_eq(file_size_of(&v2, ".delta"), -1);
+    psdb_client_release(c);
+    free(bad);
+    free(junk);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+}
+END_TEST
+
 START_TEST(test_launcher__install_tool_reports_the_delta_in_json)
 {
     app_entry v1, v2;
@@ -1066,6 +1255,10 @@ int main(void)
     tcase_add_test(tc, test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help);
     tcase_add_test(tc, test_launcher__delta_over_a_server_that_ignores_several_ranges);
     tcase_add_test(tc, test_launcher__install_tool_reports_the_delta_in_json);
+    tcase_add_test(tc,
+                   test_launcher__update_takes_the_values_other_applications_of_the_registry_hold);
+    tcase_add_test(tc,
+                   test_launcher__cancelled_delta_keeps_its_output_and_the_next_install_goes_on);
     tcase_add_test(tc, test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry);
     tcase_add_test(tc, test_launcher__clients_reuse_connections_across_transfers_and_share_them);
     suite_add_tcase(s, tc);

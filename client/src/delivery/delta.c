@@ -1339,8 +1339,8 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
     qsort(nd, (size_t)l.nv, sizeof(*nd), cmp_need);
     for (uint64_t i = 0; i < l.nv; i++)
         held[i] = MISSING;
-    ls = (local_set){.need = nd, .nneed = (size_t)l.nv, .sizes = sizes, .held = held,
-                     .missing = l.nv};
+    ls = (local_set){
+        .need = nd, .nneed = (size_t)l.nv, .sizes = sizes, .held = held, .missing = l.nv};
     psdb_hr first_failure = PSDB_S_OK;
     for (size_t k = 0; k < nsources && ls.missing > 0; k++) {
         hr = walk_source(&ls, sources[k], (uint32_t)k, l.nv);
@@ -1409,7 +1409,8 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
     of.sha = psdb__sha256_begin();
     zrec = calloc(1, sizeof(*zrec));
     zskel = calloc(1, sizeof(*zskel));
-    if (!of.buf || !of.sha || !zrec || !zskel || zr_init(zrec, map_fd, l.recipe_at, l.rstored) != 0 ||
+    if (!of.buf || !of.sha || !zrec || !zskel ||
+        zr_init(zrec, map_fd, l.recipe_at, l.rstored) != 0 ||
         zr_init(zskel, map_fd, l.skel_at, l.sstored) != 0) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
@@ -1486,7 +1487,9 @@ cleanup:
                            "install: %s: delta update cancelled by the progress callback at %llu "
                            "of %llu bytes; %s is kept for resuming",
                            dest_path, (unsigned long long)of.pos, (unsigned long long)m->size,
-                           keep_part ? part : keep_map ? map_path : "nothing");
+                           keep_part  ? part
+                           : keep_map ? map_path
+                                      : "nothing");
     }
     if (zrec)
         zr_close(zrec);

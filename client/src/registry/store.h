@@ -20,7 +20,8 @@
 
 #define PSDB__STORE_DIR "psdbs"
 #define PSDB__STORE_LOCK "store.lock"
-/* A .part younger than this survives an automatic sweep: a later install may resume it. */
+/* A .part (or a delta update's .delta and .valuemap) younger than this survives an automatic
+ * sweep: a later install may resume it. */
 #define PSDB__PART_GRACE_SECONDS (24 * 3600)
 
 typedef struct psdb__store {
