@@ -3,8 +3,8 @@
 # installed, version N+1 (psdb synth --changed) published, psdb install rebuilds it from the
 # installed PSDB plus GET /v1/blobs/<sha>/valuemap/v2 and ranges of the blob, and the result is the
 # published file, fetched for a small fraction of its size. Also: both value map versions are
-# immutable and cacheable under their own URL and ETag, and a damaged installed file falls back to
-# the full download.
+# immutable and cacheable under their own URL and ETag, a damaged installed file falls back to
+# the full download, and a delta update interrupted by SIGINT is taken up by the next run.
 # Env: PSDB = the psdb tool, PSDBD = the psdbd server.
 set -euo pipefail
 : "${PSDB:?set PSDB to the psdb tool}"
@@ -115,4 +115,38 @@ grep -q '"download":"full"' "$dir/damaged.json" || fail "a damaged old file did 
 grep -q 'delta_skipped' "$dir/damaged.json" || fail "the fallback does not say why"
 sha3=$(sha256sum "$dir/v3.psdb" | cut -d' ' -f1)
 cmp "$dir/v3.psdb" "$dir/reg/psdbs/$sha3.psdb" || fail "v3 is not the published file"
-echo "delta_update_test: ok (update downloaded $got of $size bytes)"
+# SIGINT in the middle of a delta update: exit 130, nothing registered, the rebuilt part and the
+# map kept; the next run takes them up (no map fetched again) and installs the published file.
+synth v4 --changed 0.05 --patch 3
+"$PSDB" publish --server "$url" --token "$(cat "$dir/token")" --key "$dir/key" --serial 4 \
+    "$dir/v4.psdb" >/dev/null || fail "publish v4"
+sha4=$(sha256sum "$dir/v4.psdb" | cut -d' ' -f1)
+"$PSDB" install --server "$url" --exe-path /games/delta/DeltaGame.exe --app DeltaGame \
+    --app-version 1.0.0.0 --target gfx9:1-1 --trust "$dir/key.pub" --registry "$dir/reg" \
+    --limit-rate 40K --json >"$dir/cut.json" 2>"$dir/cut.log" &
+cut=$!
+for _ in $(seq 300); do
+    [ -s "$dir/reg/psdbs/$sha4.psdb.delta" ] && break
+    kill -0 "$cut" 2>/dev/null || break
+    sleep 0.05
+done
+[ -s "$dir/reg/psdbs/$sha4.psdb.delta" ] || fail "no delta output appeared before the install ended"
+kill -INT "$cut"
+rc=0
+wait "$cut" || rc=$?
+[ "$rc" = 130 ] || fail "an interrupted delta update exited $rc, not 130"
+grep -q 'delta update is kept' "$dir/cut.log" || fail "the interruption does not say what is kept"
+kept=$(stat -c %s "$dir/reg/psdbs/$sha4.psdb.delta" 2>/dev/null || echo 0)
+[ "$kept" -gt 0 ] || fail "the interrupted delta update did not keep its output"
+[ -s "$dir/reg/psdbs/$sha4.psdb.valuemap" ] || fail "the value map was not kept"
+maps_before=$(grep -c "access GET /v1/blobs/$sha4/valuemap/v2 200" "$dir/psdbd.log" || true)
+install resumed
+grep -q '"download":"delta"' "$dir/resumed.json" || fail "the resumed update was not a delta"
+resumed=$(sed -n 's/.*"delta_resumed":\([0-9]*\).*/\1/p' "$dir/resumed.json")
+[ -n "$resumed" ] && [ "$resumed" -gt 0 ] && [ "$resumed" -le "$kept" ] ||
+    fail "the resumed update kept ${resumed:-none} of the $kept bytes left"
+maps_after=$(grep -c "access GET /v1/blobs/$sha4/valuemap/v2 200" "$dir/psdbd.log" || true)
+[ "$maps_after" = "$maps_before" ] || fail "the resumed update fetched the value map again"
+cmp "$dir/v4.psdb" "$dir/reg/psdbs/$sha4.psdb" || fail "the resumed file is not the published one"
+[ ! -e "$dir/reg/psdbs/$sha4.psdb.delta" ] || fail "the kept output is still there"
+echo "delta_update_test: ok (update downloaded $got of $size bytes; resumed after $kept bytes)"

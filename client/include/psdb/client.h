@@ -42,8 +42,10 @@ typedef struct psdb_client_desc {
      * download stays in <dest>.part, which the next download or install of the same PSDB resumes
      * with a Range request. Called on the thread that made the call. NULL: never asked. */
     int (*progress_cancel)(const psdb_progress *p, void *ctx);
-    /* Bandwidth limit of each transfer of this client in bytes per second (libcurl's
-     * CURLOPT_MAX_RECV_SPEED_LARGE, an average over the transfer); 0: unlimited. */
+    /* Bandwidth limit of this client in bytes per second, over all its downloads, value maps and
+     * ranges together: a token bucket in the library (at most an eighth of a second of bytes in
+     * a burst, idle time not saved up), exact from the first byte, also for transfers of a few
+     * KiB; 0: unlimited. */
     uint64_t max_recv_bytes_per_second;
     /* Another client whose connection cache, DNS cache and TLS sessions this one shares (libcurl
      * CURLSH, with locks), so that clients on different threads reuse each other's connections;

@@ -39,6 +39,11 @@ struct psdb_client {
     int (*progress_cancel)(const psdb_progress *p, void *ctx);
     void *progress_ctx;
     uint64_t max_recv_bytes_per_second;
+    /* The bandwidth limit's token bucket (psdb__client_pace): bytes that may arrive now, as of
+     * pace_at. */
+    double pace_tokens;
+    struct timespec pace_at;
+    int pace_started;
     char error[512];
     char curl_error[CURL_ERROR_SIZE];
 };
@@ -61,6 +66,12 @@ psdb_hr psdb__client_get(psdb_client *c, const char *who, const char *url, size_
 /* Sleeps the backoff before retry `attempt`, in slices that ask progress_cancel (resolve.c).
  * 1 when the caller asked to stop (the call then returns PSDB_E_CANCELLED), else 0. */
 int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t attempt);
+/* The client's bandwidth limit, applied to each n bytes received before they are kept: a token
+ * bucket of max_recv_bytes_per_second over every transfer of the client, at most an eighth of a
+ * second of bytes in a burst. Sleeps until the bytes are allowed, in slices of at most 100 ms
+ * that ask progress_cancel with p. 1 when it asked to stop (the write callback then ends the
+ * transfer and the call returns PSDB_E_CANCELLED), else 0 (resolve.c). */
+int psdb__client_pace(psdb_client *c, size_t n, const psdb_progress *p);
 /* Whether the client's progress_cancel asks to stop, given p (resolve.c); 0 without one. */
 int psdb__client_should_stop(const psdb_client *c, const psdb_progress *p);
 

@@ -137,6 +137,11 @@ static size_t fetch_write(char *p, size_t size, size_t n, void *ctx)
         s->bad = 1;
         return 0;
     }
+    psdb_progress at = {s->f->what, s->of ? s->of->pos : 0, s->f->total, 1};
+    if (psdb__client_pace(s->c, len, &at)) {
+        s->cancelled = 1;
+        return 0;
+    }
     if (s->of) {
         if (out_put(s->of, (const uint8_t *)p, len) != 0) {
             s->write_errno = s->of->err;
@@ -875,6 +880,11 @@ static size_t multi_write(char *p, size_t size, size_t n, void *ctx)
         return s->status == 200 ? 0 : len;
     }
     s->body_bytes += len;
+    psdb_progress at = {s->f->what, s->rb->of->pos, s->f->total, 1};
+    if (psdb__client_pace(s->c, len, &at)) {
+        s->cancelled = 1;
+        return 0;
+    }
     if (!s->multipart) { /* one part: the Content-Range of the answer */
         if (!s->in_data && (!s->have_range || part_begin(s) != 0))
             return 0;

@@ -55,6 +55,11 @@ static size_t file_write(char *p, size_t size, size_t n, void *ctx)
         s->too_long = 1;
         return 0;
     }
+    psdb_progress at = {s->what, s->have, s->limit, s->attempt};
+    if (psdb__client_pace(s->c, len, &at)) {
+        s->cancelled = 1;
+        return 0;
+    }
     if (psdb__write_all(s->fd, p, len) != 0) {
         s->write_errno = errno;
         return 0;
@@ -259,7 +264,7 @@ static psdb_hr fetch_rest(psdb_client *c, const psdb_manifest *m, const char *ur
             psdb__client_error(c, "download: write %s: %s", part, strerror(s->write_errno));
             goto cleanup;
         }
-        if (rc == CURLE_ABORTED_BY_CALLBACK && s->cancelled) {
+        if (s->cancelled) { /* by the transfer callback or while paced */
             hr = PSDB_E_CANCELLED;
             psdb__client_error(c,
                                "download: %s: cancelled by the progress callback at %llu of %llu "
