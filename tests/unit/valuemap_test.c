@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
 #include <zlib.h>
 
 #include "common/buf.h"
@@ -94,6 +95,59 @@ START_TEST(test_valuemap__ranges_hold_exactly_each_value_of_any_size)
         ck_assert_msg(s.matched[i] == 1, "value of %zu bytes seen %d times", k_sizes[i],
                       s.matched[i]);
     close(s.fd);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+typedef struct digest_seen {
+    const seen *want;
+    int matched[NUM_VALUES];
+    size_t n, stop_after;
+} digest_seen;
+
+static int on_digest(const uint8_t sha256[32], void *ctx)
+{
+    digest_seen *d = ctx;
+    d->n++;
+    for (size_t i = 0; i < NUM_VALUES; i++)
+        if (memcmp(d->want->sha[i], sha256, 32) == 0)
+            d->matched[i]++;
+    return d->stop_after && d->n == d->stop_after;
+}
+
+START_TEST(test_valuemap__digest_index_names_every_value_once)
+{
+    char *dir = tu_mkdtemp();
+    seen s = {0};
+    char *path = write_psdb(dir, &s);
+    digest_seen d = {.want = &s};
+    ck_assert_hr(psdb__value_digests_foreach(path, on_digest, &d), PSDB_S_OK);
+    ck_assert_uint_eq(d.n, NUM_VALUES);
+    for (size_t i = 0; i < NUM_VALUES; i++)
+        ck_assert_msg(d.matched[i] == 1, "digest of the %zu-byte value seen %d times", k_sizes[i],
+                      d.matched[i]);
+    digest_seen stop = {.want = &s, .stop_after = 3};
+    ck_assert_hr(psdb__value_digests_foreach(path, on_digest, &stop), PSDB_S_FALSE);
+    ck_assert_uint_eq(stop.n, 3);
+    /* Not a PSDB: an SQLite file of another schema, and bytes that are no database at all. */
+    char *other = tu_path(dir, "other.db");
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(other, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "CREATE TABLE blobs(id INTEGER PRIMARY KEY, sha256 BLOB);"
+                                  "INSERT INTO blobs(sha256) VALUES (x'00');",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    digest_seen none = {.want = &s};
+    ck_assert(PSDB_FAILED(psdb__value_digests_foreach(other, on_digest, &none)));
+    ck_assert_int_eq(tu_write_file(other, "not a database at all, just text", 32), 0);
+    ck_assert(PSDB_FAILED(psdb__value_digests_foreach(other, on_digest, &none)));
+    ck_assert_uint_eq(none.n, 0);
+    ck_assert_hr(psdb__value_digests_foreach(NULL, on_digest, &none), PSDB_E_INVALIDARG);
+    free(other);
     free(path);
     tu_rmtree(dir);
     free(dir);
@@ -442,6 +496,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_valuemap__ranges_hold_exactly_each_value_of_any_size);
     tcase_add_test(tc, test_valuemap__damaged_files_refused_never_read_out_of_bounds);
+    tcase_add_test(tc, test_valuemap__digest_index_names_every_value_once);
     tcase_add_test(tc, test_valuemap__key_walk_finds_every_32_byte_key_of_every_tree);
     tcase_add_test(tc, test_valuemap__v2_recipe_rebuilds_the_file_and_stores_each_key_once);
     tcase_add_test(tc, test_valuemap__v2_refuses_damaged_files);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -195,24 +196,31 @@ cleanup:
 
 typedef struct source_list {
     char *paths[DELTA_MAX_SOURCES];
+    dev_t dev[DELTA_MAX_SOURCES];
+    ino_t ino[DELTA_MAX_SOURCES];
     size_t n;
     const char *skip; /* the file being installed */
     int oom;
 } source_list;
 
+/* A readable regular file, once (any spelling of a path names one file). */
 static void add_source(const char *path, void *ctx)
 {
     source_list *s = ctx;
-    if (s->n == DELTA_MAX_SOURCES || s->oom || strcmp(path, s->skip) == 0 ||
-        access(path, R_OK) != 0)
+    struct stat st;
+    if (s->n == DELTA_MAX_SOURCES || s->oom || strcmp(path, s->skip) == 0 || stat(path, &st) != 0 ||
+        !S_ISREG(st.st_mode) || access(path, R_OK) != 0)
         return;
     for (size_t k = 0; k < s->n; k++)
-        if (strcmp(s->paths[k], path) == 0)
+        if (s->dev[k] == st.st_dev && s->ino[k] == st.st_ino)
             return;
-    if (!(s->paths[s->n] = strdup(path)))
+    if (!(s->paths[s->n] = strdup(path))) {
         s->oom = 1;
-    else
-        s->n++;
+        return;
+    }
+    s->dev[s->n] = st.st_dev;
+    s->ino[s->n] = st.st_ino;
+    s->n++;
 }
 
 static psdb_hr delta_sources(shared_installer *shared, const psdb__store *store,

@@ -29,11 +29,45 @@ void psdb__pf_conn_close(conn *c)
     free(c);
 }
 
+char *psdb__pf_make_uri(const char *path)
+{
+    static const char suffix[] = "?immutable=1";
+    size_t n = strlen(path);
+    char *uri = NULL, *p = NULL;
+
+    if (n > (SIZE_MAX - sizeof(suffix) - 8) / 3)
+        return NULL;
+    uri = malloc(5 + 3 * n + sizeof(suffix));
+    if (!uri)
+        return NULL;
+    memcpy(uri, "file:", 5);
+    p = uri + 5;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)path[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '/' || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            *p++ = (char)ch;
+        } else {
+            static const char hex[] = "0123456789ABCDEF";
+            *p++ = '%';
+            *p++ = hex[ch >> 4];
+            *p++ = hex[ch & 15];
+        }
+    }
+    memcpy(p, suffix, sizeof(suffix));
+    return uri;
+}
+
 psdb_hr psdb__pf_db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
 {
+    return psdb__pf_db_open_uri(f->uri, f->pages ? f->pages->name : NULL, db, msg, msg_size);
+}
+
+psdb_hr psdb__pf_db_open_uri(const char *uri, const char *vfs, sqlite3 **db, char *msg,
+                             size_t msg_size)
+{
     int rc =
-        sqlite3_open_v2(f->uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
-                        f->pages ? f->pages->name : NULL);
+        sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, vfs);
     if (rc != SQLITE_OK) {
         psdb__pf_set_msg(msg, msg_size, "sqlite3_open_v2: %s",
                          *db ? sqlite3_errmsg(*db) : "out of memory");

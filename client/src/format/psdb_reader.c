@@ -25,35 +25,6 @@
 #include "common/hash.h"
 #include "common/status_map.h"
 
-static char *make_uri(const char *path)
-{
-    static const char suffix[] = "?immutable=1";
-    size_t n = strlen(path);
-    char *uri = NULL, *p = NULL;
-
-    if (n > (SIZE_MAX - sizeof(suffix) - 8) / 3)
-        return NULL;
-    uri = malloc(5 + 3 * n + sizeof(suffix));
-    if (!uri)
-        return NULL;
-    memcpy(uri, "file:", 5);
-    p = uri + 5;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)path[i];
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            ch == '/' || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            *p++ = (char)ch;
-        } else {
-            static const char hex[] = "0123456789ABCDEF";
-            *p++ = '%';
-            *p++ = hex[ch >> 4];
-            *p++ = hex[ch & 15];
-        }
-    }
-    memcpy(p, suffix, sizeof(suffix));
-    return uri;
-}
-
 /* Checks the raw SQLite header (the first 100 bytes) and the file size before SQLite sees it. */
 static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg, size_t msg_size)
 {
@@ -365,7 +336,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         goto cleanup;
     }
     f->file_size = file_size;
-    f->uri = make_uri(path);
+    f->uri = psdb__pf_make_uri(path);
     f->pages = psdb__pf_page_cache_new(file_size);
     f->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
     if (!f->uri || !f->sha256) {

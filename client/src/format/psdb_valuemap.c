@@ -8,6 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
+#include "common/status_map.h"
+#include "format/psdbfile_int.h"
+
 #define MAX_DEPTH 32 /* b-tree depth; SQLite's own limit is 20 */
 /* Pages are read through a window of the file: a value's overflow chain and the next leaf
  * mostly follow each other, so one read serves many pages instead of one pread each. */
@@ -474,5 +479,49 @@ psdb_hr psdb__value_map_keys_foreach(const char *path, psdb__key_slot_fn fn, voi
         hr = PSDB_S_FALSE;
 cleanup:
     walker_close(&w);
+    return hr;
+}
+
+psdb_hr psdb__value_digests_foreach(const char *path, psdb__digest_fn fn, void *ctx)
+{
+    psdb_hr hr = PSDB_S_OK;
+    char *uri = NULL, msg[256];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (!path || !fn)
+        return PSDB_E_INVALIDARG;
+    if (!(uri = psdb__pf_make_uri(path))) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    hr = psdb__pf_db_open_uri(uri, NULL, &db, msg, sizeof(msg));
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb__pf_check_schema(db, msg, sizeof(msg));
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    /* Only the digest: SQLite scans the index, not the table and its values. */
+    rc = sqlite3_prepare_v2(db, "SELECT sha256 FROM blobs", -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
+        goto cleanup;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const void *sha = sqlite3_column_blob(st, 0);
+        if (!sha || sqlite3_column_bytes(st, 0) != 32) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            goto cleanup;
+        }
+        if (fn(sha, ctx)) {
+            hr = PSDB_S_FALSE;
+            goto cleanup;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
+cleanup:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    free(uri);
     return hr;
 }

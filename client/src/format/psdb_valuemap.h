@@ -52,4 +52,15 @@ typedef int (*psdb__key_slot_fn)(uint64_t offset, const uint8_t key[32], void *c
  * a few pages and the list of roots. */
 psdb_hr psdb__value_map_keys_foreach(const char *path, psdb__key_slot_fn fn, void *ctx);
 
+/* Called with the SHA-256 of each row of `blobs`; a non-zero return stops (PSDB_S_FALSE). */
+typedef int (*psdb__digest_fn)(const uint8_t sha256[32], void *ctx);
+
+/* The digests of the PSDB at path, read through SQLite from the unique index on blobs.sha256
+ * (about 40 bytes a value: a launcher asks cheaply whether a file holds any value it lacks
+ * before walking it). The file is opened read-only and immutable with the hardening of every
+ * PSDB connection and its schema checked. Statuses: PSDB_S_OK; PSDB_S_FALSE when fn stopped it;
+ * PSDB_E_INVALIDARG; PSDB_E_CACHE_CORRUPT (not a PSDB, a digest of another length);
+ * PSDB_E_IO; PSDB_E_OUTOFMEMORY. */
+psdb_hr psdb__value_digests_foreach(const char *path, psdb__digest_fn fn, void *ctx);
+
 #endif

@@ -172,6 +172,12 @@ const index_entry *psdb__pf_index_find(const key_index *x, const void *key, size
 void psdb__pf_index_start(psdb_file *f);
 void psdb__pf_conn_close(conn *c);
 psdb_hr psdb__pf_db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size);
+/* The same for any file by its URI (psdb__pf_make_uri) through VFS vfs (NULL: the default). */
+psdb_hr psdb__pf_db_open_uri(const char *uri, const char *vfs, sqlite3 **db, char *msg,
+                             size_t msg_size);
+/* "file:<path, percent-encoded>?immutable=1": a PSDB never changes while it is open. NULL on out
+ * of memory. */
+char *psdb__pf_make_uri(const char *path);
 psdb_hr psdb__pf_check_schema(sqlite3 *db, char *msg, size_t msg_size);
 psdb_hr psdb__pf_conn_open(psdb_file *f, int check, conn **out, char *msg, size_t msg_size);
 psdb_hr psdb__pf_conn_get(psdb_file *f, conn **out);
