@@ -1201,8 +1201,10 @@ static void runs_resume(run_list *rl)
     size_t k = 0;
     while (k < rl->n && rl->v[k].end <= rl->resume_at)
         k++;
-    memmove(rl->v, rl->v + k, (rl->n - k) * sizeof(*rl->v));
-    rl->n -= k;
+    if (k > 0) {
+        memmove(rl->v, rl->v + k, (rl->n - k) * sizeof(*rl->v));
+        rl->n -= k;
+    }
     if (rl->n > 0 && rl->v[0].start < rl->resume_at)
         rl->v[0].start = rl->resume_at;
     rl->bytes = 0;
