@@ -9,9 +9,10 @@
 # With PSDB_BENCH_BIG_MIB=1024, also a PSDB of that many 1 MiB values (about 1 GiB) updated by a
 # patch of 5% of them: its bytes, times and the delta update's peak RSS (the < 64 MiB target).
 # It needs about 7 times that size of free disk under TMPDIR and a few minutes.
+# Then the 5% patch over links of each speed in PSDB_BENCH_RATES (install --limit-rate).
 # Usage: tests/bench/delta_bench.sh   (env: PSDB_BENCH_PIPELINES=20000, PSDB_BENCH_ROUNDS=3,
 #        PSDB_BENCH_BUILD=build/bench, PSDB_BENCH_NO_BUILD=1 to skip the build,
-#        PSDB_BENCH_BIG_MIB=0)
+#        PSDB_BENCH_BIG_MIB=0, PSDB_BENCH_RATES="100M 20M"; "" for loopback only)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -68,12 +69,14 @@ publish() {
         "$work/$1.psdb" >/dev/null
 }
 app=DeltaBench exe=/games/bench/DeltaBench.exe target=gfx9:1-1
+rate_args=() # --limit-rate R while a link of that speed is measured
 install() { # REGISTRY OUT.json: prints seconds; peak RSS (KiB) into OUT.rss
     local t0 t1
     t0=$(date +%s.%N)
     /usr/bin/time -f '%M' -o "$2.rss" "$psdb" install --server "$url" \
         --exe-path "$exe" --app "$app" --app-version 1.0.0.0 \
-        --target "$target" --trust "$work/key.pub" --registry "$1" --json >"$2" 2>/dev/null
+        --target "$target" --trust "$work/key.pub" --registry "$1" --json \
+        ${rate_args[@]+"${rate_args[@]}"} >"$2" 2>/dev/null
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc -l
 }
@@ -97,8 +100,8 @@ measure() { # PATCH-FILE: rounds of a delta update from reg_v1 and a full instal
     td=$(median <"$work/tdelta")
     tf=$(median <"$work/tfull")
     rss=$(median <"$work/rss")
-    printf '%s: PSDB %d bytes, delta downloaded %d bytes (%.1f%% of the file), delta %.3f s vs full %.3f s (ratio %.2f), peak RSS %d KiB\n' \
-        "$patch" "$size" "$bytes" "$(echo "100 * $bytes / $size" | bc -l)" "$td" "$tf" \
+    printf '%s%s: PSDB %d bytes, delta downloaded %d bytes (%.1f%% of the file), delta %.3f s vs full %.3f s (ratio %.2f), peak RSS %d KiB\n' \
+        "$patch" "${rate_args[1]+ at ${rate_args[1]}/s}" "$size" "$bytes" "$(echo "100 * $bytes / $size" | bc -l)" "$td" "$tf" \
         "$(echo "$td / $tf" | bc -l)" "$rss"
 }
 
@@ -109,6 +112,13 @@ cp -a "$work/reg" "$work/reg_v1"
 measure p0
 measure p5
 measure p30
+# The same 5% update over links of a given speed (psdb install --limit-rate paces every transfer
+# of the install exactly): where the transfer, not the local work, is what a delta saves.
+for rate in ${PSDB_BENCH_RATES-100M 20M}; do
+    rate_args=(--limit-rate "$rate")
+    measure p5
+done
+rate_args=()
 
 if [ "$big_mib" -gt 0 ]; then
     say "making a PSDB of $big_mib MiB values and a patch of 5% of them"

@@ -491,24 +491,32 @@ END_TEST
 
 /* ---- limits and proxies ------------------------------------------------------------------- */
 
-START_TEST(test_launcher__bandwidth_limit_caps_bytes_per_second)
+/* Seconds to install a PSDB of about payload bytes from a fake server, the client limited to
+ * rate bytes per second. */
+static double install_seconds_at(const char *name, size_t payload, unsigned seed, uint64_t rate)
 {
     app_entry a;
-    app_make(&a, "Demo", 4u << 20, 3);
+    app_make(&a, name, payload, seed);
     fake f = {.apps = &a, .num_apps = 1};
     fake_start(&f);
-    psdb_client_desc d = {.max_recv_bytes_per_second = 1u << 20};
+    psdb_client_desc d = {.max_recv_bytes_per_second = rate};
     psdb_client *c = client_with(&d, f.url);
     double t0 = now_s();
     ck_assert_hr(install_app(c, &a, NULL), PSDB_S_OK);
     double took = now_s() - t0;
-    /* 4 MiB at 1 MiB/s: 4 s less the first burst of an eighth of a second; unlimited, loopback
-     * takes a few milliseconds. */
-    ck_assert_msg(took >= 3.8, "4 MiB at 1 MiB/s took only %.2f s", took);
     assert_installed(&a);
     psdb_client_release(c);
     MHD_stop_daemon(f.d);
     app_free(&a);
+    return took;
+}
+
+START_TEST(test_launcher__bandwidth_limit_caps_bytes_per_second)
+{
+    /* 4 MiB at 1 MiB/s: 4 s less the first burst of an eighth of a second; unlimited, loopback
+     * takes a few milliseconds. */
+    double took = install_seconds_at("Demo", 4u << 20, 3, 1u << 20);
+    ck_assert_msg(took >= 3.8, "4 MiB at 1 MiB/s took only %.2f s", took);
 }
 END_TEST
 
@@ -1096,20 +1104,14 @@ START_TEST(test_launcher__bandwidth_limit_holds_for_small_files_and_delta_update
 {
     /* libcurl's own limit averages over seconds and lets what the socket buffers hold through:
      * a file of a few hundred KiB arrived at once whatever the limit. */
-    app_entry a;
-    app_make(&a, "Small", 384u << 10, 5);
-    fake f = {.apps = &a, .num_apps = 1};
-    fake_start(&f);
-    psdb_client_desc d = {.max_recv_bytes_per_second = 256u << 10};
-    psdb_client *c = client_with(&d, f.url);
-    double t0 = now_s();
-    ck_assert_hr(install_app(c, &a, NULL), PSDB_S_OK);
-    double took = now_s() - t0;
-    ck_assert_msg(took >= 1.3, "%zu bytes at 256 KiB/s took only %.2f s", a.size, took);
-    assert_installed(&a);
-    psdb_client_release(c);
+    double took = install_seconds_at("Small", 384u << 10, 5, 256u << 10);
+    ck_assert_msg(took >= 1.3, "384 KiB at 256 KiB/s took only %.2f s", took);
 
     /* A delta update: its map and ranges (a few hundred KiB) at the limit too. */
+    fake f = {0};
+    fake_start(&f);
+    psdb_client *c = NULL;
+    double t0 = 0;
     app_entry v1, v2;
     app_make_version(&v1, "Delta", 200, 1, NULL);
     app_make_version(&v2, "Delta", 200, 2, every_20th);
@@ -1133,7 +1135,6 @@ START_TEST(test_launcher__bandwidth_limit_holds_for_small_files_and_delta_update
     assert_installed(&v2);
     psdb_client_release(c);
     MHD_stop_daemon(f.d);
-    app_free(&a);
     app_free(&v1);
     app_free(&v2);
 }

@@ -5,35 +5,32 @@
 #include <stdint.h>
 #include <unistd.h>
 
-int psdb__write_all(int fd, const void *p, size_t n)
+/* write (off < 0) or pwrite at off until all n bytes are out. */
+static int write_loop(int fd, const void *p, size_t n, int64_t off)
 {
     const uint8_t *b = p;
     while (n > 0) {
-        ssize_t w = write(fd, b, n);
+        ssize_t w = off < 0 ? write(fd, b, n) : pwrite(fd, b, n, (off_t)off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
             return -1;
         b += w;
         n -= (size_t)w;
+        if (off >= 0)
+            off += w;
     }
     return 0;
 }
 
+int psdb__write_all(int fd, const void *p, size_t n)
+{
+    return write_loop(fd, p, n, -1);
+}
+
 int psdb__pwrite_all(int fd, const void *p, size_t n, uint64_t off)
 {
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t w = pwrite(fd, b, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        b += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
+    return off > (uint64_t)INT64_MAX ? (errno = EINVAL, -1) : write_loop(fd, p, n, (int64_t)off);
 }
 
 int psdb__every_ms(struct timespec *last, long ms)
