@@ -371,15 +371,21 @@ static void assert_installed(const app_entry *a)
 }
 
 /* Size of the store's .part of a, -1 when absent. */
-static long long part_size(const app_entry *a)
+/* The size of the store's file of a with this suffix (".part", ".delta", ...); -1: none. */
+static long long file_size_of(const app_entry *a, const char *suffix)
 {
-    char rel[160];
-    snprintf(rel, sizeof(rel), "psdbs/%s.psdb.part", a->hex);
+    char rel[200];
+    snprintf(rel, sizeof(rel), "psdbs/%s.psdb%s", a->hex, suffix);
     char *p = tu_path(g_reg, rel);
     struct stat st;
     long long n = stat(p, &st) == 0 ? (long long)st.st_size : -1;
     free(p);
     return n;
+}
+
+static long long part_size(const app_entry *a)
+{
+    return file_size_of(a, ".part");
 }
 
 static void setup(void)
@@ -991,17 +997,6 @@ START_TEST(test_launcher__update_takes_the_values_other_applications_of_the_regi
     app_free(&other);
 }
 END_TEST
-
-static long long file_size_of(const app_entry *a, const char *suffix)
-{
-    char rel[200];
-    snprintf(rel, sizeof(rel), "psdbs/%s.psdb%s", a->hex, suffix);
-    char *p = tu_path(g_reg, rel);
-    struct stat st;
-    long long n = stat(p, &st) == 0 ? (long long)st.st_size : -1;
-    free(p);
-    return n;
-}
 
 START_TEST(test_launcher__cancelled_delta_keeps_its_output_and_the_next_install_goes_on)
 {
