@@ -56,10 +56,11 @@ char *psdbd_valuemap_path(const psdbd_store *s, const char *sha256, unsigned ver
 psdbd_valuemap_kind psdbd_valuemap_classify(const char *name, char sha256[65], unsigned *version)
 {
     static const char v1[] = ".valuemap", v2[] = ".v2.valuemap";
+    psdbd_valuemap_kind kind = PSDBD_VALUEMAP_STRAY;
     const char *rest = name + 64;
     size_t n = 0;
     if (strnlen(name, 65) < 65 || !psdbd_is_lower_hex(name, 64))
-        return PSDBD_VALUEMAP_STRAY;
+        goto cleanup;
     if (strncmp(rest, v1, sizeof(v1) - 1) == 0) {
         n = sizeof(v1) - 1;
         *version = 1;
@@ -67,13 +68,16 @@ psdbd_valuemap_kind psdbd_valuemap_classify(const char *name, char sha256[65], u
         n = sizeof(v2) - 1;
         *version = 2;
     } else {
-        return PSDBD_VALUEMAP_STRAY;
+        goto cleanup;
     }
     memcpy(sha256, name, 64);
     sha256[64] = '\0';
     if (rest[n] == '\0')
-        return PSDBD_VALUEMAP_MAP;
-    return rest[n] == '.' ? PSDBD_VALUEMAP_TEMPORARY : PSDBD_VALUEMAP_STRAY;
+        kind = PSDBD_VALUEMAP_MAP;
+    else if (rest[n] == '.')
+        kind = PSDBD_VALUEMAP_TEMPORARY;
+cleanup:
+    return kind;
 }
 
 /* Writes the map under a unique temporary name, then renames it over `path`: the final name only

@@ -38,9 +38,7 @@ static void gc_valuemap_file(struct walk *w, const char *path, const char *name,
     if (!w->dry_run && unlink(path) != 0 && errno != ENOENT) {
         fprintf(stderr, "psdbd gc: remove %s: %s\n", path, strerror(errno));
         w->errors++;
-        return;
-    }
-    if (temp) {
+    } else if (temp) {
         w->map_temps++;
     } else {
         w->maps++;
