@@ -85,21 +85,23 @@ cleanup:
  * or a system call's errno as a status. */
 static psdb_hr derive(const psdbd_store *s, const char *sha256, unsigned version, const char *path)
 {
-    char *blob = psdbd_store_path(s, sha256), *dir = psdbd_valuemap_dir(s);
-    char *tmp = xasprintf("%s.XXXXXX", path);
+    char *blob = psdbd_store_path(s, sha256), *dir = psdbd_valuemap_dir(s), *tmp = NULL;
     uint64_t t0 = psdbd_now_ns();
     struct stat sb;
     psdb_hr hr = PSDB_S_OK;
-    int fd = -1;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        hr = psdb__errno_hr(errno);
-        psdbd_log("valuemap v%u of %s: mkdir %s: %s", version, sha256, dir, strerror(errno));
+    int fd = -1, e;
+    if (mkdir(dir, 0755) != 0 && (e = errno) != EEXIST) {
+        hr = psdb__errno_hr(e);
+        psdbd_log("valuemap v%u of %s: mkdir %s: %s", version, sha256, dir, strerror(e));
         goto cleanup;
     }
-    /* mkstemp, not a pid: replicas on other hosts share this directory. */
+    /* mkstemp, not a pid: replicas on other hosts share this directory. libpsdb writes
+     * <tmp>.tmp, fsyncs it and renames it over this name (its mode, not mkstemp's 0600). */
+    tmp = xasprintf("%s.XXXXXX", path);
     if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
-        hr = psdb__errno_hr(errno);
-        psdbd_log("valuemap v%u of %s: create %s: %s", version, sha256, tmp, strerror(errno));
+        e = errno;
+        hr = psdb__errno_hr(e);
+        psdbd_log("valuemap v%u of %s: create %s: %s", version, sha256, tmp, strerror(e));
         free(tmp);
         tmp = NULL;
         goto cleanup;
@@ -110,8 +112,9 @@ static psdb_hr derive(const psdbd_store *s, const char *sha256, unsigned version
         goto cleanup;
     }
     if (rename(tmp, path) != 0) {
-        hr = psdb__errno_hr(errno);
-        psdbd_log("valuemap v%u of %s: rename %s: %s", version, sha256, tmp, strerror(errno));
+        e = errno;
+        hr = psdb__errno_hr(e);
+        psdbd_log("valuemap v%u of %s: rename %s: %s", version, sha256, tmp, strerror(e));
         goto cleanup;
     }
     free(tmp);
