@@ -53,6 +53,18 @@ char *psdbd_valuemap_path(const psdbd_store *s, const char *sha256, unsigned ver
                         : xasprintf("%s/valuemaps/%s.v%u.valuemap", s->dir, sha256, version);
 }
 
+void psdbd_valuemaps_forget(const psdbd_store *s, const char *sha256)
+{
+    for (unsigned v = 1; v <= 2; v++) {
+        char *p = psdbd_valuemap_path(s, sha256, v);
+        if (unlink(p) == 0)
+            psdbd_log("valuemap v%u of %s removed: its blob file was replaced", v, sha256);
+        else if (errno != ENOENT)
+            psdbd_log("valuemap v%u of %s: remove %s: %s", v, sha256, p, strerror(errno));
+        free(p);
+    }
+}
+
 psdbd_valuemap_kind psdbd_valuemap_classify(const char *name, char sha256[65], unsigned *version)
 {
     static const char v1[] = ".valuemap", v2[] = ".v2.valuemap";

@@ -35,6 +35,10 @@ char *psdbd_valuemap_dir(const psdbd_store *s);
  * for version 2 (malloc'd). */
 char *psdbd_valuemap_path(const psdbd_store *s, const char *sha256, unsigned version);
 
+/* Removes both maps of blob `sha256` (best effort, logged): its file was replaced, so maps
+ * derived from the old bytes no longer describe it. */
+void psdbd_valuemaps_forget(const psdbd_store *s, const char *sha256);
+
 /* What a file name in valuemaps/ is. */
 typedef enum psdbd_valuemap_kind {
     PSDBD_VALUEMAP_MAP,       /* a map: *sha256 and *version are set */

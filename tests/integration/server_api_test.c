@@ -3202,6 +3202,60 @@ START_TEST(test_server__gc_removes_valuemaps_of_removed_and_gone_blobs)
 }
 END_TEST
 
+START_TEST(test_server__publish_over_a_damaged_blob_file_drops_its_stale_valuemaps)
+{
+    srv_start(&g_srv, NULL);
+    publish_ok(&base_spec, 1);
+    /* A file of another size under the next PSDB's digest (damaged, unindexed), with maps that
+     * were derived from it. */
+    spec sp = base_spec;
+    sp.seed = 91;
+    char *path = make_psdb(&sp), sha[65], p[200];
+    uint8_t d[32];
+    uint64_t size;
+    size_t n = 0;
+    sha256_file(path, d, &size);
+    hex(d, 32, sha);
+    char *blob = blob_path(sha), *data = tu_read_file(path, &n), *sub = tu_path(g_data, "blobs");
+    snprintf(p, sizeof(p), "%s/%.2s", sub, sha);
+    mkdir(p, 0750);
+    data = realloc(data, n + 4);
+    memcpy(data + n, "junk", 4);
+    ck_assert_int_eq(tu_write_file(blob, data, n + 4), 0);
+    char *v1 = vmap_path(sha, 1, NULL), *v2 = vmap_path(sha, 2, NULL);
+    ck_assert_int_eq(tu_write_file(v1, "stale", 5), 0);
+    ck_assert_int_eq(tu_write_file(v2, "stale", 5), 0);
+    /* The publish replaces the file; the maps of the old bytes go with it. */
+    resp r;
+    pub_opts o = {.serial = 2};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    struct stat sb;
+    ck_assert_int_eq(stat(blob, &sb), 0);
+    ck_assert_uint_eq((uint64_t)sb.st_size, size);
+    int fresh = 0;
+    for (int i = 0; i < 3000 && !fresh; i++) {
+        fresh = is_valuemap(v2, 2);
+        if (!fresh)
+            usleep(10000);
+    }
+    ck_assert_msg(fresh, "the version 2 map is still the damaged file's");
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap", sha);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(r.body.len > 96 && memcmp(r.body.data, "PSDBVMAP", 8) == 0);
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    free(v1);
+    free(v2);
+    free(sub);
+    free(data);
+    free(blob);
+    free(path);
+}
+END_TEST
+
 START_TEST(test_server__pg_replica_that_did_not_take_the_publish_serves_the_valuemap)
 {
     /* Two replicas on one database and one data directory; the publish goes to A. */
@@ -3313,6 +3367,7 @@ int main(void)
     tcase_add_test(tc, test_server__sigterm_while_deriving_a_valuemap_stops_cleanly);
     tcase_add_test(tc, test_server__valuemap_temporaries_of_a_killed_psdbd_removed_at_start);
     tcase_add_test(tc, test_server__gc_removes_valuemaps_of_removed_and_gone_blobs);
+    tcase_add_test(tc, test_server__publish_over_a_damaged_blob_file_drops_its_stale_valuemaps);
     if (g_pg)
         tcase_add_test(tc,
                        test_server__pg_replica_that_did_not_take_the_publish_serves_the_valuemap);
