@@ -18,6 +18,7 @@
 #include "index.h"
 #include "stats.h"
 #include "store.h"
+#include "valuemaps.h"
 
 static void usage(void)
 {
@@ -189,6 +190,11 @@ static int serve(int argc, char **argv)
             goto cleanup;
         }
     }
+    /* Alone, no other psdbd can be deriving a map: temporaries in valuemaps/ are a kill's. */
+    if (!(srv.vmaps = psdbd_valuemaps_start(&srv.store, alone, err, sizeof(err)))) {
+        fprintf(stderr, "psdbd: %s\n", err);
+        goto cleanup;
+    }
     if (psdbd_http_start(&srv, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
@@ -223,6 +229,8 @@ static int serve(int argc, char **argv)
     psdbd_http_stop(&srv);
     rc = 0;
 cleanup:
+    /* After the last request: nothing waits for a map any more. */
+    psdbd_valuemaps_stop(srv.vmaps);
     /* After the last request: the final flush sees every count. */
     psdbd_stats_free(srv.stats);
     if (rc == 0)

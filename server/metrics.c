@@ -21,6 +21,7 @@ static atomic_uint_fast64_t bytes_served, bytes_uploaded;
 static atomic_uint_fast64_t publishes_created, publishes_existing;
 static atomic_uint_fast64_t resolve_hits, resolve_misses;
 static atomic_int_fast64_t connections;
+static atomic_uint_fast64_t valuemaps_derived[2], valuemap_failures, valuemap_dropped;
 
 static const char *route_names[PSDBD_ROUTE_COUNT] = {
     "other",   "healthz", "readyz",    "metrics", "publish",   "psdb_get", "psdb_retire",
@@ -63,6 +64,22 @@ void psdbd_metrics_request_timeout(void)
 void psdbd_metrics_upload_bytes(uint64_t n)
 {
     atomic_fetch_add_explicit(&bytes_uploaded, n, memory_order_relaxed);
+}
+
+void psdbd_metrics_valuemap_derived(unsigned version)
+{
+    if (version == 1 || version == 2)
+        atomic_fetch_add_explicit(&valuemaps_derived[version - 1], 1, memory_order_relaxed);
+}
+
+void psdbd_metrics_valuemap_failed(void)
+{
+    atomic_fetch_add_explicit(&valuemap_failures, 1, memory_order_relaxed);
+}
+
+void psdbd_metrics_valuemap_dropped(void)
+{
+    atomic_fetch_add_explicit(&valuemap_dropped, 1, memory_order_relaxed);
 }
 
 char *psdbd_metrics_render(void)
@@ -108,7 +125,19 @@ char *psdbd_metrics_render(void)
             "psdbd_request_timeouts_total %llu\n"
             "# HELP psdbd_connections Open client connections.\n"
             "# TYPE psdbd_connections gauge\n"
-            "psdbd_connections %lld\n",
+            "psdbd_connections %lld\n"
+            "# HELP psdbd_valuemaps_derived_total Value maps this psdbd derived from their blob "
+            "(version 2 of each publish in the background, any map a request found missing).\n"
+            "# TYPE psdbd_valuemaps_derived_total counter\n"
+            "psdbd_valuemaps_derived_total{version=\"1\"} %llu\n"
+            "psdbd_valuemaps_derived_total{version=\"2\"} %llu\n"
+            "# HELP psdbd_valuemap_failures_total Value map derivations that failed (logged).\n"
+            "# TYPE psdbd_valuemap_failures_total counter\n"
+            "psdbd_valuemap_failures_total %llu\n"
+            "# HELP psdbd_valuemap_queue_dropped_total Publishes whose version 2 map was not "
+            "queued (the queue was full): their first request derives it.\n"
+            "# TYPE psdbd_valuemap_queue_dropped_total counter\n"
+            "psdbd_valuemap_queue_dropped_total %llu\n",
             (unsigned long long)atomic_load(&bytes_served),
             (unsigned long long)atomic_load(&bytes_uploaded),
             (unsigned long long)atomic_load(&publishes_created),
@@ -116,7 +145,11 @@ char *psdbd_metrics_render(void)
             (unsigned long long)atomic_load(&resolve_hits),
             (unsigned long long)atomic_load(&resolve_misses),
             (unsigned long long)atomic_load(&request_timeouts),
-            (long long)atomic_load(&connections));
+            (long long)atomic_load(&connections),
+            (unsigned long long)atomic_load(&valuemaps_derived[0]),
+            (unsigned long long)atomic_load(&valuemaps_derived[1]),
+            (unsigned long long)atomic_load(&valuemap_failures),
+            (unsigned long long)atomic_load(&valuemap_dropped));
     if (fclose(f) != 0) /* the stream's buffer could not grow */
         psdbd_out_of_memory();
     return out;

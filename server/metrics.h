@@ -28,6 +28,11 @@ void psdbd_metrics_publish(int created);
 void psdbd_metrics_resolve(int hit);
 void psdbd_metrics_connection(int delta);
 void psdbd_metrics_upload_bytes(uint64_t n);
+/* Value maps (valuemaps.c): one derived (version 1 or 2), one derivation failed, one publish's
+ * version 2 not queued for the worker (the queue was full). */
+void psdbd_metrics_valuemap_derived(unsigned version);
+void psdbd_metrics_valuemap_failed(void);
+void psdbd_metrics_valuemap_dropped(void);
 
 /* The whole exposition (malloc'd). */
 char *psdbd_metrics_render(void);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "valuemaps.h"
 
 /* mkdir -p: the default data directory's parents (~/.local/share) may not exist yet. */
 static int mkdir_p(const char *path, mode_t mode)
@@ -111,7 +112,7 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
     char *sub = xasprintf("%s/%.2s", s->blob_dir, sha256);
     char *dst = psdbd_store_path(s, sha256);
     struct stat sb;
-    int rc = 0;
+    int rc = 0, replaced = 0;
     if (fsync(fd) != 0) {
         rc = errno;
         goto cleanup;
@@ -128,7 +129,8 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
         rc = errno;
         goto cleanup;
     }
-    if (stat(dst, &sb) == 0 && sb.st_size == tb.st_size) {
+    replaced = stat(dst, &sb) == 0;
+    if (replaced && sb.st_size == tb.st_size) {
         /* Content-addressed: an existing blob with this name already holds these bytes (a file
          * of another size is damaged and gets replaced below). */
         unlink(tmp_path);
@@ -138,6 +140,10 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
         rc = errno;
         goto cleanup;
     }
+    /* Maps derived from the damaged file would be served for these bytes: after the rename, so
+     * that a request between the two derives from the new file. */
+    if (replaced)
+        psdbd_valuemaps_forget(s, sha256);
     rc = fsync_dir(sub);
 cleanup:
     free(sub);

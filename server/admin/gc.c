@@ -1,5 +1,6 @@
-/* gc.c - `psdbd gc`: removes blob files and leftover uploads that no index row references,
- * unless the index looks lost. */
+/* gc.c - `psdbd gc`: removes blob files and leftover uploads that no index row references, the
+ * value maps of the blobs it removes and of blobs already gone, and leftover temporaries of value
+ * maps, unless the index looks lost. */
 #include "admin_int.h"
 
 #include <assert.h>
@@ -16,6 +17,7 @@
 #include <jansson.h>
 
 #include "common.h"
+#include "valuemaps.h"
 
 struct walk {
     const psdbd_store *store;
@@ -23,7 +25,39 @@ struct walk {
     int64_t cutoff; /* files newer than this are left alone */
     int dry_run, json;
     uint64_t files, orphans, orphan_bytes, removed, errors, strays;
+    uint64_t maps, map_bytes, map_temps; /* value maps and temporaries removed (or to remove) */
 };
+
+/* Removes (or, in a dry run, reports) one file of valuemaps/: `temp` a leftover temporary. */
+static void gc_valuemap_file(struct walk *w, const char *path, const char *name, uint64_t size,
+                             int temp)
+{
+    if (!w->json)
+        printf("%s valuemaps/%s (%s, %llu bytes)\n", w->dry_run ? "would remove" : "remove", name,
+               temp ? "leftover temporary" : "value map", (unsigned long long)size);
+    if (!w->dry_run && unlink(path) != 0 && errno != ENOENT) {
+        fprintf(stderr, "psdbd gc: remove %s: %s\n", path, strerror(errno));
+        w->errors++;
+    } else if (temp) {
+        w->map_temps++;
+    } else {
+        w->maps++;
+        w->map_bytes += size;
+    }
+}
+
+/* The value maps of a blob gc removes (or would): nothing derives them again without the blob. */
+static void gc_maps_of(struct walk *w, const char *sha)
+{
+    for (unsigned v = 1; v <= 2; v++) {
+        char *p = psdbd_valuemap_path(w->store, sha, v);
+        const char *name = strrchr(p, '/') + 1;
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && S_ISREG(sb.st_mode))
+            gc_valuemap_file(w, p, name, (uint64_t)sb.st_size, 0);
+        free(p);
+    }
+}
 
 static int gc_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
 {
@@ -45,13 +79,53 @@ static int gc_one(const char *sha, uint64_t size, int64_t mtime, void *ctx)
                (unsigned long long)size);
     if (!w->dry_run) {
         char *p = psdbd_store_path(w->store, sha);
-        if (unlink(p) == 0)
-            w->removed++;
-        else
-            w->errors++;
+        int gone = unlink(p) == 0;
         free(p);
+        if (!gone) {
+            w->errors++;
+            return 0; /* the blob stays, and its maps with it */
+        }
+        w->removed++;
     }
+    gc_maps_of(w, sha);
     return 0;
+}
+
+/* valuemaps/ after the blob walk: maps whose blob is gone (removed by a gc before value maps were
+ * collected, or by hand), and temporaries left by a killed derivation. A temporary is written
+ * throughout its derivation, so one not modified for the grace period belongs to none running. */
+static void gc_valuemaps(struct walk *w)
+{
+    char *dir = psdbd_valuemap_dir(w->store);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d && errno != ENOENT) {
+        fprintf(stderr, "psdbd gc: open %s: %s\n", dir, strerror(errno));
+        w->errors++;
+    }
+    while (d && (e = readdir(d)) != NULL) {
+        char sha[65], *path = NULL, *blob = NULL;
+        unsigned version;
+        struct stat sb;
+        if (e->d_name[0] == '.')
+            continue;
+        path = xasprintf("%s/%s", dir, e->d_name);
+        psdbd_valuemap_kind kind = psdbd_valuemap_classify(e->d_name, sha, &version);
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || kind == PSDBD_VALUEMAP_STRAY) {
+            w->strays++;
+            fprintf(w->json ? stderr : stdout, "stray %s (not a value map; left alone)\n", path);
+        } else if (kind == PSDBD_VALUEMAP_TEMPORARY) {
+            if (sb.st_mtime <= w->cutoff)
+                gc_valuemap_file(w, path, e->d_name, (uint64_t)sb.st_size, 1);
+        } else if (access((blob = psdbd_store_path(w->store, sha)), F_OK) != 0 && errno == ENOENT) {
+            gc_valuemap_file(w, path, e->d_name, (uint64_t)sb.st_size, 0);
+        }
+        free(blob);
+        free(path);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
 }
 
 static void gc_stray(const char *path, void *ctx)
@@ -69,7 +143,10 @@ static void gc_usage(void *ctx)
            "Removes blob files that no index row references (left by a crash between storing a\n"
            "blob and indexing it, or by a refused publish), and leftover uploads in tmp/. Files\n"
            "younger than --grace (default 3600) are kept: a running server may be about to\n"
-           "index them. Safe while psdbd serves.\n\n"
+           "index them. Also removes the value maps (valuemaps/) of the blobs it removes and of\n"
+           "blobs already gone, and value map temporaries not modified for --grace seconds (a\n"
+           "running derivation writes its temporary until it is renamed). --dry-run reports all\n"
+           "of them and removes nothing. Safe while psdbd serves.\n\n"
            "gc removes nothing while the index looks lost: no PSDB indexed but blob files older\n"
            "than an hour present, or a failed integrity check (restore the index with psdbd\n"
            "restore, or pg_restore for a PostgreSQL index).\n"
@@ -141,10 +218,12 @@ static void gc_uploads(const psdbd_store *store, const struct walk *w)
 static void gc_report(const struct walk *w)
 {
     if (w->json) {
-        json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:b}", "blob_files", (json_int_t)w->files,
-                              "unreferenced", (json_int_t)w->orphans, "unreferenced_bytes",
-                              (json_int_t)w->orphan_bytes, "removed", (json_int_t)w->removed,
-                              "dry_run", w->dry_run);
+        json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "blob_files",
+                              (json_int_t)w->files, "unreferenced", (json_int_t)w->orphans,
+                              "unreferenced_bytes", (json_int_t)w->orphan_bytes, "removed",
+                              (json_int_t)w->removed, "valuemaps", (json_int_t)w->maps,
+                              "valuemap_bytes", (json_int_t)w->map_bytes, "valuemap_temporaries",
+                              (json_int_t)w->map_temps, "dry_run", w->dry_run);
         json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);
@@ -153,6 +232,9 @@ static void gc_report(const struct walk *w)
                (unsigned long long)w->files, (unsigned long long)w->orphans,
                (unsigned long long)w->orphan_bytes, (unsigned long long)w->removed,
                w->dry_run ? " (dry run)" : "");
+        printf("gc: %llu value maps (%llu bytes) and %llu leftover value map temporaries %s\n",
+               (unsigned long long)w->maps, (unsigned long long)w->map_bytes,
+               (unsigned long long)w->map_temps, w->dry_run ? "to remove (dry run)" : "removed");
     }
 }
 
@@ -224,6 +306,7 @@ int psdbd_cmd_gc(int argc, char **argv)
     if (!w.dry_run)
         psdbd_index_delete_orphan_blob_rows(ix, w.cutoff);
     psdbd_store_walk(&store, gc_one, gc_stray, &w);
+    gc_valuemaps(&w);
     gc_uploads(&store, &w);
     gc_report(&w);
     rc = w.errors ? 1 : 0;

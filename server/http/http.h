@@ -10,12 +10,14 @@
 #include "index.h"
 #include "stats.h"
 #include "store.h"
+#include "valuemaps.h"
 
 typedef struct psdbd_server {
     const psdbd_config *cfg;
     psdbd_index *ix;
     psdbd_stats *stats; /* NULL: demand recording is off */
     psdbd_store store;
+    psdbd_valuemaps *vmaps; /* derives value maps: the publishes' in the background */
     struct MHD_Daemon *daemon;
     uint16_t port; /* the bound port, known after psdbd_http_start */
     /* Requests between their first callback and their completion; shutdown waits for zero. */
@@ -38,8 +40,8 @@ typedef struct psdbd_server {
     int reaper_started, reaper_stop;
 } psdbd_server;
 
-/* Starts the daemon (its worker threads inherit the caller's signal mask). srv->cfg, ix and
- * store must be set. 0, or -1 with a one-line message in err. */
+/* Starts the daemon (its worker threads inherit the caller's signal mask). srv->cfg, ix, store
+ * and vmaps must be set. 0, or -1 with a one-line message in err. */
 int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size);
 
 /* Stops accepting, lets in-flight requests finish for up to cfg->shutdown_timeout seconds, then

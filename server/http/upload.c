@@ -442,6 +442,9 @@ static enum MHD_Result publish_commit(psdbd_server *srv, struct MHD_Connection *
     rc = psdbd_index_publish(srv->ix, rec, &manifest);
     if (rc != PSDBD_OK)
         return publish_index_answer(c, r, rc, manifest);
+    /* Committed: launchers ask for the version 2 map next; the worker derives it meanwhile,
+     * and the 201 does not wait for it. */
+    psdbd_valuemaps_enqueue(srv->vmaps, rec->sha256);
     psdbd_cache_invalidate();
     psdbd_metrics_publish(1);
     return http_reply_json(c, r, MHD_HTTP_CREATED, manifest);

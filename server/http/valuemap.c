@@ -1,14 +1,13 @@
 /* valuemap.c - GET /v1/blobs/<sha256>/valuemap and /valuemap/v2: the value map of a PSDB blob in
- * format version 1 or 2 (schema/VALUEMAP.md), derived on first request and kept beside the store,
- * so that launchers can update an installed PSDB by fetching only the values they lack. Immutable
+ * format version 1 or 2 (schema/VALUEMAP.md), kept beside the store (valuemaps.h: version 2 is
+ * derived when the PSDB is published, any map still missing on its first request), so that
+ * launchers can update an installed PSDB by fetching only the values they lack. Immutable
  * like the blob it describes: each version has its own URL, file and ETag, so a cache that holds
  * one never answers for the other. */
 #include "http_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,32 +16,11 @@
 
 #include "psdb/client.h"
 #include "store.h"
+#include "valuemaps.h"
 
 static int scope_accepts(const char *app, void *ctx)
 {
     return psdbd_scope_covers(ctx, app);
-}
-
-/* <data>/valuemaps/<sha>.valuemap, written once (a unique temporary name, then rename: two
- * first requests at once both derive it and the second rename replaces identical bytes). */
-static int derive(psdbd_server *srv, const char *digest, const char *blob, const char *path,
-                  unsigned version)
-{
-    static atomic_uint seq;
-    char *tmp = xasprintf("%s.%ld.%u", path, (long)getpid(), atomic_fetch_add(&seq, 1));
-    psdb_hr hr = psdb_value_map_write_version(blob, version, tmp);
-    int e = 0;
-    if (PSDB_FAILED(hr)) {
-        psdbd_log("valuemap v%u of %s: %s", version, digest, psdb_hr_str(hr));
-        e = EIO;
-    } else if (rename(tmp, path) != 0) {
-        e = errno;
-        psdbd_log("valuemap of %s: rename %s: %s", digest, tmp, strerror(e));
-        unlink(tmp);
-    }
-    (void)srv;
-    free(tmp);
-    return e;
 }
 
 enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
@@ -50,7 +28,7 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
 {
     enum MHD_Result ret = MHD_YES;
     char digest[65], etag[80];
-    char *dir = NULL, *path = NULL, *blob = NULL;
+    char *path = NULL, *blob = NULL;
     int fd = -1;
     struct stat st;
     memcpy(digest, tail, 64);
@@ -69,23 +47,30 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
             return http_reply_index_error(c, r, rc);
     }
     blob = psdbd_store_path(&srv->store, digest);
-    dir = xasprintf("%s/../valuemaps", srv->store.blob_dir);
-    /* <sha>.valuemap is version 1 (as psdbd always named it), <sha>.v2.valuemap version 2. */
-    path = version == 1 ? xasprintf("%s/%s.valuemap", dir, digest)
-                        : xasprintf("%s/%s.v%u.valuemap", dir, digest, version);
+    path = psdbd_valuemap_path(&srv->store, digest, version);
     if (stat(blob, &st) != 0) {
         ret = http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such blob");
         goto cleanup;
     }
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        psdbd_log("valuemap: mkdir %s: %s", dir, strerror(errno));
-        ret = http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                               "cannot store the value map");
-        goto cleanup;
-    }
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && derive(srv, digest, blob, path, version) == 0)
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Missing: derived here, or waited for where a request or the worker is deriving it. */
+    if (fd < 0 && errno == ENOENT) {
+        psdb_hr hr = psdbd_valuemaps_ensure(srv->vmaps, digest, version);
+        if (hr == PSDB_E_OUTOFMEMORY)
+            psdbd_out_of_memory();
+        if (hr == PSDB_E_DISK_FULL) {
+            ret = http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
+                                   "no space left to store the value map");
+            goto cleanup;
+        }
+        if (hr == PSDB_E_IO || hr == PSDB_E_ACCESS) {
+            ret = http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                                   "cannot derive the value map");
+            goto cleanup;
+        }
+        if (PSDB_SUCCEEDED(hr))
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
     if (fd < 0 || fstat(fd, &st) != 0) {
         /* A blob that is not a PSDB of this layout has no value map: the client downloads it. */
         ret = http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "no_value_map",
@@ -110,7 +95,6 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
 cleanup:
     if (fd >= 0)
         close(fd);
-    free(dir);
     free(path);
     free(blob);
     return ret;

@@ -2859,6 +2859,434 @@ START_TEST(test_server__aborted_download_logs_bytes_sent)
 }
 END_TEST
 
+/* ---- value maps ------------------------------------------------------------------------------ */
+
+/* <data>/valuemaps/<sha>.valuemap (version 1) or <sha>.v2.valuemap (malloc'd); `suffix` appended.
+ */
+static char *vmap_path(const char *sha, unsigned version, const char *suffix)
+{
+    char *p = NULL;
+    ck_assert_int_ge(asprintf(&p, "%s/valuemaps/%s%s.valuemap%s", g_data, sha,
+                              version == 1 ? "" : ".v2", suffix ? suffix : ""),
+                     0);
+    return p;
+}
+
+/* Polls for a file, up to `seconds`: the background derivation is asynchronous. */
+static int wait_file(const char *path, int seconds)
+{
+    for (int i = 0; i < seconds * 100; i++) {
+        if (access(path, F_OK) == 0)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* The value of psdbd_valuemaps_derived_total{version="V"} on /metrics, or -1 when absent. */
+static long long derived_count(unsigned version)
+{
+    resp r;
+    char series[96];
+    long long n = -1;
+    snprintf(series, sizeof(series), "psdbd_valuemaps_derived_total{version=\"%u\"} ", version);
+    http(&r, "GET", "/metrics", NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    const char *line = r.body.data ? strstr(r.body.data, series) : NULL;
+    if (line)
+        n = atoll(line + strlen(series));
+    resp_free(&r);
+    return n;
+}
+
+/* How many times the log says map `version` of `sha` was derived. */
+static int derived_in_log(const char *sha, unsigned version)
+{
+    char needle[160];
+    char *log = tu_read_file(g_log, NULL);
+    int n = 0;
+    snprintf(needle, sizeof(needle), "valuemap v%u of %s derived", version, sha);
+    for (const char *p = log; p && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    free(log);
+    return n;
+}
+
+/* Whether a file is a whole value map of `version` (magic and version field). */
+static int is_valuemap(const char *path, unsigned version)
+{
+    size_t n = 0;
+    char *data = tu_read_file(path, &n);
+    int ok =
+        data && n > 16 && memcmp(data, "PSDBVMAP", 8) == 0 && (unsigned char)data[8] == version;
+    free(data);
+    return ok;
+}
+
+/* The names in valuemaps/ that are not exactly a map's: temporaries, of any psdbd. */
+static int count_vmap_temporaries(void)
+{
+    char *p = tu_path(g_data, "valuemaps");
+    DIR *d = opendir(p);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.')
+            continue;
+        if (!(len == 64 + 9 && strcmp(e->d_name + 64, ".valuemap") == 0) &&
+            !(len == 64 + 12 && strcmp(e->d_name + 64, ".v2.valuemap") == 0))
+            n++;
+    }
+    if (d)
+        closedir(d);
+    free(p);
+    return n;
+}
+
+START_TEST(test_server__publish_derives_the_v2_valuemap_without_a_request)
+{
+    srv_start(&g_srv, NULL);
+    spec sp = base_spec;
+    sp.payload = 4u << 20;
+    long long id = publish_ok(&sp, 1);
+    char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL), *v1 = vmap_path(sha, 1, NULL);
+    /* No request for it: the publish queued it for the worker. */
+    ck_assert_msg(wait_file(v2, 30), "no %s 30 s after the publish, without a GET", v2);
+    ck_assert(is_valuemap(v2, 2));
+    ck_assert_int_eq(derived_count(2), 1);
+    ck_assert_int_eq(derived_count(1), 0);
+    ck_assert_int_ne(access(v1, F_OK), 0); /* version 1 stays derived on request */
+    /* The first request is served the derived file, and nothing derives it again. */
+    char p[160];
+    resp r;
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap/v2", sha);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    size_t n = 0;
+    char *file = tu_read_file(v2, &n);
+    ck_assert_uint_eq(r.body.len, n);
+    ck_assert_int_eq(memcmp(r.body.data, file, n), 0);
+    free(file);
+    resp_free(&r);
+    ck_assert_int_eq(derived_count(2), 1);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    ck_assert_int_eq(derived_in_log(sha, 2), 1);
+    ck_assert_int_eq(count_vmap_temporaries(), 0);
+    free(v1);
+    free(v2);
+    free(sha);
+}
+END_TEST
+
+/* In a child: waits on `gate` (closed by the parent to release every child at once), GETs `path`
+ * and exits 0 for a 200 carrying a value map. */
+static pid_t get_valuemap_in_child(const int gate[2], const char *path)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char b;
+        resp r;
+        g_soft = 1;
+        close(gate[1]); /* the parent's is then the last write end */
+        while (read(gate[0], &b, 1) < 0 && errno == EINTR) {
+        }
+        http(&r, "GET", path, NULL, NULL, NULL, NULL, 0);
+        _exit(r.status == 200 && r.body.len > 96 && memcmp(r.body.data, "PSDBVMAP", 8) == 0 ? 0
+                                                                                            : 1);
+    }
+    return pid;
+}
+
+/* N clients GET one map at the same instant; every one gets it, and it is derived once. */
+static void concurrent_first_gets(const char *sha, unsigned version, int clients)
+{
+    char p[160];
+    int gate[2];
+    pid_t kids[32];
+    ck_assert_int_le(clients, 32);
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap%s", sha, version == 1 ? "" : "/v2");
+    ck_assert_int_eq(pipe(gate), 0);
+    for (int i = 0; i < clients; i++)
+        kids[i] = get_valuemap_in_child(gate, p);
+    close(gate[0]);
+    usleep(100000); /* every child is blocked on the gate */
+    close(gate[1]);
+    for (int i = 0; i < clients; i++) {
+        int st = 0;
+        waitpid(kids[i], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d of %d: no map v%u", i,
+                      clients, version);
+    }
+}
+
+START_TEST(test_server__concurrent_first_valuemap_requests_derive_it_once)
+{
+    enum { CLIENTS = 16 };
+    /* Threads enough that the requests run at once, and a map that takes a while to derive. */
+    const char *const threads[] = {"--threads", "16", NULL};
+    srv_start(&g_srv, threads);
+    spec sp = base_spec;
+    sp.payload = 40u << 20;
+    long long id = publish_ok(&sp, 1);
+    char *sha = sha_of(id, NULL);
+    /* Version 2, right after the publish: the worker may be deriving it; requests wait for it. */
+    concurrent_first_gets(sha, 2, CLIENTS);
+    /* Version 1 is derived on request only: the first one derives it, the others wait. */
+    concurrent_first_gets(sha, 1, CLIENTS);
+    ck_assert_int_eq(derived_count(2), 1);
+    ck_assert_int_eq(derived_count(1), 1);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    ck_assert_int_eq(derived_in_log(sha, 2), 1);
+    ck_assert_int_eq(derived_in_log(sha, 1), 1);
+    ck_assert_int_eq(count_vmap_temporaries(), 0);
+    free(sha);
+}
+END_TEST
+
+START_TEST(test_server__sigterm_while_deriving_a_valuemap_stops_cleanly)
+{
+    srv_start(&g_srv, NULL);
+    spec sp = base_spec;
+    sp.payload = 40u << 20;
+    long long id = publish_ok(&sp, 1);
+    char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL);
+    /* Stopped at once: the worker finishes the map it is deriving (joined) or, had it not taken
+     * it yet, says it leaves it to the first request; either way psdbd exits 0 and leaves a whole
+     * map or none, and no temporary. */
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    ck_assert_int_eq(count_vmap_temporaries(), 0);
+    char *log = tu_read_file(g_log, NULL);
+    int left = strstr(log, "stopping with 1 maps not derived yet") != NULL;
+    free(log);
+    ck_assert_int_eq(derived_in_log(sha, 2) + left, 1);
+    ck_assert(left ? access(v2, F_OK) != 0 : is_valuemap(v2, 2));
+    free(v2);
+    free(sha);
+}
+END_TEST
+
+static void set_age(const char *path, long seconds)
+{
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= seconds;
+    ts[1] = ts[0];
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+START_TEST(test_server__valuemap_temporaries_of_a_killed_psdbd_removed_at_start)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL), p[160];
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap/v2", sha);
+    expect_status("GET", p, NULL, 200, NULL); /* the map, whoever derived it */
+    srv_kill9(&g_srv);
+    /* What a kill leaves: this psdbd's temporaries (mkstemp, then libpsdb's .tmp beside it) and
+     * an older psdbd's (<map>.<pid>.<n>). */
+    const char *leftovers[] = {".Ab12Cd", ".Ab12Cd.tmp", ".4242.0", ".4242.0.tmp"};
+    char *made[8];
+    for (int i = 0; i < 4; i++) {
+        made[i] = vmap_path(sha, i % 2 ? 2 : 1, leftovers[i]);
+        ck_assert_int_eq(tu_write_file(made[i], "partial", 7), 0);
+    }
+    ck_assert_int_eq(count_vmap_temporaries(), 4);
+    srv_start(&g_srv, NULL); /* alone on its data directory */
+    ck_assert_int_eq(count_vmap_temporaries(), 0);
+    ck_assert(is_valuemap(v2, 2)); /* a whole map stays */
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    for (int i = 0; i < 4; i++)
+        free(made[i]);
+    free(v2);
+    free(sha);
+}
+END_TEST
+
+START_TEST(test_server__gc_removes_valuemaps_of_removed_and_gone_blobs)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    char *live = sha_of(id, NULL), p[200];
+    /* A blob no PSDB references, older than the grace period, with both its maps derived. */
+    spec sp = base_spec;
+    sp.seed = 77;
+    char *orphan_src = make_psdb(&sp);
+    uint8_t d[32];
+    uint64_t size;
+    char orphan[65];
+    sha256_file(orphan_src, d, &size);
+    hex(d, 32, orphan);
+    char *ob = blob_path(orphan), *sub = tu_path(g_data, "blobs");
+    snprintf(p, sizeof(p), "%s/%.2s", sub, orphan);
+    mkdir(p, 0750);
+    ck_assert_int_eq(rename(orphan_src, ob), 0);
+    for (unsigned v = 1; v <= 2; v++) {
+        snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap%s", live, v == 1 ? "" : "/v2");
+        expect_status("GET", p, NULL, 200, NULL);
+        snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap%s", orphan, v == 1 ? "" : "/v2");
+        expect_status("GET", p, NULL, 200, NULL);
+    }
+    set_age(ob, 7200);
+    /* Maps whose blob is already gone (an earlier gc, or by hand): a copy under another digest. */
+    const char gone[] = "0123abcd0123abcd0123abcd0123abcd0123abcd0123abcd0123abcd0123abcd";
+    char *keep[4], *drop[8];
+    int nk = 0, nd = 0;
+    keep[nk++] = vmap_path(live, 1, NULL);
+    keep[nk++] = vmap_path(live, 2, NULL);
+    drop[nd++] = vmap_path(orphan, 1, NULL);
+    drop[nd++] = vmap_path(orphan, 2, NULL);
+    for (unsigned v = 1; v <= 2; v++) {
+        size_t n = 0;
+        char *m = tu_read_file(keep[v - 1], &n);
+        drop[nd] = vmap_path(gone, v, NULL);
+        ck_assert_int_eq(tu_write_file(drop[nd++], m, n), 0);
+        free(m);
+    }
+    /* Temporaries: two of a killed derivation (old), one of a derivation running now (fresh). */
+    drop[nd] = vmap_path(live, 2, ".Zz9Yy8");
+    ck_assert_int_eq(tu_write_file(drop[nd], "partial", 7), 0);
+    set_age(drop[nd++], 7200);
+    drop[nd] = vmap_path(live, 1, ".4242.0.tmp");
+    ck_assert_int_eq(tu_write_file(drop[nd], "partial", 7), 0);
+    set_age(drop[nd++], 7200);
+    keep[nk] = vmap_path(live, 2, ".Fresh1");
+    ck_assert_int_eq(tu_write_file(keep[nk++], "partial", 7), 0);
+    /* Not psdbd's: reported, left alone. */
+    keep[nk++] = tu_path(g_data, "valuemaps/NOTES");
+    ck_assert_int_eq(tu_write_file(keep[nk - 1], "x", 1), 0);
+    set_age(keep[nk - 1], 7200);
+
+    /* --dry-run names each of them and removes nothing. */
+    char *out = NULL;
+    ck_assert_int_eq(run_capture(&out, "%s gc --data-dir %s --dry-run", PSDBD_BIN, g_data), 0);
+    for (int i = 0; i < nd; i++) {
+        char want[200];
+        snprintf(want, sizeof(want), "would remove valuemaps/%s", strrchr(drop[i], '/') + 1);
+        ck_assert_msg(strstr(out, want) != NULL, "dry run does not report %s:\n%s", drop[i], out);
+        ck_assert_int_eq(access(drop[i], F_OK), 0);
+    }
+    ck_assert_int_eq(access(ob, F_OK), 0);
+    ck_assert_ptr_nonnull(strstr(out, "stray "));
+    free(out);
+
+    /* gc removes the orphan blob, its maps, the gone blob's maps and the old temporaries. */
+    ck_assert_int_eq(run_capture(&out, "%s gc --data-dir %s --json", PSDBD_BIN, g_data), 0);
+    json_t *j = json_loads(strrchr(out, '{'), 0, NULL);
+    ck_assert_msg(j != NULL, "gc --json: %s", out);
+    ck_assert_int_eq(jint(j, "removed", NULL), 1);
+    ck_assert_int_eq(jint(j, "valuemaps", NULL), 4);
+    ck_assert_int_eq(jint(j, "valuemap_temporaries", NULL), 2);
+    json_decref(j);
+    free(out);
+    ck_assert_int_ne(access(ob, F_OK), 0);
+    for (int i = 0; i < nd; i++)
+        ck_assert_msg(access(drop[i], F_OK) != 0, "gc left %s", drop[i]);
+    for (int i = 0; i < nk; i++)
+        ck_assert_msg(access(keep[i], F_OK) == 0, "gc removed %s", keep[i]);
+    /* The live blob's map is still served, from its file. */
+    long long before = derived_count(2);
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap/v2", live);
+    expect_status("GET", p, NULL, 200, NULL);
+    ck_assert_int_eq(derived_count(2), before);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    for (int i = 0; i < nd; i++)
+        free(drop[i]);
+    for (int i = 0; i < nk; i++)
+        free(keep[i]);
+    free(ob);
+    free(sub);
+    free(orphan_src);
+    free(live);
+}
+END_TEST
+
+START_TEST(test_server__publish_over_a_damaged_blob_file_drops_its_stale_valuemaps)
+{
+    srv_start(&g_srv, NULL);
+    publish_ok(&base_spec, 1);
+    /* A file of another size under the next PSDB's digest (damaged, unindexed), with maps that
+     * were derived from it. */
+    spec sp = base_spec;
+    sp.seed = 91;
+    char *path = make_psdb(&sp), sha[65], p[200];
+    uint8_t d[32];
+    uint64_t size;
+    size_t n = 0;
+    sha256_file(path, d, &size);
+    hex(d, 32, sha);
+    char *blob = blob_path(sha), *data = tu_read_file(path, &n), *sub = tu_path(g_data, "blobs");
+    snprintf(p, sizeof(p), "%s/%.2s", sub, sha);
+    mkdir(p, 0750);
+    data = realloc(data, n + 4);
+    memcpy(data + n, "junk", 4);
+    ck_assert_int_eq(tu_write_file(blob, data, n + 4), 0);
+    char *v1 = vmap_path(sha, 1, NULL), *v2 = vmap_path(sha, 2, NULL);
+    ck_assert_int_eq(tu_write_file(v1, "stale", 5), 0);
+    ck_assert_int_eq(tu_write_file(v2, "stale", 5), 0);
+    /* The publish replaces the file; the maps of the old bytes go with it. */
+    resp r;
+    pub_opts o = {.serial = 2};
+    publish(&r, path, &o);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    struct stat sb;
+    ck_assert_int_eq(stat(blob, &sb), 0);
+    ck_assert_uint_eq((uint64_t)sb.st_size, size);
+    int fresh = 0;
+    for (int i = 0; i < 3000 && !fresh; i++) {
+        fresh = is_valuemap(v2, 2);
+        if (!fresh)
+            usleep(10000);
+    }
+    ck_assert_msg(fresh, "the version 2 map is still the damaged file's");
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap", sha);
+    http(&r, "GET", p, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(r.body.len > 96 && memcmp(r.body.data, "PSDBVMAP", 8) == 0);
+    resp_free(&r);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    free(v1);
+    free(v2);
+    free(sub);
+    free(data);
+    free(blob);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_server__pg_replica_that_did_not_take_the_publish_serves_the_valuemap)
+{
+    /* Two replicas on one database and one data directory; the publish goes to A. */
+    srv a = {0}, b = {0};
+    srv_start(&a, NULL);
+    srv_start(&b, NULL);
+    g_srv = a;
+    long long id = publish_ok(&base_spec, 1);
+    char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL), p[160];
+    ck_assert(wait_file(v2, 30));
+    /* B serves A's map without deriving it. */
+    g_srv = b;
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap/v2", sha);
+    expect_status("GET", p, NULL, 200, NULL);
+    ck_assert_int_eq(derived_count(2), 0);
+    /* A map not there yet (A's worker behind, or its queue full): B derives it on request. */
+    ck_assert_int_eq(unlink(v2), 0);
+    expect_status("GET", p, NULL, 200, NULL);
+    ck_assert_int_eq(derived_count(2), 1);
+    ck_assert(is_valuemap(v2, 2));
+    snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap", sha);
+    expect_status("GET", p, NULL, 200, NULL);
+    ck_assert_int_eq(derived_count(1), 1);
+    g_srv.pid = 0;
+    ck_assert_int_eq(srv_stop(&a), 0);
+    ck_assert_int_eq(srv_stop(&b), 0);
+    free(v2);
+    free(sha);
+}
+END_TEST
+
 int main(void)
 {
     const char *engine = getenv("PSDB_TEST_INDEX");
@@ -2929,6 +3357,20 @@ int main(void)
     tcase_add_test(tc, test_server__malformed_publish_headers_refused_before_body);
     tcase_add_test(tc, test_server__aborted_download_logs_bytes_sent);
     tcase_add_test(tc, test_server__large_upload_hashed_while_it_arrives);
+    suite_add_tcase(s, tc);
+    /* Value maps: derived at publish, once, and collected by gc (CK_RUN_CASE=valuemap). */
+    tc = tcase_create("valuemap");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_server__publish_derives_the_v2_valuemap_without_a_request);
+    tcase_add_test(tc, test_server__concurrent_first_valuemap_requests_derive_it_once);
+    tcase_add_test(tc, test_server__sigterm_while_deriving_a_valuemap_stops_cleanly);
+    tcase_add_test(tc, test_server__valuemap_temporaries_of_a_killed_psdbd_removed_at_start);
+    tcase_add_test(tc, test_server__gc_removes_valuemaps_of_removed_and_gone_blobs);
+    tcase_add_test(tc, test_server__publish_over_a_damaged_blob_file_drops_its_stale_valuemaps);
+    if (g_pg)
+        tcase_add_test(tc,
+                       test_server__pg_replica_that_did_not_take_the_publish_serves_the_valuemap);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
