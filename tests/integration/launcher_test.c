@@ -998,6 +998,85 @@ START_TEST(test_launcher__update_takes_the_values_other_applications_of_the_regi
 }
 END_TEST
 
+/* One phase of the source-choice test: v1 of Delta, the holder of v2's changed values, then 16
+ * other games of the family (holding none of them) installed; the holder's file made the newest
+ * when asked; then the update to v2. Returns its result and the range bytes it fetched. */
+static psdb_install_result update_among_many(fake *f, app_entry *v1, app_entry *v2,
+                                             app_entry *holder, app_entry *fillers,
+                                             int holder_newest, long *range_bytes)
+{
+    psdb_install_result r;
+    tu_rmtree(g_reg);
+    psdb_client_desc d = {0};
+    psdb_client *c = client_with(&d, f->url);
+    fake_serve(f, v1, 1);
+    ck_assert_hr(install_r(c, v1, &r), PSDB_S_OK);
+    fake_serve(f, holder, 1);
+    ck_assert_hr(install_r(c, holder, &r), PSDB_S_OK);
+    for (int i = 0; i < 16; i++) {
+        fake_serve(f, &fillers[i], 1);
+        ck_assert_hr(install_r(c, &fillers[i], &r), PSDB_S_OK);
+    }
+    char rel[160];
+    snprintf(rel, sizeof(rel), "psdbs/%s.psdb", holder->hex);
+    char *hp = tu_path(g_reg, rel);
+    struct timespec when[2];
+    clock_gettime(CLOCK_REALTIME, &when[0]);
+    when[0].tv_sec += holder_newest ? 3600 : -3600;
+    when[1] = when[0];
+    ck_assert_int_eq(utimensat(AT_FDCWD, hp, when, 0), 0);
+    free(hp);
+    atomic_store(&f->range_bytes, 0);
+    fake_serve(f, v2, 1);
+    ck_assert_hr(install_r(c, v2, &r), PSDB_S_OK);
+    assert_installed(v2);
+    *range_bytes = atomic_load(&f->range_bytes);
+    psdb_client_release(c);
+    return r;
+}
+
+START_TEST(test_launcher__update_sources_are_the_own_file_then_the_same_name_then_the_newest)
+{
+    app_entry v1, v2, other, same_name, fillers[16];
+    app_make_version(&v1, "Delta", 200, 1, NULL);
+    app_make_version(&v2, "Delta", 200, 2, every_20th);
+    app_make_version(&other, "Other", 200, 7, every_20th); /* holds v2's changed values */
+    /* Another executable of the same game (one more value, so another file). */
+    app_make_version(&same_name, "Delta", 201, 8, every_20th);
+    snprintf(same_name.exe, sizeof(same_name.exe), "/games/DeltaDemo/demo.exe");
+    for (int i = 0; i < 16; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "Filler%02d", i);
+        app_make(&fillers[i], name, 256u << 10, 100u + (unsigned)i);
+    }
+    fake f = {0};
+    fake_start(&f);
+    long ranges = 0;
+    /* Among 16 newer games, another game's file is the 17th candidate: not a source. */
+    psdb_install_result r = update_among_many(&f, &v1, &v2, &other, fillers, 0, &ranges);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_uint_eq(r.delta_sources, 1);
+    ck_assert_int_gt(ranges, 0);
+    /* The same file, the most recently written of the family: a source, nothing fetched. */
+    r = update_among_many(&f, &v1, &v2, &other, fillers, 1, &ranges);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_uint_eq(r.delta_sources, 2);
+    ck_assert_int_eq(ranges, 0);
+    /* An application of the same name comes before every other game, however old. */
+    r = update_among_many(&f, &v1, &v2, &same_name, fillers, 0, &ranges);
+    ck_assert_msg(r.delta == 1, "no delta: %s", r.delta_skipped);
+    ck_assert_uint_eq(r.delta_sources, 2);
+    ck_assert_int_eq(ranges, 0);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+    app_free(&other);
+    app_free(&same_name);
+    for (int i = 0; i < 16; i++)
+        app_free(&fillers[i]);
+}
+END_TEST
+
 START_TEST(test_launcher__cancelled_delta_keeps_its_output_and_the_next_install_goes_on)
 {
     app_entry v1, v2;
@@ -1302,6 +1381,8 @@ int main(void)
                    test_launcher__update_takes_the_values_other_applications_of_the_registry_hold);
     tcase_add_test(tc,
                    test_launcher__cancelled_delta_keeps_its_output_and_the_next_install_goes_on);
+    tcase_add_test(
+        tc, test_launcher__update_sources_are_the_own_file_then_the_same_name_then_the_newest);
     tcase_add_test(tc, test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry);
     tcase_add_test(tc, test_launcher__clients_reuse_connections_across_transfers_and_share_them);
     suite_add_tcase(s, tc);

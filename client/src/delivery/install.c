@@ -189,10 +189,12 @@ cleanup:
 }
 
 /* The PSDBs an update's delta takes values from: the one installed for the same exe path and
- * family first, then others registered for the family (those of applications of the same name
- * first), DELTA_MAX_SOURCES in all: enough for an application's other executables and versions
- * and the games that share its engine, while a walk of each costs about 0.4 ms per MB. */
+ * family first, then others registered for the family: those of applications of the same name
+ * (its other executables and versions) before the rest, the most recently written first within
+ * each (the games that share a recent engine), DELTA_MAX_SOURCES in all. Any other file costs a
+ * read of its digest index, a walk only when it holds a missing value (delta.c). */
 #define DELTA_MAX_SOURCES 16
+#define DELTA_MAX_CANDIDATES 4096 /* registered paths looked at, per group */
 
 typedef struct source_list {
     char *paths[DELTA_MAX_SOURCES];
@@ -204,9 +206,8 @@ typedef struct source_list {
 } source_list;
 
 /* A readable regular file, once (any spelling of a path names one file). */
-static void add_source(const char *path, void *ctx)
+static void add_source(source_list *s, const char *path)
 {
-    source_list *s = ctx;
     struct stat st;
     if (s->n == DELTA_MAX_SOURCES || s->oom || strcmp(path, s->skip) == 0 || stat(path, &st) != 0 ||
         !S_ISREG(st.st_mode) || access(path, R_OK) != 0)
@@ -223,6 +224,50 @@ static void add_source(const char *path, void *ctx)
     s->n++;
 }
 
+typedef struct candidate {
+    char *path;
+    struct timespec mtime;
+} candidate;
+
+typedef struct candidates {
+    candidate *v;
+    size_t n, cap;
+    int oom;
+} candidates;
+
+static void add_candidate(const char *path, void *ctx)
+{
+    candidates *c = ctx;
+    struct stat st;
+    if (c->oom || c->n == DELTA_MAX_CANDIDATES || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 32;
+        candidate *x = realloc(c->v, cap * sizeof(*x));
+        if (!x) {
+            c->oom = 1;
+            return;
+        }
+        c->v = x;
+        c->cap = cap;
+    }
+    if (!(c->v[c->n].path = strdup(path))) {
+        c->oom = 1;
+        return;
+    }
+    c->v[c->n++].mtime = st.st_mtim;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const struct timespec *x = &((const candidate *)a)->mtime, *y = &((const candidate *)b)->mtime;
+    if (x->tv_sec != y->tv_sec)
+        return x->tv_sec < y->tv_sec ? 1 : -1;
+    if (x->tv_nsec != y->tv_nsec)
+        return x->tv_nsec < y->tv_nsec ? 1 : -1;
+    return strcmp(((const candidate *)a)->path, ((const candidate *)b)->path);
+}
+
 static psdb_hr delta_sources(shared_installer *shared, const psdb__store *store,
                              const char *have_sha, const char *family, const char *app_name,
                              source_list *s)
@@ -234,11 +279,23 @@ static psdb_hr delta_sources(shared_installer *shared, const psdb__store *store,
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    add_source(own, s);
-    pthread_mutex_lock(&shared->use);
-    /* A registry that cannot be listed leaves the own file as the one source. */
-    (void)psdb__registry_foreach_path(shared->inst, family, app_name, add_source, s);
-    pthread_mutex_unlock(&shared->use);
+    add_source(s, own);
+    for (int group = 0; group < 2 && s->n < DELTA_MAX_SOURCES; group++) {
+        candidates c = {0};
+        pthread_mutex_lock(&shared->use);
+        /* A registry that cannot be listed leaves fewer sources, never a failed install. */
+        (void)psdb__registry_foreach_path(shared->inst, family, group == 0 ? app_name : NULL,
+                                          add_candidate, &c);
+        pthread_mutex_unlock(&shared->use);
+        qsort(c.v, c.n, sizeof(*c.v), newest_first);
+        for (size_t i = 0; i < c.n; i++) {
+            add_source(s, c.v[i].path);
+            free(c.v[i].path);
+        }
+        free(c.v);
+        if (c.oom)
+            s->oom = 1;
+    }
     if (s->oom)
         hr = PSDB_E_OUTOFMEMORY;
 cleanup:

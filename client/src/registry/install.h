@@ -31,10 +31,9 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
  * succeeds): no registration can commit while fn runs. */
 psdb_hr psdb__registry_with_write_lock(psdb_installer *inst, psdb_hr (*fn)(void *ctx), void *ctx);
 
-/* Calls fn once for every PSDB path a component registers for family (any family when NULL):
- * those of applications named prefer_name first (when non-NULL), then in path order. */
-psdb_hr psdb__registry_foreach_path(psdb_installer *inst, const char *family,
-                                    const char *prefer_name,
+/* Calls fn once for every PSDB path a component registers for family (any family when NULL) in an
+ * application named only_name (any application when NULL), in path order. */
+psdb_hr psdb__registry_foreach_path(psdb_installer *inst, const char *family, const char *only_name,
                                     void (*fn)(const char *path, void *ctx), void *ctx);
 
 #endif

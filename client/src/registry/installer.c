@@ -444,25 +444,25 @@ cleanup:
     return hr;
 }
 
-psdb_hr psdb__registry_foreach_path(psdb_installer *inst, const char *family,
-                                    const char *prefer_name,
+psdb_hr psdb__registry_foreach_path(psdb_installer *inst, const char *family, const char *only_name,
                                     void (*fn)(const char *path, void *ctx), void *ctx)
 {
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(inst->reg->db,
-                                "SELECT p.psdb_path FROM component_psdbs p"
-                                " JOIN components c ON c.id = p.component"
-                                " JOIN applications a ON a.id = c.app"
-                                " WHERE ?1 IS NULL OR p.family = ?1 GROUP BY p.psdb_path"
-                                " ORDER BY max(a.name IS ?2) DESC, p.psdb_path",
-                                -1, &st, NULL);
+    int rc =
+        sqlite3_prepare_v2(inst->reg->db,
+                           "SELECT p.psdb_path FROM component_psdbs p"
+                           " JOIN components c ON c.id = p.component"
+                           " JOIN applications a ON a.id = c.app"
+                           " WHERE (?1 IS NULL OR p.family = ?1) AND (?2 IS NULL OR a.name = ?2)"
+                           " GROUP BY p.psdb_path ORDER BY p.psdb_path",
+                           -1, &st, NULL);
     if (rc != SQLITE_OK) {
         hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
     }
     psdb__reg_bind_text_or_null(st, 1, family);
-    psdb__reg_bind_text_or_null(st, 2, prefer_name);
+    psdb__reg_bind_text_or_null(st, 2, only_name);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         fn((const char *)sqlite3_column_text(st, 0), ctx);
     if (rc != SQLITE_DONE)
