@@ -287,7 +287,8 @@ static psdb_hr delta_sources(shared_installer *shared, const psdb__store *store,
         (void)psdb__registry_foreach_path(shared->inst, family, group == 0 ? app_name : NULL,
                                           add_candidate, &c);
         pthread_mutex_unlock(&shared->use);
-        qsort(c.v, c.n, sizeof(*c.v), newest_first);
+        if (c.n > 1)
+            qsort(c.v, c.n, sizeof(*c.v), newest_first);
         for (size_t i = 0; i < c.n; i++) {
             add_source(s, c.v[i].path);
             free(c.v[i].path);
