@@ -445,6 +445,23 @@ static void zr_close(zreader *r)
     r->open = 0;
 }
 
+/* One inflate call into out, after reading the next part of the stream when the input is used
+ * up: inflate's status, or Z_ERRNO when the read failed. */
+static int zr_step(zreader *r)
+{
+    if (r->z.avail_in == 0 && r->at < r->end) {
+        size_t n = r->end - r->at < ZBUF ? (size_t)(r->end - r->at) : ZBUF;
+        if (read_exact(r->fd, r->in, n, r->at) != 0)
+            return Z_ERRNO;
+        r->at += n;
+        r->z.next_in = r->in;
+        r->z.avail_in = (uInt)n;
+    }
+    r->z.next_out = r->out;
+    r->z.avail_out = ZBUF;
+    return inflate(&r->z, Z_NO_FLUSH);
+}
+
 static int zr_fill(zreader *r)
 {
     while (!r->bad && r->pos == r->len) {
@@ -452,19 +469,11 @@ static int zr_fill(zreader *r)
             r->bad = 1; /* read past the stream's end */
             break;
         }
-        if (r->z.avail_in == 0 && r->at < r->end) {
-            size_t n = r->end - r->at < ZBUF ? (size_t)(r->end - r->at) : ZBUF;
-            if (read_exact(r->fd, r->in, n, r->at) != 0) {
-                r->bad = 1;
-                break;
-            }
-            r->at += n;
-            r->z.next_in = r->in;
-            r->z.avail_in = (uInt)n;
+        int zr = zr_step(r);
+        if (zr == Z_ERRNO) {
+            r->bad = 1;
+            break;
         }
-        r->z.next_out = r->out;
-        r->z.avail_out = ZBUF;
-        int zr = inflate(&r->z, Z_NO_FLUSH);
         r->pos = 0;
         r->len = ZBUF - r->z.avail_out;
         if (zr == Z_STREAM_END)
@@ -516,17 +525,9 @@ static int zr_done(zreader *r)
     if (r->bad || r->pos != r->len)
         return 0;
     while (!r->ended) {
-        if (r->z.avail_in == 0 && r->at < r->end) {
-            size_t n = r->end - r->at < ZBUF ? (size_t)(r->end - r->at) : ZBUF;
-            if (read_exact(r->fd, r->in, n, r->at) != 0)
-                return 0;
-            r->at += n;
-            r->z.next_in = r->in;
-            r->z.avail_in = (uInt)n;
-        }
-        r->z.next_out = r->out;
-        r->z.avail_out = ZBUF;
-        int zr = inflate(&r->z, Z_NO_FLUSH);
+        int zr = zr_step(r);
+        if (zr == Z_ERRNO)
+            return 0;
         if (r->z.avail_out != ZBUF)
             return 0; /* more bytes than the recipe used */
         if (zr == Z_STREAM_END)
