@@ -900,6 +900,11 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
                       r.delta_skipped);
         ck_assert_msg(r.bytes_downloaded >= cases[i].next->size, "%s: %llu bytes", cases[i].what,
                       (unsigned long long)r.bytes_downloaded);
+        /* Nothing of the refused delta is kept for a later attempt to trust again. */
+        ck_assert_msg(file_size_of(cases[i].next, ".valuemap") == -1, "%s: the map was kept",
+                      cases[i].what);
+        ck_assert_msg(file_size_of(cases[i].next, ".delta") == -1, "%s: the output was kept",
+                      cases[i].what);
         free(g_old_file);
         MHD_stop_daemon(f.d);
         tu_rmtree(g_reg);

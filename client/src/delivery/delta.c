@@ -1287,7 +1287,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
 {
     psdb_hr hr = PSDB_S_OK;
     char *url = NULL, *map_url = NULL, *map_path = NULL, *part = NULL;
-    int map_fd = -1, keep_map = 0, keep_part = 0;
+    int map_fd = -1, keep_map = 0, keep_part = 0; /* on a cancel: a whole map, an output */
     old_file *olds = NULL;
     local_set ls = {0};
     need *nd = NULL;
@@ -1470,7 +1470,6 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
         hr = rebuild_to(&rb, m->size);
     if (hr == PSDB_E_CANCELLED)
         goto cleanup; /* what was produced stays for the next attempt, the map too */
-    keep_part = keep_map = 0;
     if (PSDB_FAILED(hr)) {
         if (!out->why_not[0])
             WHY("the rebuild failed (%s)", psdb_hr_str(hr));
@@ -1508,6 +1507,9 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
 cleanup:
     fetcher_close(&fmap);
     fetcher_close(&fblob);
+    /* Only a cancel keeps anything: a refused map or output must not be trusted again. */
+    if (hr != PSDB_E_CANCELLED)
+        keep_map = keep_part = 0;
     if (hr == PSDB_E_CANCELLED) {
         if (keep_part)
             out_flush(&of);
