@@ -31,6 +31,10 @@
 #define PSDB__VMAP2_TAG_KEY 1u      /* arg: 0 the next new key, else an earlier key's id + 1 */
 #define PSDB__VMAP2_TAG_VALUE 2u    /* arg: zigzag value index delta; then offset, length */
 
+/* The header fields every version has (magic, version, reserved, file size, file SHA-256: bytes
+ * 0 to 55), the rest left as they are (valuemap_file.c). */
+void psdb__vmap_put_prefix(uint8_t *head, uint32_t version, uint64_t size, const uint8_t sha[32]);
+
 /* Writes the version 2 map of psdb_path to out_path (valuemap_v2_file.c). */
 psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path);
 

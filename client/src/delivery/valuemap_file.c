@@ -25,6 +25,14 @@ typedef struct collect {
     uint64_t num_values, num_ranges, value_bytes;
 } collect;
 
+void psdb__vmap_put_prefix(uint8_t *head, uint32_t version, uint64_t size, const uint8_t sha[32])
+{
+    memcpy(head, PSDB__VMAP_MAGIC, 8);
+    psdb__put_le32(head + 8, version);
+    psdb__put_le64(head + 16, size);
+    memcpy(head + 24, sha, 32);
+}
+
 static int on_value(const uint8_t sha256[32], uint64_t size, const psdb__byte_range *r, size_t nr,
                     void *ctx)
 {
@@ -133,10 +141,7 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
     hr = sha256_fd(in, sha);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    memcpy(head, PSDB__VMAP_MAGIC, 8);
-    psdb__put_le32(head + 8, PSDB__VMAP_VERSION);
-    psdb__put_le64(head + 16, size);
-    memcpy(head + 24, sha, 32);
+    psdb__vmap_put_prefix(head, PSDB__VMAP_VERSION, size, sha);
     psdb__put_le64(head + 56, c.num_values);
     psdb__put_le64(head + 64, c.num_ranges);
     psdb__put_le64(head + 72, size - c.value_bytes);

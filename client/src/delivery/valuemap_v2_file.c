@@ -390,10 +390,7 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
     psdb__sha256_end(h, sha);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    memcpy(head, PSDB__VMAP_MAGIC, 8);
-    psdb__put_le32(head + 8, PSDB__VMAP2_VERSION);
-    psdb__put_le64(head + 16, size);
-    memcpy(head + 24, sha, 32);
+    psdb__vmap_put_prefix(head, PSDB__VMAP2_VERSION, size, sha);
     psdb__put_le64(head + 56, c.nv);
     psdb__put_le64(head + 64, nkeys);
     psdb__put_le64(head + 72, entries);
