@@ -2,18 +2,24 @@
 #include "admin_int.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "common.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "valuemaps.h"
 
 struct check {
     const psdbd_store *store;
@@ -21,7 +27,8 @@ struct check {
     FILE *out; /* findings: stdout, or stderr when stdout carries JSON */
     int deep, json;
     uint64_t problems, psdbs, blobs, files, orphans, strays;
-    uint64_t old_orphans; /* unindexed and older than ADMIN_LOST_INDEX_MIN_AGE */
+    uint64_t maps, orphan_maps; /* files of valuemaps/ that are maps, and those without a blob */
+    uint64_t old_orphans;       /* unindexed and older than ADMIN_LOST_INDEX_MIN_AGE */
     int64_t old_before;
 };
 
@@ -71,7 +78,9 @@ static void check_usage(void *ctx)
            "present with its size, every PSDB's blob indexed. --deep also recomputes every\n"
            "blob's SHA-256 and runs a full SQLite integrity check. A missing index, a file that\n"
            "is not a psdbd index, and an index with no PSDB beside blob files of which some are\n"
-           "older than an hour (it looks lost) are problems too. Exit status 1 on a problem.\n");
+           "older than an hour (it looks lost) are problems too. Value maps (valuemaps/): one\n"
+           "without its blob is a note (psdbd gc removes it); with --deep, one whose header does\n"
+           "not describe its blob is a problem. Exit status 1 on a problem.\n");
 }
 
 static int check_option(int val, const char *arg, void *ctx)
@@ -166,14 +175,65 @@ static void check_blobs(struct check *k)
         problem(k, "index: cannot read the blobs (the log above says why)");
 }
 
+/* One map of valuemaps/: its blob exists, and (deep) its header describes that blob: magic,
+ * the version of its name, the blob's size and SHA-256. A map of other bytes would be served for
+ * this blob, and launchers would fall back to full downloads. */
+static void check_valuemap(struct check *k, int dirfd_, const char *name, const char *sha,
+                           unsigned version)
+{
+    char *blob = psdbd_store_path(k->store, sha), named[65];
+    uint8_t head[56];
+    struct stat bs;
+    int fd = -1;
+    k->maps++;
+    if (stat(blob, &bs) != 0) {
+        k->orphan_maps++;
+        fprintf(k->out, "note: value map valuemaps/%s has no blob (psdbd gc removes it)\n", name);
+        goto cleanup;
+    }
+    if (!k->deep)
+        goto cleanup;
+    fd = openat(dirfd_, name, O_RDONLY | O_CLOEXEC);
+    int whole = fd >= 0 && pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head);
+    if (whole)
+        psdb__hex(head + 24, 32, named);
+    if (!whole || memcmp(head, "PSDBVMAP", 8) != 0 || psdb__le32(head + 8) != version ||
+        psdb__le64(head + 16) != (uint64_t)bs.st_size || strcmp(named, sha) != 0) {
+        problem(k,
+                "value map valuemaps/%s does not describe blob %s (remove it: psdbd derives it "
+                "again on the next request)",
+                name, sha);
+    }
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    free(blob);
+}
+
+static void check_valuemaps(struct check *k)
+{
+    char *dir = psdbd_valuemap_dir(k->store), sha[65];
+    unsigned version = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d && errno != ENOENT)
+        problem(k, "cannot read %s: %s", dir, strerror(errno));
+    while (d && (e = readdir(d)) != NULL)
+        if (psdbd_valuemap_classify(e->d_name, sha, &version) == PSDBD_VALUEMAP_MAP)
+            check_valuemap(k, dirfd(d), e->d_name, sha, version);
+    if (d)
+        closedir(d);
+    free(dir);
+}
+
 static void check_report(const struct check *k)
 {
     if (k->json) {
-        json_t *o =
-            json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:b}", "ok", k->problems == 0, "problems",
-                      (json_int_t)k->problems, "psdbs", (json_int_t)k->psdbs, "blobs",
-                      (json_int_t)k->blobs, "unindexed_files", (json_int_t)k->orphans, "strays",
-                      (json_int_t)k->strays, "deep", k->deep);
+        json_t *o = json_pack(
+            "{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "ok", k->problems == 0, "problems",
+            (json_int_t)k->problems, "psdbs", (json_int_t)k->psdbs, "blobs", (json_int_t)k->blobs,
+            "unindexed_files", (json_int_t)k->orphans, "strays", (json_int_t)k->strays, "valuemaps",
+            (json_int_t)k->maps, "orphan_valuemaps", (json_int_t)k->orphan_maps, "deep", k->deep);
         json_dumpf(o, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(o);
@@ -220,6 +280,7 @@ int psdbd_cmd_check(int argc, char **argv)
     check_blobs(&k);
     psdbd_store_walk(&store, check_orphan, check_stray, &k);
     psdbd_index_snapshot(ix, 0);
+    check_valuemaps(&k);
     /* An index that lost its rows reads as "every blob unindexed": that is a problem, not a
      * note, since gc would then delete them all. Young ones alone are a killed first publish. */
     if (k.psdbs == 0 && k.old_orphans > 0)

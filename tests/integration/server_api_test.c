@@ -3158,8 +3158,31 @@ START_TEST(test_server__gc_removes_valuemaps_of_removed_and_gone_blobs)
     ck_assert_int_eq(tu_write_file(keep[nk - 1], "x", 1), 0);
     set_age(keep[nk - 1], 7200);
 
-    /* --dry-run names each of them and removes nothing. */
+    /* psdbd check: the gone blob's maps are notes; with --deep, a map that describes other bytes
+     * than its blob's (the live blob's map under the orphan's name) is a problem. */
     char *out = NULL;
+    size_t live_n = 0;
+    char *live_map = tu_read_file(keep[1], &live_n);
+    ck_assert_int_eq(tu_write_file(drop[1], live_map, live_n), 0);
+    free(live_map);
+    ck_assert_int_eq(run_capture(&out, "%s check --data-dir %s --json", PSDBD_BIN, g_data), 0);
+    json_t *cj = json_loads(strrchr(out, '{'), 0, NULL);
+    ck_assert_msg(cj != NULL, "check --json: %s", out);
+    ck_assert_int_eq(jint(cj, "valuemaps", NULL), 6);
+    ck_assert_int_eq(jint(cj, "orphan_valuemaps", NULL), 2);
+    json_decref(cj);
+    snprintf(p, sizeof(p), "note: value map valuemaps/%s.valuemap has no blob", gone);
+    ck_assert_msg(strstr(out, p) != NULL, "check does not note the gone blob's map:\n%s", out);
+    free(out);
+    ck_assert_int_eq(run_capture(&out, "%s check --data-dir %s --deep", PSDBD_BIN, g_data), 1);
+    snprintf(p, sizeof(p), "value map valuemaps/%s.v2.valuemap does not describe blob %s", orphan,
+             orphan);
+    ck_assert_msg(strstr(out, p) != NULL, "check --deep misses the foreign map:\n%s", out);
+    snprintf(p, sizeof(p), "valuemaps/%s.v2.valuemap does not describe", live);
+    ck_assert_msg(strstr(out, p) == NULL, "check --deep refuses the live map:\n%s", out);
+    free(out);
+
+    /* --dry-run names each of them and removes nothing. */
     ck_assert_int_eq(run_capture(&out, "%s gc --data-dir %s --dry-run", PSDBD_BIN, g_data), 0);
     for (int i = 0; i < nd; i++) {
         char want[200];
