@@ -33,6 +33,23 @@ int psdb__pwrite_all(int fd, const void *p, size_t n, uint64_t off)
     return off > (uint64_t)INT64_MAX ? (errno = EINVAL, -1) : write_loop(fd, p, n, (int64_t)off);
 }
 
+ssize_t psdb__pread_upto(int fd, void *p, size_t n, uint64_t off)
+{
+    uint8_t *b = p;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
 int psdb__every_ms(struct timespec *last, long ms)
 {
     struct timespec now;

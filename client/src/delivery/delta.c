@@ -404,16 +404,7 @@ static psdb_hr walk_source(local_set *s, const char *path, uint32_t src, uint64_
 
 static int read_exact(int fd, void *buf, size_t n, uint64_t off)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-    }
-    return 0;
+    return psdb__pread_upto(fd, buf, n, off) == (ssize_t)n ? 0 : -1;
 }
 
 /* One zlib stream of the map file, [at, end), read as bytes and varints. Sticky `bad`: after any
@@ -647,17 +638,10 @@ static int old_read(old_file *f, uint8_t *dst, size_t n, uint64_t off)
         return read_exact(f->fd, dst, n, off);
     if (!f->buf && !(f->buf = malloc(f->cap)))
         return read_exact(f->fd, dst, n, off);
-    size_t got = 0;
-    while (got < f->cap) {
-        ssize_t r = pread(f->fd, f->buf + got, f->cap - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
+    ssize_t r = psdb__pread_upto(f->fd, f->buf, f->cap, off);
+    if (r < 0)
+        return -1;
+    size_t got = (size_t)r;
     f->start = off;
     f->len = got;
     if (got < n)

@@ -171,17 +171,10 @@ typedef struct reader {
 static psdb_hr read_at(reader *r, uint64_t off, size_t n, const uint8_t **out)
 {
     if (off < r->start || off + n > r->start + r->len) {
-        size_t got = 0;
-        while (got < READ_WINDOW) {
-            ssize_t k = pread(r->fd, r->data + got, READ_WINDOW - got, (off_t)(off + got));
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k < 0)
-                return PSDB_E_IO;
-            if (k == 0)
-                break;
-            got += (size_t)k;
-        }
+        ssize_t k = psdb__pread_upto(r->fd, r->data, READ_WINDOW, off);
+        if (k < 0)
+            return PSDB_E_IO;
+        size_t got = (size_t)k;
         r->start = off;
         r->len = got;
         if (n > got)

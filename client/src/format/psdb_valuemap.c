@@ -10,6 +10,7 @@
 
 #include <sqlite3.h>
 
+#include "common/fdio.h"
 #include "common/status_map.h"
 #include "format/psdbfile_int.h"
 
@@ -70,17 +71,10 @@ static psdb_hr read_page(walker *w, uint64_t pgno, uint8_t *buf)
         return PSDB_E_CACHE_CORRUPT;
     uint64_t off = (pgno - 1) * w->page_size;
     if (off < w->win_start || off + w->page_size > w->win_start + w->win_len) {
-        size_t got = 0;
-        while (got < WINDOW) {
-            ssize_t r = pread(w->fd, w->win + got, WINDOW - got, (off_t)(off + got));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r < 0)
-                return PSDB_E_IO;
-            if (r == 0)
-                break;
-            got += (size_t)r;
-        }
+        ssize_t r = psdb__pread_upto(w->fd, w->win, WINDOW, off);
+        if (r < 0)
+            return PSDB_E_IO;
+        size_t got = (size_t)r;
         w->win_start = off;
         w->win_len = got;
         if (got < w->page_size)
