@@ -10,6 +10,9 @@
 
 #include <sqlite3.h>
 
+#include "psdb/client.h"
+#include "psdb/sign.h"
+
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/migrate.h"
@@ -249,6 +252,64 @@ START_TEST(test_common__manifest_reader_uses_the_grammar)
 }
 END_TEST
 
+/* A manifest whose identity no signed statement can carry (no name, no family, a string over
+ * PSDB_STATEMENT_STRING_MAX bytes) is refused by the reader as malformed, and a hand-built one
+ * fails the signature check with PSDB_E_SIGNATURE, never PSDB_E_INVALIDARG (the fuzzer found a
+ * manifest with an empty family that parsed, then made the check answer INVALIDARG). */
+START_TEST(test_common__manifest_reader_refuses_what_no_statement_carries)
+{
+    static char big[PSDB_STATEMENT_STRING_MAX + 2], max[PSDB_STATEMENT_STRING_MAX + 1];
+    memset(big, 'a', sizeof(big) - 1);
+    memset(max, 'a', sizeof(max) - 1);
+    const struct {
+        const char *name, *family, *exe, *engine;
+        psdb_hr want;
+    } cases[] = {
+        {"G", "f", "g.exe", "E", PSDB_S_OK},
+        {"G", "", "g.exe", "E", PSDB_E_PROTOCOL},
+        {"", "f", "g.exe", "E", PSDB_E_PROTOCOL},
+        {"G", big, "g.exe", "E", PSDB_E_PROTOCOL},
+        {big, "f", "g.exe", "E", PSDB_E_PROTOCOL},
+        {"G", "f", big, "E", PSDB_E_PROTOCOL},
+        {"G", "f", "g.exe", big, PSDB_E_PROTOCOL},
+        {max, max, max, max, PSDB_S_OK},
+        {"G", "f", "", "", PSDB_S_OK},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        static char json[4 * sizeof(big) + 1024];
+        psdb_manifest *m = NULL;
+        int n = snprintf(json, sizeof(json),
+                         "{\"id\": 3, \"sha256\": \"%064d\", \"size\": 1, \"url\": \"/v1/blobs/x\", "
+                         "\"app\": {\"name\": \"%s\", \"exe_filename\": \"%s\", \"version\": 1, "
+                         "\"engine_name\": \"%s\", \"engine_version\": 0}, "
+                         "\"target\": {\"family\": \"%s\", \"abi_version\": 7, "
+                         "\"compiler_version\": 0, \"profile_version\": 0}, \"serial\": 3, "
+                         "\"key_id\": \"k\", \"signature\": \"s\"}",
+                         0, cases[i].name, cases[i].exe, cases[i].engine, cases[i].family);
+        ck_assert(n > 0 && (size_t)n < sizeof(json));
+        psdb_hr hr = psdb_manifest_parse(json, (size_t)n, &m);
+        ck_assert_msg(hr == cases[i].want, "case %zu: %s", i, psdb_hr_str(hr));
+        ck_assert(hr == PSDB_S_OK ? m != NULL : m == NULL);
+        psdb_manifest_free(m);
+    }
+
+    psdb_client *c = NULL;
+    psdb_client_desc desc = {.server_url = "http://127.0.0.1:9"};
+    ck_assert_hr(psdb_client_create(&desc, &c), PSDB_S_OK);
+    psdb_manifest hand = {.id = "7", .key_id = "k", .signature = "s"};
+    hand.app.desc.name = "G";
+    hand.target.family = "";
+    ck_assert_hr(psdb_client_verify_manifest(c, &hand), PSDB_E_SIGNATURE);
+    ck_assert_ptr_nonnull(strstr(psdb_client_last_error(c), "no signed statement describes it"));
+    hand.target.family = big;
+    ck_assert_hr(psdb_client_verify_manifest(c, &hand), PSDB_E_SIGNATURE);
+    hand.target.family = "f";
+    hand.app.desc.name = NULL;
+    ck_assert_hr(psdb_client_verify_manifest(c, &hand), PSDB_E_SIGNATURE);
+    psdb_client_release(c);
+}
+END_TEST
+
 static const psdb__sql_file steps_files[] = {
     {"001_a.sql", "CREATE TABLE a(x);", 18},
     {"002_b.sql", "CREATE TABLE b(y);", 18},
@@ -310,6 +371,7 @@ int main(void)
     tcase_add_test(tc, test_common__last_error_is_per_thread);
     tcase_add_test(tc, test_common__error_ret_fills_only_an_unexplained_failure);
     tcase_add_test(tc, test_common__manifest_reader_uses_the_grammar);
+    tcase_add_test(tc, test_common__manifest_reader_refuses_what_no_statement_carries);
     tcase_add_test(tc, test_common__migrate_in_one_transaction);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -79,6 +79,19 @@ static int json_str(json_t *obj, const char *key, int optional, char **out)
     return *out ? 0 : -1;
 }
 
+static int statement_string_ok(const char *s, int required)
+{
+    return s ? strlen(s) <= PSDB_STATEMENT_STRING_MAX && (!required || *s) : !required;
+}
+
+/* Whether the manifest's identity and target are what a statement can encode. */
+static int statement_strings_ok(const psdb_manifest *m)
+{
+    const psdb_app_desc *d = &m->app.desc;
+    return statement_string_ok(d->name, 1) && statement_string_ok(m->target.family, 1) &&
+           statement_string_ok(d->exe_filename, 0) && statement_string_ok(d->engine_name, 0);
+}
+
 psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
 {
     const unsigned err_mark = psdb__error_mark();
@@ -135,6 +148,11 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
         goto cleanup;
     m->target.family = family;
     family = NULL;
+    /* What no signed statement can carry (schema/STATEMENT.md: a name and a family, strings of at
+     * most PSDB_STATEMENT_STRING_MAX bytes) is no manifest: refused here, not by the signature
+     * check later. */
+    if (!statement_strings_ok(m))
+        goto cleanup;
     if (strlen(sha) != 64 || psdb__unhex(sha, m->sha256, 32) != 0)
         goto cleanup;
     if (app_id && *app_id) {
@@ -168,6 +186,14 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
     if (!c || !m)
         return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
     psdb_hr hr = PSDB_E_SIGNATURE;
+    if (!statement_strings_ok(m)) {
+        /* A manifest built by hand with an identity no statement encodes: no signature is valid
+         * for it (psdb_statement_verify would call the statement itself the bad argument). */
+        psdb__client_error(c, "manifest %s: no application name, no target family, or a string "
+                              "over %u bytes: no signed statement describes it",
+                           m->id ? m->id : "?", PSDB_STATEMENT_STRING_MAX);
+        return psdb__error_ret(hr, err_mark, __func__);
+    }
     psdb_statement st = {
         .size = m->size, .identity = m->app, .target = m->target, .serial = m->serial};
     memcpy(st.sha256, m->sha256, 32);
