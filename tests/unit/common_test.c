@@ -278,14 +278,15 @@ START_TEST(test_common__manifest_reader_refuses_what_no_statement_carries)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         static char json[4 * sizeof(big) + 1024];
         psdb_manifest *m = NULL;
-        int n = snprintf(json, sizeof(json),
-                         "{\"id\": 3, \"sha256\": \"%064d\", \"size\": 1, \"url\": \"/v1/blobs/x\", "
-                         "\"app\": {\"name\": \"%s\", \"exe_filename\": \"%s\", \"version\": 1, "
-                         "\"engine_name\": \"%s\", \"engine_version\": 0}, "
-                         "\"target\": {\"family\": \"%s\", \"abi_version\": 7, "
-                         "\"compiler_version\": 0, \"profile_version\": 0}, \"serial\": 3, "
-                         "\"key_id\": \"k\", \"signature\": \"s\"}",
-                         0, cases[i].name, cases[i].exe, cases[i].engine, cases[i].family);
+        int n =
+            snprintf(json, sizeof(json),
+                     "{\"id\": 3, \"sha256\": \"%064d\", \"size\": 1, \"url\": \"/v1/blobs/x\", "
+                     "\"app\": {\"name\": \"%s\", \"exe_filename\": \"%s\", \"version\": 1, "
+                     "\"engine_name\": \"%s\", \"engine_version\": 0}, "
+                     "\"target\": {\"family\": \"%s\", \"abi_version\": 7, "
+                     "\"compiler_version\": 0, \"profile_version\": 0}, \"serial\": 3, "
+                     "\"key_id\": \"k\", \"signature\": \"s\"}",
+                     0, cases[i].name, cases[i].exe, cases[i].engine, cases[i].family);
         ck_assert(n > 0 && (size_t)n < sizeof(json));
         psdb_hr hr = psdb_manifest_parse(json, (size_t)n, &m);
         ck_assert_msg(hr == cases[i].want, "case %zu: %s", i, psdb_hr_str(hr));

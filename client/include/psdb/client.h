@@ -92,8 +92,10 @@ PSDB_API const char *psdb_client_last_error(const psdb_client *c);
 /* Parses a manifest from size bytes of JSON (GET /v1/resolve's answer; schema/HTTP.md). Versions
  * and numbers sent as strings follow the one grammar of schema/HTTP.md "Version spellings".
  * Statuses: PSDB_E_INVALIDARG (NULL json or out), PSDB_E_PROTOCOL (not JSON, a required field
- * missing or malformed, a duplicate key), PSDB_E_OUTOFMEMORY. On success *out is the caller's
- * (psdb_manifest_free); on failure *out is NULL. Thread-safe (no shared state). */
+ * missing or malformed, a duplicate key, an empty application name or target family, a string
+ * longer than PSDB_STATEMENT_STRING_MAX of psdb/sign.h: nothing a signed statement can carry),
+ * PSDB_E_OUTOFMEMORY. On success *out is the caller's (psdb_manifest_free); on failure *out is
+ * NULL. Thread-safe (no shared state). */
 PSDB_API psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out);
 /* Frees a manifest from psdb_manifest_parse or psdb_client_resolve. NULL is a no-op; cannot fail.
  */

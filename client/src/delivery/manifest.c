@@ -189,8 +189,9 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
     if (!statement_strings_ok(m)) {
         /* A manifest built by hand with an identity no statement encodes: no signature is valid
          * for it (psdb_statement_verify would call the statement itself the bad argument). */
-        psdb__client_error(c, "manifest %s: no application name, no target family, or a string "
-                              "over %u bytes: no signed statement describes it",
+        psdb__client_error(c,
+                           "manifest %s: no application name, no target family, or a string "
+                           "over %u bytes: no signed statement describes it",
                            m->id ? m->id : "?", PSDB_STATEMENT_STRING_MAX);
         return psdb__error_ret(hr, err_mark, __func__);
     }
