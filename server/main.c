@@ -195,6 +195,8 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
+    /* Blobs published before maps were derived at publish get theirs now, in the background. */
+    psdbd_valuemaps_backfill(srv.vmaps);
     if (psdbd_http_start(&srv, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;

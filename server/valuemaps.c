@@ -39,6 +39,7 @@ struct psdbd_valuemaps {
     char (*queue)[65]; /* a ring of PSDBD_VALUEMAP_QUEUE_MAX digests */
     unsigned head, count;
     int stopping;
+    int backfill; /* psdbd_valuemaps_backfill asked for a walk of the store, not begun yet */
     pthread_t thread;
 };
 
@@ -228,22 +229,84 @@ void psdbd_valuemaps_enqueue(psdbd_valuemaps *vm, const char *sha256)
                   dropped);
 }
 
-static void *worker(void *arg)
+/* Derives what is queued until the queue is empty or psdbd stops; called and returns with
+ * vm->lock held. 0, or -1 once stopping. */
+static int drain_queue(psdbd_valuemaps *vm)
 {
-    psdbd_valuemaps *vm = arg;
     char sha256[65];
-    pthread_mutex_lock(&vm->lock);
-    for (;;) {
-        while (vm->count == 0 && !vm->stopping)
-            pthread_cond_wait(&vm->work, &vm->lock);
-        if (vm->stopping)
-            break;
+    while (vm->count > 0 && !vm->stopping) {
         memcpy(sha256, vm->queue[vm->head], 65);
         vm->head = (vm->head + 1) % PSDBD_VALUEMAP_QUEUE_MAX;
         vm->count--;
         pthread_mutex_unlock(&vm->lock);
         psdbd_valuemaps_ensure(vm, sha256, 2); /* a failure is logged and counted there */
         pthread_mutex_lock(&vm->lock);
+    }
+    return vm->stopping ? -1 : 0;
+}
+
+struct backfill {
+    psdbd_valuemaps *vm;
+    unsigned long long blobs, derived, failed;
+    int stopped;
+};
+
+/* One blob of the backfill's walk: what publishes queued meanwhile goes first, then this blob's
+ * version 2 when it has none. Non-zero stops the walk (psdbd is stopping). */
+static int backfill_blob(const char *sha256, uint64_t size, int64_t mtime, void *ctx)
+{
+    struct backfill *b = ctx;
+    psdbd_valuemaps *vm = b->vm;
+    char *path = psdbd_valuemap_path(vm->store, sha256, 2);
+    int stop, missing;
+    (void)size;
+    (void)mtime;
+    b->blobs++;
+    pthread_mutex_lock(&vm->lock);
+    stop = drain_queue(vm);
+    pthread_mutex_unlock(&vm->lock);
+    b->stopped = stop;
+    missing = access(path, F_OK) != 0;
+    free(path);
+    if (stop || !missing)
+        return stop;
+    if (PSDB_SUCCEEDED(psdbd_valuemaps_ensure(vm, sha256, 2)))
+        b->derived++;
+    else
+        b->failed++;
+    return 0;
+}
+
+/* The walk psdbd_valuemaps_backfill asked for; called and returns with vm->lock held. */
+static void backfill(psdbd_valuemaps *vm)
+{
+    struct backfill b = {.vm = vm};
+    uint64_t t0 = psdbd_now_ns();
+    pthread_mutex_unlock(&vm->lock);
+    /* What is under blobs/ and no blob is psdbd check's business, not the backfill's. */
+    int e = psdbd_store_walk(vm->store, backfill_blob, NULL, &b);
+    if (e != 0)
+        psdbd_log("valuemaps: backfill: cannot read %s: %s", vm->store->blob_dir, strerror(e));
+    psdbd_log("valuemaps: backfill %s: %llu blobs looked at, %llu version 2 maps derived, %llu "
+              "could not be (logged above), %llu ms",
+              b.stopped ? "stopped with psdbd" : "done", b.blobs, b.derived, b.failed,
+              (unsigned long long)((psdbd_now_ns() - t0) / 1000000));
+    pthread_mutex_lock(&vm->lock);
+}
+
+static void *worker(void *arg)
+{
+    psdbd_valuemaps *vm = arg;
+    pthread_mutex_lock(&vm->lock);
+    for (;;) {
+        while (vm->count == 0 && !vm->backfill && !vm->stopping)
+            pthread_cond_wait(&vm->work, &vm->lock);
+        if (drain_queue(vm) != 0)
+            break;
+        if (vm->backfill) {
+            vm->backfill = 0;
+            backfill(vm);
+        }
     }
     if (vm->count > 0)
         psdbd_log("valuemaps: stopping with %u maps not derived yet (their first requests derive "
@@ -291,6 +354,14 @@ psdbd_valuemaps *psdbd_valuemaps_start(const psdbd_store *s, int clean, char *er
         vm = NULL;
     }
     return vm;
+}
+
+void psdbd_valuemaps_backfill(psdbd_valuemaps *vm)
+{
+    pthread_mutex_lock(&vm->lock);
+    vm->backfill = 1;
+    pthread_cond_signal(&vm->work);
+    pthread_mutex_unlock(&vm->lock);
 }
 
 void psdbd_valuemaps_stop(psdbd_valuemaps *vm)

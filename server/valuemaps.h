@@ -9,7 +9,8 @@
  * holds a whole map. Launchers ask for version 2 right after a publish, so a publish queues it for
  * one worker thread once its index row has committed (never delaying the 201); a request that finds
  * a map missing (version 1 always, version 2 on a replica that did not take the publish, or when
- * the queue was full) derives it itself. Within one psdbd, a derivation in progress is in the
+ * the queue was full) derives it itself, and at start the worker walks the store for blobs
+ * without one (psdbd_valuemaps_backfill). Within one psdbd, a derivation in progress is in the
  * in-flight list: any other request for the same map, and the worker, wait for it instead of
  * deriving again. Replicas do not coordinate: two of them may each derive a map once, and the
  * second rename replaces identical bytes. */
@@ -53,6 +54,13 @@ psdbd_valuemap_kind psdbd_valuemap_classify(const char *name, char sha256[65], u
  * when the thread cannot start. */
 psdbd_valuemaps *psdbd_valuemaps_start(const psdbd_store *s, int clean_leftovers, char *err,
                                        size_t err_size);
+
+/* Asks the worker to give every blob of the store that has no version 2 map one (those published
+ * before psdbd derived maps at publish, or whose derivation was dropped or killed), between and
+ * after the publishes it has queued: psdbd calls it at start so that no launcher's first delta
+ * update of an old PSDB waits for a derivation. A blob that cannot have one is logged and left to
+ * its requests (404, a full download). Logs a summary when the walk ends. */
+void psdbd_valuemaps_backfill(psdbd_valuemaps *vm);
 
 /* Lets the derivation in progress finish, drops what is still queued (first requests derive those
  * maps), joins the worker and frees vm. NULL is a no-op. */

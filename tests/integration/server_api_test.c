@@ -3076,6 +3076,30 @@ static void set_age(const char *path, long seconds)
     ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
 }
 
+/* A blob without its version 2 map (published by a psdbd that did not derive maps at publish,
+ * or whose derivation a kill cut short) gets one after the next start, without a request. */
+START_TEST(test_server__start_derives_the_v2_valuemaps_old_blobs_lack)
+{
+    srv_start(&g_srv, NULL);
+    long long id = publish_ok(&base_spec, 1);
+    char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL);
+    ck_assert_msg(wait_file(v2, 30), "no %s 30 s after the publish", v2);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    ck_assert_int_eq(unlink(v2), 0);
+    srv_start(&g_srv, NULL);
+    ck_assert_msg(wait_file(v2, 30), "no %s 30 s after the start", v2);
+    ck_assert(is_valuemap(v2, 2));
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    char *log = tu_read_file(g_log, NULL);
+    ck_assert_msg(strstr(log, "valuemaps: backfill done: 1 blobs looked at, 1 version 2 maps "
+                              "derived, 0 could not be") != NULL,
+                  "no backfill summary in the log:\n%s", log);
+    free(log);
+    free(v2);
+    free(sha);
+}
+END_TEST
+
 START_TEST(test_server__valuemap_temporaries_of_a_killed_psdbd_removed_at_start)
 {
     srv_start(&g_srv, NULL);
@@ -3389,6 +3413,7 @@ int main(void)
     tcase_add_test(tc, test_server__concurrent_first_valuemap_requests_derive_it_once);
     tcase_add_test(tc, test_server__sigterm_while_deriving_a_valuemap_stops_cleanly);
     tcase_add_test(tc, test_server__valuemap_temporaries_of_a_killed_psdbd_removed_at_start);
+    tcase_add_test(tc, test_server__start_derives_the_v2_valuemaps_old_blobs_lack);
     tcase_add_test(tc, test_server__gc_removes_valuemaps_of_removed_and_gone_blobs);
     tcase_add_test(tc, test_server__publish_over_a_damaged_blob_file_drops_its_stale_valuemaps);
     if (g_pg)

@@ -187,6 +187,48 @@ START_TEST(test_server_valuemaps__a_blob_that_is_no_psdb_fails_and_leaves_nothin
 }
 END_TEST
 
+/* Whether `path` exists within `seconds`. */
+static int wait_for(const char *path, int seconds)
+{
+    for (int i = 0; i < seconds * 100; i++) {
+        if (access(path, F_OK) == 0)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* The backfill gives every blob without a version 2 map one, derives no map that exists, and
+ * goes past a blob that cannot have one. */
+START_TEST(test_server_valuemaps__backfill_derives_the_maps_old_blobs_lack)
+{
+    char old1[65], old2[65], mapped[65], bad[65], err[256];
+    put_blob(3, old1);
+    put_blob(4, old2);
+    put_blob(5, mapped);
+    put_blob(6, bad);
+    char *bad_blob = psdbd_store_path(&store, bad);
+    ck_assert_int_eq(tu_write_file(bad_blob, "not a psdb", 10), 0);
+    psdbd_valuemaps *vm = psdbd_valuemaps_start(&store, 1, err, sizeof(err));
+    ck_assert_msg(vm != NULL, "%s", err);
+    ck_assert_hr(psdbd_valuemaps_ensure(vm, mapped, 2), PSDB_S_OK);
+    long long before = derived(2);
+    char *p1 = psdbd_valuemap_path(&store, old1, 2), *p2 = psdbd_valuemap_path(&store, old2, 2);
+    ck_assert_int_ne(access(p1, F_OK), 0);
+    ck_assert_int_ne(access(p2, F_OK), 0);
+    psdbd_valuemaps_backfill(vm);
+    ck_assert_msg(wait_for(p1, 60) && wait_for(p2, 60), "the backfill derived no map in 60 s");
+    psdbd_valuemaps_stop(vm); /* joins the worker: the walk has ended or stopped */
+    ck_assert_int_eq(derived(2) - before, 2);
+    char *pb = psdbd_valuemap_path(&store, bad, 2);
+    ck_assert_int_ne(access(pb, F_OK), 0);
+    free(pb);
+    free(p1);
+    free(p2);
+    free(bad_blob);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server_valuemaps");
@@ -196,6 +238,7 @@ int main(void)
     tcase_add_test(tc, test_server_valuemaps__names_of_maps_temporaries_and_strays);
     tcase_add_test(tc, test_server_valuemaps__concurrent_ensures_derive_each_map_once);
     tcase_add_test(tc, test_server_valuemaps__a_blob_that_is_no_psdb_fails_and_leaves_nothing);
+    tcase_add_test(tc, test_server_valuemaps__backfill_derives_the_maps_old_blobs_lack);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
