@@ -1,8 +1,12 @@
-/* fdio.c - whole writes to a file descriptor, and the throttle of transfer callbacks. */
+/* fdio.c - whole writes to a file descriptor, a directory fsync, and the throttle of transfer
+ * callbacks. */
 #include "common/fdio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* write (off < 0) or pwrite at off until all n bytes are out. */
@@ -48,6 +52,33 @@ ssize_t psdb__pread_upto(int fd, void *p, size_t n, uint64_t off)
         got += (size_t)r;
     }
     return (ssize_t)got;
+}
+
+int psdb__fsync_dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = NULL;
+    if (!slash)
+        dir = strdup(".");
+    else if (slash == path)
+        dir = strdup("/");
+    else if ((dir = malloc((size_t)(slash - path) + 1)) != NULL) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+    }
+    if (!dir) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
 }
 
 int psdb__every_ms(struct timespec *last, long ms)

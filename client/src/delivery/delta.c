@@ -16,8 +16,9 @@
  * before it. A cancel keeps <dest>.delta and the map: the next attempt re-hashes the output up to
  * its last whole recipe entry and goes on from there. Memory: 36 bytes a value of the new file
  * while the sources are walked, then 12; 24 bytes a held value and 16 a range of it; 16 per run;
- * the key table when it is at most KEYS_IN_MEMORY (loaded only after the digests are dropped;
- * else read through a window or key by key from the map file); and fixed buffers. */
+ * the key table when it is at most KEYS_IN_MEMORY (while the value table is read, and again once
+ * the digests are dropped; else read through a window or key by key from the map file); and
+ * fixed buffers. */
 #include "delivery/delta.h"
 
 #include <assert.h>
@@ -568,6 +569,34 @@ static int key_get(keys *k, uint64_t id, uint8_t out[32])
     return rc;
 }
 
+/* Reads the whole key table into memory when it is at most KEYS_IN_MEMORY: the value table names
+ * keys in no order a window follows (a key each pread otherwise). 0, or -1 with errno. */
+static int keys_load(keys *k)
+{
+    if (k->mem || k->n * 32 > KEYS_IN_MEMORY)
+        return 0;
+    k->mem = malloc(k->n ? (size_t)k->n * 32 : 1);
+    if (!k->mem) {
+        errno = ENOMEM;
+        return -1;
+    }
+    errno = 0;
+    if (read_exact(k->fd, k->mem, (size_t)(k->n * 32), k->at) != 0) {
+        if (errno == 0)
+            errno = EIO; /* a short read: the map file changed under us */
+        free(k->mem);
+        k->mem = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void keys_unload(keys *k)
+{
+    free(k->mem);
+    k->mem = NULL;
+}
+
 typedef struct run {
     uint64_t start, end;
 } run;
@@ -1086,7 +1115,8 @@ static psdb_hr map_values(int fd, const map_layout *l, keys *kt, uint64_t file_s
         uint8_t sha[32];
         id += unzigzag(zr_varint(zv));
         sizes[i] = zr_varint(zv);
-        if (zv->bad || key_get(kt, id, sha) != 0 || sizes[i] == 0 || sizes[i] > file_size) {
+        if (zv->bad || id >= kt->n || (nd && key_get(kt, id, sha) != 0) || sizes[i] == 0 ||
+            sizes[i] > file_size) {
             WHY("the value map is malformed (value %llu)", (unsigned long long)i);
             goto cleanup;
         }
@@ -1340,7 +1370,15 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
     }
     for (size_t k = 0; k < nsources; k++)
         olds[k].fd = -1;
+    /* The key table is in memory for the value table's digests, then out while the sources are
+     * walked (its peak is then the digests'), then in again for the rebuild. */
+    if (keys_load(&kt) != 0) {
+        hr = psdb__errno_hr(errno);
+        WHY("cannot read the value map's keys: %s", strerror(errno));
+        goto cleanup;
+    }
     hr = map_values(map_fd, &l, &kt, m->size, sizes, nd, out);
+    keys_unload(&kt);
     if (PSDB_FAILED(hr))
         goto cleanup;
     /* Which values the sources hold (same digest and size), the first source first. */
@@ -1377,17 +1415,10 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
             out->sources++;
         }
     }
-    if (l.nkeys * 32 <= KEYS_IN_MEMORY) {
-        kt.mem = malloc(l.nkeys ? l.nkeys * 32 : 1);
-        if (!kt.mem) {
-            hr = PSDB_E_OUTOFMEMORY;
-            goto cleanup;
-        }
-        if (read_exact(map_fd, kt.mem, (size_t)(l.nkeys * 32), l.keys_at) != 0) {
-            hr = PSDB_E_IO;
-            WHY("cannot read the value map's keys: %s", strerror(errno));
-            goto cleanup;
-        }
+    if (keys_load(&kt) != 0) {
+        hr = psdb__errno_hr(errno);
+        WHY("cannot read the value map's keys: %s", strerror(errno));
+        goto cleanup;
     }
     /* An interrupted attempt's output is taken up from its last entry boundary. */
     if (stat(part, &sb) == 0 && S_ISREG(sb.st_mode))
@@ -1486,6 +1517,8 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
         WHY("cannot put the rebuilt file in place: %s", strerror(errno));
         goto cleanup;
     }
+    /* The rename durable before the registry names the file, as after a full download. */
+    psdb__fsync_dir_of(dest_path);
     out->used = 1;
     hr = PSDB_S_OK;
 cleanup:
@@ -1540,7 +1573,7 @@ cleanup:
     free(sizes);
     free(nd);
     free(rl.v);
-    free(kt.mem);
+    keys_unload(&kt);
     free(kt.win);
     free(ls.ov);
     free(ls.r);

@@ -155,29 +155,6 @@ static psdb_hr rehash_part(int fd, uint64_t *have, psdb__sha256_ctx *sha)
     return PSDB_S_OK;
 }
 
-static int fsync_dir_of(const char *path)
-{
-    char *dir = psdb__strdup(path);
-    if (!dir)
-        return -1;
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        slash[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else {
-        dir[0] = '.';
-        dir[1] = '\0';
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m)
 {
     char *url = NULL;
@@ -339,7 +316,7 @@ static psdb_hr part_commit(psdb_client *c, const psdb_manifest *m, const char *u
         psdb__client_error(c, "download: rename %s: %s", part, strerror(errno));
         goto cleanup;
     }
-    fsync_dir_of(dest_path);
+    psdb__fsync_dir_of(dest_path);
 cleanup:
     return hr;
 }
