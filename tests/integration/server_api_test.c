@@ -2872,17 +2872,6 @@ static char *vmap_path(const char *sha, unsigned version, const char *suffix)
     return p;
 }
 
-/* Polls for a file, up to `seconds`: the background derivation is asynchronous. */
-static int wait_file(const char *path, int seconds)
-{
-    for (int i = 0; i < seconds * 100; i++) {
-        if (access(path, F_OK) == 0)
-            return 1;
-        usleep(10000);
-    }
-    return 0;
-}
-
 /* The value of psdbd_valuemaps_derived_total{version="V"} on /metrics, or -1 when absent. */
 static long long derived_count(unsigned version)
 {
@@ -2952,7 +2941,7 @@ START_TEST(test_server__publish_derives_the_v2_valuemap_without_a_request)
     long long id = publish_ok(&sp, 1);
     char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL), *v1 = vmap_path(sha, 1, NULL);
     /* No request for it: the publish queued it for the worker. */
-    ck_assert_msg(wait_file(v2, 30), "no %s 30 s after the publish, without a GET", v2);
+    ck_assert_msg(tu_wait_file(v2, 30), "no %s 30 s after the publish, without a GET", v2);
     ck_assert(is_valuemap(v2, 2));
     ck_assert_int_eq(derived_count(2), 1);
     ck_assert_int_eq(derived_count(1), 0);
@@ -3083,11 +3072,11 @@ START_TEST(test_server__start_derives_the_v2_valuemaps_old_blobs_lack)
     srv_start(&g_srv, NULL);
     long long id = publish_ok(&base_spec, 1);
     char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL);
-    ck_assert_msg(wait_file(v2, 30), "no %s 30 s after the publish", v2);
+    ck_assert_msg(tu_wait_file(v2, 30), "no %s 30 s after the publish", v2);
     ck_assert_int_eq(srv_stop(&g_srv), 0);
     ck_assert_int_eq(unlink(v2), 0);
     srv_start(&g_srv, NULL);
-    ck_assert_msg(wait_file(v2, 30), "no %s 30 s after the start", v2);
+    ck_assert_msg(tu_wait_file(v2, 30), "no %s 30 s after the start", v2);
     ck_assert(is_valuemap(v2, 2));
     ck_assert_int_eq(srv_stop(&g_srv), 0);
     char *log = tu_read_file(g_log, NULL);
@@ -3312,7 +3301,7 @@ START_TEST(test_server__pg_replica_that_did_not_take_the_publish_serves_the_valu
     g_srv = a;
     long long id = publish_ok(&base_spec, 1);
     char *sha = sha_of(id, NULL), *v2 = vmap_path(sha, 2, NULL), p[160];
-    ck_assert(wait_file(v2, 30));
+    ck_assert(tu_wait_file(v2, 30));
     /* B serves A's map without deriving it. */
     g_srv = b;
     snprintf(p, sizeof(p), "/v1/blobs/%s/valuemap/v2", sha);

@@ -187,17 +187,6 @@ START_TEST(test_server_valuemaps__a_blob_that_is_no_psdb_fails_and_leaves_nothin
 }
 END_TEST
 
-/* Whether `path` exists within `seconds`. */
-static int wait_for(const char *path, int seconds)
-{
-    for (int i = 0; i < seconds * 100; i++) {
-        if (access(path, F_OK) == 0)
-            return 1;
-        usleep(10000);
-    }
-    return 0;
-}
-
 /* The backfill gives every blob without a version 2 map one, derives no map that exists, and
  * goes past a blob that cannot have one. */
 START_TEST(test_server_valuemaps__backfill_derives_the_maps_old_blobs_lack)
@@ -217,7 +206,8 @@ START_TEST(test_server_valuemaps__backfill_derives_the_maps_old_blobs_lack)
     ck_assert_int_ne(access(p1, F_OK), 0);
     ck_assert_int_ne(access(p2, F_OK), 0);
     psdbd_valuemaps_backfill(vm);
-    ck_assert_msg(wait_for(p1, 60) && wait_for(p2, 60), "the backfill derived no map in 60 s");
+    ck_assert_msg(tu_wait_file(p1, 60) && tu_wait_file(p2, 60),
+                  "the backfill derived no map in 60 s");
     psdbd_valuemaps_stop(vm); /* joins the worker: the walk has ended or stopped */
     ck_assert_int_eq(derived(2) - before, 2);
     char *pb = psdbd_valuemap_path(&store, bad, 2);

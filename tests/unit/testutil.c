@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 char *tu_mkdtemp(void)
 {
@@ -86,6 +87,16 @@ int tu_write_file(const char *path, const void *data, size_t size)
         return -1;
     size_t n = fwrite(data, 1, size, f);
     return (fclose(f) == 0 && n == size) ? 0 : -1;
+}
+
+int tu_wait_file(const char *path, int seconds)
+{
+    for (int i = 0; i < seconds * 100; i++) {
+        if (access(path, F_OK) == 0)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
 }
 
 int tu_run_suite(Suite *s)

@@ -28,6 +28,9 @@ int tu_run(const char *cmdline, const char *out_file);
 char *tu_read_file(const char *path, size_t *size);
 /* Writes bytes to a file; 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t size);
+/* Whether a file exists within `seconds` (polled every 10 ms): for what a background thread or
+ * another process makes. */
+int tu_wait_file(const char *path, int seconds);
 /* Runs a suite with CK_NORMAL output; returns the process exit status. */
 int tu_run_suite(Suite *s);
 
