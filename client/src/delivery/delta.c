@@ -16,9 +16,9 @@
  * before it. A cancel keeps <dest>.delta and the map: the next attempt re-hashes the output up to
  * its last whole recipe entry and goes on from there. Memory: 36 bytes a value of the new file
  * while the sources are walked, then 12; 24 bytes a held value and 16 a range of it; 16 per run;
- * the key table when it is at most KEYS_IN_MEMORY (while the value table is read, and again once
- * the digests are dropped; else read through a window or key by key from the map file); and
- * fixed buffers. */
+ * the key table when it is at most KEYS_IN_MEMORY (loaded only after the digests are dropped;
+ * else read through a window or key by key from the map file; the value table's digests are read
+ * from it forward, in key order); and fixed buffers. */
 #include "delivery/delta.h"
 
 #include <assert.h>
@@ -1102,6 +1102,41 @@ static int map_layout_read(int fd, uint64_t map_size, uint64_t file_size, const 
 
 /* The value table: the size of every value, and (nd non-NULL) its digest for the walks of the
  * sources. */
+static int cmp_need_key(const void *a, const void *b)
+{
+    uint64_t x, y;
+    memcpy(&x, ((const need *)a)->sha, sizeof(x));
+    memcpy(&y, ((const need *)b)->sha, sizeof(y));
+    return (x > y) - (x < y);
+}
+
+/* Replaces the key id each nd[i].sha holds by that key's digest. The value table names keys in
+ * no order a window follows (a pread each for most values), so the ids are sorted first and the
+ * key table read forward once through the window: no memory beyond the window, a read per
+ * KEY_WINDOW keys. 0, or -1 with errno. */
+static int digests_of_keys(keys *kt, need *nd, size_t n)
+{
+    qsort(nd, n, sizeof(*nd), cmp_need_key);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id;
+        memcpy(&id, nd[i].sha, sizeof(id));
+        if (kt->win_n == 0 || id >= kt->win_first + kt->win_n) {
+            uint64_t count = kt->n - id < KEY_WINDOW ? kt->n - id : KEY_WINDOW;
+            errno = 0;
+            kt->win_n = 0;
+            if (read_exact(kt->fd, kt->win, (size_t)count * 32, kt->at + id * 32) != 0) {
+                if (errno == 0)
+                    errno = EIO; /* a short read: the map file changed under us */
+                return -1;
+            }
+            kt->win_first = id;
+            kt->win_n = count;
+        }
+        memcpy(nd[i].sha, kt->win + (id - kt->win_first) * 32, 32);
+    }
+    return 0;
+}
+
 static psdb_hr map_values(int fd, const map_layout *l, keys *kt, uint64_t file_size,
                           uint64_t *sizes, need *nd, psdb__delta_outcome *out)
 {
@@ -1112,21 +1147,24 @@ static psdb_hr map_values(int fd, const map_layout *l, keys *kt, uint64_t file_s
         goto cleanup;
     }
     for (uint64_t i = 0, id = 0; i < l->nv; i++) {
-        uint8_t sha[32];
         id += unzigzag(zr_varint(zv));
         sizes[i] = zr_varint(zv);
-        if (zv->bad || id >= kt->n || (nd && key_get(kt, id, sha) != 0) || sizes[i] == 0 ||
-            sizes[i] > file_size) {
+        if (zv->bad || id >= kt->n || sizes[i] == 0 || sizes[i] > file_size) {
             WHY("the value map is malformed (value %llu)", (unsigned long long)i);
             goto cleanup;
         }
         if (nd) {
-            memcpy(nd[i].sha, sha, 32);
+            memcpy(nd[i].sha, &id, sizeof(id)); /* the key id, until digests_of_keys */
             nd[i].value = (uint32_t)i;
         }
     }
     if (!zr_done(zv)) {
         WHY("the value map is malformed (its value table)");
+        goto cleanup;
+    }
+    if (nd && digests_of_keys(kt, nd, (size_t)l->nv) != 0) {
+        hr = PSDB_E_IO;
+        WHY("cannot read the value map's keys: %s", strerror(errno));
         goto cleanup;
     }
     hr = PSDB_S_OK;
@@ -1370,15 +1408,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
     }
     for (size_t k = 0; k < nsources; k++)
         olds[k].fd = -1;
-    /* The key table is in memory for the value table's digests, then out while the sources are
-     * walked (its peak is then the digests'), then in again for the rebuild. */
-    if (keys_load(&kt) != 0) {
-        hr = psdb__errno_hr(errno);
-        WHY("cannot read the value map's keys: %s", strerror(errno));
-        goto cleanup;
-    }
     hr = map_values(map_fd, &l, &kt, m->size, sizes, nd, out);
-    keys_unload(&kt);
     if (PSDB_FAILED(hr))
         goto cleanup;
     /* Which values the sources hold (same digest and size), the first source first. */
