@@ -1260,6 +1260,7 @@ typedef struct worker {
     const app_entry *a;
     const psdb_client *first; /* whose connections to share */
     pthread_barrier_t *go;
+    int rounds; /* installs of the same application, one after the other; 0 means 1 */
     psdb_hr hr;
     char error[512];
 } worker;
@@ -1278,12 +1279,53 @@ static void *install_worker(void *arg)
     /* The URL of the first client's server: every worker talks to the same psdbd. */
     d.server_url = getenv("LAUNCHER_TEST_URL");
     w->hr = psdb_client_create(&d, &c);
-    if (PSDB_SUCCEEDED(w->hr))
+    for (int r = 0; PSDB_SUCCEEDED(w->hr) && r < (w->rounds ? w->rounds : 1); r++)
         w->hr = install_app(c, w->a, NULL);
     snprintf(w->error, sizeof(w->error), "%s", psdb_client_last_error(c));
     psdb_client_release(c);
     return NULL;
 }
+
+/* Installs of one process that end while others begin: each install takes the process's shared
+ * installer and the last one out closes it, so a newcomer must not open it again (and meet its own
+ * process's lock, PSDB_E_BUSY) before the closing one has let go. Most rounds reinstall what is
+ * installed, so acquire and release follow each other closely. */
+START_TEST(test_launcher__installs_ending_while_others_begin_never_find_the_installer_busy)
+{
+    enum { THREADS = 4, ROUNDS = 40 };
+    app_entry apps[THREADS];
+    worker w[THREADS];
+    pthread_t th[THREADS];
+    pthread_barrier_t go;
+    for (int i = 0; i < THREADS; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "Churn%d", i);
+        app_make(&apps[i], name, 64u << 10, 300 + (unsigned)i);
+    }
+    fake f = {.apps = apps, .num_apps = THREADS};
+    fake_start(&f);
+    setenv("LAUNCHER_TEST_URL", f.url, 1);
+    psdb_client_desc d = {0};
+    psdb_client *first = client_with(&d, f.url);
+    ck_assert_int_eq(pthread_barrier_init(&go, NULL, THREADS), 0);
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.a = &apps[i], .first = first, .go = &go, .rounds = ROUNDS};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, install_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < THREADS; i++)
+        ck_assert_msg(PSDB_SUCCEEDED(w[i].hr), "%s: %s: %s", apps[i].name, psdb_hr_str(w[i].hr),
+                      w[i].error);
+    for (int i = 0; i < THREADS; i++)
+        assert_installed(&apps[i]);
+    psdb_client_release(first);
+    MHD_stop_daemon(f.d);
+    for (int i = 0; i < THREADS; i++)
+        app_free(&apps[i]);
+}
+END_TEST
 
 START_TEST(test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry)
 {
@@ -1389,6 +1431,8 @@ int main(void)
     tcase_add_test(
         tc, test_launcher__update_sources_are_the_own_file_then_the_same_name_then_the_newest);
     tcase_add_test(tc, test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry);
+    tcase_add_test(tc,
+                   test_launcher__installs_ending_while_others_begin_never_find_the_installer_busy);
     tcase_add_test(tc, test_launcher__clients_reuse_connections_across_transfers_and_share_them);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -118,16 +118,18 @@ static void shared_release(shared_installer *s)
     if (!s)
         return;
     pthread_mutex_lock(&g_shared_lock);
-    int last = --s->refs == 0;
-    if (last)
+    if (--s->refs == 0) {
         for (shared_installer **p = &g_shared; *p; p = &(*p)->next)
             if (*p == s) {
                 *p = s->next;
                 break;
             }
-    pthread_mutex_unlock(&g_shared_lock);
-    if (last)
+        /* Closed under the list lock, as it was opened: a thread that finds no handle now opens
+         * one only once this one has let go of the installer's lock, not against it (it would
+         * fail with PSDB_E_BUSY against its own process). */
         shared_free(s);
+    }
+    pthread_mutex_unlock(&g_shared_lock);
 }
 
 /* Whether path is a regular file with this SHA-256. */
