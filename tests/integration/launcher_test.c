@@ -1286,6 +1286,22 @@ static void *install_worker(void *arg)
     return NULL;
 }
 
+/* Runs n install_workers at once (released together), one per app, each `rounds` installs. */
+static void run_workers(app_entry *apps, worker *w, int n, const psdb_client *first, int rounds)
+{
+    pthread_t th[MAX_APPS];
+    pthread_barrier_t go;
+    ck_assert_int_le(n, MAX_APPS);
+    ck_assert_int_eq(pthread_barrier_init(&go, NULL, (unsigned)n), 0);
+    for (int i = 0; i < n; i++) {
+        w[i] = (worker){.a = &apps[i], .first = first, .go = &go, .rounds = rounds};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, install_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+}
+
 /* Installs of one process that end while others begin: each install takes the process's shared
  * installer and the last one out closes it, so a newcomer must not open it again (and meet its own
  * process's lock, PSDB_E_BUSY) before the closing one has let go. Most rounds reinstall what is
@@ -1295,8 +1311,6 @@ START_TEST(test_launcher__installs_ending_while_others_begin_never_find_the_inst
     enum { THREADS = 4, ROUNDS = 40 };
     app_entry apps[THREADS];
     worker w[THREADS];
-    pthread_t th[THREADS];
-    pthread_barrier_t go;
     for (int i = 0; i < THREADS; i++) {
         char name[16];
         snprintf(name, sizeof(name), "Churn%d", i);
@@ -1307,14 +1321,7 @@ START_TEST(test_launcher__installs_ending_while_others_begin_never_find_the_inst
     setenv("LAUNCHER_TEST_URL", f.url, 1);
     psdb_client_desc d = {0};
     psdb_client *first = client_with(&d, f.url);
-    ck_assert_int_eq(pthread_barrier_init(&go, NULL, THREADS), 0);
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){.a = &apps[i], .first = first, .go = &go, .rounds = ROUNDS};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, install_worker, &w[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&go);
+    run_workers(apps, w, THREADS, first, ROUNDS);
     for (int i = 0; i < THREADS; i++)
         ck_assert_msg(PSDB_SUCCEEDED(w[i].hr), "%s: %s: %s", apps[i].name, psdb_hr_str(w[i].hr),
                       w[i].error);
@@ -1331,8 +1338,6 @@ START_TEST(test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry
 {
     app_entry apps[MAX_APPS];
     worker w[MAX_APPS];
-    pthread_t th[MAX_APPS];
-    pthread_barrier_t go;
     for (int i = 0; i < MAX_APPS; i++) {
         char name[16];
         snprintf(name, sizeof(name), "Game%02d", i);
@@ -1343,15 +1348,8 @@ START_TEST(test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry
     setenv("LAUNCHER_TEST_URL", f.url, 1);
     psdb_client_desc d = {0};
     psdb_client *first = client_with(&d, f.url);
-    ck_assert_int_eq(pthread_barrier_init(&go, NULL, MAX_APPS), 0);
     /* One client per thread, all sharing the first one's connections, one installer name. */
-    for (int i = 0; i < MAX_APPS; i++) {
-        w[i] = (worker){.a = &apps[i], .first = first, .go = &go};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, install_worker, &w[i]), 0);
-    }
-    for (int i = 0; i < MAX_APPS; i++)
-        pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&go);
+    run_workers(apps, w, MAX_APPS, first, 1);
     for (int i = 0; i < MAX_APPS; i++)
         ck_assert_msg(w[i].hr == PSDB_S_OK, "%s: %s: %s", apps[i].name, psdb_hr_str(w[i].hr),
                       w[i].error);
