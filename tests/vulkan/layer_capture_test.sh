@@ -129,23 +129,69 @@ sanitizer_check "$dir/plain.err"
 cmp -s "$dir/cold.txt" "$dir/plain.txt" || fail "images differ under the layer without capture"
 ! grep -q '^psdb layer' "$dir/plain.err" || fail "layer without capture printed: $(cat "$dir/plain.err")"
 [ "$(stat pipelines)" = $npipe ] || fail "stats without capture: $(cat "$dir/stats.json")"
-# Installed: the library in <libdir>, the manifest in <prefix>/share/vulkan/explicit_layer.d/
-# naming it by file name (found through the library search path).
-if [ -n "${PSDB_BUILD_DIR:-}" ]; then
-    cmake --install "$PSDB_BUILD_DIR" --prefix "$dir/prefix" >/dev/null || fail "cmake --install"
-    manifest="$dir/prefix/share/vulkan/explicit_layer.d/VkLayer_psdb_delivery.json"
-    [ -f "$manifest" ] || fail "no installed manifest"
-    grep -q '"library_path": "libVkLayer_psdb_delivery.so"' "$manifest" ||
-        fail "installed manifest: $(cat "$manifest")"
-    lib=$(find "$dir/prefix" -name libVkLayer_psdb_delivery.so | head -n 1)
-    [ -n "$lib" ] || fail "no installed layer library"
+# Installed: the library in <prefix>/<libdir>, the manifest in
+# <prefix>/share/vulkan/explicit_layer.d/ naming it relative to its own folder, so that
+# VK_LAYER_PATH alone loads it, with no LD_LIBRARY_PATH, from any prefix: two prefixes other than
+# the configured one (one with a space), a DESTDIR staging, the tree moved after the install.
+# The loader skips a layer it cannot open without failing the program, so each run checks the
+# layer's own stats and capture.
+installed_run() { # NAME MANIFEST_DIR
+    local name=$1 mdir=$2
     rm -f "$dir/stats.json"
-    VK_LAYER_PATH="$(dirname "$manifest")" LD_LIBRARY_PATH="$(dirname "$lib")" \
-        VK_INSTANCE_LAYERS=VK_LAYER_PSDB_delivery PSDB_LAYER_STATS="$dir/stats.json" \
-        PSDB_CAPTURE="$dir/installed.sodb" "$VKDEMO" >"$dir/inst.txt" 2>"$dir/inst.err" ||
-        fail "installed layer: $(cat "$dir/inst.err")"
-    sanitizer_check "$dir/inst.err"
-    cmp -s "$dir/cold.txt" "$dir/inst.txt" || fail "images differ under the installed layer"
-    [ "$(stat captured)" = $npipe ] || fail "installed layer did not capture: $(cat "$dir/stats.json")"
+    env -u LD_LIBRARY_PATH VK_LAYER_PATH="$mdir" VK_INSTANCE_LAYERS=VK_LAYER_PSDB_delivery \
+        VK_LOADER_DEBUG=error,warn PSDB_LAYER_STATS="$dir/stats.json" \
+        PSDB_CAPTURE="$dir/$name.sodb" "$VKDEMO" >"$dir/$name.txt" 2>"$dir/$name.err" ||
+        fail "$name: vkdemo under the installed layer: $(cat "$dir/$name.err")"
+    sanitizer_check "$dir/$name.err"
+    cmp -s "$dir/cold.txt" "$dir/$name.txt" || fail "$name: images differ under the installed layer"
+    [ -f "$dir/stats.json" ] ||
+        fail "$name: the loader did not load the layer of $mdir: $(cat "$dir/$name.err")"
+    [ "$(stat captured)" = $npipe ] || fail "$name: no capture: $(cat "$dir/stats.json")"
+}
+library_path() { grep -o '"library_path": "[^"]*"' "$1" | cut -d'"' -f4; }
+layer_d=share/vulkan/explicit_layer.d
+if [ -n "${PSDB_BUILD_DIR:-}" ]; then
+    n_inst=0
+    for prefix in "$dir/prefix one" "$dir/opt/psdb"; do
+        cmake --install "$PSDB_BUILD_DIR" --prefix "$prefix" >/dev/null || fail "cmake --install"
+        manifest="$prefix/$layer_d/VkLayer_psdb_delivery.json"
+        [ -f "$manifest" ] || fail "no installed manifest in $prefix"
+        lib=$(find "$prefix" -name libVkLayer_psdb_delivery.so | head -n 1)
+        [ -n "$lib" ] || fail "no installed layer library in $prefix"
+        # Relative to the manifest's folder (a slash, not absolute): the same for every prefix.
+        path=$(library_path "$manifest")
+        [[ "$path" == */* && "$path" != /* ]] ||
+            fail "installed manifest's library_path: $(cat "$manifest")"
+        [ "$(readlink -f "$(dirname "$manifest")/$path")" = "$(readlink -f "$lib")" ] ||
+            fail "library_path $path does not name $lib"
+        installed_run "installed$((++n_inst))" "$(dirname "$manifest")"
+    done
+    # Moved after the install: nothing in it names the prefix.
+    mv "$dir/opt/psdb" "$dir/moved"
+    installed_run moved "$dir/moved/$layer_d"
+    # Staged with DESTDIR for a prefix that does not exist here.
+    DESTDIR="$dir/stage" cmake --install "$PSDB_BUILD_DIR" --prefix /opt/psdb-layer-test \
+        >/dev/null || fail "cmake --install with DESTDIR"
+    [ ! -e /opt/psdb-layer-test ] || fail "DESTDIR ignored"
+    installed_run staged "$dir/stage/opt/psdb-layer-test/$layer_d"
+    # An absolute CMAKE_INSTALL_LIBDIR or DATADIR: the manifest names the library by absolute path
+    # (layer/manifest.cmake, as the install runs it).
+    manifest_cmake="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../layer" && pwd)/manifest.cmake"
+    template="$(dirname "$manifest_cmake")/VkLayer_psdb_delivery.json.in"
+    libdir=$(dirname "$(find "$dir/prefix one" -name libVkLayer_psdb_delivery.so | head -n 1)")
+    libdir_rel=${libdir#"$dir/prefix one/"}
+    # name | prefix | LIBDIR | DATADIR | the manifest's folder
+    for spec in "abs_libdir|$dir/p3|$libdir|share|$dir/p3/$layer_d" \
+        "abs_datadir|$dir/prefix one|$libdir_rel|$dir/data|$dir/data/vulkan/explicit_layer.d"; do
+        IFS='|' read -r name prefix ldir ddir mdir <<<"$spec"
+        mkdir -p "$dir/staging-$name"
+        cmake -DPSDB_LAYER_TEMPLATE="$template" -DPSDB_LAYER_STAGING="$dir/staging-$name" \
+            -DPSDB_LAYER_LIBDIR="$ldir" -DPSDB_LAYER_DATADIR="$ddir" \
+            -DPSDB_LAYER_LIBRARY=libVkLayer_psdb_delivery.so -DCMAKE_INSTALL_PREFIX="$prefix" \
+            -P "$manifest_cmake" >/dev/null || fail "$name: manifest.cmake failed"
+        [ "$(library_path "$mdir/VkLayer_psdb_delivery.json")" = "$libdir/libVkLayer_psdb_delivery.so" ] ||
+            fail "$name: manifest: $(cat "$mdir/VkLayer_psdb_delivery.json")"
+        installed_run "$name" "$mdir"
+    done
 fi
 echo "layer_capture_test: ok"
