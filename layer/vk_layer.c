@@ -285,6 +285,13 @@ static uint64_t vk_to_psdb_version(uint32_t v)
                         0);
 }
 
+/* An application that gives no version (no VkApplicationInfo, applicationVersion 0, or one whose
+ * major, minor and patch are all 0) is version 0.0.0.1: an application identity needs a non-zero
+ * version (schema/MODEL.md), and a mapped Vulkan version never sets the fourth field, so no
+ * versioned application can collide with it (schema/SODB.md §3.1). Vulkan's own tools (vkcube)
+ * and translation layers pass 0. */
+#define NO_APP_VERSION PSDB_VERSION(0, 0, 0, 1)
+
 /* The application identity of schema/SODB.md §3.1: VkApplicationInfo, the executable's file
  * name, and an AppId derived from the application name (Vulkan has none). */
 static void capture_open(const VkApplicationInfo *app)
@@ -307,6 +314,8 @@ static void capture_open(const VkApplicationInfo *app)
                        ? app->pApplicationName
                        : (exe_name && *exe_name ? exe_name : "unknown");
     id.desc.version = app ? vk_to_psdb_version(app->applicationVersion) : 0;
+    if (id.desc.version == 0)
+        id.desc.version = NO_APP_VERSION;
     if (app && app->pEngineName && *app->pEngineName) {
         id.desc.engine_name = app->pEngineName;
         id.desc.engine_version = vk_to_psdb_version(app->engineVersion);
@@ -1178,6 +1187,40 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice
 }
 
 /* ---- Instance level ------------------------------------------------------------------------ */
+/* A Vulkan 1.0 instance (no VkApplicationInfo, or apiVersion 1.0) that does not enable
+ * VK_KHR_get_physical_device_properties2 gets the loader's emulated vkGetPhysicalDeviceProperties2,
+ * which leaves VkPhysicalDeviceDriverProperties unset: the device identity (driverID, driverInfo)
+ * would differ from the one psdb compile derives and every PSDB be refused. The instance is created
+ * with the extension added where the application did not enable it, and as the application asked
+ * where the driver lacks it (the identity then has no driver properties, as on a 1.0 driver). */
+static VkResult create_with_properties2(PFN_vkCreateInstance create, const VkInstanceCreateInfo *ci,
+                                        const VkAllocationCallbacks *a, VkInstance *out)
+{
+    static const char ext[] = VK_KHR_GET_PHYSICAL_DEVICE_PROPERTIES_2_EXTENSION_NAME;
+    const char **names = NULL;
+    VkResult r;
+    int have = ci->pApplicationInfo && ci->pApplicationInfo->apiVersion >= VK_API_VERSION_1_1;
+    for (uint32_t i = 0; !have && i < ci->enabledExtensionCount; i++)
+        have = strcmp(ci->ppEnabledExtensionNames[i], ext) == 0;
+    if (!have)
+        names = malloc(((size_t)ci->enabledExtensionCount + 1) * sizeof(*names));
+    if (names) {
+        VkInstanceCreateInfo with = *ci;
+        for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
+            names[i] = ci->ppEnabledExtensionNames[i];
+        names[ci->enabledExtensionCount] = ext;
+        with.enabledExtensionCount = ci->enabledExtensionCount + 1;
+        with.ppEnabledExtensionNames = names;
+        r = create(&with, a, out);
+        if (r != VK_ERROR_EXTENSION_NOT_PRESENT)
+            goto cleanup;
+    }
+    r = create(ci, a, out);
+cleanup:
+    free(names);
+    return r;
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateInstance(const VkInstanceCreateInfo *ci,
                                                            const VkAllocationCallbacks *a,
                                                            VkInstance *out)
@@ -1197,7 +1240,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateInstance(const VkInstanceCreat
         return VK_ERROR_OUT_OF_HOST_MEMORY;
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     delivery_prepare();
-    VkResult r = create(ci, a, out);
+    VkResult r = create_with_properties2(create, ci, a, out);
     if (r != VK_SUCCESS) {
         free(inst);
         return r;

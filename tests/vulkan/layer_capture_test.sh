@@ -2,8 +2,9 @@
 # layer_capture_test.sh - vkdemo (a Vulkan program that knows nothing of psdb) runs cold, then
 # unmodified under VK_LAYER_PSDB_delivery with PSDB_CAPTURE: the images match, the SODB holds
 # exactly the program's pipelines with the Vulkan kinds and its identity, structures that do not
-# change code are skipped, one that does is counted (not recorded, no crash), and a capture that
-# cannot be opened leaves the program working.
+# change code are skipped, one that does is counted (not recorded, no crash), a program that names
+# no version is captured as 0.0.0.1 and delivered, and a capture that cannot be opened leaves the
+# program working; the installed layer loads from any prefix with VK_LAYER_PATH alone.
 # Env: PSDB (the tool), VKDEMO (the program), PSDB_LAYER_DIR (the build tree's layer/ folder),
 # PSDB_BUILD_DIR (optional: the build tree, to test the installed layer), PSDB_SANITIZE.
 # Exit 77 (skipped) when no Vulkan device can be created. The device is lavapipe when its ICD
@@ -129,6 +130,39 @@ sanitizer_check "$dir/plain.err"
 cmp -s "$dir/cold.txt" "$dir/plain.txt" || fail "images differ under the layer without capture"
 ! grep -q '^psdb layer' "$dir/plain.err" || fail "layer without capture printed: $(cat "$dir/plain.err")"
 [ "$(stat pipelines)" = $npipe ] || fail "stats without capture: $(cat "$dir/stats.json")"
+# A program that names no version, as real ones do (no VkApplicationInfo at all, so a Vulkan 1.0
+# instance; applicationVersion 0 as vkcube's, and no engine): captured as version 0.0.0.1
+# (schema/SODB.md section 3.1), named by VkApplicationInfo or else by its executable, no engine;
+# the capture compiles and is delivered, every pipeline a hit (on the 1.0 instance too: the layer
+# asks the driver properties of the device identity through VK_KHR_get_physical_device_properties2).
+for spec in "--no-app-info|vkdemo" "--app-version-zero|psdb-vkdemo"; do
+    IFS='|' read -r opt name <<<"$spec"
+    tag=${opt#--}
+    "$VKDEMO" "$opt" >"$dir/cold-$tag.txt" 2>/dev/null || fail "cold $opt"
+    n=$(grep -c -e '^compute' -e '^graphics' "$dir/cold-$tag.txt" || true)
+    rm -f "$dir/stats.json"
+    under_layer env PSDB_CAPTURE="$dir/$tag.sodb" "$VKDEMO" "$opt" >"$dir/$tag.txt" \
+        2>"$dir/$tag.err" || fail "$opt under the layer: $(cat "$dir/$tag.err")"
+    sanitizer_check "$dir/$tag.err"
+    cmp -s "$dir/cold-$tag.txt" "$dir/$tag.txt" || fail "images differ with $opt"
+    [ "$n" -gt 0 ] && [ "$(stat captured)" = "$n" ] && [ "$(stat capture_failed)" = 0 ] ||
+        fail "$opt: capture: $(cat "$dir/$tag.err")"
+    "$PSDB" inspect --json "$dir/$tag.sodb" >"$dir/$tag.json" || fail "$opt: inspect"
+    for kv in "\"name\": \"$name\"" '"version": "0.0.0.1"' '"exe_filename": "vkdemo"' \
+        '"engine_name": null' '"engine_version": "0.0.0.0"'; do
+        grep -q "$kv" "$dir/$tag.json" || fail "$opt: inspect lacks $kv: $(cat "$dir/$tag.json")"
+    done
+    "$PSDB" compile "$dir/$tag.sodb" --backend vulkan -o "$dir/$tag.psdb" >/dev/null \
+        2>"$dir/$tag-compile.err" || fail "$opt: compile: $(cat "$dir/$tag-compile.err")"
+    rm -f "$dir/stats.json"
+    under_layer env XDG_CACHE_HOME="$dir/cache-$tag" PSDB_DELIVERY="$dir/$tag.psdb" "$VKDEMO" \
+        "$opt" >"$dir/$tag-d.txt" 2>"$dir/$tag-d.err" ||
+        fail "$opt delivered: $(cat "$dir/$tag-d.err")"
+    sanitizer_check "$dir/$tag-d.err"
+    cmp -s "$dir/cold-$tag.txt" "$dir/$tag-d.txt" || fail "images differ with $opt delivered"
+    [ "$(stat psdb_hits)" = "$n" ] || fail "$opt: delivery: $(cat "$dir/stats.json")"
+done
+
 # Installed: the library in <prefix>/<libdir>, the manifest in
 # <prefix>/share/vulkan/explicit_layer.d/ naming it relative to its own folder, so that
 # VK_LAYER_PATH alone loads it, with no LD_LIBRARY_PATH, from any prefix: two prefixes other than

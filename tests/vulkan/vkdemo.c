@@ -13,8 +13,10 @@
  * Options: --device N (physical device index, default 0), --unknown-pnext (one more graphics
  * pipeline whose create-info chains VkPipelineRobustnessCreateInfoEXT, a structure the layer
  * cannot represent), --feedback (chains VkPipelineCreationFeedbackCreateInfo, which does not
- * change code, into every pipeline). Exit status 0 on success, 1 on any failure, 77 when no
- * Vulkan device is present (the tests' skip code). */
+ * change code, into every pipeline), --pipeline-cache (creations pass a VkPipelineCache of the
+ * program's own), --no-app-info (vkCreateInstance without VkApplicationInfo) or --app-version-zero
+ * (applicationVersion 0, as vkcube passes, and no engine). Exit status 0 on success, 1 on any
+ * failure, 77 when no Vulkan device is present (the tests' skip code). */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +33,8 @@
 #define IMG_H 64
 #define COMPUTE_COUNT 4096u
 
+enum { APP_INFO_FULL, APP_INFO_NONE, APP_INFO_VERSION_ZERO };
+
 /* Everything the program creates, destroyed in one place. */
 typedef struct demo {
     VkInstance instance;
@@ -43,7 +47,11 @@ typedef struct demo {
     VkCommandBuffer cmd;
     VkFence fence;
     int feedback;
-    int own_cache;         /* --pipeline-cache: creations pass an application cache */
+    int own_cache; /* --pipeline-cache: creations pass an application cache */
+    /* How the program names itself to Vulkan, as real programs do: APP_INFO_FULL (name, version,
+     * engine), APP_INFO_NONE (no VkApplicationInfo at all: --no-app-info) or
+     * APP_INFO_VERSION_ZERO (applicationVersion 0, as vkcube's, no engine: --app-version-zero). */
+    int app_info;
     VkPipelineCache cache; /* VK_NULL_HANDLE without --pipeline-cache */
     /* Vulkan 1.3 dynamic rendering, where the device has it: one more graphics pipeline. */
     int dynamic_rendering;
@@ -753,8 +761,13 @@ static int demo_open(demo *d, uint32_t device_index)
                              .pEngineName = "psdb-test-engine",
                              .engineVersion = VK_MAKE_VERSION(0, 9, 0),
                              .apiVersion = VK_API_VERSION_1_3};
+    if (d->app_info == APP_INFO_VERSION_ZERO) {
+        app.applicationVersion = 0;
+        app.pEngineName = NULL;
+        app.engineVersion = 0;
+    }
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                                .pApplicationInfo = &app};
+                                .pApplicationInfo = d->app_info == APP_INFO_NONE ? NULL : &app};
     if ((r = vkCreateInstance(&ici, NULL, &d->instance)) != VK_SUCCESS) {
         fprintf(stderr, "vkdemo: vkCreateInstance failed: VkResult %d (no Vulkan driver?)\n",
                 (int)r);
@@ -806,7 +819,8 @@ static int demo_open(demo *d, uint32_t device_index)
     vkGetPhysicalDeviceProperties(d->phys, &props);
     VkPhysicalDeviceVulkan13Features f13 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    if (props.apiVersion >= VK_API_VERSION_1_3) {
+    /* Without VkApplicationInfo the instance is Vulkan 1.0: no 1.3 features. */
+    if (props.apiVersion >= VK_API_VERSION_1_3 && d->app_info != APP_INFO_NONE) {
         VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                         .pNext = &f13};
         vkGetPhysicalDeviceFeatures2(d->phys, &f2);
@@ -886,10 +900,13 @@ int main(int argc, char **argv)
             d.feedback = 1;
         } else if (strcmp(argv[i], "--pipeline-cache") == 0) {
             d.own_cache = 1;
+        } else if (strcmp(argv[i], "--no-app-info") == 0) {
+            d.app_info = APP_INFO_NONE;
+        } else if (strcmp(argv[i], "--app-version-zero") == 0) {
+            d.app_info = APP_INFO_VERSION_ZERO;
         } else {
-            fprintf(
-                stderr,
-                "usage: vkdemo [--device N] [--unknown-pnext] [--feedback] [--pipeline-cache]\n");
+            fprintf(stderr, "usage: vkdemo [--device N] [--unknown-pnext] [--feedback] "
+                            "[--pipeline-cache] [--no-app-info | --app-version-zero]\n");
             return 2;
         }
     }
