@@ -202,8 +202,10 @@ PSDB_API psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64
  * it open, so it reads alone). NULL is a no-op. No add may be running. */
 PSDB_API void psdb_sodb_writer_release(psdb_sodb_writer *w);
 
-/* Opens an SODB read-only and reads its header. PSDB_E_INVALIDARG path or out NULL; PSDB_E_IO
- * cannot open; PSDB_E_CACHE_CORRUPT not an SODB (not SQLite, application_id other than 'PSOD',
+/* Opens an SODB read-only and reads its header; a file left in WAL mode (its writer killed) is
+ * read with its -wal. PSDB_E_INVALIDARG path or out NULL; PSDB_E_IO cannot open; PSDB_E_ACCESS
+ * its -wal cannot be read (left in WAL mode, its -shm missing and not creatable in its folder);
+ * PSDB_E_CACHE_CORRUPT not an SODB (not SQLite, application_id other than 'PSOD',
  * user_version other than 1, missing tables, no or several header rows, header of another
  * encoding version); PSDB_E_OUTOFMEMORY. On success *out is the caller's (psdb_sodb_release).
  * A psdb_sodb is used by one thread at a time. */

@@ -369,6 +369,15 @@ psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out)
     }
     sqlite3_busy_timeout(s->db, 10000);
     hr = check_sodb(s->db, &is_sodb);
+    /* An SODB left in WAL mode (its writer killed) is read with its -wal through the -shm index;
+     * SQLite cannot read it where that index is missing and cannot be created. Not corruption:
+     * said as what it is. */
+    if (PSDB_FAILED(hr) && (sqlite3_errcode(s->db) & 0xFF) == SQLITE_CANTOPEN)
+        hr = psdb__error_set(PSDB_E_ACCESS,
+                             "psdb_sodb_open: %s: cannot open its write-ahead log (%s-wal, -shm): "
+                             "%s (an SODB left in WAL mode needs its -wal and -shm beside it, or a "
+                             "folder it may create them in)",
+                             path, path, sqlite3_errmsg(s->db));
     if (PSDB_SUCCEEDED(hr) && !is_sodb)
         hr = psdb__error_set(PSDB_E_CACHE_CORRUPT, "psdb_sodb_open: %s: not an SODB", path);
     if (PSDB_SUCCEEDED(hr))
