@@ -7,13 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
-psdb_hr vkdl_open(const char *path, const vkid *id, psdb_file **out)
+psdb_hr vkdl_open(const char *path, const vkid *id, const vkdl_trust *trust, psdb_file **out)
 {
     psdb_adapter_desc a;
+    psdb_file *f = NULL;
+    psdb_hr hr;
     memset(&a, 0, sizeof(a));
+    *out = NULL;
     if (id) {
         a.vendor_id = id->vendor_id;
         a.device_id = id->device_id;
@@ -21,7 +26,134 @@ psdb_hr vkdl_open(const char *path, const vkid *id, psdb_file **out)
         a.abi_min = a.abi_max = id->abi;
         a.compiler_version = id->compiler_version;
     }
-    return psdb_file_open(path, id ? &a : NULL, out);
+    hr = psdb_file_open(path, id ? &a : NULL, &f);
+    if (PSDB_SUCCEEDED(hr))
+        hr = trust && trust->have_sha256 ? psdb_file_check(f, PSDB_FILE_CHECK_SHA256, trust->sha256)
+                                         : psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, NULL);
+    if (PSDB_FAILED(hr)) {
+        psdb_file_release(f);
+        return hr;
+    }
+    *out = f;
+    return PSDB_S_OK;
+}
+
+/* ---- Mesa's single-file cache (Fossilize database format version 6, as Mesa writes it) --------
+ */
+#define FOZ_MAGIC_SIZE 16u
+#define FOZ_HASH_SIZE 40u
+#define FOZ_HEADER_SIZE 16u /* payload_size, format, crc, uncompressed_size: u32 each */
+#define FOZ_FORMAT_NONE 1u
+static const uint8_t FOZ_MAGIC[FOZ_MAGIC_SIZE] = {0x81, 'F', 'O', 'S', 'S', 'I', 'L', 'I',
+                                                  'Z',  'E', 'D', 'B', 0,   0,   0,   6};
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int hex_hash(const uint8_t *p)
+{
+    for (size_t i = 0; i < FOZ_HASH_SIZE; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Mesa's util_hash_crc32: zlib's CRC-32 without the final inversion. */
+static uint32_t mesa_crc32(const uint8_t *p, size_t n)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    while (n > 0) {
+        uInt part = n > (size_t)UINT32_MAX / 2 ? (uInt)(UINT32_MAX / 2) : (uInt)n;
+        crc = crc32(crc, p, part);
+        p += part;
+        n -= part;
+    }
+    return ~(uint32_t)crc;
+}
+
+int vkdl_foz_check(const uint8_t *foz, size_t foz_size, const uint8_t *idx, size_t idx_size,
+                   char *why, size_t why_size)
+{
+    size_t off, n = 0, num = 0;
+    uint64_t *starts = NULL; /* payload header offsets of the cache's entries, ascending */
+    uint8_t *seen = NULL;
+    int rc = -1;
+
+    if (foz_size < FOZ_MAGIC_SIZE || idx_size < FOZ_MAGIC_SIZE ||
+        memcmp(foz, FOZ_MAGIC, FOZ_MAGIC_SIZE) != 0 ||
+        memcmp(idx, FOZ_MAGIC, FOZ_MAGIC_SIZE) != 0) {
+        snprintf(why, why_size, "not a Fossilize database of version 6");
+        goto cleanup;
+    }
+    /* Every entry takes at least 57 bytes: an upper bound for the offsets table. */
+    if (!(starts =
+              malloc((foz_size / (FOZ_HASH_SIZE + FOZ_HEADER_SIZE + 1) + 1) * sizeof(*starts)))) {
+        snprintf(why, why_size, "out of memory");
+        goto cleanup;
+    }
+    for (off = FOZ_MAGIC_SIZE; off < foz_size; n++) {
+        const uint8_t *e = foz + off;
+        if (foz_size - off < FOZ_HASH_SIZE + FOZ_HEADER_SIZE || !hex_hash(e)) {
+            snprintf(why, why_size, "cache entry %zu at %zu: truncated or not a hash", n, off);
+            goto cleanup;
+        }
+        uint32_t size = le32(e + FOZ_HASH_SIZE), format = le32(e + FOZ_HASH_SIZE + 4),
+                 crc = le32(e + FOZ_HASH_SIZE + 8), full = le32(e + FOZ_HASH_SIZE + 12);
+        size_t body = off + FOZ_HASH_SIZE + FOZ_HEADER_SIZE;
+        if (size == 0 || size > foz_size - body || format != FOZ_FORMAT_NONE || full != size ||
+            crc != mesa_crc32(foz + body, size)) {
+            snprintf(why, why_size,
+                     "cache entry %zu at %zu: payload of %u bytes (format %u, %u uncompressed) "
+                     "outside the file, compressed or failing its CRC",
+                     n, off, (unsigned)size, (unsigned)format, (unsigned)full);
+            goto cleanup;
+        }
+        starts[n] = off + FOZ_HASH_SIZE;
+        off = body + size;
+    }
+    if ((idx_size - FOZ_MAGIC_SIZE) % (FOZ_HASH_SIZE + FOZ_HEADER_SIZE + 8) != 0) {
+        snprintf(why, why_size, "index of %zu bytes is not a run of whole entries", idx_size);
+        goto cleanup;
+    }
+    if (n > 0 && !(seen = calloc(n, 1))) {
+        snprintf(why, why_size, "out of memory");
+        goto cleanup;
+    }
+    for (off = FOZ_MAGIC_SIZE; off < idx_size; off += FOZ_HASH_SIZE + FOZ_HEADER_SIZE + 8, num++) {
+        const uint8_t *e = idx + off;
+        const uint8_t *h = e + FOZ_HASH_SIZE;
+        uint64_t at = (uint64_t)le32(h + FOZ_HEADER_SIZE) | (uint64_t)le32(h + FOZ_HEADER_SIZE + 4)
+                                                                << 32;
+        size_t lo = 0, hi = n;
+        if (!hex_hash(e) || le32(h) != 8 || le32(h + 4) != FOZ_FORMAT_NONE || le32(h + 12) != 8 ||
+            (le32(h + 8) != 0 && le32(h + 8) != mesa_crc32(h + FOZ_HEADER_SIZE, 8))) {
+            snprintf(why, why_size, "index entry %zu: malformed", num);
+            goto cleanup;
+        }
+        while (lo < hi) { /* starts is ascending */
+            size_t mid = lo + (hi - lo) / 2;
+            if (starts[mid] < at)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == n || starts[lo] != at || seen[lo] ||
+            memcmp(foz + at - FOZ_HASH_SIZE, e, FOZ_HASH_SIZE) != 0) {
+            snprintf(why, why_size,
+                     "index entry %zu: offset %llu is not a cache entry of that hash, or named "
+                     "twice",
+                     num, (unsigned long long)at);
+            goto cleanup;
+        }
+        seen[lo] = 1;
+    }
+    rc = 0;
+cleanup:
+    free(starts);
+    free(seen);
+    return rc;
 }
 
 /* mkdir -p for the folders of path (which ends in a file name). */
@@ -39,18 +171,47 @@ static int make_dirs(char *path)
     return 0;
 }
 
-/* Writes data to path through path.tmp (a concurrent reader never sees half a file); an existing
- * file of the same size is kept (the name carries the PSDB's content digest). */
+/* Whether path is a regular file holding exactly data (no link followed, no FIFO waited on). */
+static int same_file(const char *path, const void *data, size_t size)
+{
+    struct stat st;
+    uint8_t buf[65536];
+    size_t off = 0;
+    int same = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)size)
+        goto cleanup;
+    while (off < size) {
+        size_t want = size - off < sizeof(buf) ? size - off : sizeof(buf);
+        ssize_t r = pread(fd, buf, want, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || memcmp(buf, (const uint8_t *)data + off, (size_t)r) != 0)
+            goto cleanup;
+        off += (size_t)r;
+    }
+    same = 1;
+cleanup:
+    close(fd);
+    return same;
+}
+
+/* Writes data to path through a new temporary file renamed over it (a concurrent reader never sees
+ * half a file, a link planted at the name is replaced, never followed); an existing file is kept
+ * only when it holds these very bytes, so a file changed since it was written is never read by
+ * the driver. */
 static int write_file(const char *path, const void *data, size_t size)
 {
     char tmp[PATH_MAX];
-    struct stat st;
-    if (stat(path, &st) == 0 && (size_t)st.st_size == size)
+    if (same_file(path, data, size))
         return 0;
     int n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
     if (n < 0 || (size_t)n >= sizeof(tmp))
         return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    unlink(tmp); /* a leftover of a process of the same id */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (fd < 0)
         return -1;
     const uint8_t *p = data;
@@ -109,12 +270,24 @@ static int folder_ok(const char *s, size_t n)
     return 1;
 }
 
+int vkdl_mesa_cache_disabled(void)
+{
+    static const char *off[] = {"0", "n", "no", "f", "false"};
+    const char *v = getenv("MESA_SHADER_CACHE_DISABLE");
+    if (!v || !*v)
+        return 0;
+    for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++)
+        if (strcasecmp(v, off[i]) == 0)
+            return 0;
+    return 1;
+}
+
 psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size)
 {
     uint8_t kfoz[32], kidx[32];
     void *foz = NULL, *idx = NULL, *folder = NULL;
     size_t foz_n = 0, idx_n = 0, folder_n = 0;
-    char root[PATH_MAX], path[PATH_MAX], name[64];
+    char root[PATH_MAX], path[PATH_MAX], name[64], why[256];
     psdb_file_info info;
     psdb_hr hr;
 
@@ -140,6 +313,18 @@ psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size)
         hr = PSDB_E_CACHE_CORRUPT;
         if (msg)
             snprintf(msg, msg_size, "mesa cache folder recorded in the psdb is not a folder name");
+        goto cleanup;
+    }
+    if (vkdl_foz_check(foz, foz_n, idx, idx_n, why, sizeof(why)) != 0) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        if (msg)
+            snprintf(msg, msg_size, "mesa cache in the psdb is malformed: %s", why);
+        goto cleanup;
+    }
+    if (vkdl_mesa_cache_disabled()) {
+        hr = PSDB_E_NOT_CURRENTLY_AVAILABLE;
+        if (msg)
+            snprintf(msg, msg_size, "mesa's disk cache is disabled (MESA_SHADER_CACHE_DISABLE)");
         goto cleanup;
     }
     const char *env_dir = getenv("MESA_SHADER_CACHE_DIR");

@@ -1,12 +1,17 @@
 /* vk_deliver.h - handing a PSDB's driver code to a Vulkan driver (schema/COMPILER.md §5), shared
  * by the layer and `psdb replay --backend vulkan` so both deliver one way.
  *
- * DESIGN: data reaches the driver only after three checks: psdb_file_open with the device's
- * identity as the adapter (family and ABI, which hashes the driver build), the value's own
- * checks (SHA-256 of every blob at first fetch), and for VkPipelineCache data the cache header
- * (vendorID, deviceID, pipelineCacheUUID). Mesa's single-file cache is placed in the folder named
- * by the disk-cache identity recorded at compile time; Mesa computes that folder from its own
- * build and CPU, so on any other driver build the files are never opened. */
+ * DESIGN: no byte reaches a driver that is not proven to be one the PSDB's trusted digest covers.
+ * vkdl_open proves the file: an installed PSDB by the SHA-256 its install recorded (the digest the
+ * publisher's signed statement names), checked over the very file every later read uses
+ * (psdb_file_check); a PSDB named directly (PSDB_DELIVERY, a replay's argument) by its own content
+ * digest, recomputed from its tables. Then each blob is hashed against its digest before its first
+ * use (psdb_file_find_value). Beyond the bytes: psdb_file_open with the device's identity as the
+ * adapter (family and ABI, which hashes the driver build); for VkPipelineCache data the cache
+ * header (vendorID, deviceID, pipelineCacheUUID); for Mesa's single-file cache a structural check
+ * of both files (vkdl_foz_check) before they are written where Mesa reads them, and the folder
+ * named by the disk-cache identity recorded at compile time (Mesa computes that folder from its
+ * own build and CPU, so on any other driver build the files are never opened). */
 #ifndef PSDB_LAYER_VK_DELIVER_H
 #define PSDB_LAYER_VK_DELIVER_H
 
@@ -17,16 +22,41 @@
 
 #include "vk_identity.h"
 
-/* Opens path for the device: NULL identity opens without the adapter check (used before a
- * device exists, for Mesa's cache, which carries its own identity check). */
-psdb_hr vkdl_open(const char *path, const vkid *id, psdb_file **out);
+/* What vouches for a PSDB: the SHA-256 of the whole file recorded when it was installed (from the
+ * registry), or nothing (a file named directly: its own content digest then vouches for its
+ * values). */
+typedef struct vkdl_trust {
+    int have_sha256;
+    uint8_t sha256[32];
+} vkdl_trust;
 
-/* When f carries Mesa's single-file cache, writes it read-only under the Mesa cache root
- * (MESA_SHADER_CACHE_DIR when set, else $XDG_CACHE_HOME/psdb/mesa, else
- * $HOME/.cache/psdb/mesa) and sets the Mesa environment variables that make the driver read it
- * when it opens its cache. Returns PSDB_S_OK (set up), PSDB_S_FALSE (f has no Mesa cache),
- * or a failure (nothing set); msg gets one line. Not thread-safe (the environment). */
+/* Opens path for the device and proves it (see DESIGN): NULL identity opens without the adapter
+ * check (used before a device exists, for Mesa's cache, which carries its own identity check);
+ * NULL trust is a file named directly. Statuses of psdb_file_open and psdb_file_check
+ * (PSDB_E_CACHE_CORRUPT: the file is not the one its digest names); psdb_error_last says why. */
+psdb_hr vkdl_open(const char *path, const vkid *id, const vkdl_trust *trust, psdb_file **out);
+
+/* Whether foz and idx are a Mesa single-file cache Mesa can read safely: both start with the
+ * Fossilize magic and version 6; the cache is a run of entries (40 lowercase hex digits, a 16-byte
+ * header, the payload) that ends exactly at the end, each payload uncompressed, non-empty and
+ * matching its CRC; the index is a run of 64-byte entries, each naming by offset an entry of the
+ * cache with the same hash, no hash twice. 0, or -1 with a one-line reason in why. */
+int vkdl_foz_check(const uint8_t *foz, size_t foz_size, const uint8_t *idx, size_t idx_size,
+                   char *why, size_t why_size);
+
+/* When f (opened with vkdl_open) carries Mesa's single-file cache, checks it (vkdl_foz_check),
+ * writes it read-only under the Mesa cache root (MESA_SHADER_CACHE_DIR when set, else
+ * $XDG_CACHE_HOME/psdb/mesa, else $HOME/.cache/psdb/mesa; an existing file is kept only when its
+ * bytes are these) and sets the Mesa environment variables that make the driver read it when it
+ * opens its cache. Returns PSDB_S_OK (set up), PSDB_S_FALSE (f has no Mesa cache), or a failure
+ * (nothing set: PSDB_E_CACHE_CORRUPT for data that fails the check, PSDB_E_IO when the files
+ * cannot be written, PSDB_E_NOT_CURRENTLY_AVAILABLE when Mesa's cache is disabled by
+ * MESA_SHADER_CACHE_DISABLE); msg gets one line. Not thread-safe (the environment). */
 psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size);
+
+/* Whether MESA_SHADER_CACHE_DISABLE turns Mesa's disk cache off (any value but 0, n, no, f,
+ * false, as Mesa reads it): Mesa then reads no shipped cache. */
+int vkdl_mesa_cache_disabled(void);
 
 /* The PSDB's group keys in memory (an open-addressing set), loaded once per device so that a
  * creation's lookup costs a hash probe, not a database query, on a miss and on a Mesa hit. */

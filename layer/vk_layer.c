@@ -103,6 +103,13 @@ typedef struct ldevice {
     PFN_vkMergePipelineCaches MergePipelineCaches;
     psdb_file *psdb; /* the PSDB delivered to this device (checked against id), or NULL */
     vkdl_keys keys;  /* psdb's pipeline keys */
+    /* The PSDB found for this device failed its proof (vkdl_open): every creation is a miss
+     * whose data was refused before the driver saw it. */
+    int refused;
+    /* VK_EXT_pipeline_creation_feedback is on for this device (the layer enables it where the
+     * driver has it and a PSDB of VkPipelineCache data is delivered): hits are confirmed by the
+     * driver's own report (driver_hits). */
+    int feedback;
     /* One cache holding every pipeline of psdb (its merged VkPipelineCache data), made at device
      * creation, or VK_NULL_HANDLE: hits of creations that pass no cache of their own use it. */
     VkPipelineCache merged;
@@ -128,11 +135,13 @@ typedef struct lstats {
     uint64_t failed;          /* pipelines not recorded: out of memory or the writer failed */
     uint32_t num_stypes;
     uint32_t stypes[VKENC_MAX_STYPES];
-    uint64_t hits;      /* pipelines the PSDB held (its data handed to the driver) */
-    uint64_t misses;    /* pipelines created while a PSDB was delivered that it did not hold */
-    uint64_t rejected;  /* misses whose data failed a check (header, identity, corrupt) */
+    uint64_t hits;        /* pipelines the PSDB held (its data handed to the driver) */
+    uint64_t misses;      /* pipelines created while a PSDB was delivered that it did not hold */
+    uint64_t rejected;    /* misses whose data failed a check (header, identity, corrupt) */
+    uint64_t driver_hits; /* hits the driver reported served from the pipeline cache given */
+    int feedback;         /* a device reported creation feedback: driver_hits is a count */
     uint64_t lookup_ns; /* encode + hash + lookup (+ blob checks), all creations; no driver time */
-    int delivery;       /* 0 none, 1 a PSDB was found for the device, -1 found but refused */
+    int delivery;       /* 0 none (or found but not deliverable here), 1 delivered, -1 refused */
     int merged;         /* 0 none, 1 a merged cache was made for a device, -1 refused */
     uint64_t fed;       /* application caches the merged cache was merged into */
 } lstats;
@@ -147,6 +156,15 @@ static int g_capture_failed; /* the writer could not be opened: said once */
 static lstats g_stats;
 static char g_delivery_path[PATH_MAX]; /* PSDB_DELIVERY, else found in the registry per device */
 static int g_delivery_said;            /* a refused PSDB is said once */
+/* Mesa's shipped cache, arranged before the first instance reached the driver: state 1 set up
+ * for the PSDB of content digest `digest`, -1 refused or failed (why), 0 none offered. A device
+ * of the Mesa strategy is delivered only when its PSDB is the one set up: otherwise the driver
+ * reads no code of it, and a hit would be a claim the driver never honoured. */
+static struct {
+    int state;
+    uint8_t digest[32];
+    char why[512];
+} g_mesa;
 
 static void *dispatch_key(const void *handle)
 {
@@ -406,6 +424,9 @@ static void stats_report(void)
     lstats s = g_stats;
     int on = g_writer != NULL;
     pthread_mutex_unlock(&g_lock);
+    char driver_hits[24] = "null"; /* no device reported creation feedback */
+    if (s.feedback)
+        snprintf(driver_hits, sizeof(driver_hits), "%" PRIu64, s.driver_hits);
     types[0] = '\0';
     for (uint32_t i = 0; i < s.num_stypes && off < sizeof(types); i++) {
         int w = snprintf(types + off, sizeof(types) - off, "%s%" PRIu32, i ? "," : "", s.stypes[i]);
@@ -413,11 +434,12 @@ static void stats_report(void)
             break;
         off += (size_t)w;
     }
-    if (s.delivery > 0)
+    if (s.delivery != 0)
         fprintf(stderr,
                 "psdb layer: delivery: %" PRIu64 " pipelines, %" PRIu64 " hits, %" PRIu64
-                " misses (%" PRIu64 " rejected)\n",
-                s.pipelines, s.hits, s.misses, s.rejected);
+                " misses (%" PRIu64 " rejected)%s%s\n",
+                s.pipelines, s.hits, s.misses, s.rejected, s.feedback ? ", driver hits " : "",
+                s.feedback ? driver_hits : "");
     if (on)
         fprintf(stderr,
                 "psdb layer: capture %s: %" PRIu64 " pipelines, %" PRIu64 " recorded, %" PRIu64
@@ -437,11 +459,11 @@ static void stats_report(void)
             ", \"unrepresentable_stypes\": [%s], \"delivery\": \"%s\", \"psdb_hits\": %" PRIu64
             ", \"psdb_misses\": %" PRIu64 ", \"psdb_rejected\": %" PRIu64
             ", \"psdb_lookup_ns\": %" PRIu64 ", \"merged_cache\": \"%s\""
-            ", \"app_caches_fed\": %" PRIu64 "}\n",
+            ", \"app_caches_fed\": %" PRIu64 ", \"driver_hits\": %s}\n",
             s.pipelines, s.recorded, s.already, s.unrepresentable, s.failed, types,
             s.delivery > 0 ? "on" : (s.delivery < 0 ? "refused" : "off"), s.hits, s.misses,
             s.rejected, s.lookup_ns, s.merged > 0 ? "on" : (s.merged < 0 ? "refused" : "off"),
-            s.fed);
+            s.fed, driver_hits);
     if (fclose(f) != 0)
         fprintf(stderr, "psdb layer: stats %s: cannot write: %s\n", stats_path, strerror(errno));
 }
@@ -457,49 +479,107 @@ static int self_exe(char *buf, size_t size)
     return 0;
 }
 
-/* The default component's PSDB registered for this executable and family (PSDB_REGISTRY_DIR
- * overrides the registry root, as for every psdb client). */
-static int registry_path(const char *family, char *buf, size_t size)
+static int unhex32(const char *hex, uint8_t out[32])
+{
+    if (!hex || strlen(hex) != 64)
+        return -1;
+    for (int i = 0; i < 32; i++) {
+        unsigned v = 0;
+        for (int j = 0; j < 2; j++) {
+            char c = hex[2 * i + j];
+            v <<= 4;
+            if (c >= '0' && c <= '9')
+                v |= (unsigned)(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                v |= (unsigned)(c - 'a' + 10);
+            else
+                return -1;
+        }
+        out[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+/* A registered PSDB of this executable's default component: family NULL takes every Vulkan one
+ * in turn (fn), else the one of that family. */
+typedef struct reg_find {
+    const char *exe, *family;
+    int (*fn)(struct reg_find *r, const psdb_registry_entry *e);
+    char path[PATH_MAX];
+    vkdl_trust trust;
+    int found, verified, done;
+} reg_find;
+
+/* Only what psdb install recorded is trusted: the SHA-256 its install verified against the
+ * publisher's signed statement, as long as the row still names that file (schema/REGISTRY.md). A
+ * registration without one (made by hand, or a row changed since) is not delivered. */
+static int reg_entry(const psdb_registry_entry *e, void *ctx)
+{
+    reg_find *r = ctx;
+    if (!e->exe_path || strcmp(e->exe_path, r->exe) != 0 || !e->component ||
+        strcmp(e->component, "default") != 0 || !e->psdb_path || !e->adapter_family ||
+        (r->family ? strcmp(e->adapter_family, r->family) != 0
+                   : strncmp(e->adapter_family, "vulkan-", 7) != 0))
+        return 0;
+    r->found = 1;
+    snprintf(r->path, sizeof(r->path), "%s", e->psdb_path);
+    memset(&r->trust, 0, sizeof(r->trust));
+    r->verified = unhex32(e->installed_sha256, r->trust.sha256) == 0;
+    r->trust.have_sha256 = r->verified;
+    return r->fn ? r->fn(r, e) : 1;
+}
+
+/* Walks the registry (PSDB_REGISTRY_DIR overrides its root, as for every psdb client). */
+static void registry_walk(reg_find *r)
 {
     char exe[PATH_MAX];
     psdb_explorer *x = NULL;
-    psdb_application *app = NULL;
-    psdb_component *c = NULL;
-    int rc = -1;
     if (self_exe(exe, sizeof(exe)) != 0)
-        goto cleanup;
-    if (PSDB_FAILED(psdb_explorer_open(NULL, &x)) ||
-        PSDB_FAILED(psdb_explorer_get_application(x, exe, &app)) ||
-        PSDB_FAILED(psdb_application_get_component(app, "default", &c)) ||
-        PSDB_FAILED(psdb_component_get_psdb_path(c, family, buf, size)))
-        goto cleanup;
-    rc = 0;
-cleanup:
-    psdb_component_release(c);
-    psdb_application_release(app);
+        return;
+    r->exe = exe;
+    if (PSDB_SUCCEEDED(psdb_explorer_open(NULL, &x)))
+        psdb_explorer_foreach(x, reg_entry, r);
     psdb_explorer_release(x);
+    r->exe = NULL;
+}
+
+/* Sets Mesa's shipped cache up from the PSDB at path (proven by trust, NULL for a file named
+ * directly), and records the outcome in g_mesa. 1 set up, 0 the PSDB has none, -1 failed. */
+static int mesa_offer(const char *path, const vkdl_trust *trust)
+{
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    char msg[512] = "";
+    int rc = -1;
+    psdb_hr hr = vkdl_open(path, NULL, trust, &f);
+    if (PSDB_FAILED(hr))
+        snprintf(msg, sizeof(msg), "%s", psdb_error_last());
+    else
+        hr = vkdl_mesa_setup(f, msg, sizeof(msg));
+    if (hr == PSDB_S_FALSE) {
+        rc = 0;
+    } else if (hr == PSDB_S_OK) {
+        psdb_file_get_info(f, &info);
+        g_mesa.state = 1;
+        memcpy(g_mesa.digest, info.content_digest, 32);
+        rc = 1;
+    } else if (g_mesa.state == 0) {
+        /* Said with the device it was for (delivery_find), which names this reason. */
+        g_mesa.state = -1;
+        snprintf(g_mesa.why, sizeof(g_mesa.why), "%s", msg);
+    }
+    psdb_file_release(f);
     return rc;
 }
 
-typedef struct mesa_scan {
-    const char *exe;
-    int done;
-} mesa_scan;
-
 /* Offers every Vulkan PSDB registered for this executable to Mesa's cache setup; the first that
  * carries a Mesa cache is set up (Mesa only reads it where its own identity folder matches). */
-static int mesa_scan_entry(const psdb_registry_entry *e, void *ctx)
+static int mesa_scan_entry(reg_find *r, const psdb_registry_entry *e)
 {
-    mesa_scan *m = ctx;
-    psdb_file *f = NULL;
-    if (!e->exe_path || strcmp(e->exe_path, m->exe) != 0 || !e->psdb_path || !e->adapter_family ||
-        strncmp(e->adapter_family, "vulkan-", 7) != 0)
-        return 0;
-    if (PSDB_SUCCEEDED(vkdl_open(e->psdb_path, NULL, &f)) &&
-        vkdl_mesa_setup(f, NULL, 0) == PSDB_S_OK)
-        m->done = 1;
-    psdb_file_release(f);
-    return m->done;
+    (void)e;
+    if (!r->verified)
+        return 0; /* said at device creation, where it is refused */
+    return mesa_offer(r->path, &r->trust) == 1;
 }
 
 /* Before the first instance reaches the driver: Mesa opens its disk cache when the driver loads
@@ -508,8 +588,6 @@ static int mesa_scan_entry(const psdb_registry_entry *e, void *ctx)
 static void delivery_prepare(void)
 {
     const char *path = getenv("PSDB_DELIVERY");
-    char msg[512];
-    psdb_file *f = NULL;
     pthread_mutex_lock(&g_lock);
     int first = g_instances == NULL && g_delivery_path[0] == '\0';
     if (path && *path)
@@ -518,22 +596,11 @@ static void delivery_prepare(void)
     if (!first)
         return;
     if (path && *path) {
-        psdb_hr hr = vkdl_open(path, NULL, &f);
-        if (PSDB_SUCCEEDED(hr))
-            hr = vkdl_mesa_setup(f, msg, sizeof(msg));
-        else
-            snprintf(msg, sizeof(msg), "%s", psdb_hr_str(hr));
-        if (PSDB_FAILED(hr))
-            fprintf(stderr, "psdb layer: delivery %s: not used: %s\n", path, msg);
-        psdb_file_release(f);
+        mesa_offer(path, NULL);
         return;
     }
-    char exe[PATH_MAX];
-    psdb_explorer *x = NULL;
-    mesa_scan m = {exe, 0};
-    if (self_exe(exe, sizeof(exe)) == 0 && PSDB_SUCCEEDED(psdb_explorer_open(NULL, &x)))
-        psdb_explorer_foreach(x, mesa_scan_entry, &m);
-    psdb_explorer_release(x);
+    reg_find r = {.fn = mesa_scan_entry};
+    registry_walk(&r);
 }
 
 /* The merged VkPipelineCache of d's PSDB, checked, as d->merged. 1 made, 0 none (Mesa, an
@@ -575,39 +642,65 @@ static int merged_attach(ldevice *d, const char *path)
     return rc;
 }
 
-/* At device creation: the PSDB for this device (PSDB_DELIVERY, else the registry's for the
- * device's family), opened with the device's identity as the adapter, so a PSDB of another driver
- * build is refused (psdb_file_open checks family and ABI) and the device runs as without it. */
-static void delivery_attach(ldevice *d, linstance *inst, VkPhysicalDevice phys)
+/* The device's identity, from the physical device's properties. 0, or -1 without them. */
+static int device_identity(linstance *inst, VkPhysicalDevice phys, vkid *out)
 {
-    char path[PATH_MAX];
     PFN_vkGetPhysicalDeviceProperties props = NULL;
     PFN_vkGetPhysicalDeviceProperties2 props2 = NULL;
     if (!inst)
-        return;
+        return -1;
     props = (PFN_vkGetPhysicalDeviceProperties)inst->gipa(inst->instance,
                                                           "vkGetPhysicalDeviceProperties");
     props2 = (PFN_vkGetPhysicalDeviceProperties2)inst->gipa(inst->instance,
                                                             "vkGetPhysicalDeviceProperties2");
     if (!props)
+        return -1;
+    vkid_query(props, props2, phys, out);
+    return 0;
+}
+
+/* Before the device is created: the PSDB for this device (PSDB_DELIVERY, else the registry's for
+ * the device's family), opened with the device's identity as the adapter, so a PSDB of another
+ * driver build is refused (psdb_file_open checks family and ABI) and the device runs as without
+ * it, and proven (vkdl_open): a PSDB that fails the proof is refused, and its creations count as
+ * misses whose data was rejected. For Mesa's strategy the PSDB must also be the one whose cache
+ * was set up before the driver loaded (else nothing is delivered: "off"). Returns the path found
+ * (empty: none) in path. */
+static void delivery_find(ldevice *d, linstance *inst, VkPhysicalDevice phys, char *path,
+                          size_t path_size)
+{
+    reg_find r = {0};
+    const vkdl_trust *trust = NULL;
+    psdb_file_info info;
+    char why[512] = "";
+    int state = 0; /* 1 delivered, 0 off, -1 refused */
+    psdb_hr hr = PSDB_S_OK;
+
+    path[0] = '\0';
+    if (device_identity(inst, phys, &d->id) != 0)
         return;
-    VkPhysicalDeviceProperties p;
-    props(phys, &p);
-    VkPhysicalDeviceDriverProperties drv = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-    int have_drv = props2 && p.apiVersion >= VK_API_VERSION_1_2;
-    if (have_drv) {
-        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                          .pNext = &drv};
-        props2(phys, &p2);
-    }
-    vkid_from_properties(&p, have_drv ? &drv : NULL, &d->id);
     pthread_mutex_lock(&g_lock);
-    snprintf(path, sizeof(path), "%s", g_delivery_path);
+    snprintf(path, path_size, "%s", g_delivery_path);
     pthread_mutex_unlock(&g_lock);
-    if (!path[0] && registry_path(d->id.family, path, sizeof(path)) != 0)
-        return;
-    psdb_hr hr = vkdl_open(path, &d->id, &d->psdb);
+    if (!path[0]) {
+        r.family = d->id.family;
+        registry_walk(&r);
+        if (!r.found)
+            return;
+        snprintf(path, path_size, "%s", r.path);
+        trust = &r.trust;
+        if (!r.verified) {
+            hr = PSDB_E_INTEGRITY;
+            snprintf(why, sizeof(why),
+                     "the registration records no digest of its file (not installed by psdb "
+                     "install, or changed since): nothing unverified is delivered");
+        }
+    }
+    if (PSDB_SUCCEEDED(hr)) {
+        hr = vkdl_open(path, &d->id, trust, &d->psdb);
+        if (PSDB_FAILED(hr))
+            snprintf(why, sizeof(why), "%s", psdb_error_last());
+    }
     if (PSDB_SUCCEEDED(hr)) {
         /* OpenSSL fetches its SHA-256 implementation at the first digest: here, not in the
          * first pipeline creation's lookup. */
@@ -615,26 +708,57 @@ static void delivery_attach(ldevice *d, linstance *inst, VkPhysicalDevice phys)
         unsigned md_len = 0;
         EVP_Digest("", 0, md, &md_len, EVP_sha256(), NULL);
         hr = vkdl_keys_load(d->psdb, &d->keys);
-        if (PSDB_FAILED(hr)) {
-            psdb_file_release(d->psdb);
-            d->psdb = NULL;
-        }
+        if (PSDB_FAILED(hr))
+            snprintf(why, sizeof(why), "its pipeline keys: %s", psdb_error_last());
     }
-    int merged = PSDB_SUCCEEDED(hr) ? merged_attach(d, path) : 0;
+    if (PSDB_SUCCEEDED(hr) && d->id.strategy == VKID_MESA_DISK_CACHE) {
+        psdb_file_get_info(d->psdb, &info);
+        pthread_mutex_lock(&g_lock);
+        if (g_mesa.state != 1 || memcmp(g_mesa.digest, info.content_digest, 32) != 0) {
+            snprintf(why, sizeof(why), "mesa's cache was not set up from it%s%.400s",
+                     g_mesa.state < 0 ? ": " : "", g_mesa.state < 0 ? g_mesa.why : "");
+            hr = PSDB_S_FALSE;
+        } else if (vkdl_mesa_cache_disabled()) {
+            snprintf(why, sizeof(why), "mesa's disk cache is disabled (MESA_SHADER_CACHE_DISABLE)");
+            hr = PSDB_S_FALSE;
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    if (hr == PSDB_S_OK) {
+        state = 1;
+    } else {
+        /* Not delivered: refused when the PSDB itself failed a check, off when it is sound but
+         * the driver cannot be handed its code here. */
+        state = hr == PSDB_S_FALSE ? 0 : -1;
+        /* A file that is there but cannot be proven: each creation is a miss of refused data. A
+         * PSDB for another target (or none at the path) holds nothing for this device at all. */
+        d->refused = state < 0 && hr != PSDB_E_NOT_FOUND && hr != PSDB_E_ADAPTER_NOT_FOUND &&
+                     hr != PSDB_E_DRIVER_VERSION_MISMATCH;
+        psdb_file_release(d->psdb);
+        d->psdb = NULL;
+        vkdl_keys_free(&d->keys);
+    }
+    pthread_mutex_lock(&g_lock);
+    if (state > 0)
+        g_stats.delivery = 1;
+    else if (state < 0 && g_stats.delivery == 0)
+        g_stats.delivery = -1;
+    if (state <= 0 && !g_delivery_said++)
+        fprintf(stderr, "psdb layer: delivery %s: not used for %s (%s abi %llu): %s\n", path,
+                d->id.device_name, d->id.family, (unsigned long long)d->id.abi,
+                why[0] ? why : psdb_hr_str(hr));
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* After the device is created: the merged cache of a delivered PSDB. */
+static void delivery_attach(ldevice *d, const char *path)
+{
+    if (!d->psdb)
+        return;
+    int merged = merged_attach(d, path);
     pthread_mutex_lock(&g_lock);
     if (merged && g_stats.merged >= 0)
         g_stats.merged = merged;
-    if (PSDB_SUCCEEDED(hr)) {
-        g_stats.delivery = 1;
-    } else {
-        d->psdb = NULL;
-        if (g_stats.delivery == 0)
-            g_stats.delivery = -1;
-        if (!g_delivery_said++)
-            fprintf(stderr, "psdb layer: delivery %s: not used for %s (%s abi %llu): %s\n", path,
-                    d->id.device_name, d->id.family, (unsigned long long)d->id.abi,
-                    psdb_hr_str(hr));
-    }
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -910,13 +1034,82 @@ static int splittable(uint32_t kind, uint32_t n, const void *ci)
     return 1;
 }
 
+/* Creation feedback (VK_EXT_pipeline_creation_feedback) of one creation: the layer's own, chained
+ * in front of the application's structures, or the application's when it asked for it. */
+#define FB_STAGES 8u
+typedef struct fb_slot {
+    VkPipelineCreationFeedbackCreateInfo info;
+    VkPipelineCreationFeedback fb;
+    VkPipelineCreationFeedback stages[FB_STAGES];
+    const VkPipelineCreationFeedback *read; /* NULL: no feedback for this creation */
+} fb_slot;
+
+static const VkPipelineCreationFeedback *app_feedback(const void *chain)
+{
+    for (const VkBaseInStructure *b = chain; b; b = b->pNext)
+        if (b->sType == VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO)
+            return ((const VkPipelineCreationFeedbackCreateInfo *)(const void *)b)
+                ->pPipelineCreationFeedback;
+    return NULL;
+}
+
+/* Copies of the n create-infos with feedback chained in (*copy and *slots, the caller frees both),
+ * or -1 without memory (the creation then goes down without feedback). */
+static int fb_prepare(uint32_t kind, uint32_t n, const void *ci, void **copy, fb_slot **slots)
+{
+    size_t stride = kind == PSDB_SODB_VK_COMPUTE ? sizeof(VkComputePipelineCreateInfo)
+                                                 : sizeof(VkGraphicsPipelineCreateInfo);
+    *copy = malloc(stride * n);
+    *slots = calloc(n, sizeof(**slots));
+    if (!*copy || !*slots) {
+        free(*copy);
+        free(*slots);
+        *copy = NULL;
+        *slots = NULL;
+        return -1;
+    }
+    memcpy(*copy, ci, stride * n);
+    for (uint32_t i = 0; i < n; i++) {
+        fb_slot *f = &(*slots)[i];
+        const void **next;
+        uint32_t stages;
+        if (kind == PSDB_SODB_VK_COMPUTE) {
+            VkComputePipelineCreateInfo *c = &((VkComputePipelineCreateInfo *)*copy)[i];
+            next = &c->pNext;
+            stages = 1;
+        } else {
+            VkGraphicsPipelineCreateInfo *g = &((VkGraphicsPipelineCreateInfo *)*copy)[i];
+            next = &g->pNext;
+            stages = g->stageCount;
+        }
+        if ((f->read = app_feedback(*next)) != NULL || stages > FB_STAGES)
+            continue;
+        f->info = (VkPipelineCreationFeedbackCreateInfo){
+            .sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+            .pNext = *next,
+            .pPipelineCreationFeedback = &f->fb,
+            .pipelineStageCreationFeedbackCount = stages,
+            .pPipelineStageCreationFeedbacks = f->stages};
+        *next = &f->info;
+        f->read = &f->fb;
+    }
+    return 0;
+}
+
 /* Creates down the chain; app is the application's own cache (or VK_NULL_HANDLE), which no merge
- * may write while the driver reads it. */
+ * may write while the driver reads it. hit (may be NULL: none) says which creations the PSDB
+ * serves: on a device with creation feedback, those the driver reports as served from the
+ * pipeline cache it was given are counted as driver hits. */
 static VkResult create_next(ldevice *d, uint32_t kind, VkPipelineCache cache, VkPipelineCache app,
                             uint32_t n, const void *ci, const VkAllocationCallbacks *a,
-                            VkPipeline *out)
+                            VkPipeline *out, const uint8_t *hit)
 {
     VkResult r;
+    void *copy = NULL;
+    fb_slot *slots = NULL;
+    uint64_t confirmed = 0;
+    if (d->feedback && hit && fb_prepare(kind, n, ci, &copy, &slots) == 0)
+        ci = copy;
     if (app)
         pthread_rwlock_rdlock(&d->cache_lock);
     if (kind == PSDB_SODB_VK_COMPUTE)
@@ -925,6 +1118,19 @@ static VkResult create_next(ldevice *d, uint32_t kind, VkPipelineCache cache, Vk
         r = d->CreateGraphicsPipelines(d->device, cache, n, ci, a, out);
     if (app)
         pthread_rwlock_unlock(&d->cache_lock);
+    for (uint32_t i = 0; slots && r >= 0 && i < n; i++) {
+        const VkPipelineCreationFeedback *f = slots[i].read;
+        confirmed += hit[i] && out[i] != VK_NULL_HANDLE && f &&
+                     (f->flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+                     (f->flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT);
+    }
+    if (slots) {
+        pthread_mutex_lock(&g_lock);
+        g_stats.driver_hits += confirmed;
+        pthread_mutex_unlock(&g_lock);
+    }
+    free(copy);
+    free(slots);
     return r;
 }
 
@@ -1001,25 +1207,39 @@ static VkResult create_delivered(ldevice *d, uint32_t kind, VkPipelineCache cach
     int fed = d->merged != VK_NULL_HANDLE && cache != VK_NULL_HANDLE && app_cache_fed(d, cache);
     if (d->id.strategy == VKID_MESA_DISK_CACHE || fed || !splittable(kind, n, ci)) {
         uint32_t hits = 0;
-        for (uint32_t i = 0; i < n; i++)
-            hits += (uint32_t)deliver_one(d, kind, (const char *)ci + i * stride, NULL);
-        return create_next(d, kind, merged && hits == n ? d->merged : cache, cache, n, ci, a, out);
+        uint8_t *hit = calloc(n ? n : 1, 1); /* NULL: no driver hits counted, nothing else lost */
+        for (uint32_t i = 0; i < n; i++) {
+            int h = deliver_one(d, kind, (const char *)ci + i * stride, NULL);
+            hits += (uint32_t)h;
+            if (hit)
+                hit[i] = (uint8_t)h;
+        }
+        /* A batch with a miss goes down with the application's cache: its hits then reach the
+         * driver with no delivered data, and no driver hit is claimed for them. */
+        int served = fed || (merged && hits == n);
+        VkResult r = create_next(d, kind, merged && hits == n ? d->merged : cache, cache, n, ci, a,
+                                 out, served ? hit : NULL);
+        free(hit);
+        return r;
     }
     VkResult result = VK_SUCCESS;
     for (uint32_t i = 0; i < n; i++) {
         const void *one = (const char *)ci + i * stride;
         VkPipelineCache c = VK_NULL_HANDLE, use = cache;
+        uint8_t hit = 0;
         if (merged) {
             /* A miss goes down with no cache, as the application asked. */
-            use = deliver_one(d, kind, one, NULL) ? d->merged : VK_NULL_HANDLE;
+            hit = (uint8_t)deliver_one(d, kind, one, NULL);
+            use = hit ? d->merged : VK_NULL_HANDLE;
         } else {
             deliver_one(d, kind, one, &c);
+            hit = c != VK_NULL_HANDLE;
             if (c && cache == VK_NULL_HANDLE)
                 use = c;
-            else if (c)
-                merge_into_app(d, cache, c);
+            else if (c && merge_into_app(d, cache, c) != VK_SUCCESS)
+                hit = 0;
         }
-        VkResult r = create_next(d, kind, use, cache, 1, one, a, &out[i]);
+        VkResult r = create_next(d, kind, use, cache, 1, one, a, &out[i], &hit);
         if (c)
             d->DestroyPipelineCache(d->device, c, NULL);
         if (r < 0) {
@@ -1035,6 +1255,20 @@ static VkResult create_delivered(ldevice *d, uint32_t kind, VkPipelineCache cach
     return result;
 }
 
+/* A device whose PSDB failed its proof: each pipeline created is a miss whose data was refused. */
+static void count_refused(ldevice *d, VkResult r, uint32_t n, const VkPipeline *out)
+{
+    uint64_t created = 0;
+    if (!d->refused || r < 0)
+        return;
+    for (uint32_t i = 0; i < n; i++)
+        created += out[i] != VK_NULL_HANDLE;
+    pthread_mutex_lock(&g_lock);
+    g_stats.misses += created;
+    g_stats.rejected += created;
+    pthread_mutex_unlock(&g_lock);
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
     VkDevice device, VkPipelineCache cache, uint32_t n, const VkComputePipelineCreateInfo *ci,
     const VkAllocationCallbacks *a, VkPipeline *out)
@@ -1042,6 +1276,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->psdb ? create_delivered(d, PSDB_SODB_VK_COMPUTE, cache, n, ci, a, out)
                          : d->CreateComputePipelines(device, cache, n, ci, a, out);
+    count_refused(d, r, n, out);
     capture_created(d, PSDB_SODB_VK_COMPUTE, r, n, ci, out);
     return r;
 }
@@ -1053,6 +1288,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateGraphicsPipelines(
     ldevice *d = device_find(dispatch_key(device));
     VkResult r = d->psdb ? create_delivered(d, PSDB_SODB_VK_GRAPHICS, cache, n, ci, a, out)
                          : d->CreateGraphicsPipelines(device, cache, n, ci, a, out);
+    count_refused(d, r, n, out);
     capture_created(d, PSDB_SODB_VK_GRAPHICS, r, n, ci, out);
     return r;
 }
@@ -1125,6 +1361,49 @@ static PFN_vkVoidFunction *next_slot(ldevice *d, const hook *h)
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice device,
                                                                         const char *name);
 
+/* Creation feedback on for a device of delivered VkPipelineCache data, so that the driver's own
+ * report tells which hits it served from the data (stats "driver_hits"): where the device has
+ * VK_EXT_pipeline_creation_feedback, *out becomes ci with the extension added to its list (*names,
+ * the caller's to free, holds the list). 0 done (or already enabled by the application), -1 not
+ * available (the device runs without it). */
+static int feedback_enable(linstance *inst, VkPhysicalDevice phys, const VkDeviceCreateInfo *ci,
+                           VkDeviceCreateInfo *out, const char ***names)
+{
+    static const char ext[] = VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME;
+    PFN_vkEnumerateDeviceExtensionProperties enumerate = NULL;
+    VkExtensionProperties *props = NULL;
+    uint32_t n = 0;
+    int have = 0, rc = -1;
+    *names = NULL;
+    if (!inst)
+        return -1;
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) {
+        if (strcmp(ci->ppEnabledExtensionNames[i], ext) == 0) {
+            *out = *ci;
+            return 0;
+        }
+    }
+    enumerate = (PFN_vkEnumerateDeviceExtensionProperties)inst->gipa(
+        inst->instance, "vkEnumerateDeviceExtensionProperties");
+    if (!enumerate || enumerate(phys, NULL, &n, NULL) != VK_SUCCESS || n == 0 ||
+        !(props = calloc(n, sizeof(*props))) || enumerate(phys, NULL, &n, props) != VK_SUCCESS)
+        goto cleanup;
+    for (uint32_t i = 0; i < n && !have; i++)
+        have = strcmp(props[i].extensionName, ext) == 0;
+    if (!have || !(*names = calloc(ci->enabledExtensionCount + 1, sizeof(**names))))
+        goto cleanup;
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
+        (*names)[i] = ci->ppEnabledExtensionNames[i];
+    (*names)[ci->enabledExtensionCount] = ext;
+    *out = *ci;
+    out->enabledExtensionCount = ci->enabledExtensionCount + 1;
+    out->ppEnabledExtensionNames = *names;
+    rc = 0;
+cleanup:
+    free(props);
+    return rc;
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
                                                          const VkDeviceCreateInfo *ci,
                                                          const VkAllocationCallbacks *a,
@@ -1146,10 +1425,22 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
     ldevice *d = calloc(1, sizeof(*d));
     if (!d)
         return VK_ERROR_OUT_OF_HOST_MEMORY;
+    char path[PATH_MAX];
+    const char **names = NULL;
+    VkDeviceCreateInfo with_feedback;
+    delivery_find(d, inst, phys, path, sizeof(path));
+    if (d->psdb && d->id.strategy == VKID_PIPELINE_CACHE &&
+        feedback_enable(inst, phys, ci, &with_feedback, &names) == 0) {
+        ci = &with_feedback;
+        d->feedback = 1;
+    }
     /* The next layer reads its own link: advance before calling down. */
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     VkResult r = create(phys, ci, a, out);
+    free(names);
     if (r != VK_SUCCESS) {
+        psdb_file_release(d->psdb);
+        vkdl_keys_free(&d->keys);
         free(d);
         return r;
     }
@@ -1163,8 +1454,10 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
     d->MergePipelineCaches = (PFN_vkMergePipelineCaches)gdpa(*out, "vkMergePipelineCaches");
     pthread_mutex_init(&d->lock, NULL);
     pthread_rwlock_init(&d->cache_lock, NULL);
-    delivery_attach(d, inst, phys);
+    delivery_attach(d, path);
     pthread_mutex_lock(&g_lock);
+    if (d->feedback)
+        g_stats.feedback = 1;
     d->next = g_devices;
     g_devices = d;
     pthread_mutex_unlock(&g_lock);

@@ -237,6 +237,11 @@ static psdb_hr r_file_foreach_group(void)
 {
     return psdb_file_foreach_group(NULL, no_group, NULL);
 }
+static psdb_hr r_file_check(void)
+{
+    return psdb_file_check(NULL, PSDB_FILE_CHECK_CONTENT, NULL);
+}
+
 static psdb_hr r_file_verify(void)
 {
     char msg[128];
@@ -702,6 +707,7 @@ static const row rows[] = {
     {"psdb_file_find_value", r_file_find_value, "empty"},
     {"psdb_file_foreach_group", r_file_foreach_group, "NULL file"},
     {"psdb_file_verify", r_file_verify, "NULL file"},
+    {"psdb_file_check", r_file_check, "NULL file"},
     {"psdb_file_open_verified", r_file_open_verified, "psdb_file_open_verified"},
     {"psdb_writer_create", r_writer_create, "empty path"},
     {"psdb_writer_put_value", r_writer_put_value, "NULL writer"},

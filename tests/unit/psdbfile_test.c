@@ -887,6 +887,163 @@ START_TEST(test_psdbfile__C2_C3_flipped_blob_found_at_lookup)
 }
 END_TEST
 
+/* ---- What an installed PSDB's reader proves before it hands bytes on ------------------------- */
+
+static void sha256_of_file(const char *path, uint8_t out[32])
+{
+    size_t n = 0;
+    char *bytes = tu_read_file(path, &n);
+    ck_assert_ptr_nonnull(bytes);
+    psdb__sha256(bytes, n, out);
+    free(bytes);
+}
+
+START_TEST(test_psdbfile__C4_check_proves_content_and_file_digests)
+{
+    char *p = sample_file("check.psdb");
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    uint8_t sha[32], other[32];
+    sha256_of_file(p, sha);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_get_info(f, &info), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, NULL), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, info.content_digest), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_SHA256, sha), PSDB_S_OK);
+    memcpy(other, info.content_digest, 32);
+    other[31] ^= 1;
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, other), PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(strstr(psdb_error_last(), "content digest"), "%s", psdb_error_last());
+    memcpy(other, sha, 32);
+    other[0] ^= 1;
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_SHA256, other), PSDB_E_CACHE_CORRUPT);
+    ck_assert_msg(strstr(psdb_error_last(), "SHA-256"), "%s", psdb_error_last());
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_SHA256, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_check(f, 0, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT | PSDB_FILE_CHECK_SHA256, sha),
+                 PSDB_E_INVALIDARG);
+    psdb_file_release(f);
+
+    /* Damage inside a blob's bytes: the tables still name the signed content, the file's digest
+     * no longer does, and the blob itself is refused at its fetch. */
+    flip_object_code(p);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, info.content_digest), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_SHA256, sha), PSDB_E_CACHE_CORRUPT);
+    psdb_file_release(f);
+
+    /* A blob replaced with its digest (bytes and digest agree, a lookup would serve them): the
+     * content digest no longer matches. */
+    write_sample(p, 0);
+    exec_sql(p, "UPDATE blobs SET data = X'0102030405', sha256 = "
+                "X'74f81fe167d99b4cb41d6d0ccda82278caee9f3e2f25d5e5a3936ff3dcec60d0' "
+                "WHERE id = 3");
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, NULL), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, info.content_digest),
+                 PSDB_E_CACHE_CORRUPT);
+    psdb_file_release(f);
+    /* A value pointed at another blob. */
+    write_sample(p, 0);
+    exec_sql(p,
+             "UPDATE value_entries SET blob_id = 1 WHERE key = CAST('k007' AS BLOB) AND type = 0");
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, info.content_digest),
+                 PSDB_E_CACHE_CORRUPT);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
+/* A FIFO, a device or a directory named as a PSDB is refused at once (opening a FIFO for reading
+ * blocks until a writer comes, which would hang a game at start). */
+START_TEST(test_psdbfile__C2_fifo_device_directory_refused_without_blocking)
+{
+    char *fifo = tu_path(tmpdir, "fifo.psdb");
+    const char *paths[] = {fifo, "/dev/zero", tmpdir};
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        psdb_file *f = NULL;
+        time_t t0 = time(NULL);
+        alarm(20); /* a blocking open fails the test instead of hanging it */
+        psdb_hr hr = psdb_file_open(paths[i], NULL, &f);
+        alarm(0);
+        ck_assert_msg(PSDB_FAILED(hr), "%s opened", paths[i]);
+        ck_assert_ptr_null(f);
+        ck_assert_int_le(time(NULL) - t0, 2);
+        ck_assert_msg(strstr(psdb_error_last(), "not a regular file"), "%s: %s", paths[i],
+                      psdb_error_last());
+    }
+    free(fifo);
+}
+END_TEST
+
+/* Inside a group walk (which holds a connection), each lookup needs another one: opened now,
+ * after the path changed. */
+static int lookup_in_walk(const void *key, size_t key_size, uint64_t version, uint32_t num_values,
+                          void *ctx)
+{
+    psdb_file *f = ((void **)ctx)[0];
+    int *wrong = ((void **)ctx)[1];
+    uint8_t buf[4096], want[4096];
+    (void)key;
+    (void)key_size;
+    (void)version;
+    (void)num_values;
+    for (int i = 0; i < NKEYS; i++) {
+        char k[8];
+        size_t n = sizeof(buf), m = sample_value(i, PSDB_VALUE_OBJECT_CODE, want);
+        sample_key(i, k);
+        if (psdb_file_find_value(f, k, 4, PSDB_VALUE_OBJECT_CODE, buf, &n) != PSDB_S_OK || n != m ||
+            memcmp(buf, want, n) != 0)
+            (*wrong)++;
+    }
+    return 1; /* one group is enough */
+}
+
+/* A file renamed over the path after the open is never read: every connection, also one opened
+ * later for a lookup, reads the file the open checked. */
+START_TEST(test_psdbfile__C2_reads_the_file_it_opened_whatever_the_path_names_later)
+{
+    char *p = sample_file("bound.psdb");
+    char *q = tu_path(tmpdir, "other.psdb");
+    psdb_file *f = NULL;
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    uint8_t junk[1200];
+    uint8_t sha[32];
+    int wrong = 0;
+    void *ctx[2];
+    char msg[256];
+
+    sha256_of_file(p, sha);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    /* Another PSDB with the same keys and other bytes takes the name. */
+    memset(junk, 0x5a, sizeof(junk));
+    ck_assert_hr(psdb_writer_create(q, &sample_identity, &t, &w), PSDB_S_OK);
+    for (int i = 0; i < NKEYS; i++) {
+        char key[8];
+        sample_key(i, key);
+        ck_assert_hr(psdb_writer_put_value(w, key, 4, PSDB_VALUE_OBJECT_CODE, junk, sizeof(junk)),
+                     PSDB_S_OK);
+    }
+    ck_assert_hr(psdb_writer_put_group(w, "g", 1, 1, 0, NULL), PSDB_S_OK);
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    ck_assert_int_eq(rename(q, p), 0);
+
+    ctx[0] = f;
+    ctx[1] = &wrong;
+    ck_assert_hr(psdb_file_foreach_group(f, lookup_in_walk, ctx), PSDB_S_FALSE);
+    ck_assert_int_eq(wrong, 0);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_SHA256, sha), PSDB_S_OK);
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_S_OK);
+    psdb_file_release(f);
+    free(p);
+    free(q);
+}
+END_TEST
+
 /* ---- The in-memory key index agrees with the SQL path ---------------------------------------- */
 
 /* Every status, size and byte of a lookup on f equals the one on g. */
@@ -1631,6 +1788,9 @@ int main(void)
     tcase_add_test(tc, test_psdbfile__C2_header_settings_must_be_the_writers);
     tcase_add_test(tc, test_psdbfile__C2_verify_bounded_on_large_groups);
     tcase_add_test(tc, test_psdbfile__C2_C3_flipped_blob_found_at_lookup);
+    tcase_add_test(tc, test_psdbfile__C4_check_proves_content_and_file_digests);
+    tcase_add_test(tc, test_psdbfile__C2_fifo_device_directory_refused_without_blocking);
+    tcase_add_test(tc, test_psdbfile__C2_reads_the_file_it_opened_whatever_the_path_names_later);
     tcase_add_test(tc, test_psdbfile__C3_index_agrees_with_sql);
     tcase_add_test(tc, test_psdbfile__C2_C3_index_keeps_malformed_rows_corrupt);
     tcase_add_test(tc, test_psdbfile__C2_index_gives_up_on_unreadable_table);

@@ -712,7 +712,7 @@ START_TEST(test_vk_deliver__merged_cache_is_checked_before_use)
             m[cases[i].damage] ^= 1;
         write_vk_psdb(path, &id, pkey, h, cases[i].with ? m : NULL, sizeof(m));
         psdb_file *f = NULL;
-        ck_assert_int_eq(vkdl_open(path, &id, &f), PSDB_S_OK);
+        ck_assert_int_eq(vkdl_open(path, &id, NULL, &f), PSDB_S_OK);
         void *data = (void *)1;
         size_t size = 1;
         char msg[256];

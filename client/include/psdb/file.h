@@ -93,6 +93,27 @@ PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
  * thread and one more it starts and joins. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 
+/* What psdb_file_check proves (one per call). */
+#define PSDB_FILE_CHECK_CONTENT 0x1u /* the tables are the content the header's digest names */
+#define PSDB_FILE_CHECK_SHA256 0x2u  /* the file's bytes are the ones a SHA-256 names */
+
+/* Proves that what f serves is what a trusted digest names, before any of it is handed on (a
+ * runtime or a driver layer checks an installed PSDB so, at each open).
+ * PSDB_FILE_CHECK_CONTENT recomputes the content digest (schema/PSDB.md) from the tables: every
+ * value's key, type and blob digest, and every group, without reading blob bytes, and compares it
+ * with the header's and, when expected is non-NULL, with expected (the content digest recorded at
+ * install). Since psdb_file_find_value hashes a blob's bytes against its digest before handing
+ * them out, every byte f serves afterwards is then one the digest covers; the cost is a walk of
+ * the tables' rows, not of the file's bytes. PSDB_FILE_CHECK_SHA256 hashes the whole file, as
+ * opened (f reads the file psdb_file_open checked, whatever its path names now), and compares with
+ * expected (required: the SHA-256 a signed statement names). Statuses: PSDB_S_OK;
+ * PSDB_E_CACHE_CORRUPT when a digest differs, a row is malformed or the file changed size
+ * (psdb_error_last says which and both digests); PSDB_E_INVALIDARG for NULL f, flags other than
+ * exactly one of the two, or SHA256 without expected; PSDB_E_IO; PSDB_E_OUTOFMEMORY. Linear in the
+ * rows (CONTENT) or the bytes (SHA256), bounded for crafted content like psdb_file_verify.
+ * Thread-safe. */
+PSDB_API psdb_hr psdb_file_check(psdb_file *f, uint32_t flags, const uint8_t expected[32]);
+
 /* psdb_file_open without an adapter, then psdb_file_verify: what a server or tool runs before
  * trusting a PSDB it was handed. Statuses those of psdb_file_open (adapter NULL) and of
  * psdb_file_verify; msg (may be NULL; truncated to msg_size) gets "ok" or a one-line reason,

@@ -60,7 +60,7 @@ char *psdb__pf_make_uri(const char *path)
 
 psdb_hr psdb__pf_db_open(psdb_file *f, sqlite3 **db, char *msg, size_t msg_size)
 {
-    return psdb__pf_db_open_uri(f->uri, f->pages ? f->pages->name : NULL, db, msg, msg_size);
+    return psdb__pf_db_open_uri(f->uri, f->pages->name, db, msg, msg_size);
 }
 
 psdb_hr psdb__pf_db_open_uri(const char *uri, const char *vfs, sqlite3 **db, char *msg,

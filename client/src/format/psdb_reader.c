@@ -25,8 +25,12 @@
 #include "common/hash.h"
 #include "common/status_map.h"
 
-/* Checks the raw SQLite header (the first 100 bytes) and the file size before SQLite sees it. */
-static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg, size_t msg_size)
+/* Checks the raw SQLite header (the first 100 bytes) and the file size before SQLite sees it.
+ * On success *fd_out is the open file (the caller's), which every connection then reads. The path
+ * is opened without blocking and refused unless it is a regular file: a FIFO, a device or a
+ * directory named as a PSDB never hangs or feeds a reader. */
+static psdb_hr check_raw_header(const char *path, int *fd_out, uint64_t *file_size, char *msg,
+                                size_t msg_size)
 {
     psdb_hr hr = PSDB_E_CACHE_CORRUPT;
     uint8_t h[SQLITE_HEADER_SIZE];
@@ -35,15 +39,16 @@ static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg
     ssize_t n = 0;
     uint32_t page_size = 0, pages = 0;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    *fd_out = -1;
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         hr = psdb__errno_hr(errno);
-        psdb__pf_set_msg(msg, msg_size, "open %s: %s", path, strerror(errno));
+        psdb__pf_set_msg(msg, msg_size, "open: %s", strerror(errno));
         goto cleanup;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         hr = PSDB_E_IO;
-        psdb__pf_set_msg(msg, msg_size, "%s: not a regular file", path);
+        psdb__pf_set_msg(msg, msg_size, "not a regular file (a FIFO, a device or a directory)");
         goto cleanup;
     }
     n = pread(fd, h, sizeof(h), 0);
@@ -114,6 +119,8 @@ static psdb_hr check_raw_header(const char *path, uint64_t *file_size, char *msg
         goto cleanup;
     }
     *file_size = (uint64_t)sb.st_size;
+    *fd_out = fd;
+    fd = -1;
     hr = PSDB_S_OK;
 cleanup:
     if (fd >= 0)
@@ -307,6 +314,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
     psdb_file *f = NULL;
     conn *c = NULL;
     uint64_t file_size = 0;
+    int fd = -1;
 
     psdb__pf_set_msg(msg, msg_size, "ok");
     if (!path || !out || (adapter && !adapter->family)) {
@@ -315,7 +323,7 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         goto cleanup;
     }
     *out = NULL;
-    if ((hr = check_raw_header(path, &file_size, msg, msg_size)) < 0)
+    if ((hr = check_raw_header(path, &fd, &file_size, msg, msg_size)) < 0)
         goto cleanup;
     f = calloc(1, sizeof(*f));
     if (!f) {
@@ -337,9 +345,10 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
     }
     f->file_size = file_size;
     f->uri = psdb__pf_make_uri(path);
-    f->pages = psdb__pf_page_cache_new(file_size);
+    f->pages = psdb__pf_page_cache_new(fd, file_size);
+    fd = -1; /* the page cache's, or closed */
     f->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    if (!f->uri || !f->sha256) {
+    if (!f->uri || !f->pages || !f->sha256) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
@@ -361,6 +370,8 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
     *out = f;
     f = NULL;
 cleanup:
+    if (fd >= 0)
+        close(fd);
     psdb__pf_conn_close(c);
     psdb_file_release(f);
     return hr;

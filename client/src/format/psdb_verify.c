@@ -21,6 +21,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/hash.h"
 #include "common/status_map.h"
 
@@ -78,6 +79,9 @@ static void verify_budget_init(const psdb_file *f, verify_budget *b)
                    : f->file_size * VERIFY_OPS_PER_BYTE + VERIFY_OPS_BASE) /
               VERIFY_PROGRESS_EVERY;
 }
+
+/* psdb_file_check's SHA256 reads the file in pieces of this many bytes. */
+#define HASH_CHUNK ((size_t)1 << 20)
 
 /* Blob ids are claimed in chunks of this many by the threads that hash them. */
 #define VERIFY_BLOB_CHUNK 16
@@ -384,5 +388,124 @@ cleanup:
     psdb_file_release(f);
     if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && msg && msg_size && msg[0])
         psdb__error_set(hr, "psdb_file_open_verified: %s", msg);
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+/* The whole file as open (the descriptor every connection reads), through SHA-256. */
+static psdb_hr hash_file(psdb_file *f, uint8_t out[32])
+{
+    psdb_hr hr = PSDB_S_OK;
+    psdb__sha256_ctx *sha = psdb__sha256_begin();
+    uint8_t *buf = malloc(HASH_CHUNK);
+    uint64_t off = 0;
+
+    if (!sha || !buf) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    for (;;) {
+        ssize_t n = psdb__pread_upto(f->pages->fd, buf, HASH_CHUNK, off);
+        if (n < 0) {
+            hr = psdb__error_set(psdb__errno_hr(errno), "psdb_file_check: read: %s",
+                                 strerror(errno));
+            goto cleanup;
+        }
+        if (n == 0)
+            break;
+        psdb__sha256_update(sha, buf, (size_t)n);
+        off += (uint64_t)n;
+    }
+    if (off != f->file_size) {
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT,
+                             "psdb_file_check: the file is %llu bytes, %llu when it was opened",
+                             (unsigned long long)off, (unsigned long long)f->file_size);
+        goto cleanup;
+    }
+    psdb__sha256_end(sha, out);
+    sha = NULL;
+cleanup:
+    if (sha) {
+        uint8_t junk[32];
+        psdb__sha256_end(sha, junk);
+    }
+    free(buf);
+    return hr;
+}
+
+/* The content digest recomputed from the tables without reading a blob's bytes: every value's key,
+ * type and blob digest, every group. Bounded like psdb_file_verify. */
+static psdb_hr check_content(psdb_file *f)
+{
+    psdb_hr hr = PSDB_S_OK;
+    conn *c = NULL;
+    content_stats cs = {0};
+    verify_budget budget = {0};
+    char msg[256] = "";
+    char hex[65];
+
+    if ((hr = psdb__pf_conn_get(f, &c)) < 0)
+        goto cleanup;
+    verify_budget_init(f, &budget);
+    sqlite3_progress_handler(c->db, VERIFY_PROGRESS_EVERY, verify_progress, &budget);
+    hr = psdb__pf_compute_content(c->db, &f->info.identity, &f->info.target, &cs, msg, sizeof(msg));
+    sqlite3_progress_handler(c->db, 0, NULL, NULL);
+    if (budget.stopped) {
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT,
+                             "psdb_file_check: stopped: more work than a PSDB of %llu bytes can "
+                             "need (crafted content)",
+                             (unsigned long long)f->file_size);
+        goto cleanup;
+    }
+    if (hr < 0) {
+        psdb__error_set(hr, "psdb_file_check: %s", msg);
+        goto cleanup;
+    }
+    if (cs.num_values != f->info.num_values || cs.num_groups != f->info.num_groups ||
+        memcmp(cs.digest, f->info.content_digest, 32) != 0) {
+        psdb__hex(cs.digest, 32, hex);
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT,
+                             "psdb_file_check: the values and groups are not the ones the header's "
+                             "content digest names (recomputed %s)",
+                             hex);
+        goto cleanup;
+    }
+cleanup:
+    if (c)
+        psdb__pf_conn_put(f, c);
+    return hr;
+}
+
+psdb_hr psdb_file_check(psdb_file *f, uint32_t flags, const uint8_t expected[32])
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t got[32];
+    char hex[2][65];
+
+    if (!f || (flags != PSDB_FILE_CHECK_CONTENT && flags != PSDB_FILE_CHECK_SHA256) ||
+        (flags == PSDB_FILE_CHECK_SHA256 && !expected)) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_file_check: NULL file, unknown flags, or SHA256 without "
+                               "an expected digest");
+        goto cleanup;
+    }
+    if (flags == PSDB_FILE_CHECK_SHA256) {
+        if ((hr = hash_file(f, got)) < 0)
+            goto cleanup;
+    } else {
+        if ((hr = check_content(f)) < 0)
+            goto cleanup;
+        memcpy(got, f->info.content_digest, 32);
+    }
+    if (expected && memcmp(got, expected, 32) != 0) {
+        psdb__hex(got, 32, hex[0]);
+        psdb__hex(expected, 32, hex[1]);
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT, "psdb_file_check: %s %s, expected %s",
+                             flags == PSDB_FILE_CHECK_SHA256 ? "the file's SHA-256 is"
+                                                             : "the content digest is",
+                             hex[0], hex[1]);
+        goto cleanup;
+    }
+cleanup:
     return psdb__error_ret(hr, err_mark, __func__);
 }

@@ -1,5 +1,5 @@
-/* psdb_vfs.c - the page-cache VFS: interior B-tree pages of a PSDB kept once for all its
- * connections. */
+/* psdb_vfs.c - the VFS of an open PSDB: every connection reads the one file descriptor
+ * psdb_file_open checked, and interior B-tree pages are kept once for all connections. */
 #include "format/psdbfile_int.h"
 
 #include <errno.h>
@@ -21,10 +21,21 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/hash.h"
 #include "common/status_map.h"
 
-/* ---- Interior page cache: a VFS shim --------------------------------------------------------- */
+/* ---- The file every connection reads ----------------------------------------------------------
+ */
+
+/* A PSDB is checked once, at psdb_file_open, and then read by connections opened later, one per
+ * looking-up thread. Had each of them opened the path again, a file renamed over it after the
+ * check (a replaced store file, a registry row pointing elsewhere) would be read unchecked. So the
+ * main database file of every connection is the descriptor the open checked (a regular file, read
+ * with pread, shared: pread needs no lock), and the path is never resolved again. */
+
+/* ---- Interior page cache ----------------------------------------------------------------------
+ */
 
 /* Each blob fetch seeks the blobs B-tree from its root. The leaf page is a different one each time,
  * and its reads push the interior pages out of every connection's LRU cache, so without help a
@@ -51,7 +62,8 @@
 typedef struct pc_file {
     sqlite3_file base;
     page_cache *pc;     /* NULL: not the main database file, nothing cached */
-    sqlite3_file *real; /* the base VFS's file, stored right after this struct */
+    int fd;             /* the main database file: pc->fd (not owned); -1 for other files */
+    sqlite3_file *real; /* other files: the base VFS's file, stored right after this struct */
     uint8_t *win;       /* READ_AHEAD_MAX bytes once a sequential run began, or NULL */
     sqlite3_int64 win_off;
     size_t win_len;         /* valid bytes at win_off; 0: empty */
@@ -64,7 +76,26 @@ static int pc_close(sqlite3_file *file)
     pc_file *p = (pc_file *)file;
     free(p->win);
     p->win = NULL;
-    return p->real->pMethods->xClose(p->real);
+    return p->fd >= 0 ? SQLITE_OK : p->real->pMethods->xClose(p->real);
+}
+
+/* xRead of the main file: SQLite wants the rest of a short read zero-filled. */
+static int fd_read(int fd, void *buf, int amt, sqlite3_int64 off)
+{
+    ssize_t got = psdb__pread_upto(fd, buf, (size_t)amt, (uint64_t)off);
+    if (got < 0)
+        return SQLITE_IOERR_READ;
+    if ((size_t)got < (size_t)amt) {
+        memset((uint8_t *)buf + got, 0, (size_t)amt - (size_t)got);
+        return SQLITE_IOERR_SHORT_READ;
+    }
+    return SQLITE_OK;
+}
+
+static int raw_read(pc_file *p, void *buf, int amt, sqlite3_int64 off)
+{
+    return p->fd >= 0 ? fd_read(p->fd, buf, amt, off)
+                      : p->real->pMethods->xRead(p->real, buf, amt, off);
 }
 
 /* Serves the read from the window when it holds it, refilling the window for a sequential read.
@@ -92,7 +123,7 @@ static int pc_read_ahead(pc_file *p, void *buf, int amt, sqlite3_int64 off)
     if (!p->win && !(p->win = malloc(READ_AHEAD_MAX)))
         return 0; /* no memory: read page by page */
     p->win_len = 0;
-    if (p->real->pMethods->xRead(p->real, p->win, (int)p->win_next, off) != SQLITE_OK)
+    if (raw_read(p, p->win, (int)p->win_next, off) != SQLITE_OK)
         return 0; /* a short read near the end, or an error: the direct read reports it */
     p->win_off = off;
     p->win_len = p->win_next;
@@ -106,8 +137,8 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
     page_cache *pc = p->pc;
     uint8_t *page = NULL, *expected = NULL;
     uint64_t idx = 0;
-    int rc = SQLITE_OK, cacheable = pc && amt == (int)PAGE_CACHE_PAGE_SIZE && off >= 0 &&
-                                    (uint64_t)off % PAGE_CACHE_PAGE_SIZE == 0 &&
+    int rc = SQLITE_OK, cacheable = pc && pc->pages && amt == (int)PAGE_CACHE_PAGE_SIZE &&
+                                    off >= 0 && (uint64_t)off % PAGE_CACHE_PAGE_SIZE == 0 &&
                                     (uint64_t)off / PAGE_CACHE_PAGE_SIZE < pc->num_pages;
 
     if (cacheable) {
@@ -119,7 +150,7 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
         }
     }
     if (!p->pc || !pc_read_ahead(p, buf, amt, off))
-        rc = p->real->pMethods->xRead(p->real, buf, amt, off);
+        rc = raw_read(p, buf, amt, off);
     if (rc != SQLITE_OK || !cacheable)
         return rc;
     /* B-tree page type flag (after the 100-byte file header on page 1): 2 and 5 are interior. */
@@ -142,64 +173,76 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
     return rc;
 }
 
+/* The main file is immutable and read-only: SQLite never writes, locks or syncs it (immutable=1),
+ * and the calls that would are refused or answered as for a file nobody else touches. */
 static int pc_write(sqlite3_file *file, const void *buf, int amt, sqlite3_int64 off)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xWrite(p->real, buf, amt, off);
+    return p->fd >= 0 ? SQLITE_READONLY : p->real->pMethods->xWrite(p->real, buf, amt, off);
 }
 
 static int pc_truncate(sqlite3_file *file, sqlite3_int64 size)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xTruncate(p->real, size);
+    return p->fd >= 0 ? SQLITE_READONLY : p->real->pMethods->xTruncate(p->real, size);
 }
 
 static int pc_sync(sqlite3_file *file, int flags)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xSync(p->real, flags);
+    return p->fd >= 0 ? SQLITE_OK : p->real->pMethods->xSync(p->real, flags);
 }
 
 static int pc_file_size(sqlite3_file *file, sqlite3_int64 *size)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xFileSize(p->real, size);
+    struct stat sb;
+    if (p->fd < 0)
+        return p->real->pMethods->xFileSize(p->real, size);
+    if (fstat(p->fd, &sb) != 0)
+        return SQLITE_IOERR_FSTAT;
+    *size = (sqlite3_int64)sb.st_size;
+    return SQLITE_OK;
 }
 
 static int pc_lock(sqlite3_file *file, int lock)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xLock(p->real, lock);
+    return p->fd >= 0 ? SQLITE_OK : p->real->pMethods->xLock(p->real, lock);
 }
 
 static int pc_unlock(sqlite3_file *file, int lock)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xUnlock(p->real, lock);
+    return p->fd >= 0 ? SQLITE_OK : p->real->pMethods->xUnlock(p->real, lock);
 }
 
 static int pc_check_reserved_lock(sqlite3_file *file, int *out)
 {
     pc_file *p = (pc_file *)file;
+    if (p->fd >= 0) {
+        *out = 0;
+        return SQLITE_OK;
+    }
     return p->real->pMethods->xCheckReservedLock(p->real, out);
 }
 
 static int pc_file_control(sqlite3_file *file, int op, void *arg)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xFileControl(p->real, op, arg);
+    return p->fd >= 0 ? SQLITE_NOTFOUND : p->real->pMethods->xFileControl(p->real, op, arg);
 }
 
 static int pc_sector_size(sqlite3_file *file)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xSectorSize(p->real);
+    return p->fd >= 0 ? (int)PAGE_CACHE_PAGE_SIZE : p->real->pMethods->xSectorSize(p->real);
 }
 
 static int pc_device_characteristics(sqlite3_file *file)
 {
     pc_file *p = (pc_file *)file;
-    return p->real->pMethods->xDeviceCharacteristics(p->real);
+    return p->fd >= 0 ? SQLITE_IOCAP_IMMUTABLE : p->real->pMethods->xDeviceCharacteristics(p->real);
 }
 
 /* Version 1: no shared memory (immutable files need no WAL) and no xFetch (no mapped I/O). */
@@ -227,8 +270,19 @@ static int pc_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, 
     int rc = SQLITE_OK;
 
     memset(p, 0, sizeof(*p));
+    p->fd = -1;
     p->real = (sqlite3_file *)(p + 1);
-    p->pc = (flags & SQLITE_OPEN_MAIN_DB) ? pc : NULL;
+    if (flags & SQLITE_OPEN_MAIN_DB) {
+        /* The one file psdb_file_open checked, whatever the name now names. */
+        if (flags & (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
+            return SQLITE_CANTOPEN;
+        p->pc = pc;
+        p->fd = pc->fd;
+        p->base.pMethods = &pc_methods;
+        if (out_flags)
+            *out_flags = SQLITE_OPEN_READONLY;
+        return SQLITE_OK;
+    }
     rc = pc->base->xOpen(pc->base, name, p->real, flags, out_flags);
     if (rc == SQLITE_OK && p->real->pMethods) {
         p->base.pMethods = &pc_methods;
@@ -329,26 +383,33 @@ void psdb__pf_page_cache_free(page_cache *pc)
     for (size_t i = 0; pc->pages && i < pc->num_pages; i++)
         free(atomic_load(&pc->pages[i]));
     free((void *)pc->pages);
+    if (pc->fd >= 0)
+        close(pc->fd);
     free(pc);
 }
 
-/* A VFS of its own for a file of file_size bytes; NULL (lookups read through the default VFS) when
- * there is no memory for it or the file is too large. */
-page_cache *psdb__pf_page_cache_new(uint64_t file_size)
+/* The VFS of a file of file_size bytes open as fd (taken over: closed by psdb__pf_page_cache_free,
+ * also when this fails). NULL when there is no memory for it. Files too large for the page cache
+ * are read without it. */
+page_cache *psdb__pf_page_cache_new(int fd, uint64_t file_size)
 {
     page_cache *pc = NULL;
     sqlite3_vfs *base = sqlite3_vfs_find(NULL);
     uint64_t n = file_size / PAGE_CACHE_PAGE_SIZE;
 
-    if (!base || n == 0 || n > PAGE_CACHE_MAX_PAGES || base->szOsFile < 0 ||
-        (size_t)base->szOsFile > INT_MAX - sizeof(pc_file))
+    if (!base || base->szOsFile < 0 || (size_t)base->szOsFile > INT_MAX - sizeof(pc_file))
         goto fail;
     if (!(pc = calloc(1, sizeof(*pc))))
         goto fail;
+    pc->fd = fd;
+    fd = -1;
     pc->base = base;
-    pc->num_pages = (size_t)n;
-    if (!(pc->pages = calloc(pc->num_pages, sizeof(*pc->pages))))
-        goto fail;
+    if (n > 0 && n <= PAGE_CACHE_MAX_PAGES) {
+        pc->num_pages = (size_t)n;
+        pc->pages = calloc(pc->num_pages, sizeof(*pc->pages)); /* NULL: no cache, only slower */
+        if (!pc->pages)
+            pc->num_pages = 0;
+    }
     snprintf(pc->name, sizeof(pc->name), "psdb-pages-%p", (void *)pc);
     pc->vfs = (sqlite3_vfs){
         .iVersion = 2,
@@ -375,6 +436,8 @@ page_cache *psdb__pf_page_cache_new(uint64_t file_size)
     pc->registered = 1;
     return pc;
 fail:
+    if (fd >= 0)
+        close(fd);
     psdb__pf_page_cache_free(pc);
     return NULL;
 }

@@ -57,6 +57,7 @@ typedef struct content_stats {
 typedef struct page_cache {
     sqlite3_vfs vfs; /* registered under name; pAppData points here */
     sqlite3_vfs *base;
+    int fd; /* the checked file every connection reads (owned) */
     char name[48];
     size_t num_pages;
     uint8_t *_Atomic *pages; /* [page number - 1]: a copy of an interior page, or NULL */
@@ -145,7 +146,7 @@ struct psdb_file {
     /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
     _Atomic unsigned char *verified;
     uint64_t num_verified_slots;
-    page_cache *pages;  /* the VFS of the file's connections; NULL: SQLite's default */
+    page_cache *pages;  /* the VFS of the file's connections, reading the file open checked */
     uint64_t file_size; /* bytes, as checked at open */
     /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
     _Atomic int index_state;         /* INDEX_* */
@@ -166,7 +167,7 @@ int psdb__pf_bind_bytes(sqlite3_stmt *st, int idx, const void *p, size_t n);
 psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const psdb_target *t,
                                  content_stats *out, char *msg, size_t msg_size);
 void psdb__pf_page_cache_free(page_cache *pc);
-page_cache *psdb__pf_page_cache_new(uint64_t file_size);
+page_cache *psdb__pf_page_cache_new(int fd, uint64_t file_size);
 void psdb__pf_index_free(key_index *x);
 const index_entry *psdb__pf_index_find(const key_index *x, const void *key, size_t key_size);
 void psdb__pf_index_start(psdb_file *f);

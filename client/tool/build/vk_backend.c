@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #ifdef PSDB_TOOL_VK_BACKEND
+#include <openssl/evp.h>
 #include <vulkan/vulkan.h>
 
 #include "vk_decode.h"
@@ -1378,6 +1380,32 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Seconds psdb_file_check takes to prove f by the SHA-256 of the whole file (the proof of an
+ * installed PSDB), the digest taken first from path outside the clock; -1 when it cannot run. */
+static double file_sha256_time(psdb_file *f, const char *path)
+{
+    uint8_t md[EVP_MAX_MD_SIZE], buf[1 << 16];
+    unsigned n = 0;
+    ssize_t r;
+    double t;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (!c || fd < 0 || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1) {
+        t = -1;
+        goto cleanup;
+    }
+    while ((r = read(fd, buf, sizeof(buf))) > 0)
+        EVP_DigestUpdate(c, buf, (size_t)r);
+    EVP_DigestFinal_ex(c, md, &n);
+    t = now_s();
+    t = psdb_file_check(f, PSDB_FILE_CHECK_SHA256, md) == PSDB_S_OK ? now_s() - t : -1;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    EVP_MD_CTX_free(c);
+    return t;
+}
+
 /* One pass in this process; 0 or -1 with err set. */
 static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t device_index,
                     psdb__vk_replay_stats *out, char *err, size_t err_size)
@@ -1409,11 +1437,11 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
             goto cleanup;
         }
         mesa_private_cache(dir);
-        hr = vkdl_open(psdb_path, NULL, &v.f);
+        hr = vkdl_open(psdb_path, NULL, NULL, &v.f);
         if (PSDB_SUCCEEDED(hr))
             hr = vkdl_mesa_setup(v.f, msg, sizeof(msg));
         if (PSDB_FAILED(hr)) {
-            fmt(err, err_size, "psdb %s: %s", psdb_path, msg[0] ? msg : psdb_hr_str(hr));
+            fmt(err, err_size, "psdb %s: %s", psdb_path, msg[0] ? msg : psdb_error_last());
             goto cleanup;
         }
         psdb_file_release(v.f);
@@ -1422,12 +1450,17 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
     if (dev_open(&d, device_index, err, err_size) != 0)
         goto cleanup;
     if (psdb_path) {
-        hr = vkdl_open(psdb_path, &d.id, &v.f);
+        double t = now_s();
+        hr = vkdl_open(psdb_path, &d.id, NULL, &v.f);
+        out->proof_s = now_s() - t;
+        if (PSDB_SUCCEEDED(hr))
+            out->file_sha256_s = file_sha256_time(v.f, psdb_path);
         if (PSDB_SUCCEEDED(hr))
             hr = vkdl_keys_load(v.f, &v.keys);
         if (PSDB_FAILED(hr)) {
             snprintf(err, err_size, "psdb %s does not fit device %s (%s, abi %llu): %s", psdb_path,
-                     d.id.device_name, d.id.family, (unsigned long long)d.id.abi, psdb_hr_str(hr));
+                     d.id.device_name, d.id.family, (unsigned long long)d.id.abi,
+                     psdb_error_last());
             goto cleanup;
         }
     }
@@ -1456,7 +1489,7 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
     out->create_s = v.create_s;
     out->first_use_s = v.use_s;
     out->objects_s = v.objects_s;
-    out->total_s = out->setup_s + v.lookup_s + v.create_s + v.use_s;
+    out->total_s = out->proof_s + out->setup_s + v.lookup_s + v.create_s + v.use_s;
     if (PSDB_FAILED(hr)) {
         snprintf(err, err_size, "replaying SODB %s: %s", sodb_path, psdb_hr_str(hr));
         goto cleanup;

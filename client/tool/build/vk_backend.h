@@ -35,6 +35,12 @@ typedef struct psdb__vk_replay_stats {
      * p95 of one pipeline's (lookup + creation + first use). */
     double total_s, median_ms, p95_ms;
     double setup_s;               /* the merged cache made once for the device */
+    /* Opening the PSDB for the device and proving it (its content digest recomputed from its
+     * tables, as the layer proves a PSDB named directly): in total_s. */
+    double proof_s;
+    /* Not in total_s: hashing the whole file, the proof of an installed PSDB (its recorded
+     * SHA-256), measured on the same file for comparison. */
+    double file_sha256_s;
     double lookup_s;              /* the PSDB lookups (encode, hash, key probe, blob checks) */
     double create_s, first_use_s; /* vkCreate*Pipelines, and the first uses */
     double objects_s; /* not in total_s: the shader modules, layouts and render passes */
