@@ -136,7 +136,8 @@ PSDB_API psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
 typedef enum psdb_registry_file_state {
     PSDB_REGISTRY_FILE_OK = 0,         /* present; its SHA-256 is the one psdb install recorded */
     PSDB_REGISTRY_FILE_UNVERIFIED = 1, /* present; no digest recorded to compare with */
-    PSDB_REGISTRY_FILE_MISSING = 2,    /* no regular file at psdb_path */
+    PSDB_REGISTRY_FILE_MISSING = 2,    /* no regular file at psdb_path (absent, or a symbolic
+                                          link, FIFO, device or directory: never followed) */
     PSDB_REGISTRY_FILE_MISMATCH = 3    /* present, but not the recorded SHA-256: damaged */
 } psdb_registry_file_state;
 

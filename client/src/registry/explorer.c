@@ -168,8 +168,10 @@ psdb_hr psdb_registry_entry_check(const psdb_registry_entry *e, psdb_registry_fi
     }
     *out = PSDB_REGISTRY_FILE_MISSING;
     /* The whole file is hashed every time: registry version 2 records no size or mtime to trust,
-     * and damage in place (a flipped sector, a rewrite of the same length) keeps both. */
-    hr = psdb__file_sha256(e->psdb_path, got);
+     * and damage in place (a flipped sector, a rewrite of the same length) keeps both. A link is
+     * not followed and a FIFO not waited on: psdb install registers regular files only, so
+     * anything else at the path is not the registered file (MISSING; an install replaces it). */
+    hr = psdb__file_sha256(e->psdb_path, 0, got);
     if (hr == PSDB_E_NOT_FOUND) {
         hr = PSDB_S_OK;
         goto cleanup;
