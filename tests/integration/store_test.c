@@ -748,25 +748,30 @@ START_TEST(test_store__links_planted_in_the_store_are_never_followed)
     publish_round(1, 1, 64 * 1024);
     install_with_planted(PLANT_LINK);
     install_with_planted(PLANT_DANGLING);
-    /* psdbs/ itself a link to a directory elsewhere: refused, nothing written there. */
-    fresh_root();
-    char *store = tu_path(g_reg, "psdbs"), *elsewhere = tu_path(g_dir, "elsewhere");
-    ck_assert_int_eq(rmdir(store), 0);
-    ck_assert_int_eq(mkdir(elsewhere, 0755), 0);
-    ck_assert_int_eq(symlink(elsewhere, store), 0);
-    int rc = wait_deadline(spawn_install(0, NULL, PLANTED_TAG), 60, "psdbs/ a link");
-    char *log = install_log(PLANTED_TAG);
-    ck_assert_msg(rc == 1 && strstr(log, store) && strstr(log, "symbolic link"), "exit %d: %s", rc,
-                  log);
-    DIR *d = opendir(elsewhere);
-    ck_assert_ptr_nonnull(d);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        ck_assert_msg(e->d_name[0] == '.', "%s was written through the link", e->d_name);
-    closedir(d);
-    free(log);
-    free(store);
-    free(elsewhere);
+    /* psdbs/ or locks/ itself a link to a directory elsewhere: refused, nothing written there. */
+    static const char *const dirs[] = {"psdbs", "locks"};
+    for (size_t i = 0; i < 2; i++) {
+        fresh_root();
+        char *dir = tu_path(g_reg, dirs[i]), *elsewhere = tu_path(g_dir, "elsewhere");
+        tu_rmtree(elsewhere);
+        ck_assert_int_eq(rmdir(dir), 0);
+        ck_assert_int_eq(mkdir(elsewhere, 0755), 0);
+        ck_assert_int_eq(symlink(elsewhere, dir), 0);
+        int rc = wait_deadline(spawn_install(0, NULL, PLANTED_TAG), 60, dirs[i]);
+        char *log = install_log(PLANTED_TAG);
+        ck_assert_msg(rc == 1 && strstr(log, dir) && strstr(log, "symbolic link"),
+                      "%s a link: exit %d: %s", dirs[i], rc, log);
+        DIR *d = opendir(elsewhere);
+        ck_assert_ptr_nonnull(d);
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            ck_assert_msg(e->d_name[0] == '.', "%s was written through the link", e->d_name);
+        closedir(d);
+        ck_assert_ptr_null(registered_path());
+        free(log);
+        free(dir);
+        free(elsewhere);
+    }
 }
 END_TEST
 

@@ -236,3 +236,35 @@ int psdb__rename_same(const char *from, const char *to, int fd)
 cleanup:
     return rc;
 }
+
+int psdb__own_dir(const char *path, char *why, size_t why_size)
+{
+    struct stat st;
+    const char *kind = NULL;
+    int ok = 0;
+    if (lstat(path, &st) != 0) {
+        if (why && why_size)
+            snprintf(why, why_size, "%s", strerror(errno));
+        goto cleanup;
+    }
+    if (S_ISLNK(st.st_mode))
+        kind = "refused: a symbolic link, not a directory (links are not followed)";
+    else if (!S_ISDIR(st.st_mode))
+        kind = "refused: not a directory";
+    if (kind) {
+        if (why && why_size)
+            snprintf(why, why_size, "%s", kind);
+        errno = EPERM;
+        goto cleanup;
+    }
+    if (st.st_uid != geteuid()) {
+        if (why && why_size)
+            snprintf(why, why_size, "refused: owned by uid %u, not by this user (uid %u)",
+                     (unsigned)st.st_uid, (unsigned)geteuid());
+        errno = EPERM;
+        goto cleanup;
+    }
+    ok = 1;
+cleanup:
+    return ok;
+}

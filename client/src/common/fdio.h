@@ -29,9 +29,10 @@ int psdb__fsync_dir_of(const char *path);
 int psdb__every_ms(struct timespec *last, long ms);
 
 /* What psdb__open_file accepts; a regular file is always required. */
-#define PSDB__OPEN_OURS 0x1u   /* owned by the effective uid: a file this user wrote or may reuse */
-#define PSDB__OPEN_FOLLOW 0x2u /* a symbolic link is followed (a read of a file the caller named)  \
-                                */
+#define PSDB__OPEN_OURS 0x1u /* owned by the effective uid: a file this user wrote or may reuse */
+#define PSDB__OPEN_FOLLOW                                                                          \
+    0x2u /* a symbolic link is followed (a read of a file the caller named)                        \
+          */
 
 /* Opens path with open(2)'s flags and mode so that what another user, or a process with write
  * access to its directory, planted at that name is refused instead of followed or written
@@ -63,6 +64,12 @@ int psdb__unlink_same(const char *path, int fd);
  * in place as if it were ours (renaming a link moves the link, not its target). 0, or -1 with
  * errno (EPERM when the names no longer hold fd's file). */
 int psdb__rename_same(const char *from, const char *to, int fd);
+
+/* Whether path is a directory of the effective uid itself, not a symbolic link to one: the
+ * directory that holds files opened with PSDB__OPEN_OURS, which a link would send elsewhere.
+ * When not, errno is EPERM (or lstat's) and why (may be NULL) says what it is, as
+ * psdb__open_file. */
+int psdb__own_dir(const char *path, char *why, size_t why_size);
 
 /* Whether st (from stat or fstat) is a regular file and, with PSDB__OPEN_OURS in checks, owned by
  * the effective uid; when not, why (may be NULL) says what it is, as psdb__open_file. */

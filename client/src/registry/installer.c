@@ -65,8 +65,13 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    /* A link, a FIFO or another user's file planted at the name is refused, not followed. */
+    /* A link, a FIFO or another user's file planted at the name (or locks/ a link to elsewhere)
+     * is refused, not followed. */
     char why[128];
+    if (!psdb__own_dir(locks, why, sizeof(why))) {
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_installer_open: %s: %s", locks, why);
+        goto cleanup;
+    }
     inst->lock_fd =
         psdb__open_file(lock_path, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
     if (inst->lock_fd < 0) {

@@ -27,7 +27,6 @@ psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t
     char *root = NULL, *lock = NULL;
     const char *call = NULL, *path = NULL;
     char why[128] = "";
-    struct stat st;
     int saved = 0;
     s->dir = NULL;
     s->lock_fd = -1;
@@ -57,20 +56,10 @@ psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t
         goto cleanup;
     }
     /* psdbs/ itself a link would send every file of the store elsewhere. */
-    if (lstat(s->dir, &st) != 0) {
+    if (!psdb__own_dir(s->dir, why, sizeof(why))) {
         saved = errno;
-        call = "lstat";
-        path = s->dir;
-        goto cleanup;
-    }
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-        saved = EPERM;
         call = "check";
         path = s->dir;
-        snprintf(why, sizeof(why), "%s",
-                 S_ISLNK(st.st_mode)   ? "refused: a symbolic link, not a directory of ours"
-                 : S_ISDIR(st.st_mode) ? "refused: a directory of another owner"
-                                       : "refused: not a directory");
         goto cleanup;
     }
     s->lock_fd = psdb__open_file(lock, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));

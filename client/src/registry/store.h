@@ -12,7 +12,11 @@
  * a process dies, so a killed install leaves no lock behind, only an unreferenced file that the
  * next sweep collects (or that the next install of the same digest reuses after hashing it).
  * Two installs of one digest serialize on flock(LOCK_EX) of <sha>.psdb.part, so they never write
- * one .part at once; the second finds the first's result and hashes it instead of downloading. */
+ * one .part at once; the second finds the first's result and hashes it instead of downloading.
+ * Whoever can write in psdbs/ may plant a link, a FIFO or a file of their own at any of these
+ * names, so nothing here is opened by its name alone: psdb__open_file (common/fdio.h) refuses
+ * what is not a regular file of ours without following or waiting on it, and a rename or a
+ * cleanup acts on a name only while it still holds the file this process wrote. */
 #ifndef PSDB_STORE_H
 #define PSDB_STORE_H
 
