@@ -38,6 +38,14 @@ static const char usage_text[] =
     "Launchers with different --installer names may install into one registry at once. A lower\n"
     "serial than installed is refused unless --allow-downgrade. Progress: a bar on a terminal,\n"
     "plain lines otherwise, none with --json (one JSON object at the end).\n"
+    "Each target gets a line (or a --json object: family, status, serial, sha256, size, code,\n"
+    "error), also when the install fails: installed, unchanged (already installed, same\n"
+    "digest), failed (its own step failed, or one common to all: the installer name busy, the\n"
+    "store, the registration), or skipped (not installed: the install stopped at another\n"
+    "target). serial, sha256 and size are null unless installed or unchanged; code and error are\n"
+    "null unless not installed (schema/REGISTRY.md). Nothing is registered unless every target\n"
+    "is through. Files planted in the registry's store (a link, a FIFO, another user's file)\n"
+    "are never followed or written through.\n"
     "An update of an installed PSDB fetches only the values that neither the installed file\n"
     "nor up to 15 other PSDBs of the registry for that family hold (the server's value map and\n"
     "Range requests; schema/VALUEMAP.md), rebuilds the file and verifies it as a full download;\n"
@@ -219,39 +227,81 @@ static int check_trusted_keys(const char *const *trust, uint32_t num_trust)
     return 0;
 }
 
-/* The --json answer: one object with ok, each target's outcome and, on failure, the error. */
+/* A target's outcome in words (schema/REGISTRY.md, "psdb install --json"): installed and unchanged
+ * only for a status that succeeded, skipped for a target the install did not get to finish because
+ * it stopped at another one, failed otherwise. */
+static const char *outcome(const psdb_install_result *r)
+{
+    return r->status == PSDB_S_OK      ? "installed"
+           : r->status == PSDB_S_FALSE ? "unchanged"
+           : r->skipped                ? "skipped"
+                                       : "failed";
+}
+
+/* Why a target was not installed, one line: the install's error for the target it stopped at (or
+ * for every target, when the failure was common to them), the name of that target for the
+ * skipped ones. NULL for an installed target. */
+static const char *target_error(const psdb_precompile_target *targets,
+                                const psdb_install_result *results, uint32_t num_targets,
+                                uint32_t i, const psdb_client *client, char *buf, size_t size)
+{
+    const char *msg = psdb_client_last_error(client);
+    if (PSDB_SUCCEEDED(results[i].status))
+        return NULL;
+    if (!results[i].skipped)
+        return *msg ? msg : psdb_hr_str(results[i].status);
+    for (uint32_t k = 0; k < num_targets; k++)
+        if (PSDB_FAILED(results[k].status) && !results[k].skipped) {
+            snprintf(buf, size, "not installed: the install stopped at target %s",
+                     targets[k].family);
+            return buf;
+        }
+    return "not installed: the install stopped at another target";
+}
+
+/* A JSON string of s, or of fallback when s is not UTF-8 (a message quoting a path's bytes). */
+static json_t *json_string_or(const char *s, const char *fallback)
+{
+    json_t *j = json_string(s);
+    return j ? j : json_string(fallback);
+}
+
+/* The --json answer: one object with ok, each target's outcome and, on failure, the error. A
+ * target not installed has no serial, digest or size (null) and says why in "error". */
 static void print_json(const psdb_precompile_target *targets, const psdb_install_result *results,
                        uint32_t num_targets, psdb_hr hr, const psdb_client *client)
 {
     json_t *o = json_object(), *arr = json_array();
     for (uint32_t i = 0; o && arr && i < num_targets; i++) {
-        char sha[65];
-        psdb__hex(results[i].sha256, 32, sha);
-        json_t *t = json_pack("{s:s, s:s, s:I, s:s, s:I}", "family", targets[i].family, "status",
-                              results[i].status == PSDB_S_FALSE   ? "unchanged"
-                              : PSDB_SUCCEEDED(results[i].status) ? "installed"
-                                                                  : psdb_hr_str(results[i].status),
-                              "serial", (json_int_t)results[i].serial, "sha256", sha, "size",
-                              (json_int_t)results[i].size);
+        const psdb_install_result *r = &results[i];
+        int ok = PSDB_SUCCEEDED(r->status);
+        char sha[65], why[256];
+        const char *err = target_error(targets, results, num_targets, i, client, why, sizeof(why));
+        psdb__hex(r->sha256, 32, sha);
+        json_t *t =
+            json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "family", targets[i].family, "status",
+                      outcome(r), "serial", ok ? json_integer((json_int_t)r->serial) : json_null(),
+                      "sha256", ok ? json_string(sha) : json_null(), "size",
+                      ok ? json_integer((json_int_t)r->size) : json_null(), "code",
+                      ok ? json_null() : json_string(psdb_hr_str(r->status)), "error",
+                      err ? json_string_or(err, psdb_hr_str(r->status)) : json_null());
         /* How it came: a value-level delta or the whole file, and what that saved. */
-        if (t && results[i].status == PSDB_S_OK) {
-            uint64_t got = results[i].bytes_downloaded, size = results[i].size;
+        if (t && r->status == PSDB_S_OK) {
+            uint64_t got = r->bytes_downloaded, size = r->size;
             /* "none": the file was already in the registry's store (another application's). */
             json_object_set_new(t, "download",
-                                json_string(results[i].delta ? "delta"
-                                            : got            ? "full"
-                                                             : "none"));
+                                json_string(r->delta ? "delta"
+                                            : got    ? "full"
+                                                     : "none"));
             json_object_set_new(t, "bytes_downloaded", json_integer((json_int_t)got));
             json_object_set_new(t, "bytes_saved",
                                 json_integer(got < size ? (json_int_t)(size - got) : 0));
-            if (results[i].delta) {
-                json_object_set_new(t, "delta_sources",
-                                    json_integer((json_int_t)results[i].delta_sources));
-                json_object_set_new(t, "delta_resumed",
-                                    json_integer((json_int_t)results[i].delta_resumed));
+            if (r->delta) {
+                json_object_set_new(t, "delta_sources", json_integer((json_int_t)r->delta_sources));
+                json_object_set_new(t, "delta_resumed", json_integer((json_int_t)r->delta_resumed));
             }
-            if (results[i].delta_skipped[0])
-                json_object_set_new(t, "delta_skipped", json_string(results[i].delta_skipped));
+            if (r->delta_skipped[0])
+                json_object_set_new(t, "delta_skipped", json_string(r->delta_skipped));
         }
         json_array_append_new(arr, t);
     }
@@ -262,6 +312,35 @@ static void print_json(const psdb_precompile_target *targets, const psdb_install
     tool_json_dumpf(o, stdout, JSON_COMPACT);
     fputc('\n', stdout);
     json_decref(o);
+}
+
+/* The text answer: one line a target, what happened to it (on failure too, so that a target that
+ * was not installed is never left to be guessed). */
+static void print_text(const psdb_precompile_target *targets, const psdb_install_result *results,
+                       uint32_t num_targets, const psdb_client *client)
+{
+    for (uint32_t i = 0; i < num_targets; i++) {
+        const psdb_install_result *r = &results[i];
+        char why[256];
+        if (PSDB_FAILED(r->status)) {
+            tool_printf_safe(
+                stdout, "%s: %s (%s)", targets[i].family, outcome(r),
+                target_error(targets, results, num_targets, i, client, why, sizeof(why)));
+            fputc('\n', stdout);
+            continue;
+        }
+        tool_printf_safe(stdout, "%s: serial %llu %s", targets[i].family,
+                         (unsigned long long)r->serial,
+                         r->status == PSDB_S_FALSE ? "already installed" : "installed");
+        if (r->status == PSDB_S_OK && r->delta)
+            printf(" (delta update: %llu of %llu bytes downloaded, values from %u installed "
+                   "PSDB%s)",
+                   (unsigned long long)r->bytes_downloaded, (unsigned long long)r->size,
+                   (unsigned)r->delta_sources, r->delta_sources == 1 ? "" : "s");
+        else if (r->status == PSDB_S_OK && r->delta_skipped[0])
+            tool_printf_safe(stdout, " (full download: %s)", r->delta_skipped);
+        fputc('\n', stdout);
+    }
 }
 
 int cmd_install(int argc, char **argv)
@@ -411,6 +490,8 @@ int cmd_install(int argc, char **argv)
     hr = psdb_client_install(client, &d, results);
     if (json)
         print_json(targets, results, num_targets, hr, client);
+    else
+        print_text(targets, results, num_targets, client);
     if (hr == PSDB_E_CANCELLED && g_stop_signal) {
         int sig = g_stop_signal;
         tool_fail("install",
@@ -427,21 +508,6 @@ int cmd_install(int argc, char **argv)
             rc = 3;
         goto cleanup;
     }
-    if (!json)
-        for (uint32_t i = 0; i < num_targets; i++) {
-            tool_printf_safe(stdout, "%s: serial %llu %s", targets[i].family,
-                             (unsigned long long)results[i].serial,
-                             results[i].status == PSDB_S_FALSE ? "already installed" : "installed");
-            if (results[i].status == PSDB_S_OK && results[i].delta)
-                printf(" (delta update: %llu of %llu bytes downloaded, values from %u installed "
-                       "PSDB%s)",
-                       (unsigned long long)results[i].bytes_downloaded,
-                       (unsigned long long)results[i].size, (unsigned)results[i].delta_sources,
-                       results[i].delta_sources == 1 ? "" : "s");
-            else if (results[i].status == PSDB_S_OK && results[i].delta_skipped[0])
-                tool_printf_safe(stdout, " (full download: %s)", results[i].delta_skipped);
-            fputc('\n', stdout);
-        }
     rc = 0;
 cleanup:
     psdb_client_release(client);

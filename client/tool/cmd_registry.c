@@ -16,9 +16,10 @@ static void usage(FILE *f)
                "                  [{name, sodb_path, psdbs: [{family, path, status, serial,\n"
                "                  sha256}]}]}]\n\n"
                "Each PSDB file is hashed and given a status: ok (the SHA-256 psdb install\n"
-               "recorded), unverified (present, no digest recorded), missing, or mismatch\n"
-               "(damaged). Run psdb install again for an application whose PSDB is missing or\n"
-               "damaged: it downloads it again. The exit status is 0 either way.\n");
+               "recorded), unverified (present, no digest recorded), missing (no regular file\n"
+               "there: absent, a FIFO, or a link where psdb install put its file), or\n"
+               "mismatch (damaged). Run psdb install again for an application whose PSDB is\n"
+               "missing or damaged: it downloads it again. The exit status is 0 either way.\n");
 }
 
 /* Groups the explorer's flat rows (ordered by exe path, component, family) into JSON. */

@@ -125,6 +125,7 @@ typedef struct fake {
     atomic_int cuts;  /* ... this many times */
     long flip_at;     /* body offset of a byte to flip; -1: none */
     atomic_int blob_requests, range_requests;
+    const char *missing_family; /* a resolve for this family answers 404 (no PSDB for it) */
 } fake;
 
 typedef struct body_cursor {
@@ -164,8 +165,12 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
     if (strcmp(method, "GET") != 0)
         status = 405;
     else if (strcmp(url, "/v1/resolve") == 0) {
-        status = f->resolve_status;
-        const char *body = f->resolve_body ? f->resolve_body : "";
+        const char *family = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "family");
+        int missing = f->missing_family && family && strcmp(family, f->missing_family) == 0;
+        status = missing ? 404 : f->resolve_status;
+        const char *body = missing           ? "{\"error\":\"no psdb\"}"
+                           : f->resolve_body ? f->resolve_body
+                                             : "";
         r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     } else if (strncmp(url, "/v1/blobs/", 10) == 0 && f->b) {
         atomic_fetch_add(&f->blob_requests, 1);
@@ -542,6 +547,306 @@ START_TEST(test_delivery__sweep_keeps_recent_part_files_only)
     free(fresh);
     free(stale);
     free(orphan);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+/* ---- what psdb_client_install and psdb install --json say about each target ------------------
+ * Every target's entry says what happened to it, also when the install fails: never "installed"
+ * for a target that is not, no serial and no digest for one that is not installed. */
+
+#define OTHER "other-gfx" /* a second target family */
+
+/* Installs Demo (ABI 1-10) for these families through the library. results is filled with junk
+ * first, so that an entry the install leaves alone shows. */
+static psdb_hr install_families(psdb_client *c, const char *const *families, uint32_t n,
+                                psdb_install_result *results)
+{
+    psdb_app_desc app = {.name = "Demo", .version = PSDB_VERSION(1, 0, 0, 0)};
+    psdb_precompile_target t[4];
+    ck_assert_uint_le(n, 4);
+    memset(t, 0, sizeof(t));
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(t[i].family, sizeof(t[i].family), "%s", families[i]);
+        t[i].abi_min = 1;
+        t[i].abi_max = 10;
+    }
+    psdb_install_desc d = {
+        .exe_path = EXE, .app = &app, .targets = t, .num_targets = n, .registry_dir = g_reg};
+    memset(results, 0xa5, n * sizeof(*results));
+    return psdb_client_install(c, &d, results);
+}
+
+/* Asserts that r reports a target that was not installed: status want, this skipped flag, and no
+ * serial, digest or size. */
+static void assert_not_installed(const psdb_install_result *r, psdb_hr want, int skipped,
+                                 const char *what)
+{
+    static const uint8_t zero[32];
+    ck_assert_msg(r->status == want, "%s: status %s, want %s", what, psdb_hr_str(r->status),
+                  psdb_hr_str(want));
+    ck_assert_msg(r->skipped == skipped, "%s: skipped %d, want %d", what, r->skipped, skipped);
+    ck_assert_msg(r->serial == 0 && r->size == 0 && memcmp(r->sha256, zero, 32) == 0,
+                  "%s: not installed, yet serial %llu size %llu and a digest", what,
+                  (unsigned long long)r->serial, (unsigned long long)r->size);
+}
+
+/* Runs psdb install [--json] for these families against url; *status gets the exit status and
+ * *err (malloc'd) stderr. Returns stdout (malloc'd). */
+static char *tool_install(const char *url, const char *const *families, uint32_t n, int json,
+                          int *status, char **err)
+{
+    char *out_file = tu_path(g_dir, "install.out"), *err_file = tu_path(g_dir, "install.err");
+    char targets[4][96];
+    const char *argv[40];
+    size_t k = 0;
+    const char *fixed[] = {"psdb",       "install", "--server",      url,       "--exe-path", EXE,
+                           "--app",      "Demo",    "--app-version", "1.0.0.0", "--trust",    g_pub,
+                           "--registry", g_reg};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        argv[k++] = fixed[i];
+    for (uint32_t i = 0; i < n && i < 4; i++) {
+        snprintf(targets[i], sizeof(targets[i]), "%s:1-10", families[i]);
+        argv[k++] = "--target";
+        argv[k++] = targets[i];
+    }
+    if (json)
+        argv[k++] = "--json";
+    argv[k] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(out_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(PSDB_TOOL, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char *out = tu_read_file(out_file, NULL);
+    *err = tu_read_file(err_file, NULL);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(*err);
+    free(out_file);
+    free(err_file);
+    return out;
+}
+
+/* psdb install --json: asserts exit status want_exit and "ok": false; returns the targets array
+ * (owned by *doc, to json_decref). */
+static json_t *tool_install_json(const char *url, const char *const *families, uint32_t n,
+                                 int want_exit, json_t **doc)
+{
+    int status = 0;
+    char *err = NULL;
+    char *out = tool_install(url, families, n, 1, &status, &err);
+    json_error_t e;
+    *doc = json_loads(out, 0, &e);
+    ck_assert_msg(*doc != NULL, "not JSON (%s): %s", e.text, out);
+    ck_assert_msg(status == want_exit, "exit %d, want %d: %s %s", status, want_exit, out, err);
+    json_t *ok = json_object_get(*doc, "ok");
+    ck_assert_msg(json_is_boolean(ok) && (json_is_true(ok) == (want_exit == 0)), "ok: %s", out);
+    json_t *targets = json_object_get(*doc, "targets");
+    ck_assert_msg(json_array_size(targets) == n, "%zu targets, want %u: %s",
+                  json_array_size(targets), n, out);
+    free(out);
+    free(err);
+    return targets;
+}
+
+/* Asserts that target i of the --json answer is family, not installed with this status
+ * ("failed" or "skipped"), with null serial, sha256 and size, and code and error naming why. */
+static void assert_json_not_installed(json_t *targets, size_t i, const char *family,
+                                      const char *status, const char *code, const char *error_has)
+{
+    json_t *t = json_array_get(targets, i);
+    char *text = json_dumps(t, JSON_COMPACT);
+    ck_assert_str_eq(json_string_value(json_object_get(t, "family")), family);
+    ck_assert_msg(json_string_value(json_object_get(t, "status")) &&
+                      strcmp(json_string_value(json_object_get(t, "status")), status) == 0,
+                  "target %zu: want status %s: %s", i, status, text);
+    ck_assert_msg(json_is_null(json_object_get(t, "serial")) &&
+                      json_is_null(json_object_get(t, "sha256")) &&
+                      json_is_null(json_object_get(t, "size")),
+                  "target %zu: serial, sha256 and size must be null: %s", i, text);
+    const char *c = json_string_value(json_object_get(t, "code"));
+    const char *e = json_string_value(json_object_get(t, "error"));
+    ck_assert_msg(c && strstr(c, code), "target %zu: code should name %s: %s", i, code, text);
+    ck_assert_msg(e && *e && (!error_has || strstr(e, error_has)),
+                  "target %zu: error should say '%s': %s", i, error_has ? error_has : "why", text);
+    ck_assert_msg(!json_object_get(t, "download"), "target %zu: a download figure: %s", i, text);
+    free(text);
+}
+
+START_TEST(test_delivery__install_results_truthful_when_the_installer_is_busy)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    char *m = make_manifest(&b, 1, 3, g_key, NULL);
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    psdb_installer *held = NULL;
+    psdb_installer_desc id = {.name = "psdb", .root_dir = g_reg};
+    ck_assert_hr(psdb_installer_open(&id, &held), PSDB_S_OK);
+    const char *fams[] = {FAMILY, OTHER};
+
+    /* The library: every target failed with PSDB_E_BUSY, none installed. */
+    psdb_client *c = client_for(f.url, g_pub);
+    psdb_install_result r[2];
+    ck_assert_hr(install_families(c, fams, 2, r), PSDB_E_BUSY);
+    assert_not_installed(&r[0], PSDB_E_BUSY, 0, "busy, target 0");
+    assert_not_installed(&r[1], PSDB_E_BUSY, 0, "busy, target 1");
+
+    /* The tool: "ok": false, exit 1, each target failed, with the reason. */
+    json_t *doc = NULL;
+    json_t *t = tool_install_json(f.url, fams, 2, 1, &doc);
+    assert_json_not_installed(t, 0, FAMILY, "failed", "PSDB_E_BUSY", "another install");
+    assert_json_not_installed(t, 1, OTHER, "failed", "PSDB_E_BUSY", "another install");
+    json_decref(doc);
+    /* Its text: one line a target that says so. */
+    int status = 0;
+    char *err = NULL;
+    char *out = tool_install(f.url, fams, 2, 0, &status, &err);
+    ck_assert_int_eq(status, 1);
+    ck_assert_msg(strstr(out, FAMILY ": failed (") && strstr(out, OTHER ": failed (") &&
+                      !strstr(out, "installed"),
+                  "text: %s", out);
+    ck_assert_ptr_nonnull(strstr(err, "another install"));
+    free(out);
+    free(err);
+    ck_assert_int_eq(atomic_load(&f.blob_requests), 0);
+    psdb_installer_release(held);
+    psdb_client_release(c);
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_delivery__install_results_truthful_when_the_server_is_unreachable)
+{
+    /* A port nothing listens on: bound, then closed. */
+    int sock = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    ck_assert_int_eq(bind(sock, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(sock, (struct sockaddr *)&a, &alen), 0);
+    close(sock);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    const char *fams[] = {FAMILY, OTHER};
+
+    psdb_client *c = client_for(url, g_pub);
+    psdb_install_result r[2];
+    ck_assert_hr(install_families(c, fams, 2, r), PSDB_E_NETWORK);
+    assert_not_installed(&r[0], PSDB_E_NETWORK, 0, "unreachable, target 0");
+    assert_not_installed(&r[1], PSDB_E_NETWORK, 1, "unreachable, target 1");
+    psdb_client_release(c);
+
+    json_t *doc = NULL;
+    json_t *t = tool_install_json(url, fams, 2, 1, &doc);
+    assert_json_not_installed(t, 0, FAMILY, "failed", "PSDB_E_NETWORK", NULL);
+    assert_json_not_installed(t, 1, OTHER, "skipped", "PSDB_E_NETWORK",
+                              "stopped at target " FAMILY);
+    json_decref(doc);
+    ck_assert_ptr_null(registered_path());
+}
+END_TEST
+
+START_TEST(test_delivery__install_results_truthful_when_the_signing_key_is_not_trusted)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    char *m = make_manifest(&b, 1, 3, g_key2, NULL); /* signed, but not by the trusted key */
+    fake f = {.b = &b, .resolve_body = m};
+    fake_start(&f);
+    const char *fams[] = {FAMILY, OTHER};
+
+    psdb_client *c = client_for(f.url, g_pub);
+    psdb_install_result r[2];
+    ck_assert_hr(install_families(c, fams, 2, r), PSDB_E_SIGNATURE);
+    assert_not_installed(&r[0], PSDB_E_SIGNATURE, 0, "untrusted, target 0");
+    assert_not_installed(&r[1], PSDB_E_SIGNATURE, 1, "untrusted, target 1");
+    psdb_client_release(c);
+
+    json_t *doc = NULL;
+    json_t *t = tool_install_json(f.url, fams, 2, 1, &doc);
+    assert_json_not_installed(t, 0, FAMILY, "failed", "PSDB_E_SIGNATURE", NULL);
+    assert_json_not_installed(t, 1, OTHER, "skipped", "PSDB_E_SIGNATURE",
+                              "stopped at target " FAMILY);
+    json_decref(doc);
+    ck_assert_int_eq(atomic_load(&f.blob_requests), 0);
+    ck_assert_ptr_null(registered_path());
+    fake_stop(&f);
+    free(m);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_delivery__install_results_truthful_when_one_target_has_no_psdb)
+{
+    blob b = make_psdb("a.psdb", 64 * 1024, 1, 3);
+    char *m = make_manifest(&b, 1, 3, g_key, NULL);
+    fake f = {.b = &b, .resolve_body = m, .missing_family = OTHER};
+    fake_start(&f);
+    psdb_client *c = client_for(f.url, g_pub);
+    psdb_install_result r[2];
+
+    /* The first target resolves and downloads, the second has no PSDB: nothing is registered,
+     * and the first is not reported installed. */
+    const char *first_ok[] = {FAMILY, OTHER};
+    ck_assert_hr(install_families(c, first_ok, 2, r), PSDB_E_NOT_FOUND);
+    assert_not_installed(&r[0], PSDB_E_NOT_FOUND, 1, "found first, target 0");
+    assert_not_installed(&r[1], PSDB_E_NOT_FOUND, 0, "found first, target 1");
+    ck_assert_ptr_null(registered_path());
+    json_t *doc = NULL;
+    json_t *t = tool_install_json(f.url, first_ok, 2, 3, &doc);
+    assert_json_not_installed(t, 0, FAMILY, "skipped", "PSDB_E_NOT_FOUND",
+                              "stopped at target " OTHER);
+    assert_json_not_installed(t, 1, OTHER, "failed", "PSDB_E_NOT_FOUND", NULL);
+    json_decref(doc);
+
+    /* The missing one first: the other is never attempted. */
+    int blobs = atomic_load(&f.blob_requests);
+    const char *missing_first[] = {OTHER, FAMILY};
+    ck_assert_hr(install_families(c, missing_first, 2, r), PSDB_E_NOT_FOUND);
+    assert_not_installed(&r[0], PSDB_E_NOT_FOUND, 0, "missing first, target 0");
+    assert_not_installed(&r[1], PSDB_E_NOT_FOUND, 1, "missing first, target 1");
+    t = tool_install_json(f.url, missing_first, 2, 3, &doc);
+    assert_json_not_installed(t, 0, OTHER, "failed", "PSDB_E_NOT_FOUND", NULL);
+    assert_json_not_installed(t, 1, FAMILY, "skipped", "PSDB_E_NOT_FOUND",
+                              "stopped at target " OTHER);
+    json_decref(doc);
+    ck_assert_int_eq(atomic_load(&f.blob_requests), blobs);
+
+    /* Installed before with the same digest: that target is still installed, and says so. */
+    const char *one[] = {FAMILY};
+    ck_assert_hr(install_families(c, one, 1, r), PSDB_S_OK);
+    ck_assert_hr(r[0].status, PSDB_S_OK);
+    ck_assert_hr(install_families(c, first_ok, 2, r), PSDB_E_NOT_FOUND);
+    ck_assert_hr(r[0].status, PSDB_S_FALSE);
+    ck_assert_uint_eq(r[0].serial, 1);
+    ck_assert_int_eq(memcmp(r[0].sha256, b.sha, 32), 0);
+    assert_not_installed(&r[1], PSDB_E_NOT_FOUND, 0, "unchanged first, target 1");
+    t = tool_install_json(f.url, first_ok, 2, 3, &doc);
+    json_t *t0 = json_array_get(t, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(t0, "status")), "unchanged");
+    ck_assert_int_eq(json_integer_value(json_object_get(t0, "serial")), 1);
+    ck_assert_ptr_nonnull(json_string_value(json_object_get(t0, "sha256")));
+    ck_assert(json_is_null(json_object_get(t0, "error")));
+    assert_json_not_installed(t, 1, OTHER, "failed", "PSDB_E_NOT_FOUND", NULL);
+    json_decref(doc);
+
+    /* Refused before any target is looked at (two targets of one family): every entry is
+     * written all the same, the second target named as the one refused. */
+    const char *twice[] = {OTHER, OTHER};
+    ck_assert_hr(install_families(c, twice, 2, r), PSDB_E_INVALIDARG);
+    assert_not_installed(&r[0], PSDB_E_INVALIDARG, 1, "duplicate, target 0");
+    assert_not_installed(&r[1], PSDB_E_INVALIDARG, 0, "duplicate, target 1");
     psdb_client_release(c);
     fake_stop(&f);
     free(m);
@@ -1319,6 +1624,11 @@ int main(void)
     tcase_add_test(faults, test_delivery__full_disk_at_destination);
     tcase_add_test(faults, test_delivery__second_installer_of_the_same_name_is_refused);
     tcase_add_test(faults, test_delivery__sweep_keeps_recent_part_files_only);
+    tcase_add_test(faults, test_delivery__install_results_truthful_when_the_installer_is_busy);
+    tcase_add_test(faults, test_delivery__install_results_truthful_when_the_server_is_unreachable);
+    tcase_add_test(faults,
+                   test_delivery__install_results_truthful_when_the_signing_key_is_not_trusted);
+    tcase_add_test(faults, test_delivery__install_results_truthful_when_one_target_has_no_psdb);
     tcase_add_test(faults, test_delivery__manifest_for_another_request_refused_registry_unchanged);
     tcase_add_test(faults, test_delivery__any_profile_request_accepts_any_profile_version);
     tcase_add_test(faults, test_delivery__psdb_file_contradicting_its_manifest_refused);

@@ -1179,6 +1179,103 @@ START_TEST(test_launcher__cancelled_delta_keeps_its_output_and_the_next_install_
 }
 END_TEST
 
+/* What someone planted at a delta update's names (<dest>.valuemap, <dest>.delta) or in place of
+ * the installed PSDB it reads from: never followed, waited on or written through. The update
+ * downloads in full instead, says why, installs the published file, and leaves the planted thing
+ * and what a link points at as they were. */
+typedef enum plant { PLANT_LINK, PLANT_DANGLING, PLANT_FIFO, PLANT_FOREIGN } plant;
+
+START_TEST(test_launcher__planted_delta_files_are_never_followed)
+{
+    app_entry v1, v2;
+    app_make_version(&v1, "Delta", 120, 1, NULL);
+    app_make_version(&v2, "Delta", 120, 2, every_20th);
+    fake f = {0};
+    fake_start(&f);
+    char *outside = tu_path(g_dir, "outside"), *dangling = tu_path(g_dir, "dangling");
+    static const char *const suffixes[] = {".valuemap", ".delta"};
+    static const char *const words[] = {"symbolic link", "symbolic link", "FIFO",
+                                        "owned by uid 54321"};
+    for (int what = PLANT_LINK; what <= PLANT_FOREIGN; what++) {
+        if (what == PLANT_FOREIGN && geteuid() != 0) {
+            fprintf(stderr, "launcher_test: not root, files of another owner not exercised\n");
+            continue;
+        }
+        for (size_t k = 0; k < 2; k++) {
+            tu_rmtree(g_reg);
+            psdb_client_desc d = {0};
+            psdb_client *c = client_with(&d, f.url);
+            psdb_install_result r;
+            fake_serve(&f, &v1, 1);
+            ck_assert_hr(install_r(c, &v1, &r), PSDB_S_OK);
+            /* The planted thing, with a map and an output of the right bytes behind a link. */
+            const uint8_t *bytes = k == 0 ? v2.map2 : v2.data;
+            size_t len = k == 0 ? v2.map2_size : v2.size;
+            ck_assert_int_eq(tu_write_file(outside, bytes, len), 0);
+            unlink(dangling);
+            char rel[200];
+            snprintf(rel, sizeof(rel), "psdbs/%s.psdb%s", v2.hex, suffixes[k]);
+            char *at = tu_path(g_reg, rel);
+            if (what == PLANT_LINK)
+                ck_assert_int_eq(symlink(outside, at), 0);
+            else if (what == PLANT_DANGLING)
+                ck_assert_int_eq(symlink(dangling, at), 0);
+            else if (what == PLANT_FIFO)
+                ck_assert_int_eq(mkfifo(at, 0644), 0);
+            else {
+                ck_assert_int_eq(tu_write_file(at, bytes, len / 2), 0);
+                ck_assert_int_eq(chown(at, 54321, 54321), 0);
+            }
+            fake_serve(&f, &v2, 1);
+            ck_assert_hr(install_r(c, &v2, &r), PSDB_S_OK);
+            assert_installed(&v2);
+            ck_assert_msg(r.delta == 0, "%s, %d: a delta through it", suffixes[k], what);
+            ck_assert_msg(strstr(r.delta_skipped, at) && strstr(r.delta_skipped, words[what]),
+                          "%s, %d: delta_skipped '%s'", suffixes[k], what, r.delta_skipped);
+            size_t n = 0;
+            char *kept = tu_read_file(outside, &n);
+            ck_assert_msg(kept && n == len && memcmp(kept, bytes, n) == 0,
+                          "%s: the link's target changed", suffixes[k]);
+            free(kept);
+            ck_assert_msg(access(dangling, F_OK) != 0, "%s: the link's target was created",
+                          suffixes[k]);
+            struct stat st;
+            ck_assert_int_eq(lstat(at, &st), 0);
+            ck_assert(what == PLANT_FIFO      ? S_ISFIFO(st.st_mode)
+                      : what == PLANT_FOREIGN ? S_ISREG(st.st_mode) && st.st_uid == 54321
+                                              : S_ISLNK(st.st_mode));
+            free(at);
+            psdb_client_release(c);
+        }
+    }
+    /* The installed PSDB itself replaced by a link to a copy elsewhere: not read as a source. */
+    tu_rmtree(g_reg);
+    psdb_client_desc d = {0};
+    psdb_client *c = client_with(&d, f.url);
+    psdb_install_result r;
+    fake_serve(&f, &v1, 1);
+    ck_assert_hr(install_r(c, &v1, &r), PSDB_S_OK);
+    char *own = registered_path(v1.exe);
+    ck_assert_int_eq(rename(own, outside), 0);
+    ck_assert_int_eq(symlink(outside, own), 0);
+    fake_serve(&f, &v2, 1);
+    ck_assert_hr(install_r(c, &v2, &r), PSDB_S_OK);
+    assert_installed(&v2);
+    ck_assert_msg(r.delta == 0 && r.delta_sources == 0, "a linked file was a source");
+    size_t n = 0;
+    char *kept = tu_read_file(outside, &n);
+    ck_assert(kept && n == v1.size && memcmp(kept, v1.data, n) == 0);
+    free(kept);
+    free(own);
+    psdb_client_release(c);
+    free(outside);
+    free(dangling);
+    MHD_stop_daemon(f.d);
+    app_free(&v1);
+    app_free(&v2);
+}
+END_TEST
+
 START_TEST(test_launcher__bandwidth_limit_holds_for_small_files_and_delta_updates)
 {
     /* libcurl's own limit averages over seconds and lets what the socket buffers hold through:
@@ -1426,6 +1523,7 @@ int main(void)
                    test_launcher__update_takes_the_values_other_applications_of_the_registry_hold);
     tcase_add_test(tc,
                    test_launcher__cancelled_delta_keeps_its_output_and_the_next_install_goes_on);
+    tcase_add_test(tc, test_launcher__planted_delta_files_are_never_followed);
     tcase_add_test(
         tc, test_launcher__update_sources_are_the_own_file_then_the_same_name_then_the_newest);
     tcase_add_test(tc, test_launcher__sixteen_threads_install_sixteen_apps_into_one_registry);

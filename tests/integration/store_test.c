@@ -587,6 +587,260 @@ START_TEST(test_store__damaged_or_missing_registered_file_flagged_and_repaired)
 }
 END_TEST
 
+/* ---- what someone planted in the store ---------------------------------------------------------
+ * A link, a FIFO or another user's file at a name the install creates or reuses is never
+ * followed, waited on or written through: the install refuses it with a clear error, or (at the
+ * final <sha256>.psdb) puts its own file in its place. */
+
+#define PLANTED_TAG "planted" /* the installer launcherplanted */
+
+typedef enum plant { PLANT_LINK, PLANT_DANGLING, PLANT_FIFO, PLANT_FOREIGN } plant;
+
+/* A name in the registry root: the download's .part, the final file, the store lock, the
+ * installer's lock. replaced: the install puts its own file there; else it refuses. */
+typedef struct spot {
+    const char *what;
+    const char *suffix; /* psdbs/<sha256>.psdb<suffix>; NULL: name */
+    const char *name;   /* relative to the root */
+    int replaced;
+} spot;
+
+static const spot k_spots[] = {
+    {".part", ".part", NULL, 0},
+    {"the final file", "", NULL, 1},
+    {"the store lock", NULL, "store.lock", 0},
+    {"the installer lock", NULL, "locks/launcher" PLANTED_TAG ".lock", 0},
+};
+
+static char *spot_path(const spot *sp)
+{
+    char rel[200];
+    if (sp->suffix)
+        snprintf(rel, sizeof(rel), "psdbs/%s.psdb%s", g_apps[0].current->hex, sp->suffix);
+    else
+        snprintf(rel, sizeof(rel), "%s", sp->name);
+    return tu_path(g_reg, rel);
+}
+
+/* Waits up to `seconds` for pid; a process still running then is killed and the test fails: an
+ * install must never block on what it finds in the store. Returns the exit status. */
+static int wait_deadline(pid_t pid, int seconds, const char *what)
+{
+    int st = 0;
+    for (int i = 0; i < seconds * 100; i++) {
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        ck_assert_int_ge(got, 0);
+        if (got == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    ck_abort_msg("%s: the install hung (killed after %d s)", what, seconds);
+    return -1;
+}
+
+/* A fresh root with psdbs/ and locks/ made, as an earlier install leaves them. */
+static void fresh_root(void)
+{
+    tu_rmtree(g_reg);
+    char *store = tu_path(g_reg, "psdbs"), *locks = tu_path(g_reg, "locks");
+    ck_assert_int_eq(mkdir(g_reg, 0755), 0);
+    ck_assert_int_eq(mkdir(store, 0755), 0);
+    ck_assert_int_eq(mkdir(locks, 0700), 0);
+    free(store);
+    free(locks);
+}
+
+/* Puts what at path: a link to outside (which holds the published file, so that following it
+ * would even verify), a link to the absent dangling, a FIFO, or a copy of the published file
+ * owned by another user. */
+static void plant_at(const char *path, plant what, const char *outside, const char *dangling)
+{
+    const blob *b = g_apps[0].current;
+    switch (what) {
+    case PLANT_LINK:
+        ck_assert_int_eq(symlink(outside, path), 0);
+        break;
+    case PLANT_DANGLING:
+        ck_assert_int_eq(symlink(dangling, path), 0);
+        break;
+    case PLANT_FIFO:
+        ck_assert_int_eq(mkfifo(path, 0644), 0);
+        break;
+    case PLANT_FOREIGN:
+        ck_assert_int_eq(tu_write_file(path, b->data, b->size), 0);
+        ck_assert_int_eq(chown(path, 54321, 54321), 0);
+        break;
+    }
+}
+
+static const char *const k_plant_words[] = {"symbolic link", "symbolic link", "FIFO",
+                                            "owned by uid 54321"};
+
+/* One install with what planted at each spot in turn (a fresh root each time); checks the
+ * outside file, the dangling link's target, what is registered and the error. */
+static void install_with_planted(plant what)
+{
+    const blob *b = g_apps[0].current;
+    char *outside = tu_path(g_dir, "outside.psdb"), *dangling = tu_path(g_dir, "dangling");
+    for (size_t i = 0; i < sizeof(k_spots) / sizeof(k_spots[0]); i++) {
+        const spot *sp = &k_spots[i];
+        fresh_root();
+        ck_assert_int_eq(tu_write_file(outside, b->data, b->size), 0);
+        unlink(dangling);
+        char *path = spot_path(sp);
+        plant_at(path, what, outside, dangling);
+        int blobs = atomic_load(&g_blob_requests);
+        int rc = wait_deadline(spawn_install(0, NULL, PLANTED_TAG), 60, sp->what);
+        char *log = install_log(PLANTED_TAG);
+
+        /* Nothing outside the store was written or created. */
+        size_t n = 0;
+        char *still = tu_read_file(outside, &n);
+        ck_assert_msg(still && n == b->size && memcmp(still, b->data, n) == 0,
+                      "%s: the link's target was changed (%zu bytes)", sp->what, n);
+        free(still);
+        ck_assert_msg(access(dangling, F_OK) != 0, "%s: the install created the link's target",
+                      sp->what);
+        struct stat st;
+        char *reg = registered_path();
+        if (sp->replaced) {
+            /* Not trusted whatever its content: downloaded, and the install's own file put in
+             * its place, a regular file of ours inside the store. */
+            ck_assert_msg(rc == 0, "%s: install failed: %s", sp->what, log);
+            ck_assert_int_eq(atomic_load(&g_blob_requests), blobs + 1);
+            ck_assert_ptr_nonnull(reg);
+            struct stat at;
+            ck_assert_int_eq(lstat(reg, &st), 0);
+            ck_assert_int_eq(lstat(path, &at), 0);
+            ck_assert_msg(S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_ino == at.st_ino &&
+                              st.st_dev == at.st_dev,
+                          "%s: registered %s is not the store's regular file of ours", sp->what,
+                          reg);
+            check_invariants(1, 0);
+        } else {
+            /* Refused, with the path and what it is; nothing registered; it is left alone. */
+            ck_assert_msg(rc == 1, "%s: exit %d, want a refusal: %s", sp->what, rc, log);
+            ck_assert_msg(strstr(log, path) && strstr(log, k_plant_words[what]),
+                          "%s: the error should name %s and say '%s': %s", sp->what, path,
+                          k_plant_words[what], log);
+            ck_assert_ptr_null(reg);
+            ck_assert_int_eq(lstat(path, &st), 0);
+            if (what == PLANT_FIFO)
+                ck_assert(S_ISFIFO(st.st_mode));
+            else if (what == PLANT_FOREIGN)
+                ck_assert(S_ISREG(st.st_mode) && st.st_uid == 54321 &&
+                          (size_t)st.st_size == b->size);
+            else
+                ck_assert(S_ISLNK(st.st_mode));
+        }
+        free(reg);
+        free(log);
+        free(path);
+    }
+    free(outside);
+    free(dangling);
+}
+
+START_TEST(test_store__links_planted_in_the_store_are_never_followed)
+{
+    publish_round(1, 1, 64 * 1024);
+    install_with_planted(PLANT_LINK);
+    install_with_planted(PLANT_DANGLING);
+    /* psdbs/ or locks/ itself a link to a directory elsewhere: refused, nothing written there. */
+    static const char *const dirs[] = {"psdbs", "locks"};
+    for (size_t i = 0; i < 2; i++) {
+        fresh_root();
+        char *dir = tu_path(g_reg, dirs[i]), *elsewhere = tu_path(g_dir, "elsewhere");
+        tu_rmtree(elsewhere);
+        ck_assert_int_eq(rmdir(dir), 0);
+        ck_assert_int_eq(mkdir(elsewhere, 0755), 0);
+        ck_assert_int_eq(symlink(elsewhere, dir), 0);
+        int rc = wait_deadline(spawn_install(0, NULL, PLANTED_TAG), 60, dirs[i]);
+        char *log = install_log(PLANTED_TAG);
+        ck_assert_msg(rc == 1 && strstr(log, dir) && strstr(log, "symbolic link"),
+                      "%s a link: exit %d: %s", dirs[i], rc, log);
+        DIR *d = opendir(elsewhere);
+        ck_assert_ptr_nonnull(d);
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            ck_assert_msg(e->d_name[0] == '.', "%s was written through the link", e->d_name);
+        closedir(d);
+        ck_assert_ptr_null(registered_path());
+        free(log);
+        free(dir);
+        free(elsewhere);
+    }
+}
+END_TEST
+
+START_TEST(test_store__fifos_planted_in_the_store_never_block_an_install)
+{
+    publish_round(1, 1, 64 * 1024);
+    install_with_planted(PLANT_FIFO);
+}
+END_TEST
+
+START_TEST(test_store__files_of_another_owner_in_the_store_are_refused)
+{
+    if (geteuid() != 0) {
+        /* chown to another uid needs root; CI runs as root. */
+        fprintf(stderr, "store_test: not root, files of another owner not exercised\n");
+        return;
+    }
+    publish_round(1, 1, 64 * 1024);
+    install_with_planted(PLANT_FOREIGN);
+}
+END_TEST
+
+START_TEST(test_store__registered_file_replaced_by_a_link_or_fifo_is_listed_missing)
+{
+    publish_round(1, 1, 64 * 1024);
+    install_one_expect("first", "installed");
+    char *path = registered_path(), *outside = tu_path(g_dir, "outside.psdb");
+    const blob *b = g_apps[0].current;
+    ck_assert_ptr_nonnull(path);
+    /* The file moved out and a link left in its place, to the same bytes: not the registered
+     * file for all that. */
+    ck_assert_int_eq(rename(path, outside), 0);
+    ck_assert_int_eq(symlink(outside, path), 0);
+    char *status = listed_status();
+    ck_assert_str_eq(status, "missing");
+    free(status);
+    char *cmd = NULL, *out = tu_path(g_dir, "list.txt");
+    ck_assert_int_ge(asprintf(&cmd, "timeout 60 %s registry list --registry %s", PSDB_TOOL, g_reg),
+                     0);
+    ck_assert_int_eq(tu_run(cmd, out), 0);
+    char *text = tu_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "[missing]") && strstr(text, "run psdb install again"), "%s", text);
+    free(text);
+    /* Installing again puts a regular file back; the link's target is left as it was. */
+    install_one_expect("repair", "installed");
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    status = listed_status();
+    ck_assert_str_eq(status, "ok");
+    free(status);
+    size_t n = 0;
+    char *kept = tu_read_file(outside, &n);
+    ck_assert(kept && n == b->size && memcmp(kept, b->data, n) == 0);
+    free(kept);
+    /* A FIFO there: listed missing at once, not waited on. */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0644), 0);
+    ck_assert_int_eq(tu_run(cmd, out), 0);
+    text = tu_read_file(out, NULL);
+    ck_assert_msg(strstr(text, "[missing]") != NULL, "%s", text);
+    free(text);
+    free(cmd);
+    free(out);
+    free(outside);
+    free(path);
+}
+END_TEST
+
 /* ---- damaged registry databases ----------------------------------------------------------------
  */
 
@@ -737,5 +991,14 @@ int main(void)
     tcase_add_test(repair, test_store__registry_bad_schema_version_named_with_the_way_out);
     tcase_add_test(repair, test_store__registry_stamped_with_psdb_application_id);
     suite_add_tcase(s, repair);
+    TCase *planted = tcase_create("planted");
+    tcase_add_checked_fixture(planted, setup, teardown);
+    tcase_set_timeout(planted, 300);
+    tcase_add_test(planted, test_store__links_planted_in_the_store_are_never_followed);
+    tcase_add_test(planted, test_store__fifos_planted_in_the_store_never_block_an_install);
+    tcase_add_test(planted, test_store__files_of_another_owner_in_the_store_are_refused);
+    tcase_add_test(planted,
+                   test_store__registered_file_replaced_by_a_link_or_fifo_is_listed_missing);
+    suite_add_tcase(s, planted);
     return tu_run_suite(s);
 }

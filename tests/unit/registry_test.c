@@ -688,6 +688,16 @@ START_TEST(test_registry__entry_check_states)
         psdb_application_register_component(app, PSDB_DEFAULT_COMPONENT, NULL, 1, &q, NULL),
         PSDB_S_OK);
     ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_UNVERIFIED);
+    /* A path registered that way may be a link its installer made: followed. A FIFO there is
+     * no file, and is not waited on. */
+    char *target = tu_path(root, "target.psdb");
+    ck_assert_int_eq(rename(other, target), 0);
+    ck_assert_int_eq(symlink(target, other), 0);
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_UNVERIFIED);
+    ck_assert_int_eq(unlink(other), 0);
+    ck_assert_int_eq(mkfifo(other, 0644), 0);
+    ck_assert_int_eq(state_of(root), PSDB_REGISTRY_FILE_MISSING);
+    free(target);
     free(other);
     psdb_registry_file_state st;
     ck_assert_hr(psdb_registry_entry_check(NULL, &st), PSDB_E_INVALIDARG);

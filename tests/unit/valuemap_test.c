@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -489,6 +490,79 @@ START_TEST(test_valuemap__v2_refuses_damaged_files)
 }
 END_TEST
 
+/* What a stale attempt or someone else left at <out>.tmp, and a FIFO or a directory given as the
+ * PSDB: a link is removed, never written through (its target stays as it was, a dangling one is
+ * not created), a FIFO refused at once, another user's file refused and left alone. */
+START_TEST(test_valuemap__write_never_follows_or_blocks_on_what_is_planted)
+{
+    char *dir = tu_mkdtemp();
+    seen sn = {0};
+    char *path = write_psdb(dir, &sn), *out = tu_path(dir, "v.map"),
+         *tmp = tu_path(dir, "v.map.tmp");
+    char *outside = tu_path(dir, "outside"), *dangling = tu_path(dir, "dangling");
+    char *clean = tu_path(dir, "clean.map");
+    for (uint32_t version = 1; version <= 2; version++) {
+        size_t want_len = 0, got_len = 0;
+        ck_assert_hr(psdb_value_map_write_version(path, version, clean), PSDB_S_OK);
+        char *want = tu_read_file(clean, &want_len);
+        /* A link to a file, then a dangling one: the map is written, the targets left alone. */
+        ck_assert_int_eq(tu_write_file(outside, "outside", 7), 0);
+        ck_assert_int_eq(symlink(outside, tmp), 0);
+        ck_assert_hr(psdb_value_map_write_version(path, version, out), PSDB_S_OK);
+        char *kept = tu_read_file(outside, &got_len);
+        ck_assert(kept && got_len == 7 && memcmp(kept, "outside", 7) == 0);
+        free(kept);
+        unlink(out);
+        ck_assert_int_eq(symlink(dangling, tmp), 0);
+        ck_assert_hr(psdb_value_map_write_version(path, version, out), PSDB_S_OK);
+        ck_assert_int_ne(access(dangling, F_OK), 0);
+        char *got = tu_read_file(out, &got_len);
+        ck_assert(got && got_len == want_len && memcmp(got, want, want_len) == 0);
+        free(got);
+        struct stat st;
+        ck_assert_int_eq(lstat(out, &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+        ck_assert_int_ne(lstat(tmp, &st), 0);
+        /* A FIFO at the .tmp: refused, not waited on, left there. */
+        ck_assert_int_eq(mkfifo(tmp, 0644), 0);
+        ck_assert_hr(psdb_value_map_write_version(path, version, out), PSDB_E_ACCESS);
+        ck_assert_ptr_nonnull(strstr(psdb_error_last(), "FIFO"));
+        ck_assert_int_eq(lstat(tmp, &st), 0);
+        ck_assert(S_ISFIFO(st.st_mode));
+        unlink(tmp);
+        /* Another user's file there (root only: CI runs as root). */
+        if (geteuid() == 0) {
+            ck_assert_int_eq(tu_write_file(tmp, "theirs", 6), 0);
+            ck_assert_int_eq(chown(tmp, 54321, 54321), 0);
+            ck_assert_hr(psdb_value_map_write_version(path, version, out), PSDB_E_ACCESS);
+            ck_assert_ptr_nonnull(strstr(psdb_error_last(), "owned by uid 54321"));
+            got = tu_read_file(tmp, &got_len);
+            ck_assert(got && got_len == 6 && memcmp(got, "theirs", 6) == 0);
+            free(got);
+            unlink(tmp);
+        }
+        /* The PSDB path a FIFO or a directory: refused at once. */
+        char *fifo = tu_path(dir, "fifo.psdb");
+        ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+        ck_assert_hr(psdb_value_map_write_version(fifo, version, out), PSDB_E_ACCESS);
+        ck_assert_ptr_nonnull(strstr(psdb_error_last(), "FIFO"));
+        ck_assert_hr(psdb_value_map_write_version(dir, version, out), PSDB_E_ACCESS);
+        unlink(fifo);
+        free(fifo);
+        free(want);
+        unlink(outside);
+    }
+    free(clean);
+    free(outside);
+    free(dangling);
+    free(tmp);
+    free(out);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("valuemap");
@@ -500,6 +574,7 @@ int main(void)
     tcase_add_test(tc, test_valuemap__key_walk_finds_every_32_byte_key_of_every_tree);
     tcase_add_test(tc, test_valuemap__v2_recipe_rebuilds_the_file_and_stores_each_key_once);
     tcase_add_test(tc, test_valuemap__v2_refuses_damaged_files);
+    tcase_add_test(tc, test_valuemap__write_never_follows_or_blocks_on_what_is_planted);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

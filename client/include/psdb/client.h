@@ -174,7 +174,9 @@ PSDB_API psdb_hr psdb_client_coverage(psdb_client *c, const char *app, char **js
  * dest_path. Memory use does not grow with the size. Statuses: PSDB_E_INVALIDARG (NULL c, m or
  * dest_path, a manifest without url), PSDB_E_INTEGRITY (size or digest mismatch: the .part is
  * removed), PSDB_E_SIGNATURE, PSDB_E_DISK_FULL (the .part is removed), PSDB_E_ACCESS (a file
- * permission, or HTTP 401/403), PSDB_E_IO, PSDB_E_NETWORK, PSDB_E_NOT_FOUND (404), the other HTTP
+ * permission, HTTP 401/403, or a .part that is not a regular file of this user: a symbolic link,
+ * FIFO, device, directory or another user's file there is refused, never followed or written
+ * through, and left alone), PSDB_E_IO, PSDB_E_NETWORK, PSDB_E_NOT_FOUND (404), the other HTTP
  * statuses as psdb_client_resolve, PSDB_E_CANCELLED (progress_cancel asked to stop: the .part is
  * kept and the next call resumes it), PSDB_E_OUTOFMEMORY; the last error says which step failed.
  * The manifest stays the caller's. Same thread rule as the client. */
@@ -215,12 +217,19 @@ typedef struct psdb_install_desc {
     int allow_downgrade;        /* accept a serial lower than the one installed */
 } psdb_install_desc;
 
-/* What happened to one target. */
+/* What happened to one target (psdb_client_install writes every entry, whatever it returns).
+ * Only an entry whose status succeeded describes an installed PSDB; a failed one has serial 0, an
+ * all-zero sha256, size 0 and no delta figures. */
 typedef struct psdb_install_result {
-    psdb_hr status;  /* S_OK installed, S_FALSE already installed (same digest), or the error */
-    uint64_t serial; /* the resolved PSDB's serial (0 when none) */
-    uint8_t sha256[32];
-    uint64_t size;
+    /* S_OK: installed by this call. S_FALSE: already installed with the same digest (and still
+     * is, also when the install failed at another target). A failure: not installed, and why:
+     * this target's own failure (its resolve, signature, download, check, a lower serial), or one
+     * that stopped every target (the installer busy, the store, the registration, a cancel
+     * before it), or, with skipped set, the failure of the target the install stopped at. */
+    psdb_hr status;
+    uint64_t serial;    /* the installed PSDB's serial; 0 when status failed */
+    uint8_t sha256[32]; /* its SHA-256; all zero when status failed */
+    uint64_t size;      /* its size in bytes; 0 when status failed */
     /* How the file came: 1 when rebuilt from a value-level delta (schema/VALUEMAP.md), 0 when
      * downloaded in full or already present. */
     int delta;
@@ -228,6 +237,9 @@ typedef struct psdb_install_result {
     char delta_skipped[160];   /* when an update went in full: why no delta was used; "" else */
     uint32_t delta_sources;    /* a delta: how many installed PSDBs gave it values */
     uint64_t delta_resumed;    /* a delta: bytes of the file kept from an interrupted attempt */
+    /* 1 when this target was not installed because the install stopped at another target
+     * (status is that target's failure; this one may not have been resolved at all); 0 else. */
+    int skipped;
 } psdb_install_result;
 
 /* Installs the best PSDB of every target for one application: resolves each target, skips what is
@@ -252,16 +264,29 @@ typedef struct psdb_install_result {
  * for each other, and the sweep of unreferenced files under <registry root>/psdbs that follows an
  * install runs only when no install is in flight (psdb_installer_sweep_store). Any failure leaves
  * the registry as it was; a damaged registry database fails with PSDB_E_CACHE_CORRUPT and a last
- * error naming it and the way out. Each resolved manifest must answer the request
+ * error naming it and the way out. Targets are taken in order and the install stops at the first
+ * that fails; results then say which one (its own status, skipped 0) and mark the others skipped
+ * (psdb_install_result). Each resolved manifest must answer the request
  * (psdb_client_check_manifest with d->app_id, and when app->exe_filename is NULL, a manifest that
  * names an exe filename must name the exe path's file name); each downloaded file must record
  * exactly the identity and target of its manifest. Either refusal is PSDB_E_INTEGRITY, with the
- * last error naming the field. results (may be NULL) has num_targets entries. Statuses: S_OK;
- * PSDB_E_NOT_FOUND (a target has no PSDB on the server); PSDB_E_BUSY (an installer of that name
- * is open in another process, or through psdb_installer_open); PSDB_E_DOWNGRADE; the statuses of
- * resolve and download; PSDB_E_CANCELLED (progress_cancel asked to stop, during a transfer, a
- * backoff or before the registration: the registry is unchanged, a partial download is kept and
- * resumed next time); PSDB_E_INVALIDARG (duplicate families, missing fields). */
+ * last error naming the field. Every file the install creates or reuses in the store (a resumed
+ * .part, a delta update's .delta and .valuemap, store.lock, an existing <sha256>.psdb, the
+ * installed PSDBs read as delta sources) must be a regular file of this user, reached without a
+ * symbolic link: a link, FIFO, device, directory or another user's file planted at such a name is
+ * never followed or written through; a .part or store.lock of that kind fails the install with
+ * PSDB_E_ACCESS and a last error naming the path and what it is, a .delta or .valuemap makes the
+ * update download in full, a source is left out, and at <sha256>.psdb the install puts its own
+ * downloaded file in place of it (a directory there fails the rename, PSDB_E_IO), so what is
+ * registered is always a regular file the install wrote. psdbs/ itself must be a directory of this
+ * user, not a link. results (may be NULL) has num_targets entries, all written before the call
+ * returns (also on PSDB_E_INVALIDARG when d is not NULL). Statuses: S_OK; PSDB_E_NOT_FOUND (a
+ * target has no PSDB on the server); PSDB_E_BUSY (an installer of that name is open in another
+ * process, or through psdb_installer_open); PSDB_E_DOWNGRADE; the statuses of resolve and download;
+ * PSDB_E_CANCELLED (progress_cancel asked to stop, during a transfer, a backoff or before the
+ * registration: the registry is unchanged, a partial download is kept and resumed next time);
+ * PSDB_E_INVALIDARG (duplicate families, missing fields); PSDB_E_ACCESS (a file of the store
+ * refused, as above). */
 PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                      psdb_install_result *results);
 
@@ -297,9 +322,13 @@ PSDB_API psdb_hr psdb_client_local_targets(psdb_precompile_target *out, uint32_t
  * SHA-256 and the byte ranges of the file that hold it, then the file's other bytes. A server
  * serves it beside the blob (GET /v1/blobs/<sha256>/valuemap) so that psdb_client_install can
  * update an installed PSDB by fetching only the values it lacks. Written to out_path + ".tmp",
- * fsynced and renamed. The same file always gives the same bytes. Statuses: PSDB_E_INVALIDARG
- * (NULL), PSDB_E_IO, PSDB_E_DISK_FULL, PSDB_E_CACHE_CORRUPT (not a PSDB file of this layout),
- * PSDB_E_OUTOFMEMORY. Thread-safe (no shared state). */
+ * created anew (O_EXCL; a stale .tmp of this user or a symbolic link there is removed first, never
+ * written through), fsynced and renamed. The same file always gives the same bytes. Statuses:
+ * PSDB_E_INVALIDARG (NULL), PSDB_E_ACCESS (psdb_path is not a regular file: a FIFO, a device or a
+ * directory is refused, never waited on; or the .tmp name holds something else than a file of this
+ * user or a link: refused and left alone; or a permission), PSDB_E_IO, PSDB_E_DISK_FULL,
+ * PSDB_E_CACHE_CORRUPT (not a PSDB file of this layout), PSDB_E_OUTOFMEMORY; the last error names
+ * the path. Thread-safe (no shared state). */
 PSDB_API psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path);
 
 /* Writes the value map of the PSDB at psdb_path in format `version` (schema/VALUEMAP.md) to

@@ -38,7 +38,9 @@ typedef struct psdb_component_psdb {
  * across processes and within one: the next open gets PSDB_E_BUSY until the first is released (or
  * its process exits). Statuses: PSDB_E_INVALIDARG (desc or out NULL, name NULL, empty or longer
  * than 200 bytes, unknown scope); PSDB_E_BUSY; PSDB_E_ACCESS when the root cannot be created or
- * written (permissions, read-only file system) - nothing is created then; PSDB_E_IO on other file
+ * written (permissions, read-only file system) - nothing is created then - or when locks/ or the
+ * name's lock file is not this user's own (a symbolic link, a FIFO, another user's file: refused,
+ * never followed; the last error names the path); PSDB_E_IO on other file
  * errors; PSDB_E_UNSUPPORTED for a registry schema newer than this library; PSDB_E_CACHE_CORRUPT
  * for a damaged database or one that is not a registry (see psdb_explorer_open); PSDB_E_NOT_FOUND
  * when no default root can be derived (no HOME). *out is the caller's (psdb_installer_release). */
@@ -136,7 +138,9 @@ PSDB_API psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
 typedef enum psdb_registry_file_state {
     PSDB_REGISTRY_FILE_OK = 0,         /* present; its SHA-256 is the one psdb install recorded */
     PSDB_REGISTRY_FILE_UNVERIFIED = 1, /* present; no digest recorded to compare with */
-    PSDB_REGISTRY_FILE_MISSING = 2,    /* no regular file at psdb_path */
+    PSDB_REGISTRY_FILE_MISSING = 2,    /* no regular file at psdb_path (absent, a FIFO, device
+                                          or directory; a symbolic link where psdb install
+                                          recorded a digest: never followed) */
     PSDB_REGISTRY_FILE_MISMATCH = 3    /* present, but not the recorded SHA-256: damaged */
 } psdb_registry_file_state;
 

@@ -1334,6 +1334,17 @@ static psdb_hr resume_output(out_file *of, uint64_t keep)
     return PSDB_S_OK;
 }
 
+/* Removes what an attempt must not leave for the next to trust: the file open as fd when that
+ * is still its name, else (not opened by this attempt) a regular file of ours at path. Anything
+ * else at the name (another user's file, a link, a FIFO) was never used and stays. */
+static void drop(const char *path, int fd)
+{
+    int own = fd >= 0 ? -1 : psdb__open_file(path, O_RDONLY, 0, PSDB__OPEN_OURS, NULL, 0);
+    psdb__unlink_same(path, fd >= 0 ? fd : own);
+    if (own >= 0)
+        close(own);
+}
+
 psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *const *sources,
                            size_t nsources, const char *dest_path, psdb__delta_outcome *out)
 {
@@ -1353,6 +1364,7 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
     out_file of = {.fd = -1};
     fetcher fmap = {.what = dest_path, .total = m->size}, fblob = fmap;
     struct stat sb;
+    char why[128];
 
     memset(out, 0, sizeof(*out));
     url = psdb__client_blob_url(c, m);
@@ -1364,11 +1376,17 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
     }
     /* The map: the one an interrupted attempt fetched when it is whole and describes this PSDB
      * (the rebuild checks it like a fetched one), else fetched, at most the PSDB's size (a map as
-     * large as the blob cannot make the update smaller). */
-    map_fd = open(map_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (map_fd < 0 || fstat(map_fd, &sb) != 0) {
+     * large as the blob cannot make the update smaller). It is reused, so it must be a file of
+     * ours: a link planted at the name would have the map written through it. */
+    map_fd = psdb__open_file(map_path, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
+    if (map_fd < 0) {
         hr = psdb__errno_hr(errno);
-        WHY("cannot create %s: %s", map_path, strerror(errno));
+        WHY("cannot open %s: %s", map_path, why);
+        goto cleanup;
+    }
+    if (fstat(map_fd, &sb) != 0) {
+        hr = psdb__errno_hr(errno);
+        WHY("cannot stat %s: %s", map_path, strerror(errno));
         goto cleanup;
     }
     psdb__delta_outcome scratch;
@@ -1450,9 +1468,21 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
         WHY("cannot read the value map's keys: %s", strerror(errno));
         goto cleanup;
     }
-    /* An interrupted attempt's output is taken up from its last entry boundary. */
-    if (stat(part, &sb) == 0 && S_ISREG(sb.st_mode))
-        have = (uint64_t)sb.st_size;
+    /* An interrupted attempt's output is taken up from its last entry boundary. Reused like the
+     * map, so a file of ours only: through a planted link the rebuild would cut and overwrite
+     * another file. */
+    of.fd = psdb__open_file(part, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
+    if (of.fd < 0) {
+        hr = psdb__errno_hr(errno);
+        WHY("cannot prepare %s: %s", part, why);
+        goto cleanup;
+    }
+    if (fstat(of.fd, &sb) != 0) {
+        hr = psdb__errno_hr(errno);
+        WHY("cannot stat %s: %s", part, strerror(errno));
+        goto cleanup;
+    }
+    have = (uint64_t)sb.st_size;
     hr = map_runs(map_fd, &l, sizes, held, m->size, have, &rl, out);
     if (PSDB_FAILED(hr))
         goto cleanup;
@@ -1465,17 +1495,13 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
             (unsigned long long)cost);
         goto cleanup;
     }
-    /* Pass 2: the file, in order. */
-    of.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (of.fd < 0) {
-        hr = psdb__errno_hr(errno);
-        WHY("cannot prepare %s: %s", part, strerror(errno));
-        goto cleanup;
-    }
+    /* Pass 2: the file, in order. The sources are installed PSDBs of ours (install.c chose
+     * them so); one replaced since by something else is refused here. */
     for (size_t k = 0; k < nsources; k++)
-        if (olds[k].cap && (olds[k].fd = open(sources[k], O_RDONLY | O_CLOEXEC)) < 0) {
+        if (olds[k].cap && (olds[k].fd = psdb__open_file(sources[k], O_RDONLY, 0, PSDB__OPEN_OURS,
+                                                         why, sizeof(why))) < 0) {
             hr = psdb__errno_hr(errno);
-            WHY("cannot open %s: %s", sources[k], strerror(errno));
+            WHY("cannot open %s: %s", sources[k], why);
             goto cleanup;
         }
     of.buf = malloc(OUT_BUF);
@@ -1542,9 +1568,10 @@ psdb_hr psdb__client_delta(psdb_client *c, const psdb_manifest *m, const char *c
         WHY("the rebuilt file does not match the manifest's SHA-256");
         goto cleanup;
     }
-    if (fsync(of.fd) != 0 || rename(part, dest_path) != 0) {
+    if (fsync(of.fd) != 0 || psdb__rename_same(part, dest_path, of.fd) != 0) {
         hr = psdb__errno_hr(errno);
-        WHY("cannot put the rebuilt file in place: %s", strerror(errno));
+        WHY("cannot put the rebuilt file in place: %s",
+            errno == EPERM ? "it was replaced while it was written" : strerror(errno));
         goto cleanup;
     }
     /* The rename durable before the registry names the file, as after a full download. */
@@ -1579,14 +1606,14 @@ cleanup:
         psdb__sha256_end(of.sha, discard);
     }
     free(of.buf);
+    if (map_path && !keep_map)
+        drop(map_path, map_fd);
     if (map_fd >= 0)
         close(map_fd);
-    if (map_path && !keep_map)
-        unlink(map_path);
+    if (part && !out->used && !keep_part)
+        drop(part, of.fd);
     if (of.fd >= 0)
         close(of.fd);
-    if (part && !out->used && !keep_part)
-        unlink(part);
     for (size_t k = 0; olds && k < nsources; k++) {
         if (olds[k].fd >= 0)
             close(olds[k].fd);

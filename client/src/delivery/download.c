@@ -170,10 +170,13 @@ char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m)
 static psdb_hr part_open(psdb_client *c, const char *part, uint64_t size, file_sink *s)
 {
     psdb_hr hr = PSDB_S_OK;
-    s->fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    char why[128];
+    /* Resumed when an earlier attempt left it, so it must be a file of ours: a link planted there
+     * would make the download write through it, a FIFO would block the open. */
+    s->fd = psdb__open_file(part, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
     if (s->fd < 0) {
         hr = psdb__errno_hr(errno);
-        psdb__client_error(c, "download: open %s: %s", part, strerror(errno));
+        psdb__client_error(c, "download: open %s: %s", part, why);
         goto cleanup;
     }
     hr = rehash_part(s->fd, &s->have, s->sha);
@@ -303,7 +306,7 @@ static psdb_hr part_commit(psdb_client *c, const psdb_manifest *m, const char *u
     if (s->have != m->size || memcmp(got, m->sha256, 32) != 0) {
         hr = PSDB_E_INTEGRITY;
         psdb__client_error(c, "download: %s does not match the manifest's SHA-256; discarded", url);
-        unlink(part);
+        psdb__unlink_same(part, s->fd);
         goto cleanup;
     }
     if (fsync(s->fd) != 0) {
@@ -311,9 +314,11 @@ static psdb_hr part_commit(psdb_client *c, const psdb_manifest *m, const char *u
         psdb__client_error(c, "download: fsync %s: %s", part, strerror(errno));
         goto cleanup;
     }
-    if (rename(part, dest_path) != 0) {
-        hr = PSDB_E_IO;
-        psdb__client_error(c, "download: rename %s: %s", part, strerror(errno));
+    if (psdb__rename_same(part, dest_path, s->fd) != 0) {
+        hr = errno == EPERM ? PSDB_E_INTEGRITY : PSDB_E_IO;
+        psdb__client_error(c, "download: rename %s: %s", part,
+                           errno == EPERM ? "it was replaced while it was written; not used"
+                                          : strerror(errno));
         goto cleanup;
     }
     psdb__fsync_dir_of(dest_path);
@@ -362,7 +367,7 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
     }
 cleanup:
     if (hr == PSDB_E_DISK_FULL && part)
-        unlink(part); /* give the space back; nothing of it is usable */
+        psdb__unlink_same(part, s.fd); /* give the space back; nothing of it is usable */
     if (s.fd >= 0)
         close(s.fd);
     if (s.sha) {

@@ -19,6 +19,7 @@
 #include "psdb/client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,8 @@
 #include "registry/install.h"
 #include "registry/registry.h"
 #include "registry/store.h"
-#include "common/error.h"
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/hash.h"
 
 /* One installer handle shared by the installs of this process that name the same root and
@@ -132,11 +133,14 @@ static void shared_release(shared_installer *s)
     pthread_mutex_unlock(&g_shared_lock);
 }
 
-/* Whether path is a regular file with this SHA-256. */
+/* Whether path is a regular file of ours with this SHA-256. Anything else at the name (a link to
+ * a file elsewhere, a FIFO, another user's file) is never taken as the store's file: the install
+ * downloads and renames its own file over it. */
 static int file_has_digest(const char *path, const uint8_t sha256[32])
 {
     uint8_t got[32];
-    return PSDB_SUCCEEDED(psdb__file_sha256(path, got)) && memcmp(got, sha256, 32) == 0;
+    return PSDB_SUCCEEDED(psdb__file_sha256(path, PSDB__OPEN_OURS, got)) &&
+           memcmp(got, sha256, 32) == 0;
 }
 
 /* Downloads m to path unless another process has put it there meanwhile. Installs of one digest
@@ -146,16 +150,16 @@ static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path,
                      const char *const *sources, size_t nsources, psdb_install_result *r)
 {
     psdb_hr hr = PSDB_S_OK;
-    char *part = NULL;
+    char *part = NULL, why[128] = "";
     int fd = -1, done = 0;
     if (asprintf(&part, "%s.part", path) < 0) {
         part = NULL;
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    hr = psdb__store_lock_part(part, &fd);
+    hr = psdb__store_lock_part(part, &fd, why, sizeof(why));
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "install: lock %s: %s", part, strerror(errno));
+        psdb__client_error(c, "install: lock %s: %s", part, why);
         goto cleanup;
     }
     done = file_has_digest(path, m->sha256);
@@ -207,23 +211,31 @@ typedef struct source_list {
     int oom;
 } source_list;
 
-/* A readable regular file, once (any spelling of a path names one file). */
+/* A readable regular file of ours, once (any spelling of a path names one file). A source is
+ * read by the delta and walked by the value map reader: a link to elsewhere, a FIFO (which would
+ * block the reader) or another user's file is not one. */
 static void add_source(source_list *s, const char *path)
 {
     struct stat st;
-    if (s->n == DELTA_MAX_SOURCES || s->oom || strcmp(path, s->skip) == 0 || stat(path, &st) != 0 ||
-        !S_ISREG(st.st_mode) || access(path, R_OK) != 0)
-        return;
+    int fd = -1;
+    if (s->n == DELTA_MAX_SOURCES || s->oom || strcmp(path, s->skip) == 0)
+        goto cleanup;
+    fd = psdb__open_file(path, O_RDONLY, 0, PSDB__OPEN_OURS, NULL, 0);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        goto cleanup;
     for (size_t k = 0; k < s->n; k++)
         if (s->dev[k] == st.st_dev && s->ino[k] == st.st_ino)
-            return;
+            goto cleanup;
     if (!(s->paths[s->n] = strdup(path))) {
         s->oom = 1;
-        return;
+        goto cleanup;
     }
     s->dev[s->n] = st.st_dev;
     s->ino[s->n] = st.st_ino;
     s->n++;
+cleanup:
+    if (fd >= 0)
+        close(fd);
 }
 
 typedef struct candidate {
@@ -333,6 +345,33 @@ static psdb_hr check_psdb(psdb_client *c, const char *path, const psdb_precompil
     return hr;
 }
 
+/* Before any work every entry says "not installed" (a failure with nothing else filled), so
+ * that no path out of psdb_client_install can leave an entry that reads as installed. */
+static void results_begin(psdb_install_result *results, uint32_t n)
+{
+    for (uint32_t i = 0; results && i < n; i++) {
+        memset(&results[i], 0, sizeof(results[i]));
+        results[i].status = PSDB_E_FAIL;
+    }
+}
+
+/* After a failure (hr): each entry says what happened to its target. The one that failed
+ * (failed_at; n when the failure concerns every target: the installer, the store, the
+ * registration, a cancel) and every target not installed carry hr with no serial, digest or
+ * size; those that did not fail themselves are marked skipped. A target found already installed
+ * with the same digest keeps its S_FALSE entry: a failed install leaves its registration as it
+ * was. */
+static void results_end(psdb_install_result *results, uint32_t n, psdb_hr hr, uint32_t failed_at)
+{
+    for (uint32_t i = 0; results && PSDB_FAILED(hr) && i < n; i++) {
+        if (results[i].status == PSDB_S_FALSE && i != failed_at)
+            continue;
+        memset(&results[i], 0, sizeof(results[i]));
+        results[i].status = hr;
+        results[i].skipped = failed_at < n && i != failed_at;
+    }
+}
+
 psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                             psdb_install_result *results)
 {
@@ -343,11 +382,14 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     psdb__install_entry *entries = NULL;
     psdb__store store = {.lock_fd = -1};
     const char *exe_filename = NULL;
-    uint32_t n = 0, i;
+    uint32_t n = d ? d->num_targets : 0, i, failed_at = d ? d->num_targets : 0;
 
-    if (!c || !d)
-        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_install: NULL %s",
-                               !c ? "client" : "desc");
+    results_begin(results, n);
+    if (!c || !d) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_install: NULL %s",
+                             !c ? "client" : "desc");
+        goto cleanup;
+    }
     if (!d->exe_path || !*d->exe_path || !d->app || !d->app->name || !d->app->version ||
         !d->targets || d->num_targets == 0) {
         psdb__client_error(c, "install: %s",
@@ -355,23 +397,25 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                            : !d->app || !d->app->name    ? "no application name"
                            : !d->app->version            ? "no application version"
                                                          : "no targets");
-        return PSDB_E_INVALIDARG;
+        hr = PSDB_E_INVALIDARG;
+        goto cleanup;
     }
-    n = d->num_targets;
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n && PSDB_SUCCEEDED(hr); i++) {
         if (!d->targets[i].family[0]) {
             psdb__client_error(c, "install: target %u has no family", i);
-            return PSDB_E_INVALIDARG;
+            hr = PSDB_E_INVALIDARG;
+            failed_at = i;
         }
-        for (uint32_t j = 0; j < i; j++)
+        for (uint32_t j = 0; j < i && PSDB_SUCCEEDED(hr); j++)
             if (strcmp(d->targets[i].family, d->targets[j].family) == 0) {
                 psdb__client_error(c, "install: family %s is named by two targets",
                                    d->targets[i].family);
-                return PSDB_E_INVALIDARG;
+                hr = PSDB_E_INVALIDARG;
+                failed_at = i;
             }
     }
-    if (results)
-        memset(results, 0, n * sizeof(*results));
+    if (PSDB_FAILED(hr))
+        goto cleanup;
     psdb_installer_desc idesc = {.name = d->installer_name ? d->installer_name : "psdb",
                                  .scope = PSDB_SCOPE_USER,
                                  .root_dir = d->registry_dir};
@@ -379,12 +423,16 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     if (shared)
         inst = shared->inst;
     if (PSDB_FAILED(hr)) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s",
+                 *psdb__registry_problem() ? psdb__registry_problem()
+                 : hr == PSDB_E_BUSY       ? "another install of it is running"
+                                           : psdb_error_last());
         if (*psdb__registry_problem())
-            psdb__client_error(c, "install: %s", psdb__registry_problem());
+            psdb__client_error(c, "install: %s", why);
         else
             psdb__client_error(c, "install: installer '%s': %s", idesc.name,
-                               hr == PSDB_E_BUSY ? "another install of it is running"
-                                                 : psdb_hr_str(hr));
+                               why[0] ? why : psdb_hr_str(hr));
         goto cleanup;
     }
     char err[512] = "";
@@ -414,19 +462,14 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         char have_sha[65] = "";
         char *path = NULL;
 
+        /* Until this target is through, a failure is its own (results_end). */
+        failed_at = i;
         hr = psdb_client_resolve(c, d->app, t, &manifests[i]);
         if (PSDB_SUCCEEDED(hr))
             hr = psdb__client_check_install(c, manifests[i], d, t);
-        if (r)
-            r->status = hr;
         if (PSDB_FAILED(hr))
             goto cleanup;
         const psdb_manifest *m = manifests[i];
-        if (r) {
-            r->serial = m->serial;
-            r->size = m->size;
-            memcpy(r->sha256, m->sha256, 32);
-        }
         psdb__hex(m->sha256, 32, entries[i].sha256);
         entries[i].family = t->family;
         entries[i].serial = m->serial;
@@ -441,12 +484,11 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                                "(--allow-downgrade to accept)",
                                c ? "the server" : "", (unsigned long long)m->serial, t->family,
                                (unsigned long long)have_serial);
-            if (r)
-                r->status = hr;
             goto cleanup;
         }
         if (asprintf(&path, "%s/%s.psdb", store.dir, entries[i].sha256) < 0) {
             hr = PSDB_E_OUTOFMEMORY;
+            failed_at = n;
             goto cleanup;
         }
         entries[i].psdb_path = path;
@@ -462,24 +504,25 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                 hr = fetch(c, m, path, (const char *const *)src.paths, src.n, r);
             for (size_t k = 0; k < src.n; k++)
                 free(src.paths[k]);
-            if (PSDB_FAILED(hr)) {
-                if (r)
-                    r->status = hr;
+            if (PSDB_FAILED(hr))
                 goto cleanup;
-            }
         }
         hr = check_psdb(c, path, t, m);
         if (PSDB_FAILED(hr)) {
             /* Not removed here: its digest is the published one, and another application may
              * register the same file; the sweep removes it if nothing does. check_psdb set the
              * error. */
-            if (r)
-                r->status = hr;
             goto cleanup;
         }
-        if (r)
+        /* What this target will be once the registration commits (results_end otherwise). */
+        if (r) {
             r->status = same ? PSDB_S_FALSE : PSDB_S_OK;
+            r->serial = m->serial;
+            r->size = m->size;
+            memcpy(r->sha256, m->sha256, 32);
+        }
     }
+    failed_at = n; /* from here on a failure concerns every target */
     /* The last chance to stop: past this point the install completes. */
     psdb_progress before = {"register", 0, 0, 1};
     if (psdb__client_should_stop(c, &before)) {
@@ -507,6 +550,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     psdb__store_sweep(inst, &store, 0);
     pthread_mutex_unlock(&shared->use);
 cleanup:
+    results_end(results, n, hr, failed_at);
     for (i = 0; manifests && i < n; i++)
         psdb_manifest_free(manifests[i]);
     for (i = 0; entries && i < n; i++)

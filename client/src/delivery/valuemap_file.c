@@ -16,6 +16,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/status_map.h"
 #include "delivery/delta.h"
 #include "format/psdb_valuemap.h"
 
@@ -102,20 +103,24 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
     struct stat st;
     z_stream zs = {0};
     static __thread uint8_t zbuf[1 << 16];
+    char why[128];
     const unsigned err_mark = psdb__error_mark();
 
     if (!psdb_path || !out_path)
         return psdb__error_set(PSDB_E_INVALIDARG, "psdb_value_map_write: NULL path");
+    /* Checked before anything reads it: a FIFO or a device at the caller's path is refused, not
+     * waited on. A link is followed: the caller named this file, and it is only read. */
+    in = psdb__open_file(psdb_path, O_RDONLY, 0, PSDB__OPEN_FOLLOW, why, sizeof(why));
+    if (in < 0 || fstat(in, &st) != 0) {
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write: open %s: %s", psdb_path,
+                             in < 0 ? why : strerror(errno));
+        goto cleanup;
+    }
     hr = psdb__value_map_foreach(psdb_path, on_value, &c);
     if (PSDB_FAILED(hr))
         goto cleanup;
     if (c.values.oom || c.ranges.oom) {
         hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    in = open(psdb_path, O_RDONLY | O_CLOEXEC);
-    if (in < 0 || fstat(in, &st) != 0) {
-        hr = PSDB_E_IO;
         goto cleanup;
     }
     uint64_t size = (uint64_t)st.st_size;
@@ -151,8 +156,15 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0 || psdb__write_all(out, head, sizeof(head)) != 0 ||
+    /* A new file of ours: a stale one of ours or a link left at the name is removed first, never
+     * written through; anything else there is refused. */
+    out = psdb__create_file(tmp, O_WRONLY, 0644, why, sizeof(why));
+    if (out < 0) {
+        hr =
+            psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write: create %s: %s", tmp, why);
+        goto cleanup;
+    }
+    if (psdb__write_all(out, head, sizeof(head)) != 0 ||
         psdb__write_all(out, c.values.data ? c.values.data : head, c.values.len) != 0 ||
         psdb__write_all(out, c.ranges.data ? c.ranges.data : head, c.ranges.len) != 0) {
         hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
@@ -202,23 +214,19 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
         hr = PSDB_E_IO;
         goto cleanup;
     }
-    if (fsync(out) != 0 || close(out) != 0) {
-        out = -1;
-        hr = PSDB_E_IO;
-        goto cleanup;
-    }
-    out = -1;
-    if (rename(tmp, out_path) != 0) {
-        hr = PSDB_E_IO;
+    if (fsync(out) != 0 || psdb__rename_same(tmp, out_path, out) != 0) {
+        hr = psdb__error_set(
+            psdb__errno_hr(errno), "psdb_value_map_write: put %s in place: %s", out_path,
+            errno == EPERM ? "it was replaced while it was written" : strerror(errno));
         goto cleanup;
     }
 cleanup:
     if (zs_open)
         deflateEnd(&zs);
-    if (out >= 0)
-        close(out);
-    if (tmp && PSDB_FAILED(hr))
-        unlink(tmp);
+    if (tmp && PSDB_FAILED(hr) && out >= 0)
+        psdb__unlink_same(tmp, out); /* only what this call created */
+    if (out >= 0 && close(out) != 0 && PSDB_SUCCEEDED(hr))
+        hr = PSDB_E_IO;
     if (in >= 0)
         close(in);
     free(tmp);

@@ -27,6 +27,8 @@
 #include "common/fdio.h"
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/status_map.h"
+#include "common/error.h"
 #include "format/psdb_valuemap.h"
 
 #define READ_WINDOW (1u << 20)
@@ -230,7 +232,16 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
     struct stat st;
     z_stream zs = {0};
     uint64_t skel = 0, entries = 0;
+    char why[128];
 
+    /* As psdb_value_map_write: a FIFO or device at the path is refused before anything reads it;
+     * a link is followed (the caller named the file, and it is only read). */
+    rd.fd = psdb__open_file(psdb_path, O_RDONLY, 0, PSDB__OPEN_FOLLOW, why, sizeof(why));
+    if (rd.fd < 0 || fstat(rd.fd, &st) != 0) {
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write_version: open %s: %s",
+                             psdb_path, rd.fd < 0 ? why : strerror(errno));
+        goto cleanup;
+    }
     hr = psdb__value_map_foreach(psdb_path, on_value, &c);
     if (PSDB_SUCCEEDED(hr) && !c.oom)
         hr = psdb__value_map_keys_foreach(psdb_path, on_key, &c);
@@ -238,12 +249,7 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
         hr = PSDB_E_OUTOFMEMORY;
     if (PSDB_FAILED(hr))
         goto cleanup;
-    rd.fd = open(psdb_path, O_RDONLY | O_CLOEXEC);
     rd.data = malloc(READ_WINDOW);
-    if (rd.fd < 0 || fstat(rd.fd, &st) != 0) {
-        hr = PSDB_E_IO;
-        goto cleanup;
-    }
     if (!rd.data) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
@@ -396,29 +402,31 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0 || psdb__write_all(out, head, sizeof(head)) != 0 ||
+    /* A new file of ours, as psdb_value_map_write writes it. */
+    out = psdb__create_file(tmp, O_WRONLY, 0644, why, sizeof(why));
+    if (out < 0) {
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write_version: create %s: %s",
+                             tmp, why);
+        goto cleanup;
+    }
+    if (psdb__write_all(out, head, sizeof(head)) != 0 ||
         psdb__write_all(out, keys.data ? keys.data : head, keys.len) != 0 ||
         psdb__write_all(out, vz.data, vz.len) != 0 || psdb__write_all(out, rz.data, rz.len) != 0 ||
         psdb__write_all(out, sz.data ? sz.data : head, sz.len) != 0 || fsync(out) != 0) {
         hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
         goto cleanup;
     }
-    if (close(out) != 0) {
-        out = -1;
-        hr = PSDB_E_IO;
-        goto cleanup;
-    }
-    out = -1;
-    if (rename(tmp, out_path) != 0)
-        hr = PSDB_E_IO;
+    if (psdb__rename_same(tmp, out_path, out) != 0)
+        hr = psdb__error_set(
+            psdb__errno_hr(errno), "psdb_value_map_write_version: put %s in place: %s", out_path,
+            errno == EPERM ? "it was replaced while it was written" : strerror(errno));
 cleanup:
     if (zs_open)
         deflateEnd(&zs);
-    if (out >= 0)
-        close(out);
-    if (tmp && PSDB_FAILED(hr))
-        unlink(tmp);
+    if (tmp && PSDB_FAILED(hr) && out >= 0)
+        psdb__unlink_same(tmp, out); /* only what this call created */
+    if (out >= 0 && close(out) != 0 && PSDB_SUCCEEDED(hr))
+        hr = PSDB_E_IO;
     if (rd.fd >= 0)
         close(rd.fd);
     free(rd.data);

@@ -19,6 +19,7 @@
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/migrate.h"
 #include "common/status_map.h"
 
@@ -168,8 +169,11 @@ psdb_hr psdb_registry_entry_check(const psdb_registry_entry *e, psdb_registry_fi
     }
     *out = PSDB_REGISTRY_FILE_MISSING;
     /* The whole file is hashed every time: registry version 2 records no size or mtime to trust,
-     * and damage in place (a flipped sector, a rewrite of the same length) keeps both. */
-    hr = psdb__file_sha256(e->psdb_path, got);
+     * and damage in place (a flipped sector, a rewrite of the same length) keeps both. A FIFO is
+     * never waited on. What psdb install recorded is a regular file it wrote in the store, so a
+     * link there is not that file (MISSING; installing again replaces it); a path registered
+     * through the component API (no digest recorded) may be a link its installer made. */
+    hr = psdb__file_sha256(e->psdb_path, e->installed_sha256 ? 0 : PSDB__OPEN_FOLLOW, got);
     if (hr == PSDB_E_NOT_FOUND) {
         hr = PSDB_S_OK;
         goto cleanup;

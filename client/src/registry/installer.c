@@ -19,6 +19,7 @@
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/error.h"
+#include "common/fdio.h"
 #include "common/migrate.h"
 #include "common/status_map.h"
 
@@ -64,9 +65,18 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    inst->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* A link, a FIFO or another user's file planted at the name (or locks/ a link to elsewhere)
+     * is refused, not followed. */
+    char why[128];
+    if (!psdb__own_dir(locks, why, sizeof(why))) {
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_installer_open: %s: %s", locks, why);
+        goto cleanup;
+    }
+    inst->lock_fd =
+        psdb__open_file(lock_path, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
     if (inst->lock_fd < 0) {
-        hr = psdb__errno_hr(errno);
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_installer_open: lock file %s: %s",
+                             lock_path, why);
         goto cleanup;
     }
     /* flock() locks belong to the open file description: a second open of the same name fails

@@ -16,6 +16,7 @@
 
 #include "registry/install.h"
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/hash.h"
 #include "common/status_map.h"
 #include "common/error.h"
@@ -25,6 +26,7 @@ psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t
     psdb_hr hr = PSDB_S_OK;
     char *root = NULL, *lock = NULL;
     const char *call = NULL, *path = NULL;
+    char why[128] = "";
     int saved = 0;
     s->dir = NULL;
     s->lock_fd = -1;
@@ -53,7 +55,14 @@ psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t
         path = s->dir;
         goto cleanup;
     }
-    s->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* psdbs/ itself a link would send every file of the store elsewhere. */
+    if (!psdb__own_dir(s->dir, why, sizeof(why))) {
+        saved = errno;
+        call = "check";
+        path = s->dir;
+        goto cleanup;
+    }
+    s->lock_fd = psdb__open_file(lock, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
     if (s->lock_fd < 0) {
         saved = errno;
         call = "open";
@@ -64,7 +73,7 @@ cleanup:
     if (call) {
         hr = psdb__errno_hr(saved);
         if (err && err_size)
-            snprintf(err, err_size, "store: %s %s: %s", call, path, strerror(saved));
+            snprintf(err, err_size, "store: %s %s: %s", call, path, why[0] ? why : strerror(saved));
     }
     if (PSDB_FAILED(hr))
         psdb__store_close(s);
@@ -223,25 +232,28 @@ cleanup:
     return hr;
 }
 
-psdb_hr psdb__store_lock_part(const char *part, int *out)
+psdb_hr psdb__store_lock_part(const char *part, int *out, char *why, size_t why_size)
 {
     psdb_hr hr = PSDB_S_OK;
     int fd = -1;
     *out = -1;
     for (;;) {
         struct stat held, named;
-        fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        /* Reused when another attempt left it: it must be a file of ours, not a link to one. */
+        fd = psdb__open_file(part, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, why_size);
         if (fd < 0) {
             hr = psdb__errno_hr(errno);
             goto cleanup;
         }
         if (flock_retry(fd, LOCK_EX) != 0 || fstat(fd, &held) != 0) {
             hr = psdb__errno_hr(errno);
+            if (why && why_size)
+                snprintf(why, why_size, "%s", strerror(errno));
             goto cleanup;
         }
         /* The holder we waited for may have renamed its .part into place or removed it: then we
          * locked a file that no longer has this name, and start over on the current one. */
-        if (stat(part, &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+        if (lstat(part, &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino)
             break;
         close(fd);
         fd = -1;
@@ -256,32 +268,24 @@ cleanup:
 
 void psdb__store_unlock_part(const char *part, int fd, int remove)
 {
-    struct stat held, named;
     if (fd < 0)
         return;
-    if (remove && fstat(fd, &held) == 0 && stat(part, &named) == 0 && named.st_dev == held.st_dev &&
-        named.st_ino == held.st_ino)
-        unlink(part); /* while locked: a waiter then sees the name gone and starts over */
+    if (remove)
+        psdb__unlink_same(part, fd); /* while locked: a waiter then sees the name gone */
     close(fd);
 }
 
-psdb_hr psdb__file_sha256(const char *path, uint8_t out[32])
+psdb_hr psdb__file_sha256(const char *path, unsigned checks, uint8_t out[32])
 {
     psdb_hr hr = PSDB_S_OK;
     psdb__sha256_ctx *sha = NULL;
     uint8_t *buf = NULL;
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Not followed through a link, never blocked on a FIFO: what is not a regular file (of
+     * ours, with PSDB__OPEN_OURS) is "not found", as an absent one. */
+    int fd = psdb__open_file(path, O_RDONLY, 0, checks, NULL, 0);
     if (fd < 0) {
-        hr = errno == ENOENT || errno == ENOTDIR ? PSDB_E_NOT_FOUND : psdb__errno_hr(errno);
-        goto cleanup;
-    }
-    if (fstat(fd, &st) != 0) {
-        hr = psdb__errno_hr(errno);
-        goto cleanup;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        hr = PSDB_E_NOT_FOUND;
+        hr = errno == ENOENT || errno == ENOTDIR || errno == EPERM ? PSDB_E_NOT_FOUND
+                                                                   : psdb__errno_hr(errno);
         goto cleanup;
     }
     buf = malloc(1 << 16);

@@ -12,7 +12,11 @@
  * a process dies, so a killed install leaves no lock behind, only an unreferenced file that the
  * next sweep collects (or that the next install of the same digest reuses after hashing it).
  * Two installs of one digest serialize on flock(LOCK_EX) of <sha>.psdb.part, so they never write
- * one .part at once; the second finds the first's result and hashes it instead of downloading. */
+ * one .part at once; the second finds the first's result and hashes it instead of downloading.
+ * Whoever can write in psdbs/ may plant a link, a FIFO or a file of their own at any of these
+ * names, so nothing here is opened by its name alone: psdb__open_file (common/fdio.h) refuses
+ * what is not a regular file of ours without following or waiting on it, and a rename or a
+ * cleanup acts on a name only while it still holds the file this process wrote. */
 #ifndef PSDB_STORE_H
 #define PSDB_STORE_H
 
@@ -30,8 +34,10 @@ typedef struct psdb__store {
     int held;    /* LOCK_SH held */
 } psdb__store;
 
-/* Resolves the installer's root, creates psdbs/ and opens (without locking) store.lock. On failure
- * err (may be NULL) gets a one-line reason naming the path. */
+/* Resolves the installer's root, creates psdbs/ and opens (without locking) store.lock. psdbs/
+ * must be a directory of ours (not a link) and store.lock a regular file of ours (psdb__open_file:
+ * a link, a FIFO, another user's file are refused, PSDB_E_ACCESS). On failure err (may be NULL)
+ * gets a one-line reason naming the path. */
 psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t err_size);
 /* Takes the store lock shared (waits while a sweep runs). */
 psdb_hr psdb__store_hold(psdb__store *s);
@@ -43,13 +49,17 @@ void psdb__store_close(psdb__store *s);
 psdb_hr psdb__store_sweep(psdb_installer *inst, psdb__store *s, uint32_t flags);
 
 /* Locks the partial download of dest (<dest>.part, created when absent) against other processes;
- * *fd is the lock's descriptor. Waits while another process holds it. */
-psdb_hr psdb__store_lock_part(const char *part, int *fd);
+ * *fd is the lock's descriptor. Waits while another process holds it. A .part that is not a
+ * regular file of ours is refused (PSDB_E_ACCESS) and left alone; why (may be NULL) says what it
+ * is (psdb__open_file). */
+psdb_hr psdb__store_lock_part(const char *part, int *fd, char *why, size_t why_size);
 /* Unlocks; with remove, first unlinks the .part if it is still the locked file. */
 void psdb__store_unlock_part(const char *part, int fd, int remove);
 
-/* SHA-256 of a regular file. PSDB_E_NOT_FOUND when absent (or not a regular file), PSDB_E_ACCESS,
- * PSDB_E_IO on read errors. */
-psdb_hr psdb__file_sha256(const char *path, uint8_t out[32]);
+/* SHA-256 of a regular file, opened with psdb__open_file (checks: its PSDB__OPEN_* flags): a
+ * symbolic link is not followed and a FIFO does not block. PSDB_E_NOT_FOUND when absent or
+ * refused (not a regular file, or with PSDB__OPEN_OURS another user's), PSDB_E_ACCESS, PSDB_E_IO
+ * on read errors. */
+psdb_hr psdb__file_sha256(const char *path, unsigned checks, uint8_t out[32]);
 
 #endif
