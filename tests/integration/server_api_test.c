@@ -2287,6 +2287,73 @@ START_TEST(test_server__gc_refuses_an_index_that_does_not_match_the_store)
 }
 END_TEST
 
+/* ---- /metrics and who may learn an application's name ------------------------------------- */
+
+/* GET /metrics with tok into a file of the test directory (promtool reads it); the body. */
+static char *metrics_as(const char *tok, const char *file)
+{
+    resp r;
+    http(&r, "GET", "/metrics", tok, NULL, NULL, NULL, 0);
+    ck_assert_msg(r.status == 200, "/metrics: %ld %s", r.status, r.body.data ? r.body.data : "");
+    char *body = strdup(r.body.data), *path = tu_path(g_dir, file);
+    resp_free(&r);
+    ck_assert_int_eq(tu_write_file(path, body, strlen(body)), 0);
+    if (run_status("command -v promtool >/dev/null") == 0)
+        ck_assert_msg(run_status("promtool check metrics < %s", path) == 0,
+                      "promtool check metrics refused %s", path);
+    free(path);
+    return body;
+}
+
+static void resolve_as(const char *app, const char *tok, long status)
+{
+    char p[256];
+    snprintf(p, sizeof(p),
+             "/v1/resolve?app=%s&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&abi_max=9", app);
+    expect_status("GET", p, tok, status, NULL);
+}
+
+START_TEST(test_server__metrics_name_applications_only_to_readers)
+{
+    /* Readers need no token: anyone may list the applications, and /metrics names them. */
+    srv_start(&g_srv, NULL);
+    publish_ok(&base_spec, 1);
+    resolve_as("Game", NULL, 200);
+    resolve_as("Unannounced", NULL, 404);
+    char *m = metrics_as(NULL, "open.prom");
+    ck_assert_msg(strstr(m, "psdbd_demand_resolves_total{app=\"Unannounced\",result=\"miss\"} 1"),
+                  "%s", m);
+    free(m);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+
+    /* Readers need a token: an anonymous scrape gets every series but the per-application ones;
+     * a reader's names the applications; a scoped token those its scope covers. */
+    const char *extra[] = {"--readers-need-token", NULL};
+    srv_start(&g_srv, extra);
+    resolve_as("Game", g_reader, 200);
+    resolve_as("Unannounced", g_reader, 404);
+    resolve_as("OtherTitle", g_reader, 404);
+    m = metrics_as(NULL, "anonymous.prom");
+    ck_assert_msg(strstr(m, "app=") == NULL, "an anonymous scrape names applications:\n%s", m);
+    ck_assert_msg(strstr(m, "Unannounced") == NULL, "%s", m);
+    ck_assert_ptr_nonnull(strstr(m, "psdbd_resolve_total{result=\"miss\"} 2"));
+    ck_assert_ptr_nonnull(strstr(m, "# TYPE psdbd_demand_resolves_total counter"));
+    free(m);
+    m = metrics_as(g_reader, "reader.prom");
+    ck_assert_msg(strstr(m, "psdbd_demand_resolves_total{app=\"Unannounced\",result=\"miss\"} 1"),
+                  "%s", m);
+    ck_assert_ptr_nonnull(strstr(m, "psdbd_demand_resolves_total{app=\"Game\",result=\"hit\"} 1"));
+    free(m);
+    m = metrics_as(g_pub_other, "scoped.prom"); /* scope Other* */
+    ck_assert_ptr_nonnull(
+        strstr(m, "psdbd_demand_resolves_total{app=\"OtherTitle\",result=\"miss\"} 1"));
+    ck_assert_msg(strstr(m, "Unannounced") == NULL && strstr(m, "app=\"Game\"") == NULL, "%s", m);
+    free(m);
+    expect_status("GET", "/metrics", "nonsense", 401, "unauthorized");
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+}
+END_TEST
+
 /* ---- token scopes on every route ------------------------------------------------------------- */
 
 START_TEST(test_server__scopes_on_every_route)
@@ -3512,6 +3579,7 @@ int main(void)
     tcase_add_test(tc, test_server__publish_resolve_download);
     tcase_add_test(tc, test_server__A3_resolve_order);
     tcase_add_test(tc, test_server__tokens_and_scopes);
+    tcase_add_test(tc, test_server__metrics_name_applications_only_to_readers);
     tcase_add_test(tc, test_server__signatures);
     tcase_add_test(tc, test_server__invalid_bodies_and_conflicts);
     tcase_add_test(tc, test_server__publish_refuses_what_verify_refuses);
