@@ -12,6 +12,22 @@
  * next borrower connects again, so psdbd recovers without a restart. While no connection can be
  * made, psdbd_index_lost is true and /readyz answers 503.
  *
+ * A stopped server (SIGSTOP, a frozen VM, a network that drops packets) enforces no
+ * statement_timeout and refuses no connection: libpq's blocking calls would wait for the whole
+ * outage. So psdbd never blocks in libpq: it connects with PQconnectStartParams/PQconnectPoll and
+ * sends each statement with PQsendQueryParams, then polls the socket until a deadline, the
+ * statement timeout (plus PG_DEADLINE_GRACE_MS, so that a live server's own timeout, which keeps
+ * the connection, comes first). An operation's deadline starts when it asks for a connection:
+ * the wait for a pool slot, connecting and its first statement share it, so a request answers 503
+ * within the timeout however the time was lost. Past the deadline the connection is closed, never
+ * pooled again, and the database marked lost (the epoch too: the idle connections are as stuck).
+ * There is no PQcancel: libpq 15's waits for the postmaster to close the cancel connection, which
+ * a stopped one never does; the server's own statement_timeout ends the statement once it runs
+ * again, and the backend exits when it finds its client gone. While the database is lost, one
+ * operation at a time (the probe) tries it and the others answer 503 at once: with more requests
+ * than worker threads, each waiting out the timeout in turn would make the queued ones wait
+ * several timeouts. The probe's first answered statement marks the database back.
+ *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
  * psdbs_identity, where the second waits for the first and then fails with a unique violation
  * (a conflict: 409, or the first one's manifest when the bytes are the same). Migrations run in
@@ -36,6 +52,7 @@
 #define PG_LOCK_GC "2"
 #define PG_CONNECT_TIMEOUT_S "5"
 #define PG_POOL_WAIT_MS_DEFAULT 10000
+#define PG_DEADLINE_GRACE_MS 500
 
 struct psdbd__pg {
     char *url;  /* as given: libpq reads it */
@@ -51,9 +68,10 @@ struct psdbd__pg {
      * so a restart costs one failed request, not one per pooled connection. */
     atomic_uint epoch;
     unsigned *conn_epoch;
-    atomic_int down;   /* the last connection attempt failed or a query lost its connection */
-    pthread_key_t pin; /* a thread's snapshot connection (PGconn *) */
-    PGconn *gc_conn;   /* the session that holds the gc lock */
+    atomic_int down;       /* the last connection attempt failed or a query lost its connection */
+    atomic_int probe_slot; /* while down: the slot of the one operation trying the database */
+    pthread_key_t pin;     /* a thread's snapshot connection (PGconn *) */
+    PGconn *gc_conn;       /* the session that holds the gc lock */
     /* psdbd_index_watch's thread */
     pthread_t watcher;
     int watching;
@@ -106,30 +124,154 @@ static void set_down(psdbd_index *ix, int down, const char *why)
         psdbd_log("index %s answers again", ix->pg->name);
 }
 
-/* A new connection with the statement timeout set; NULL with err. */
-static PGconn *pg_connect(struct psdbd__pg *pg, char *err, size_t err_size)
+static int64_t now_ms(void)
 {
-    /* connect_timeout first: a value in the URL overrides it (expand_dbname). */
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* When a statement started now must have answered: 0 (no limit) without a statement timeout. */
+static int64_t pg_deadline(const struct psdbd__pg *pg)
+{
+    return pg->timeout_ms ? now_ms() + pg->timeout_ms + PG_DEADLINE_GRACE_MS : 0;
+}
+
+/* Waits until c's socket is ready for `events` or until_ms (CLOCK_MONOTONIC; <= 0: no limit)
+ * passes: 1 ready, 0 the time passed, -1 the socket failed. */
+static int wait_socket(PGconn *c, short events, int64_t until_ms)
+{
+    struct pollfd p = {PQsocket(c), events, 0};
+    int n;
+    if (p.fd < 0)
+        return -1;
+    do {
+        int64_t left = until_ms > 0 ? until_ms - now_ms() : -1;
+        if (until_ms > 0 && left <= 0)
+            return 0;
+        n = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -1 : n > 0;
+}
+
+/* Runs sql (p NULL: the simple protocol, several statements allowed) on c, waiting for the answer
+ * until until_ms (<= 0: no limit). Returns the first failed result, else the last one; NULL when
+ * c failed, or with *expired set when the time passed (c is then useless: close it). */
+static PGresult *pg_run(PGconn *c, const char *sql, const psdbd__pgp *p, int64_t until_ms,
+                        int *expired)
+{
+    PGresult *res = NULL, *r;
+    int flushed, w = 1;
+    *expired = 0;
+    if (!c ||
+        !(p ? PQsendQueryParams(c, sql, p->n, NULL, p->v, p->len, p->fmt, 0) : PQsendQuery(c, sql)))
+        return NULL;
+    /* Nonblocking: what the socket does not take now is flushed as it drains. */
+    while ((flushed = PQflush(c)) == 1 && (w = wait_socket(c, POLLIN | POLLOUT, until_ms)) > 0)
+        if (!PQconsumeInput(c))
+            return NULL;
+    if (flushed != 0) {
+        *expired = w == 0;
+        return NULL;
+    }
+    for (;;) {
+        while (PQisBusy(c)) {
+            if ((w = wait_socket(c, POLLIN, until_ms)) <= 0) {
+                *expired = w == 0;
+                PQclear(res);
+                return NULL;
+            }
+            if (!PQconsumeInput(c) && PQstatus(c) != CONNECTION_OK) {
+                PQclear(res);
+                return NULL;
+            }
+        }
+        if (!(r = PQgetResult(c)))
+            break;
+        ExecStatusType st = PQresultStatus(r);
+        if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
+            PQclear(r); /* the first failure is the answer, as PQexec's */
+        } else {
+            PQclear(res);
+            res = r;
+        }
+        if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
+            break; /* no statement of psdbd copies; PQgetResult would not end */
+    }
+    return res;
+}
+
+/* One line of what failed on c: its message, or that it did not answer in time. */
+static const char *run_error(const struct psdbd__pg *pg, PGconn *c, int expired, char *buf,
+                             size_t size)
+{
+    if (expired) {
+        snprintf(buf, size, "no answer within %u ms (the server is stopped or unreachable)",
+                 pg->timeout_ms + PG_DEADLINE_GRACE_MS);
+        return buf;
+    }
+    return one_line(c ? PQerrorMessage(c) : NULL, buf, size);
+}
+
+/* The connection_timeout libpq settled on for c (the URL's, else PG_CONNECT_TIMEOUT_S), in ms;
+ * 0: none. */
+static int64_t connect_timeout_ms(PGconn *c)
+{
+    PQconninfoOption *opts = PQconninfo(c);
+    uint64_t s = 0;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "connect_timeout") == 0 && o->val &&
+            psdb__parse_u64(o->val, &s) != 0)
+            s = 0;
+    PQconninfoFree(opts);
+    return s > INT32_MAX ? INT32_MAX : (int64_t)s * 1000;
+}
+
+/* A new connection, nonblocking, with the statement timeout set, made by until_ms (<= 0: within
+ * connect_timeout alone); NULL with err. */
+static PGconn *pg_connect(struct psdbd__pg *pg, int64_t until_ms, char *err, size_t err_size)
+{
+    /* connect_timeout first: a value in the URL overrides it (expand_dbname). PQconnectPoll does
+     * not enforce it: the loop below does. */
     const char *const keys[] = {"connect_timeout", "dbname", NULL};
     const char *const vals[] = {PG_CONNECT_TIMEOUT_S, pg->url, NULL};
     char line[256], *set = NULL;
     PGresult *res = NULL;
-    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    int expired = 0, w = 1;
+    int64_t limit, bound, started = now_ms();
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
     if (!c) {
         snprintf(err, err_size, "connect to %s: out of memory", pg->name);
         goto fail;
     }
+    limit = until_ms;
+    if ((bound = connect_timeout_ms(c)) > 0 && (limit <= 0 || started + bound < limit))
+        limit = started + bound;
+    while (PQstatus(c) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED &&
+           (w = wait_socket(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, limit)) > 0)
+        st = PQconnectPoll(c);
     if (PQstatus(c) != CONNECTION_OK) {
-        snprintf(err, err_size, "connect to %s: %s", pg->name,
-                 one_line(PQerrorMessage(c), line, sizeof(line)));
+        if (w == 0)
+            snprintf(err, err_size,
+                     "connect to %s: no answer within %lld ms (the server is stopped or "
+                     "unreachable)",
+                     pg->name, (long long)(now_ms() - started));
+        else
+            snprintf(err, err_size, "connect to %s: %s", pg->name,
+                     one_line(PQerrorMessage(c), line, sizeof(line)));
+        goto fail;
+    }
+    if (PQsetnonblocking(c, 1) != 0) {
+        snprintf(err, err_size, "connect to %s: cannot make the connection nonblocking", pg->name);
         goto fail;
     }
     set =
         xasprintf("SET statement_timeout = %u; SET client_min_messages = warning", pg->timeout_ms);
-    res = PQexec(c, set);
+    res = pg_run(c, set, NULL, until_ms > 0 ? until_ms : pg_deadline(pg), &expired);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
         snprintf(err, err_size, "configure connection to %s: %s", pg->name,
-                 one_line(PQerrorMessage(c), line, sizeof(line)));
+                 run_error(pg, c, expired, line, sizeof(line)));
         goto fail;
     }
     PQclear(res);
@@ -152,6 +294,7 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
     int slot = -1;
     c->conn = NULL;
     c->slot = -1;
+    c->until_ms = pg_deadline(pg);
     if (pinned) {
         c->conn = pinned;
         return 0;
@@ -185,6 +328,15 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
         return -1;
     }
     c->slot = slot;
+    /* While the database is lost, one operation at a time finds out whether it is back; the
+     * others answer 503 at once instead of each waiting out the timeout, with requests queueing
+     * behind them for the worker threads. */
+    int none = -1;
+    if (atomic_load(&pg->down) && !atomic_compare_exchange_strong(&pg->probe_slot, &none, slot)) {
+        psdbd__pg_put(ix, c);
+        *rc = PSDBD_UNAVAILABLE;
+        return -1;
+    }
     /* Only this thread touches a busy slot's connection. */
     if (pg->conns[slot] && (PQstatus(pg->conns[slot]) != CONNECTION_OK ||
                             pg->conn_epoch[slot] != atomic_load(&pg->epoch))) {
@@ -193,7 +345,7 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
     }
     if (!pg->conns[slot])
         pg->conn_epoch[slot] = atomic_load(&pg->epoch);
-    if (!pg->conns[slot] && !(pg->conns[slot] = pg_connect(pg, err, sizeof(err)))) {
+    if (!pg->conns[slot] && !(pg->conns[slot] = pg_connect(pg, c->until_ms, err, sizeof(err)))) {
         set_down(ix, 1, err);
         psdbd__pg_put(ix, c);
         *rc = PSDBD_UNAVAILABLE;
@@ -209,12 +361,20 @@ void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c)
     if (c->slot < 0)
         return;
     PGconn *conn = pg->conns[c->slot];
-    if (conn && PQstatus(conn) != CONNECTION_OK) {
+    PGresult *res = NULL;
+    int expired = 0, drop = conn && PQstatus(conn) != CONNECTION_OK;
+    if (conn && !drop && PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        res = pg_run(conn, "ROLLBACK", NULL, pg_deadline(pg), &expired);
+        /* A transaction that cannot be ended must not reach the next borrower. */
+        drop = PQresultStatus(res) != PGRES_COMMAND_OK;
+    }
+    if (drop) {
         PQfinish(conn);
         pg->conns[c->slot] = NULL;
-    } else if (conn && PQtransactionStatus(conn) != PQTRANS_IDLE) {
-        PQclear(PQexec(conn, "ROLLBACK"));
     }
+    PQclear(res);
+    int mine = c->slot; /* the probe, when this operation was it, is over */
+    atomic_compare_exchange_strong(&pg->probe_slot, &mine, -1);
     pthread_mutex_lock(&pg->mu);
     pg->busy[c->slot] = 0;
     pthread_cond_signal(&pg->cv);
@@ -292,16 +452,52 @@ psdbd_rc psdbd__pg_rc_of(psdbd_index *ix, PGconn *conn, const PGresult *res)
     return PSDBD_ERROR;
 }
 
+/* c's connection did not answer in time: closed now, wherever it came from (a pool slot, the
+ * thread's snapshot, the gc lock's session), so that nothing sends on it again. */
+static void drop_unanswered(psdbd_index *ix, psdbd__pgc *c)
+{
+    struct psdbd__pg *pg = ix->pg;
+    if (c->slot >= 0)
+        pg->conns[c->slot] = NULL; /* only this thread touches a busy slot */
+    else if (pthread_getspecific(pg->pin) == c->conn)
+        pthread_setspecific(pg->pin, NULL);
+    else if (pg->gc_conn == c->conn)
+        pg->gc_conn = NULL;
+    PQfinish(c->conn);
+    c->conn = NULL;
+}
+
 PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
                          psdbd_rc *rc)
 {
-    PGresult *res = p ? PQexecParams(c->conn, sql, p->n, NULL, p->v, p->len, p->fmt, 0)
-                      : PQexecParams(c->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+    static const psdbd__pgp none; /* the extended protocol: one statement, as with parameters */
+    struct psdbd__pg *pg = ix->pg;
+    int64_t until = c->until_ms > 0 ? c->until_ms : c->until_ms == 0 ? pg_deadline(pg) : 0;
+    int expired = 0;
+    char why[160];
+    PGresult *res;
+    if (c->until_ms > 0)
+        c->until_ms = 0; /* the operation's deadline covered its first statement; each next one
+                          * has the statement timeout of its own */
+    if (!c->conn) {
+        *rc = PSDBD_UNAVAILABLE; /* dropped by an earlier statement of this operation */
+        return NULL;
+    }
+    res = pg_run(c->conn, sql, p ? p : &none, until, &expired);
     ExecStatusType s = PQresultStatus(res);
     if (res && (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)) {
-        if (atomic_load(&ix->pg->down))
+        if (atomic_load(&pg->down))
             set_down(ix, 0, NULL);
         return res;
+    }
+    if (expired) {
+        drop_unanswered(ix, c);
+        atomic_fetch_add(&pg->epoch, 1); /* the idle connections wait on the same server */
+        run_error(pg, NULL, 1, why, sizeof(why));
+        psdbd_log("index %s: %s: the connection is closed, answered 503", pg->name, why);
+        set_down(ix, 1, why);
+        *rc = PSDBD_UNAVAILABLE;
+        return NULL;
     }
     *rc = psdbd__pg_rc_of(ix, c->conn, res);
     PQclear(res);
@@ -313,22 +509,26 @@ int psdbd__pg_lost(psdbd_index *ix)
     return atomic_load(&ix->pg->down);
 }
 
-/* Brings the schema up to date on c, under the migration lock held by the caller. */
-static int migrate(psdbd_index *ix, PGconn *c, int may_create, char *err, size_t err_size)
+/* Brings the schema up to date on c, under the migration lock held by the caller. *expired: a
+ * statement went unanswered (c is useless). */
+static int migrate(psdbd_index *ix, PGconn *c, int may_create, int *expired, char *err,
+                   size_t err_size)
 {
     struct psdbd__pg *pg = ix->pg;
     PGresult *res = NULL;
     char line[256], *set = NULL;
     long long app_id = 0, version = 0;
     int rc = -1;
-#define PG_RUN(sql, want) (PQclear(res), res = PQexec(c, (sql)), PQresultStatus(res) == (want))
+#define PG_RUN(sql, want)                                                                          \
+    (PQclear(res), res = pg_run(c, (sql), NULL, pg_deadline(pg), expired),                         \
+     PQresultStatus(res) == (want))
     if (!PG_RUN("BEGIN", PGRES_COMMAND_OK) ||
         !PG_RUN("CREATE TABLE IF NOT EXISTS psdbd_schema (application_id BIGINT NOT NULL, "
                 "version INTEGER NOT NULL)",
                 PGRES_COMMAND_OK) ||
         !PG_RUN("SELECT application_id, version FROM psdbd_schema", PGRES_TUPLES_OK)) {
         snprintf(err, err_size, "index %s: read the schema version: %s", pg->name,
-                 one_line(PQerrorMessage(c), line, sizeof(line)));
+                 run_error(pg, c, *expired, line, sizeof(line)));
         goto cleanup;
     }
     if (PQntuples(res) > 1) {
@@ -367,7 +567,7 @@ static int migrate(psdbd_index *ix, PGconn *c, int may_create, char *err, size_t
                 f = &psdbd_index_pg_migrations.files[j];
         if (!PG_RUN(f->sql, PGRES_COMMAND_OK)) {
             snprintf(err, err_size, "index %s: migration %s: %s", pg->name, f->name,
-                     one_line(PQerrorMessage(c), line, sizeof(line)));
+                     run_error(pg, c, *expired, line, sizeof(line)));
             goto cleanup;
         }
     }
@@ -377,7 +577,7 @@ static int migrate(psdbd_index *ix, PGconn *c, int may_create, char *err, size_t
                     (unsigned)PSDBD_INDEX_APPLICATION_ID, psdbd_num_migrations);
     if (!PG_RUN(set, PGRES_COMMAND_OK) || !PG_RUN("COMMIT", PGRES_COMMAND_OK)) {
         snprintf(err, err_size, "index %s: record the schema version: %s", pg->name,
-                 one_line(PQerrorMessage(c), line, sizeof(line)));
+                 run_error(pg, c, *expired, line, sizeof(line)));
         goto cleanup;
     }
     if ((size_t)version < psdbd_num_migrations)
@@ -387,8 +587,11 @@ static int migrate(psdbd_index *ix, PGconn *c, int may_create, char *err, size_t
 cleanup:
 #undef PG_RUN
     PQclear(res);
-    if (rc != 0 && PQtransactionStatus(c) != PQTRANS_IDLE)
-        PQclear(PQexec(c, "ROLLBACK"));
+    if (rc != 0 && !*expired && PQtransactionStatus(c) != PQTRANS_IDLE) {
+        int late = 0;
+        PQclear(pg_run(c, "ROLLBACK", NULL, pg_deadline(pg), &late));
+        *expired = late;
+    }
     free(set);
     return rc;
 }
@@ -401,7 +604,7 @@ int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeo
     PGconn *c = NULL;
     PGresult *res = NULL;
     char line[256];
-    int rc = -1, locked = 0;
+    int rc = -1, locked = 0, expired = 0;
     ix->ops = &psdbd__pg_ops;
     ix->pg = pg;
     pg->url = xstrdup(url);
@@ -411,47 +614,49 @@ int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeo
     pg->conns = xcalloc(pg->size, sizeof(*pg->conns));
     pg->busy = xcalloc(pg->size, 1);
     pg->conn_epoch = xcalloc(pg->size, sizeof(*pg->conn_epoch));
+    atomic_init(&pg->probe_slot, -1);
     pthread_mutex_init(&pg->mu, NULL);
     pthread_cond_init(&pg->cv, NULL);
     pthread_key_create(&pg->pin, NULL);
-    if (!(c = pg_connect(pg, err, err_size)))
+    if (!(c = pg_connect(pg, 0, err, err_size)))
         goto cleanup;
     /* The migration lock is a session lock: it outlives the transaction that migrates, and a
-     * psdbd killed while holding it releases it with its connection. */
-    res = PQexec(c, "SELECT pg_advisory_lock(" PG_LOCK_CLASS ", " PG_LOCK_MIGRATE ")");
+     * psdbd killed while holding it releases it with its connection. Waiting for another
+     * replica's migration is bounded by the statement timeout, as any statement. */
+    res = pg_run(c, "SELECT pg_advisory_lock(" PG_LOCK_CLASS ", " PG_LOCK_MIGRATE ")", NULL,
+                 pg_deadline(pg), &expired);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         snprintf(err, err_size, "index %s: take the migration lock: %s", pg->name,
-                 one_line(PQerrorMessage(c), line, sizeof(line)));
+                 run_error(pg, c, expired, line, sizeof(line)));
         goto cleanup;
     }
     locked = 1;
-    if (migrate(ix, c, may_create, err, err_size) != 0)
+    if (migrate(ix, c, may_create, &expired, err, err_size) != 0)
         goto cleanup;
     ix->version = (int)psdbd_num_migrations;
-    /* The connection joins the pool: the first request need not connect. */
-    pg->conns[0] = c;
     rc = 0;
 cleanup:
     PQclear(res);
-    if (locked)
-        PQclear(PQexec(c, "SELECT pg_advisory_unlock(" PG_LOCK_CLASS ", " PG_LOCK_MIGRATE ")"));
-    if (rc != 0) {
+    res = NULL;
+    if (locked && !expired) {
+        res = pg_run(c, "SELECT pg_advisory_unlock(" PG_LOCK_CLASS ", " PG_LOCK_MIGRATE ")", NULL,
+                     pg_deadline(pg), &expired);
+        if (rc == 0 && PQresultStatus(res) != PGRES_TUPLES_OK) {
+            snprintf(err, err_size, "index %s: release the migration lock: %s", pg->name,
+                     run_error(pg, c, expired, line, sizeof(line)));
+            rc = -1;
+        }
+        PQclear(res);
+    }
+    if (rc == 0) {
+        pg->conns[0] = c; /* joins the pool: the first request need not connect */
+    } else {
         PQfinish(c);
         psdbd__pg_close(ix);
         ix = NULL;
     }
     *out = ix;
     return rc;
-}
-
-/* Waits up to ms for input on c's socket; 0 on input or timeout, -1 when the socket failed. */
-static int wait_input(PGconn *c, int ms)
-{
-    struct pollfd p = {PQsocket(c), POLLIN, 0};
-    if (p.fd < 0)
-        return -1;
-    int n = poll(&p, 1, ms);
-    return n < 0 && errno != EINTR ? -1 : 0;
 }
 
 static void *watch_main(void *arg)
@@ -462,22 +667,25 @@ static void *watch_main(void *arg)
     PGresult *res = NULL;
     PGnotify *n;
     char err[512];
-    int listening = 0, warned = 0;
+    int listening = 0, warned = 0, expired = 0;
     while (!atomic_load(&pg->stop)) {
         if (!listening) {
             /* Missed notifications, or none can be received: nothing cached may be trusted. */
             pg->changed();
             PQfinish(c);
-            c = pg_connect(pg, err, sizeof(err));
-            res = c ? PQexec(c, "LISTEN " PSDBD__PG_CHANNEL) : NULL;
+            c = pg_connect(pg, 0, err, sizeof(err));
+            res =
+                c ? pg_run(c, "LISTEN " PSDBD__PG_CHANNEL, NULL, pg_deadline(pg), &expired) : NULL;
             listening = res && PQresultStatus(res) == PGRES_COMMAND_OK;
             PQclear(res);
             res = NULL;
             if (!listening) {
+                if (c)
+                    run_error(pg, c, expired, err, sizeof(err));
                 if (!warned++)
                     psdbd_log("index %s: cannot listen for other replicas' changes (%s): the "
                               "resolve cache is off until it can",
-                              pg->name, c ? PQerrorMessage(c) : err);
+                              pg->name, err);
                 for (int i = 0; i < 10 && !atomic_load(&pg->stop); i++)
                     usleep(100000);
                 continue;
@@ -487,7 +695,7 @@ static void *watch_main(void *arg)
             warned = 0;
             pg->changed();
         }
-        if (wait_input(c, 200) != 0 || !PQconsumeInput(c)) {
+        if (wait_socket(c, POLLIN, now_ms() + 200) < 0 || !PQconsumeInput(c)) {
             listening = 0;
             continue;
         }
@@ -568,7 +776,7 @@ psdbd_rc psdbd__pg_snapshot(psdbd_index *ix, int begin)
 {
     struct psdbd__pg *pg = ix->pg;
     PGconn *pinned = pthread_getspecific(pg->pin);
-    psdbd__pgc c = {NULL, -1};
+    psdbd__pgc c = {NULL, -1, 0};
     psdbd_rc rc = PSDBD_OK;
     char err[512];
     PGresult *res = NULL;
@@ -576,14 +784,14 @@ psdbd_rc psdbd__pg_snapshot(psdbd_index *ix, int begin)
         if (pinned) {
             c.conn = pinned;
             res = psdbd__pg_exec(ix, &c, "COMMIT", NULL, &rc);
-            PQfinish(pinned);
+            PQfinish(c.conn); /* NULL when the COMMIT went unanswered: closed already */
             pthread_setspecific(pg->pin, NULL);
         }
         PQclear(res);
         return rc;
     }
     /* A connection of its own, outside the pool: a long check never holds a slot. */
-    if (pinned || !(c.conn = pg_connect(pg, err, sizeof(err)))) {
+    if (pinned || !(c.conn = pg_connect(pg, 0, err, sizeof(err)))) {
         if (!pinned)
             set_down(ix, 1, err);
         return pinned ? PSDBD_ERROR : PSDBD_UNAVAILABLE;
@@ -601,7 +809,7 @@ psdbd_rc psdbd__pg_snapshot(psdbd_index *ix, int begin)
 psdbd_rc psdbd__pg_gc_lock(psdbd_index *ix, int lock)
 {
     struct psdbd__pg *pg = ix->pg;
-    psdbd__pgc c = {NULL, -1};
+    psdbd__pgc c = {NULL, -1, 0};
     psdbd_rc rc = PSDBD_OK;
     char err[512];
     PGresult *res = NULL;
@@ -618,12 +826,17 @@ psdbd_rc psdbd__pg_gc_lock(psdbd_index *ix, int lock)
     }
     if (pg->gc_conn)
         return PSDBD_OK;
-    if (!(c.conn = pg_connect(pg, err, sizeof(err)))) {
+    if (!(c.conn = pg_connect(pg, 0, err, sizeof(err)))) {
         set_down(ix, 1, err);
         return PSDBD_UNAVAILABLE;
     }
-    /* Waits for another replica's gc: no statement timeout on this one. */
-    PQclear(PQexec(c.conn, "SET statement_timeout = 0"));
+    /* Waits for another replica's gc: no statement timeout on this one, on either side. */
+    if (!(res = psdbd__pg_exec(ix, &c, "SET statement_timeout = 0", NULL, &rc))) {
+        PQfinish(c.conn);
+        return rc;
+    }
+    PQclear(res);
+    c.until_ms = -1;
     if (!(res = psdbd__pg_exec(ix, &c, "SELECT pg_advisory_lock(" PG_LOCK_CLASS ", " PG_LOCK_GC ")",
                                NULL, &rc))) {
         PQfinish(c.conn);

@@ -9,13 +9,18 @@
 
 /* A pooled connection, borrowed for one operation (psdbd__pg_get / psdbd__pg_put). */
 typedef struct psdbd__pgc {
-    PGconn *conn;
-    int slot; /* in the pool; -1 for a thread's pinned connection (never returned by put) */
+    PGconn *conn; /* NULL once a statement on it went unanswered (psdbd__pg_exec closed it) */
+    int slot;     /* in the pool; -1 for a thread's pinned connection (never returned by put) */
+    /* When the next statement must have answered (CLOCK_MONOTONIC ms): > 0 that time (get sets
+     * the operation's deadline, so that waiting for a slot, connecting and the first statement
+     * share one statement timeout); 0: the statement timeout from the statement's start; < 0:
+     * no limit (a statement that waits on purpose, the gc lock). */
+    int64_t until_ms;
 } psdbd__pgc;
 
 /* Borrows a connection (connecting as needed): the thread's pinned one during a snapshot, else a
- * free pool slot, waiting for one up to the statement timeout. 0, or -1 with the failure's status
- * in *rc (logged). */
+ * free pool slot. Waiting for a slot and connecting end at the operation's deadline (the
+ * statement timeout from now). 0, or -1 with the failure's status in *rc (logged). */
 int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc);
 /* Gives c back: a connection that broke is closed (the next user reconnects), one left inside a
  * transaction is rolled back. */
@@ -41,7 +46,10 @@ void psdbd__pgp_bytes(psdbd__pgp *p, const void *b, size_t n);
 
 /* Runs sql with p (NULL: none) on c; returns the result (the caller's to PQclear) when its status
  * is PGRES_TUPLES_OK or PGRES_COMMAND_OK; otherwise NULL with *rc the failure's status
- * (psdbd__pg_rc_of). */
+ * (psdbd__pg_rc_of). It waits for the answer only until c->until_ms: past it the server is taken
+ * for stopped (a frozen server enforces no statement_timeout), the connection is closed and
+ * c->conn set to NULL (so that neither the pool nor a snapshot uses it again), the database is
+ * marked lost and *rc is PSDBD_UNAVAILABLE (503). */
 PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
                          psdbd_rc *rc);
 

@@ -156,7 +156,7 @@ static psdbd_rc pg_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
         "key_id, signature, created_at, published_by) "
         "SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 "
         "FROM apps WHERE name = $1 RETURNING id";
-    psdbd__pgc c = {NULL, -1};
+    psdbd__pgc c = {NULL, -1, 0};
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd_rc rc = PSDBD_ERROR;

@@ -77,7 +77,7 @@ psdbd_rc psdbd__pg_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t
     static const char *const expire_sql[] = {"DELETE FROM stats_resolves WHERE day < $1",
                                              "DELETE FROM stats_misses WHERE day < $1",
                                              "DELETE FROM stats_downloads WHERE day < $1"};
-    psdbd__pgc c = {NULL, -1};
+    psdbd__pgc c = {NULL, -1, 0};
     psdbd__pgp p;
     psdbd_rc rc = PSDBD_ERROR;
     const psdbd_stat_row **order = NULL;
@@ -223,7 +223,7 @@ static size_t row_blob(void *row, int i, uint8_t *buf, size_t size)
 psdbd_rc psdbd__pg_stats_select(psdbd_index *ix, psdbd__stats_query q, const char *text,
                                 const int64_t *nums, size_t n_nums, psdbd__row_fn fn, void *ctx)
 {
-    psdbd__pgc c = {NULL, -1};
+    psdbd__pgc c = {NULL, -1, 0};
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd_rc rc = PSDBD_ERROR;

@@ -27,7 +27,7 @@ static void usage(void)
            "[--scope APP_PATTERN]\n"
            "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
            "[--scope APP_PATTERN]\n"
-           "       psdbd gc --data-dir DIR [--dry-run] [--force-empty-index]\n"
+           "       psdbd gc --data-dir DIR [--dry-run] [--force]\n"
            "       psdbd check --data-dir DIR [--deep]\n"
            "       (token, key, gc, check: --index URL for a PostgreSQL index)\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "

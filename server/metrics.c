@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -153,4 +154,57 @@ char *psdbd_metrics_render(void)
     if (fclose(f) != 0) /* the stream's buffer could not grow */
         psdbd_out_of_memory();
     return out;
+}
+
+/* The unescaped value of the app label of one sample line (line[0..len), the text format's
+ * `name{label="value",...} number`) into buf: 1 found, 0 no app label, -1 a label that cannot be
+ * read or does not fit. */
+static int app_label(const char *line, size_t len, char *buf, size_t size)
+{
+    const char *p = memchr(line, '{', len), *end = line + len;
+    if (!p)
+        return 0;
+    p++;
+    while (p < end && *p != '}') {
+        const char *key = p;
+        size_t n = 0;
+        while (p < end && *p != '=')
+            p++;
+        if (p + 1 >= end || p[1] != '"')
+            return -1;
+        int is_app = p - key == 3 && memcmp(key, "app", 3) == 0;
+        for (p += 2; p < end && *p != '"'; p++) {
+            char ch = *p;
+            if (ch == '\\' && ++p < end)
+                ch = *p == 'n' ? '\n' : *p;
+            if (is_app && n + 1 >= size)
+                return -1;
+            if (is_app)
+                buf[n++] = ch;
+        }
+        if (p >= end)
+            return -1;
+        if (is_app) {
+            buf[n] = '\0';
+            return 1;
+        }
+        p++; /* the closing quote */
+        if (p < end && *p == ',')
+            p++;
+    }
+    return 0;
+}
+
+void psdbd_metrics_copy_visible(FILE *f, const char *text,
+                                int (*visible)(const char *app, void *ctx), void *ctx)
+{
+    char app[1024];
+    while (*text) {
+        const char *nl = strchr(text, '\n');
+        size_t len = nl ? (size_t)(nl - text) : strlen(text);
+        int has = text[0] == '#' ? 0 : app_label(text, len, app, sizeof(app));
+        if (has == 0 || (has > 0 && visible(app, ctx)))
+            fwrite(text, 1, len + (nl != NULL), f);
+        text += len + (nl != NULL);
+    }
 }

@@ -3,6 +3,7 @@
 #define PSDBD_METRICS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum psdbd_route {
     PSDBD_ROUTE_OTHER = 0,
@@ -36,5 +37,12 @@ void psdbd_metrics_valuemap_dropped(void);
 
 /* The whole exposition (malloc'd). */
 char *psdbd_metrics_render(void);
+
+/* Copies the exposition `text` to f, leaving out every sample whose `app` label (unescaped)
+ * visible(app, ctx) refuses, and every sample whose app label cannot be read; comments and
+ * samples without an app label are copied as they are. Who may learn an application's name is
+ * the caller's to say (a /metrics scrape without a reader token, where readers need one). */
+void psdbd_metrics_copy_visible(FILE *f, const char *text,
+                                int (*visible)(const char *app, void *ctx), void *ctx);
 
 #endif

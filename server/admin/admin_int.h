@@ -66,6 +66,13 @@ uint64_t admin_blob_files(const psdbd_store *store, int first_only, int64_t olde
  * leaves a young unindexed blob beside a healthy, still empty index. */
 #define ADMIN_LOST_INDEX_MIN_AGE 3600
 
+/* Runs `psdbd check`'s checks (not --deep) of the index against the store, writing nothing:
+ * returns how many problems check would report, with the first one's text in `first` ("" with
+ * none). gc refuses to delete while this is not 0: an index that does not describe this store
+ * (another instance's, an old copy, a damaged one) makes live blobs look unreferenced. */
+uint64_t admin_check_problems(const psdbd_store *store, psdbd_index *ix, char *first,
+                              size_t first_size);
+
 /* Reports a file under blobs/ that is not a blob (psdbd_store_walk's stray callback): on stdout,
  * or on stderr when stdout carries JSON. */
 void admin_note_stray(const char *path, int json);

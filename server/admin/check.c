@@ -24,25 +24,42 @@
 struct check {
     const psdbd_store *store;
     psdbd_index *ix;
-    FILE *out; /* findings: stdout, or stderr when stdout carries JSON */
+    FILE *out; /* findings: stdout, or stderr when stdout carries JSON; NULL: counted only (gc) */
     int deep, json;
     uint64_t problems, psdbs, blobs, files, orphans, strays;
     uint64_t maps, orphan_maps; /* files of valuemaps/ that are maps, and those without a blob */
     uint64_t old_orphans;       /* unindexed and older than ADMIN_LOST_INDEX_MIN_AGE */
     int64_t old_before;
+    char first[1024]; /* the first problem, for a caller that reports one line (gc) */
 };
 
 static void problem(struct check *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void problem(struct check *k, const char *fmt, ...)
 {
+    char line[1024];
     va_list ap;
-    fputs("problem: ", k->out);
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (k->problems++ == 0)
+        snprintf(k->first, sizeof(k->first), "%s", line);
+    if (k->out)
+        fprintf(k->out, "problem: %s\n", line);
+}
+
+static void note(struct check *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(struct check *k, const char *fmt, ...)
+{
+    va_list ap;
+    if (!k->out)
+        return;
+    fputs("note: ", k->out);
     va_start(ap, fmt);
     vfprintf(k->out, fmt, ap);
     va_end(ap);
     fputc('\n', k->out);
-    k->problems++;
 }
 
 static int check_orphan(const char *sha, uint64_t size, int64_t mtime, void *ctx)
@@ -55,7 +72,7 @@ static int check_orphan(const char *sha, uint64_t size, int64_t mtime, void *ctx
         k->orphans++;
         if (mtime < k->old_before)
             k->old_orphans++;
-        fprintf(k->out, "note: blob %s is not indexed (psdbd gc removes it)\n", sha);
+        note(k, "blob %s is not indexed (psdbd gc removes it)", sha);
     } else if (rc != PSDBD_OK) {
         problem(k, "index: cannot look up blob %s", sha);
     }
@@ -66,7 +83,8 @@ static void check_stray(const char *path, void *ctx)
 {
     struct check *k = ctx;
     k->strays++;
-    admin_note_stray(path, k->json);
+    if (k->out)
+        admin_note_stray(path, k->json);
 }
 
 static void check_usage(void *ctx)
@@ -80,7 +98,8 @@ static void check_usage(void *ctx)
            "is not a psdbd index, and an index with no PSDB beside blob files of which some are\n"
            "older than an hour (it looks lost) are problems too. Value maps (valuemaps/): one\n"
            "without its blob is a note (psdbd gc removes it); with --deep, one whose header does\n"
-           "not describe its blob is a problem. Exit status 1 on a problem.\n");
+           "not describe its blob is a problem. Exit status 1 on a problem. psdbd gc removes\n"
+           "nothing while check (without --deep) finds a problem.\n");
 }
 
 static int check_option(int val, const char *arg, void *ctx)
@@ -188,7 +207,7 @@ static void check_valuemap(struct check *k, int dirfd_, const char *name, const 
     k->maps++;
     if (stat(blob, &bs) != 0) {
         k->orphan_maps++;
-        fprintf(k->out, "note: value map valuemaps/%s has no blob (psdbd gc removes it)\n", name);
+        note(k, "value map valuemaps/%s has no blob (psdbd gc removes it)", name);
         goto cleanup;
     }
     if (!k->deep)
@@ -245,6 +264,38 @@ static void check_report(const struct check *k)
     }
 }
 
+/* Every check, the index's in one read snapshot (consistent even while a server publishes). */
+static void check_run(struct check *k)
+{
+    k->old_before = (int64_t)time(NULL) - ADMIN_LOST_INDEX_MIN_AGE;
+    if (psdbd_index_snapshot(k->ix, 1) != PSDBD_OK)
+        problem(k, "index: cannot begin a read snapshot (the log above says why)");
+    check_integrity(k);
+    check_psdbs(k);
+    check_blobs(k);
+    psdbd_store_walk(k->store, check_orphan, check_stray, k);
+    psdbd_index_snapshot(k->ix, 0);
+    check_valuemaps(k);
+    /* An index that lost its rows reads as "every blob unindexed": that is a problem, not a
+     * note, since gc would then delete them all. Young ones alone are a killed first publish. */
+    if (k->psdbs == 0 && k->old_orphans > 0)
+        problem(k,
+                "the index has no PSDBs but blobs/ holds %llu blob files (%llu older than an "
+                "hour): it looks lost; restore it (psdbd restore) before running psdbd gc",
+                (unsigned long long)k->orphans, (unsigned long long)k->old_orphans);
+}
+
+uint64_t admin_check_problems(const psdbd_store *store, psdbd_index *ix, char *first,
+                              size_t first_size)
+{
+    struct check k = {0};
+    k.store = store;
+    k.ix = ix;
+    check_run(&k);
+    snprintf(first, first_size, "%s", k.first);
+    return k.problems;
+}
+
 int psdbd_cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {{"deep", no_argument, NULL, 'D'}, {NULL, 0, NULL, 0}};
@@ -271,23 +322,7 @@ int psdbd_cmd_check(int argc, char **argv)
     }
     k.store = &store;
     k.ix = ix;
-    k.old_before = (int64_t)time(NULL) - ADMIN_LOST_INDEX_MIN_AGE;
-    /* One read transaction: a consistent snapshot even while a server publishes. */
-    if (psdbd_index_snapshot(ix, 1) != PSDBD_OK)
-        problem(&k, "index: cannot begin a read snapshot (the log above says why)");
-    check_integrity(&k);
-    check_psdbs(&k);
-    check_blobs(&k);
-    psdbd_store_walk(&store, check_orphan, check_stray, &k);
-    psdbd_index_snapshot(ix, 0);
-    check_valuemaps(&k);
-    /* An index that lost its rows reads as "every blob unindexed": that is a problem, not a
-     * note, since gc would then delete them all. Young ones alone are a killed first publish. */
-    if (k.psdbs == 0 && k.old_orphans > 0)
-        problem(&k,
-                "the index has no PSDBs but blobs/ holds %llu blob files (%llu older than an "
-                "hour): it looks lost; restore it (psdbd restore) before running psdbd gc",
-                (unsigned long long)k.orphans, (unsigned long long)k.old_orphans);
+    check_run(&k);
     check_report(&k);
     rc = k.problems ? 1 : 0;
 cleanup:

@@ -1,6 +1,6 @@
 /* gc.c - `psdbd gc`: removes blob files and leftover uploads that no index row references, the
  * value maps of the blobs it removes and of blobs already gone, and leftover temporaries of value
- * maps, unless the index looks lost. */
+ * maps, unless the index does not match the store (psdbd check finds a problem). */
 #include "admin_int.h"
 
 #include <assert.h>
@@ -139,7 +139,7 @@ static void gc_usage(void *ctx)
 {
     (void)ctx;
     printf("usage: psdbd gc --data-dir DIR [--index URL] [--dry-run] [--grace SECONDS] [--json]\n"
-           "                [--force-empty-index]\n\n"
+           "                [--force]\n\n"
            "Removes blob files that no index row references (left by a crash between storing a\n"
            "blob and indexing it, or by a refused publish), and leftover uploads in tmp/. Files\n"
            "younger than --grace (default 3600) are kept: a running server may be about to\n"
@@ -147,52 +147,17 @@ static void gc_usage(void *ctx)
            "blobs already gone, and value map temporaries not modified for --grace seconds (a\n"
            "running derivation writes its temporary until it is renamed). --dry-run reports all\n"
            "of them and removes nothing. Safe while psdbd serves.\n\n"
-           "gc removes nothing while the index looks lost: no PSDB indexed but blob files older\n"
-           "than an hour present, or a failed integrity check (restore the index with psdbd\n"
-           "restore, or pg_restore for a PostgreSQL index).\n"
+           "gc first runs the checks of psdbd check (without --deep) and removes nothing when\n"
+           "the index does not match the store: any problem check would report, such as an\n"
+           "indexed blob missing from blobs/ (another instance's index, an old copy), a failed\n"
+           "integrity check, or no PSDB indexed beside blob files older than an hour (a lost\n"
+           "index). It says why in one line and exits 1; psdbd check lists every problem.\n"
+           "Restore the right index (psdbd restore, or pg_restore for a PostgreSQL index).\n"
+           "--force removes every unreferenced blob even then (--force-empty-index is the same\n"
+           "option under its old name). A missing index or one that is not a psdbd index is\n"
+           "always refused.\n"
            "With --index URL (a PostgreSQL index shared by replicas) one gc runs at a time\n"
-           "across replicas (an advisory lock).\n"
-           "--force-empty-index removes every unreferenced blob even then. A missing index or\n"
-           "one that is not a psdbd index is always refused.\n");
-}
-
-struct doubt {
-    char *why;
-    size_t why_size;
-    int found;
-};
-
-static void integrity_problem(const char *msg, void *ctx)
-{
-    struct doubt *d = ctx;
-    if (!d->found++)
-        snprintf(d->why, d->why_size, "%s", msg);
-}
-
-/* Why the index cannot be trusted to say which blobs are garbage, or NULL. `why` receives the
- * details. */
-static const char *gc_index_doubt(psdbd_index *ix, const psdbd_store *store, char *why,
-                                  size_t why_size)
-{
-    struct doubt d = {why, why_size, 0};
-    int64_t psdbs = -1;
-    uint64_t files = 0;
-    snprintf(why, why_size, "see the log above");
-    if (psdbd_index_integrity(ix, 0, integrity_problem, &d) != PSDBD_OK && !d.found)
-        return "the index cannot be checked";
-    if (d.found)
-        return "the index fails its integrity check";
-    if (psdbd_index_count_psdbs(ix, &psdbs) != PSDBD_OK)
-        return "the index cannot be read";
-    if (psdbs == 0) {
-        int64_t old = (int64_t)time(NULL) - ADMIN_LOST_INDEX_MIN_AGE;
-        if ((files = admin_blob_files(store, 0, old)) > 0) {
-            snprintf(why, why_size, "0 psdbs indexed, %llu blob files older than an hour in %s",
-                     (unsigned long long)files, store->blob_dir);
-            return "the index is empty but blobs are present";
-        }
-    }
-    return NULL;
+           "across replicas (an advisory lock).\n");
 }
 
 /* Leftover uploads older than the grace period belong to no running request. */
@@ -262,13 +227,14 @@ int psdbd_cmd_gc(int argc, char **argv)
 {
     static const struct option opts[] = {{"dry-run", no_argument, NULL, 'n'},
                                          {"grace", required_argument, NULL, 'g'},
+                                         {"force", no_argument, NULL, 'F'},
                                          {"force-empty-index", no_argument, NULL, 'F'},
                                          {NULL, 0, NULL, 0}};
     struct gc_opts o = {0, 0, 3600};
     admin_args a = {0};
     int rc = 1;
-    const char *doubt;
-    char why[512];
+    uint64_t problems;
+    char why[1024];
     psdbd_store store = {0};
     psdbd_index *ix = NULL;
     struct walk w = {0};
@@ -287,16 +253,21 @@ int psdbd_cmd_gc(int argc, char **argv)
         goto cleanup;
     }
     locked = 1;
-    /* An index that lost its rows would make every blob look unreferenced. */
-    if ((doubt = gc_index_doubt(ix, &store, why, sizeof(why))) != NULL) {
+    /* An index that does not describe this store (lost rows, another instance's, an old copy)
+     * makes live blobs look unreferenced: whatever check would call a problem stops gc. */
+    if ((problems = admin_check_problems(&store, ix, why, sizeof(why))) > 0) {
         if (!o.force) {
             rc = admin_fail("gc",
-                            "%s (%s): removing nothing; restore the index (psdbd restore), or "
-                            "pass --force-empty-index to remove every unreferenced blob anyway",
-                            doubt, why);
+                            "the index does not match the blob store (%s; %llu problem%s, psdbd "
+                            "check lists them): removing nothing; restore the right index, or "
+                            "pass --force to remove every unreferenced blob anyway",
+                            why, (unsigned long long)problems, problems == 1 ? "" : "s");
             goto cleanup;
         }
-        fprintf(stderr, "psdbd gc: warning: %s (%s); going on (--force-empty-index)\n", doubt, why);
+        fprintf(stderr,
+                "psdbd gc: warning: the index does not match the blob store (%s; %llu "
+                "problem%s); going on (--force)\n",
+                why, (unsigned long long)problems, problems == 1 ? "" : "s");
     }
     w.store = &store;
     w.ix = ix;

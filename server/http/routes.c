@@ -193,25 +193,52 @@ enum MHD_Result http_apps(psdbd_server *srv, struct MHD_Connection *c, struct re
     return http_reply_json(c, r, MHD_HTTP_OK, list);
 }
 
+/* May this /metrics answer name `app` (ctx: the request)? Only to a token: where readers need
+ * one, an application's name is reader data (an unannounced title shows up in the demand series
+ * as soon as someone resolves it). A scoped token sees the applications its scope covers, and
+ * "other", the sum of those not named. */
+static int metrics_app_visible(const char *app, void *ctx)
+{
+    const struct req *r = ctx;
+    if (!r->who.name)
+        return 0;
+    return strcmp(app, "other") == 0 || !http_scoped(r) || psdbd_scope_covers(r->who.scope, app);
+}
+
 enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
     enum MHD_Result ret = MHD_YES;
-    char *text = NULL;
-    if (http_authorize(srv, c, r,
-                       srv->cfg->metrics_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE, NULL,
-                       &ret) != 0)
+    char *text = NULL, *demand = NULL;
+    size_t n = 0;
+    int private = srv->cfg->readers_need_token;
+    psdbd_role need = srv->cfg->metrics_need_token ? PSDBD_ROLE_READER : PSDBD_ROLE_NONE;
+    /* Where readers need a token and /metrics does not, a scrape may still bring one: it is
+     * checked like any reader's, and decides which applications the answer names. */
+    if (need == PSDBD_ROLE_NONE && private &&
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))
+        need = PSDBD_ROLE_READER;
+    if (http_authorize(srv, c, r, need, NULL, &ret) != 0)
         return ret;
     text = psdbd_metrics_render();
     if (srv->stats) {
-        char *all = NULL;
-        size_t n = 0;
-        FILE *f = open_memstream(&all, &n);
+        FILE *f = open_memstream(&demand, &n);
         if (!f)
             psdbd_out_of_memory();
-        fputs(text, f);
         psdbd_stats_render_metrics(srv->stats, f);
         if (fclose(f) != 0)
             psdbd_out_of_memory();
+        char *all = NULL;
+        f = open_memstream(&all, &n);
+        if (!f)
+            psdbd_out_of_memory();
+        fputs(text, f);
+        if (private)
+            psdbd_metrics_copy_visible(f, demand, metrics_app_visible, r);
+        else
+            fputs(demand, f);
+        if (fclose(f) != 0)
+            psdbd_out_of_memory();
+        free(demand);
         free(text);
         text = all;
     }

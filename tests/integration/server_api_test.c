@@ -536,6 +536,13 @@ static void teardown(void)
         pg_sql(NULL, sql);
         free(sql);
     }
+    if (g_pg && getenv("PSDB_KEEP_TEST_DIR") == NULL) {
+        /* other_instance's database, where a test made one */
+        char *sql = NULL;
+        ck_assert_int_ge(asprintf(&sql, "DROP DATABASE IF EXISTS %s_b WITH (FORCE)", g_pg_db), 0);
+        pg_sql(NULL, sql);
+        free(sql);
+    }
     free(g_pg_db);
     free(g_pg_url);
     g_pg_db = g_pg_url = NULL;
@@ -1480,9 +1487,12 @@ START_TEST(test_server__check_gc_and_schema_version)
     fclose(f);
     ck_assert_int_eq(run_status("%s check --data-dir %s", PSDBD_BIN, g_data), 0);
     ck_assert_int_ne(run_status("%s check --data-dir %s --deep", PSDBD_BIN, g_data), 0);
-    /* A missing blob fails the plain check. */
+    /* A missing blob fails the plain check, and gc keeps what it would have removed. */
     unlink(blob);
     ck_assert_int_ne(run_status("%s check --data-dir %s", PSDBD_BIN, g_data), 0);
+    tu_write_file(orphan, "junk", 4);
+    ck_assert_int_eq(run_status("%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 1);
+    ck_assert_int_eq(access(orphan, F_OK), 0);
     free(blob);
     /* An index newer than this psdbd is refused. */
     char *ixp = tu_path(g_data, "index.sqlite");
@@ -2096,8 +2106,9 @@ START_TEST(test_server__gc_keeps_blobs_while_index_looks_lost)
     ck_assert_ptr_nonnull(strstr(out, "the index has no PSDBs but blobs/ holds 1 blob files"));
     free(out);
     ck_assert_int_ne(run_capture(&out, "%s gc --data-dir %s --grace 0", PSDBD_BIN, g_data), 0);
-    ck_assert_ptr_nonnull(strstr(out, "the index is empty but blobs are present"));
-    ck_assert_ptr_nonnull(strstr(out, "--force-empty-index"));
+    ck_assert_ptr_nonnull(strstr(out, "the index does not match the blob store (the index has "
+                                      "no PSDBs but blobs/ holds 1 blob files"));
+    ck_assert_ptr_nonnull(strstr(out, "--force"));
     free(out);
     ck_assert_int_eq(access(blob, F_OK), 0);
     ck_assert_int_eq(run_status("%s gc --data-dir %s --grace 0 --dry-run --force-empty-index",
@@ -2113,6 +2124,233 @@ START_TEST(test_server__gc_keeps_blobs_while_index_looks_lost)
     free(ixp);
     free(sha);
     free(blob);
+}
+END_TEST
+
+/* ---- gc and an index that does not match the store ------------------------------------------ */
+
+/* The "_b" database of a test on PostgreSQL: another instance's index (teardown drops it). */
+static char *pg_db_b(void)
+{
+    char *db = NULL;
+    ck_assert_int_ge(asprintf(&db, "%s_b", g_pg_db), 0);
+    return db;
+}
+
+/* Another psdbd instance, set up like the fixture's in DATA (on PostgreSQL with the "_b" database
+ * as its index), with a PSDB of its own (other bytes than base_spec's); returns that PSDB's blob
+ * digest. *index_flag: what points an admin command at its index ("" for DATA/index.sqlite). */
+static char *other_instance(const char *data, char **index_flag)
+{
+    char *saved_data = g_data, *saved_pub = g_pub, *url = NULL, *key = tu_path(g_dir, "key");
+    srv saved_srv = g_srv, other = {0};
+    *index_flag = strdup("");
+    if (g_pg) {
+        char *db = pg_db_b(), *sql = NULL;
+        ck_assert_int_ge(asprintf(&sql, "CREATE DATABASE %s", db), 0);
+        ck_assert_int_eq(pg_sql(NULL, sql), 0);
+        url = pg_url_for(db);
+        free(*index_flag);
+        ck_assert_int_ge(asprintf(index_flag, "--index '%s'", url), 0);
+        setenv("PSDBD_INDEX", url, 1);
+        free(sql);
+        free(db);
+    }
+    g_data = (char *)data;
+    g_pub = token("publisher", "*", "--name pub");
+    ck_assert_int_eq(run_status("%s key add --data-dir %s --name main --public-key %s.pub",
+                                PSDBD_BIN, g_data, key),
+                     0);
+    srv_start(&other, NULL);
+    g_srv = other;
+    spec sp = base_spec;
+    sp.seed = 2;
+    char *sha = sha_of(publish_ok(&sp, 1), NULL);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    free(g_pub);
+    g_pub = saved_pub;
+    g_data = saved_data;
+    g_srv = saved_srv;
+    if (g_pg)
+        setenv("PSDBD_INDEX", g_pg_url, 1);
+    free(url);
+    free(key);
+    return sha;
+}
+
+/* The line of `out` that holds `what`, or NULL (a finding must be said in one line). */
+static char *line_with(const char *out, const char *what)
+{
+    const char *hit = strstr(out, what), *start, *end;
+    if (!hit)
+        return NULL;
+    for (start = hit; start > out && start[-1] != '\n'; start--) {
+    }
+    end = strchr(hit, '\n');
+    return strndup(start, end ? (size_t)(end - start) : strlen(start));
+}
+
+START_TEST(test_server__gc_refuses_an_index_that_does_not_match_the_store)
+{
+    srv_start(&g_srv, NULL);
+    char *sha = sha_of(publish_ok(&base_spec, 1), NULL), *blob = blob_path(sha);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+    char *other_data = tu_path(g_dir, "other"), *ix = NULL, *out = NULL, *line = NULL, want[160];
+    char *other_sha = other_instance(other_data, &ix);
+
+    /* The other instance's index in this data directory: its one PSDB's blob is not in this
+     * store, and this store's blob is unreferenced by it. */
+    if (!g_pg) {
+        char *mine = tu_path(g_data, "index.sqlite"), *theirs = tu_path(other_data, "index.sqlite");
+        char *wal = NULL;
+        size_t n = 0;
+        char *bytes = tu_read_file(theirs, &n);
+        ck_assert_ptr_nonnull(bytes);
+        ck_assert_int_ge(asprintf(&wal, "%s-wal", theirs), 0);
+        ck_assert_msg(access(wal, F_OK) != 0, "the other instance left %s", wal);
+        ck_assert_int_eq(tu_write_file(mine, bytes, n), 0);
+        free(wal);
+        ck_assert_int_ge(asprintf(&wal, "%s-wal", mine), 0);
+        unlink(wal);
+        free(wal);
+        free(bytes);
+        free(mine);
+        free(theirs);
+    }
+    snprintf(want, sizeof(want), "blob %s is indexed but missing", other_sha);
+    ck_assert_int_eq(run_capture(&out, "%s check --data-dir %s %s", PSDBD_BIN, g_data, ix), 1);
+    ck_assert_msg(strstr(out, want) != NULL, "check: %s", out);
+    free(out);
+    /* gc (and its dry run) removes nothing, exits 1 and says why in one line. */
+    for (int dry = 0; dry <= 1; dry++) {
+        ck_assert_int_eq(run_capture(&out, "%s gc --data-dir %s %s --grace 0%s", PSDBD_BIN, g_data,
+                                     ix, dry ? " --dry-run" : ""),
+                         1);
+        line = line_with(out, "the index does not match the blob store");
+        ck_assert_msg(line != NULL, "gc: %s", out);
+        ck_assert_msg(strstr(line, want) != NULL && strstr(line, "--force") != NULL, "gc: %s",
+                      line);
+        ck_assert_msg(strstr(out, " bytes)") == NULL, "gc named a file to remove: %s", out);
+        free(line);
+        free(out);
+        ck_assert_int_eq(access(blob, F_OK), 0);
+    }
+    /* Told so, it goes on; --force-empty-index is the same option. */
+    ck_assert_int_eq(run_capture(&out,
+                                 "%s gc --data-dir %s %s --grace 0 --dry-run "
+                                 "--force-empty-index",
+                                 PSDBD_BIN, g_data, ix),
+                     0);
+    ck_assert_msg(strstr(out, "warning: the index does not match the blob store") != NULL, "%s",
+                  out);
+    free(out);
+    ck_assert_int_eq(access(blob, F_OK), 0);
+    ck_assert_int_eq(
+        run_capture(&out, "%s gc --data-dir %s %s --grace 0 --force", PSDBD_BIN, g_data, ix), 0);
+    ck_assert_msg(strstr(out, "(--force)") != NULL, "%s", out);
+    free(out);
+    ck_assert_int_ne(access(blob, F_OK), 0);
+
+    /* The other instance with its own index still collects real garbage: an old unindexed blob
+     * goes, its indexed one stays. */
+    char *other_blob = NULL, orphan[200];
+    ck_assert_int_ge(asprintf(&other_blob, "%s/blobs/%.2s/%s", other_data, other_sha, other_sha),
+                     0);
+    snprintf(orphan, sizeof(orphan), "%s/blobs/ab", other_data);
+    mkdir(orphan, 0750);
+    snprintf(orphan, sizeof(orphan), "%s/blobs/ab/ab%062d", other_data, 0);
+    ck_assert_int_eq(tu_write_file(orphan, "junk", 4), 0);
+    ck_assert_int_eq(
+        run_capture(&out, "%s gc --data-dir %s %s --grace 0", PSDBD_BIN, other_data, ix), 0);
+    ck_assert_msg(strstr(out, "does not match") == NULL, "%s", out);
+    free(out);
+    ck_assert_int_ne(access(orphan, F_OK), 0);
+    ck_assert_int_eq(access(other_blob, F_OK), 0);
+
+    /* Not only a swapped index: one blob gone from its own store stops gc as well. */
+    ck_assert_int_eq(tu_write_file(orphan, "junk", 4), 0);
+    ck_assert_int_eq(unlink(other_blob), 0);
+    ck_assert_int_eq(
+        run_capture(&out, "%s gc --data-dir %s %s --grace 0", PSDBD_BIN, other_data, ix), 1);
+    snprintf(want, sizeof(want), "blob %s is indexed but missing", other_sha);
+    line = line_with(out, "the index does not match the blob store");
+    ck_assert_msg(line != NULL && strstr(line, want) != NULL, "gc: %s", out);
+    free(line);
+    free(out);
+    ck_assert_int_eq(access(orphan, F_OK), 0);
+    free(other_blob);
+    free(other_sha);
+    free(other_data);
+    free(ix);
+    free(blob);
+    free(sha);
+}
+END_TEST
+
+/* ---- /metrics and who may learn an application's name ------------------------------------- */
+
+/* GET /metrics with tok into a file of the test directory (promtool reads it); the body. */
+static char *metrics_as(const char *tok, const char *file)
+{
+    resp r;
+    http(&r, "GET", "/metrics", tok, NULL, NULL, NULL, 0);
+    ck_assert_msg(r.status == 200, "/metrics: %ld %s", r.status, r.body.data ? r.body.data : "");
+    char *body = strdup(r.body.data), *path = tu_path(g_dir, file);
+    resp_free(&r);
+    ck_assert_int_eq(tu_write_file(path, body, strlen(body)), 0);
+    if (run_status("command -v promtool >/dev/null") == 0)
+        ck_assert_msg(run_status("promtool check metrics < %s", path) == 0,
+                      "promtool check metrics refused %s", path);
+    free(path);
+    return body;
+}
+
+static void resolve_as(const char *app, const char *tok, long status)
+{
+    char p[256];
+    snprintf(p, sizeof(p),
+             "/v1/resolve?app=%s&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&abi_max=9", app);
+    expect_status("GET", p, tok, status, NULL);
+}
+
+START_TEST(test_server__metrics_name_applications_only_to_readers)
+{
+    /* Readers need no token: anyone may list the applications, and /metrics names them. */
+    srv_start(&g_srv, NULL);
+    publish_ok(&base_spec, 1);
+    resolve_as("Game", NULL, 200);
+    resolve_as("Unannounced", NULL, 404);
+    char *m = metrics_as(NULL, "open.prom");
+    ck_assert_msg(strstr(m, "psdbd_demand_resolves_total{app=\"Unannounced\",result=\"miss\"} 1"),
+                  "%s", m);
+    free(m);
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+
+    /* Readers need a token: an anonymous scrape gets every series but the per-application ones;
+     * a reader's names the applications; a scoped token those its scope covers. */
+    const char *extra[] = {"--readers-need-token", NULL};
+    srv_start(&g_srv, extra);
+    resolve_as("Game", g_reader, 200);
+    resolve_as("Unannounced", g_reader, 404);
+    resolve_as("OtherTitle", g_reader, 404);
+    m = metrics_as(NULL, "anonymous.prom");
+    ck_assert_msg(strstr(m, "app=") == NULL, "an anonymous scrape names applications:\n%s", m);
+    ck_assert_msg(strstr(m, "Unannounced") == NULL, "%s", m);
+    ck_assert_ptr_nonnull(strstr(m, "psdbd_resolve_total{result=\"miss\"} 2"));
+    ck_assert_ptr_nonnull(strstr(m, "# TYPE psdbd_demand_resolves_total counter"));
+    free(m);
+    m = metrics_as(g_reader, "reader.prom");
+    ck_assert_msg(strstr(m, "psdbd_demand_resolves_total{app=\"Unannounced\",result=\"miss\"} 1"),
+                  "%s", m);
+    ck_assert_ptr_nonnull(strstr(m, "psdbd_demand_resolves_total{app=\"Game\",result=\"hit\"} 1"));
+    free(m);
+    m = metrics_as(g_pub_other, "scoped.prom"); /* scope Other* */
+    ck_assert_ptr_nonnull(
+        strstr(m, "psdbd_demand_resolves_total{app=\"OtherTitle\",result=\"miss\"} 1"));
+    ck_assert_msg(strstr(m, "Unannounced") == NULL && strstr(m, "app=\"Game\"") == NULL, "%s", m);
+    free(m);
+    expect_status("GET", "/metrics", "nonsense", 401, "unauthorized");
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
 }
 END_TEST
 
@@ -3341,6 +3579,7 @@ int main(void)
     tcase_add_test(tc, test_server__publish_resolve_download);
     tcase_add_test(tc, test_server__A3_resolve_order);
     tcase_add_test(tc, test_server__tokens_and_scopes);
+    tcase_add_test(tc, test_server__metrics_name_applications_only_to_readers);
     tcase_add_test(tc, test_server__signatures);
     tcase_add_test(tc, test_server__invalid_bodies_and_conflicts);
     tcase_add_test(tc, test_server__publish_refuses_what_verify_refuses);
@@ -3350,6 +3589,7 @@ int main(void)
     tcase_add_test(tc, test_server__sigterm_finishes_inflight_request);
     tcase_add_test(tc, test_server__kill9_during_publishes);
     tcase_add_test(tc, test_server__check_gc_and_schema_version);
+    tcase_add_test(tc, test_server__gc_refuses_an_index_that_does_not_match_the_store);
     tcase_add_test(tc, test_server__tool_keygen_and_publish);
     tcase_add_test(tc, test_server__native_tls_from_config_file);
     tcase_add_test(tc, test_server__client_publish_uses_the_clients_ca_file_and_pin);

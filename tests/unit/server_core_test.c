@@ -17,6 +17,7 @@
 #include "http.h"
 #include "http_parse.h"
 #include "index.h"
+#include "metrics.h"
 #include "store.h"
 
 static char *dir;
@@ -576,6 +577,44 @@ START_TEST(test_server_core__migrations_refuse_newer)
 }
 END_TEST
 
+/* Applications whose name starts with 'A' (the test's scope). */
+static int starts_with_a(const char *app, void *ctx)
+{
+    (*(int *)ctx)++;
+    return app[0] == 'A';
+}
+
+START_TEST(test_server_core__metrics_filter_reads_escaped_app_labels)
+{
+    static const char text[] =
+        "# HELP psdbd_demand_resolves_total Resolves.\n"
+        "# TYPE psdbd_demand_resolves_total counter\n"
+        "psdbd_http_requests_total{route=\"resolve\",status=\"200\"} 3\n"
+        "psdbd_demand_resolves_total{app=\"Game\",result=\"hit\"} 1\n"
+        "psdbd_demand_resolves_total{app=\"A\\\"b\\\\c\\nd\",result=\"hit\"} 2\n"
+        "psdbd_demand_downloads_total{kind=\"complete\",app=\"Alpha\"} 4\n"
+        "psdbd_demand_resolves_total{app=\"other\",result=\"miss\"} 5\n"
+        "psdbd_demand_resolves_total{app=\"Aunterminated} 6\n"
+        "psdbd_resolve_total{result=\"hit\"} 7";
+    char *out = NULL;
+    size_t n = 0;
+    int asked = 0;
+    FILE *f = open_memstream(&out, &n);
+    ck_assert_ptr_nonnull(f);
+    psdbd_metrics_copy_visible(f, text, starts_with_a, &asked);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_str_eq(out, "# HELP psdbd_demand_resolves_total Resolves.\n"
+                          "# TYPE psdbd_demand_resolves_total counter\n"
+                          "psdbd_http_requests_total{route=\"resolve\",status=\"200\"} 3\n"
+                          "psdbd_demand_resolves_total{app=\"A\\\"b\\\\c\\nd\",result=\"hit\"} 2\n"
+                          "psdbd_demand_downloads_total{kind=\"complete\",app=\"Alpha\"} 4\n"
+                          "psdbd_resolve_total{result=\"hit\"} 7");
+    /* Game, A"b\c<newline>d, Alpha, other: an unreadable label is left out without asking. */
+    ck_assert_int_eq(asked, 4);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server_core");
@@ -594,6 +633,7 @@ int main(void)
     tcase_add_test(tc, test_server_core__migrations_refuse_newer);
     tcase_add_test(tc, test_server_core__index_open_never_creates);
     tcase_add_test(tc, test_server_core__index_removed_is_unavailable);
+    tcase_add_test(tc, test_server_core__metrics_filter_reads_escaped_app_labels);
     if (geteuid() == 0) /* it needs to become another user */
         tcase_add_test(tc, test_server_core__index_unreadable_is_unavailable);
     suite_add_tcase(s, tc);
