@@ -160,12 +160,12 @@ static psdbd_rc coverage_one(psdbd_index *ix, void *app, json_t **out)
 }
 static psdbd_rc matrix(psdbd_index *ix, void *history, json_t **out)
 {
-    return psdbd_index_stats_matrix(ix, history != NULL, 1700100000, NULL, NULL, out);
+    return psdbd_index_stats_matrix(ix, history != NULL, 1700100000, 100, NULL, NULL, out);
 }
 static psdbd_rc matrix_scoped(psdbd_index *ix, void *unused, json_t **out)
 {
     (void)unused;
-    return psdbd_index_stats_matrix(ix, 1, 1700100000, not_beta, NULL, out);
+    return psdbd_index_stats_matrix(ix, 1, 1700100000, 100, not_beta, NULL, out);
 }
 static psdbd_rc missing(psdbd_index *ix, void *limit, json_t **out)
 {
@@ -179,12 +179,12 @@ static psdbd_rc missing_scoped(psdbd_index *ix, void *unused, json_t **out)
 static psdbd_rc traffic(psdbd_index *ix, void *unused, json_t **out)
 {
     (void)unused;
-    return psdbd_index_stats_traffic(ix, today - 30, today, NULL, NULL, out);
+    return psdbd_index_stats_traffic(ix, today - 30, today, 100, NULL, NULL, out);
 }
 static psdbd_rc traffic_scoped(psdbd_index *ix, void *unused, json_t **out)
 {
     (void)unused;
-    return psdbd_index_stats_traffic(ix, today - 30, today, not_beta, NULL, out);
+    return psdbd_index_stats_traffic(ix, today - 30, today, 100, not_beta, NULL, out);
 }
 static psdbd_rc events(psdbd_index *ix, void *limit, json_t **out)
 {
@@ -382,7 +382,7 @@ START_TEST(test_server_index_stats__replicas_flushing_together_add_every_count)
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     ck_assert_int_eq(a.failures + b.failures, 0);
-    ck_assert_int_eq(psdbd_index_stats_traffic(pg, today, today, NULL, NULL, &t), PSDBD_OK);
+    ck_assert_int_eq(psdbd_index_stats_traffic(pg, today, today, 100, NULL, NULL, &t), PSDBD_OK);
     ck_assert_int_eq(json_array_size(json_object_get(t, "resolves")), FLUSH_KEYS);
     json_array_foreach(json_object_get(t, "resolves"), i, r)
         ck_assert_int_eq(json_integer_value(json_object_get(r, "hits")), 2 * FLUSHES);
