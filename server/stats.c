@@ -222,20 +222,21 @@ static struct entry *entry_of(psdbd_stats *st, struct shard *sh, const psdbd_sta
                               int bounded)
 {
     uint64_t h = row_hash(r);
-    size_t b = (size_t)(h % BUCKETS);
+    size_t b = (size_t)(h % BUCKETS), len, size;
     struct entry *e;
+    char *at;
     for (e = sh->buckets[b]; e; e = e->next)
         if (e->hash == h && row_eq(&e->row, r))
-            return e;
-    size_t len = (r->app ? strlen(r->app) + 1 : 0) + (r->family ? strlen(r->family) + 1 : 0) +
-                 (r->sha256 ? strlen(r->sha256) + 1 : 0);
-    size_t size = sizeof(*e) + len;
+            goto cleanup;
+    len = (r->app ? strlen(r->app) + 1 : 0) + (r->family ? strlen(r->family) + 1 : 0) +
+          (r->sha256 ? strlen(r->sha256) + 1 : 0);
+    size = sizeof(*e) + len;
     if (bounded &&
         (atomic_load_explicit(&st->held, memory_order_relaxed) >= st->opt.max_keys ||
          atomic_load_explicit(&st->held_bytes, memory_order_relaxed) + size > st->opt.max_memory))
-        return NULL;
+        goto cleanup; /* e is NULL: no room */
     e = xcalloc(1, size);
-    char *at = e->text;
+    at = e->text;
     e->hash = h;
     e->size = size;
     e->row = *r;
@@ -247,6 +248,7 @@ static struct entry *entry_of(psdbd_stats *st, struct shard *sh, const psdbd_sta
     sh->buckets[b] = e;
     atomic_fetch_add_explicit(&st->held, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&st->held_bytes, size, memory_order_relaxed);
+cleanup:
     return e;
 }
 
@@ -434,15 +436,12 @@ static unsigned char *scratch(psdbd_stats *st, size_t n)
     return st->scratch;
 }
 
-/* The first 16 bytes of SHA-256 over (tag, bytes): an all-zero result is nudged off the empty
- * slot's value. */
-static void digest_of(psdbd_stats *st, char tag, const void *p, size_t n, uint8_t out[16])
+/* The first 16 bytes of SHA-256 over b[0, n), whose first byte tags what it is (a key or a
+ * name); an all-zero result is nudged off the empty slot's value. */
+static void digest16(const unsigned char *b, size_t n, uint8_t out[16])
 {
     uint8_t full[32];
-    unsigned char *b = scratch(st, n + 1);
-    b[0] = (unsigned char)tag;
-    memcpy(b + 1, p, n);
-    psdb__sha256(b, n + 1, full);
+    psdb__sha256(b, n, full);
     memcpy(out, full, 16);
     if (digest_zero(out))
         out[0] = 1;
@@ -450,10 +449,15 @@ static void digest_of(psdbd_stats *st, char tag, const void *p, size_t n, uint8_
 
 static void name_digest(psdbd_stats *st, const char *name, uint8_t out[16])
 {
-    digest_of(st, 'n', name ? name : "", name ? strlen(name) : 0, out);
+    size_t n = name ? strlen(name) : 0;
+    unsigned char *b = scratch(st, n + 1);
+    b[0] = 'n';
+    if (n)
+        memcpy(b + 1, name, n);
+    digest16(b, n + 1, out);
 }
 
-/* A key's digest over every field of its identity, lengths included. */
+/* A key's digest over every field of its identity, the names' lengths included. */
 static void key_digest(psdbd_stats *st, const psdbd_stat_row *r, uint8_t out[16])
 {
     size_t la = r->app ? strlen(r->app) : 0, lf = r->family ? strlen(r->family) : 0;
@@ -466,14 +470,14 @@ static void key_digest(psdbd_stats *st, const psdbd_stat_row *r, uint8_t out[16]
                         r->profile,
                         la,
                         lf};
-    unsigned char *b = xmalloc(sizeof(nums) + la + lf);
-    memcpy(b, nums, sizeof(nums));
+    unsigned char *b = scratch(st, 1 + sizeof(nums) + la + lf);
+    b[0] = 'k';
+    memcpy(b + 1, nums, sizeof(nums));
     if (la)
-        memcpy(b + sizeof(nums), r->app, la);
+        memcpy(b + 1 + sizeof(nums), r->app, la);
     if (lf)
-        memcpy(b + sizeof(nums) + la, r->family, lf);
-    digest_of(st, 'k', b, sizeof(nums) + la + lf, out);
-    free(b);
+        memcpy(b + 1 + sizeof(nums) + la, r->family, lf);
+    digest16(b, 1 + sizeof(nums) + la + lf, out);
 }
 
 /* What a stored key costs in the index, for the day's byte budget. */
@@ -514,9 +518,12 @@ static int seed_key(const psdbd_stat_row *key, void *ctx)
 static struct ledger *ledger_of(psdbd_stats *st, int64_t day)
 {
     struct ledger *l = NULL;
-    for (int i = 0; i < LEDGERS; i++)
+    struct seeding sd = {st, NULL};
+    for (int i = 0; i < LEDGERS && !l; i++)
         if (st->ledgers[i].used && st->ledgers[i].day == day)
-            return &st->ledgers[i];
+            l = &st->ledgers[i];
+    if (l)
+        goto cleanup;
     for (int i = 0; i < LEDGERS; i++) {
         struct ledger *c = &st->ledgers[i];
         if (!l || (l->used && (!c->used || c->day < l->day)))
@@ -524,14 +531,16 @@ static struct ledger *ledger_of(psdbd_stats *st, int64_t day)
     }
     ledger_clear(l);
     l->day = day;
-    struct seeding sd = {st, l};
+    sd.l = l;
     if (psdbd_index_stats_day_keys(st->ix, day, seed_key, &sd) != PSDBD_OK) {
         psdbd_log("stats: read the stored keys of day %lld failed; the flush is retried",
                   (long long)day);
         ledger_clear(l);
-        return NULL;
+        l = NULL;
+        goto cleanup;
     }
     l->used = 1;
+cleanup:
     return l;
 }
 
@@ -540,24 +549,30 @@ static struct ledger *ledger_of(psdbd_stats *st, int64_t day)
 static int admit(psdbd_stats *st, const psdbd_stat_row *r)
 {
     uint8_t kd[16], da[16], df[16];
-    struct ledger *l;
-    unsigned new_names;
+    struct ledger *l = NULL;
+    unsigned new_names = 0;
+    int rc = 1;
     if (r->kind != PSDBD_STAT_RESOLVE && r->kind != PSDBD_STAT_MISS)
-        return 1;
-    if (!(l = ledger_of(st, r->day)))
-        return -1;
+        goto cleanup; /* downloads (published blobs) and aggregates: bounded already */
+    if (!(l = ledger_of(st, r->day))) {
+        rc = -1;
+        goto cleanup;
+    }
     key_digest(st, r, kd);
     if (dset_has(&l->keys, kd))
-        return 1; /* stored earlier today: added to */
+        goto cleanup; /* stored earlier that day: added to */
     name_digest(st, r->app, da);
     name_digest(st, r->family, df);
     new_names = !dset_has(&l->names, da) + (!dset_has(&l->names, df) && memcmp(da, df, 16) != 0);
     if (!(r->kind == PSDBD_STAT_RESOLVE && r->n[0] > 0) &&
         (l->names.n + new_names > st->opt.max_names ||
-         l->bytes + key_cost(r) > st->opt.max_day_bytes))
-        return 0;
+         l->bytes + key_cost(r) > st->opt.max_day_bytes)) {
+        rc = 0;
+        goto cleanup;
+    }
     ledger_take(st, l, r, kd);
-    return 1;
+cleanup:
+    return rc;
 }
 
 /* ---- flushing ----------------------------------------------------------------------------------
