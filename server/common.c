@@ -140,14 +140,3 @@ uint64_t psdbd_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-
-long psdbd_control_char_in(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p < 0x20 || *p == 0x7F)
-            return (long)*p;
-        if (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F)
-            return (long)p[1];
-    }
-    return -1;
-}

@@ -1,6 +1,7 @@
 /* common.h - psdbd's small shared helpers: allocation that exits on OOM, logging, the settings'
- * size and boolean parsers. Numbers, versions, UUIDs, hex and SHA-256 are libpsdb's shared
- * helpers (client/src/common/), included here for every server file: one grammar, one encoding. */
+ * size and boolean parsers. Numbers, versions, UUIDs, names (psdb__name_check), hex and SHA-256
+ * are libpsdb's shared helpers (client/src/common/), included here for every server file: one
+ * grammar, one encoding, one rule for names. */
 #ifndef PSDBD_COMMON_H
 #define PSDBD_COMMON_H
 
@@ -42,11 +43,6 @@ static inline uint64_t psdbd_u64_from_db(int64_t v)
 {
     return (uint64_t)v ^ 0x8000000000000000ull;
 }
-
-/* The first control character of a UTF-8 string as a code point (C0 U+0000-U+001F, DEL U+007F,
- * C1 U+0080-U+009F, which UTF-8 encodes as 0xC2 0x80-0x9F), or -1 when there is none. Strings
- * that reach manifests, logs and terminals must have none: they rewrite lines and screens. */
-long psdbd_control_char_in(const char *s);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t psdbd_now_ns(void);

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "index.h"
+#include "stats.h"
 
 char *psdbd_default_data_dir(void)
 {
@@ -49,6 +50,9 @@ void psdbd_config_defaults(psdbd_config *cfg)
     cfg->stats_retention_days = 90;
     cfg->stats_max_keys = 100000;
     cfg->stats_top_apps = 10;
+    cfg->stats_max_names = PSDBD_STATS_MAX_NAMES_DEFAULT;
+    cfg->stats_max_day_bytes = PSDBD_STATS_MAX_DAY_BYTES_DEFAULT;
+    cfg->stats_max_memory = PSDBD_STATS_MAX_MEMORY_DEFAULT;
     cfg->index = psdbd_default_index();
     cfg->index_pool = PSDBD_INDEX_PG_POOL_DEFAULT;
     cfg->index_statement_timeout = PSDBD_INDEX_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
@@ -72,6 +76,16 @@ static int set_uint(unsigned *dst, const char *v, uint64_t min, uint64_t max)
     if (psdb__parse_u64(v, &x) != 0 || x < min || x > max)
         return -1;
     *dst = (unsigned)x;
+    return 0;
+}
+
+/* A size with an optional K, M, G or T suffix, within [min, max]. */
+static int set_size(uint64_t *dst, const char *v, uint64_t min, uint64_t max)
+{
+    uint64_t x = 0;
+    if (psdbd_parse_size(v, &x) != 0 || x < min || x > max)
+        return -1;
+    *dst = x;
     return 0;
 }
 
@@ -150,6 +164,12 @@ int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char
         rc = set_uint(&cfg->stats_max_keys, value, 1, 100000000);
     else if (strcmp(key, "stats-top-apps") == 0)
         rc = set_uint(&cfg->stats_top_apps, value, 0, 1000);
+    else if (strcmp(key, "stats-max-names") == 0)
+        rc = set_uint(&cfg->stats_max_names, value, 1, 10000000);
+    else if (strcmp(key, "stats-max-day-bytes") == 0)
+        rc = set_size(&cfg->stats_max_day_bytes, value, 4096, 64ull << 30);
+    else if (strcmp(key, "stats-max-memory") == 0)
+        rc = set_size(&cfg->stats_max_memory, value, 4096, 64ull << 30);
     else {
         snprintf(err, err_size, "unknown setting '%s'", key);
         return -1;
@@ -217,44 +237,52 @@ cleanup:
 
 void psdbd_config_usage(void)
 {
-    printf("settings (flag --KEY VALUE, or 'KEY = VALUE' in the --config file; flags win):\n"
-           "  listen ADDR:PORT            address to serve (default 127.0.0.1:8470; port 0: any\n"
-           "                              free port, printed on the first stdout line)\n"
-           "  data-dir DIR                index and blobs (default $PSDBD_DATA_DIR, else\n"
-           "                              $XDG_DATA_HOME/psdbd, else ~/.local/share/psdbd)\n"
-           "  index URL                   a PostgreSQL index shared by replicas\n"
-           "                              (postgresql://USER@HOST/DB; default $PSDBD_INDEX,\n"
-           "                              else DIR/index.sqlite)\n"
-           "  index-pool N                PostgreSQL connections at most, 1..1024 (default 8)\n"
-           "  index-statement-timeout MS  a PostgreSQL statement's limit, kept by the server and\n"
-           "                              by psdbd (a frozen database answers 503 within it\n"
-           "                              + 1 s), 0 none (default 10000)\n"
-           "  threads N                   worker threads (default 4)\n"
-           "  max-upload SIZE             largest PSDB accepted, K/M/G/T suffixes (default 8G)\n"
-           "  max-connections N           concurrent connections; more wait to be accepted\n"
-           "                              (default 1024)\n"
-           "  max-connections-per-ip N    per client address, 0 unlimited (default 0); over\n"
-           "                              it new connections from that address are closed\n"
-           "  timeout SECONDS             idle connection timeout, 0 none (default 60)\n"
-           "  request-timeout SECONDS     time to send a request's line, headers and body,\n"
-           "                              from connect or the previous response; 0 none\n"
-           "                              (default 30)\n"
-           "  upload-min-rate SIZE        a publish body gets its length at this rate on top\n"
-           "                              of request-timeout, bytes/s, 0 unlimited (default 64K)\n"
-           "  shutdown-timeout SECONDS    grace for in-flight requests on SIGTERM (default 30)\n"
-           "  connection-memory SIZE      per-connection buffer: bounds headers (default 64K)\n"
-           "  readers-need-token BOOL     reader endpoints need a token (default false)\n"
-           "  metrics-need-token BOOL     /metrics needs a token (default false)\n"
-           "  log-requests BOOL           one line per request on stderr (default true)\n"
-           "  tls-cert FILE, tls-key FILE serve HTTPS natively (PEM; needs GnuTLS in\n"
-           "                              libmicrohttpd)\n"
-           "  stats BOOL                  record demand (resolves, misses, downloads) per day\n"
-           "                              for the dashboard and /v1/stats/ (default true)\n"
-           "  stats-flush-interval SECONDS  write the demand counts this often; a crash loses\n"
-           "                              at most this much (default 60; SIGUSR1: now)\n"
-           "  stats-retention-days N      days of demand statistics kept (default 90)\n"
-           "  stats-max-keys N            distinct counters held between two flushes; past it\n"
-           "                              new ones are dropped and counted (default 100000)\n"
-           "  stats-top-apps N            applications named in /metrics demand series; the\n"
-           "                              rest are app=\"other\" (default 10)\n");
+    printf(
+        "settings (flag --KEY VALUE, or 'KEY = VALUE' in the --config file; flags win):\n"
+        "  listen ADDR:PORT            address to serve (default 127.0.0.1:8470; port 0: any\n"
+        "                              free port, printed on the first stdout line)\n"
+        "  data-dir DIR                index and blobs (default $PSDBD_DATA_DIR, else\n"
+        "                              $XDG_DATA_HOME/psdbd, else ~/.local/share/psdbd)\n"
+        "  index URL                   a PostgreSQL index shared by replicas\n"
+        "                              (postgresql://USER@HOST/DB; default $PSDBD_INDEX,\n"
+        "                              else DIR/index.sqlite)\n"
+        "  index-pool N                PostgreSQL connections at most, 1..1024 (default 8)\n"
+        "  index-statement-timeout MS  a PostgreSQL statement's limit, kept by the server and\n"
+        "                              by psdbd (a frozen database answers 503 within it\n"
+        "                              + 1 s), 0 none (default 10000)\n"
+        "  threads N                   worker threads (default 4)\n"
+        "  max-upload SIZE             largest PSDB accepted, K/M/G/T suffixes (default 8G)\n"
+        "  max-connections N           concurrent connections; more wait to be accepted\n"
+        "                              (default 1024)\n"
+        "  max-connections-per-ip N    per client address, 0 unlimited (default 0); over\n"
+        "                              it new connections from that address are closed\n"
+        "  timeout SECONDS             idle connection timeout, 0 none (default 60)\n"
+        "  request-timeout SECONDS     time to send a request's line, headers and body,\n"
+        "                              from connect or the previous response; 0 none\n"
+        "                              (default 30)\n"
+        "  upload-min-rate SIZE        a publish body gets its length at this rate on top\n"
+        "                              of request-timeout, bytes/s, 0 unlimited (default 64K)\n"
+        "  shutdown-timeout SECONDS    grace for in-flight requests on SIGTERM (default 30)\n"
+        "  connection-memory SIZE      per-connection buffer: bounds headers (default 64K)\n"
+        "  readers-need-token BOOL     reader endpoints need a token (default false)\n"
+        "  metrics-need-token BOOL     /metrics needs a token (default false)\n"
+        "  log-requests BOOL           one line per request on stderr (default true)\n"
+        "  tls-cert FILE, tls-key FILE serve HTTPS natively (PEM; needs GnuTLS in\n"
+        "                              libmicrohttpd)\n"
+        "  stats BOOL                  record demand (resolves, misses, downloads) per day\n"
+        "                              for the dashboard and /v1/stats/ (default true)\n"
+        "  stats-flush-interval SECONDS  write the demand counts this often; a crash loses\n"
+        "                              at most this much (default 60; SIGUSR1: now)\n"
+        "  stats-retention-days N      days of demand statistics kept (default 90)\n"
+        "  stats-max-keys N            distinct counters held between two flushes; past it\n"
+        "                              new ones are summed in the day's aggregate\n"
+        "                              (default 100000)\n"
+        "  stats-max-memory SIZE       bytes of counters held between two flushes; past it\n"
+        "                              the same (default 8M)\n"
+        "  stats-max-names N           distinct application and family names stored per day;\n"
+        "                              new keys past it go to the day's aggregate (default 1000)\n"
+        "  stats-max-day-bytes SIZE    bytes of new keys stored per day (twice their names\n"
+        "                              plus 128 each); past it the same (default 4M)\n"
+        "  stats-top-apps N            applications named in /metrics demand series; the\n"
+        "                              rest are app=\"other\" (default 10)\n");
 }

@@ -29,6 +29,9 @@ typedef struct psdbd_config {
     unsigned stats_retention_days;    /* days of demand statistics kept */
     unsigned stats_max_keys;          /* distinct demand counters held between two flushes */
     unsigned stats_top_apps;          /* applications named in the /metrics demand series */
+    unsigned stats_max_names;         /* distinct names stored per day */
+    uint64_t stats_max_day_bytes;     /* bytes of demand keys stored per day */
+    uint64_t stats_max_memory;        /* bytes of demand counters held between two flushes */
 } psdbd_config;
 
 /* The default data directory: $PSDBD_DATA_DIR, else $XDG_DATA_HOME/psdbd, else

@@ -10,34 +10,11 @@
 int psdbd__utf8_ok(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
-    int ok = 1;
-    while (ok && *p) {
-        unsigned c = *p, need = 0;
-        uint32_t cp = 0, min = 0;
-        if (c < 0x80) {
-            p++;
-            continue;
-        }
-        if ((c & 0xe0) == 0xc0)
-            need = 1, cp = c & 0x1f, min = 0x80;
-        else if ((c & 0xf0) == 0xe0)
-            need = 2, cp = c & 0x0f, min = 0x800;
-        else if ((c & 0xf8) == 0xf0)
-            need = 3, cp = c & 0x07, min = 0x10000;
-        else
-            ok = 0;
-        /* A continuation byte is never 0, so the string's end stops this loop too. */
-        for (unsigned i = 1; ok && i <= need; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                ok = 0;
-            else
-                cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if (ok && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)))
-            ok = 0;
-        p += need + 1;
-    }
-    return ok;
+    uint32_t cp = 0;
+    size_t n = 1;
+    while (*p && (n = psdb__utf8_seq(p, &cp)) != 0)
+        p += n;
+    return n != 0;
 }
 
 int psdbd_index_is_url(const char *where)

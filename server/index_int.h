@@ -50,8 +50,20 @@ typedef enum psdbd__stats_query {
     PSDBD__SQ_RESOLVES,
     /* -; 'publish'|'retire', at, by, id, app, app_version, family, abi_version, serial, newest
      * first */
-    PSDBD__SQ_EVENTS
+    PSDBD__SQ_EVENTS,
+    /* from_day, to_day; day, hits, misses, requests of the demand not recorded key by key
+     * (stats_other), by day */
+    PSDBD__SQ_OTHER,
+    /* day; kind (PSDBD_STAT_RESOLVE or _MISS), app, app_version, family, abi_min, abi_max,
+     * has_profile, profile of every key stored for the day (the recorder's day budget after a
+     * restart) */
+    PSDBD__SQ_DAY_KEYS
 } psdbd__stats_query;
+
+/* The kinds PSDBD__SQ_DAY_KEYS writes as literals. */
+#define PSDBD__SQ_KIND_RESOLVE "1"
+#define PSDBD__SQ_KIND_MISS "2"
+_Static_assert(PSDBD_STAT_RESOLVE == 1 && PSDBD_STAT_MISS == 2, "PSDBD__SQ_DAY_KEYS' kinds");
 
 /* SHOWN: the columns of the PSDB a coverage range or matrix cell shows. */
 #define PSDBD__SQ_SHOWN_COLS                                                                       \

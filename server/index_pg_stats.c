@@ -74,9 +74,13 @@ psdbd_rc psdbd__pg_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t
         "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (day, sha256) DO UPDATE SET "
         "complete = s.complete + excluded.complete, partial = s.partial + excluded.partial, "
         "bytes = s.bytes + excluded.bytes";
-    static const char *const expire_sql[] = {"DELETE FROM stats_resolves WHERE day < $1",
-                                             "DELETE FROM stats_misses WHERE day < $1",
-                                             "DELETE FROM stats_downloads WHERE day < $1"};
+    static const char other_sql[] =
+        "INSERT INTO stats_other AS s (day, hits, misses, requests) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (day) DO UPDATE SET hits = s.hits + excluded.hits, "
+        "misses = s.misses + excluded.misses, requests = s.requests + excluded.requests";
+    static const char *const expire_sql[] = {
+        "DELETE FROM stats_resolves WHERE day < $1", "DELETE FROM stats_misses WHERE day < $1",
+        "DELETE FROM stats_downloads WHERE day < $1", "DELETE FROM stats_other WHERE day < $1"};
     psdbd__pgc c = {NULL, -1, 0};
     psdbd__pgp p;
     psdbd_rc rc = PSDBD_ERROR;
@@ -121,6 +125,12 @@ psdbd_rc psdbd__pg_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, size_t
         case PSDBD_STAT_DOWNLOAD:
             sql = download_sql;
             psdbd__pgp_text(&p, r->sha256);
+            psdbd__pgp_i64(&p, (int64_t)r->n[0]);
+            psdbd__pgp_i64(&p, (int64_t)r->n[1]);
+            psdbd__pgp_i64(&p, (int64_t)r->n[2]);
+            break;
+        case PSDBD_STAT_OTHER:
+            sql = other_sql;
             psdbd__pgp_i64(&p, (int64_t)r->n[0]);
             psdbd__pgp_i64(&p, (int64_t)r->n[1]);
             psdbd__pgp_i64(&p, (int64_t)r->n[2]);
@@ -185,6 +195,13 @@ static const char *const select_sql[] = {
         "UNION ALL SELECT 'retire', p.retired_at, p.retired_by, p.id, a.name, p.app_version, "
         "p.family, p.abi_version, p.serial, 1 FROM psdbs p JOIN apps a ON a.id = p.app "
         "WHERE p.retired_at IS NOT NULL ORDER BY 2 DESC, 10 DESC, 4 DESC",
+    [PSDBD__SQ_OTHER] = "SELECT day, hits, misses, requests FROM stats_other "
+                        "WHERE day BETWEEN $1 AND $2 ORDER BY day",
+    [PSDBD__SQ_DAY_KEYS] =
+        "SELECT " PSDBD__SQ_KIND_RESOLVE ", app, app_version, family, 0, 0, 0, 0 "
+        "FROM stats_resolves WHERE day = $1 UNION ALL SELECT " PSDBD__SQ_KIND_MISS
+        ", app, app_version, family, abi_min, abi_max, has_profile, profile "
+        "FROM stats_misses WHERE day = $1",
 };
 
 struct pgrow {

@@ -41,11 +41,15 @@ psdbd_rc psdbd__sqlite_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, si
         "INSERT INTO stats_downloads (day, sha256, complete, partial, bytes) "
         "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE SET complete = complete + "
         "excluded.complete, partial = partial + excluded.partial, bytes = bytes + excluded.bytes";
-    static const char *const expire_sql[] = {"DELETE FROM stats_resolves WHERE day < ?1",
-                                             "DELETE FROM stats_misses WHERE day < ?1",
-                                             "DELETE FROM stats_downloads WHERE day < ?1"};
+    static const char other_sql[] =
+        "INSERT INTO stats_other (day, hits, misses, requests) VALUES (?1, ?2, ?3, ?4) "
+        "ON CONFLICT DO UPDATE SET hits = hits + excluded.hits, misses = misses + "
+        "excluded.misses, requests = requests + excluded.requests";
+    static const char *const expire_sql[] = {
+        "DELETE FROM stats_resolves WHERE day < ?1", "DELETE FROM stats_misses WHERE day < ?1",
+        "DELETE FROM stats_downloads WHERE day < ?1", "DELETE FROM stats_other WHERE day < ?1"};
     sqlite3 *db = psdbd_index_db(ix);
-    sqlite3_stmt *st[3] = {NULL, NULL, NULL}, *del = NULL;
+    sqlite3_stmt *st[4] = {NULL, NULL, NULL, NULL}, *del = NULL;
     psdbd_rc rc = PSDBD_ERROR;
     int in_tx = 0;
     if (!db) {
@@ -58,7 +62,7 @@ psdbd_rc psdbd__sqlite_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, si
     }
     in_tx = 1;
     if (!(st[0] = prepare(ix, resolve_sql)) || !(st[1] = prepare(ix, miss_sql)) ||
-        !(st[2] = prepare(ix, download_sql)))
+        !(st[2] = prepare(ix, download_sql)) || !(st[3] = prepare(ix, other_sql)))
         goto cleanup;
     for (size_t i = 0; i < n; i++) {
         const psdbd_stat_row *r = &rows[i];
@@ -90,6 +94,12 @@ psdbd_rc psdbd__sqlite_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, si
             sqlite3_bind_int64(s, 4, (int64_t)r->n[1]);
             sqlite3_bind_int64(s, 5, (int64_t)r->n[2]);
             break;
+        case PSDBD_STAT_OTHER:
+            s = st[3];
+            sqlite3_bind_int64(s, 2, (int64_t)r->n[0]);
+            sqlite3_bind_int64(s, 3, (int64_t)r->n[1]);
+            sqlite3_bind_int64(s, 4, (int64_t)r->n[2]);
+            break;
         }
         if (!s)
             continue;
@@ -118,7 +128,7 @@ psdbd_rc psdbd__sqlite_stats_add(psdbd_index *ix, const psdbd_stat_row *rows, si
     in_tx = 0;
     rc = PSDBD_OK;
 cleanup:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         sqlite3_finalize(st[i]);
     sqlite3_finalize(del);
     if (in_tx)
@@ -164,6 +174,13 @@ static const char *const select_sql[] = {
         "UNION ALL SELECT 'retire', p.retired_at, p.retired_by, p.id, a.name, p.app_version, "
         "p.family, p.abi_version, p.serial, 1 FROM psdbs p JOIN apps a ON a.id = p.app "
         "WHERE p.retired_at IS NOT NULL ORDER BY 2 DESC, 10 DESC, 4 DESC",
+    [PSDBD__SQ_OTHER] = "SELECT day, hits, misses, requests FROM stats_other "
+                        "WHERE day BETWEEN ?1 AND ?2 ORDER BY day",
+    [PSDBD__SQ_DAY_KEYS] =
+        "SELECT " PSDBD__SQ_KIND_RESOLVE ", app, app_version, family, 0, 0, 0, 0 "
+        "FROM stats_resolves WHERE day = ?1 UNION ALL SELECT " PSDBD__SQ_KIND_MISS
+        ", app, app_version, family, abi_min, abi_max, has_profile, profile "
+        "FROM stats_misses WHERE day = ?1",
 };
 
 static const char *row_text(void *row, int i)

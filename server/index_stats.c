@@ -14,6 +14,12 @@
 #include <time.h>
 
 #include "common.h"
+#include "psdb/sign.h"
+
+/* The longest name a stored row can hold: a published application or family (what a signed
+ * statement carries), or a name recorded before PSDBD_STATS_NAME_MAX was lowered. */
+#define STORED_NAME_MAX PSDB_STATEMENT_STRING_MAX
+
 const char *psdbd_format_day(int64_t day, char *buf, size_t size)
 {
     struct tm tm;
@@ -148,7 +154,7 @@ struct coverage {
     json_t *covered, *missing, *range;
     best b;
     int known;
-    char family[PSDBD_STATS_NAME_MAX + 1];
+    char family[STORED_NAME_MAX + 1];
     int64_t last_abi, count;
 };
 
@@ -240,12 +246,13 @@ cleanup:
  */
 
 struct matrix {
-    int history;
+    int history, truncated;
     int64_t now;
+    size_t limit;
     psdbd_stat_visible_fn visible;
     void *ctx;
     json_t *cells, *apps, *families, *cell;
-    char app[PSDBD_STATS_NAME_MAX + 1], family[PSDBD_STATS_NAME_MAX + 1];
+    char app[STORED_NAME_MAX + 1], family[STORED_NAME_MAX + 1];
 };
 
 /* Active rows come first in each cell, best first, so the cell's first row is what it shows. */
@@ -258,6 +265,10 @@ static int matrix_row(const psdbd__row *st, void *ctx)
     if (!shown(mx->visible, mx->ctx, a))
         return 0;
     if (strcmp(a, mx->app) != 0) {
+        if (json_array_size(mx->apps) >= mx->limit) {
+            mx->truncated = 1;
+            return 1;
+        }
         json_array_append_new(mx->apps, row(json_string(a)));
         snprintf(mx->app, sizeof(mx->app), "%s", a);
         mx->family[0] = '\0';
@@ -306,10 +317,11 @@ static int matrix_row(const psdbd__row *st, void *ctx)
     return 0;
 }
 
-psdbd_rc psdbd_index_stats_matrix(psdbd_index *ix, int history, int64_t now,
+psdbd_rc psdbd_index_stats_matrix(psdbd_index *ix, int history, int64_t now, size_t limit,
                                   psdbd_stat_visible_fn visible, void *ctx, json_t **out)
 {
-    struct matrix mx = {.history = history, .now = now, .visible = visible, .ctx = ctx};
+    struct matrix mx = {
+        .history = history, .now = now, .limit = limit, .visible = visible, .ctx = ctx};
     json_t *fam_list = NULL;
     psdbd_rc rc;
     mx.cells = must(json_array());
@@ -324,8 +336,8 @@ psdbd_rc psdbd_index_stats_matrix(psdbd_index *ix, int history, int64_t now,
         json_t *v;
         json_object_foreach(mx.families, k, v) json_array_append_new(fam_list, row(json_string(k)));
     }
-    *out = must(
-        json_pack("{s:O, s:O, s:O}", "apps", mx.apps, "families", fam_list, "cells", mx.cells));
+    *out = must(json_pack("{s:O, s:O, s:O, s:b}", "apps", mx.apps, "families", fam_list, "cells",
+                          mx.cells, "truncated", mx.truncated));
     rc = PSDBD_OK;
 cleanup:
     json_decref(mx.cells);
@@ -338,15 +350,56 @@ cleanup:
 /* ---- missing coverage, traffic, events ----------------------------------------------------------
  */
 
+/* The day aggregate's counts (stats_other) over a range, by day: hits, misses, requests. */
+struct other_day {
+    int64_t day;
+    json_int_t n[3];
+};
+
+struct others {
+    struct other_day *days;
+    size_t n, cap;
+};
+
+static int other_row(const psdbd__row *st, void *ctx)
+{
+    struct others *o = ctx;
+    if (o->n == o->cap) {
+        o->cap = o->cap ? o->cap * 2 : 16;
+        struct other_day *grown = realloc(o->days, o->cap * sizeof(*o->days));
+        if (!grown)
+            psdbd_out_of_memory();
+        o->days = grown;
+    }
+    o->days[o->n++] =
+        (struct other_day){col_i64(st, 0), {col_i64(st, 1), col_i64(st, 2), col_i64(st, 3)}};
+    return 0;
+}
+
+/* The aggregate of [from_day, to_day] when the reader sees every application: a scoped reader
+ * cannot tell whose demand it was, so it is never shown one. */
+static psdbd_rc others_of(psdbd_index *ix, int64_t from_day, int64_t to_day,
+                          psdbd_stat_visible_fn visible, struct others *o)
+{
+    int64_t args[2] = {from_day, to_day};
+    if (visible)
+        return PSDBD_OK;
+    return ix->ops->stats_select(ix, PSDBD__SQ_OTHER, NULL, args, 2, other_row, o);
+}
+
 struct missing {
     size_t limit;
     psdbd_stat_visible_fn visible;
     void *ctx;
     json_t *list, *entry;
     int64_t key[5];
-    char app[PSDBD_STATS_NAME_MAX + 1], family[PSDBD_STATS_NAME_MAX + 1];
+    json_int_t other_requests;
+    int started, truncated;
+    char app[STORED_NAME_MAX + 1], family[STORED_NAME_MAX + 1];
 };
 
+/* Rows come by entry (most asked first), one per day of it: the first `limit` entries are listed,
+ * the requests of the rest summed into other_requests. */
 static int missing_row(const psdbd__row *st, void *ctx)
 {
     struct missing *ms = ctx;
@@ -354,23 +407,29 @@ static int missing_row(const psdbd__row *st, void *ctx)
     int64_t k[5] = {col_i64(st, 2), col_i64(st, 3), col_i64(st, 4), col_i64(st, 5), 0};
     if (!shown(ms->visible, ms->ctx, a))
         return 0;
-    if (!ms->entry || strcmp(a, ms->app) != 0 || strcmp(f, ms->family) != 0 ||
+    if (!ms->started || strcmp(a, ms->app) != 0 || strcmp(f, ms->family) != 0 ||
         memcmp(k, ms->key, sizeof(k)) != 0) {
-        if (json_array_size(ms->list) >= ms->limit)
-            return 1;
+        ms->started = 1;
+        snprintf(ms->app, sizeof(ms->app), "%s", a);
+        snprintf(ms->family, sizeof(ms->family), "%s", f);
+        memcpy(ms->key, k, sizeof(ms->key));
+        ms->entry = NULL;
+        if (json_array_size(ms->list) >= ms->limit) {
+            ms->truncated = 1;
+            ms->other_requests += (json_int_t)col_i64(st, 8);
+            return 0;
+        }
         ms->entry =
             row(json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:o, s:[]}", "app", a, "family", f,
                           "abi_min", col_u64(st, 2), "abi_max", col_u64(st, 3), "profile_version",
                           must(profile_json(st, 4, 5)), "requests", (json_int_t)col_i64(st, 8),
                           "last_seen", must(day_json(col_i64(st, 9))), "days"));
         json_array_append_new(ms->list, ms->entry);
-        snprintf(ms->app, sizeof(ms->app), "%s", a);
-        snprintf(ms->family, sizeof(ms->family), "%s", f);
-        memcpy(ms->key, k, sizeof(ms->key));
     }
-    json_array_append_new(json_object_get(ms->entry, "days"),
-                          row(json_pack("{s:o, s:I}", "day", must(day_json(col_i64(st, 6))),
-                                        "requests", (json_int_t)col_i64(st, 7))));
+    if (ms->entry)
+        json_array_append_new(json_object_get(ms->entry, "days"),
+                              row(json_pack("{s:o, s:I}", "day", must(day_json(col_i64(st, 6))),
+                                            "requests", (json_int_t)col_i64(st, 7))));
     return 0;
 }
 
@@ -378,60 +437,185 @@ psdbd_rc psdbd_index_stats_missing(psdbd_index *ix, int64_t from_day, int64_t to
                                    psdbd_stat_visible_fn visible, void *ctx, json_t **out)
 {
     struct missing ms = {.limit = limit, .visible = visible, .ctx = ctx};
+    struct others o = {0};
     int64_t args[2] = {from_day, to_day};
     psdbd_rc rc;
     ms.list = must(json_array());
     if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_MISSING, NULL, args, 2, missing_row, &ms)) !=
-        PSDBD_OK)
+            PSDBD_OK ||
+        (rc = others_of(ix, from_day, to_day, visible, &o)) != PSDBD_OK)
         goto cleanup;
-    *out = must(json_pack("{s:o, s:o, s:O}", "from", must(day_json(from_day)), "to",
-                          must(day_json(to_day)), "missing", ms.list));
+    for (size_t i = 0; i < o.n; i++)
+        ms.other_requests += o.days[i].n[2];
+    *out = must(json_pack("{s:o, s:o, s:O, s:I, s:b}", "from", must(day_json(from_day)), "to",
+                          must(day_json(to_day)), "missing", ms.list, "other_requests",
+                          ms.other_requests, "truncated", ms.truncated));
     rc = PSDBD_OK;
 cleanup:
     json_decref(ms.list);
+    free(o.days);
     return rc;
 }
 
-/* Adds a row's counts into the entry of (day, name) in `map` (a key -> row object), appending a
- * new entry to `list` in first-seen order. */
-static void sum_into(json_t *map, json_t *list, const char *day, const char *field,
-                     const char *name, const char *const *counts, const json_int_t *values,
-                     size_t n)
+/* One row of a traffic list before it is summed: a day, a name (NULL: the day's other entry) and
+ * up to three counts. */
+struct tally {
+    int64_t day;
+    char *name;
+    json_int_t v[3];
+};
+
+struct tallies {
+    struct tally *t;
+    size_t n, cap;
+};
+
+static void tally_add(struct tallies *ts, int64_t day, const char *name, const json_int_t *v,
+                      size_t nv)
 {
-    char *key = xasprintf("%s\x1f%s", day, name);
-    json_t *entry = json_object_get(map, key);
-    if (!entry) {
-        entry = row(json_pack("{s:s, s:s}", "day", day, field, name));
-        for (size_t i = 0; i < n; i++)
-            json_object_set_new(entry, counts[i], json_integer(0));
-        json_object_set(map, key, entry);
-        json_array_append_new(list, entry);
+    struct tally *t;
+    if (ts->n == ts->cap) {
+        ts->cap = ts->cap ? ts->cap * 2 : 64;
+        struct tally *grown = realloc(ts->t, ts->cap * sizeof(*ts->t));
+        if (!grown)
+            psdbd_out_of_memory();
+        ts->t = grown;
     }
-    for (size_t i = 0; i < n; i++)
-        json_object_set_new(
-            entry, counts[i],
-            json_integer(json_integer_value(json_object_get(entry, counts[i])) + values[i]));
-    free(key);
+    t = &ts->t[ts->n++];
+    memset(t, 0, sizeof(*t));
+    t->day = day;
+    t->name = xstrdup(name);
+    memcpy(t->v, v, nv * sizeof(*v));
+}
+
+static void tallies_free(struct tallies *ts)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        free(ts->t[i].name);
+    free(ts->t);
+}
+
+/* A name's total over the range, for choosing the names a list shows. */
+struct total {
+    const char *name;
+    json_int_t rank[2];
+};
+
+static int by_total_name(const void *a, const void *b)
+{
+    return strcmp(((const struct total *)a)->name, ((const struct total *)b)->name);
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct total *x = a, *y = b;
+    for (int i = 0; i < 2; i++)
+        if (x->rank[i] != y->rank[i])
+            return x->rank[i] < y->rank[i] ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+/* By day; in a day the named entries by name, then the other entry (NULL name). */
+static int by_day_name(const void *a, const void *b)
+{
+    const struct tally *x = a, *y = b;
+    if (x->day != y->day)
+        return x->day < y->day ? -1 : 1;
+    if (!x->name || !y->name)
+        return !x->name - !y->name;
+    return strcmp(x->name, y->name);
+}
+
+/* One list of the traffic report. The `limit` names with the largest totals over the range
+ * (v[rank[0]] + v[rank[1]], then v[rank[2]]; -1: none) keep their own entries; every other row of
+ * a day is summed into that day's entry whose `field` is null, so the answer holds at most
+ * (limit + 1) entries per day whatever clients asked for. *truncated is set when a name was
+ * folded so. */
+static json_t *traffic_list(struct tallies *ts, const char *field, const char *const *counts,
+                            size_t nv, const int rank[3], size_t limit, int *truncated)
+{
+    json_t *list = must(json_array());
+    struct total *totals = ts->n ? xcalloc(ts->n, sizeof(*totals)) : NULL;
+    size_t nt = 0, w = 0;
+    /* The totals per name: the rows sorted by day and name, then their names sorted and run
+     * together. */
+    for (size_t i = 0; i < ts->n; i++) {
+        const struct tally *t = &ts->t[i];
+        if (!t->name)
+            continue;
+        totals[nt++] = (struct total){
+            t->name,
+            {t->v[rank[0]] + (rank[1] >= 0 ? t->v[rank[1]] : 0), rank[2] >= 0 ? t->v[rank[2]] : 0}};
+    }
+    if (nt > 1)
+        qsort(totals, nt, sizeof(*totals), by_total_name);
+    for (size_t i = 0; i < nt; i++) {
+        if (w > 0 && strcmp(totals[w - 1].name, totals[i].name) == 0) {
+            totals[w - 1].rank[0] += totals[i].rank[0];
+            totals[w - 1].rank[1] += totals[i].rank[1];
+            continue;
+        }
+        totals[w++] = totals[i];
+    }
+    nt = w;
+    if (nt > 1)
+        qsort(totals, nt, sizeof(*totals), by_rank);
+    if (nt > limit) {
+        *truncated = 1;
+        nt = limit;
+    }
+    /* The shown names, sorted for the lookup; every other name becomes NULL. */
+    if (nt > 1)
+        qsort(totals, nt, sizeof(*totals), by_total_name);
+    for (size_t i = 0; i < ts->n; i++) {
+        struct tally *t = &ts->t[i];
+        struct total key = {t->name, {0, 0}};
+        if (t->name && (nt == 0 || !bsearch(&key, totals, nt, sizeof(*totals), by_total_name))) {
+            free(t->name);
+            t->name = NULL;
+        }
+    }
+    free(totals);
+    /* The rows of one (day, name) summed into one entry, in the report's order. */
+    if (ts->n > 1)
+        qsort(ts->t, ts->n, sizeof(*ts->t), by_day_name);
+    w = 0;
+    for (size_t i = 0; i < ts->n; i++) {
+        if (w > 0 && by_day_name(&ts->t[w - 1], &ts->t[i]) == 0) {
+            for (size_t k = 0; k < nv; k++)
+                ts->t[w - 1].v[k] += ts->t[i].v[k];
+            free(ts->t[i].name);
+            continue;
+        }
+        ts->t[w++] = ts->t[i];
+    }
+    ts->n = w;
+    for (size_t i = 0; i < ts->n; i++) {
+        const struct tally *t = &ts->t[i];
+        json_t *e = row(json_pack("{s:o, s:o}", "day", must(day_json(t->day)), field,
+                                  t->name ? json_string(t->name) : json_null()));
+        for (size_t k = 0; e && k < nv; k++)
+            json_object_set_new(e, counts[k], json_integer(t->v[k]));
+        json_array_append_new(list, e);
+    }
+    return list;
 }
 
 struct traffic {
     psdbd_stat_visible_fn visible;
     void *ctx;
-    json_t *by_app, *by_family, *resolves, *app_map, *family_map;
+    struct tallies by_app, by_family, resolves;
 };
 
 static int download_row(const psdbd__row *st, void *ctx)
 {
-    static const char *const dl_counts[] = {"complete", "partial", "bytes"};
     struct traffic *tr = ctx;
     const char *a = col_text(st, 1);
     json_int_t v[3] = {col_i64(st, 3), col_i64(st, 4), col_i64(st, 5)};
-    char day[32];
     if (!shown(tr->visible, tr->ctx, a))
         return 0;
-    psdbd_format_day(col_i64(st, 0), day, sizeof(day));
-    sum_into(tr->app_map, tr->by_app, day, "app", a, dl_counts, v, 3);
-    sum_into(tr->family_map, tr->by_family, day, "family", col_text(st, 2), dl_counts, v, 3);
+    tally_add(&tr->by_app, col_i64(st, 0), a, v, 3);
+    tally_add(&tr->by_family, col_i64(st, 0), col_text(st, 2), v, 3);
     return 0;
 }
 
@@ -439,41 +623,50 @@ static int resolves_row(const psdbd__row *st, void *ctx)
 {
     struct traffic *tr = ctx;
     const char *a = col_text(st, 1);
+    json_int_t v[2] = {col_i64(st, 2), col_i64(st, 3)};
     if (!shown(tr->visible, tr->ctx, a))
         return 0;
-    json_array_append_new(
-        tr->resolves,
-        row(json_pack("{s:o, s:s, s:I, s:I}", "day", must(day_json(col_i64(st, 0))), "app", a,
-                      "hits", (json_int_t)col_i64(st, 2), "misses", (json_int_t)col_i64(st, 3))));
+    tally_add(&tr->resolves, col_i64(st, 0), a, v, 2);
     return 0;
 }
 
-psdbd_rc psdbd_index_stats_traffic(psdbd_index *ix, int64_t from_day, int64_t to_day,
+psdbd_rc psdbd_index_stats_traffic(psdbd_index *ix, int64_t from_day, int64_t to_day, size_t limit,
                                    psdbd_stat_visible_fn visible, void *ctx, json_t **out)
 {
+    static const char *const dl_counts[] = {"complete", "partial", "bytes"};
+    static const char *const res_counts[] = {"hits", "misses"};
+    /* Downloads rank by responses, then bytes; resolves by hits + misses. */
+    static const int dl_rank[3] = {0, 1, 2}, res_rank[3] = {0, 1, -1};
     struct traffic tr = {.visible = visible, .ctx = ctx};
+    struct others o = {0};
     int64_t args[2] = {from_day, to_day};
+    json_t *by_app = NULL, *by_family = NULL, *resolves = NULL;
+    int truncated = 0;
     psdbd_rc rc;
-    tr.by_app = must(json_array());
-    tr.by_family = must(json_array());
-    tr.resolves = must(json_array());
-    tr.app_map = must(json_object());
-    tr.family_map = must(json_object());
     if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_DOWNLOADS, NULL, args, 2, download_row, &tr)) !=
             PSDBD_OK ||
         (rc = ix->ops->stats_select(ix, PSDBD__SQ_RESOLVES, NULL, args, 2, resolves_row, &tr)) !=
-            PSDBD_OK)
+            PSDBD_OK ||
+        (rc = others_of(ix, from_day, to_day, visible, &o)) != PSDBD_OK)
         goto cleanup;
-    *out = must(json_pack("{s:o, s:o, s:O, s:O, s:O}", "from", must(day_json(from_day)), "to",
-                          must(day_json(to_day)), "by_app", tr.by_app, "by_family", tr.by_family,
-                          "resolves", tr.resolves));
+    for (size_t i = 0; i < o.n; i++)
+        if (o.days[i].n[0] || o.days[i].n[1])
+            tally_add(&tr.resolves, o.days[i].day, NULL, o.days[i].n, 2);
+    by_app = traffic_list(&tr.by_app, "app", dl_counts, 3, dl_rank, limit, &truncated);
+    by_family = traffic_list(&tr.by_family, "family", dl_counts, 3, dl_rank, limit, &truncated);
+    resolves = traffic_list(&tr.resolves, "app", res_counts, 2, res_rank, limit, &truncated);
+    *out = must(json_pack("{s:o, s:o, s:O, s:O, s:O, s:b}", "from", must(day_json(from_day)), "to",
+                          must(day_json(to_day)), "by_app", by_app, "by_family", by_family,
+                          "resolves", resolves, "truncated", truncated));
     rc = PSDBD_OK;
 cleanup:
-    json_decref(tr.by_app);
-    json_decref(tr.by_family);
-    json_decref(tr.resolves);
-    json_decref(tr.app_map);
-    json_decref(tr.family_map);
+    json_decref(by_app);
+    json_decref(by_family);
+    json_decref(resolves);
+    tallies_free(&tr.by_app);
+    tallies_free(&tr.by_family);
+    tallies_free(&tr.resolves);
+    free(o.days);
     return rc;
 }
 
@@ -482,6 +675,7 @@ struct events {
     psdbd_stat_visible_fn visible;
     void *ctx;
     json_t *list;
+    int truncated;
 };
 
 static int event_row(const psdbd__row *st, void *ctx)
@@ -489,10 +683,12 @@ static int event_row(const psdbd__row *st, void *ctx)
     struct events *ev = ctx;
     const char *a = col_text(st, 4);
     char ver[32];
-    if (json_array_size(ev->list) >= ev->limit)
-        return 1;
     if (!shown(ev->visible, ev->ctx, a))
         return 0;
+    if (json_array_size(ev->list) >= ev->limit) {
+        ev->truncated = 1; /* one more event the reader may see: the list is not all of them */
+        return 1;
+    }
     json_array_append_new(
         ev->list,
         row(json_pack("{s:s, s:o, s:s, s:I, s:s, s:s, s:s, s:I, s:I}", "event", col_text(st, 0),
@@ -500,7 +696,7 @@ static int event_row(const psdbd__row *st, void *ctx)
                       (json_int_t)col_i64(st, 3), "app", a, "app_version",
                       psdb__format_version(col_u64(st, 5), ver, sizeof(ver)), "family",
                       col_text(st, 6), "abi_version", col_u64(st, 7), "serial", col_u64(st, 8))));
-    return json_array_size(ev->list) >= ev->limit;
+    return 0;
 }
 
 psdbd_rc psdbd_index_stats_events(psdbd_index *ix, size_t limit, psdbd_stat_visible_fn visible,
@@ -509,12 +705,45 @@ psdbd_rc psdbd_index_stats_events(psdbd_index *ix, size_t limit, psdbd_stat_visi
     struct events ev = {.limit = limit, .visible = visible, .ctx = ctx};
     psdbd_rc rc;
     ev.list = must(json_array());
-    if (limit > 0 && (rc = ix->ops->stats_select(ix, PSDBD__SQ_EVENTS, NULL, NULL, 0, event_row,
-                                                 &ev)) != PSDBD_OK)
+    if ((rc = ix->ops->stats_select(ix, PSDBD__SQ_EVENTS, NULL, NULL, 0, event_row, &ev)) !=
+        PSDBD_OK)
         goto cleanup;
-    *out = must(json_pack("{s:O}", "events", ev.list));
+    *out = must(json_pack("{s:O, s:b}", "events", ev.list, "truncated", ev.truncated));
     rc = PSDBD_OK;
 cleanup:
     json_decref(ev.list);
     return rc;
+}
+
+/* ---- the recorder's day budget ------------------------------------------------------------------
+ */
+
+struct day_keys {
+    int64_t day;
+    int (*fn)(const psdbd_stat_row *key, void *ctx);
+    void *ctx;
+};
+
+static int day_key_row(const psdbd__row *st, void *ctx)
+{
+    struct day_keys *dk = ctx;
+    psdbd_stat_row k = {.kind = (psdbd_stat_kind)col_i64(st, 0),
+                        .day = dk->day,
+                        .app = col_text(st, 1),
+                        .app_version = psdbd_u64_from_db(col_i64(st, 2)),
+                        .family = col_text(st, 3)};
+    if (k.kind == PSDBD_STAT_MISS) {
+        k.abi_min = psdbd_u64_from_db(col_i64(st, 4));
+        k.abi_max = psdbd_u64_from_db(col_i64(st, 5));
+        k.has_profile = col_i64(st, 6) != 0;
+        k.profile = k.has_profile ? psdbd_u64_from_db(col_i64(st, 7)) : 0;
+    }
+    return dk->fn(&k, dk->ctx);
+}
+
+psdbd_rc psdbd_index_stats_day_keys(psdbd_index *ix, int64_t day,
+                                    int (*fn)(const psdbd_stat_row *key, void *ctx), void *ctx)
+{
+    struct day_keys dk = {day, fn, ctx};
+    return ix->ops->stats_select(ix, PSDBD__SQ_DAY_KEYS, NULL, &day, 1, day_key_row, &dk);
 }

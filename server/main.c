@@ -69,6 +69,9 @@ static int parse_serve_args(int argc, char **argv, psdbd_config *cfg)
                                          {"stats-retention-days", required_argument, NULL, 1},
                                          {"stats-max-keys", required_argument, NULL, 1},
                                          {"stats-top-apps", required_argument, NULL, 1},
+                                         {"stats-max-names", required_argument, NULL, 1},
+                                         {"stats-max-day-bytes", required_argument, NULL, 1},
+                                         {"stats-max-memory", required_argument, NULL, 1},
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
@@ -183,7 +186,9 @@ static int serve(int argc, char **argv)
     srv.cfg = &cfg;
     if (cfg.stats) {
         psdbd_stats_options so = {cfg.stats_flush_interval, cfg.stats_retention_days,
-                                  cfg.stats_max_keys, cfg.stats_top_apps};
+                                  cfg.stats_max_keys,       cfg.stats_top_apps,
+                                  cfg.stats_max_names,      cfg.stats_max_day_bytes,
+                                  cfg.stats_max_memory};
         srv.stats = psdbd_stats_create(&so);
         if (psdbd_stats_start(srv.stats, srv.ix, err, sizeof(err)) != 0) {
             fprintf(stderr, "psdbd: %s\n", err);

@@ -4,8 +4,11 @@
  * The request threads only add to in-memory counters (a sharded hash table, one mutex per
  * shard): no database work on the hot path. The flusher adds the counts to the index
  * (index_stats.h) every flush interval, when asked (psdbd_stats_flush, SIGUSR1), and once more
- * when the server stops, so a crash loses at most the last interval. Memory is bounded: past
- * `max_keys` distinct keys between two flushes, new keys are counted as dropped instead. */
+ * when the server stops, so a crash loses at most the last interval. What clients can make it
+ * keep is bounded (stats.c, DESIGN): in memory by `max_keys` and `max_memory` between two flushes,
+ * in the index by `max_names` names and `max_day_bytes` bytes of keys per day and by
+ * PSDBD_STATS_NAME_MAX; what is over a bound is summed in the day's aggregate (PSDBD_STAT_OTHER)
+ * and counted as dropped, never lost. */
 #ifndef PSDBD_STATS_H
 #define PSDBD_STATS_H
 
@@ -17,11 +20,19 @@
 
 typedef struct psdbd_stats psdbd_stats;
 
+/* The defaults of the bounds an option leaves 0. */
+#define PSDBD_STATS_MAX_NAMES_DEFAULT 1000u
+#define PSDBD_STATS_MAX_DAY_BYTES_DEFAULT (4ull << 20)
+#define PSDBD_STATS_MAX_MEMORY_DEFAULT (8ull << 20)
+
 typedef struct psdbd_stats_options {
     unsigned flush_interval; /* seconds between flushes (>= 1) */
     unsigned retention_days; /* days of statistics kept (>= 1) */
     unsigned max_keys;       /* distinct keys held between two flushes */
     unsigned top_apps;       /* applications named in /metrics; the rest are "other" */
+    unsigned max_names;      /* distinct application and family names stored per day (0: default) */
+    uint64_t max_day_bytes;  /* bytes of keys stored per day (0: default) */
+    uint64_t max_memory;     /* bytes of keys held between two flushes (0: default) */
 } psdbd_stats_options;
 
 /* A recorder; nothing is written until psdbd_stats_start. Never fails (the daemon's allocation
@@ -51,8 +62,10 @@ int64_t psdbd_stats_today(void);
  * by name, the rest as app="other". */
 void psdbd_stats_render_metrics(psdbd_stats *st, FILE *f);
 
-/* For tests: the held (unflushed) keys and the keys dropped since start. */
+/* For tests: the held (unflushed) keys and their bytes, and the counts not recorded key by key
+ * (summed in a day's aggregate) since start. */
 unsigned psdbd_stats_held(psdbd_stats *st);
+uint64_t psdbd_stats_held_bytes(psdbd_stats *st);
 uint64_t psdbd_stats_dropped(psdbd_stats *st);
 
 #endif

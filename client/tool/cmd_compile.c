@@ -190,6 +190,8 @@ int cmd_compile(int argc, char **argv)
                        PSDB_ADAPTER_FAMILY_MAX - 1);
         goto cleanup;
     }
+    if (tool_bad_name("compile", "--family", family))
+        goto cleanup;
 
     psdb_target t = {family, abi, compiler_version, profile_version};
     psdb_hr hr = psdb__compile_sodb(sodb, &t, cost, out, &st, err, sizeof(err));

@@ -126,6 +126,8 @@ int cmd_coverage(int argc, char **argv)
     }
     if (!*app)
         return tool_fail("coverage", "--app: empty application name");
+    if (tool_bad_name("coverage", "--app", app))
+        return 1;
     if (strncmp(server, "http://", 7) != 0 && strncmp(server, "https://", 8) != 0)
         return tool_fail("coverage", "--server: not an http:// or https:// URL: '%s'", server);
     if (!token)

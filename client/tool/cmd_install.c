@@ -456,6 +456,12 @@ int cmd_install(int argc, char **argv)
                                     "required (see --help)");
     if (!num_trust)
         return tool_fail("install", "--trust KEYFILE.pub is required: nothing unsigned installs");
+    if (tool_bad_name("install", "--app", app) ||
+        tool_bad_name("install", "--installer", installer))
+        return 1;
+    for (uint32_t i = 0; i < num_targets; i++)
+        if (tool_bad_name("install", "--target", targets[i].family))
+            return 1;
     if (check_trusted_keys(trust, num_trust) != 0)
         return 1;
     if (!token)

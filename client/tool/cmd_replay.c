@@ -303,6 +303,8 @@ int cmd_replay(int argc, char **argv)
     if (optind != argc - 1 || !family || !abi_min || !abi_max)
         return tool_fail("replay", "an SODB, --family, --abi-min and --abi-max are required "
                                    "(see --help)");
+    if (tool_bad_name("replay", "--family", family))
+        return 1;
     report.max_cases = (size_t)max_listed;
     time_t started = time(NULL);
     psdb_hr hr = psdb_sodb_open(argv[optind], &sodb);

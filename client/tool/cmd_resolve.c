@@ -117,6 +117,8 @@ int cmd_resolve(int argc, char **argv)
                                     "--abi-max are required (see --help)");
     if (strlen(family) >= PSDB_ADAPTER_FAMILY_MAX)
         return tool_fail("resolve", "--family: longer than %d bytes", PSDB_ADAPTER_FAMILY_MAX - 1);
+    if (tool_bad_name("resolve", "--app", app) || tool_bad_name("resolve", "--family", family))
+        return 1;
     if (!token)
         token = getenv("PSDB_TOKEN");
     psdb_client_desc cd = {.server_url = server, .token = token, .ca_file = ca};

@@ -192,6 +192,10 @@ int cmd_synth(int argc, char **argv)
         rc = tool_fail("synth", "--app, --app-version, --pipelines and -o are required");
         goto cleanup;
     }
+    if (tool_bad_name("synth", "--app", p.app_name) ||
+        tool_bad_name("synth", "--exe", p.exe_filename) ||
+        tool_bad_name("synth", "--engine", p.engine_name))
+        goto cleanup;
     if (p.patch && !have_changed) {
         rc = tool_fail("synth", "--patch needs --changed (the fraction of pipelines it touches)");
         goto cleanup;

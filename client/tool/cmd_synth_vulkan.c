@@ -96,6 +96,8 @@ static int synth_vulkan(int argc, char **argv)
         rc = tool_fail("synth", "--app, --app-version, --pipelines and -o are required");
         goto cleanup;
     }
+    if (tool_bad_name("synth", "--app", app) || tool_bad_name("synth", "--engine", engine))
+        goto cleanup;
     if (psdb__synth_vulkan_max() && n > psdb__synth_vulkan_max()) { /* 0: no glslang */
         rc = tool_fail("synth", "--pipelines: at most %llu distinct Vulkan pipelines, not %llu",
                        (unsigned long long)psdb__synth_vulkan_max(), (unsigned long long)n);

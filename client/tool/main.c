@@ -71,6 +71,14 @@ int cmd_version(int argc, char **argv)
     return 0;
 }
 
+int tool_bad_name(const char *cmd, const char *option, const char *s)
+{
+    char why[128];
+    if (psdb__name_check(s, why, sizeof(why)) == 0)
+        return 0;
+    return tool_fail(cmd, "%s %s", option, why);
+}
+
 int tool_fail(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -36,10 +36,16 @@ void tool_print_manifest(const psdb_manifest *m, int json);
 
 /* Prints "psdb <cmd>: <message>" on stderr (one line). Returns 1 for `return tool_fail(...)`. */
 int tool_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A name given on the command line (--app, --family, a target's family, ...) by psdb's one rule
+ * for names (psdb__name_check), the rule psdbd, signed statements and the registry apply: 0
+ * (NULL: not given, fine), or 1 after "psdb <cmd>: <option> contains U+202E (a Unicode format
+ * character)". */
+int tool_bad_name(const char *cmd, const char *option, const char *s);
 
 /* Names from files, registries and servers are data, not terminal commands (tool_text.c): C0
- * controls, DEL, C1 controls (U+0080-U+009F) and bytes that are not well-formed UTF-8 are written
- * as \xNN (each byte); printable UTF-8 is kept. */
+ * controls, DEL, C1 controls (U+0080-U+009F), the other code points psdb's rule for names refuses
+ * (Unicode format characters such as U+202E, separators other than U+0020) and bytes that are not
+ * well-formed UTF-8 are written as \xNN (each byte); the rest of UTF-8 is kept. */
 #define TOOL_SAFE_SIZE (4 * 4096 + 4) /* room for a 4096-byte name, every byte escaped */
 /* s (NULL: "") escaped into buf; cut with "..." between characters when buf is short. Returns
  * buf, for printf("%s", tool_safe(name, buf, sizeof(buf))). */

@@ -1,5 +1,6 @@
 /* tool_text.c - names from files, registries and servers printed as data, never as terminal
- * commands: control characters and bytes that are not UTF-8 are shown as \xNN.
+ * commands: control characters, Unicode format and separator characters (U+202E, U+200B, U+00A0,
+ * ...) and bytes that are not UTF-8 are shown as \xNN.
  *
  * A PSDB's application name, a registry's exe path or a server's family string reach the terminal
  * through every subcommand. Written raw, an ESC sequence in one of them moves the cursor, retitles
@@ -12,39 +13,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no surrogates, at most
- * U+10FFFF) starting at s, whose code point goes to *cp; 0 when s does not start one. */
+/* psdb's one UTF-8 decoder (client/src/common/parse.c). */
 size_t tool_utf8_seq(const unsigned char *s, uint32_t *cp)
 {
-    size_t n;
-    uint32_t c, min;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if ((s[0] & 0xE0) == 0xC0)
-        n = 2, c = s[0] & 0x1Fu, min = 0x80;
-    else if ((s[0] & 0xF0) == 0xE0)
-        n = 3, c = s[0] & 0x0Fu, min = 0x800;
-    else if ((s[0] & 0xF8) == 0xF0)
-        n = 4, c = s[0] & 0x07u, min = 0x10000;
-    else
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) /* also stops at the NUL */
-            return 0;
-        c = c << 6 | (s[i] & 0x3Fu);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    *cp = c;
-    return n;
+    return psdb__utf8_seq(s, cp);
 }
 
 /* Whether code point c is a control character a terminal may act on: C0, DEL, C1. */
 int tool_is_control(uint32_t c)
 {
     return c < 0x20 || (c >= 0x7F && c <= 0x9F);
+}
+
+/* Whether a code point is shown escaped: a control character, and every other one that psdb's
+ * rule for names refuses (a bidirectional override shows "Demo" U+202E "gnp.exe" as
+ * "Demoexe.png"; a zero-width or other space makes two names look alike). Names are refused with
+ * them where they enter; this covers what was stored before, or by something else. */
+static int shown_escaped(uint32_t cp)
+{
+    return psdb__name_char_kind(cp) != PSDB__NAME_OK;
 }
 
 /* Bytes of s once escaped. */
@@ -54,7 +41,7 @@ static size_t escaped_len(const unsigned char *p)
     while (*p) {
         uint32_t cp = 0;
         size_t n = tool_utf8_seq(p, &cp);
-        len += n == 0 ? 4 : tool_is_control(cp) ? 4 * n : n;
+        len += n == 0 ? 4 : shown_escaped(cp) ? 4 * n : n;
         p += n ? n : 1;
     }
     return len;
@@ -74,7 +61,7 @@ const char *tool_safe(const char *s, char *buf, size_t size)
     while (*p) {
         uint32_t cp = 0;
         size_t n = tool_utf8_seq(p, &cp);
-        int escape = n == 0 || tool_is_control(cp);
+        int escape = n == 0 || shown_escaped(cp);
         size_t bytes = n ? n : 1;
         if (o + (escape ? 4 * bytes : bytes) > limit)
             break;

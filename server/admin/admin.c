@@ -13,8 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common.h"
 #include "config.h"
 
@@ -31,16 +29,10 @@ int admin_fail(const char *cmd, const char *fmt, ...)
 
 int admin_bad_text(const char *cmd, const char *option, const char *s)
 {
-    json_t *probe = json_string(s);
-    long cc = probe ? psdbd_control_char_in(s) : -1;
-    int rc = 0;
-    if (!probe)
-        rc = admin_fail(cmd, "%s is not UTF-8", option);
-    else if (cc >= 0)
-        rc =
-            admin_fail(cmd, "%s contains the control character U+%04lX", option, (unsigned long)cc);
-    json_decref(probe);
-    return rc;
+    char why[128];
+    if (psdb__name_check(s, why, sizeof(why)) != 0)
+        return admin_fail(cmd, "%s %s", option, why);
+    return 0;
 }
 
 int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,

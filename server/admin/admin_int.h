@@ -12,8 +12,10 @@
 /* Writes "psdbd CMD: message" on stderr; returns 1, a command's failure status. */
 int admin_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Names and scopes reach the access log and `list` output (JSON): UTF-8 without control
- * characters. Returns 0, or 1 after the message. */
+/* Names and scopes reach the access log, `list` output (JSON) and people's screens: the one rule
+ * for names (psdb__name_check: UTF-8 without control, format or separator characters), the
+ * message naming the code point ("--name contains U+202E (a Unicode format character)"). Returns
+ * 0, or 1 after the message. */
 int admin_bad_text(const char *cmd, const char *option, const char *s);
 
 /* The `val` of the shared --index option: outside the characters, so that no command's own

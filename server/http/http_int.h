@@ -121,6 +121,12 @@ enum MHD_Result http_reply_error(struct MHD_Connection *c, struct req *r, unsign
     __attribute__((format(printf, 5, 6)));
 /* The answer for an index failure: 503 for a lost index, 507 for a full disk, else 500. */
 enum MHD_Result http_reply_index_error(struct MHD_Connection *c, struct req *r, psdbd_rc rc);
+/* A name from the request (a query argument or a path part) checked by psdb's one rule for names
+ * (psdb__name_check), before anything looks it up or records it: 0 when it is a name; otherwise
+ * 400 bad_request "<label> contains U+202E (a Unicode format character)" was queued, *ret says
+ * how to return, and 1 is returned. */
+int http_bad_name(struct MHD_Connection *c, struct req *r, const char *label, const char *name,
+                  enum MHD_Result *ret);
 
 /* ---- access.c ----------------------------------------------------------------------------- */
 

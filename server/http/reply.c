@@ -150,6 +150,16 @@ enum MHD_Result http_reply_error(struct MHD_Connection *c, struct req *r, unsign
     return http_reply_json(c, r, status, json_pack("{s:s, s:s}", "error", code, "message", msg));
 }
 
+int http_bad_name(struct MHD_Connection *c, struct req *r, const char *label, const char *name,
+                  enum MHD_Result *ret)
+{
+    char why[128];
+    if (psdb__name_check(name, why, sizeof(why)) == 0)
+        return 0;
+    *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "%s %s", label, why);
+    return 1;
+}
+
 enum MHD_Result http_reply_index_error(struct MHD_Connection *c, struct req *r, psdbd_rc rc)
 {
     if (rc == PSDBD_UNAVAILABLE) /* logged where it was found: the log says what happened */

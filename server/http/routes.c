@@ -59,6 +59,8 @@ enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct
     if (!q.app || !q.family)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "app and family are required");
+    if (http_bad_name(c, r, "app", q.app, &ret) || http_bad_name(c, r, "family", q.family, &ret))
+        return ret;
     if (!(v = arg(c, "app_version")) || psdb__parse_version(v, &q.app_version) != 0)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "app_version is required (a.b.c.d or a number)");
@@ -162,6 +164,8 @@ enum MHD_Result http_app_psdbs(psdbd_server *srv, struct MHD_Connection *c, stru
     char *name = xmalloc(n + 1);
     memcpy(name, tail, n);
     name[n] = '\0';
+    if (http_bad_name(c, r, "application name", name, &ret))
+        goto cleanup;
     if (http_authorize(srv, c, r, http_reader_role(srv), name, &ret) != 0)
         goto cleanup;
     switch (psdbd_index_list_app_psdbs(srv->ix, name, &list)) {

@@ -10,6 +10,11 @@
 #include "common/migrate.h"
 #include "index_stats.h"
 
+/* Every report's `limit` (schema/HTTP.md, Statistics): what one answer may list, whatever the
+ * index holds, so that no report grows with what clients asked for. */
+#define PSDBD_STATS_LIMIT_DEFAULT 50
+#define PSDBD_STATS_LIMIT_MAX 1000u
+
 /* The files of server/http/dashboard/, embedded by psdb_embed_sql (CMakeLists.txt). */
 extern const psdb__sql_set psdbd_dashboard_files;
 
@@ -97,7 +102,7 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
     json_t *out = NULL;
     psdbd_rc rc = PSDBD_OK;
     uint64_t retention = srv->cfg->stats_retention_days, days = retention < 30 ? retention : 30;
-    uint64_t limit = 50;
+    uint64_t limit = PSDBD_STATS_LIMIT_DEFAULT;
     int64_t today = psdbd_stats_today();
     const char *app = NULL, *h = NULL;
     psdbd_stat_visible_fn vis = NULL;
@@ -113,23 +118,19 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "days must be a number from 1 to the retention (%u)",
                                 srv->cfg->stats_retention_days);
-    if (num_arg(c, "limit", 1, 1000, &limit) != 0)
+    if (num_arg(c, "limit", 1, PSDBD_STATS_LIMIT_MAX, &limit) != 0)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "limit must be a number from 1 to 1000");
+                                "limit must be a number from 1 to %u", PSDBD_STATS_LIMIT_MAX);
     if ((h = arg(c, "history")) != NULL && psdbd_parse_bool(h, &history) != 0)
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "history must be true or false");
     if (strcmp(tail, "coverage") == 0 && !(app = arg(c, "app")))
         return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                                 "coverage needs app=NAME");
-    if (app) {
-        /* The answer names the application: it must be text JSON can carry. */
-        json_t *name = json_string(app);
-        json_decref(name);
-        if (!name)
-            return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                    "app is not UTF-8 text");
-    }
+    /* The answer names the application: a name by the one rule, which is also text JSON can
+     * carry. */
+    if (app && http_bad_name(c, r, "app", app, &ret))
+        return ret;
     if (http_authorize(srv, c, r, http_reader_role(srv), app, &ret) != 0)
         return ret;
     if (http_scoped(r)) {
@@ -140,11 +141,12 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
     if (strcmp(tail, "coverage") == 0)
         rc = psdbd_index_stats_coverage(srv->ix, app, from, (size_t)limit, &out);
     else if (strcmp(tail, "matrix") == 0)
-        rc = psdbd_index_stats_matrix(srv->ix, history, (int64_t)time(NULL), vis, ctx, &out);
+        rc = psdbd_index_stats_matrix(srv->ix, history, (int64_t)time(NULL), (size_t)limit, vis,
+                                      ctx, &out);
     else if (strcmp(tail, "missing") == 0)
         rc = psdbd_index_stats_missing(srv->ix, from, today, (size_t)limit, vis, ctx, &out);
     else if (strcmp(tail, "traffic") == 0)
-        rc = psdbd_index_stats_traffic(srv->ix, from, today, vis, ctx, &out);
+        rc = psdbd_index_stats_traffic(srv->ix, from, today, (size_t)limit, vis, ctx, &out);
     else
         rc = psdbd_index_stats_events(srv->ix, (size_t)limit, vis, ctx, &out);
     if (rc == PSDBD_NOT_FOUND)

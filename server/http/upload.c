@@ -302,8 +302,9 @@ static int publish_open_verified(struct MHD_Connection *c, struct req *r, psdb_f
 }
 
 /* The identity and target the index and the manifests need: names present and, since they go
- * into JSON manifests, the signed statement, logs and launchers' screens, UTF-8, bounded and free
- * of control characters. 0, or -1 after an answer was queued in *ret. */
+ * into JSON manifests, the signed statement, logs, dashboards and launchers' screens, bounded and
+ * names by the one rule (psdb__name_check: UTF-8 without control, format or separator
+ * characters). 0, or -1 after an answer was queued in *ret. */
 static int publish_check_identity(struct MHD_Connection *c, struct req *r,
                                   const psdb_file_info *info, enum MHD_Result *ret)
 {
@@ -311,6 +312,7 @@ static int publish_check_identity(struct MHD_Connection *c, struct req *r,
                           info->identity.desc.engine_name, info->target.family};
     static const char *const fields[] = {"application name", "exe filename", "engine name",
                                          "family"};
+    char why[128];
     if (!info->identity.desc.name || !*info->identity.desc.name || !info->target.family ||
         !*info->target.family || info->target.abi_version > INT64_MAX) {
         *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
@@ -319,20 +321,15 @@ static int publish_check_identity(struct MHD_Connection *c, struct req *r,
         return -1;
     }
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-        json_t *probe = strs[i] ? json_string(strs[i]) : NULL;
-        int ok = !strs[i] || (probe && strlen(strs[i]) <= PSDB_STATEMENT_STRING_MAX);
-        long cc = ok && strs[i] ? psdbd_control_char_in(strs[i]) : -1;
-        json_decref(probe);
-        if (!ok) {
-            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
-                                    "the PSDB's %s is not UTF-8 or longer than %u bytes", fields[i],
-                                    PSDB_STATEMENT_STRING_MAX);
+        if (psdb__name_check(strs[i], why, sizeof(why)) != 0) {
+            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the PSDB's %s %s",
+                                    fields[i], why);
             return -1;
         }
-        if (cc >= 0) {
+        if (strs[i] && strlen(strs[i]) > PSDB_STATEMENT_STRING_MAX) {
             *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
-                                    "the PSDB's %s contains the control character U+%04lX",
-                                    fields[i], (unsigned long)cc);
+                                    "the PSDB's %s is longer than %u bytes", fields[i],
+                                    PSDB_STATEMENT_STRING_MAX);
             return -1;
         }
     }

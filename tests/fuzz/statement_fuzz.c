@@ -3,7 +3,8 @@
  * signature. The statement is read back by the strict reader below (the layout of STATEMENT.md,
  * every length bounds-checked); when it parses, these must hold or the target aborts:
  * - a statement the encoder must refuse (empty name or family, a string over
- *   PSDB_STATEMENT_STRING_MAX) is refused with PSDB_E_INVALIDARG by encode, sign and verify alike;
+ *   PSDB_STATEMENT_STRING_MAX, a string that is not a name by psdb__name_check) is refused with
+ *   PSDB_E_INVALIDARG by encode, sign and verify alike;
  * - otherwise psdb_statement_encode gives exactly the bytes read, and PSDB_E_MORE_DATA for a buffer
  *   one byte short;
  * - psdb_statement_verify with the fixed key answers S_OK or PSDB_E_SIGNATURE, the same for the
@@ -16,6 +17,7 @@
 #include "psdb/sign.h"
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/parse.h"
 
 #define DOMAIN_SIZE 18 /* "psdb-statement-v1" and its NUL */
 
@@ -108,7 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     psdb_hr hr = psdb_statement_encode(&st, NULL, &n);
     int refused = name_len == 0 || family_len == 0 || exe_len > PSDB_STATEMENT_STRING_MAX ||
                   name_len > PSDB_STATEMENT_STRING_MAX || engine_len > PSDB_STATEMENT_STRING_MAX ||
-                  family_len > PSDB_STATEMENT_STRING_MAX;
+                  family_len > PSDB_STATEMENT_STRING_MAX || psdb__name_check(exe, NULL, 0) ||
+                  psdb__name_check(name, NULL, 0) || psdb__name_check(engine, NULL, 0) ||
+                  psdb__name_check(family, NULL, 0);
     if (refused) {
         if (hr != PSDB_E_INVALIDARG || psdb_statement_sign(private_key, &st, good) != hr ||
             psdb_statement_verify(public_key, &st, sig) != hr)

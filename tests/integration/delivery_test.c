@@ -27,6 +27,10 @@
 #include "common/buf.h"
 #include "common/hash.h"
 
+#include <sqlite3.h>
+
+#include "build/synth.h"
+
 #ifndef PSDBD_BIN
 #define PSDBD_BIN "psdbd"
 #endif
@@ -903,6 +907,12 @@ static const char *fmt_v(uint64_t v, char buf[24])
 }
 
 /* A manifest for b claiming id and t, signed with the trusted key (as psdbd serves it). */
+/* 86 base64 digits of zero bits. */
+#define ALL_ZERO_B64                                                                               \
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+/* A manifest of b as a server would send it, signed with the test key (a name the rule for names
+ * refuses cannot be signed: it gets a well-formed signature of nothing, as a lying mirror's). */
 static char *make_manifest_as(const blob *b, uint64_t serial, const psdb_app_identity *id,
                               const psdb_target *t)
 {
@@ -913,8 +923,12 @@ static char *make_manifest_as(const blob *b, uint64_t serial, const psdb_app_ide
     ck_assert_hr(psdb_key_id(key, kid), PSDB_S_OK);
     psdb_statement st = {.size = b->size, .identity = *id, .target = *t, .serial = serial};
     memcpy(st.sha256, b->sha, 32);
-    ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
+    psdb_hr hr = psdb_statement_sign(key, &st, sig);
     psdb_key_release(key);
+    if (hr == PSDB_E_INVALIDARG) /* a name libpsdb will not sign: a signature of nothing */
+        snprintf(sig, sizeof(sig), "%.86s==", ALL_ZERO_B64);
+    else
+        ck_assert_hr(hr, PSDB_S_OK);
     psdb__hex(b->sha, 32, sha);
     snprintf(url, sizeof(url), "/v1/blobs/%s", sha);
     const uint8_t *u = id->app_id;
@@ -1207,6 +1221,33 @@ static void expect_safe(const char *const *args, int want_status, const char *sh
     free(out);
 }
 
+/* The registry at g_reg with one application whose name is `name`, as a registry written before
+ * the rule for names may hold (libpsdb refuses to register such a name now). */
+static void registry_with_name(const char *name)
+{
+    char *db_path = tu_path(g_reg, "registry.db");
+    psdb_installer *inst = NULL;
+    psdb_application *app = NULL;
+    psdb_installer_desc d = {.name = "t", .scope = PSDB_SCOPE_USER, .root_dir = g_reg};
+    psdb_app_desc desc = {.exe_filename = "demo.exe", .name = "Demo", .version = 1};
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ck_assert_hr(psdb_installer_open(&d, &inst), PSDB_S_OK);
+    ck_assert_hr(psdb_installer_register_application(inst, EXE, &desc, &app), PSDB_S_OK);
+    psdb_application_release(app);
+    psdb_installer_release(inst);
+    ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "UPDATE applications SET name = ? WHERE exe_path = ?",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, EXE, -1, SQLITE_STATIC);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    free(db_path);
+}
+
 START_TEST(test_delivery__tool_output_escapes_control_characters_in_names)
 {
     psdb_app_identity id;
@@ -1227,20 +1268,38 @@ START_TEST(test_delivery__tool_output_escapes_control_characters_in_names)
     char *out = run_tool(inspect_json, &status, &len);
     assert_terminal_safe("inspect --json", out, len);
     free(out);
+    /* A name that reorders text (U+202E) or hides a space (U+200B), in a file written before the
+     * rule for names: shown escaped, never raw. */
+    id.desc.name = "Demo\xe2\x80\xaegnp.exe";
+    id.desc.engine_name = "Eng\xe2\x80\x8bine";
+    char *spoof = tu_path(g_dir, "spoof.psdb");
+    blob sb = make_psdb_as("spoof.psdb", 3, &id, &t);
+    const char *inspect_spoof[] = {"inspect", spoof, NULL};
+    expect_safe(inspect_spoof, 0, "Demo\\xe2\\x80\\xaegnp.exe");
+    expect_safe(inspect_spoof, 0, "Eng\\xe2\\x80\\x8bine");
+    free(sb.data);
+    free(spoof);
+    id.desc.name = EVIL;
+    /* An SODB written with the name (the tool's synth refuses it: the rule for names). */
     char *sodb = tu_path(g_dir, "evil.sodb");
     const char *synth[] = {"synth", "--app", EVIL, "--app-version", "1.0.0.0", "--pipelines", "3",
                            "-o",    sodb,    NULL};
-    out = run_tool(synth, &status, &len);
-    ck_assert_msg(status == 0, "synth: %s", out);
-    free(out);
+    expect_safe(synth, 1, "psdb synth: --app contains the control character U+001B");
+    psdb__synth_params sp = {.app_name = EVIL,
+                             .app_version = PSDB_VERSION(1, 0, 0, 0),
+                             .pipelines = 3,
+                             .seed = 1,
+                             .variants = 1};
+    ck_assert_hr(psdb__synth_write(&sp, sodb), PSDB_S_OK);
     const char *inspect_sodb[] = {"inspect", sodb, NULL};
     expect_safe(inspect_sodb, 0, "Demo\\x1b[2J");
     const char *inspect_sodb_json[] = {"inspect", sodb, "--json", NULL};
     expect_safe(inspect_sodb_json, 0, "Demo\\u001B[2J");
     free(b.data);
 
-    /* Through a server: resolve, install (progress and result), registry list, and the error
-     * of a mirror that answers the evil name for a request for Demo. */
+    /* Through a server: the tool refuses to send the name; the registry shows one stored before
+     * the rule escaped; a mirror that answers the evil name for a request for Demo is refused
+     * with the name escaped. */
     id.desc.engine_name = NULL;
     b = make_psdb_as("evil2.psdb", 2, &id, &t);
     char *m = make_manifest_as(&b, 1, &id, &t);
@@ -1251,15 +1310,12 @@ START_TEST(test_delivery__tool_output_escapes_control_characters_in_names)
     const char *resolve[] = {"resolve", "--server", f.url,  "--app",     EVIL, "--app-version",
                              "1.0.0.0", "--family", FAMILY, "--abi-min", "1",  "--abi-max",
                              "10",      NULL};
-    expect_safe(resolve, 0, FAMILY ":3");
-    const char *resolve_json[] = {"resolve", "--server", f.url,  "--app",     EVIL, "--app-version",
-                                  "1.0.0.0", "--family", FAMILY, "--abi-min", "1",  "--abi-max",
-                                  "10",      "--json",   NULL};
-    expect_safe(resolve_json, 0, "Demo\\u001B[2J");
+    expect_safe(resolve, 1, "psdb resolve: --app contains the control character U+001B");
     const char *install_cmd[] = {
         "install", "--server", f.url,  "--exe-path", EXE,   "--app",      EVIL,  "--app-version",
         "1.0.0.0", "--target", target, "--trust",    g_pub, "--registry", g_reg, NULL};
-    expect_safe(install_cmd, 0, "serial 1 installed");
+    expect_safe(install_cmd, 1, "psdb install: --app contains the control character U+001B");
+    registry_with_name(EVIL);
     const char *list[] = {"registry", "list", "--registry", g_reg, NULL};
     expect_safe(list, 0, "Demo\\x1b[2J\\x1b]0;pwned\\x07\\x7f\\xc2\\x9b31m\xc3\xa9");
     const char *list_json[] = {"registry", "list", "--registry", g_reg, "--json", NULL};

@@ -23,6 +23,8 @@
 
 #include <openssl/evp.h>
 
+#include "common/parse.h"
+
 #ifndef PSDBD_BIN
 #define PSDBD_BIN "psdbd"
 #endif
@@ -376,6 +378,17 @@ typedef struct pub_opts {
     uint64_t sent_serial; /* sent (0: same as serial) */
 } pub_opts;
 
+/* Whether every name of a PSDB is a name by psdb's rule (psdb__name_check). */
+static int names_ok(const psdb_file_info *info)
+{
+    const char *names[] = {info->identity.desc.name, info->identity.desc.exe_filename,
+                           info->identity.desc.engine_name, info->target.family};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (psdb__name_check(names[i], NULL, 0) != 0)
+            return 0;
+    return 1;
+}
+
 static void publish(resp *r, const char *path, const pub_opts *o)
 {
     psdb_file *f = NULL;
@@ -388,7 +401,15 @@ static void publish(resp *r, const char *path, const pub_opts *o)
     st.identity = info.identity;
     st.target = info.target;
     st.serial = o->serial;
-    ck_assert_hr(psdb_statement_sign(o->key ? o->key : g_key, &st, sig), PSDB_S_OK);
+    /* libpsdb refuses to sign a name that is not a name (the rule for names): such a file is sent
+     * with a well-formed signature of nothing, which psdbd must refuse before it checks one. */
+    psdb_hr hr = psdb_statement_sign(o->key ? o->key : g_key, &st, sig);
+    if (hr == PSDB_E_INVALIDARG && !names_ok(&info)) {
+        memset(sig, 'A', 86); /* base64 of 64 zero bytes */
+        memcpy(sig + 86, "==", 3);
+    } else {
+        ck_assert_hr(hr, PSDB_S_OK);
+    }
     psdb_file_release(f);
     snprintf(h_sig, sizeof(h_sig), "X-Psdb-Signature: %s", sig);
     snprintf(h_kid, sizeof(h_kid), "X-Psdb-Key-Id: %s", o->kid ? o->kid : g_kid);
@@ -2506,6 +2527,24 @@ START_TEST(test_server__identity_control_characters_refused)
         {"Game", NULL, NULL, "contoso\x1f-gfx9", "family"},
         {"Game", NULL, NULL, "contoso-\xc2\x9f", "family"},
     };
+    /* The rest of the rule for names: Unicode format characters and separators other than the
+     * ASCII space (schema/HTTP.md, "Names"), each named by its code point. */
+    struct {
+        const char *app, *exe, *engine, *family, *field, *cp;
+    } spoof[] = {
+        {"Demo\xe2\x80\xaegnp.exe", NULL, NULL, NULL, "application name", "U+202E"},
+        {"Demo\xe2\x81\xa6x", NULL, NULL, NULL, "application name", "U+2066"},
+        {"Demo\xe2\x80\x8e", NULL, NULL, NULL, "application name", "U+200E"},
+        {"De\xc2\xadmo", NULL, NULL, NULL, "application name", "U+00AD"},
+        {"Spi\xc3\xa9l\xc2\xa0Z", NULL, NULL, NULL, "application name", "U+00A0"},
+        {"Game", "game\xe2\x80\x8f.exe", NULL, NULL, "exe filename", "U+200F"},
+        {"Game", "ga\xe2\x80\x8bme.exe", NULL, NULL, "exe filename", "U+200B"},
+        {"Game", NULL, "Eng\xef\xbb\xbfine", NULL, "engine name", "U+FEFF"},
+        {"Game", NULL, "Eng\xe3\x80\x80ine", NULL, "engine name", "U+3000"},
+        {"Game", NULL, NULL, "contoso\xe2\x80\xa8gfx9", "family", "U+2028"},
+        {"Game", NULL, NULL, "contoso\xe2\x80\xa9gfx9", "family", "U+2029"},
+        {"Game", NULL, NULL, "contoso\xf3\xa0\x80\x81", "family", "U+E0001"},
+    };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         spec s = base_spec;
         s.app = bad[i].app;
@@ -2523,6 +2562,27 @@ START_TEST(test_server__identity_control_characters_refused)
         ck_assert_msg(strstr(jstr(r.json, "message", NULL), bad[i].field) &&
                           strstr(jstr(r.json, "message", NULL), "control character"),
                       "case %zu: %s", i, jstr(r.json, "message", NULL));
+        resp_free(&r);
+        free(path);
+    }
+    for (size_t i = 0; i < sizeof(spoof) / sizeof(spoof[0]); i++) {
+        spec s = base_spec;
+        char want[64];
+        s.app = spoof[i].app;
+        s.exe = spoof[i].exe;
+        s.engine = spoof[i].engine;
+        if (spoof[i].family)
+            s.family = spoof[i].family;
+        s.seed = (unsigned)i + 40;
+        char *path = make_psdb(&s);
+        resp r;
+        pub_opts o = {.serial = 1};
+        publish(&r, path, &o);
+        snprintf(want, sizeof(want), "%s contains %s", spoof[i].field, spoof[i].cp);
+        ck_assert_msg(r.status == 400, "spoof case %zu: %ld %s", i, r.status, r.body.data);
+        ck_assert_str_eq(jstr(r.json, "error", NULL), "invalid_psdb");
+        ck_assert_msg(strstr(jstr(r.json, "message", NULL), want), "spoof case %zu: %s", i,
+                      jstr(r.json, "message", NULL));
         resp_free(&r);
         free(path);
     }
@@ -2550,15 +2610,111 @@ START_TEST(test_server__identity_control_characters_refused)
                      0);
     ck_assert_ptr_nonnull(strstr(out, "--name contains the control character U+000D"));
     free(out);
-    /* Non-ASCII letters and the first code point after C1 (U+00A0) are fine. */
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s token create --data-dir %s --role reader --name \"$(printf "
+                                 "'ci\342\200\256gnp')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--name contains U+202E"));
+    free(out);
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s token create --data-dir %s --role reader --scope \"$(printf "
+                                 "'Game\342\200\213*')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--scope contains U+200B"));
+    free(out);
+    ck_assert_int_ne(run_capture(&out,
+                                 "%s key add --data-dir %s --public-key /nonexistent.pub --name "
+                                 "\"$(printf 'k\342\200\251')\"",
+                                 PSDBD_BIN, g_data),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--name contains U+2029"));
+    free(out);
+    /* Non-ASCII letters, right-to-left letters, emoji and the first code point after NBSP
+     * (U+00A1) are fine. */
     spec ok = base_spec;
-    ok.app = "Spi\xc3\xa9l\xc2\xa0Z";
+    ok.app = "Spi\xc3\xa9l\xc2\xa1Z \xf0\x9f\x8e\xae \xd9\x84\xd8\xb9\xd8\xa8\xd8\xa9";
     ok.engine = "\xe5\xbc\x95\xe6\x93\x8e";
     publish_ok(&ok, 1);
     resp r;
     http(&r, "GET", "/v1/apps", NULL, NULL, NULL, NULL, 0);
     ck_assert_uint_eq(json_array_size(json_object_get(r.json, "apps")), 1);
     resp_free(&r);
+}
+END_TEST
+
+/* The rule for names at every door of psdbd that takes a name from a request, and in the psdb
+ * tool's options: 400 (or exit 1) naming the code point, before anything is looked up or
+ * recorded (schema/HTTP.md, "Names"). */
+START_TEST(test_server__names_that_spoof_refused_by_every_route_and_the_tool)
+{
+    static const struct {
+        const char *path, *want;
+    } routes[] = {
+        {"/v1/resolve?app=Demo%E2%80%AEgnp.exe&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1"
+         "&abi_max=2",
+         "app contains U+202E"},
+        {"/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso%E2%80%A8gfx9&abi_min=1"
+         "&abi_max=2",
+         "family contains U+2028"},
+        {"/v1/resolve?app=Ga%C2%A0me&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&abi_max=2",
+         "app contains U+00A0"},
+        {"/v1/resolve?app=bad%FF&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&abi_max=2",
+         "app is not UTF-8"},
+        {"/v1/apps/Game%E2%81%A7/psdbs", "application name contains U+2067"},
+        {"/v1/stats/coverage?app=Ga%E2%80%8Bme", "app contains U+200B"},
+    };
+    resp r;
+    char *out = NULL;
+    srv_start(&g_srv, NULL);
+    publish_ok(&base_spec, 1);
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        http(&r, "GET", routes[i].path, NULL, NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 400, "%s: %ld %s", routes[i].path, r.status, r.body.data);
+        ck_assert_str_eq(jstr(r.json, "error", NULL), "bad_request");
+        ck_assert_msg(strstr(jstr(r.json, "message", NULL), routes[i].want), "%s: %s",
+                      routes[i].path, jstr(r.json, "message", NULL));
+        resp_free(&r);
+    }
+    /* The names that are names still work: the same routes answer. */
+    http(&r, "GET",
+         "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&abi_max=9", NULL,
+         NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    /* The tool refuses the same names before it sends anything. */
+    ck_assert_int_eq(
+        run_capture(&out,
+                    "%s resolve --server %s --app \"$(printf 'Demo\\342\\200\\256gnp')\" "
+                    "--app-version 1.0.0.0 --family contoso-gfx9 --abi-min 1 "
+                    "--abi-max 2",
+                    PSDB_TOOL, g_srv.base),
+        1);
+    ck_assert_msg(strstr(out, "psdb resolve: --app contains U+202E"), "%s", out);
+    free(out);
+    ck_assert_int_eq(
+        run_capture(&out,
+                    "%s synth --app \"$(printf 'A\\342\\200\\217')\" --app-version 1.0 "
+                    "--pipelines 1 -o %s/x.sodb",
+                    PSDB_TOOL, g_dir),
+        1);
+    ck_assert_msg(strstr(out, "psdb synth: --app contains U+200F"), "%s", out);
+    free(out);
+    ck_assert_int_eq(run_capture(&out,
+                                 "%s install --server %s --exe-path /g/x.exe --app Game "
+                                 "--app-version 1.0 --trust /nonexistent.pub --target "
+                                 "\"$(printf 'contoso\\342\\201\\246gfx9:1-2')\"",
+                                 PSDB_TOOL, g_srv.base),
+                     1);
+    ck_assert_msg(strstr(out, "--target contains U+2066"), "%s", out);
+    free(out);
+    ck_assert_int_eq(run_capture(&out,
+                                 "%s coverage --server %s --app \"$(printf 'G\\343\\200\\200')\"",
+                                 PSDB_TOOL, g_srv.base),
+                     1);
+    ck_assert_msg(strstr(out, "psdb coverage: --app contains U+3000"), "%s", out);
+    free(out);
 }
 END_TEST
 
@@ -3616,6 +3772,7 @@ int main(void)
             tcase_add_test(t, test_server__scopes_on_every_route);
         } else {
             tcase_add_test(t, test_server__identity_control_characters_refused);
+            tcase_add_test(t, test_server__names_that_spoof_refused_by_every_route_and_the_tool);
         }
         suite_add_tcase(s, t);
     }

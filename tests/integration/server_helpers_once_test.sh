@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # server_helpers_once_test.sh - psdbd writes none of libpsdb's shared helpers again: hex, SHA-256,
-# number and version parsing and the errno/SQLite status classes come from client/src/common/, and
+# number and version parsing, UTF-8 decoding and the rule for names, and the errno/SQLite status
+# classes come from client/src/common/, and
 # out-of-memory ends the daemon through psdbd_out_of_memory alone. Each check names the class of
 # copy it refuses, so a new copy in any server file fails here.
 # Env: PSDB_SOURCE_DIR = the source tree (default: this tree).
@@ -29,5 +30,7 @@ refuse "a SQLite full/corrupt test of its own (use psdb__sqlite_hr)" \
     'SQLITE_(FULL|CORRUPT|NOTADB)\b'
 refuse "a bare abort() (out of memory goes through psdbd_out_of_memory)" '\babort\(\)' \
     'server/common.c'
+refuse "a UTF-8 decoder or name rule of its own (use psdb__utf8_seq, psdb__name_check)" \
+    '& 0x[eE]0\)? ?== ?0x[cC]0|0x[cC]2 && .*0x9[fF]'
 [ "$errors" -eq 0 ] || exit 1
 echo "server_helpers_once_test: ok"

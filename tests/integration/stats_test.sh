@@ -86,14 +86,26 @@ st=0
 [ "$st" -eq 3 ] || fail "psdb coverage of an unknown application exits $st, not 3"
 grep -q 'Nobody' "$work/cov.err" || fail "psdb coverage: the error does not name the application"
 
-# Names that are not UTF-8 are never recorded (every report is JSON) and never crash a report.
-curl -s -o /dev/null "$url/v1/resolve?app=bad%FF&app_version=1.0.0.0&family=f%FE&abi_min=1&abi_max=1"
+# Names that are not names (not UTF-8, a bidirectional override) are refused before anything is
+# recorded; a name longer than the recorded limit (256 bytes) is counted in the day's aggregate
+# only: the reports show it as the null ("other") entry, never by name.
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/resolve?app=bad%FF&app_version=1.0.0.0&family=f%FE&abi_min=1&abi_max=1")" = 400 ] ||
+    fail "a resolve of a name that is not UTF-8 is not 400"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/resolve?app=Demo%E2%80%AEgnp&app_version=1.0.0.0&family=f&abi_min=1&abi_max=1")" = 400 ] ||
+    fail "a resolve of a name with U+202E is not 400"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/stats/coverage?app=bad%FF")" = 400 ] ||
     fail "coverage of a name that is not UTF-8 is not 400"
+long=$(printf 'L%.0s' $(seq 300))
+[ "$(resolve "$long" alpha-gfx9 1 1)" = 404 ] || fail "a resolve of a 300-byte name is not a 404"
 flush
 curl -sf "$url/v1/stats/missing" >"$work/x3.json" || fail "missing after a resolve of a bad name"
-check_json "$work/x3.json" 'len(d["missing"]) == 2' "a name that is not UTF-8 was recorded"
-curl -sf "$url/metrics" | grep -q '^psdbd_stats_dropped_total 1$' || fail "the bad name was not counted as dropped"
+check_json "$work/x3.json" 'len(d["missing"]) == 2 and d["other_requests"] == 1' \
+    "a refused or over-long name was recorded by name, or the long one not in other_requests"
+curl -sf "$url/v1/stats/traffic" >"$work/t5.json" || fail "traffic after a long name"
+check_json "$work/t5.json" "[(r['app'], r['misses']) for r in d['resolves'] if r['app'] is None] == [(None, 1)]" \
+    "traffic: the long name's miss is not the day's null entry"
+curl -sf "$url/metrics" >"$work/metrics2.txt" || fail "metrics"
+grep -qx 'psdbd_stats_dropped_total 1' "$work/metrics2.txt" || fail "the long name was not counted as dropped"
 
 # kill -9 after a flush: the flushed counts are there after a restart; the unflushed one is lost
 # (at most one flush interval, as documented).
@@ -141,7 +153,7 @@ grep -q psdbd_demand_ <(curl -sf "$url/metrics") && fail "stats false: demand se
 stop
 start
 curl -sf "$url/v1/stats/traffic" >"$work/t4.json" || fail "traffic"
-check_json "$work/t4.json" '[r["complete"] for r in d["by_app"]] == [2] and sorted((r["app"], r["misses"]) for r in d["resolves"]) == [("Alpha", 5), ("Beta", 2)]' \
+check_json "$work/t4.json" '[r["complete"] for r in d["by_app"]] == [2] and sorted((r["app"], r["misses"]) for r in d["resolves"] if r["app"]) == [("Alpha", 5), ("Beta", 2)]' \
     "stats false still recorded"
 stop
 run_checks

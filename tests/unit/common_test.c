@@ -1,6 +1,6 @@
 /* common_test.c - the helpers libpsdb, the psdb tool and psdbd share (client/src/common/): one
- * grammar for numbers, versions and UUIDs, one status mapping, the last-error message and the
- * migration runner. */
+ * grammar for numbers, versions, UUIDs and names, one status mapping, the last-error message and
+ * the migration runner. */
 #include "testutil.h"
 
 #include <errno.h>
@@ -330,6 +330,147 @@ static int user_version(sqlite3 *db)
 
 /* Migrations run in order inside one transaction keyed by user_version; a failing step rolls
  * everything back; a database newer than the steps is refused. */
+/* UTF-8 of one code point into buf (NUL-terminated). */
+static const char *utf8(uint32_t cp, char buf[5])
+{
+    unsigned char *b = (unsigned char *)buf;
+    if (cp < 0x80) {
+        b[0] = (unsigned char)cp, b[1] = 0;
+    } else if (cp < 0x800) {
+        b[0] = (unsigned char)(0xC0 | cp >> 6), b[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        b[2] = 0;
+    } else if (cp < 0x10000) {
+        b[0] = (unsigned char)(0xE0 | cp >> 12), b[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        b[2] = (unsigned char)(0x80 | (cp & 0x3F)), b[3] = 0;
+    } else {
+        b[0] = (unsigned char)(0xF0 | cp >> 18), b[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+        b[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)), b[3] = (unsigned char)(0x80 | (cp & 0x3F));
+        b[4] = 0;
+    }
+    return buf;
+}
+
+/* "Demo" + the code point + "gnp.exe": refused with the kind and code point, at offset 4, and the
+ * message names it as U+XXXX. */
+static void assert_refused(uint32_t cp, psdb__name_fault_kind kind)
+{
+    char c[5], name[32], why[128], want[16];
+    psdb__name_fault f;
+    snprintf(name, sizeof(name), "Demo%sgnp.exe", utf8(cp, c));
+    ck_assert_msg(psdb__name_scan(name, &f) == kind, "U+%04X: kind %d, not %d", (unsigned)cp,
+                  (int)f.kind, (int)kind);
+    ck_assert_uint_eq(f.cp, cp);
+    ck_assert_uint_eq(f.offset, 4);
+    ck_assert_int_eq(psdb__name_check(name, why, sizeof(why)), -1);
+    snprintf(want, sizeof(want), "U+%04X", (unsigned)cp);
+    ck_assert_msg(strstr(why, want) && strncmp(why, "contains ", 9) == 0, "U+%04X: '%s'",
+                  (unsigned)cp, why);
+}
+
+static void assert_accepted(uint32_t cp)
+{
+    char c[5], name[32], why[128] = "x";
+    snprintf(name, sizeof(name), "Demo%sgnp.exe", utf8(cp, c));
+    ck_assert_msg(psdb__name_check(name, why, sizeof(why)) == 0, "U+%04X refused: %s", (unsigned)cp,
+                  why);
+    ck_assert_str_eq(why, "");
+}
+
+/* schema/HTTP.md "Names": each refused range at both ends, and the code points just outside it
+ * accepted; the whole of C0, DEL and C1; names in other scripts and emoji still accepted; bytes
+ * that are not UTF-8 refused with the byte and its offset. */
+START_TEST(test_common__names_refuse_controls_formats_separators_and_bad_utf8)
+{
+    static const struct {
+        uint32_t lo, hi;
+        psdb__name_fault_kind kind;
+    } refused[] = {
+        {0x00AD, 0x00AD, PSDB__NAME_FORMAT},    {0x0600, 0x0605, PSDB__NAME_FORMAT},
+        {0x061C, 0x061C, PSDB__NAME_FORMAT},    {0x06DD, 0x06DD, PSDB__NAME_FORMAT},
+        {0x070F, 0x070F, PSDB__NAME_FORMAT},    {0x0890, 0x0891, PSDB__NAME_FORMAT},
+        {0x08E2, 0x08E2, PSDB__NAME_FORMAT},    {0x180E, 0x180E, PSDB__NAME_FORMAT},
+        {0x200B, 0x200F, PSDB__NAME_FORMAT},    {0x202A, 0x202E, PSDB__NAME_FORMAT},
+        {0x2060, 0x2064, PSDB__NAME_FORMAT},    {0x2066, 0x206F, PSDB__NAME_FORMAT},
+        {0xFEFF, 0xFEFF, PSDB__NAME_FORMAT},    {0xFFF9, 0xFFFB, PSDB__NAME_FORMAT},
+        {0x110BD, 0x110BD, PSDB__NAME_FORMAT},  {0x110CD, 0x110CD, PSDB__NAME_FORMAT},
+        {0x13430, 0x1343F, PSDB__NAME_FORMAT},  {0x1BCA0, 0x1BCA3, PSDB__NAME_FORMAT},
+        {0x1D173, 0x1D17A, PSDB__NAME_FORMAT},  {0xE0001, 0xE0001, PSDB__NAME_FORMAT},
+        {0xE0020, 0xE007F, PSDB__NAME_FORMAT},  {0x00A0, 0x00A0, PSDB__NAME_SEPARATOR},
+        {0x1680, 0x1680, PSDB__NAME_SEPARATOR}, {0x2000, 0x200A, PSDB__NAME_SEPARATOR},
+        {0x2028, 0x2029, PSDB__NAME_SEPARATOR}, {0x202F, 0x202F, PSDB__NAME_SEPARATOR},
+        {0x205F, 0x205F, PSDB__NAME_SEPARATOR}, {0x3000, 0x3000, PSDB__NAME_SEPARATOR},
+        {0x0001, 0x001F, PSDB__NAME_CONTROL},   {0x007F, 0x009F, PSDB__NAME_CONTROL},
+    };
+    /* Neighbours of the ranges that are letters, marks, symbols or unassigned: not refused. */
+    static const uint32_t neighbours[] = {
+        0x0020,  0x007E,  0x00A1,  0x00AC,  0x00AE,  0x05FF,  0x0606,  0x061B,  0x061D,  0x06DC,
+        0x06DE,  0x070E,  0x0710,  0x088F,  0x0892,  0x08E1,  0x08E3,  0x180D,  0x180F,  0x167F,
+        0x1681,  0x1FFF,  0x2010,  0x2027,  0x2030,  0x205E,  0x2065,  0x2070,  0x2FFF,  0x3001,
+        0xFEFE,  0xFF00,  0xFFF8,  0xFFFC,  0x110BC, 0x110BE, 0x1342F, 0x13440, 0x1BC9F, 0x1BCA4,
+        0x1D172, 0x1D17B, 0xE0000, 0xE0002, 0xE001F, 0xE0080, 0x10FFFF};
+    static const char *const good[] = {
+        "Demo",
+        "Caf\xc3\xa9",                          /* Café */
+        "\xe3\x82\xb2\xe3\x83\xbc\xe3\x83\xa0", /* ゲーム */
+        "\xf0\x9f\x8e\xae Game",                /* 🎮, an emoji */
+        "\xd9\x84\xd8\xb9\xd8\xa8\xd8\xa9",     /* لعبة, right-to-left letters */
+        "Space Game 2: the sequel [v1.0] (x64)",
+    };
+    static const struct {
+        const char *s;
+        uint32_t byte;
+        size_t offset;
+    } bad[] = {
+        {"bad\xff", 0xFF, 3},
+        {"ab\xc0\xaf", 0xC0, 2},        /* overlong "/" */
+        {"\xed\xa0\x80", 0xED, 0},      /* a surrogate */
+        {"x\xf4\x90\x80\x80", 0xF4, 1}, /* past U+10FFFF */
+        {"cut\xe3\x82", 0xE3, 3},       /* a sequence cut by the NUL */
+        {"\x80", 0x80, 0},              /* a lone continuation byte */
+    };
+    char why[128];
+    psdb__name_fault f;
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        assert_refused(refused[i].lo, refused[i].kind);
+        assert_refused(refused[i].hi, refused[i].kind);
+        if (refused[i].hi - refused[i].lo > 1)
+            assert_refused(refused[i].lo + (refused[i].hi - refused[i].lo) / 2, refused[i].kind);
+    }
+    for (size_t i = 0; i < sizeof(neighbours) / sizeof(neighbours[0]); i++)
+        assert_accepted(neighbours[i]);
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        ck_assert_msg(psdb__name_check(good[i], why, sizeof(why)) == 0, "'%s': %s", good[i], why);
+    /* An emoji sequence joined by U+200D is not a name: the joiner is a format character. */
+    ck_assert_int_eq(
+        psdb__name_check("\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9", why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "contains U+200D (a Unicode format character)");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(psdb__name_scan(bad[i].s, &f), PSDB__NAME_NOT_UTF8);
+        ck_assert_uint_eq(f.cp, bad[i].byte);
+        ck_assert_uint_eq(f.offset, bad[i].offset);
+    }
+    /* The messages, word for word: what psdbd, libpsdb and the tool all print. */
+    ck_assert_int_eq(psdb__name_check("Demo\xe2\x80\xaegnp.exe", why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "contains U+202E (a Unicode format character)");
+    ck_assert_int_eq(psdb__name_check("a\xe2\x80\xa8"
+                                      "b",
+                                      why, sizeof(why)),
+                     -1);
+    ck_assert_str_eq(why, "contains U+2028 (a Unicode space or separator other than U+0020)");
+    ck_assert_int_eq(psdb__name_check("esc\x1b[2J", why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "contains the control character U+001B");
+    ck_assert_int_eq(psdb__name_check("bad\xff", why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "is not UTF-8 (byte 0xFF at offset 3)");
+    ck_assert_int_eq(psdb__name_check("\xf3\xa0\x80\x81tag", why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "contains U+E0001 (a Unicode format character)");
+    /* The first fault is the one named; NULL and "" are the callers' rules (present, empty). */
+    ck_assert_int_eq(psdb__name_scan("a\xc2\xa0\xe2\x80\xae", &f), PSDB__NAME_SEPARATOR);
+    ck_assert_uint_eq(f.cp, 0xA0);
+    ck_assert_int_eq(psdb__name_check(NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(psdb__name_check("", NULL, 0), 0);
+}
+END_TEST
+
 START_TEST(test_common__migrate_in_one_transaction)
 {
     sqlite3 *db = NULL;
@@ -374,6 +515,7 @@ int main(void)
     tcase_add_test(tc, test_common__manifest_reader_uses_the_grammar);
     tcase_add_test(tc, test_common__manifest_reader_refuses_what_no_statement_carries);
     tcase_add_test(tc, test_common__migrate_in_one_transaction);
+    tcase_add_test(tc, test_common__names_refuse_controls_formats_separators_and_bad_utf8);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -189,6 +189,65 @@ START_TEST(test_registry__B2_application_by_exe_path)
 }
 END_TEST
 
+/* Every name that enters the registry by psdb's rule for names (launchers and `psdb registry
+ * list` show them): installer, application, exe filename, engine, component and family names with
+ * a format or separator character are refused, psdb_error_last naming field and code point. */
+START_TEST(test_registry__names_that_spoof_refused)
+{
+    char *root = tu_mkdtemp();
+    psdb_installer *inst = NULL, *bad_inst = NULL;
+    psdb_application *app = NULL, *found = NULL;
+    psdb_component *comp = NULL;
+    psdb_installer_desc d = {
+        .name = "launcher\xe2\x80\xae", .scope = PSDB_SCOPE_USER, .root_dir = root};
+    ck_assert_hr(psdb_installer_open(&d, &bad_inst), PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "the installer name contains U+202E"));
+    inst = open_installer(root, "launcher");
+    static const struct {
+        int field; /* 0 exe filename, 1 name, 2 engine */
+        const char *value, *want;
+    } bad[] = {
+        {1, "Demo\xe2\x80\xaegnp.exe", "the application name contains U+202E"},
+        {1, "Ga\xe2\x81\xa0me", "the application name contains U+2060"},
+        {0, "game\xe2\x80\x8f.exe", "the exe filename contains U+200F"},
+        {2, "Eng\xe1\x9a\x80ine", "the engine name contains U+1680"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        psdb_app_desc desc = app_desc;
+        const char **f[3] = {&desc.exe_filename, &desc.name, &desc.engine_name};
+        *f[bad[i].field] = bad[i].value;
+        ck_assert_hr(psdb_installer_register_application(inst, "/x", &desc, &found),
+                     PSDB_E_INVALIDARG);
+        ck_assert_msg(strstr(psdb_error_last(), bad[i].want), "case %zu: %s", i, psdb_error_last());
+    }
+    ck_assert_hr(psdb_installer_register_application(inst, "/g", &app_desc, &app), PSDB_S_OK);
+    psdb_component_psdb fam = {.adapter_family = "contoso\xe2\x80\xa9gfx9", .psdb_path = "/p"};
+    ck_assert_hr(psdb_application_register_component(app, "main", NULL, 1, &fam, &comp),
+                 PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "the family contains U+2029"));
+    fam.adapter_family = "contoso-gfx9";
+    ck_assert_hr(psdb_application_register_component(app, "ma\xef\xbb\xbfin", NULL, 1, &fam, &comp),
+                 PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "the component name contains U+FEFF"));
+    /* The internal install path (what psdb_client_install registers) applies it too. */
+    psdb__install_entry e = {.family = "contoso\xe2\x80\x8bgfx9", .psdb_path = "/p", .serial = 1};
+    ck_assert_hr(psdb__registry_install(inst, "/g2", &app_desc, NULL, 1, &e, 0), PSDB_E_INVALIDARG);
+    psdb_app_desc spoof = app_desc;
+    spoof.name = "Ga\xe2\x80\x8eme";
+    e.family = "contoso-gfx9";
+    ck_assert_hr(psdb__registry_install(inst, "/g2", &spoof, NULL, 1, &e, 0), PSDB_E_INVALIDARG);
+    /* Other scripts and emoji are names. */
+    psdb_app_desc good = app_desc;
+    good.name = "Caf\xc3\xa9 \xe3\x82\xb2\xe3\x83\xbc\xe3\x83\xa0 \xf0\x9f\x8e\xae";
+    ck_assert_hr(psdb_installer_register_application(inst, "/g3", &good, &found), PSDB_S_OK);
+    psdb_application_release(found);
+    psdb_application_release(app);
+    psdb_installer_release(inst);
+    tu_rmtree(root);
+    free(root);
+}
+END_TEST
+
 START_TEST(test_registry__B3_component_per_family_and_replace)
 {
     char *root = tu_mkdtemp();
@@ -807,6 +866,7 @@ int main(void)
     tcase_add_test(tc, test_registry__B1_bad_arguments);
     tcase_add_test(tc, test_registry__B1_installer_names_with_slashes_do_not_escape);
     tcase_add_test(tc, test_registry__B2_application_by_exe_path);
+    tcase_add_test(tc, test_registry__names_that_spoof_refused);
     tcase_add_test(tc, test_registry__B3_component_per_family_and_replace);
     tcase_add_test(tc, test_registry__B4_removed_component_and_application_are_invalid);
     tcase_add_test(tc, test_registry__B5_explorer_is_read_only);

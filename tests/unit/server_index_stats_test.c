@@ -160,12 +160,17 @@ static psdbd_rc coverage_one(psdbd_index *ix, void *app, json_t **out)
 }
 static psdbd_rc matrix(psdbd_index *ix, void *history, json_t **out)
 {
-    return psdbd_index_stats_matrix(ix, history != NULL, 1700100000, NULL, NULL, out);
+    return psdbd_index_stats_matrix(ix, history != NULL, 1700100000, 100, NULL, NULL, out);
+}
+static psdbd_rc matrix_one(psdbd_index *ix, void *unused, json_t **out)
+{
+    (void)unused;
+    return psdbd_index_stats_matrix(ix, 0, 1700100000, 1, NULL, NULL, out);
 }
 static psdbd_rc matrix_scoped(psdbd_index *ix, void *unused, json_t **out)
 {
     (void)unused;
-    return psdbd_index_stats_matrix(ix, 1, 1700100000, not_beta, NULL, out);
+    return psdbd_index_stats_matrix(ix, 1, 1700100000, 100, not_beta, NULL, out);
 }
 static psdbd_rc missing(psdbd_index *ix, void *limit, json_t **out)
 {
@@ -179,12 +184,16 @@ static psdbd_rc missing_scoped(psdbd_index *ix, void *unused, json_t **out)
 static psdbd_rc traffic(psdbd_index *ix, void *unused, json_t **out)
 {
     (void)unused;
-    return psdbd_index_stats_traffic(ix, today - 30, today, NULL, NULL, out);
+    return psdbd_index_stats_traffic(ix, today - 30, today, 100, NULL, NULL, out);
+}
+static psdbd_rc traffic_limited(psdbd_index *ix, void *limit, json_t **out)
+{
+    return psdbd_index_stats_traffic(ix, today - 30, today, *(size_t *)limit, NULL, NULL, out);
 }
 static psdbd_rc traffic_scoped(psdbd_index *ix, void *unused, json_t **out)
 {
     (void)unused;
-    return psdbd_index_stats_traffic(ix, today - 30, today, not_beta, NULL, out);
+    return psdbd_index_stats_traffic(ix, today - 30, today, 100, not_beta, NULL, out);
 }
 static psdbd_rc events(psdbd_index *ix, void *limit, json_t **out)
 {
@@ -257,6 +266,10 @@ START_TEST(test_server_index_stats__engines_answer_the_same_json)
             {PSDBD_STAT_MISS, today - 40, "Alpha", "gfx8", v1, 1, 1, 0, 0, NULL, {7, 0, 0}},
             {PSDBD_STAT_DOWNLOAD, today, NULL, NULL, 0, 0, 0, 0, 0, ones, {2, 1, 2500}},
             {PSDBD_STAT_DOWNLOAD, today - 1, NULL, NULL, 0, 0, 0, 0, 0, twos, {1, 0, 1002}},
+            /* The days' aggregates of what was over the recording bounds. */
+            {PSDBD_STAT_OTHER, today, NULL, NULL, 0, 0, 0, 0, 0, NULL, {3, 4, 5}},
+            {PSDBD_STAT_OTHER, today - 1, NULL, NULL, 0, 0, 0, 0, 0, NULL, {1, 0, 2}},
+            {PSDBD_STAT_OTHER, today - 40, NULL, NULL, 0, 0, 0, 0, 0, NULL, {9, 9, 9}},
         };
         add(rows, sizeof(rows) / sizeof(rows[0]), today - 60);
         /* A second flush adds to the stored rows (the upsert) and expires day today - 40. */
@@ -282,16 +295,56 @@ START_TEST(test_server_index_stats__engines_answer_the_same_json)
     json_decref(same("matrix with history", matrix, "", PSDBD_OK));
     json_decref(same("matrix, Beta hidden", matrix_scoped, NULL, PSDBD_OK));
 
+    j = same("matrix, limit 1", matrix_one, NULL, PSDBD_OK);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "apps")), 1);
+    ck_assert(json_is_true(json_object_get(j, "truncated")));
+    json_decref(j);
+
     j = same("missing", missing, &many, PSDBD_OK);
     /* Alpha gfx9 (7), Alpha gfx1 profile 3 (4), Beta gfx9 (4), Emile gfx9 (4); gfx8 expired */
     ck_assert_int_eq(json_array_size(json_object_get(j, "missing")), 4);
+    ck_assert(json_is_false(json_object_get(j, "truncated")));
+    /* the aggregates' 5 + 2 requests; today - 40's expired with its day */
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "other_requests")), 7);
     json_decref(j);
-    json_decref(same("missing, limit 2", missing, &two, PSDBD_OK));
+    j = same("missing, limit 2", missing, &two, PSDBD_OK);
+    ck_assert(json_is_true(json_object_get(j, "truncated")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "other_requests")), 7 + 4 + 4);
+    json_decref(j);
     json_decref(same("missing, Beta hidden", missing_scoped, NULL, PSDBD_OK));
 
     j = same("traffic", traffic, NULL, PSDBD_OK);
     ck_assert_int_eq(json_array_size(json_object_get(j, "by_app")), 2);
-    ck_assert_int_eq(json_array_size(json_object_get(j, "resolves")), 5);
+    /* today - 1: Alpha, the aggregate; today: Alpha, Beta, Hits, alpha, the aggregate */
+    ck_assert_int_eq(json_array_size(json_object_get(j, "resolves")), 7);
+    ck_assert(
+        json_is_null(json_object_get(json_array_get(json_object_get(j, "resolves"), 6), "app")));
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(j, "resolves"), 6), "misses")),
+                     4);
+    ck_assert(json_is_false(json_object_get(j, "truncated")));
+    json_decref(j);
+    /* One application named per list (the most resolves: Alpha with 5 + 2 + 5 + 2 + 1), the
+     * others of each day in its null entry. */
+    size_t one = 1;
+    j = same("traffic, limit 1", traffic_limited, &one, PSDBD_OK);
+    ck_assert(json_is_true(json_object_get(j, "truncated")));
+    {
+        json_t *res = json_object_get(j, "resolves"), *r;
+        size_t i, named = 0;
+        json_int_t misses = 0;
+        json_array_foreach(res, i, r)
+        {
+            if (json_is_string(json_object_get(r, "app"))) {
+                ck_assert_str_eq(json_string_value(json_object_get(r, "app")), "Alpha");
+                named++;
+            }
+            misses += json_integer_value(json_object_get(r, "misses"));
+        }
+        ck_assert_uint_eq(named, 2);
+        ck_assert_uint_eq(json_array_size(res), 4);
+        ck_assert_int_eq(misses, 2 * 2 + 4 * 2 + 4); /* every miss is still there */
+    }
     json_decref(j);
     json_decref(same("traffic, Beta hidden", traffic_scoped, NULL, PSDBD_OK));
 
@@ -300,6 +353,48 @@ START_TEST(test_server_index_stats__engines_answer_the_same_json)
     json_decref(j);
     json_decref(same("events, limit 2", events, &two, PSDBD_OK));
     json_decref(same("events, Beta hidden", events_scoped, NULL, PSDBD_OK));
+}
+END_TEST
+
+static int key_line(const psdbd_stat_row *k, void *ctx)
+{
+    char line[256];
+    snprintf(line, sizeof(line), "%d %s %s %llx %llx %llx %d %llx", (int)k->kind, k->app, k->family,
+             (unsigned long long)k->app_version, (unsigned long long)k->abi_min,
+             (unsigned long long)k->abi_max, k->has_profile, (unsigned long long)k->profile);
+    json_array_append_new(ctx, json_string(line));
+    return 0;
+}
+
+/* The keys of a day read back for the recorder's day budget: the same on both engines, each with
+ * the fields it was recorded with (unbiased), and nothing of other days. */
+START_TEST(test_server_index_stats__day_keys_read_back_as_recorded)
+{
+    const uint64_t big = 0xFFFF000000000001ull, prof = 0x0003000400000000ull;
+    psdbd_index *both[2] = {sq, pg};
+    json_t *got[2];
+    today = psdbd_stats_today();
+    const psdbd_stat_row rows[] = {
+        {PSDBD_STAT_RESOLVE, today, "Alpha", "gfx1", big, 0, 0, 0, 0, NULL, {1, 2, 0}},
+        {PSDBD_STAT_MISS, today, "Alpha", "gfx1", big, 5, big, 1, prof, NULL, {2, 0, 0}},
+        {PSDBD_STAT_MISS, today, "\xc3\x89mile", "gfx9", 1, 0, 7, 0, 0, NULL, {1, 0, 0}},
+        {PSDBD_STAT_MISS, today - 1, "Other", "day", 1, 1, 1, 0, 0, NULL, {1, 0, 0}},
+        {PSDBD_STAT_OTHER, today, NULL, NULL, 0, 0, 0, 0, 0, NULL, {1, 1, 1}},
+    };
+    add(rows, sizeof(rows) / sizeof(rows[0]), today - 30);
+    for (int i = 0; i < 2; i++) {
+        got[i] = json_array();
+        ck_assert_int_eq(psdbd_index_stats_day_keys(both[i], today, key_line, got[i]), PSDBD_OK);
+        ck_assert_uint_eq(json_array_size(got[i]), 3);
+    }
+    ck_assert_msg(json_equal(got[0], got[1]), "sqlite %s, postgresql %s", json_dumps(got[0], 0),
+                  json_dumps(got[1], 0));
+    ck_assert_str_eq(json_string_value(json_array_get(got[0], 0)),
+                     "1 Alpha gfx1 ffff000000000001 0 0 0 0");
+    ck_assert_str_eq(json_string_value(json_array_get(got[0], 1)),
+                     "2 Alpha gfx1 ffff000000000001 5 ffff000000000001 1 3000400000000");
+    json_decref(got[0]);
+    json_decref(got[1]);
 }
 END_TEST
 
@@ -382,7 +477,7 @@ START_TEST(test_server_index_stats__replicas_flushing_together_add_every_count)
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     ck_assert_int_eq(a.failures + b.failures, 0);
-    ck_assert_int_eq(psdbd_index_stats_traffic(pg, today, today, NULL, NULL, &t), PSDBD_OK);
+    ck_assert_int_eq(psdbd_index_stats_traffic(pg, today, today, 100, NULL, NULL, &t), PSDBD_OK);
     ck_assert_int_eq(json_array_size(json_object_get(t, "resolves")), FLUSH_KEYS);
     json_array_foreach(json_object_get(t, "resolves"), i, r)
         ck_assert_int_eq(json_integer_value(json_object_get(r, "hits")), 2 * FLUSHES);
@@ -403,6 +498,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_server_index_stats__engines_answer_the_same_json);
+    tcase_add_test(tc, test_server_index_stats__day_keys_read_back_as_recorded);
     tcase_add_test(tc, test_server_index_stats__lookups_by_names_not_utf8_find_nothing);
     tcase_add_test(tc, test_server_index_stats__replicas_flushing_together_add_every_count);
     suite_add_tcase(s, tc);

@@ -107,6 +107,44 @@ START_TEST(test_sign__bad_statement_rejected)
 }
 END_TEST
 
+/* Each name of a statement by psdb's rule for names: a publisher cannot vouch for, and a launcher
+ * never verifies, a name that displays as another one; psdb_error_last names field and code point.
+ * Names in other scripts and emoji are names. */
+START_TEST(test_sign__statement_refuses_names_that_spoof)
+{
+    static const struct {
+        int field; /* 0 exe, 1 name, 2 engine, 3 family */
+        const char *value, *want;
+    } bad[] = {
+        {1, "Demo\xe2\x80\xaegnp.exe", "the application name contains U+202E"},
+        {0, "game\xe2\x80\x8b.exe", "the exe filename contains U+200B"},
+        {2, "Eng\xc2\xa0ine", "the engine name contains U+00A0"},
+        {3, "contoso\xe2\x80\xa8gfx9", "the family contains U+2028"},
+        {3, "contoso\x1b[2J", "the family contains the control character U+001B"},
+        {1, "Bad\xff", "the application name is not UTF-8"},
+    };
+    char sig[PSDB_SIGNATURE_B64_SIZE], id[PSDB_KEY_ID_SIZE];
+    psdb_key *key = make_key("k", id);
+    size_t size = 0;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        psdb_statement st = sample();
+        const char **f[4] = {&st.identity.desc.exe_filename, &st.identity.desc.name,
+                             &st.identity.desc.engine_name, &st.target.family};
+        *f[bad[i].field] = bad[i].value;
+        ck_assert_hr(psdb_statement_encode(&st, NULL, &size), PSDB_E_INVALIDARG);
+        ck_assert_msg(strstr(psdb_error_last(), bad[i].want), "case %zu: %s", i, psdb_error_last());
+        ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_E_INVALIDARG);
+        ck_assert_hr(psdb_statement_verify(key, &st, sig), PSDB_E_INVALIDARG);
+    }
+    psdb_statement ok = sample();
+    ok.identity.desc.name = "Caf\xc3\xa9 \xe3\x82\xb2\xe3\x83\xbc\xe3\x83\xa0 \xf0\x9f\x8e\xae";
+    ok.target.family = "\xd9\x84\xd8\xb9\xd8\xa8\xd8\xa9-gfx";
+    ck_assert_hr(psdb_statement_sign(key, &ok, sig), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_verify(key, &ok, sig), PSDB_S_OK);
+    psdb_key_release(key);
+}
+END_TEST
+
 START_TEST(test_sign__keygen_files_and_modes)
 {
     char id[PSDB_KEY_ID_SIZE], id_pub[PSDB_KEY_ID_SIZE], id_priv[PSDB_KEY_ID_SIZE];
@@ -337,6 +375,7 @@ int main(void)
     tcase_add_test(tc, test_sign__encoding_is_documented_bytes);
     tcase_add_test(tc, test_sign__null_engine_encodes_as_empty);
     tcase_add_test(tc, test_sign__bad_statement_rejected);
+    tcase_add_test(tc, test_sign__statement_refuses_names_that_spoof);
     tcase_add_test(tc, test_sign__keygen_files_and_modes);
     tcase_add_test(tc, test_sign__not_a_key);
     tcase_add_test(tc, test_sign__load_kind_explains_each_refusal);

@@ -31,19 +31,29 @@ typedef struct psdb_component_psdb {
  * lock file per installer name under <root>/locks/. Each registration is one transaction: a reader
  * in any process sees it whole or not at all, and concurrent writers wait (busy timeout) instead of
  * failing. Installer, explorer, application and component handles are used by one thread at a
- * time; distinct handles may be used from distinct threads and processes at once. */
+ * time; distinct handles may be used from distinct threads and processes at once.
+ *
+ * Names. Every name that enters the registry (installer, application name, exe filename, engine
+ * name, component name, family) must be well-formed UTF-8 without a control character (C0, DEL,
+ * C1), a Unicode format character (Cf: U+202E and the other bidirectional controls, zero widths,
+ * tags, ...) or a separator other than U+0020 (U+00A0, U+2028, U+3000, ...): launchers and tools
+ * show these names, and such a character makes one name display as another. The refusal is
+ * PSDB_E_INVALIDARG with psdb_error_last naming the field and the code point ("the application
+ * name contains U+202E (a Unicode format character)"), the same rule psdbd and the psdb tool
+ * apply. */
 
 /* Opens an installer (MODEL B1) on desc->root_dir (NULL: the scope's default root), creating the
  * root and its database when absent. Only one installer per name may be open per root at a time,
  * across processes and within one: the next open gets PSDB_E_BUSY until the first is released (or
  * its process exits). Statuses: PSDB_E_INVALIDARG (desc or out NULL, name NULL, empty or longer
- * than 200 bytes, unknown scope); PSDB_E_BUSY; PSDB_E_ACCESS when the root cannot be created or
- * written (permissions, read-only file system) - nothing is created then - or when locks/ or the
- * name's lock file is not this user's own (a symbolic link, a FIFO, another user's file: refused,
- * never followed; the last error names the path); PSDB_E_IO on other file
- * errors; PSDB_E_UNSUPPORTED for a registry schema newer than this library; PSDB_E_CACHE_CORRUPT
- * for a damaged database or one that is not a registry (see psdb_explorer_open); PSDB_E_NOT_FOUND
- * when no default root can be derived (no HOME). *out is the caller's (psdb_installer_release). */
+ * than 200 bytes, a name psdb's rule for names refuses (below), unknown scope); PSDB_E_BUSY;
+ * PSDB_E_ACCESS when the root cannot be created or written (permissions, read-only file system) -
+ * nothing is created then - or when locks/ or the name's lock file is not this user's own (a
+ * symbolic link, a FIFO, another user's file: refused, never followed; the last error names the
+ * path); PSDB_E_IO on other file errors; PSDB_E_UNSUPPORTED for a registry schema newer than this
+ * library; PSDB_E_CACHE_CORRUPT for a damaged database or one that is not a registry (see
+ * psdb_explorer_open); PSDB_E_NOT_FOUND when no default root can be derived (no HOME). *out is
+ * the caller's (psdb_installer_release). */
 PSDB_API psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **out);
 /* Releases the installer and its name lock. Application handles made from it stay usable. NULL is a
  * no-op. */
@@ -52,8 +62,9 @@ PSDB_API void psdb_installer_release(psdb_installer *inst);
 /* Registers an application by its full exe path, the lookup key (MODEL B2). Re-registering an
  * existing exe path updates its description in place: its components and existing handles stay
  * valid. desc->name must be non-empty, desc->version non-zero, and engine_version 0 when
- * engine_name is NULL (MODEL A2), else PSDB_E_INVALIDARG (as for NULL inst, exe_path, desc or out
- * and an empty exe_path). *out is the caller's (psdb_application_release). */
+ * engine_name is NULL (MODEL A2), else PSDB_E_INVALIDARG (as for NULL inst, exe_path, desc or out,
+ * an empty exe_path, and a name, exe filename or engine name psdb's rule for names refuses).
+ * *out is the caller's (psdb_application_release). */
 PSDB_API psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *exe_path,
                                                      const psdb_app_desc *desc,
                                                      psdb_application **out);
@@ -70,9 +81,10 @@ PSDB_API psdb_hr psdb_installer_remove_application(psdb_installer *inst, psdb_ap
  * a replaced component keeps its identity, so existing handles see the new PSDBs. sodb_path may be
  * NULL. num_psdbs may be 0. Each family must be non-empty, shorter than PSDB_ADAPTER_FAMILY_MAX and
  * distinct, each path non-empty: else PSDB_E_INVALIDARG (also for NULL app or name, empty name,
- * psdbs NULL with num_psdbs > 0). The PSDB files are not opened here: they are checked when a
- * device resolves them (MODEL B7). `out` may be NULL. PSDB_E_ACCESS from an explorer's
- * application (MODEL B5); PSDB_E_NOT_FOUND when the application was removed. */
+ * psdbs NULL with num_psdbs > 0, a name or family psdb's rule for names refuses). The PSDB files
+ * are not opened here: they are checked when a device resolves them (MODEL B7). `out` may be NULL.
+ * PSDB_E_ACCESS from an explorer's application (MODEL B5); PSDB_E_NOT_FOUND when the application
+ * was removed. */
 PSDB_API psdb_hr psdb_application_register_component(psdb_application *app, const char *name,
                                                      const char *sodb_path, uint32_t num_psdbs,
                                                      const psdb_component_psdb *psdbs,

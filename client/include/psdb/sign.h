@@ -36,7 +36,10 @@ typedef struct psdb_key psdb_key;
 /* Writes the canonical byte string of `st` (schema/STATEMENT.md) into buf. *size in is the
  * capacity of buf and receives the length needed. buf NULL: S_OK with the length only; buf too
  * small: PSDB_E_MORE_DATA. PSDB_E_INVALIDARG: st or size NULL, name or family NULL or empty, a
- * string longer than PSDB_STATEMENT_STRING_MAX. Thread-safe. */
+ * string longer than PSDB_STATEMENT_STRING_MAX, or a string that is not a name by psdb's rule for
+ * names (schema/STATEMENT.md: well-formed UTF-8 without control characters, Unicode format
+ * characters such as U+202E, or separators other than U+0020; psdb_error_last names the field
+ * and the code point). Thread-safe. */
 PSDB_API psdb_hr psdb_statement_encode(const psdb_statement *st, void *buf, size_t *size);
 
 /* Creates a new Ed25519 key pair and writes the private key to `keyfile` (PKCS#8 PEM, mode 0600)

@@ -18,6 +18,7 @@
 
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/parse.h"
 #include "common/status_map.h"
 #include "common/error.h"
 
@@ -30,11 +31,20 @@ struct psdb_key {
     int is_private;
 };
 
-static psdb_hr put_str(psdb__buf *b, const char *s)
+/* A name of the statement: at most PSDB_STATEMENT_STRING_MAX bytes and, since a signature makes
+ * it what launchers and dashboards show as the publisher's word, a name by the one rule
+ * (psdb__name_check): no control, format or separator character that could make it read as
+ * another name. */
+static psdb_hr put_str(psdb__buf *b, const char *field, const char *s)
 {
     size_t n = s ? strlen(s) : 0;
+    char why[128];
     if (n > PSDB_STATEMENT_STRING_MAX)
-        return PSDB_E_INVALIDARG;
+        return psdb__error_set(PSDB_E_INVALIDARG,
+                               "signed statement: the %s is longer than %u bytes", field,
+                               PSDB_STATEMENT_STRING_MAX);
+    if (psdb__name_check(s, why, sizeof(why)) != 0)
+        return psdb__error_set(PSDB_E_INVALIDARG, "signed statement: the %s %s", field, why);
     psdb__buf_u32(b, (uint32_t)n);
     psdb__buf_append(b, s, n);
     return PSDB_S_OK;
@@ -53,14 +63,15 @@ static psdb_hr encode(const psdb_statement *st, psdb__buf *b)
     psdb__buf_u32(b, PSDB_STATEMENT_VERSION);
     psdb__buf_append(b, st->sha256, 32);
     psdb__buf_u64(b, st->size);
-    if ((hr = put_str(b, d->exe_filename)) < 0 || (hr = put_str(b, d->name)) < 0)
+    if ((hr = put_str(b, "exe filename", d->exe_filename)) < 0 ||
+        (hr = put_str(b, "application name", d->name)) < 0)
         goto cleanup;
     psdb__buf_u64(b, d->version);
-    if ((hr = put_str(b, d->engine_name)) < 0)
+    if ((hr = put_str(b, "engine name", d->engine_name)) < 0)
         goto cleanup;
     psdb__buf_u64(b, d->engine_version);
     psdb__buf_append(b, st->identity.app_id, 16);
-    if ((hr = put_str(b, st->target.family)) < 0)
+    if ((hr = put_str(b, "family", st->target.family)) < 0)
         goto cleanup;
     psdb__buf_u64(b, st->target.abi_version);
     psdb__buf_u64(b, st->target.compiler_version);

@@ -51,6 +51,9 @@ static psdb_hr check_component_args(const char *name, uint32_t num_psdbs,
         hr = PSDB_E_INVALIDARG;
         goto cleanup;
     }
+    if ((hr = psdb__reg_check_name("psdb_application_register_component", "component name", name)) <
+        0)
+        goto cleanup;
     for (uint32_t i = 0; i < num_psdbs; i++) {
         const char *f = psdbs[i].adapter_family;
         if (!psdb__reg_valid_text(f) || strlen(f) >= PSDB_ADAPTER_FAMILY_MAX ||
@@ -58,6 +61,8 @@ static psdb_hr check_component_args(const char *name, uint32_t num_psdbs,
             hr = PSDB_E_INVALIDARG;
             goto cleanup;
         }
+        if ((hr = psdb__reg_check_name("psdb_application_register_component", "family", f)) < 0)
+            goto cleanup;
         for (uint32_t j = 0; j < i; j++) {
             if (strcmp(psdbs[j].adapter_family, f) == 0) {
                 hr = PSDB_E_INVALIDARG;

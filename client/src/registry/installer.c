@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/fdio.h"
 #include "common/migrate.h"
+#include "common/parse.h"
 #include "common/status_map.h"
 
 psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **out)
@@ -39,6 +40,8 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
                                "installer name, or an unknown scope");
         goto cleanup;
     }
+    if ((hr = psdb__reg_check_name(__func__, "installer name", desc->name)) < 0)
+        goto cleanup;
     hr = psdb__reg_resolve_root(desc->root_dir, desc->scope, &root);
     if (PSDB_FAILED(hr))
         goto cleanup;
@@ -118,6 +121,14 @@ int psdb__reg_valid_text(const char *s)
     return s && *s;
 }
 
+psdb_hr psdb__reg_check_name(const char *fn, const char *label, const char *name)
+{
+    char why[128];
+    if (psdb__name_check(name, why, sizeof(why)) != 0)
+        return psdb__error_set(PSDB_E_INVALIDARG, "%s: the %s %s", fn, label, why);
+    return PSDB_S_OK;
+}
+
 psdb_hr psdb__reg_app_handle(psdb__reg *reg, sqlite3_int64 id, const char *exe_path,
                              psdb_application **out)
 {
@@ -168,6 +179,10 @@ psdb_hr psdb_installer_register_application(psdb_installer *inst, const char *ex
             "or name, version 0, or an engine version without engine name");
         goto cleanup;
     }
+    if ((hr = psdb__reg_check_name(__func__, "application name", desc->name)) < 0 ||
+        (hr = psdb__reg_check_name(__func__, "exe filename", desc->exe_filename)) < 0 ||
+        (hr = psdb__reg_check_name(__func__, "engine name", desc->engine_name)) < 0)
+        goto cleanup;
     sqlite3 *db = inst->reg->db;
     hr = psdb__reg_exec_sql(db, "BEGIN IMMEDIATE");
     if (PSDB_FAILED(hr))
@@ -334,6 +349,15 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
     sqlite3_stmt *app = NULL, *comp = NULL, *psdb = NULL, *old = NULL, *mark = NULL;
     int in_tx = 0, rc;
 
+    /* The manifest's names, checked here too: an install without trusted keys verifies no
+     * statement, and the registry is what launchers show. */
+    if ((hr = psdb__reg_check_name("install", "application name", desc->name)) < 0 ||
+        (hr = psdb__reg_check_name("install", "exe filename", desc->exe_filename)) < 0 ||
+        (hr = psdb__reg_check_name("install", "engine name", desc->engine_name)) < 0)
+        goto cleanup;
+    for (uint32_t i = 0; i < n; i++)
+        if ((hr = psdb__reg_check_name("install", "family", entries[i].family)) < 0)
+            goto cleanup;
     hr = psdb__reg_exec_sql(db, "BEGIN IMMEDIATE");
     if (PSDB_FAILED(hr))
         goto cleanup;

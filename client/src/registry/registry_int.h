@@ -82,6 +82,11 @@ psdb_hr psdb__reg_open_ro(const char *root, psdb__reg **out);
 psdb_hr psdb__reg_lock_file_name(const char *name, char **out);
 /* installer.c */
 int psdb__reg_valid_text(const char *s);
+/* installer.c: PSDB_E_INVALIDARG with "<fn>: the <label> contains U+202E (...)" as the last error
+ * when name (NULL: absent, fine) breaks psdb's rule for names (psdb__name_check); S_OK otherwise.
+ * Every name that enters the registry (installer, application, exe filename, engine, component,
+ * family) passes here: the registry is what launchers and `psdb registry list` show. */
+psdb_hr psdb__reg_check_name(const char *fn, const char *label, const char *name);
 /* installer.c */
 psdb_hr psdb__reg_app_handle(psdb__reg *reg, sqlite3_int64 id, const char *exe_path,
                              psdb_application **out);

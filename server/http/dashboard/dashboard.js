@@ -1,7 +1,9 @@
 // dashboard.js - psdbd's dashboard: reads /v1/stats/ with the reader token kept in session
 // storage, and draws tables and inline SVG plots. Every name from the server is set as text,
 // never as markup. body[data-state] ends as "ready", "token" (a token is needed) or "error";
-// errors are listed in #errors so that a test (or a person) can see them.
+// errors are listed in #errors so that a test (or a person) can see them. Each report is asked
+// for with a small `limit`, so the page stays fast whatever clients asked the server for: the
+// plots name the top applications and families and draw the rest as one "others" series.
 'use strict';
 
 (function () {
@@ -50,6 +52,13 @@
     return Math.floor(s / 86400) + ' d';
   }
 
+  // What the page asks each report for at most (schema/HTTP.md, Statistics: `limit`).
+  const LIMITS = { matrix: 200, missing: 50, traffic: 8, events: 50 };
+  // The series of a report's null entries (everything past the limit and the demand over the
+  // recording bounds): a key no name can be (names hold no control character).
+  const OTHERS = '\u0000others';
+  const othersLabel = (n) => (n === OTHERS ? 'all others' : n);
+
   class AuthNeeded extends Error {}
 
   async function api(path) {
@@ -66,6 +75,9 @@
   // ---- coverage matrix ----
   function renderMatrix(m) {
     const table = document.getElementById('matrix');
+    const more = document.getElementById('matrix-more');
+    more.hidden = !m.truncated;
+    more.textContent = m.truncated ? 'Only the first ' + m.apps.length + ' applications by name are shown.' : '';
     const thead = table.tHead, tbody = table.tBodies[0];
     thead.replaceChildren(); tbody.replaceChildren();
     document.getElementById('matrix-empty').hidden = m.cells.length > 0;
@@ -122,8 +134,14 @@
   }
   function renderMissing(m) {
     const tbody = document.querySelector('#missing-table tbody');
+    const more = document.getElementById('missing-more');
     tbody.replaceChildren();
     document.getElementById('missing-empty').hidden = m.missing.length > 0;
+    more.hidden = !m.other_requests;
+    more.textContent = m.other_requests
+      ? m.other_requests + ' more unresolved requests are not listed (past the ' + m.missing.length +
+        ' most asked, or over the server\'s recording bounds).'
+      : '';
     for (const x of m.missing) {
       tbody.appendChild(el('tr', { class: 'missing-row', 'data-app': x.app, 'data-family': x.family },
         el('td', {}, x.app), el('td', {}, x.family),
@@ -144,14 +162,15 @@
   const COLORS = ['#2b5fb3', '#2f7d4f', '#c26b00', '#7b3fa6', '#b3261e', '#00838f', '#6d6d00', '#9c4f7b', '#555'];
   // Stacked bars, one per day, one colour per series; rows: [{day, <key>: name, <value>: n}].
   function stacked(target, rows, key, value, from, to, fmt, colors) {
-    const colour = (n, j) => (colors && colors[n]) || COLORS[j % COLORS.length];
+    const colour = (n, j) => (colors && colors[n]) || (n === OTHERS ? '#9aa0a6' : COLORS[j % COLORS.length]);
     const days = dayRange(from, to);
-    const names = [...new Set(rows.map((r) => r[key]))].sort();
+    const nameOf = (r) => (r[key] === null ? OTHERS : r[key]);
+    const names = [...new Set(rows.map(nameOf))].sort();
     const per = new Map();
     for (const r of rows) {
       const k = r.day;
       if (!per.has(k)) per.set(k, new Map());
-      per.get(k).set(r[key], (per.get(k).get(r[key]) || 0) + r[value]);
+      per.get(k).set(nameOf(r), (per.get(k).get(nameOf(r)) || 0) + r[value]);
     }
     const totals = days.map((d) => [...(per.get(d) || new Map()).values()].reduce((a, b) => a + b, 0));
     const max = Math.max(1, ...totals);
@@ -168,7 +187,7 @@
         const h = (v / max) * ph;
         y -= h;
         const r = svg('rect', { x: L + i * bw + 0.5, y, width: Math.max(1, bw - 1), height: h, fill: colour(n, j) });
-        r.appendChild(svg('title')).textContent = d + ' ' + n + ': ' + fmt(v);
+        r.appendChild(svg('title')).textContent = d + ' ' + othersLabel(n) + ': ' + fmt(v);
         s.appendChild(r);
       });
     });
@@ -177,7 +196,7 @@
     const legend = el('div', { class: 'legend' });
     names.forEach((n, j) => {
       const sw = el('i'); sw.style.background = colour(n, j);
-      legend.appendChild(el('span', {}, sw, n));
+      legend.appendChild(el('span', {}, sw, othersLabel(n)));
     });
     if (!names.length) legend.appendChild(el('span', { class: 'empty' }, 'nothing recorded yet'));
     const box = document.getElementById(target);
@@ -199,7 +218,8 @@
     const tbody = document.querySelector('#downloads-table tbody');
     tbody.replaceChildren();
     for (const r of t.by_app.slice().reverse()) {
-      tbody.appendChild(el('tr', { class: 'download-row', 'data-app': r.app }, el('td', {}, r.day), el('td', {}, r.app),
+      const app = r.app === null ? 'all other applications' : r.app;
+      tbody.appendChild(el('tr', { class: 'download-row', 'data-app': app }, el('td', {}, r.day), el('td', {}, app),
         el('td', { class: 'num complete' }, String(r.complete)), el('td', { class: 'num partial' }, String(r.partial)),
         el('td', { class: 'num bytes' }, bytes(r.bytes))));
     }
@@ -232,8 +252,10 @@
     const history = document.getElementById('show-history').checked ? 'true' : 'false';
     try {
       const [matrix, missing, traffic, events] = await Promise.all([
-        api('/v1/stats/matrix?history=' + history), api('/v1/stats/missing?limit=100'),
-        api('/v1/stats/traffic'), api('/v1/stats/events?limit=50')]);
+        api('/v1/stats/matrix?history=' + history + '&limit=' + LIMITS.matrix),
+        api('/v1/stats/missing?limit=' + LIMITS.missing),
+        api('/v1/stats/traffic?limit=' + LIMITS.traffic),
+        api('/v1/stats/events?limit=' + LIMITS.events)]);
       renderMatrix(matrix);
       renderMissing(missing);
       renderTraffic(traffic);
