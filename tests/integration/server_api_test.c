@@ -116,6 +116,15 @@ static int srv_stop(srv *s)
     kill(s->pid, SIGTERM);
     waitpid(s->pid, &st, 0);
     s->pid = 0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        /* What psdbd said last explains an exit the test did not expect. */
+        size_t n = 0;
+        char *log = tu_read_file(g_log, &n);
+        const char *tail = log && n > 4000 ? log + n - 4000 : log;
+        fprintf(stderr, "psdbd exited with %d; the end of %s:\n%s\n",
+                WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), g_log, tail ? tail : "");
+        free(log);
+    }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
