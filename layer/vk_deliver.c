@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +39,114 @@ psdb_hr vkdl_open(const char *path, const vkid *id, const vkdl_trust *trust, psd
     return PSDB_S_OK;
 }
 
-/* ---- Mesa's single-file cache (Fossilize database format version 6, as Mesa writes it) --------
- */
+/* ---- Proofs on a thread of their own ------------------------------------------------------- */
+struct vkdl_proof {
+    char *path;
+    vkdl_trust trust;
+    psdb_file *f; /* open, not yet proven; NULL when the open failed */
+    psdb_hr hr;   /* the open's, then the proof's */
+    char why[512];
+    pthread_t thread;
+    int started;
+};
+
+static void proof_run(vkdl_proof *p)
+{
+    if (PSDB_FAILED(p->hr))
+        return;
+    p->hr = p->trust.have_sha256 ? psdb_file_check(p->f, PSDB_FILE_CHECK_SHA256, p->trust.sha256)
+                                 : psdb_file_check(p->f, PSDB_FILE_CHECK_CONTENT, NULL);
+    if (PSDB_FAILED(p->hr))
+        snprintf(p->why, sizeof(p->why), "%s", psdb_error_last());
+}
+
+static void *proof_main(void *arg)
+{
+    proof_run(arg);
+    return NULL;
+}
+
+psdb_hr vkdl_proof_start(const char *path, const vkdl_trust *trust, vkdl_proof **out)
+{
+    vkdl_proof *p = calloc(1, sizeof(*p));
+    *out = NULL;
+    if (!p || !(p->path = strdup(path))) {
+        free(p);
+        return PSDB_E_OUTOFMEMORY;
+    }
+    if (trust)
+        p->trust = *trust;
+    p->hr = psdb_file_open(path, NULL, &p->f);
+    if (PSDB_FAILED(p->hr))
+        snprintf(p->why, sizeof(p->why), "%s", psdb_error_last());
+    else
+        p->started = pthread_create(&p->thread, NULL, proof_main, p) == 0;
+    *out = p;
+    return PSDB_S_OK;
+}
+
+psdb_file *vkdl_proof_peek(vkdl_proof *p)
+{
+    return p->f;
+}
+
+const char *vkdl_proof_path(const vkdl_proof *p)
+{
+    return p->path;
+}
+
+/* What psdb_file_open checks of an adapter (schema/PSDB.md, checks 7-9), for a file opened
+ * before the device existed: the device's family, its ABI exactly, profile version 0. */
+static psdb_hr fits_device(psdb_file *f, const vkid *id, char *why, size_t why_size)
+{
+    psdb_file_info info;
+    psdb_file_get_info(f, &info);
+    if (strcmp(info.target.family, id->family) != 0) {
+        snprintf(why, why_size, "compiled for %s, not %s", info.target.family, id->family);
+        return PSDB_E_ADAPTER_NOT_FOUND;
+    }
+    if (info.target.abi_version != id->abi || (info.target.profile_version >> 32) != 0) {
+        snprintf(why, why_size,
+                 "compiled for abi %llu (another driver build), the device's is %llu",
+                 (unsigned long long)info.target.abi_version, (unsigned long long)id->abi);
+        return PSDB_E_DRIVER_VERSION_MISMATCH;
+    }
+    return PSDB_S_OK;
+}
+
+psdb_hr vkdl_proof_finish(vkdl_proof *p, const vkid *id, psdb_file **out, char *why,
+                          size_t why_size)
+{
+    psdb_hr hr;
+    char mine[512];
+    *out = NULL;
+    if (!why || !why_size) {
+        why = mine;
+        why_size = sizeof(mine);
+    }
+    why[0] = '\0';
+    if (!p)
+        return PSDB_E_INVALIDARG;
+    if (p->started)
+        pthread_join(p->thread, NULL);
+    else
+        proof_run(p);
+    hr = p->hr;
+    if (PSDB_FAILED(hr))
+        snprintf(why, why_size, "%s", p->why);
+    else if (id)
+        hr = fits_device(p->f, id, why, why_size);
+    if (PSDB_SUCCEEDED(hr)) {
+        *out = p->f;
+        p->f = NULL;
+    }
+    psdb_file_release(p->f);
+    free(p->path);
+    free(p);
+    return hr;
+}
+
+/* ---- Mesa's single-file cache (Fossilize database format version 6, as Mesa writes it) ---- */
 #define FOZ_MAGIC_SIZE 16u
 #define FOZ_HASH_SIZE 40u
 #define FOZ_HEADER_SIZE 16u /* payload_size, format, crc, uncompressed_size: u32 each */

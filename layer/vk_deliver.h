@@ -36,6 +36,31 @@ typedef struct vkdl_trust {
  * (PSDB_E_CACHE_CORRUPT: the file is not the one its digest names); psdb_error_last says why. */
 psdb_hr vkdl_open(const char *path, const vkid *id, const vkdl_trust *trust, psdb_file **out);
 
+/* A proof running on a thread of its own (vkdl_open's, split in two): the layer starts it when the
+ * first instance is created, so that hashing an installed PSDB overlaps the driver's instance and
+ * device creation instead of delaying the first pipeline. */
+typedef struct vkdl_proof vkdl_proof;
+
+/* Opens path (no adapter check yet) and starts proving it as vkdl_open does. PSDB_S_OK with *out
+ * the caller's (vkdl_proof_finish frees it); a failure to open or to start (no thread: then the
+ * proof runs at finish) is kept for vkdl_proof_finish, which reports it, so *out is set unless
+ * memory ran out (PSDB_E_OUTOFMEMORY, *out NULL). */
+psdb_hr vkdl_proof_start(const char *path, const vkdl_trust *trust, vkdl_proof **out);
+
+/* The file being proven, for a look that hands nothing on (whether it carries Mesa's cache);
+ * NULL when it did not open. Borrowed until vkdl_proof_finish. */
+psdb_file *vkdl_proof_peek(vkdl_proof *p);
+
+/* The path p proves (borrowed until vkdl_proof_finish). */
+const char *vkdl_proof_path(const vkdl_proof *p);
+
+/* Waits for the proof and frees p (NULL: PSDB_E_INVALIDARG). On success *out is the proven file,
+ * the caller's, checked against id as psdb_file_open checks an adapter (family, ABI, the top 32
+ * bits of the profile version 0), when id is non-NULL. On failure *out is NULL and why (may be
+ * NULL) gets one line: statuses as vkdl_open. */
+psdb_hr vkdl_proof_finish(vkdl_proof *p, const vkid *id, psdb_file **out, char *why,
+                          size_t why_size);
+
 /* Whether foz and idx are a Mesa single-file cache Mesa can read safely: both start with the
  * Fossilize magic and version 6; the cache is a run of entries (40 lowercase hex digits, a 16-byte
  * header, the payload) that ends exactly at the end, each payload uncompressed, non-empty and

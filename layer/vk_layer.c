@@ -162,9 +162,15 @@ static int g_delivery_said;            /* a refused PSDB is said once */
  * reads no code of it, and a hit would be a claim the driver never honoured. */
 static struct {
     int state;
+    psdb_hr hr; /* state -1: why it failed (PSDB_E_CACHE_CORRUPT: the data, refused) */
     uint8_t digest[32];
     char why[512];
 } g_mesa;
+/* Proofs of the PSDBs found for this process, started before the first instance reached the
+ * driver, so that hashing a file overlaps the driver's instance and device creation; the device
+ * of each takes its proof (delivery_find). Guarded by g_lock. */
+#define PROOFS_MAX 8u
+static vkdl_proof *g_proofs[PROOFS_MAX];
 
 static void *dispatch_key(const void *handle)
 {
@@ -543,48 +549,99 @@ static void registry_walk(reg_find *r)
     r->exe = NULL;
 }
 
-/* Sets Mesa's shipped cache up from the PSDB at path (proven by trust, NULL for a file named
- * directly), and records the outcome in g_mesa. 1 set up, 0 the PSDB has none, -1 failed. */
-static int mesa_offer(const char *path, const vkdl_trust *trust)
+/* Whether the (not yet proven) file carries Mesa's single-file cache. */
+static int has_mesa_cache(psdb_file *f)
 {
+    uint8_t key[32];
+    size_t n = 0;
+    vkid_mesa_key(0, key);
+    return f && PSDB_SUCCEEDED(psdb_file_find_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &n));
+}
+
+/* Starts proving the PSDB at path (trust: NULL for a file named directly). One carrying Mesa's
+ * cache is proven now and its cache set up (Mesa reads it when the driver loads, before any
+ * device exists; the outcome goes to g_mesa), the others go on proving on a thread of their own
+ * until their device takes the proof. */
+static void delivery_offer(const char *path, const vkdl_trust *trust)
+{
+    vkdl_proof *p = NULL;
     psdb_file *f = NULL;
     psdb_file_info info;
     char msg[512] = "";
-    int rc = -1;
-    psdb_hr hr = vkdl_open(path, NULL, trust, &f);
-    if (PSDB_FAILED(hr))
-        snprintf(msg, sizeof(msg), "%s", psdb_error_last());
-    else
+    if (PSDB_FAILED(vkdl_proof_start(path, trust, &p)))
+        return;
+    if (!has_mesa_cache(vkdl_proof_peek(p))) {
+        pthread_mutex_lock(&g_lock);
+        for (uint32_t i = 0; p && i < PROOFS_MAX; i++) {
+            if (!g_proofs[i]) {
+                g_proofs[i] = p;
+                p = NULL;
+            }
+        }
+        pthread_mutex_unlock(&g_lock);
+        if (p) /* no room: the device proves it again */
+            vkdl_proof_finish(p, NULL, &f, NULL, 0);
+        psdb_file_release(f);
+        return;
+    }
+    psdb_hr hr = vkdl_proof_finish(p, NULL, &f, msg, sizeof(msg));
+    if (PSDB_SUCCEEDED(hr))
         hr = vkdl_mesa_setup(f, msg, sizeof(msg));
-    if (hr == PSDB_S_FALSE) {
-        rc = 0;
-    } else if (hr == PSDB_S_OK) {
+    if (hr == PSDB_S_OK) {
         psdb_file_get_info(f, &info);
         g_mesa.state = 1;
         memcpy(g_mesa.digest, info.content_digest, 32);
-        rc = 1;
-    } else if (g_mesa.state == 0) {
+    } else if (PSDB_FAILED(hr) && g_mesa.state == 0) {
         /* Said with the device it was for (delivery_find), which names this reason. */
         g_mesa.state = -1;
+        g_mesa.hr = hr;
         snprintf(g_mesa.why, sizeof(g_mesa.why), "%s", msg);
     }
     psdb_file_release(f);
-    return rc;
 }
 
-/* Offers every Vulkan PSDB registered for this executable to Mesa's cache setup; the first that
- * carries a Mesa cache is set up (Mesa only reads it where its own identity folder matches). */
-static int mesa_scan_entry(reg_find *r, const psdb_registry_entry *e)
+/* The proof started for path, or NULL (the caller then proves the file itself). */
+static vkdl_proof *proof_take(const char *path)
+{
+    vkdl_proof *p = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (uint32_t i = 0; !p && i < PROOFS_MAX; i++) {
+        if (g_proofs[i] && strcmp(vkdl_proof_path(g_proofs[i]), path) == 0) {
+            p = g_proofs[i];
+            g_proofs[i] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return p;
+}
+
+/* Proofs no device took, finished when the last instance goes. */
+static void proofs_drop(void)
+{
+    for (uint32_t i = 0; i < PROOFS_MAX; i++) {
+        psdb_file *f = NULL;
+        pthread_mutex_lock(&g_lock);
+        vkdl_proof *p = g_instances ? NULL : g_proofs[i];
+        g_proofs[i] = p ? NULL : g_proofs[i];
+        pthread_mutex_unlock(&g_lock);
+        if (p)
+            vkdl_proof_finish(p, NULL, &f, NULL, 0);
+        psdb_file_release(f);
+    }
+}
+
+/* Offers every Vulkan PSDB registered for this executable (installed, with its recorded digest). */
+static int offer_entry(reg_find *r, const psdb_registry_entry *e)
 {
     (void)e;
-    if (!r->verified)
-        return 0; /* said at device creation, where it is refused */
-    return mesa_offer(r->path, &r->trust) == 1;
+    if (r->verified) /* one without a digest is refused at device creation, and said so */
+        delivery_offer(r->path, &r->trust);
+    return 0;
 }
 
 /* Before the first instance reaches the driver: Mesa opens its disk cache when the driver loads
  * (lavapipe: at instance creation and device enumeration), so a shipped read-only cache must be
- * arranged now, before any device exists. */
+ * arranged now, before any device exists; the other PSDBs start being proven. */
 static void delivery_prepare(void)
 {
     const char *path = getenv("PSDB_DELIVERY");
@@ -596,10 +653,10 @@ static void delivery_prepare(void)
     if (!first)
         return;
     if (path && *path) {
-        mesa_offer(path, NULL);
+        delivery_offer(path, NULL);
         return;
     }
-    reg_find r = {.fn = mesa_scan_entry};
+    reg_find r = {.fn = offer_entry};
     registry_walk(&r);
 }
 
@@ -697,9 +754,11 @@ static void delivery_find(ldevice *d, linstance *inst, VkPhysicalDevice phys, ch
         }
     }
     if (PSDB_SUCCEEDED(hr)) {
-        hr = vkdl_open(path, &d->id, trust, &d->psdb);
-        if (PSDB_FAILED(hr))
-            snprintf(why, sizeof(why), "%s", psdb_error_last());
+        vkdl_proof *p = proof_take(path);
+        if (!p && PSDB_FAILED(hr = vkdl_proof_start(path, trust, &p)))
+            snprintf(why, sizeof(why), "%s", psdb_hr_str(hr));
+        else
+            hr = vkdl_proof_finish(p, &d->id, &d->psdb, why, sizeof(why));
     }
     if (PSDB_SUCCEEDED(hr)) {
         /* OpenSSL fetches its SHA-256 implementation at the first digest: here, not in the
@@ -717,7 +776,10 @@ static void delivery_find(ldevice *d, linstance *inst, VkPhysicalDevice phys, ch
         if (g_mesa.state != 1 || memcmp(g_mesa.digest, info.content_digest, 32) != 0) {
             snprintf(why, sizeof(why), "mesa's cache was not set up from it%s%.400s",
                      g_mesa.state < 0 ? ": " : "", g_mesa.state < 0 ? g_mesa.why : "");
-            hr = PSDB_S_FALSE;
+            /* Data that failed a check is refused; a cache that could not be set up (no place
+             * to write it, Mesa's cache off) leaves the device without delivery. */
+            hr = g_mesa.state < 0 && g_mesa.hr == PSDB_E_CACHE_CORRUPT ? PSDB_E_CACHE_CORRUPT
+                                                                       : PSDB_S_FALSE;
         } else if (vkdl_mesa_cache_disabled()) {
             snprintf(why, sizeof(why), "mesa's disk cache is disabled (MESA_SHADER_CACHE_DISABLE)");
             hr = PSDB_S_FALSE;
@@ -1570,6 +1632,7 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyInstance(VkInstance instance,
         return;
     inst->DestroyInstance(instance, a);
     free(inst);
+    proofs_drop();
     capture_close();
 }
 

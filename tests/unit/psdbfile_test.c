@@ -955,6 +955,56 @@ START_TEST(test_psdbfile__C4_check_proves_content_and_file_digests)
 }
 END_TEST
 
+/* Once the content digest is proven, a blob is checked against the digest the proof covered, not
+ * against its row's column: a file changed afterwards (bytes and row digest made to agree) is
+ * refused at the fetch. */
+START_TEST(test_psdbfile__C4_fetch_after_check_uses_the_proven_digests)
+{
+    char *p = sample_file("proven.psdb");
+    psdb_file *f = NULL;
+    uint8_t buf[4096], want[4096], old_sha[32], new_sha[32];
+    size_t n = 0, m = sample_value(5, PSDB_VALUE_OBJECT_CODE, want);
+
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, NULL), PSDB_S_OK);
+    /* In place (the same inode the open checked): key 5's object code and every copy of its
+     * digest, so that the row, the index and the bytes all agree on the new value. */
+    psdb__sha256(want, m, old_sha);
+    uint8_t *bytes = (uint8_t *)tu_read_file(p, &n);
+    uint8_t *hit = memmem(bytes, n, "OBJ005-CODE", 11);
+    ck_assert_ptr_nonnull(hit);
+    hit[200] ^= 0x40;
+    memcpy(want, hit, m);
+    psdb__sha256(want, m, new_sha);
+    int copies = 0;
+    for (uint8_t *q = bytes; (q = memmem(q, n - (size_t)(q - bytes), old_sha, 32)) != NULL;
+         q += 32) {
+        memcpy(q, new_sha, 32);
+        copies++;
+    }
+    ck_assert_int_ge(copies, 1);
+    FILE *fp = fopen(p, "r+b");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fwrite(bytes, 1, n, fp), n);
+    fclose(fp);
+    free(bytes);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k005", 4, PSDB_VALUE_OBJECT_CODE, buf, &n),
+                 PSDB_E_CACHE_CORRUPT);
+    /* Another value, untouched, is served. */
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k006", 4, PSDB_VALUE_OBJECT_CODE, buf, &n), PSDB_S_OK);
+    psdb_file_release(f);
+    /* Without a proof the changed file reads as its rows say (what the proof is for). */
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    n = sizeof(buf);
+    ck_assert_hr(psdb_file_find_value(f, "k005", 4, PSDB_VALUE_OBJECT_CODE, buf, &n), PSDB_S_OK);
+    ck_assert_hr(psdb_file_check(f, PSDB_FILE_CHECK_CONTENT, NULL), PSDB_E_CACHE_CORRUPT);
+    psdb_file_release(f);
+    free(p);
+}
+END_TEST
+
 /* A FIFO, a device or a directory named as a PSDB is refused at once (opening a FIFO for reading
  * blocks until a writer comes, which would hang a game at start). */
 START_TEST(test_psdbfile__C2_fifo_device_directory_refused_without_blocking)
@@ -1789,6 +1839,7 @@ int main(void)
     tcase_add_test(tc, test_psdbfile__C2_verify_bounded_on_large_groups);
     tcase_add_test(tc, test_psdbfile__C2_C3_flipped_blob_found_at_lookup);
     tcase_add_test(tc, test_psdbfile__C4_check_proves_content_and_file_digests);
+    tcase_add_test(tc, test_psdbfile__C4_fetch_after_check_uses_the_proven_digests);
     tcase_add_test(tc, test_psdbfile__C2_fifo_device_directory_refused_without_blocking);
     tcase_add_test(tc, test_psdbfile__C2_reads_the_file_it_opened_whatever_the_path_names_later);
     tcase_add_test(tc, test_psdbfile__C3_index_agrees_with_sql);

@@ -164,7 +164,7 @@ db.close()
 EOF
     "$PSDB" verify "$dir/badidx.psdb" >/dev/null 2>&1 || fail "the crafted PSDB does not verify"
     run badidx PSDB_DELIVERY="$dir/badidx.psdb"
-    expect badidx off 0 0 0 'malformed'
+    expect badidx refused 0 "$npipe" "$npipe" 'malformed'
 fi
 
 # 6. Installed through the registry: the file must be the one the install verified.

@@ -100,11 +100,12 @@ PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 /* Proves that what f serves is what a trusted digest names, before any of it is handed on (a
  * runtime or a driver layer checks an installed PSDB so, at each open).
  * PSDB_FILE_CHECK_CONTENT recomputes the content digest (schema/PSDB.md) from the tables: every
- * value's key, type and blob digest, and every group, without reading blob bytes, and compares it
- * with the header's and, when expected is non-NULL, with expected (the content digest recorded at
- * install). Since psdb_file_find_value hashes a blob's bytes against its digest before handing
- * them out, every byte f serves afterwards is then one the digest covers; the cost is a walk of
- * the tables' rows, not of the file's bytes. PSDB_FILE_CHECK_SHA256 hashes the whole file, as
+ * blob's digest (read from the blobs table's index, no blob page), every value's key, type and
+ * blob, and every group, and compares it with the header's and, when expected is non-NULL, with
+ * expected (the content digest recorded at install). From then on psdb_file_find_value hashes a
+ * blob's bytes against the digest this proof covered (not the row's own column) before handing
+ * them out, so every byte f serves is one the digest covers; the cost is a walk of the tables'
+ * rows, not of the file's bytes. PSDB_FILE_CHECK_SHA256 hashes the whole file, as
  * opened (f reads the file psdb_file_open checked, whatever its path names now), and compares with
  * expected (required: the SHA-256 a signed statement names). Statuses: PSDB_S_OK;
  * PSDB_E_CACHE_CORRUPT when a digest differs, a row is malformed or the file changed size

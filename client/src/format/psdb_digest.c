@@ -87,11 +87,15 @@ static void digest_header(psdb__buf *b, const psdb_app_identity *id, const psdb_
 /* Streams the content of the main tables of db through SHA-256 in the canonical order and counts
  * rows. Used by the writer at finish and by psdb_file_verify, so both agree by construction. */
 psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const psdb_target *t,
+                                 const uint8_t (*blob_sha)[32], uint64_t num_blob_sha,
                                  content_stats *out, char *msg, size_t msg_size)
 {
-    static const char *values_sql =
+    static const char *join_sql =
         "SELECT v.key, v.type, b.sha256 FROM value_entries v LEFT JOIN blobs b ON b.id = v.blob_id "
         "ORDER BY v.key, v.type";
+    /* With the digests at hand, value_entries alone: a scan of its rows, no blob page read. */
+    static const char *ids_sql = "SELECT key, type, blob_id FROM value_entries ORDER BY key, type";
+    const char *values_sql = blob_sha ? ids_sql : join_sql;
     static const char *groups_sql = "SELECT key, version, (SELECT count(*) FROM group_members m "
                                     "WHERE m.group_key = g.key) FROM value_groups g ORDER BY key";
     static const char *members_sql =
@@ -112,7 +116,7 @@ psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const
     if ((rc = sqlite3_prepare_v2(db, values_sql, -1, &vst, NULL)) != SQLITE_OK ||
         (rc = sqlite3_prepare_v2(db, groups_sql, -1, &gst, NULL)) != SQLITE_OK ||
         (rc = sqlite3_prepare_v2(db, members_sql, -1, &mst, NULL)) != SQLITE_OK ||
-        (rc = sqlite3_prepare_v2(db, blobs_sql, -1, &bst, NULL)) != SQLITE_OK) {
+        (!blob_sha && (rc = sqlite3_prepare_v2(db, blobs_sql, -1, &bst, NULL)) != SQLITE_OK)) {
         hr = psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT);
         psdb__pf_set_msg(msg, msg_size, "content: %s", sqlite3_errmsg(db));
         goto cleanup;
@@ -124,9 +128,13 @@ psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const
 
     while ((rc = sqlite3_step(vst)) == SQLITE_ROW) {
         uint8_t rec[4];
+        sqlite3_int64 blob = sqlite3_column_int64(vst, 2);
         if (sqlite3_column_type(vst, 0) != SQLITE_BLOB ||
             sqlite3_column_type(vst, 1) != SQLITE_INTEGER ||
-            sqlite3_column_type(vst, 2) != SQLITE_BLOB || sqlite3_column_bytes(vst, 2) != 32) {
+            (blob_sha ? sqlite3_column_type(vst, 2) != SQLITE_INTEGER || blob < 1 ||
+                            (uint64_t)blob > num_blob_sha
+                      : sqlite3_column_type(vst, 2) != SQLITE_BLOB ||
+                            sqlite3_column_bytes(vst, 2) != 32)) {
             hr = PSDB_E_CACHE_CORRUPT;
             psdb__pf_set_msg(msg, msg_size, "value %llu: malformed row or missing blob",
                              (unsigned long long)st.num_values);
@@ -134,7 +142,7 @@ psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const
         }
         const void *key = sqlite3_column_blob(vst, 0);
         size_t key_size = (size_t)sqlite3_column_bytes(vst, 0);
-        const void *digest = sqlite3_column_blob(vst, 2);
+        const void *digest = blob_sha ? blob_sha[blob] : sqlite3_column_blob(vst, 2);
         psdb__sha256_update(sha, "\x01", 1);
         psdb__put_le32(rec, (uint32_t)key_size);
         psdb__sha256_update(sha, rec, 4);
@@ -191,10 +199,12 @@ psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const
         goto sqlite_fail;
     psdb__sha256_update(sha, "\x00", 1);
 
-    if ((rc = sqlite3_step(bst)) != SQLITE_ROW)
-        goto sqlite_fail;
-    st.num_blobs = (uint64_t)sqlite3_column_int64(bst, 0);
-    st.blob_bytes = (uint64_t)sqlite3_column_int64(bst, 1);
+    if (bst) {
+        if ((rc = sqlite3_step(bst)) != SQLITE_ROW)
+            goto sqlite_fail;
+        st.num_blobs = (uint64_t)sqlite3_column_int64(bst, 0);
+        st.blob_bytes = (uint64_t)sqlite3_column_int64(bst, 1);
+    }
     psdb__sha256_end(sha, st.digest);
     sha = NULL;
     *out = st;

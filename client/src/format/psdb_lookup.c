@@ -90,7 +90,14 @@ static psdb_hr read_and_check(psdb_file *f, conn *c, sqlite3_int64 id, void *val
         hr = PSDB_E_CACHE_CORRUPT;
         goto cleanup;
     }
-    const uint8_t *digest = sqlite3_column_blob(st, 0);
+    /* The digest psdb_file_check proved, once it did: the row's own column may disagree with
+     * what the content digest covers in a crafted file. */
+    uint8_t(*checked)[32] = atomic_load_explicit(&f->checked, memory_order_acquire);
+    if (checked && (id < 1 || (uint64_t)id > f->info.num_blobs)) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        goto cleanup;
+    }
+    const uint8_t *digest = checked ? checked[id] : sqlite3_column_blob(st, 0);
     const void *data = sqlite3_column_blob(st, 1);
     if ((size_t)sqlite3_column_bytes(st, 1) != size) {
         hr = PSDB_E_CACHE_CORRUPT;
@@ -108,7 +115,8 @@ static psdb_hr read_and_check(psdb_file *f, conn *c, sqlite3_int64 id, void *val
     }
     memcpy(value, data, size);
     if ((uint64_t)id < f->num_verified_slots)
-        atomic_store_explicit(&f->verified[id], 1, memory_order_relaxed);
+        atomic_store_explicit(&f->verified[id], checked ? VERIFIED_CHECKED : VERIFIED_ROW,
+                              memory_order_relaxed);
 cleanup:
     sqlite3_reset(st);
     return hr;
@@ -178,7 +186,9 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
     if (!c && (hr = psdb__pf_conn_get(f, &c)) < 0)
         goto cleanup;
     if ((uint64_t)id < f->num_verified_slots &&
-        atomic_load_explicit(&f->verified[id], memory_order_relaxed))
+        atomic_load_explicit(&f->verified[id], memory_order_relaxed) ==
+            (atomic_load_explicit(&f->checked, memory_order_acquire) ? VERIFIED_CHECKED
+                                                                     : VERIFIED_ROW))
         hr = read_verified(c, id, value, size);
     else
         hr = read_and_check(f, c, id, value, size);

@@ -299,6 +299,7 @@ void psdb_file_release(psdb_file *f)
     pthread_mutex_destroy(&f->lock);
     EVP_MD_free(f->sha256);
     free((void *)f->verified);
+    free(atomic_load(&f->checked));
     free(f->uri);
     free(f->exe_filename);
     free(f->app_name);

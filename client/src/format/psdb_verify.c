@@ -318,7 +318,7 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     if ((hr = expect_empty(c->db, ids_sql, "blob ids are not 1..num_blobs", msg, msg_size)) < 0)
         goto cleanup;
 
-    if ((hr = psdb__pf_compute_content(c->db, &f->info.identity, &f->info.target, &cs, msg,
+    if ((hr = psdb__pf_compute_content(c->db, &f->info.identity, &f->info.target, NULL, 0, &cs, msg,
                                        msg_size)) < 0)
         goto cleanup;
     if (cs.num_values != f->info.num_values || cs.num_groups != f->info.num_groups ||
@@ -432,8 +432,57 @@ cleanup:
     return hr;
 }
 
-/* The content digest recomputed from the tables without reading a blob's bytes: every value's key,
- * type and blob digest, every group. Bounded like psdb_file_verify. */
+/* Reads every blob's digest by id from the blobs table's index on sha256 (its pairs of digest and
+ * id, a few pages: no blob page is read) into sha[1..num_blobs]: each id of 1..num_blobs exactly
+ * once, no other. */
+static psdb_hr load_blob_digests(psdb_file *f, conn *c, uint8_t (*sha)[32])
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    uint64_t n = 0;
+    unsigned char *seen = calloc((size_t)f->info.num_blobs + 1, 1);
+    int rc;
+
+    if (!seen) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    rc = sqlite3_prepare_v2(c->db, "SELECT id, sha256 FROM blobs", -1, &st, NULL);
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+            break;
+        sqlite3_int64 id = sqlite3_column_int64(st, 0);
+        if (sqlite3_column_type(st, 1) != SQLITE_BLOB || sqlite3_column_bytes(st, 1) != 32 ||
+            id < 1 || (uint64_t)id > f->info.num_blobs || seen[id]) {
+            hr = psdb__error_set(PSDB_E_CACHE_CORRUPT,
+                                 "psdb_file_check: blob %lld: malformed digest, an id outside "
+                                 "1..%llu or named twice",
+                                 (long long)id, (unsigned long long)f->info.num_blobs);
+            goto cleanup;
+        }
+        seen[id] = 1;
+        memcpy(sha[id], sqlite3_column_blob(st, 1), 32);
+        n++;
+    }
+    if (rc != SQLITE_DONE) {
+        hr = psdb__error_set(psdb__sqlite_hr(rc, PSDB_E_CACHE_CORRUPT),
+                             "psdb_file_check: blob digests: %s", sqlite3_errmsg(c->db));
+        goto cleanup;
+    }
+    if (n != f->info.num_blobs)
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT,
+                             "psdb_file_check: %llu blob digests, the header says %llu",
+                             (unsigned long long)n, (unsigned long long)f->info.num_blobs);
+cleanup:
+    sqlite3_finalize(st);
+    free(seen);
+    return hr;
+}
+
+/* The content digest recomputed from the tables without reading a blob's bytes: every blob's
+ * digest (load_blob_digests), every value's key, type and blob, every group. Bounded like
+ * psdb_file_verify. On success the blob digests become f->checked: every later fetch compares a
+ * blob's bytes with the digest proven here. */
 static psdb_hr check_content(psdb_file *f)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -442,12 +491,19 @@ static psdb_hr check_content(psdb_file *f)
     verify_budget budget = {0};
     char msg[256] = "";
     char hex[65];
+    uint8_t(*sha)[32] = NULL, (*none)[32] = NULL;
 
+    if (f->info.num_blobs >= SIZE_MAX / 32 || !(sha = calloc((size_t)f->info.num_blobs + 1, 32))) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
     if ((hr = psdb__pf_conn_get(f, &c)) < 0)
         goto cleanup;
     verify_budget_init(f, &budget);
     sqlite3_progress_handler(c->db, VERIFY_PROGRESS_EVERY, verify_progress, &budget);
-    hr = psdb__pf_compute_content(c->db, &f->info.identity, &f->info.target, &cs, msg, sizeof(msg));
+    if ((hr = load_blob_digests(f, c, sha)) >= 0)
+        hr = psdb__pf_compute_content(c->db, &f->info.identity, &f->info.target, sha,
+                                      f->info.num_blobs, &cs, msg, sizeof(msg));
     sqlite3_progress_handler(c->db, 0, NULL, NULL);
     if (budget.stopped) {
         hr = psdb__error_set(PSDB_E_CACHE_CORRUPT,
@@ -457,7 +513,8 @@ static psdb_hr check_content(psdb_file *f)
         goto cleanup;
     }
     if (hr < 0) {
-        psdb__error_set(hr, "psdb_file_check: %s", msg);
+        if (msg[0])
+            psdb__error_set(hr, "psdb_file_check: %s", msg);
         goto cleanup;
     }
     if (cs.num_values != f->info.num_values || cs.num_groups != f->info.num_groups ||
@@ -469,9 +526,13 @@ static psdb_hr check_content(psdb_file *f)
                              hex);
         goto cleanup;
     }
+    /* Proven: published once (a second check of the same file proves the same digests). */
+    if (atomic_compare_exchange_strong(&f->checked, &none, sha))
+        sha = NULL;
 cleanup:
     if (c)
         psdb__pf_conn_put(f, c);
+    free(sha);
     return hr;
 }
 

@@ -118,6 +118,9 @@ typedef struct key_index {
 #define BLOB_ABSENT 0
 #define BLOB_MALFORMED (-1)
 
+#define VERIFIED_ROW 1u
+#define VERIFIED_CHECKED 2u
+
 /* What value_entries says about the last key looked up on a connection. */
 typedef struct cached_key {
     size_t key_size; /* 0: nothing cached */
@@ -143,8 +146,13 @@ struct psdb_file {
     conn *idle; /* free list, under lock */
     char *exe_filename, *app_name, *engine_name, *family;
     psdb_file_info info;
-    /* verified[id] != 0: blob id has matched its digest once (ids 1..num_blobs). NULL: no cache. */
+    /* verified[id]: blob id has matched its digest once (ids 1..num_blobs): VERIFIED_ROW against
+     * its row's sha256, VERIFIED_CHECKED against checked[id]. NULL: no cache. */
     _Atomic unsigned char *verified;
+    /* Once psdb_file_check proved the content digest: the blob digests it proved, by blob id
+     * (1..num_blobs), against which every fetch is then checked instead of the row's column (which
+     * a crafted file could make disagree with what was proven). Immutable once published. */
+    uint8_t (*_Atomic checked)[32];
     uint64_t num_verified_slots;
     page_cache *pages;  /* the VFS of the file's connections, reading the file open checked */
     uint64_t file_size; /* bytes, as checked at open */
@@ -164,7 +172,11 @@ void psdb__pf_set_msg(char *msg, size_t msg_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint32_t psdb__pf_be32(const uint8_t *p);
 int psdb__pf_bind_bytes(sqlite3_stmt *st, int idx, const void *p, size_t n);
+/* The content digest of db's tables (schema/PSDB.md). blob_sha NULL: each value's blob digest is
+ * its blob row's sha256 column, and the blob counts are computed; else blob_sha[id] (ids
+ * 1..num_blob_sha) is the digest of blob id, the blobs table is not read and its counts are 0. */
 psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const psdb_target *t,
+                                 const uint8_t (*blob_sha)[32], uint64_t num_blob_sha,
                                  content_stats *out, char *msg, size_t msg_size);
 void psdb__pf_page_cache_free(page_cache *pc);
 page_cache *psdb__pf_page_cache_new(int fd, uint64_t file_size);

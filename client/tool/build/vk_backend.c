@@ -1413,6 +1413,7 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
     psdb_sodb *s = NULL;
     vdev d;
     vpass v;
+    vkdl_proof *proof = NULL;
     char tmpl[] = "/tmp/psdb-vk-replay-XXXXXX";
     char *dir = NULL, msg[512] = "";
     int rc = -1;
@@ -1447,20 +1448,31 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
         psdb_file_release(v.f);
         v.f = NULL;
     }
+    /* As the layer does: the proof starts before the device is created and runs beside it; the
+     * pass waits only for what is left of it once the device exists. */
+    if (psdb_path && PSDB_FAILED(hr = vkdl_proof_start(psdb_path, NULL, &proof))) {
+        snprintf(err, err_size, "psdb %s: %s", psdb_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    double t_dev = now_s();
     if (dev_open(&d, device_index, err, err_size) != 0)
         goto cleanup;
+    out->device_s = now_s() - t_dev;
     if (psdb_path) {
+        char why[512];
         double t = now_s();
-        hr = vkdl_open(psdb_path, &d.id, NULL, &v.f);
+        hr = vkdl_proof_finish(proof, &d.id, &v.f, why, sizeof(why));
+        proof = NULL;
         out->proof_s = now_s() - t;
-        if (PSDB_SUCCEEDED(hr))
-            out->file_sha256_s = file_sha256_time(v.f, psdb_path);
-        if (PSDB_SUCCEEDED(hr))
-            hr = vkdl_keys_load(v.f, &v.keys);
         if (PSDB_FAILED(hr)) {
-            snprintf(err, err_size, "psdb %s does not fit device %s (%s, abi %llu): %s", psdb_path,
-                     d.id.device_name, d.id.family, (unsigned long long)d.id.abi,
-                     psdb_error_last());
+            fmt(err, err_size, "psdb %s does not fit device %s (%s, abi %llu): %s", psdb_path,
+                d.id.device_name, d.id.family, (unsigned long long)d.id.abi, why);
+            goto cleanup;
+        }
+        out->file_sha256_s = file_sha256_time(v.f, psdb_path);
+        hr = vkdl_keys_load(v.f, &v.keys);
+        if (PSDB_FAILED(hr)) {
+            snprintf(err, err_size, "psdb %s: its pipeline keys: %s", psdb_path, psdb_error_last());
             goto cleanup;
         }
     }
@@ -1505,6 +1517,11 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
     }
     rc = 0;
 cleanup:
+    if (proof) {
+        psdb_file *f = NULL;
+        vkdl_proof_finish(proof, NULL, &f, NULL, 0);
+        psdb_file_release(f);
+    }
     psdb_file_release(v.f);
     vkdl_keys_free(&v.keys);
     dev_close(&d);
