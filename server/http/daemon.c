@@ -285,11 +285,15 @@ void psdbd_http_stop(psdbd_server *srv)
     struct timespec deadline;
     if (!srv->daemon)
         return;
-    /* After quiescing, the listen socket is ours to close: new connections are refused now
-     * rather than queued until MHD_stop_daemon. */
+    /* After quiescing, the listen socket is ours: shut down now, so that new connections are
+     * refused rather than queued until MHD_stop_daemon, and closed only after the daemon's
+     * threads are gone. A polling thread that has not yet seen the quiesce removes the socket
+     * from its epoll set itself, and libmicrohttpd aborts the process when that fails for any
+     * reason but ENOENT: closed, the descriptor would give EBADF (seen as "Failed to remove
+     * listen FD from epoll set" at SIGTERM under load). */
     MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
     if (ls != MHD_INVALID_SOCKET)
-        close(ls);
+        shutdown(ls, SHUT_RDWR);
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += srv->cfg->shutdown_timeout;
     pthread_mutex_lock(&srv->lock);
@@ -320,6 +324,8 @@ void psdbd_http_stop(psdbd_server *srv)
     srv->reaper_started = 0;
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls);
     pthread_cond_destroy(&srv->reaper_wake);
     pthread_mutex_destroy(&srv->conns_lock);
     pthread_cond_destroy(&srv->work);
