@@ -98,6 +98,16 @@ for pass in cold psdb; do
         echo "ttu_${pass}_${f%_s} $(field "$obj" "$f") s"
     done
 done
+# The proof that only the signed bytes reach the driver (schema/COMPILER.md section 5): the part of
+# it the PSDB pass waits for (in its total), the device creation it runs beside, and the whole
+# file's SHA-256 (an installed PSDB's proof) on its own, each against the PSDB pass.
+for f in proof_s device_s file_sha256_s; do
+    echo "ttu_psdb_${f%_s} $(field "$warm" "$f") s"
+done
+echo "proof_wait_share $(awk -v a="$(field "$warm" proof_s)" -v b="$(field "$warm" total_s)" \
+    'BEGIN { printf "%.2f", (b > 0 ? a / b * 100 : 0) }') % of the PSDB pass"
+echo "file_sha256_share $(awk -v a="$(field "$warm" file_sha256_s)" -v b="$(field "$warm" total_s)" \
+    'BEGIN { printf "%.2f", (b > 0 ? a / b * 100 : 0) }') % of the PSDB pass, if run alone"
 echo "ttu_psdb_merged_cache $(grep -o '"merged_cache":[a-z]*' <<<"$warm" | cut -d: -f2) -"
 echo "ttu_psdb_hits $(field "$warm" hits) pipelines"
 echo "ttu_psdb_misses $(field "$warm" misses) pipelines"
