@@ -1382,28 +1382,34 @@ static int cmp_double(const void *a, const void *b)
 
 /* Seconds psdb_file_check takes to prove f by the SHA-256 of the whole file (the proof of an
  * installed PSDB), the digest taken first from path outside the clock; -1 when it cannot run. */
-static double file_sha256_time(psdb_file *f, const char *path)
+/* The SHA-256 of the file at path into out: 0, or -1 when it cannot be read. */
+static int file_sha256(const char *path, uint8_t out[32])
 {
-    uint8_t md[EVP_MAX_MD_SIZE], buf[1 << 16];
+    uint8_t buf[1 << 16];
     unsigned n = 0;
-    ssize_t r;
-    double t;
+    ssize_t r = 0;
+    int rc = -1;
     EVP_MD_CTX *c = EVP_MD_CTX_new();
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (!c || fd < 0 || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1) {
-        t = -1;
+    if (!c || fd < 0 || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1)
         goto cleanup;
-    }
     while ((r = read(fd, buf, sizeof(buf))) > 0)
         EVP_DigestUpdate(c, buf, (size_t)r);
-    EVP_DigestFinal_ex(c, md, &n);
-    t = now_s();
-    t = psdb_file_check(f, PSDB_FILE_CHECK_SHA256, md) == PSDB_S_OK ? now_s() - t : -1;
+    if (r == 0 && EVP_DigestFinal_ex(c, out, &n) == 1 && n == 32)
+        rc = 0;
 cleanup:
     if (fd >= 0)
         close(fd);
     EVP_MD_CTX_free(c);
-    return t;
+    return rc;
+}
+
+/* Seconds psdb_file_check takes to prove f by the SHA-256 of the whole file on its own (what the
+ * layer overlaps with the device's creation), -1 when it fails. */
+static double file_sha256_time(psdb_file *f, const uint8_t sha[32])
+{
+    double t = now_s();
+    return psdb_file_check(f, PSDB_FILE_CHECK_SHA256, sha) == PSDB_S_OK ? now_s() - t : -1;
 }
 
 /* One pass in this process; 0 or -1 with err set. */
@@ -1414,6 +1420,7 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
     vdev d;
     vpass v;
     vkdl_proof *proof = NULL;
+    vkdl_trust trust = {0};
     char tmpl[] = "/tmp/psdb-vk-replay-XXXXXX";
     char *dir = NULL, msg[512] = "";
     int rc = -1;
@@ -1448,9 +1455,16 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
         psdb_file_release(v.f);
         v.f = NULL;
     }
-    /* As the layer does: the proof starts before the device is created and runs beside it; the
-     * pass waits only for what is left of it once the device exists. */
-    if (psdb_path && PSDB_FAILED(hr = vkdl_proof_start(psdb_path, NULL, &proof))) {
+    /* As the layer does for an installed PSDB: proven by the SHA-256 its install recorded (taken
+     * here, outside the clock, as the registry would hold it), the proof started before the
+     * device is created and running beside it; the pass waits only for what is left of it once
+     * the device exists. */
+    if (psdb_path && file_sha256(psdb_path, trust.sha256) != 0) {
+        snprintf(err, err_size, "psdb %s: cannot read it: %s", psdb_path, strerror(errno));
+        goto cleanup;
+    }
+    trust.have_sha256 = 1;
+    if (psdb_path && PSDB_FAILED(hr = vkdl_proof_start(psdb_path, &trust, &proof))) {
         snprintf(err, err_size, "psdb %s: %s", psdb_path, psdb_hr_str(hr));
         goto cleanup;
     }
@@ -1469,7 +1483,7 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
                 d.id.device_name, d.id.family, (unsigned long long)d.id.abi, why);
             goto cleanup;
         }
-        out->file_sha256_s = file_sha256_time(v.f, psdb_path);
+        out->file_sha256_s = file_sha256_time(v.f, trust.sha256);
         hr = vkdl_keys_load(v.f, &v.keys);
         if (PSDB_FAILED(hr)) {
             snprintf(err, err_size, "psdb %s: its pipeline keys: %s", psdb_path, psdb_error_last());

@@ -35,14 +35,11 @@ typedef struct psdb__vk_replay_stats {
      * p95 of one pipeline's (lookup + creation + first use). */
     double total_s, median_ms, p95_ms;
     double setup_s;               /* the merged cache made once for the device */
-    /* Proving the PSDB (its content digest recomputed from its tables, as the layer proves a PSDB
-     * named directly): started before the device is created, as the layer does, and waited for
-     * once the device exists; proof_s is that wait, in total_s. device_s, apart: the device's
-     * creation, which the proof runs beside. */
-    double proof_s, device_s;
-    /* Not in total_s: hashing the whole file, the proof of an installed PSDB (its recorded
-     * SHA-256), measured on the same file for comparison. */
-    double file_sha256_s;
+    /* Proving the PSDB as the layer proves an installed one (the whole file's SHA-256 against the
+     * digest its install recorded): started before the device is created and waited for once the
+     * device exists; proof_s is that wait, in total_s. device_s, apart: the device's creation,
+     * which the proof runs beside. file_sha256_s, apart: the same hash run on its own. */
+    double proof_s, device_s, file_sha256_s;
     double lookup_s;              /* the PSDB lookups (encode, hash, key probe, blob checks) */
     double create_s, first_use_s; /* vkCreate*Pipelines, and the first uses */
     double objects_s; /* not in total_s: the shader modules, layouts and render passes */
