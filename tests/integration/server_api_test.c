@@ -3662,6 +3662,10 @@ START_TEST(test_server__publish_over_a_damaged_blob_file_drops_its_stale_valuema
     memcpy(data + n, "junk", 4);
     ck_assert_int_eq(tu_write_file(blob, data, n + 4), 0);
     char *v1 = vmap_path(sha, 1, NULL), *v2 = vmap_path(sha, 2, NULL);
+    /* The first publish's map is derived on psdbd's worker, which may not have made the folder
+     * yet. */
+    snprintf(p, sizeof(p), "%s/valuemaps", g_data);
+    mkdir(p, 0750);
     ck_assert_int_eq(tu_write_file(v1, "stale", 5), 0);
     ck_assert_int_eq(tu_write_file(v2, "stale", 5), 0);
     /* The publish replaces the file; the maps of the old bytes go with it. */
