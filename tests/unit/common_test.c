@@ -274,6 +274,12 @@ START_TEST(test_common__manifest_reader_refuses_what_no_statement_carries)
         {"G", "f", "g.exe", big, PSDB_E_PROTOCOL},
         {max, max, max, max, PSDB_S_OK},
         {"G", "f", "", "", PSDB_S_OK},
+        /* Names psdb's rule refuses, which the statement's encoder refuses too (as JSON escapes). */
+        {"G", "con\\u007fx", "g.exe", "E", PSDB_E_PROTOCOL},
+        {"Demo\\u202egnp", "f", "g.exe", "E", PSDB_E_PROTOCOL},
+        {"G", "f", "g\\u2028.exe", "E", PSDB_E_PROTOCOL},
+        {"G", "f", "g.exe", "E\\u200f", PSDB_E_PROTOCOL},
+        {"Caf\\u00e9 \\u30b2\\u30fc\\u30e0", "f", "g.exe", "E", PSDB_S_OK},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         static char json[4 * sizeof(big) + 1024];
@@ -306,6 +312,9 @@ START_TEST(test_common__manifest_reader_refuses_what_no_statement_carries)
     ck_assert_hr(psdb_client_verify_manifest(c, &hand), PSDB_E_SIGNATURE);
     hand.target.family = "f";
     hand.app.desc.name = NULL;
+    ck_assert_hr(psdb_client_verify_manifest(c, &hand), PSDB_E_SIGNATURE);
+    hand.app.desc.name = "G";
+    hand.target.family = "con\x7f-gfx9";
     ck_assert_hr(psdb_client_verify_manifest(c, &hand), PSDB_E_SIGNATURE);
     psdb_client_release(c);
 }

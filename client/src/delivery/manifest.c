@@ -79,9 +79,16 @@ static int json_str(json_t *obj, const char *key, int optional, char **out)
     return *out ? 0 : -1;
 }
 
+/* What the statement's encoder accepts of a name (sign.c put_str): at most
+ * PSDB_STATEMENT_STRING_MAX bytes, and a name by the one rule (no control, format or separator
+ * character, valid UTF-8). */
 static int statement_string_ok(const char *s, int required)
 {
-    return s ? strlen(s) <= PSDB_STATEMENT_STRING_MAX && (!required || *s) : !required;
+    char why[128];
+    if (!s)
+        return !required;
+    return strlen(s) <= PSDB_STATEMENT_STRING_MAX && (!required || *s) &&
+           psdb__name_check(s, why, sizeof(why)) == 0;
 }
 
 /* Whether the manifest's identity and target are what a statement can encode. */
@@ -149,8 +156,8 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     m->target.family = family;
     family = NULL;
     /* What no signed statement can carry (schema/STATEMENT.md: a name and a family, strings of at
-     * most PSDB_STATEMENT_STRING_MAX bytes) is no manifest: refused here, not by the signature
-     * check later. */
+     * most PSDB_STATEMENT_STRING_MAX bytes that psdb's rule for names accepts) is no manifest:
+     * refused here, not by the signature check later. */
     if (!statement_strings_ok(m))
         goto cleanup;
     if (strlen(sha) != 64 || psdb__unhex(sha, m->sha256, 32) != 0)
@@ -190,8 +197,9 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
         /* A manifest built by hand with an identity no statement encodes: no signature is valid
          * for it (psdb_statement_verify would call the statement itself the bad argument). */
         psdb__client_error(c,
-                           "manifest %s: no application name, no target family, or a string "
-                           "over %u bytes: no signed statement describes it",
+                           "manifest %s: no application name, no target family, a string over "
+                           "%u bytes or a name psdb's rule refuses: no signed statement "
+                           "describes it",
                            m->id ? m->id : "?", PSDB_STATEMENT_STRING_MAX);
         return psdb__error_ret(hr, err_mark, __func__);
     }
