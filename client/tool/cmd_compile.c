@@ -7,9 +7,9 @@
 #include <jansson.h>
 
 #include "build/compile_sodb.h"
-#include "build/vk_backend.h"
 #include "common/buf.h"
 #include "common/hash.h"
+#include "vulkan/psdb_vulkan.h"
 
 static void usage(FILE *f)
 {
@@ -42,15 +42,15 @@ static void usage(FILE *f)
         (unsigned long long)PSDB_COMPILE_NS_PER_KIB_DEFAULT);
 }
 
-/* --backend vulkan: the driver's code for every Vulkan entry (client/tool/build/vk_backend.c). */
+/* --backend vulkan: the driver's code for every Vulkan entry (vkbe_compile). */
 static int compile_vulkan(const char *sodb, uint32_t device, const char *out, int json)
 {
-    psdb__vk_compile_stats st = {0};
+    vkbe_compile_stats st = {0};
     psdb_file *f = NULL;
     psdb_file_info info = {0};
     char err[512];
     int rc = 1;
-    psdb_hr hr = psdb__vk_compile(sodb, device, out, stderr, &st, err, sizeof(err));
+    psdb_hr hr = vkbe_compile(sodb, device, out, stderr, &st, err, sizeof(err));
     if (PSDB_FAILED(hr)) {
         rc = tool_fail("compile", "%s", err[0] ? err : psdb_hr_str(hr));
         goto cleanup;

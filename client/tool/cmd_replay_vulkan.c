@@ -1,13 +1,13 @@
 /* cmd_replay_vulkan.c - `psdb replay --backend vulkan`: time-to-usable of every Vulkan pipeline of
- * an SODB on the Vulkan device, cold and with a PSDB (client/tool/build/vk_backend.c). */
+ * an SODB on the Vulkan device, cold and with a PSDB (the Vulkan component's vkbe_replay). */
 #include "tool.h"
 
 #include <string.h>
 
 #include <jansson.h>
 
-#include "build/vk_backend.h"
 #include "common/parse.h"
+#include "vulkan/psdb_vulkan.h"
 
 static void usage(FILE *f)
 {
@@ -34,7 +34,7 @@ int tool_backend_is_vulkan(int argc, char **argv)
     return 0;
 }
 
-static json_t *pass_json(const psdb__vk_replay_stats *s)
+static json_t *pass_json(const vkbe_replay_stats *s)
 {
     return json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:f, "
                      "s:f, s:f}",
@@ -47,7 +47,7 @@ static json_t *pass_json(const psdb__vk_replay_stats *s)
                      "device_s", s->device_s);
 }
 
-static void pass_print(const char *name, const psdb__vk_replay_stats *s)
+static void pass_print(const char *name, const vkbe_replay_stats *s)
 {
     printf("%-5s %llu pipelines usable in %.3f s (median %.3f ms, p95 %.3f ms), %llu failed, "
            "%llu hits, %llu misses\n",
@@ -67,7 +67,7 @@ int cmd_replay_vulkan(int argc, char **argv)
     uint64_t device = 0;
     int json = 0;
     char err[512] = "";
-    psdb__vk_replay_stats cold, warm;
+    vkbe_replay_stats cold, warm;
     memset(&cold, 0, sizeof(cold));
     memset(&warm, 0, sizeof(warm));
     if (tool_wants_help(argc, argv)) {
@@ -95,7 +95,7 @@ int cmd_replay_vulkan(int argc, char **argv)
     }
     if (!sodb)
         return tool_fail("replay", "--backend vulkan needs an SODB (try --help)");
-    psdb_hr hr = psdb__vk_replay(sodb, psdb, (uint32_t)device, &cold, &warm, err, sizeof(err));
+    psdb_hr hr = vkbe_replay(sodb, psdb, (uint32_t)device, &cold, &warm, err, sizeof(err));
     if (PSDB_FAILED(hr))
         return tool_fail("replay", "%s", err[0] ? err : psdb_hr_str(hr));
     double ratio = psdb && warm.total_s > 0 ? cold.total_s / warm.total_s : 0.0;

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# layering_test.sh - the folders of libpsdb depend one way (README.md, "Layout"):
-#   common <- format <- driver <- runtime;  format <- registry <- runtime;  format, registry <- delivery
-#   common <- vulkan (the Vulkan device identity and the machine's devices; nothing depends on it)
-# checked on #include lines: a file of client/src/<layer>/ may include public headers (psdb/...),
-# headers of its own folder, and headers of the layers listed for it below; nothing else. Since
-# every allowed edge points down the list, no include cycle between folders can exist (the test
-# also checks that the allowed graph itself is acyclic). client/tool/*.c may include psdb/,
-# common/, build/ (the tool-side builders of client/tool/build/) and its own headers; server/ may
-# include psdb/, common/ and its own headers. Within runtime/, only the device core (device.c,
-# session.c, cache_session.c) includes its private device_int.h. Usage: layering_test.sh [source root]
+# layering_test.sh - the include directions of the tree (README.md, "Layout"), written as data:
+#   libpsdb's folders:  common <- format <- driver <- runtime;  format <- registry <- runtime;
+#                       format, registry <- delivery
+#   the Vulkan component (client/src/vulkan/): common <- vulkan; nothing of libpsdb depends on it
+#   its users:          the layer (layer/) and the tool (client/tool/, client/tool/build/), each
+#                       through the component's one interface, vulkan/psdb_vulkan.h
+#   psdbd (server/):    the public API (psdb/) and common/ only
+# checked on #include lines (quoted ones, and bracketed ones that name a header of client/src/): a
+# file of client/src/<folder>/ may include public headers (psdb/...), headers of its own folder,
+# and headers of the folders listed for it in `allowed`; a file of a folder in `users` what its
+# entry lists. Since every allowed edge of libpsdb points down the list, no include cycle between
+# folders can exist (the test also checks that the allowed graph itself is acyclic). Within
+# runtime/, only the device core (device.c, session.c, cache_session.c) includes its private
+# device_int.h. The Vulkan headers are seen by client/src/vulkan/ and layer/ only; the layer's build
+# compiles nothing outside layer/, and nothing else compiles a source of layer/. Last, every kind
+# of violation is planted in a copy of the tree, which must fail naming each.
+# Usage: layering_test.sh [source root]
 set -uo pipefail
+shopt -s nullglob
 src=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 fail=0
 
@@ -22,9 +30,23 @@ declare -A allowed=(
     [delivery]="common format registry delivery"
     [vulkan]="common vulkan"
 )
-# The tool's remaining uses of library internals, each waiting for a public call (say so when
-# adding one; remove the line when the include goes away).
-tool_known=""
+# The folders outside libpsdb and what their files may include: psdb (the public headers), a
+# folder name (any header under it: common/, the tool's build/), one header named exactly (a
+# component's interface), or self (a header of the file's own folder, named without a folder).
+declare -A users=(
+    [client/tool]="psdb common build self vulkan/psdb_vulkan.h"
+    [client/tool/build]="psdb common build vulkan/psdb_vulkan.h"
+    [layer]="psdb self vulkan/psdb_vulkan.h"
+)
+# The tool's remaining uses of library internals (file below client/tool: header), each waiting
+# for a public call (say so when adding one; remove it when the include goes away): the SODB
+# writing, description encoding, planning and derivation records <psdb/sodb.h> is to make public.
+known="build/baseset.c:driver/compiler.h build/baseset.c:format/derivation.h
+build/baseset.c:format/desc.h build/baseset.c:runtime/pipeline_library.h
+build/baseset.h:format/derivation.h build/compile_sodb.c:format/desc.h
+build/compile_sodb.h:driver/compiler.h build/synth.c:format/desc.h build/synth.c:format/sodb.h
+build/synth_vulkan.c:format/sodb.h"
+known_flat=$(echo $known)
 
 bad() {
     echo "layering_test: $1" >&2
@@ -45,83 +67,145 @@ done
 
 # Every library source sits in a layer folder.
 for f in "$src"/client/src/*.c "$src"/client/src/*.h; do
-    [ -e "$f" ] && bad "${f#$src/} is outside every layer folder"
+    bad "${f#$src/} is outside every layer folder"
 done
 
-includes() { # file -> the quoted include targets, one per line
-    sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"
-}
+lib=("$src"/client/src/*/*.[ch])
+tool=("$src"/client/tool/*.[ch] "$src"/client/tool/*/*.[ch])
+server=("$src"/server/*.[ch] "$src"/server/*/*.[ch])
+layer_files=("$src"/layer/*.[ch])
 
-for layer in "${!allowed[@]}"; do
-    for f in "$src"/client/src/$layer/*.[ch]; do
-        [ -e "$f" ] || continue
-        while read -r inc; do
-            case $inc in
-            psdb/*) continue ;;
-            */*)
-                dir=${inc%%/*}
-                [[ " ${allowed[$layer]} " == *" $dir "* ]] ||
-                    bad "${f#$src/} includes \"$inc\": $layer may not depend on $dir"
-                [ -e "$src/client/src/$inc" ] || bad "${f#$src/} includes \"$inc\", which does not exist"
-                ;;
-            *) [ -e "$src/client/src/$layer/$inc" ] ||
-                bad "${f#$src/} includes \"$inc\", not a header of $layer (name the folder)" ;;
-            esac
-        done < <(includes "$f")
-    done
-done
-
-# The device core's private header is the core's own: the files built on the core (pipelines,
-# state objects, pipeline library, serialized and derived PSOs, the queue) use runtime/runtime.h.
-for f in "$src"/client/src/*/*.[ch]; do
-    case ${f##*/} in device.c | session.c | cache_session.c | device_int.h) continue ;; esac
-    grep -q '#include "runtime/device_int.h"' "$f" &&
-        bad "${f#$src/} includes runtime/device_int.h: only the device core does (use runtime/runtime.h)"
-done
-
-# Only client/src/vulkan/ sees the Vulkan headers: the rest of libpsdb builds without them.
-for f in "$src"/client/src/*/*.[ch]; do
-    case $f in "$src"/client/src/vulkan/*) continue ;; esac
-    grep -q '^[[:space:]]*#[[:space:]]*include[[:space:]]*<vulkan/' "$f" &&
-        bad "${f#$src/} includes a vulkan header: only client/src/vulkan/ does"
-done
-
-for f in "$src"/client/tool/*.[ch]; do
-    [ -e "$f" ] || continue
-    base=${f##*/}
-    while read -r inc; do
-        case $inc in
-        psdb/* | common/* | build/*) continue ;;
-        */*)
-            [[ " $tool_known " == *" $base:$inc "* ]] ||
-                bad "client/tool/$base includes \"$inc\": the tool uses the public API, common/ and build/ only"
-            ;;
-        *) [ -e "$src/client/tool/$inc" ] || bad "client/tool/$base includes \"$inc\", not a tool header" ;;
-        esac
-    done < <(includes "$f")
-done
-# Known exceptions that are gone must leave the list, so it cannot grow stale.
-for k in $tool_known; do
-    grep -q "#include \"${k#*:}\"" "$src/client/tool/${k%%:*}" 2>/dev/null ||
-        bad "known tool exception $k no longer exists: remove it from layering_test.sh"
-done
+# Every #include of those files, read once: "file<TAB>header", a bracketed header after a "<".
+scan=$(awk '/^[ \t]*#[ \t]*include[ \t]*["<]/ {
+    l = $0
+    sub(/^[ \t]*#[ \t]*include[ \t]*/, "", l)
+    if (substr(l, 1, 1) == "\"") { split(substr(l, 2), a, "\""); print FILENAME "\t" a[1] }
+    else { split(substr(l, 2), a, ">"); print FILENAME "\t<" a[1] }
+}' "${lib[@]}" "${tool[@]}" "${server[@]}" "${layer_files[@]}")
 
 # A server header: beside the includer, or in server/ or one of its folders (the include path).
 server_header() {
     [ -e "$(dirname "$1")/$2" ] || [ -e "$src/server/$2" ] || compgen -G "$src/server/*/$2" >/dev/null
 }
-for f in "$src"/server/*.[ch] "$src"/server/*/*.[ch]; do
-    [ -e "$f" ] || continue
-    while read -r inc; do
+
+while IFS=$'\t' read -r f inc; do
+    [ -n "$f" ] || continue
+    # A bracketed include is the tree's when it names a header of client/src/ (brackets do not
+    # hide an internal); any other is a system header.
+    case $inc in '<'*)
+        inc=${inc#<}
+        [ -f "$src/client/src/$inc" ] || continue
+        ;;
+    esac
+    rel=${f#$src/}
+    dir=${rel%/*}
+    case $rel in
+    client/src/*)
+        layer=${dir#client/src/}
         case $inc in
-        psdb/* | common/*) continue ;;
-        */*) server_header "$f" "$inc" ||
-            bad "${f#$src/} includes \"$inc\": psdbd uses libpsdb's public API and common/ only" ;;
-        *) server_header "$f" "$inc" ||
-            bad "${f#$src/} includes \"$inc\", not a server header: psdbd uses the public API and common/ only" ;;
+        psdb/*) ;;
+        */*)
+            [[ " ${allowed[$layer]} " == *" ${inc%%/*} "* ]] ||
+                bad "$rel includes \"$inc\": $layer may not depend on ${inc%%/*}"
+            [ -e "$src/client/src/$inc" ] || bad "$rel includes \"$inc\", which does not exist"
+            ;;
+        *) [ -e "$src/client/src/$layer/$inc" ] ||
+            bad "$rel includes \"$inc\", not a header of $layer (name the folder)" ;;
         esac
-    done < <(includes "$f")
+        ;;
+    server/*)
+        case $inc in
+        psdb/* | common/*) ;;
+        */*) server_header "$f" "$inc" ||
+            bad "$rel includes \"$inc\": psdbd uses libpsdb's public API and common/ only" ;;
+        *) server_header "$f" "$inc" ||
+            bad "$rel includes \"$inc\", not a server header: psdbd uses the public API and common/ only" ;;
+        esac
+        ;;
+    *)
+        rules=${users[$dir]-}
+        ok=0
+        for r in $rules; do
+            case $r in
+            self) [[ $inc != */* ]] && [ -e "$src/$dir/$inc" ] && ok=1 ;;
+            */*) [ "$inc" = "$r" ] && ok=1 ;;
+            *) [[ $inc == "$r"/* ]] && ok=1 ;;
+            esac
+        done
+        [[ " $known_flat " == *" ${rel#client/tool/}:$inc "* ]] && ok=1
+        [ $ok -eq 1 ] || bad "$rel includes \"$inc\": $dir may include only: ${rules:-nothing}"
+        ;;
+    esac
+done <<<"$scan"
+
+# Known exceptions that are gone must leave the list, so it cannot grow stale.
+for k in $known; do
+    grep -q "#include \"${k#*:}\"" "$src/client/tool/${k%%:*}" 2>/dev/null ||
+        bad "known tool exception $k no longer exists: remove it from layering_test.sh"
 done
+
+# The device core's private header is the core's own: the files built on the core (pipelines,
+# state objects, pipeline library, serialized and derived PSOs, the queue) use runtime/runtime.h.
+while read -r f; do
+    case ${f##*/} in device.c | session.c | cache_session.c | device_int.h) continue ;; esac
+    bad "${f#$src/} includes runtime/device_int.h: only the device core does (use runtime/runtime.h)"
+done < <(grep -l '#include "runtime/device_int.h"' "${lib[@]}")
+
+# Only the Vulkan component and the layer see the Vulkan headers: libpsdb's other folders, the
+# tool and psdbd build without them (the tool reaches Vulkan through the component).
+while read -r f; do
+    case $f in "$src"/client/src/vulkan/*) continue ;; esac
+    bad "${f#$src/} includes a vulkan header: only client/src/vulkan/ and layer/ do"
+done < <(grep -l '^[[:space:]]*#[[:space:]]*include[[:space:]]*<vulkan/' "${lib[@]}" "${tool[@]}" \
+    "${server[@]}")
+
+# The layer's build compiles layer/ only (the component is a library it links), and nothing else
+# compiles a source of layer/ (comment lines aside).
+while read -r l; do
+    bad "layer/CMakeLists.txt:$l: the layer's build compiles only layer/ (the Vulkan component is psdb_vulkan)"
+done < <(grep -nE '(^|[^A-Za-z_])(target_sources|psdb_build|psdb_tool)([^A-Za-z_]|$)|/[A-Za-z0-9_./-]*\.c([^A-Za-z_]|$)' \
+    "$src/layer/CMakeLists.txt" | grep -vE '^[0-9]+:[[:space:]]*#')
+for c in "$src"/CMakeLists.txt "$src"/*/CMakeLists.txt "$src"/*/*/CMakeLists.txt; do
+    [ "$c" != "$src/layer/CMakeLists.txt" ] || continue
+    while read -r l; do
+        bad "${c#$src/}:$l: only layer/CMakeLists.txt compiles a source of layer/"
+    done < <(grep -nE 'layer/[A-Za-z0-9_]+\.c' "$c" | grep -vE '^[0-9]+:[[:space:]]*#')
+done
+
+# The test can fail: every kind of violation, planted in one copy of the tree, must be caught with
+# a line naming it (LAYERING_PLANTED: the run on the copy, which plants nothing itself).
+if [ -z "${LAYERING_PLANTED:-}" ]; then
+    plants=(
+        'layer/vk_layer.c|#include "format/sodb.h"|layer/vk_layer.c includes "format/sodb.h"'
+        'layer/vk_layer.c|#include <registry/registry.h>|layer/vk_layer.c includes "registry/registry.h"'
+        'client/tool/cmd_compile.c|#include "vulkan/vk_backend.h"|client/tool/cmd_compile.c includes "vulkan/vk_backend.h"'
+        'client/tool/build/synth_vulkan.c|#include "vulkan/vk_devices.h"|client/tool/build/synth_vulkan.c includes "vulkan/vk_devices.h"'
+        'client/src/vulkan/vk_record.c|#include "format/sodb.h"|vulkan may not depend on format'
+        'client/src/delivery/install.c|#include "vulkan/psdb_vulkan.h"|delivery may not depend on vulkan'
+        'server/main.c|#include "vulkan/psdb_vulkan.h"|server/main.c includes "vulkan/psdb_vulkan.h"'
+        'client/tool/main.c|#include <vulkan/vulkan.h>|client/tool/main.c includes a vulkan header'
+        'layer/CMakeLists.txt|target_sources(psdb_build PRIVATE vk_decode.c)|the layer'"'"'s build compiles only layer/'
+        'CMakeLists.txt|add_library(x STATIC ${CMAKE_SOURCE_DIR}/layer/vk_layer.c)|only layer/CMakeLists.txt compiles a source of layer/'
+    )
+    copy=$(mktemp -d)
+    mkdir -p "$copy/tests"
+    if cp -r "$src/client" "$src/layer" "$src/server" "$src/CMakeLists.txt" "$copy/"; then
+        for p in "${plants[@]}"; do
+            IFS='|' read -r file line expect <<<"$p"
+            printf '%s\n' "$line" >>"$copy/$file"
+        done
+        out=$(LAYERING_PLANTED=1 bash "$0" "$copy" 2>&1)
+        rc=$?
+        [ $rc -ne 0 ] || bad "violations planted in a copy of the tree passed: $out"
+        for p in "${plants[@]}"; do
+            IFS='|' read -r file line expect <<<"$p"
+            [[ $out == *"$expect"* ]] || bad "a violation planted in $file ($line) was not caught"
+        done
+    else
+        bad "cannot copy the tree to $copy"
+    fi
+    rm -rf "$copy"
+fi
 
 [ $fail -eq 0 ] && echo "layering_test: include directions follow the layers"
 exit $fail

@@ -1,12 +1,12 @@
-/* vk_decode_fuzz.c - libFuzzer target for the Vulkan entry decoder (layer/vk_decode.c, what
- * `psdb compile/replay --backend vulkan` run on every SODB entry before a driver sees it): any
+/* vk_decode_fuzz.c - libFuzzer target for the Vulkan entry decoder (client/src/vulkan/vk_decode.c,
+ * what `psdb compile/replay --backend vulkan` run on every SODB entry before a driver sees it): any
  * input is refused or decodes into create-infos whose every array can be read in full. The first
  * byte picks the kind (bit 0: graphics), the rest is the entry. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_decode.h"
+#include "vulkan/psdb_vulkan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
-/* vk_decode_test.c - the replay side of the encoding (layer/vk_decode.c: SODB.md section 3 bytes
- * back into create-infos, which re-encode to the same bytes) and the device identity
- * (layer/vk_identity.c: the target and the VkPipelineCache header check). */
+/* vk_decode_test.c - the replay side of the encoding (client/src/vulkan/vk_decode.c: SODB.md
+ * section 3 bytes back into create-infos, which re-encode to the same bytes) and the device
+ * identity (client/src/vulkan/vk_identity.c: the target and the VkPipelineCache header check). */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -9,10 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vk_decode.h"
-#include "vk_deliver.h"
-#include "vk_encode.h"
-#include "vk_identity.h"
+#include "vulkan/psdb_vulkan.h"
 
 #define MAX_OBJ 64
 

@@ -1,6 +1,6 @@
-/* vk_deliver_test.c - what the layer hands Mesa (layer/vk_deliver.c): the structural check of a
- * shipped single-file cache (vkdl_foz_check) and its setup (vkdl_mesa_setup), which writes nothing
- * a check refused and never keeps a file that is not byte for byte the PSDB's. */
+/* vk_deliver_test.c - what the layer hands Mesa (client/src/vulkan/vk_deliver.c): the structural
+ * check of a shipped single-file cache (vkdl_foz_check) and its setup (vkdl_mesa_setup), which
+ * writes nothing a check refused and never keeps a file that is not byte for byte the PSDB's. */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -12,8 +12,7 @@
 #include <zlib.h>
 
 #include "testutil.h"
-#include "vk_deliver.h"
-#include "vk_identity.h"
+#include "vulkan/psdb_vulkan.h"
 
 static const uint8_t MAGIC[16] = {0x81, 'F', 'O', 'S', 'S', 'I', 'L', 'I',
                                   'Z',  'E', 'D', 'B', 0,   0,   0,   6};

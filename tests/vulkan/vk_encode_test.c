@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_encode.h"
+#include "vulkan/psdb_vulkan.h"
 
 /* A lookup over a fixed table of (type, handle) -> bytes; unknown handles fail. */
 typedef struct table {

@@ -39,12 +39,14 @@ int psdb__pwrite_all(int fd, const void *p, size_t n, uint64_t off)
     return off > (uint64_t)INT64_MAX ? (errno = EINVAL, -1) : write_loop(fd, p, n, (int64_t)off);
 }
 
-ssize_t psdb__pread_upto(int fd, void *p, size_t n, uint64_t off)
+/* read (off < 0) or pread at off until n bytes are in or the end is reached. */
+static ssize_t read_loop(int fd, void *p, size_t n, int64_t off)
 {
     uint8_t *b = p;
     size_t got = 0;
     while (got < n) {
-        ssize_t r = pread(fd, b + got, n - got, (off_t)(off + got));
+        ssize_t r = off < 0 ? read(fd, b + got, n - got)
+                            : pread(fd, b + got, n - got, (off_t)((uint64_t)off + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -54,6 +56,16 @@ ssize_t psdb__pread_upto(int fd, void *p, size_t n, uint64_t off)
         got += (size_t)r;
     }
     return (ssize_t)got;
+}
+
+ssize_t psdb__pread_upto(int fd, void *p, size_t n, uint64_t off)
+{
+    return off > (uint64_t)INT64_MAX ? (errno = EINVAL, -1) : read_loop(fd, p, n, (int64_t)off);
+}
+
+ssize_t psdb__read_upto(int fd, void *p, size_t n)
+{
+    return read_loop(fd, p, n, -1);
 }
 
 int psdb__fsync_dir_of(const char *path)

@@ -21,6 +21,9 @@ int psdb__pwrite_all(int fd, const void *p, size_t n, uint64_t off);
  * For read windows that may run past the end of a file. */
 ssize_t psdb__pread_upto(int fd, void *p, size_t n, uint64_t off);
 
+/* The same from fd's position (read): for a pipe or a socket, which has no offsets. */
+ssize_t psdb__read_upto(int fd, void *p, size_t n);
+
 /* fsyncs the directory that holds path (after a rename into it). 0, or -1 with errno. */
 int psdb__fsync_dir_of(const char *path);
 

@@ -30,8 +30,8 @@ static psdb_hr enumerate(psdb_precompile_target **out, uint32_t *found)
 
 #include <dlfcn.h>
 
+#include "vulkan/psdb_vulkan.h"
 #include "vulkan/vk_devices.h"
-#include "vulkan/vk_identity.h"
 
 #define LOADER_SONAME "libvulkan.so.1"
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "psdb/registry.h"
-#include "vulkan/vk_identity.h"
+#include "vulkan/psdb_vulkan.h"
 
 /* Appends id's target (family, abi_min = abi_max = abi, compiler_version, profile_version 0) to
  * t[0..n) unless a target of the same identity is there; returns the new count (n or n + 1).

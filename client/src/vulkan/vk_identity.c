@@ -1,19 +1,12 @@
 /* vk_identity.c - the psdb target of a Vulkan device (schema/COMPILER.md §5). */
-#include "vulkan/vk_identity.h"
+#include "vulkan/psdb_vulkan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/hash.h"
-
-static void put32(uint8_t *b, uint32_t v)
-{
-    b[0] = (uint8_t)v;
-    b[1] = (uint8_t)(v >> 8);
-    b[2] = (uint8_t)(v >> 16);
-    b[3] = (uint8_t)(v >> 24);
-}
 
 void vkid_from_properties(const VkPhysicalDeviceProperties *p,
                           const VkPhysicalDeviceDriverProperties *drv, vkid *out)
@@ -37,8 +30,8 @@ void vkid_from_properties(const VkPhysicalDeviceProperties *p,
     size_t n = 0, info_len = strlen(out->driver_info);
     memcpy(seed, tag, sizeof(tag) - 1);
     n += sizeof(tag) - 1;
-    put32(seed + n, out->driver_id);
-    put32(seed + n + 4, out->driver_version);
+    psdb__put_le32(seed + n, out->driver_id);
+    psdb__put_le32(seed + n + 4, out->driver_version);
     n += 8;
     memcpy(seed + n, out->uuid, VK_UUID_SIZE);
     n += VK_UUID_SIZE;
@@ -81,20 +74,15 @@ void vkid_query(PFN_vkGetPhysicalDeviceProperties props, PFN_vkGetPhysicalDevice
     vkid_from_properties(&p, have_drv ? &drv : NULL, out);
 }
 
-static uint32_t get32(const uint8_t *b)
-{
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
 int vkid_check_cache_header(const vkid *id, const void *data, size_t size)
 {
     const uint8_t *b = data;
     if (!b || size < 32)
         return -1;
-    uint32_t len = get32(b);
-    if (len < 32 || get32(b + 4) != (uint32_t)VK_PIPELINE_CACHE_HEADER_VERSION_ONE)
+    uint32_t len = psdb__le32(b);
+    if (len < 32 || psdb__le32(b + 4) != (uint32_t)VK_PIPELINE_CACHE_HEADER_VERSION_ONE)
         return -1;
-    if (get32(b + 8) != id->vendor_id || get32(b + 12) != id->device_id)
+    if (psdb__le32(b + 8) != id->vendor_id || psdb__le32(b + 12) != id->device_id)
         return -1;
     return memcmp(b + 16, id->uuid, VK_UUID_SIZE) == 0 ? 0 : -1;
 }

@@ -31,15 +31,15 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
  * point of a mixed-radix space of variants and fixed-function states; pipeline i takes the point
  * (i * stride + offset) mod size, with stride coprime to the size and both drawn from the seed, so
  * N pipelines are N distinct descriptions and the same arguments give the same points. Entries
- * are encoded by the layer's own encoder (layer/vk_encode.c), so a synthetic entry and a captured
- * one have exactly the same form (schema/SODB.md section 3). Everything is written in one
- * transaction into OUT.tmp, renamed at the end. */
+ * are encoded by the Vulkan component's encoder, the one the layer captures with, so a synthetic
+ * entry and a captured one have exactly the same form (schema/SODB.md section 3). Everything is
+ * written in one transaction into OUT.tmp, renamed at the end. */
 #include <glslang/Include/glslang_c_interface.h>
 #include <glslang/Public/resource_limits_c.h>
 
 #include "common/hash.h"
 #include "format/sodb.h"
-#include "vk_encode.h"
+#include "vulkan/psdb_vulkan.h"
 
 static const char BLUR_COMP[] =
     "#version 450\n"

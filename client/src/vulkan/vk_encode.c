@@ -1,5 +1,5 @@
 /* vk_encode.c - encodes Vulkan create-infos into the bytes of schema/SODB.md §3. */
-#include "vk_encode.h"
+#include "vulkan/psdb_vulkan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,7 @@ static int reserve(vkenc *e, size_t n)
     return 0;
 }
 
-void vkenc_raw(vkenc *e, const void *p, size_t n)
+static void vkenc_raw(vkenc *e, const void *p, size_t n)
 {
     if (n == 0 || reserve(e, n) != 0)
         return;
@@ -41,13 +41,13 @@ void vkenc_raw(vkenc *e, const void *p, size_t n)
     e->len += n;
 }
 
-void vkenc_u32(vkenc *e, uint32_t v)
+static void vkenc_u32(vkenc *e, uint32_t v)
 {
     uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
     vkenc_raw(e, b, 4);
 }
 
-void vkenc_f32(vkenc *e, float v)
+static void vkenc_f32(vkenc *e, float v)
 {
     uint32_t u;
     memcpy(&u, &v, 4);
@@ -59,7 +59,7 @@ static void enc_bool(vkenc *e, VkBool32 v)
     vkenc_u32(e, v ? 1u : 0u);
 }
 
-void vkenc_bytes(vkenc *e, const void *p, size_t n)
+static void vkenc_bytes(vkenc *e, const void *p, size_t n)
 {
     /* 0xFFFFFFFF is reserved (str's NULL); nothing a create-info holds comes near it. */
     if (n >= 0xFFFFFFFFu) {
@@ -70,7 +70,7 @@ void vkenc_bytes(vkenc *e, const void *p, size_t n)
     vkenc_raw(e, p, n);
 }
 
-void vkenc_str(vkenc *e, const char *s)
+static void vkenc_str(vkenc *e, const char *s)
 {
     if (!s) {
         vkenc_u32(e, 0xFFFFFFFFu);
@@ -79,7 +79,7 @@ void vkenc_str(vkenc *e, const char *s)
     vkenc_bytes(e, s, strlen(s));
 }
 
-void vkenc_unrepresentable(vkenc *e, uint32_t stype)
+static void vkenc_unrepresentable(vkenc *e, uint32_t stype)
 {
     e->unrepresentable++;
     for (uint32_t i = 0; i < e->num_stypes; i++)
@@ -89,8 +89,8 @@ void vkenc_unrepresentable(vkenc *e, uint32_t stype)
         e->stypes[e->num_stypes++] = stype;
 }
 
-void vkenc_merge_unrepresentable(vkenc *e, uint32_t count, const uint32_t *stypes,
-                                 uint32_t num_stypes)
+static void vkenc_merge_unrepresentable(vkenc *e, uint32_t count, const uint32_t *stypes,
+                                        uint32_t num_stypes)
 {
     if (count == 0)
         return;

@@ -1,10 +1,8 @@
 /* vk_decode.c - SODB §3 bytes back into Vulkan create-infos (the replay side of vk_encode.c). */
-#include "vk_decode.h"
+#include "vulkan/psdb_vulkan.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include "vk_encode.h"
 
 struct vkdec_arena {
     struct vkdec_arena *next;

@@ -1,5 +1,5 @@
 /* vk_deliver.c - a PSDB's driver code handed to the Vulkan driver (schema/COMPILER.md §5). */
-#include "vk_deliver.h"
+#include "vulkan/psdb_vulkan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "common/buf.h"
+#include "common/fdio.h"
 
 psdb_hr vkdl_open(const char *path, const vkid *id, const vkdl_trust *trust, psdb_file **out)
 {
@@ -154,11 +157,6 @@ psdb_hr vkdl_proof_finish(vkdl_proof *p, const vkid *id, psdb_file **out, char *
 static const uint8_t FOZ_MAGIC[FOZ_MAGIC_SIZE] = {0x81, 'F', 'O', 'S', 'S', 'I', 'L', 'I',
                                                   'Z',  'E', 'D', 'B', 0,   0,   0,   6};
 
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static int hex_hash(const uint8_t *p)
 {
     for (size_t i = 0; i < FOZ_HASH_SIZE; i++)
@@ -206,8 +204,8 @@ int vkdl_foz_check(const uint8_t *foz, size_t foz_size, const uint8_t *idx, size
             snprintf(why, why_size, "cache entry %zu at %zu: truncated or not a hash", n, off);
             goto cleanup;
         }
-        uint32_t size = le32(e + FOZ_HASH_SIZE), format = le32(e + FOZ_HASH_SIZE + 4),
-                 crc = le32(e + FOZ_HASH_SIZE + 8), full = le32(e + FOZ_HASH_SIZE + 12);
+        uint32_t size = psdb__le32(e + FOZ_HASH_SIZE), format = psdb__le32(e + FOZ_HASH_SIZE + 4),
+                 crc = psdb__le32(e + FOZ_HASH_SIZE + 8), full = psdb__le32(e + FOZ_HASH_SIZE + 12);
         size_t body = off + FOZ_HASH_SIZE + FOZ_HEADER_SIZE;
         if (size == 0 || size > foz_size - body || format != FOZ_FORMAT_NONE || full != size ||
             crc != mesa_crc32(foz + body, size)) {
@@ -231,11 +229,12 @@ int vkdl_foz_check(const uint8_t *foz, size_t foz_size, const uint8_t *idx, size
     for (off = FOZ_MAGIC_SIZE; off < idx_size; off += FOZ_HASH_SIZE + FOZ_HEADER_SIZE + 8, num++) {
         const uint8_t *e = idx + off;
         const uint8_t *h = e + FOZ_HASH_SIZE;
-        uint64_t at = (uint64_t)le32(h + FOZ_HEADER_SIZE) | (uint64_t)le32(h + FOZ_HEADER_SIZE + 4)
-                                                                << 32;
+        uint64_t at = (uint64_t)psdb__le32(h + FOZ_HEADER_SIZE) |
+                      (uint64_t)psdb__le32(h + FOZ_HEADER_SIZE + 4) << 32;
         size_t lo = 0, hi = n;
-        if (!hex_hash(e) || le32(h) != 8 || le32(h + 4) != FOZ_FORMAT_NONE || le32(h + 12) != 8 ||
-            (le32(h + 8) != 0 && le32(h + 8) != mesa_crc32(h + FOZ_HEADER_SIZE, 8))) {
+        if (!hex_hash(e) || psdb__le32(h) != 8 || psdb__le32(h + 4) != FOZ_FORMAT_NONE ||
+            psdb__le32(h + 12) != 8 ||
+            (psdb__le32(h + 8) != 0 && psdb__le32(h + 8) != mesa_crc32(h + FOZ_HEADER_SIZE, 8))) {
             snprintf(why, why_size, "index entry %zu: malformed", num);
             goto cleanup;
         }
@@ -263,17 +262,22 @@ cleanup:
     return rc;
 }
 
-/* mkdir -p for the folders of path (which ends in a file name). */
+/* mkdir -p for the folders of path (which ends in a file name): a folder that is there already is
+ * used; anything else in the way fails with mkdir's errno. */
 static int make_dirs(char *path)
 {
+    struct stat st;
     for (char *p = path + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
-        int rc = mkdir(path, 0755);
+        int rc = mkdir(path, 0755), e = errno;
+        int there = rc != 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
         *p = '/';
-        if (rc != 0 && errno != EEXIST)
+        if (rc != 0 && !there) {
+            errno = e;
             return -1;
+        }
     }
     return 0;
 }
@@ -292,12 +296,10 @@ static int same_file(const char *path, const void *data, size_t size)
         goto cleanup;
     while (off < size) {
         size_t want = size - off < sizeof(buf) ? size - off : sizeof(buf);
-        ssize_t r = pread(fd, buf, want, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || memcmp(buf, (const uint8_t *)data + off, (size_t)r) != 0)
+        if (psdb__pread_upto(fd, buf, want, off) != (ssize_t)want ||
+            memcmp(buf, (const uint8_t *)data + off, want) != 0)
             goto cleanup;
-        off += (size_t)r;
+        off += want;
     }
     same = 1;
 cleanup:
@@ -321,19 +323,10 @@ static int write_file(const char *path, const void *data, size_t size)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (fd < 0)
         return -1;
-    const uint8_t *p = data;
-    size_t left = size;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        p += w;
-        left -= (size_t)w;
+    if (psdb__write_all(fd, data, size) != 0) {
+        close(fd);
+        unlink(tmp);
+        return -1;
     }
     if (close(fd) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);

@@ -1,0 +1,24 @@
+/* vk_none.c - the Vulkan component of a build without the Vulkan headers or loader
+ * (PSDB_VULKAN=OFF, or libvulkan-dev missing): compile and replay answer that they are not built,
+ * so the psdb tool builds everywhere and says so in one line. */
+#include "vulkan/psdb_vulkan.h"
+
+static psdb_hr no_backend(char *err, size_t err_size)
+{
+    snprintf(err, err_size, "this psdb was built without the vulkan backend (PSDB_VULKAN=OFF)");
+    return PSDB_E_NOTIMPL;
+}
+
+psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *out_path,
+                     FILE *progress, vkbe_compile_stats *stats, char *err, size_t err_size)
+{
+    (void)sodb_path, (void)device_index, (void)out_path, (void)progress, (void)stats;
+    return no_backend(err, err_size);
+}
+
+psdb_hr vkbe_replay(const char *sodb_path, const char *psdb_path, uint32_t device_index,
+                    vkbe_replay_stats *cold, vkbe_replay_stats *warm, char *err, size_t err_size)
+{
+    (void)sodb_path, (void)psdb_path, (void)device_index, (void)cold, (void)warm;
+    return no_backend(err, err_size);
+}

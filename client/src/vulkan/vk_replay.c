@@ -1,0 +1,305 @@
+/* vk_replay.c - `psdb replay --backend vulkan`: the time-to-usable of an SODB's Vulkan pipelines
+ * on the device, cold and with a PSDB delivered as the layer delivers it, each pass in a child
+ * process. */
+#include "vulkan/vk_backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/fdio.h"
+#include "common/hash.h"
+
+typedef struct vpass {
+    vkbe_dev *d;
+    psdb_file *f;
+    vkdl_keys keys;
+    uint64_t n, cap, failed, hits, misses;
+    double *ms;
+    double lookup_s, create_s, use_s, objects_s;
+} vpass;
+
+static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
+                        size_t desc_size, void *arg)
+{
+    vpass *v = arg;
+    vkdec_pipeline p;
+    void *data = NULL;
+    size_t size = 0;
+    int bad = 0;
+    double secs = 0, create_s = 0;
+    const char *what;
+    int hit = 0;
+    (void)version;
+    if (kind != PSDB_SODB_VK_COMPUTE && kind != PSDB_SODB_VK_GRAPHICS)
+        return 0;
+    if (vkdec_pipeline_decode(desc, desc_size, kind == PSDB_SODB_VK_GRAPHICS, &p) != 0) {
+        v->failed++;
+        return 0;
+    }
+    double t0 = vkbe_now();
+    if (v->f) {
+        /* As the layer: with a merged cache the hit needs only the key. */
+        hit = vkdl_lookup(v->f, &v->keys, &v->d->id, key, v->d->merged ? NULL : &data, &size, &bad);
+        if (hit == 1)
+            v->hits++;
+        else
+            v->misses++;
+    }
+    double lookup = vkbe_now() - t0;
+    VkResult r = vkbe_replay_one(v->d, &p, data, size, hit == 1 && v->d->merged, NULL, NULL, &secs,
+                                 &create_s, &what);
+    /* A pipeline's time-to-usable runs from the application asking for it (the lookup, then
+     * vkCreate*Pipelines) to its first use done. Its shader modules, layouts and render pass
+     * are the application's own objects, made before it asks, with or without a PSDB: they are
+     * counted apart (objects_s). */
+    double total = lookup + secs;
+    double objects = vkbe_now() - t0 - total;
+    free(data);
+    vkdec_free(&p);
+    if (r != VK_SUCCESS) {
+        v->failed++;
+        return 0;
+    }
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 256;
+        double *m = realloc(v->ms, cap * sizeof(*m));
+        if (!m)
+            return 1;
+        v->ms = m;
+        v->cap = cap;
+    }
+    v->ms[v->n++] = total * 1000.0;
+    v->lookup_s += lookup;
+    v->create_s += create_s;
+    v->use_s += secs - create_s;
+    v->objects_s += objects > 0 ? objects : 0;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The SHA-256 of the file at path into out: 0, or -1 (errno set) when it cannot be read. */
+static int file_sha256(const char *path, uint8_t out[32])
+{
+    uint8_t buf[1 << 16];
+    ssize_t r = -1;
+    psdb__sha256_ctx *c = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || !(c = psdb__sha256_begin()))
+        goto cleanup;
+    while ((r = psdb__read_upto(fd, buf, sizeof(buf))) > 0)
+        psdb__sha256_update(c, buf, (size_t)r);
+cleanup:
+    if (c)
+        psdb__sha256_end(c, out);
+    if (fd >= 0)
+        close(fd);
+    return r == 0 ? 0 : -1;
+}
+
+/* Seconds psdb_file_check takes to prove f by the SHA-256 of the whole file on its own (what the
+ * layer overlaps with the device's creation), -1 when it fails. */
+static double file_sha256_time(psdb_file *f, const uint8_t sha[32])
+{
+    double t = vkbe_now();
+    return psdb_file_check(f, PSDB_FILE_CHECK_SHA256, sha) == PSDB_S_OK ? vkbe_now() - t : -1;
+}
+
+/* One pass in this process; 0 or -1 with err set. */
+static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t device_index,
+                    vkbe_replay_stats *out, char *err, size_t err_size)
+{
+    psdb_sodb *s = NULL;
+    vkbe_dev d;
+    vpass v;
+    vkdl_proof *proof = NULL;
+    vkdl_trust trust = {0};
+    char tmpl[] = "/tmp/psdb-vk-replay-XXXXXX";
+    char *dir = NULL, msg[512] = "";
+    int rc = -1;
+    memset(&d, 0, sizeof(d));
+    memset(&v, 0, sizeof(v));
+    memset(out, 0, sizeof(*out));
+    psdb_hr hr = psdb_sodb_open(sodb_path, &s);
+    if (PSDB_FAILED(hr)) {
+        snprintf(err, err_size, "cannot open SODB %s: %s", sodb_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    /* Cold: no driver disk cache at all. With the PSDB: Mesa reads the shipped cache from an
+     * otherwise empty cache folder; the NVIDIA driver's own cache stays off. */
+    setenv("__GL_SHADER_DISK_CACHE", "0", 1);
+    unsetenv("MESA_DISK_CACHE_READ_ONLY_FOZ_DBS");
+    if (!psdb_path) {
+        setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
+    } else {
+        dir = mkdtemp(tmpl);
+        if (!dir) {
+            snprintf(err, err_size, "mkdtemp %s: %s", tmpl, strerror(errno));
+            goto cleanup;
+        }
+        vkbe_private_cache(dir);
+        hr = vkdl_open(psdb_path, NULL, NULL, &v.f);
+        if (PSDB_SUCCEEDED(hr))
+            hr = vkdl_mesa_setup(v.f, msg, sizeof(msg));
+        if (PSDB_FAILED(hr)) {
+            vkbe_fmt(err, err_size, "psdb %s: %s", psdb_path, msg[0] ? msg : psdb_error_last());
+            goto cleanup;
+        }
+        psdb_file_release(v.f);
+        v.f = NULL;
+    }
+    /* As the layer does for an installed PSDB: proven by the SHA-256 its install recorded (taken
+     * here, outside the clock, as the registry would hold it), the proof started before the
+     * device is created and running beside it; the pass waits only for what is left of it once
+     * the device exists. */
+    if (psdb_path && file_sha256(psdb_path, trust.sha256) != 0) {
+        snprintf(err, err_size, "psdb %s: cannot read it: %s", psdb_path, strerror(errno));
+        goto cleanup;
+    }
+    trust.have_sha256 = 1;
+    if (psdb_path && PSDB_FAILED(hr = vkdl_proof_start(psdb_path, &trust, &proof))) {
+        snprintf(err, err_size, "psdb %s: %s", psdb_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    double t_dev = vkbe_now();
+    if (vkbe_dev_open(&d, device_index, err, err_size) != 0)
+        goto cleanup;
+    out->device_s = vkbe_now() - t_dev;
+    if (psdb_path) {
+        char why[512];
+        double t = vkbe_now();
+        hr = vkdl_proof_finish(proof, &d.id, &v.f, why, sizeof(why));
+        proof = NULL;
+        out->proof_s = vkbe_now() - t;
+        if (PSDB_FAILED(hr)) {
+            vkbe_fmt(err, err_size, "psdb %s does not fit device %s (%s, abi %llu): %s", psdb_path,
+                     d.id.device_name, d.id.family, (unsigned long long)d.id.abi, why);
+            goto cleanup;
+        }
+        out->file_sha256_s = file_sha256_time(v.f, trust.sha256);
+        hr = vkdl_keys_load(v.f, &v.keys);
+        if (PSDB_FAILED(hr)) {
+            snprintf(err, err_size, "psdb %s: its pipeline keys: %s", psdb_path, psdb_error_last());
+            goto cleanup;
+        }
+    }
+    v.d = &d;
+    double t0 = vkbe_now();
+    /* The merged cache is made once per device (the layer: at device creation), inside the
+     * time-to-usable. A PSDB without one, or one that fails its check, is replayed with each
+     * pipeline's own data, as the layer falls back. */
+    if (v.f && d.id.strategy == VKID_PIPELINE_CACHE) {
+        void *data = NULL;
+        size_t size = 0;
+        if (vkdl_merged_cache(v.f, &d.id, &data, &size, msg, sizeof(msg)) == PSDB_S_OK) {
+            VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                             .initialDataSize = size,
+                                             .pInitialData = data};
+            if (vkCreatePipelineCache(d.device, &cci, NULL, &d.merged) != VK_SUCCESS)
+                d.merged = VK_NULL_HANDLE;
+        }
+        free(data);
+        out->merged_cache = d.merged != VK_NULL_HANDLE;
+    }
+    out->setup_s = vkbe_now() - t0;
+    hr = psdb_sodb_foreach(s, replay_entry, &v);
+    out->wall_s = vkbe_now() - t0;
+    out->lookup_s = v.lookup_s;
+    out->create_s = v.create_s;
+    out->first_use_s = v.use_s;
+    out->objects_s = v.objects_s;
+    out->total_s = out->proof_s + out->setup_s + v.lookup_s + v.create_s + v.use_s;
+    if (PSDB_FAILED(hr)) {
+        snprintf(err, err_size, "replaying SODB %s: %s", sodb_path, psdb_hr_str(hr));
+        goto cleanup;
+    }
+    out->pipelines = v.n;
+    out->failed = v.failed;
+    out->hits = v.hits;
+    out->misses = v.misses;
+    if (v.n) {
+        qsort(v.ms, v.n, sizeof(double), cmp_double);
+        out->median_ms = v.ms[v.n / 2];
+        out->p95_ms = v.ms[(v.n * 95) / 100 < v.n ? (v.n * 95) / 100 : v.n - 1];
+    }
+    rc = 0;
+cleanup:
+    if (proof) {
+        psdb_file *f = NULL;
+        vkdl_proof_finish(proof, NULL, &f, NULL, 0);
+        psdb_file_release(f);
+    }
+    psdb_file_release(v.f);
+    vkdl_keys_free(&v.keys);
+    vkbe_dev_close(&d);
+    psdb_sodb_release(s);
+    free(v.ms);
+    if (dir)
+        vkbe_remove_tree(dir);
+    return rc;
+}
+
+/* A pass in a child process: the driver opens its caches afresh and the environment the pass
+ * sets stays in the child. */
+static psdb_hr pass_in_child(const char *sodb_path, const char *psdb_path, uint32_t device_index,
+                             vkbe_replay_stats *out, char *err, size_t err_size)
+{
+    struct {
+        int rc;
+        vkbe_replay_stats st;
+        char err[512];
+    } msg;
+    int fds[2];
+    fflush(NULL);
+    if (pipe(fds) != 0) {
+        snprintf(err, err_size, "pipe: %s", strerror(errno));
+        return PSDB_E_FAIL;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        snprintf(err, err_size, "fork: %s", strerror(errno));
+        return PSDB_E_FAIL;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        memset(&msg, 0, sizeof(msg));
+        msg.rc = run_pass(sodb_path, psdb_path, device_index, &msg.st, msg.err, sizeof(msg.err));
+        ssize_t w = write(fds[1], &msg, sizeof(msg));
+        _exit(w == (ssize_t)sizeof(msg) ? 0 : 1);
+    }
+    close(fds[1]);
+    ssize_t got = psdb__read_upto(fds[0], &msg, sizeof(msg));
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (got != (ssize_t)sizeof(msg)) {
+        snprintf(err, err_size, "replay pass died (status %d)", status);
+        return PSDB_E_FAIL;
+    }
+    if (msg.rc != 0) {
+        snprintf(err, err_size, "%s", msg.err);
+        return PSDB_E_FAIL;
+    }
+    *out = msg.st;
+    return PSDB_S_OK;
+}
+
+psdb_hr vkbe_replay(const char *sodb_path, const char *psdb_path, uint32_t device_index,
+                    vkbe_replay_stats *cold, vkbe_replay_stats *warm, char *err, size_t err_size)
+{
+    psdb_hr hr = pass_in_child(sodb_path, NULL, device_index, cold, err, err_size);
+    if (PSDB_SUCCEEDED(hr) && psdb_path)
+        hr = pass_in_child(sodb_path, psdb_path, device_index, warm, err, err_size);
+    return hr;
+}
