@@ -38,6 +38,7 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
 #include <glslang/Public/resource_limits_c.h>
 
 #include "common/hash.h"
+#include "common/status_map.h"
 #include "format/sodb.h"
 #include "vulkan/psdb_vulkan.h"
 
@@ -731,8 +732,9 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
         goto cleanup;
     }
     if (rename(tmp, path) != 0) {
-        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
-        snprintf(err, err_size, "rename %s to %s failed: %s", tmp, path, strerror(errno));
+        int e = errno;
+        hr = psdb__errno_hr(e);
+        snprintf(err, err_size, "rename %s to %s failed: %s", tmp, path, strerror(e));
         goto cleanup;
     }
     stats->compute = compute;

@@ -27,8 +27,9 @@ uint64_t psdb__synth_vulkan_max(void);
 /* Writes the corpus to `path` (through path + ".tmp", renamed: a failure leaves no file). The
  * same parameters give a byte-identical file. Returns PSDB_S_OK; PSDB_E_INVALIDARG a NULL
  * argument or a parameter out of range; PSDB_E_NOTIMPL this build has no glslang; PSDB_E_FAIL a
- * shader did not compile; PSDB_E_IO, PSDB_E_DISK_FULL, PSDB_E_OUTOFMEMORY. On failure `err`
- * (err_size bytes, may be NULL) holds one line naming what failed. */
+ * shader did not compile; PSDB_E_IO, PSDB_E_DISK_FULL, PSDB_E_ACCESS, PSDB_E_OUTOFMEMORY (a
+ * failed system call's errno, as common/status_map.h maps it). On failure `err` (err_size bytes,
+ * may be NULL) holds one line naming what failed. */
 psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
                            psdb__synth_vulkan_stats *stats, char *err, size_t err_size);
 
