@@ -125,7 +125,7 @@ int main(int argc, char **argv)
 }
 C
 # shellcheck disable=SC2046
-cc -O2 -I"$src/server" -I"$src/client/include" "$dir/fill.c" "$build/libpsdbd_core.a" \
+cc -O2 -I"$src/server" -I"$src/server/index" -I"$src/client/include" "$dir/fill.c" "$build/libpsdbd_core.a" \
     "$build/libpsdb.a" $(pkg-config --libs libmicrohttpd sqlite3 jansson libcrypto libcurl) \
     -lpthread -lm -o "$dir/fill"
 mkdir -p "$dir/ten"
