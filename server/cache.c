@@ -20,7 +20,7 @@ struct slot {
     uint64_t hash, gen;
     char *key, *body;
     size_t key_len, len;
-    unsigned status;
+    unsigned kind; /* the caller's name for the answer (psdbd: its outcome) */
 };
 
 static atomic_uint_fast64_t generation = 1;
@@ -74,7 +74,7 @@ void psdbd_cache_invalidate(void)
     atomic_fetch_add_explicit(&generation, 1, memory_order_acq_rel);
 }
 
-int psdbd_cache_get(const char *key, size_t key_len, unsigned *status, char **body, size_t *len)
+int psdbd_cache_get(const char *key, size_t key_len, unsigned *kind, char **body, size_t *len)
 {
     uint64_t h = fnv1a(key, key_len);
     struct slot *s = &table()[h % SLOTS];
@@ -84,11 +84,11 @@ int psdbd_cache_get(const char *key, size_t key_len, unsigned *status, char **bo
     *body = xmalloc(s->len ? s->len : 1);
     memcpy(*body, s->body, s->len);
     *len = s->len;
-    *status = s->status;
+    *kind = s->kind;
     return 1;
 }
 
-void psdbd_cache_put(const char *key, size_t key_len, unsigned status, const char *body, size_t len,
+void psdbd_cache_put(const char *key, size_t key_len, unsigned kind, const char *body, size_t len,
                      uint64_t gen)
 {
     uint64_t h = fnv1a(key, key_len);
@@ -102,6 +102,6 @@ void psdbd_cache_put(const char *key, size_t key_len, unsigned status, const cha
     s->hash = h;
     s->key_len = key_len;
     s->len = len;
-    s->status = status;
+    s->kind = kind;
     s->gen = gen;
 }

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "valuemaps.h"
 
 /* mkdir -p: the default data directory's parents (~/.local/share) may not exist yet. */
 static int mkdir_p(const char *path, mode_t mode)
@@ -107,12 +106,14 @@ char *psdbd_store_path(const psdbd_store *s, const char *sha256)
     return xasprintf("%s/%.2s/%s", s->blob_dir, sha256, sha256);
 }
 
-int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char *sha256)
+int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char *sha256,
+                       int *replaced)
 {
     char *sub = xasprintf("%s/%.2s", s->blob_dir, sha256);
     char *dst = psdbd_store_path(s, sha256);
     struct stat sb;
-    int rc = 0, replaced = 0;
+    int rc = 0, found = 0;
+    *replaced = 0;
     if (fsync(fd) != 0) {
         rc = errno;
         goto cleanup;
@@ -129,8 +130,8 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
         rc = errno;
         goto cleanup;
     }
-    replaced = stat(dst, &sb) == 0;
-    if (replaced && sb.st_size == tb.st_size) {
+    found = stat(dst, &sb) == 0;
+    if (found && sb.st_size == tb.st_size) {
         /* Content-addressed: an existing blob with this name already holds these bytes (a file
          * of another size is damaged and gets replaced below). */
         unlink(tmp_path);
@@ -140,10 +141,7 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
         rc = errno;
         goto cleanup;
     }
-    /* Maps derived from the damaged file would be served for these bytes: after the rename, so
-     * that a request between the two derives from the new file. */
-    if (replaced)
-        psdbd_valuemaps_forget(s, sha256);
+    *replaced = found;
     rc = fsync_dir(sub);
 cleanup:
     free(sub);

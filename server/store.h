@@ -26,9 +26,12 @@ int psdbd_store_temp(psdbd_store *s, int *fd, char **path);
 /* Moves a fully written, verified temporary file into blobs/<aa>/<sha256>: fsync the file, rename,
  * fsync the directory (and blobs/ when <aa> was created), so the blob is durable before any index
  * row names it. When the blob already exists the temporary file is removed instead; a file of
- * another size under its name (damaged) is replaced, and its value maps with it (removed, derived
- * again from the new file). Returns 0 or an errno value. The fd is not closed. */
-int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char *sha256);
+ * another size under its name (damaged) is replaced, and *replaced says so (also when the
+ * directory's fsync then fails): what was derived from the old bytes (value maps) is the caller's
+ * to drop, since the store depends on nothing above it. Returns 0 or an errno value. The fd is not
+ * closed. */
+int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char *sha256,
+                       int *replaced);
 
 /* Path of a blob (malloc'd). */
 char *psdbd_store_path(const psdbd_store *s, const char *sha256);

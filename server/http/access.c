@@ -21,11 +21,11 @@ int http_authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r, p
         case PSDBD_AUTH_OK:
             break;
         case PSDBD_AUTH_MISSING:
-            *ret = http_reply_error(c, r, MHD_HTTP_UNAUTHORIZED, "unauthorized",
+            *ret = http_reply_error(c, r, PSDBD_OUTCOME_UNAUTHORIZED,
                                     "this endpoint needs a bearer token");
             return -1;
         case PSDBD_AUTH_INVALID:
-            *ret = http_reply_error(c, r, MHD_HTTP_UNAUTHORIZED, "unauthorized",
+            *ret = http_reply_error(c, r, PSDBD_OUTCOME_UNAUTHORIZED,
                                     "the token is unknown, expired or revoked");
             return -1;
         default:
@@ -34,13 +34,13 @@ int http_authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r, p
         }
     }
     if (r->who.role < need) {
-        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "forbidden",
+        *ret = http_reply_error(c, r, PSDBD_OUTCOME_FORBIDDEN,
                                 "the token's role (%s) is not allowed here",
                                 r->who.role == PSDBD_ROLE_READER ? "reader" : "publisher");
         return -1;
     }
     if (app && r->who.role != PSDBD_ROLE_ADMIN && !psdbd_scope_covers(r->who.scope, app)) {
-        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+        *ret = http_reply_error(c, r, PSDBD_OUTCOME_OUT_OF_SCOPE,
                                 "the token's scope does not cover this application");
         return -1;
     }

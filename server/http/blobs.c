@@ -70,7 +70,7 @@ static enum MHD_Result reply_not_modified(struct MHD_Connection *c, struct req *
         return MHD_NO;
     MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RO_END);
     blob_headers(resp, etag, lastmod);
-    return http_queue(c, r, MHD_HTTP_NOT_MODIFIED, resp, 0);
+    return http_queue(c, r, PSDBD_OUTCOME_NOT_MODIFIED, resp, 0);
 }
 
 /* A 416 names the blob's size in Content-Range, as RFC 9110 14.4 asks. */
@@ -79,10 +79,12 @@ static enum MHD_Result reply_unsatisfiable(struct MHD_Connection *c, struct req 
 {
     char crange[96];
     struct MHD_Response *resp = NULL;
-    char *body = xasprintf("{\"error\":\"range_not_satisfiable\",\"message\":\"the blob has "
-                           "%llu bytes\"}\n",
-                           (unsigned long long)size);
-    size_t len = strlen(body);
+    psdbd_verdict v = {0};
+    size_t len = 0;
+    char *body = NULL;
+    psdbd_verdict_fail(&v, PSDBD_OUTCOME_RANGE_NOT_SATISFIABLE, "the blob has %llu bytes",
+                       (unsigned long long)size);
+    body = http_verdict_text(&v, &len);
     snprintf(crange, sizeof(crange), "bytes */%llu", (unsigned long long)size);
     resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
@@ -92,7 +94,7 @@ static enum MHD_Result reply_unsatisfiable(struct MHD_Connection *c, struct req 
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
     blob_headers(resp, etag, lastmod);
-    return http_queue(c, r, MHD_HTTP_RANGE_NOT_SATISFIABLE, resp, len);
+    return http_queue(c, r, v.outcome, resp, len);
 }
 
 /* ---- several ranges: multipart/byteranges (RFC 9110 14.6) ---------------------------------- */
@@ -176,7 +178,7 @@ static enum MHD_Result reply_multipart(struct MHD_Connection *c, struct req *r, 
     blob_headers(resp, etag, lastmod);
     snprintf(type, sizeof(type), "multipart/byteranges; boundary=%s", m->boundary);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    return http_queue(c, r, MHD_HTTP_PARTIAL_CONTENT, resp, total);
+    return http_queue(c, r, PSDBD_OUTCOME_PARTIAL, resp, total);
 }
 
 enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
@@ -189,9 +191,10 @@ enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, str
     int fd = -1, e, rr, use_range = 1;
     unsigned pre;
     const char *range;
+    psdbd_outcome o;
     psdbd_conditions cond;
     if (!psdbd_is_digest(digest))
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_digest",
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_DIGEST,
                                 "a blob is named by 64 lowercase hex digits (its SHA-256)");
     if (http_authorize(srv, c, r, http_reader_role(srv), NULL, &ret) != 0)
         return ret;
@@ -200,17 +203,16 @@ enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, str
     if (http_scoped(r)) {
         psdbd_rc rc = psdbd_index_blob_apps(srv->ix, digest, scope_accepts, r->who.scope);
         if (rc == PSDBD_NOT_FOUND)
-            return http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+            return http_reply_error(c, r, PSDBD_OUTCOME_OUT_OF_SCOPE,
                                     "no PSDB of an application in the token's scope has this blob");
         if (rc != PSDBD_OK)
             return http_reply_index_error(c, r, rc);
     }
     if ((e = psdbd_store_open_blob(&srv->store, digest, &fd, &size)) != 0) {
-        if (e == ENOENT)
-            return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such blob");
+        if ((o = psdbd_outcome_of_errno(e, PSDBD_OUTCOME_NOT_FOUND)) == PSDBD_OUTCOME_NOT_FOUND)
+            return http_reply_error(c, r, o, "no such blob");
         psdbd_log("open blob %s: %s", digest, strerror(e));
-        return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                                "cannot open the blob");
+        return http_reply_error(c, r, o, "cannot open the blob");
     }
     snprintf(etag, sizeof(etag), "\"%s\"", digest);
     int64_t published = blob_published(srv, digest, fd);
@@ -224,12 +226,12 @@ enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, str
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_UNMODIFIED_SINCE);
     cond.if_range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE);
     pre = psdbd_blob_preconditions(&cond, digest, published, (int64_t)time(NULL), &use_range);
-    if (pre == MHD_HTTP_PRECONDITION_FAILED) {
+    if (pre == PSDBD_PRECONDITION_FAILED) {
         close(fd);
-        return http_reply_error(c, r, MHD_HTTP_PRECONDITION_FAILED, "precondition_failed",
+        return http_reply_error(c, r, PSDBD_OUTCOME_PRECONDITION_FAILED,
                                 "the blob does not match If-Match or If-Unmodified-Since");
     }
-    if (pre == MHD_HTTP_NOT_MODIFIED) {
+    if (pre == PSDBD_PRECONDITION_NOT_MODIFIED) {
         close(fd);
         return reply_not_modified(c, r, etag, lastmod);
     }
@@ -272,7 +274,7 @@ enum MHD_Result http_serve_blob(psdbd_server *srv, struct MHD_Connection *c, str
         snprintf(crange, sizeof(crange), "bytes %llu-%llu/%llu", (unsigned long long)off,
                  (unsigned long long)(off + len - 1), (unsigned long long)size);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
-        return http_queue(c, r, MHD_HTTP_PARTIAL_CONTENT, resp, len);
+        return http_queue(c, r, PSDBD_OUTCOME_PARTIAL, resp, len);
     }
-    return http_queue(c, r, MHD_HTTP_OK, resp, len);
+    return http_queue(c, r, PSDBD_OUTCOME_OK, resp, len);
 }

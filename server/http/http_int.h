@@ -3,9 +3,11 @@
  *
  * DESIGN
  * router.c owns the libmicrohttpd callbacks and hands each request to one route: upload.c
- * (publishes), blobs.c (blob downloads) or routes.c (everything read-only). Those answer through
- * reply.c, which records what the access log and the metrics report, and check tokens through
- * access.c. daemon.c starts and stops the daemon and the threads that serve it. */
+ * (publishes: the protocol, around the publish service of publish.h), blobs.c (blob downloads),
+ * valuemap.c, stats_api.c or routes.c (the other reads). Those answer through reply.c, whose one
+ * table turns an outcome (verdict.h) into its status and error code, and which records what the
+ * access log and the metrics report; they check tokens through access.c. daemon.c starts and
+ * stops the daemon and the threads that serve it. */
 #ifndef PSDBD_HTTP_INT_H
 #define PSDBD_HTTP_INT_H
 
@@ -21,6 +23,7 @@
 #include "auth.h"
 #include "common.h"
 #include "http.h"
+#include "verdict.h"
 
 #define JSON_TYPE "application/json"
 #define BLOB_TYPE "application/octet-stream"
@@ -84,10 +87,10 @@ struct req {
     char trailer_sha256[65];
     uint64_t deadline_base_ns;
     char *key_pem, *key_scope;
-    /* the end of a publish runs on its own thread while the connection is suspended */
+    /* the end of a publish runs on its own thread while the connection is suspended, and its
+     * verdict waits here until the connection is resumed */
     int finishing;
-    unsigned result_status;
-    json_t *result_body;
+    psdbd_verdict result;
     struct MHD_Connection *conn;
     struct req *next; /* in the finishers' queue */
 };
@@ -98,33 +101,44 @@ static inline uint64_t http_seconds_ns(uint64_t s)
     return s > UINT64_MAX / 1000000000u / 2 ? UINT64_MAX / 2 : s * 1000000000u;
 }
 
-/* ---- reply.c: every answer goes through http_queue, which records status and sizes in r ---- */
+/* ---- reply.c: every answer goes through http_queue, which records status and sizes in r ----
+ *
+ * Each takes the outcome of the request (verdict.h); the one table in reply.c gives its status. */
 
+/* The status line an outcome is answered with. */
+unsigned http_status(psdbd_outcome o);
+/* The status libmicrohttpd answered a request with on its own (a malformed or oversized header),
+ * or 0. */
+unsigned http_status_sent(struct MHD_Connection *c);
 /* Bytes the application has written to a TCP socket so far; 0, or -1 when unknown. */
 int http_socket_written(int fd, uint64_t *out);
 /* Queues `resp` (destroyed here; NULL gives MHD_NO) with `body_bytes` for the access log. */
-enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, unsigned status,
+enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                            struct MHD_Response *resp, uint64_t body_bytes);
 /* Sends `body` (malloc'd, freed by libmicrohttpd or here) with `type`, uncached. */
-enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, unsigned status,
+enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                                   const char *type, char *body, size_t len);
 /* The compact text of a JSON value with a newline (malloc'd, NUL-terminated); *len excludes
  * the NUL. Out of memory ends the daemon. */
 char *http_json_text(const json_t *v, size_t *len);
-/* Sends `body` (its reference is taken) as JSON. With c NULL (a publish finishing off the
- * connection's thread) the answer is kept in r until the connection is resumed. */
-enum MHD_Result http_reply_json(struct MHD_Connection *c, struct req *r, unsigned status,
+/* The body of a failed verdict, {"error": code, "message": ...}, as http_json_text makes it. */
+char *http_verdict_text(const psdbd_verdict *v, size_t *len);
+/* Sends `body` (its reference is taken) as JSON. */
+enum MHD_Result http_reply_json(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                                 json_t *body);
-/* Sends {"error": code, "message": ...}. */
-enum MHD_Result http_reply_error(struct MHD_Connection *c, struct req *r, unsigned status,
-                                 const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-/* The answer for an index failure: 503 for a lost index, 507 for a full disk, else 500. */
+/* The one reply of a verdict: a success sends its body (whose reference is taken from v; none
+ * gives MHD_NO), a failure {"error": code, "message": v->message}. */
+enum MHD_Result http_reply_verdict(struct MHD_Connection *c, struct req *r, psdbd_verdict *v);
+/* A failure verdict made here (psdbd_verdict_fail), through http_reply_verdict. */
+enum MHD_Result http_reply_error(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
+                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The answer for an index failure (psdbd_verdict_index): 503 for a lost index, 507 for a full
+ * disk, else 500. */
 enum MHD_Result http_reply_index_error(struct MHD_Connection *c, struct req *r, psdbd_rc rc);
 /* A name from the request (a query argument or a path part) checked by psdb's one rule for names
  * (psdb__name_check), before anything looks it up or records it: 0 when it is a name; otherwise
- * 400 bad_request "<label> contains U+202E (a Unicode format character)" was queued, *ret says
- * how to return, and 1 is returned. */
+ * bad_request "<label> contains U+202E (a Unicode format character)" was queued, *ret says how
+ * to return, and 1 is returned. */
 int http_bad_name(struct MHD_Connection *c, struct req *r, const char *label, const char *name,
                   enum MHD_Result *ret);
 

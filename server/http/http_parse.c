@@ -412,19 +412,19 @@ unsigned psdbd_blob_preconditions(const psdbd_conditions *h, const char *sha, in
     /* Steps 1 and 2: a write-style precondition fails the request whatever the method. */
     if (h->if_match) {
         if (!psdbd_etag_matches_strong(h->if_match, sha))
-            return 412;
+            return PSDBD_PRECONDITION_FAILED;
     } else if (h->if_unmodified_since && psdbd_parse_http_date(h->if_unmodified_since, &t) == 0 &&
                last_modified > t) {
-        return 412;
+        return PSDBD_PRECONDITION_FAILED;
     }
     /* Steps 3 and 4: If-None-Match wins over If-Modified-Since; a date in the future is not a
      * valid validator (RFC 9110 13.1.3) and is ignored. */
     if (h->if_none_match) {
         if (psdbd_etag_matches(h->if_none_match, sha))
-            return 304;
+            return PSDBD_PRECONDITION_NOT_MODIFIED;
     } else if (h->if_modified_since && psdbd_parse_http_date(h->if_modified_since, &t) == 0 &&
                t <= now && last_modified <= t) {
-        return 304;
+        return PSDBD_PRECONDITION_NOT_MODIFIED;
     }
     /* Step 5: If-Range is an entity-tag (strong comparison) or an HTTP-date that must equal
      * Last-Modified exactly; anything else sends the whole blob. */
@@ -435,5 +435,5 @@ unsigned psdbd_blob_preconditions(const psdbd_conditions *h, const char *sha, in
         else
             *use_range = psdbd_parse_http_date(v, &t) == 0 && t == last_modified;
     }
-    return 0;
+    return PSDBD_PRECONDITION_GO;
 }

@@ -73,9 +73,16 @@ typedef struct psdbd_conditions {
     const char *if_match, *if_none_match, *if_modified_since, *if_unmodified_since, *if_range;
 } psdbd_conditions;
 
+/* What psdbd_blob_preconditions finds: go on, or the status RFC 9110 13.2.2 calls for (the
+ * values are those statuses; blobs.c answers with the outcome of the same name). */
+#define PSDBD_PRECONDITION_GO 0
+#define PSDBD_PRECONDITION_NOT_MODIFIED 304
+#define PSDBD_PRECONDITION_FAILED 412
+
 /* Evaluates the preconditions of a GET or HEAD of the blob `sha`, last modified at
  * `last_modified`, at time `now`, in RFC 9110 13.2.2's order: If-Match (else If-Unmodified-Since),
- * then If-None-Match (else If-Modified-Since). Returns 412, 304, or 0 to go on; *use_range says
+ * then If-None-Match (else If-Modified-Since). Returns PSDBD_PRECONDITION_FAILED (412),
+ * PSDBD_PRECONDITION_NOT_MODIFIED (304), or PSDBD_PRECONDITION_GO (0) to go on; *use_range says
  * whether a Range header may apply (If-Range absent or matching: the strong ETag, or exactly the
  * Last-Modified date). */
 unsigned psdbd_blob_preconditions(const psdbd_conditions *h, const char *sha, int64_t last_modified,

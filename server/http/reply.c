@@ -1,7 +1,8 @@
-/* reply.c - psdbd's HTTP responses: queueing with the byte accounting of the access log, JSON
- * bodies and error answers. */
+/* reply.c - psdbd's HTTP responses: the one table from an outcome to its status and error code,
+ * queueing with the byte accounting of the access log, JSON bodies and the answer of a verdict. */
 #include "http_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,6 +23,57 @@
 #include <sys/socket.h>
 
 #include "common.h"
+
+/* ---- the outcomes' statuses and error codes (schema/HTTP.md, Errors) --------------------------
+ */
+
+/* The only place an outcome meets an HTTP status: every answer psdbd gives is chosen here. */
+static const struct {
+    unsigned status;
+    const char *code; /* a failure's error code; NULL for a success */
+} answers[PSDBD_OUTCOME_COUNT] = {
+    [PSDBD_OUTCOME_OK] = {MHD_HTTP_OK, NULL},
+    [PSDBD_OUTCOME_CREATED] = {MHD_HTTP_CREATED, NULL},
+    [PSDBD_OUTCOME_PARTIAL] = {MHD_HTTP_PARTIAL_CONTENT, NULL},
+    [PSDBD_OUTCOME_NOT_MODIFIED] = {MHD_HTTP_NOT_MODIFIED, NULL},
+    [PSDBD_OUTCOME_BAD_REQUEST] = {MHD_HTTP_BAD_REQUEST, "bad_request"},
+    [PSDBD_OUTCOME_INVALID_PSDB] = {MHD_HTTP_BAD_REQUEST, "invalid_psdb"},
+    [PSDBD_OUTCOME_BAD_DIGEST] = {MHD_HTTP_BAD_REQUEST, "bad_digest"},
+    [PSDBD_OUTCOME_TRAILER_MISSING] = {MHD_HTTP_BAD_REQUEST, "trailer_missing"},
+    [PSDBD_OUTCOME_STATEMENT_MISMATCH] = {MHD_HTTP_BAD_REQUEST, "statement_mismatch"},
+    [PSDBD_OUTCOME_UNAUTHORIZED] = {MHD_HTTP_UNAUTHORIZED, "unauthorized"},
+    [PSDBD_OUTCOME_FORBIDDEN] = {MHD_HTTP_FORBIDDEN, "forbidden"},
+    [PSDBD_OUTCOME_OUT_OF_SCOPE] = {MHD_HTTP_FORBIDDEN, "out_of_scope"},
+    [PSDBD_OUTCOME_UNKNOWN_KEY] = {MHD_HTTP_FORBIDDEN, "unknown_key"},
+    [PSDBD_OUTCOME_BAD_SIGNATURE] = {MHD_HTTP_FORBIDDEN, "bad_signature"},
+    [PSDBD_OUTCOME_NOT_FOUND] = {MHD_HTTP_NOT_FOUND, "not_found"},
+    [PSDBD_OUTCOME_NO_VALUE_MAP] = {MHD_HTTP_NOT_FOUND, "no_value_map"},
+    [PSDBD_OUTCOME_METHOD_NOT_ALLOWED] = {MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed"},
+    [PSDBD_OUTCOME_CONFLICT] = {MHD_HTTP_CONFLICT, "conflict"},
+    [PSDBD_OUTCOME_LENGTH_REQUIRED] = {MHD_HTTP_LENGTH_REQUIRED, "length_required"},
+    [PSDBD_OUTCOME_PRECONDITION_FAILED] = {MHD_HTTP_PRECONDITION_FAILED, "precondition_failed"},
+    [PSDBD_OUTCOME_TOO_LARGE] = {MHD_HTTP_CONTENT_TOO_LARGE, "too_large"},
+    [PSDBD_OUTCOME_RANGE_NOT_SATISFIABLE] = {MHD_HTTP_RANGE_NOT_SATISFIABLE,
+                                             "range_not_satisfiable"},
+    [PSDBD_OUTCOME_INTERNAL] = {MHD_HTTP_INTERNAL_SERVER_ERROR, "internal"},
+    [PSDBD_OUTCOME_NOT_READY] = {MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready"},
+    [PSDBD_OUTCOME_INDEX_UNAVAILABLE] = {MHD_HTTP_SERVICE_UNAVAILABLE, "index_unavailable"},
+    [PSDBD_OUTCOME_DISK_FULL] = {MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full"},
+};
+
+unsigned http_status(psdbd_outcome o)
+{
+    assert(o < PSDBD_OUTCOME_COUNT && answers[o].status != 0);
+    return answers[o].status;
+}
+
+unsigned http_status_sent(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+    return ci && ci->http_status >= 100 && ci->http_status <= 599 ? ci->http_status : 0;
+}
+
 /* ---- responses ------------------------------------------------------------------------------- */
 
 /* Bytes the application has written to a TCP socket so far: those the peer acknowledged plus
@@ -64,10 +116,11 @@ static uint64_t header_size(struct MHD_Response *resp, unsigned status, uint64_t
     return n + 2;
 }
 
-enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, unsigned status,
+enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                            struct MHD_Response *resp, uint64_t body_bytes)
 {
     enum MHD_Result ret;
+    unsigned status = http_status(o);
     if (!resp)
         return MHD_NO;
     r->status = status;
@@ -84,7 +137,7 @@ enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, unsigned sta
     return ret;
 }
 
-enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, unsigned status,
+enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                                   const char *type, char *body, size_t len)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -94,14 +147,14 @@ enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, unsig
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (status == MHD_HTTP_UNAUTHORIZED)
+    if (o == PSDBD_OUTCOME_UNAUTHORIZED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"psdbd\"");
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+    if (o == PSDBD_OUTCOME_METHOD_NOT_ALLOWED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
                                 r->route == PSDBD_ROUTE_PSDB_GET  ? "GET, HEAD, DELETE"
                                 : r->route == PSDBD_ROUTE_PUBLISH ? "POST"
                                                                   : "GET, HEAD");
-    return http_queue(c, r, status, resp, len);
+    return http_queue(c, r, o, resp, len);
 }
 
 /* The compact text of a JSON value with a newline (malloc'd, NUL-terminated); *len excludes
@@ -121,33 +174,50 @@ char *http_json_text(const json_t *v, size_t *len)
     return nl;
 }
 
-/* Sends `body` (its reference is taken) as JSON. With c NULL (a publish finishing off the
- * connection's thread) the answer is kept in r until the connection is resumed. */
-enum MHD_Result http_reply_json(struct MHD_Connection *c, struct req *r, unsigned status,
+enum MHD_Result http_reply_json(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                                 json_t *body)
 {
     size_t len = 0;
-    char *text = NULL;
-    if (!c) {
-        json_decref(r->result_body);
-        r->result_body = body;
-        r->result_status = status;
-        return MHD_YES;
-    }
-    text = http_json_text(body, &len);
+    char *text = http_json_text(body, &len);
     json_decref(body);
-    return http_reply_buffer(c, r, status, JSON_TYPE, text, len);
+    return http_reply_buffer(c, r, o, JSON_TYPE, text, len);
 }
 
-enum MHD_Result http_reply_error(struct MHD_Connection *c, struct req *r, unsigned status,
-                                 const char *code, const char *fmt, ...)
+char *http_verdict_text(const psdbd_verdict *v, size_t *len)
 {
-    char msg[512];
+    json_t *body =
+        json_pack("{s:s, s:s}", "error", answers[v->outcome].code, "message", v->message);
+    char *text = NULL;
+    if (!body)
+        psdbd_out_of_memory();
+    text = http_json_text(body, len);
+    json_decref(body);
+    return text;
+}
+
+enum MHD_Result http_reply_verdict(struct MHD_Connection *c, struct req *r, psdbd_verdict *v)
+{
+    size_t len = 0;
+    char *text = NULL;
+    json_t *body = v->body;
+    assert(v->outcome < PSDBD_OUTCOME_COUNT);
+    v->body = NULL;
+    if (!answers[v->outcome].code)
+        return body ? http_reply_json(c, r, v->outcome, body) : MHD_NO;
+    json_decref(body);
+    text = http_verdict_text(v, &len);
+    return http_reply_buffer(c, r, v->outcome, JSON_TYPE, text, len);
+}
+
+enum MHD_Result http_reply_error(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
+                                 const char *fmt, ...)
+{
+    psdbd_verdict v = {0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    psdbd_verdict_vfail(&v, o, fmt, ap);
     va_end(ap);
-    return http_reply_json(c, r, status, json_pack("{s:s, s:s}", "error", code, "message", msg));
+    return http_reply_verdict(c, r, &v);
 }
 
 int http_bad_name(struct MHD_Connection *c, struct req *r, const char *label, const char *name,
@@ -156,18 +226,13 @@ int http_bad_name(struct MHD_Connection *c, struct req *r, const char *label, co
     char why[128];
     if (psdb__name_check(name, why, sizeof(why)) == 0)
         return 0;
-    *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "%s %s", label, why);
+    *ret = http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST, "%s %s", label, why);
     return 1;
 }
 
 enum MHD_Result http_reply_index_error(struct MHD_Connection *c, struct req *r, psdbd_rc rc)
 {
-    if (rc == PSDBD_UNAVAILABLE) /* logged where it was found: the log says what happened */
-        return http_reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "index_unavailable",
-                                "the index was removed, replaced or damaged; see the server log");
-    if (rc == PSDBD_FULL)
-        return http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
-                                "the index cannot be written: no space left on the device");
-    return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                            "the index failed; see the server log");
+    psdbd_verdict v = {0};
+    psdbd_verdict_index(&v, rc);
+    return http_reply_verdict(c, r, &v);
 }

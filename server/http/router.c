@@ -54,7 +54,7 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
     case PSDBD_ROUTE_HEALTHZ:
         if (!get)
             break;
-        return http_reply_json(c, r, MHD_HTTP_OK, json_pack("{s:s}", "status", "ok"));
+        return http_reply_json(c, r, PSDBD_OUTCOME_OK, json_pack("{s:s}", "status", "ok"));
     case PSDBD_ROUTE_READYZ:
         if (!get)
             break;
@@ -102,11 +102,10 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
     case PSDBD_ROUTE_PUBLISH:
         break; /* POST is handled before dispatch */
     default:
-        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint: %.200s",
-                                url);
+        return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no such endpoint: %.200s", url);
     }
-    return http_reply_error(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
-                            "%.16s is not allowed here", r->method);
+    return http_reply_error(c, r, PSDBD_OUTCOME_METHOD_NOT_ALLOWED, "%.16s is not allowed here",
+                            r->method);
 }
 
 /* ---- MHD callbacks --------------------------------------------------------------------------- */
@@ -174,7 +173,7 @@ static int check_request(struct MHD_Connection *c, struct req *r, enum MHD_Resul
 {
     struct framing f = {0};
     if (r->bad_uri) {
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+        *ret = http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                 "the request target encodes a NUL byte (%%00)");
         return -1;
     }
@@ -183,7 +182,7 @@ static int check_request(struct MHD_Connection *c, struct req *r, enum MHD_Resul
      * broken client: refused, and the connection closed (RFC 9112 6.3). */
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
     if (f.content_length > 1 || (f.content_length && f.transfer_encoding)) {
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+        *ret = http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                 f.content_length > 1
                                     ? "the request has more than one Content-Length"
                                     : "the request has both Content-Length and Transfer-Encoding");
@@ -228,12 +227,8 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
         return http_publish_defer(srv, c, r);
     }
     if (r->finishing) {
-        json_t *body = r->result_body;
         r->finishing = 0;
-        r->result_body = NULL;
-        if (!body)
-            return MHD_NO;
-        return http_reply_json(c, r, r->result_status, body);
+        return http_reply_verdict(c, r, &r->result);
     }
     if (*upload_data_size > 0 || r->status != 0) {
         /* A body on any other request (or after an early answer) is read and dropped, within
@@ -291,13 +286,8 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     double ms = (double)(psdbd_now_ns() - r->start_ns) / 1e6;
     const char *why = abort_reason(toe, r->cx && atomic_load(&r->cx->timed_out));
     uint64_t bytes = r->bytes, now_sent = 0;
-    if (!r->started) {
-        /* libmicrohttpd answered alone (a malformed or oversized header): its status. */
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
-        if (ci && ci->http_status >= 100 && ci->http_status <= 599)
-            r->status = ci->http_status;
-    }
+    if (!r->started) /* libmicrohttpd answered alone (a malformed or oversized header) */
+        r->status = http_status_sent(c);
     if (why) {
         /* What reached the client, not what was planned: the socket's counters since the
          * response was queued, less its header, at most the body. */
@@ -313,13 +303,14 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
      * application, for /metrics, is looked up now that the response is over, so the lookup never
      * delays a download's first byte. */
     if (srv->stats && r->route == PSDBD_ROUTE_BLOB && strcmp(r->method, "GET") == 0 &&
-        (r->status == MHD_HTTP_OK || r->status == MHD_HTTP_PARTIAL_CONTENT) && r->path &&
-        strncmp(r->path, "/v1/blobs/", 10) == 0) {
+        (r->status == http_status(PSDBD_OUTCOME_OK) ||
+         r->status == http_status(PSDBD_OUTCOME_PARTIAL)) &&
+        r->path && strncmp(r->path, "/v1/blobs/", 10) == 0) {
         if (psdbd_is_digest(r->path + 10) &&
             psdbd_index_blob_apps(srv->ix, r->path + 10, first_app, &r->stats_app) != PSDBD_OK)
             r->stats_app = NULL; /* a blob no PSDB names: counted without an application */
         psdbd_stats_download(srv->stats, psdbd_stats_today(), r->path + 10, r->stats_app,
-                             r->status == MHD_HTTP_OK && !why, bytes);
+                             r->status == http_status(PSDBD_OUTCOME_OK) && !why, bytes);
     }
     if (srv->cfg->log_requests) {
         if (!r->method[0])
@@ -337,7 +328,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         atomic_store(&r->cx->deadline_ns,
                      psdbd_now_ns() + http_seconds_ns(srv->cfg->request_timeout));
     http_publish_discard(r);
-    json_decref(r->result_body);
+    psdbd_verdict_clear(&r->result);
     psdbd_principal_free(&r->who);
     free(r->key_pem);
     free(r->key_scope);

@@ -57,20 +57,19 @@ enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct
     q.app = arg(c, "app");
     q.family = arg(c, "family");
     if (!q.app || !q.family)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "app and family are required");
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST, "app and family are required");
     if (http_bad_name(c, r, "app", q.app, &ret) || http_bad_name(c, r, "family", q.family, &ret))
         return ret;
     if (!(v = arg(c, "app_version")) || psdb__parse_version(v, &q.app_version) != 0)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                 "app_version is required (a.b.c.d or a number)");
     if (!(v = arg(c, "abi_min")) || psdb__parse_u64(v, &q.abi_min) != 0 ||
         !(v = arg(c, "abi_max")) || psdb__parse_u64(v, &q.abi_max) != 0 || q.abi_min > q.abi_max)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                 "abi_min and abi_max are required numbers, abi_min <= abi_max");
     if ((v = arg(c, "profile_version")) != NULL) {
         if (psdb__parse_version(v, &q.profile_version) != 0)
-            return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+            return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                     "profile_version must be a.b.c.d or a number");
         q.has_profile = 1;
     }
@@ -85,35 +84,36 @@ enum MHD_Result http_resolve(psdbd_server *srv, struct MHD_Connection *c, struct
                           (unsigned long long)(q.profile_version >> 32));
     size_t key_len = strlen(q.app) + 1 + strlen(q.family) + 1;
     key_len += strlen(key + key_len);
-    unsigned status = 0;
+    psdbd_verdict answer = {0};
+    unsigned outcome = 0;
     char *body = NULL;
     size_t len = 0;
-    if (psdbd_cache_get(key, key_len, &status, &body, &len)) {
+    if (psdbd_cache_get(key, key_len, &outcome, &body, &len)) {
         free(key);
-        psdbd_metrics_resolve(status == MHD_HTTP_OK);
-        record_resolve(srv, &q, status == MHD_HTTP_OK);
-        return http_reply_buffer(c, r, status, JSON_TYPE, body, len);
+        psdbd_metrics_resolve(outcome == PSDBD_OUTCOME_OK);
+        record_resolve(srv, &q, outcome == PSDBD_OUTCOME_OK);
+        return http_reply_buffer(c, r, (psdbd_outcome)outcome, JSON_TYPE, body, len);
     }
     switch (psdbd_index_resolve(srv->ix, &q, &m)) {
     case PSDBD_OK:
-        status = MHD_HTTP_OK;
+        answer.outcome = PSDBD_OUTCOME_OK;
+        body = http_json_text(m, &len);
+        json_decref(m);
         break;
     case PSDBD_NOT_FOUND:
-        status = MHD_HTTP_NOT_FOUND;
-        m = json_pack("{s:s, s:s}", "error", "not_found", "message",
-                      "no compatible PSDB for this application and adapter");
+        psdbd_verdict_fail(&answer, PSDBD_OUTCOME_NOT_FOUND,
+                           "no compatible PSDB for this application and adapter");
+        body = http_verdict_text(&answer, &len);
         break;
     default:
         free(key);
         return http_reply_index_error(c, r, psdbd_index_failure(srv->ix));
     }
-    psdbd_metrics_resolve(status == MHD_HTTP_OK);
-    record_resolve(srv, &q, status == MHD_HTTP_OK);
-    body = http_json_text(m, &len);
-    json_decref(m);
-    psdbd_cache_put(key, key_len, status, body, len, gen);
+    psdbd_metrics_resolve(answer.outcome == PSDBD_OUTCOME_OK);
+    record_resolve(srv, &q, answer.outcome == PSDBD_OUTCOME_OK);
+    psdbd_cache_put(key, key_len, answer.outcome, body, len, gen);
     free(key);
-    return http_reply_buffer(c, r, status, JSON_TYPE, body, len);
+    return http_reply_buffer(c, r, answer.outcome, JSON_TYPE, body, len);
 }
 
 enum MHD_Result http_psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
@@ -125,7 +125,7 @@ enum MHD_Result http_psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, str
     const char *app;
     psdbd_rc rc;
     if (parse_id(id_text, &id) != 0)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                 "a PSDB id is a positive decimal number");
     /* Authenticate before revealing whether the id exists. */
     if (http_authorize(srv, c, r, retire ? PSDBD_ROLE_PUBLISHER : http_reader_role(srv), NULL,
@@ -133,7 +133,7 @@ enum MHD_Result http_psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, str
         return ret;
     rc = psdbd_index_get(srv->ix, id, &m);
     if (rc == PSDBD_NOT_FOUND)
-        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no PSDB with id %lld",
+        return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no PSDB with id %lld",
                                 (long long)id);
     if (rc != PSDBD_OK)
         return http_reply_index_error(c, r, rc);
@@ -144,14 +144,14 @@ enum MHD_Result http_psdb_by_id(psdbd_server *srv, struct MHD_Connection *c, str
         return ret;
     }
     if (!retire)
-        return http_reply_json(c, r, MHD_HTTP_OK, m);
+        return http_reply_json(c, r, PSDBD_OUTCOME_OK, m);
     json_decref(m);
     m = NULL;
     rc = psdbd_index_retire(srv->ix, id, r->who.name, &m);
     psdbd_cache_invalidate();
     if (rc != PSDBD_OK)
         return http_reply_index_error(c, r, rc);
-    return http_reply_json(c, r, MHD_HTTP_OK, m);
+    return http_reply_json(c, r, PSDBD_OUTCOME_OK, m);
 }
 
 /* `tail` is "<name>/psdbs", as routed. */
@@ -170,10 +170,10 @@ enum MHD_Result http_app_psdbs(psdbd_server *srv, struct MHD_Connection *c, stru
         goto cleanup;
     switch (psdbd_index_list_app_psdbs(srv->ix, name, &list)) {
     case PSDBD_OK:
-        ret = http_reply_json(c, r, MHD_HTTP_OK, list);
+        ret = http_reply_json(c, r, PSDBD_OUTCOME_OK, list);
         break;
     case PSDBD_NOT_FOUND:
-        ret = http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such application");
+        ret = http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no such application");
         break;
     default:
         ret = http_reply_index_error(c, r, psdbd_index_failure(srv->ix));
@@ -194,7 +194,7 @@ enum MHD_Result http_apps(psdbd_server *srv, struct MHD_Connection *c, struct re
     if ((rc = psdbd_index_list_apps(srv->ix, &list)) != PSDBD_OK)
         return http_reply_index_error(c, r, rc);
     http_drop_out_of_scope(r, json_object_get(list, "apps"));
-    return http_reply_json(c, r, MHD_HTTP_OK, list);
+    return http_reply_json(c, r, PSDBD_OUTCOME_OK, list);
 }
 
 /* May this /metrics answer name `app` (ctx: the request)? Only to a token: where readers need
@@ -246,7 +246,8 @@ enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct
         free(text);
         text = all;
     }
-    return http_reply_buffer(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", text, strlen(text));
+    return http_reply_buffer(c, r, PSDBD_OUTCOME_OK, "text/plain; version=0.0.4", text,
+                             strlen(text));
 }
 
 enum MHD_Result http_readyz(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
@@ -254,13 +255,12 @@ enum MHD_Result http_readyz(psdbd_server *srv, struct MHD_Connection *c, struct 
     struct stat sb;
     if (psdbd_index_ping(srv->ix) != 0)
         return http_reply_error(
-            c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "%s",
+            c, r, PSDBD_OUTCOME_NOT_READY, "%s",
             psdbd_index_lost(srv->ix)
                 ? "the index was removed, replaced or damaged, or its database cannot be "
                   "reached; see the server log"
                 : "the index does not answer");
     if (stat(srv->store.blob_dir, &sb) != 0 || access(srv->store.tmp_dir, W_OK) != 0)
-        return http_reply_error(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-                                "the blob store is not usable");
-    return http_reply_json(c, r, MHD_HTTP_OK, json_pack("{s:s}", "status", "ready"));
+        return http_reply_error(c, r, PSDBD_OUTCOME_NOT_READY, "the blob store is not usable");
+    return http_reply_json(c, r, PSDBD_OUTCOME_OK, json_pack("{s:s}", "status", "ready"));
 }

@@ -48,8 +48,7 @@ enum MHD_Result http_dashboard(psdbd_server *srv, struct MHD_Connection *c, stru
         type = dashboard_routes[i].type;
     }
     if (!f)
-        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such endpoint: %.200s",
-                                url);
+        return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no such endpoint: %.200s", url);
     /* The page is a static shell: the data it shows comes from /v1/stats/ with the reader
      * token, so serving the shell itself needs none (it is what asks for the token). */
     resp = MHD_create_response_from_buffer(f->len, (void *)f->sql, MHD_RESPMEM_PERSISTENT);
@@ -61,7 +60,7 @@ enum MHD_Result http_dashboard(psdbd_server *srv, struct MHD_Connection *c, stru
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
     MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-    return http_queue(c, r, MHD_HTTP_OK, resp, f->len);
+    return http_queue(c, r, PSDBD_OUTCOME_OK, resp, f->len);
 }
 
 /* ---- /v1/stats/ ---------------------------------------------------------------------------------
@@ -110,23 +109,21 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
     int history = 0;
     if (strcmp(tail, "coverage") != 0 && strcmp(tail, "matrix") != 0 &&
         strcmp(tail, "missing") != 0 && strcmp(tail, "traffic") != 0 && strcmp(tail, "events") != 0)
-        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found",
+        return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND,
                                 "no such report: /v1/stats/%.100s (coverage, matrix, missing, "
                                 "traffic, events)",
                                 tail);
     if (num_arg(c, "days", 1, retention, &days) != 0)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                 "days must be a number from 1 to the retention (%u)",
                                 srv->cfg->stats_retention_days);
     if (num_arg(c, "limit", 1, PSDBD_STATS_LIMIT_MAX, &limit) != 0)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
                                 "limit must be a number from 1 to %u", PSDBD_STATS_LIMIT_MAX);
     if ((h = arg(c, "history")) != NULL && psdbd_parse_bool(h, &history) != 0)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "history must be true or false");
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST, "history must be true or false");
     if (strcmp(tail, "coverage") == 0 && !(app = arg(c, "app")))
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "coverage needs app=NAME");
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST, "coverage needs app=NAME");
     /* The answer names the application: a name by the one rule, which is also text JSON can
      * carry. */
     if (app && http_bad_name(c, r, "app", app, &ret))
@@ -150,7 +147,7 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
     else
         rc = psdbd_index_stats_events(srv->ix, (size_t)limit, vis, ctx, &out);
     if (rc == PSDBD_NOT_FOUND)
-        return http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found",
+        return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND,
                                 "no PSDBs and no recorded demand for this application");
     if (rc != PSDBD_OK)
         return http_reply_index_error(c, r, rc);
@@ -161,5 +158,5 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
         json_object_set_new(out, "flush_interval_s",
                             json_integer((json_int_t)srv->cfg->stats_flush_interval));
     }
-    return http_reply_json(c, r, MHD_HTTP_OK, out);
+    return http_reply_json(c, r, PSDBD_OUTCOME_OK, out);
 }

@@ -1,8 +1,9 @@
-/* upload.c - POST /v1/psdbs: a publish checked before its body, streamed to a temporary file,
- * then validated, stored and indexed on a finisher thread. */
+/* upload.c - POST /v1/psdbs, the protocol of a publish: its framing and statement checked before
+ * the body, the body streamed to a temporary file while it is hashed, the trailer of the chunked
+ * form, and the finisher threads that hand the upload to the publish service (publish.h) and send
+ * its verdict. */
 #include "http_int.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,19 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "cache.h"
 #include "common.h"
-#include "common/status_map.h"
 #include "metrics.h"
+#include "publish.h"
 
 /* ---- publish --------------------------------------------------------------------------------- */
-
-/* Whether a failed write, create or rename means a full disk (507), by the one errno mapping. */
-static int disk_full_errno(int e)
-{
-    return psdb__errno_hr(e) == PSDB_E_DISK_FULL;
-}
 
 void http_publish_discard(struct req *r)
 {
@@ -70,10 +63,10 @@ static enum MHD_Result collect_trailer_decl(void *cls, enum MHD_ValueKind kind, 
 /* The framing of a publish's body: a Content-Length (the header form: the statement in the
  * headers, the length checked against max-upload now), or chunked with a Trailer header naming
  * the statement's fields (the trailer form: the client signs once it has hashed what it sent, so
- * neither side reads the file twice). 0 with r->expected or r->trailer_form set, or -1 after an
- * answer was queued in *ret. */
+ * neither side reads the file twice). 0 with r->expected or r->trailer_form set, or -1 with the
+ * verdict. */
 static int publish_framing(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
-                           enum MHD_Result *ret)
+                           psdbd_verdict *v)
 {
     const char *te =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
@@ -85,41 +78,41 @@ static int publish_framing(psdbd_server *srv, struct MHD_Connection *c, struct r
     if (te)
         MHD_get_connection_values(c, MHD_HEADER_KIND, collect_trailer_decl, &d);
     if ((!te && !cl) || (te && (strcasecmp(te, "chunked") != 0 || !d.present))) {
-        *ret = http_reply_error(c, r, MHD_HTTP_LENGTH_REQUIRED, "length_required",
-                                "a publish needs a Content-Length, or a chunked body whose Trailer "
-                                "header names X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_LENGTH_REQUIRED,
+                           "a publish needs a Content-Length, or a chunked body whose Trailer "
+                           "header names X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature");
         goto cleanup;
     }
     if (te) {
         for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
             const char *f = psdbd_trailer_field(i);
             if (!(d.names & (1u << i))) {
-                *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                        "the Trailer header of a chunked publish must name "
-                                        "X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature (%s is "
-                                        "missing)",
-                                        f);
+                psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                                   "the Trailer header of a chunked publish must name "
+                                   "X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature (%s is "
+                                   "missing)",
+                                   f);
                 goto cleanup;
             }
             /* One statement, in one place: a header copy would be a second, unchecked claim. */
             if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, f)) {
-                *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                        "%s is both a header and a trailer field: a chunked "
-                                        "publish carries its statement in the trailer only",
-                                        f);
+                psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                                   "%s is both a header and a trailer field: a chunked "
+                                   "publish carries its statement in the trailer only",
+                                   f);
                 goto cleanup;
             }
         }
         r->trailer_form = 1;
         rc = 0;
     } else if (psdb__parse_u64(cl, &len) != 0 || strncmp(cl, "0x", 2) == 0)
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request", "bad Content-Length");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST, "bad Content-Length");
     else if (len > srv->cfg->max_upload)
-        *ret = http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
-                                "the body (%llu bytes) is over the upload limit (%llu bytes)",
-                                (unsigned long long)len, (unsigned long long)srv->cfg->max_upload);
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_TOO_LARGE,
+                           "the body (%llu bytes) is over the upload limit (%llu bytes)",
+                           (unsigned long long)len, (unsigned long long)srv->cfg->max_upload);
     else if (len == 0)
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_INVALID_PSDB, "the body is empty");
     else {
         r->expected = len;
         rc = 0;
@@ -136,48 +129,52 @@ static uint64_t upload_allowance_ns(const psdbd_server *srv, uint64_t bytes)
     return http_seconds_ns(rate ? bytes / rate + 1 : UINT32_MAX);
 }
 
-enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+/* The statement's headers, checked before the body: the key id, the serial and, in the header
+ * form, the signature (the trailer form's comes with the trailer). 0, or -1 with the verdict. */
+static int publish_statement_headers(struct MHD_Connection *c, struct req *r, psdbd_verdict *v)
 {
-    enum MHD_Result ret = MHD_YES;
-    const char *kid, *sig, *serial;
-    int e;
-    if (http_authorize(srv, c, r, PSDBD_ROLE_PUBLISHER, NULL, &ret) != 0)
-        return ret;
-    if (publish_framing(srv, c, r, &ret) != 0)
-        return ret;
-    kid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Key-Id");
-    sig = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Signature");
-    serial = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Serial");
+    const char *kid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Key-Id");
+    const char *sig = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Signature");
+    const char *serial = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Serial");
     if (!kid || !psdbd_is_digest(kid))
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "X-Psdb-Key-Id must be 64 lowercase hex digits");
+        return psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                                  "X-Psdb-Key-Id must be 64 lowercase hex digits");
     if (!r->trailer_form && !psdbd_is_signature_b64(sig))
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "X-Psdb-Signature must be the 88-character base64 of a 64-byte "
-                                "Ed25519 signature");
+        return psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                                  "X-Psdb-Signature must be the 88-character base64 of a 64-byte "
+                                  "Ed25519 signature");
     if (!serial || psdb__parse_u64(serial, &r->serial) != 0 || r->serial > INT64_MAX)
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "X-Psdb-Serial must be a number below 2^63");
+        return psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                                  "X-Psdb-Serial must be a number below 2^63");
     memcpy(r->key_id, kid, 65);
     if (!r->trailer_form)
         memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
-    switch (psdbd_index_key_find(srv->ix, kid, &r->key_pem, &r->key_scope)) {
-    case PSDBD_OK:
-        break;
-    case PSDBD_NOT_FOUND:
-        return http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "unknown_key",
-                                "no registered publisher key has this key id");
-    default:
-        return http_reply_index_error(c, r, PSDBD_ERROR);
-    }
-    if ((e = psdbd_store_temp(&srv->store, &r->fd, &r->tmp_path)) != 0) {
-        if (disk_full_errno(e))
-            return http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
-                                    "no space for the upload");
-        psdbd_log("create upload file in %s: %s", srv->store.tmp_dir, strerror(e));
-        return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                                "cannot create the upload file");
-    }
+    return 0;
+}
+
+/* The file the body goes to, in the store's tmp/. 0, or -1 with the verdict. */
+static int publish_open_upload(psdbd_server *srv, struct req *r, psdbd_verdict *v)
+{
+    int e = psdbd_store_temp(&srv->store, &r->fd, &r->tmp_path);
+    if (e == 0)
+        return 0;
+    if (psdbd_outcome_of_errno(e, PSDBD_OUTCOME_INTERNAL) == PSDBD_OUTCOME_DISK_FULL)
+        return psdbd_verdict_fail(v, PSDBD_OUTCOME_DISK_FULL, "no space for the upload");
+    psdbd_log("create upload file in %s: %s", srv->store.tmp_dir, strerror(e));
+    return psdbd_verdict_fail(v, PSDBD_OUTCOME_INTERNAL, "cannot create the upload file");
+}
+
+enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
+{
+    enum MHD_Result ret = MHD_YES;
+    psdbd_verdict v = {0};
+    if (http_authorize(srv, c, r, PSDBD_ROLE_PUBLISHER, NULL, &ret) != 0)
+        return ret;
+    /* The key before the body: an unknown key costs no upload. */
+    if (publish_framing(srv, c, r, &v) != 0 || publish_statement_headers(c, r, &v) != 0 ||
+        psdbd_publish_key(srv->ix, r->key_id, &r->key_pem, &r->key_scope, &v) != 0 ||
+        publish_open_upload(srv, r, &v) != 0)
+        return http_reply_verdict(c, r, &v);
     if (!(r->hasher = http_upload_hasher_start(r->fd)) && !(r->sha = psdb__sha256_begin()))
         psdbd_out_of_memory();
     r->publishing = 1;
@@ -253,260 +250,74 @@ void http_publish_chunk(psdbd_server *srv, struct req *r, const char *data, size
     }
 }
 
-/* Makes a libpsdb message about an uploaded file safe for a JSON string and a log line: it can
- * quote names stored in the file, which are any bytes. */
-static void printable_ascii(char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
-            *s = '?';
-}
-
-/* The upload could not be written (r->write_errno): answers 507 for a full disk, else 500. */
-static enum MHD_Result publish_write_failed(struct MHD_Connection *c, struct req *r)
+/* The upload could not be written (r->write_errno). Returns -1 with the verdict. */
+static int publish_write_failed(struct req *r, psdbd_verdict *v)
 {
     int e = r->write_errno;
-    if (disk_full_errno(e)) {
+    if (psdbd_outcome_of_errno(e, PSDBD_OUTCOME_INTERNAL) == PSDBD_OUTCOME_DISK_FULL) {
         psdbd_log("publish: %s: no space left (%s)", r->tmp_path, strerror(e));
-        return http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
-                                "no space left for the upload");
+        return psdbd_verdict_fail(v, PSDBD_OUTCOME_DISK_FULL, "no space left for the upload");
     }
     psdbd_log("publish: write %s: %s", r->tmp_path, strerror(e));
-    return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                            "cannot write the upload");
+    return psdbd_verdict_fail(v, PSDBD_OUTCOME_INTERNAL, "cannot write the upload");
 }
 
-/* Opens the upload with every check `psdb verify` makes (content digest, sizes, references, ids,
- * SQLite integrity): a file indexed here is served to every client as it is, and a damaged one
- * would fail or miss on each of them instead of once here. 0 with *f and *info, or -1 after an
- * answer was queued in *ret. */
-static int publish_open_verified(struct MHD_Connection *c, struct req *r, psdb_file **f,
-                                 psdb_file_info *info, enum MHD_Result *ret)
+/* The whole body is in the file, and its digest is in sha256: the hasher's, or the one computed
+ * in line; the trailer form's statement names it. 0, or -1 with the verdict. */
+static int publish_upload_digest(struct req *r, uint8_t sha256[32], psdbd_verdict *v)
 {
-    char why[512] = "";
-    psdb_hr hr = psdb_file_open_verified(r->tmp_path, why, sizeof(why), f);
-    if (PSDB_SUCCEEDED(hr) && PSDB_SUCCEEDED(psdb_file_get_info(*f, info)))
-        return 0;
-    if (hr == PSDB_E_OUTOFMEMORY)
-        psdbd_out_of_memory();
-    printable_ascii(why);
-    if (hr == PSDB_E_IO || hr == PSDB_E_ACCESS) {
-        psdbd_log("publish: read %s: %s", r->tmp_path, why);
-        *ret = http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                                "cannot read the upload");
-    } else {
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
-                                "the body is not a valid PSDB: %s", why);
-    }
-    return -1;
-}
-
-/* The identity and target the index and the manifests need: names present and, since they go
- * into JSON manifests, the signed statement, logs, dashboards and launchers' screens, bounded and
- * names by the one rule (psdb__name_check: UTF-8 without control, format or separator
- * characters). 0, or -1 after an answer was queued in *ret. */
-static int publish_check_identity(struct MHD_Connection *c, struct req *r,
-                                  const psdb_file_info *info, enum MHD_Result *ret)
-{
-    const char *strs[] = {info->identity.desc.name, info->identity.desc.exe_filename,
-                          info->identity.desc.engine_name, info->target.family};
-    static const char *const fields[] = {"application name", "exe filename", "engine name",
-                                         "family"};
-    char why[128];
-    if (!info->identity.desc.name || !*info->identity.desc.name || !info->target.family ||
-        !*info->target.family || info->target.abi_version > INT64_MAX) {
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
-                                "the PSDB has no application name or family, or an ABI version "
-                                "above 2^63-1");
-        return -1;
-    }
-    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-        if (psdb__name_check(strs[i], why, sizeof(why)) != 0) {
-            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the PSDB's %s %s",
-                                    fields[i], why);
-            return -1;
-        }
-        if (strs[i] && strlen(strs[i]) > PSDB_STATEMENT_STRING_MAX) {
-            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb",
-                                    "the PSDB's %s is longer than %u bytes", fields[i],
-                                    PSDB_STATEMENT_STRING_MAX);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* The token's and the key's scopes must both cover the application. 0, or -1 after an answer
- * was queued in *ret. */
-static int publish_check_scopes(struct MHD_Connection *c, struct req *r, const char *app,
-                                enum MHD_Result *ret)
-{
-    if (r->who.role != PSDBD_ROLE_ADMIN && !psdbd_scope_covers(r->who.scope, app)) {
-        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
-                                "the token's scope does not cover application '%s'", app);
-        return -1;
-    }
-    if (!psdbd_scope_covers(r->key_scope, app)) {
-        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
-                                "the key's scope does not cover application '%s'", app);
-        return -1;
-    }
-    return 0;
-}
-
-/* X-Psdb-Signature must verify over the statement of this file (st carries its SHA-256) with the
- * registered key. 0, or -1 after an answer was queued in *ret. */
-static int publish_check_signature(struct MHD_Connection *c, struct req *r,
-                                   const psdb_file_info *info, psdb_statement *st,
-                                   enum MHD_Result *ret)
-{
-    psdb_key *key = NULL;
-    int rc = -1;
-    st->size = r->received;
-    st->identity = info->identity;
-    st->target = info->target;
-    st->serial = r->serial;
-    if (PSDB_FAILED(psdb_key_from_pem(r->key_pem, strlen(r->key_pem), &key)) ||
-        psdb_statement_verify(key, st, r->signature) != PSDB_S_OK) {
-        *ret = http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "bad_signature",
-                                "X-Psdb-Signature%s does not verify over this PSDB's statement "
-                                "with key %s",
-                                r->trailer_form ? " (trailer)" : "", r->key_id);
-        goto cleanup;
-    }
-    rc = 0;
-cleanup:
-    psdb_key_release(key);
-    return rc;
-}
-
-/* The index row of a verified publish; its strings are borrowed from info and r. */
-static void publish_record(const struct req *r, const psdb_file_info *info, psdbd_record *rec)
-{
-    rec->app_name = info->identity.desc.name;
-    rec->exe_filename = info->identity.desc.exe_filename;
-    rec->engine_name = info->identity.desc.engine_name;
-    rec->family = info->target.family;
-    rec->app_version = info->identity.desc.version;
-    rec->engine_version = info->identity.desc.engine_version;
-    memcpy(rec->app_guid, info->identity.app_id, 16);
-    rec->abi_version = info->target.abi_version;
-    rec->compiler_version = info->target.compiler_version;
-    rec->profile_version = info->target.profile_version;
-    rec->serial = r->serial;
-    rec->size = r->received;
-    memcpy(rec->key_id, r->key_id, 65);
-    rec->signature = r->signature;
-    rec->published_by = r->who.name;
-}
-
-/* The answer of an identity lookup or a publish of the index, when it ends the request: a repeat
- * (200 with the existing manifest, whose reference is taken), a conflict or a failure. */
-static enum MHD_Result publish_index_answer(struct MHD_Connection *c, struct req *r, psdbd_rc rc,
-                                            json_t *manifest)
-{
-    if (rc == PSDBD_EXISTS) {
-        psdbd_metrics_publish(0);
-        return http_reply_json(c, r, MHD_HTTP_OK, manifest);
-    }
-    json_decref(manifest);
-    if (rc == PSDBD_CONFLICT)
-        return http_reply_error(c, r, MHD_HTTP_CONFLICT, "conflict",
-                                "this identity, target and serial are already published with "
-                                "other content");
-    return http_reply_index_error(c, r, rc);
-}
-
-/* Stores the blob and commits its index row: the blob is durable under its final name before
- * any index row can point at it. Repeats and conflicts are answered before the store is
- * touched. */
-static enum MHD_Result publish_commit(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
-                                      const psdbd_record *rec)
-{
-    json_t *manifest = NULL;
-    psdbd_rc rc = psdbd_index_find_identity(srv->ix, rec, &manifest);
-    int e;
-    if (rc != PSDBD_NOT_FOUND)
-        return publish_index_answer(c, r, rc, manifest);
-    if ((e = psdbd_store_commit(&srv->store, r->fd, r->tmp_path, rec->sha256)) != 0) {
-        psdbd_log("publish: store blob %s: %s", rec->sha256, strerror(e));
-        if (disk_full_errno(e))
-            return http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
-                                    "no space left to store the blob");
-        return http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                                "cannot store the blob");
-    }
-    rc = psdbd_index_publish(srv->ix, rec, &manifest);
-    if (rc != PSDBD_OK)
-        return publish_index_answer(c, r, rc, manifest);
-    /* Committed: launchers ask for the version 2 map next; the worker derives it meanwhile,
-     * and the 201 does not wait for it. */
-    psdbd_valuemaps_enqueue(srv->vmaps, rec->sha256);
-    psdbd_cache_invalidate();
-    psdbd_metrics_publish(1);
-    return http_reply_json(c, r, MHD_HTTP_CREATED, manifest);
-}
-
-/* The last callback of a publish, on a finisher thread (c is NULL: the answer is kept in r):
- * checks the upload, its identity, scopes and signature, then stores and indexes it. */
-static enum MHD_Result publish_finish(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
-{
-    enum MHD_Result ret = MHD_YES;
-    psdb_file *f = NULL;
-    psdb_file_info info;
-    psdb_statement st = {0};
-    psdbd_record rec = {0};
-
-    r->publishing = 0;
-    if (r->write_errno) {
-        ret = publish_write_failed(c, r);
-        goto cleanup;
-    }
+    char hex[65];
+    if (r->write_errno)
+        return publish_write_failed(r, v);
     /* MHD enforces Content-Length, and the trailer's size was compared: kept as a guard. */
-    if (r->received != r->expected) {
-        ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                               "body shorter than declared");
-        goto cleanup;
-    }
-    assert(sizeof(rec.sha256) == 2 * sizeof(st.sha256) + 1);
+    if (r->received != r->expected)
+        return psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST, "body shorter than declared");
     if (r->hasher) {
-        int e = http_upload_hasher_finish(r->hasher, st.sha256);
+        int e = http_upload_hasher_finish(r->hasher, sha256);
         r->hasher = NULL;
         if (e != 0) {
             psdbd_log("publish: read back %s: %s", r->tmp_path, strerror(e));
-            ret = http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                                   "cannot read the upload");
-            goto cleanup;
+            return psdbd_verdict_fail(v, PSDBD_OUTCOME_INTERNAL, "cannot read the upload");
         }
     } else {
-        psdb__sha256_end(r->sha, st.sha256);
+        psdb__sha256_end(r->sha, sha256);
         r->sha = NULL;
     }
-    psdb__hex(st.sha256, sizeof(st.sha256), rec.sha256);
-    if (r->trailer_form && strcmp(rec.sha256, r->trailer_sha256) != 0) {
-        ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "statement_mismatch",
-                               "the trailer's X-Psdb-Sha256 (%s) is not the SHA-256 of the body "
-                               "received (%s)",
-                               r->trailer_sha256, rec.sha256);
-        goto cleanup;
-    }
+    psdb__hex(sha256, 32, hex);
+    if (r->trailer_form && strcmp(hex, r->trailer_sha256) != 0)
+        return psdbd_verdict_fail(v, PSDBD_OUTCOME_STATEMENT_MISMATCH,
+                                  "the trailer's X-Psdb-Sha256 (%s) is not the SHA-256 of the body "
+                                  "received (%s)",
+                                  r->trailer_sha256, hex);
+    return 0;
+}
 
+/* The last callback of a publish, on a finisher thread: the upload's digest, then the publish
+ * service's verdict, kept in r->result until the connection is resumed. */
+static void publish_finish(psdbd_server *srv, struct req *r)
+{
+    psdbd_publish p = {0};
+    r->publishing = 0;
+    if (publish_upload_digest(r, p.sha256, &r->result) != 0)
+        goto cleanup;
     /* Start writing back the rest of the upload (its last bytes since the previous step): the
-     * verification below is CPU and page-cache reads, so the disk works meanwhile and the fsync of
-     * the commit finds little left to write. */
+     * verification is CPU and page-cache reads, so the disk works meanwhile and the fsync of the
+     * commit finds little left to write. */
     if (sync_file_range(r->fd, (off64_t)r->writeback_from, 0, SYNC_FILE_RANGE_WRITE) != 0)
         psdbd_log("publish: sync_file_range %s: %s", r->tmp_path, strerror(errno));
-    if (publish_open_verified(c, r, &f, &info, &ret) != 0 ||
-        publish_check_identity(c, r, &info, &ret) != 0 ||
-        publish_check_scopes(c, r, info.identity.desc.name, &ret) != 0 ||
-        publish_check_signature(c, r, &info, &st, &ret) != 0)
-        goto cleanup;
-    publish_record(r, &info, &rec);
-    ret = publish_commit(srv, c, r, &rec);
+    p.who = &r->who;
+    p.key_id = r->key_id;
+    p.key_pem = r->key_pem;
+    p.key_scope = r->key_scope;
+    p.signature = r->signature;
+    p.signature_field = r->trailer_form ? "X-Psdb-Signature (trailer)" : "X-Psdb-Signature";
+    p.serial = r->serial;
+    p.fd = r->fd;
+    p.path = r->tmp_path;
+    p.size = r->received;
+    psdbd_publish_accept(srv->ix, &srv->store, srv->vmaps, &p, &r->result);
 cleanup:
-    psdb_file_release(f);
     http_publish_discard(r); /* after a commit the temporary name is gone: unlink is a no-op */
-    return ret;
 }
 
 /* The end of a publish (validation, signature, fsync, rename, commit) may take seconds for a
@@ -528,7 +339,7 @@ void *http_finisher(void *arg)
         srv->queue = r->next;
         pthread_mutex_unlock(&srv->lock);
         struct MHD_Connection *c = r->conn;
-        publish_finish(srv, NULL, r);
+        publish_finish(srv, r);
         MHD_resume_connection(c); /* r belongs to the connection again from here on */
         pthread_mutex_lock(&srv->lock);
         if (--srv->jobs == 0)
@@ -562,9 +373,9 @@ static enum MHD_Result collect_trailer(void *cls, enum MHD_ValueKind kind, const
 
 /* The trailer of a chunked publish (libmicrohttpd has parsed it before this last call): each of
  * X-Psdb-Sha256, X-Psdb-Size and X-Psdb-Signature exactly once and well formed, and the size the
- * one received. The digest is compared once the hasher has finished (publish_finish). 0, or -1
- * after an answer was queued in *ret. */
-static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MHD_Result *ret)
+ * one received. The digest is compared once the hasher has finished (publish_upload_digest). 0,
+ * or -1 with the verdict. */
+static int publish_read_trailer(struct MHD_Connection *c, struct req *r, psdbd_verdict *v)
 {
     struct trailer_fields t = {0};
     uint64_t size = 0;
@@ -572,28 +383,28 @@ static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MH
     int rc = -1;
     MHD_get_connection_values(c, MHD_FOOTER_KIND, collect_trailer, &t);
     if (t.misplaced) {
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "%.40s is a header of the publish, checked before the body, not "
-                                "a trailer field",
-                                t.misplaced);
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                           "%.40s is a header of the publish, checked before the body, not a "
+                           "trailer field",
+                           t.misplaced);
         goto cleanup;
     }
     if (t.count[0] + t.count[1] + t.count[2] == 0) {
         /* Its own code: a client learns from it that something between it and psdbd drops
          * request trailers (nginx does), and publishes in the header form instead. */
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "trailer_missing",
-                                "the chunked body ended without a trailer (X-Psdb-Sha256, "
-                                "X-Psdb-Size, X-Psdb-Signature): a proxy in front may drop "
-                                "request trailers; publish with the statement in the headers");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_TRAILER_MISSING,
+                           "the chunked body ended without a trailer (X-Psdb-Sha256, "
+                           "X-Psdb-Size, X-Psdb-Signature): a proxy in front may drop "
+                           "request trailers; publish with the statement in the headers");
         goto cleanup;
     }
     for (unsigned i = 0; i < PSDBD_TRAILER_FIELDS; i++) {
         if (t.count[i] != 1) {
-            *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                    t.count[i] ? "the trailer has more than one %s"
-                                               : "the trailer has no %s: the chunked body ended "
-                                                 "without its statement",
-                                    psdbd_trailer_field(i));
+            psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                               t.count[i] ? "the trailer has more than one %s"
+                                          : "the trailer has no %s: the chunked body ended "
+                                            "without its statement",
+                               psdbd_trailer_field(i));
             goto cleanup;
         }
     }
@@ -601,20 +412,20 @@ static int publish_read_trailer(struct MHD_Connection *c, struct req *r, enum MH
     sz = t.value[1];
     sig = t.value[2];
     if (!psdbd_is_digest(sha))
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "the trailer's X-Psdb-Sha256 must be 64 lowercase hex digits");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                           "the trailer's X-Psdb-Sha256 must be 64 lowercase hex digits");
     else if (psdb__parse_u64(sz, &size) != 0 || strncmp(sz, "0x", 2) == 0)
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "the trailer's X-Psdb-Size must be a decimal number of bytes");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                           "the trailer's X-Psdb-Size must be a decimal number of bytes");
     else if (!psdbd_is_signature_b64(sig))
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                "the trailer's X-Psdb-Signature must be the 88-character base64 "
-                                "of a 64-byte Ed25519 signature");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                           "the trailer's X-Psdb-Signature must be the 88-character base64 of a "
+                           "64-byte Ed25519 signature");
     else if (size != r->received)
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "statement_mismatch",
-                                "the trailer's X-Psdb-Size (%llu) is not the size of the body "
-                                "received (%llu bytes)",
-                                (unsigned long long)size, (unsigned long long)r->received);
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_STATEMENT_MISMATCH,
+                           "the trailer's X-Psdb-Size (%llu) is not the size of the body received "
+                           "(%llu bytes)",
+                           (unsigned long long)size, (unsigned long long)r->received);
     else {
         memcpy(r->trailer_sha256, sha, sizeof(r->trailer_sha256));
         memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
@@ -626,20 +437,20 @@ cleanup:
 }
 
 /* The checks of a chunked publish that need its whole body but not its bytes: the limit, the
- * trailer, an empty body. 0, or -1 after an answer was queued in *ret and the upload removed. */
+ * trailer, an empty body. 0, or -1 with the verdict and the upload removed. */
 static int publish_trailer_form_end(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
-                                    enum MHD_Result *ret)
+                                    psdbd_verdict *v)
 {
     if (r->too_large)
-        *ret = http_reply_error(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
-                                "the chunked body (%llu bytes and more) is over the upload limit "
-                                "(%llu bytes)",
-                                (unsigned long long)r->received,
-                                (unsigned long long)srv->cfg->max_upload);
-    else if (publish_read_trailer(c, r, ret) == 0) {
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_TOO_LARGE,
+                           "the chunked body (%llu bytes and more) is over the upload limit "
+                           "(%llu bytes)",
+                           (unsigned long long)r->received,
+                           (unsigned long long)srv->cfg->max_upload);
+    else if (publish_read_trailer(c, r, v) == 0) {
         if (r->received > 0)
             return 0;
-        *ret = http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "invalid_psdb", "the body is empty");
+        psdbd_verdict_fail(v, PSDBD_OUTCOME_INVALID_PSDB, "the body is empty");
     }
     r->publishing = 0;
     http_publish_discard(r);
@@ -649,9 +460,9 @@ static int publish_trailer_form_end(psdbd_server *srv, struct MHD_Connection *c,
 enum MHD_Result http_publish_defer(psdbd_server *srv, struct MHD_Connection *c, struct req *r)
 {
     struct req **tail;
-    enum MHD_Result ret = MHD_YES;
-    if (r->trailer_form && publish_trailer_form_end(srv, c, r, &ret) != 0)
-        return ret;
+    psdbd_verdict v = {0};
+    if (r->trailer_form && publish_trailer_form_end(srv, c, r, &v) != 0)
+        return http_reply_verdict(c, r, &v);
     r->publishing = 0;
     r->finishing = 1;
     r->conn = c;

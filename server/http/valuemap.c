@@ -34,14 +34,14 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
     memcpy(digest, tail, 64);
     digest[64] = '\0';
     if (!psdbd_is_digest(digest))
-        return http_reply_error(c, r, MHD_HTTP_BAD_REQUEST, "bad_digest",
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_DIGEST,
                                 "a blob is named by 64 lowercase hex digits (its SHA-256)");
     if (http_authorize(srv, c, r, http_reader_role(srv), NULL, &ret) != 0)
         return ret;
     if (http_scoped(r)) {
         psdbd_rc rc = psdbd_index_blob_apps(srv->ix, digest, scope_accepts, r->who.scope);
         if (rc == PSDBD_NOT_FOUND)
-            return http_reply_error(c, r, MHD_HTTP_FORBIDDEN, "out_of_scope",
+            return http_reply_error(c, r, PSDBD_OUTCOME_OUT_OF_SCOPE,
                                     "no PSDB of an application in the token's scope has this blob");
         if (rc != PSDBD_OK)
             return http_reply_index_error(c, r, rc);
@@ -49,32 +49,29 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
     blob = psdbd_store_path(&srv->store, digest);
     path = psdbd_valuemap_path(&srv->store, digest, version);
     if (stat(blob, &st) != 0) {
-        ret = http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "not_found", "no such blob");
+        ret = http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no such blob");
         goto cleanup;
     }
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    /* Missing: derived here, or waited for where a request or the worker is deriving it. */
-    if (fd < 0 && errno == ENOENT) {
+    /* Missing: derived here, or waited for where a request or the worker is deriving it. A blob
+     * that is not a PSDB of this layout has none (below); the server's own failure is said. */
+    if (fd < 0 && psdbd_errno_absent(errno)) {
         psdb_hr hr = psdbd_valuemaps_ensure(srv->vmaps, digest, version);
-        if (hr == PSDB_E_OUTOFMEMORY)
-            psdbd_out_of_memory();
-        if (hr == PSDB_E_DISK_FULL) {
-            ret = http_reply_error(c, r, MHD_HTTP_INSUFFICIENT_STORAGE, "disk_full",
-                                   "no space left to store the value map");
+        psdbd_outcome o = PSDB_SUCCEEDED(hr) ? PSDBD_OUTCOME_OK
+                                             : psdbd_outcome_of_hr(hr, PSDBD_OUTCOME_NO_VALUE_MAP);
+        if (o == PSDBD_OUTCOME_DISK_FULL || o == PSDBD_OUTCOME_INTERNAL) {
+            ret = http_reply_error(c, r, o, "%s",
+                                   o == PSDBD_OUTCOME_DISK_FULL
+                                       ? "no space left to store the value map"
+                                       : "cannot derive the value map");
             goto cleanup;
         }
-        if (hr == PSDB_E_IO || hr == PSDB_E_ACCESS) {
-            ret = http_reply_error(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                                   "cannot derive the value map");
-            goto cleanup;
-        }
-        if (PSDB_SUCCEEDED(hr))
+        if (o == PSDBD_OUTCOME_OK)
             fd = open(path, O_RDONLY | O_CLOEXEC);
     }
     if (fd < 0 || fstat(fd, &st) != 0) {
         /* A blob that is not a PSDB of this layout has no value map: the client downloads it. */
-        ret = http_reply_error(c, r, MHD_HTTP_NOT_FOUND, "no_value_map",
-                               "no value map for this blob");
+        ret = http_reply_error(c, r, PSDBD_OUTCOME_NO_VALUE_MAP, "no value map for this blob");
         goto cleanup;
     }
     struct MHD_Response *resp = MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
@@ -91,7 +88,7 @@ enum MHD_Result http_serve_valuemap(psdbd_server *srv, struct MHD_Connection *c,
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
                             "public, max-age=31536000, immutable");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, BLOB_TYPE);
-    ret = http_queue(c, r, MHD_HTTP_OK, resp, (uint64_t)st.st_size);
+    ret = http_queue(c, r, PSDBD_OUTCOME_OK, resp, (uint64_t)st.st_size);
 cleanup:
     if (fd >= 0)
         close(fd);

@@ -199,7 +199,7 @@ int psdbd__utf8_ok(const char *s);
     "p.key_id, p.signature, p.created_at, p.retired_at "                                           \
     "FROM psdbs p JOIN apps a ON a.id = p.app "
 
-/* The manifest (API.md, schema/HTTP.md) of a row selected with PSDBD__PSDB_COLS. */
+/* The manifest (schema/HTTP.md, Manifest) of a row selected with PSDBD__PSDB_COLS. */
 json_t *psdbd__manifest_of(const psdbd__row *row);
 
 /* One row of a credential listing (psdbd_index_credential_list) from the columns name,

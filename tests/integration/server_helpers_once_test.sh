@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # server_helpers_once_test.sh - psdbd writes none of libpsdb's shared helpers again: hex, SHA-256,
 # number and version parsing, UTF-8 decoding and the rule for names, and the errno/SQLite status
-# classes come from client/src/common/, and
-# out-of-memory ends the daemon through psdbd_out_of_memory alone. Each check names the class of
+# classes come from client/src/common/, out-of-memory ends the daemon through psdbd_out_of_memory
+# alone, and every HTTP status is chosen in one place. Each check names the class of
 # copy it refuses, so a new copy in any server file fails here.
 # Env: PSDB_SOURCE_DIR = the source tree (default: this tree).
 set -euo pipefail
@@ -32,5 +32,23 @@ refuse "a bare abort() (out of memory goes through psdbd_out_of_memory)" '\babor
     'server/common.c'
 refuse "a UTF-8 decoder or name rule of its own (use psdb__utf8_seq, psdb__name_check)" \
     '& 0x[eE]0\)? ?== ?0x[cC]0|0x[cC]2 && .*0x9[fF]'
+# Every status psdbd answers with is chosen in one table, http/reply.c's (an outcome of verdict.h
+# to its status and error code): no other server file names one, as libmicrohttpd's MHD_HTTP_
+# constant or as a number where a status is set, compared or passed. Two tables of their own stay:
+# metrics.c's status labels of /metrics (libmicrohttpd's own answers among them) and http_parse.h's
+# results of RFC 9110's precondition evaluation, which are statuses by definition.
+status_hits=$(cd "$src" && {
+    grep -rnE --include='*.c' --include='*.h' 'MHD_HTTP_[A-Z_]+' server |
+        grep -vE 'MHD_HTTP_(HEADER|METHOD|VERSION)_'
+    grep -rnE --include='*.c' --include='*.h' \
+        '(status|http_reply_[a-z]+|http_queue)\b[^;]*[^0-9.][1-5][0-9][0-9]\b' server |
+        grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*|//)'
+} | grep -vE '^server/(http/reply\.c|metrics\.c|http/http_parse\.h):' || true)
+if [ -n "$status_hits" ]; then
+    echo "server_helpers_once_test: an HTTP status outside http/reply.c's table (answer with a" \
+        "psdbd_outcome through http_reply_verdict, http_reply_error or http_queue):" >&2
+    echo "$status_hits" >&2
+    errors=$((errors + 1))
+fi
 [ "$errors" -eq 0 ] || exit 1
 echo "server_helpers_once_test: ok"
