@@ -10,11 +10,28 @@
 #include "common.h"
 #include "common/status_map.h"
 
+/* A message quotes what a client sent (a path, a header) and is cut at the buffer's end, maybe
+ * inside a sequence; it goes into JSON, which carries UTF-8 only: any byte that does not start a
+ * well-formed sequence becomes '?'. */
+static void utf8_only(char *s)
+{
+    uint32_t cp;
+    while (*s) {
+        size_t n = psdb__utf8_seq((const unsigned char *)s, &cp);
+        if (n == 0) {
+            *s++ = '?';
+            continue;
+        }
+        s += n;
+    }
+}
+
 int psdbd_verdict_vfail(psdbd_verdict *v, psdbd_outcome o, const char *fmt, va_list ap)
 {
     psdbd_verdict_clear(v);
     v->outcome = o;
     vsnprintf(v->message, sizeof(v->message), fmt, ap);
+    utf8_only(v->message);
     return -1;
 }
 

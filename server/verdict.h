@@ -61,7 +61,9 @@ typedef struct psdbd_verdict {
     json_t *body;      /* a success's answer (the verdict holds the reference), or NULL */
 } psdbd_verdict;
 
-/* A failure: outcome o with a printf message. Returns -1, what a failing check returns. */
+/* A failure: outcome o with a printf message, cut to the buffer and made UTF-8 (a byte that does
+ * not start a well-formed sequence becomes '?': a message may quote what a client sent, and JSON
+ * carries UTF-8 only). Returns -1, what a failing check returns. */
 int psdbd_verdict_fail(psdbd_verdict *v, psdbd_outcome o, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int psdbd_verdict_vfail(psdbd_verdict *v, psdbd_outcome o, const char *fmt, va_list ap)

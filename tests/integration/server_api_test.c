@@ -2983,6 +2983,31 @@ START_TEST(test_server__encoded_nul_in_path_or_query_is_400)
 }
 END_TEST
 
+/* An error message quotes what the client sent; JSON carries UTF-8 only, so bytes that are not
+ * (a path that decodes to them, or a quote cut inside a sequence) are answered as '?', and the
+ * server keeps serving. */
+START_TEST(test_server__error_quoting_bytes_that_are_not_utf8_is_answered)
+{
+    srv_start(&g_srv, NULL);
+    char cut[256];
+    /* "no such endpoint: %.200s" cuts this path's decoded form inside its first U+00E9. */
+    int n = snprintf(cut, sizeof(cut), "/v1/");
+    memset(cut + n, 'a', 195);
+    snprintf(cut + n + 195, sizeof(cut) - (size_t)n - 195, "%%C3%%A9%%C3%%A9");
+    const char *paths[] = {"/v1/%FF%FE", "/v1/stats/%C3%28", cut};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        resp r;
+        http(&r, "GET", paths[i], NULL, NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 404, "%.40s: %ld", paths[i], r.status);
+        ck_assert_str_eq(jstr(r.json, "error", NULL), "not_found");
+        ck_assert_ptr_nonnull(strchr(jstr(r.json, "message", NULL), '?'));
+        resp_free(&r);
+        expect_status("GET", "/healthz", NULL, 200, NULL);
+    }
+    ck_assert_int_eq(srv_stop(&g_srv), 0);
+}
+END_TEST
+
 START_TEST(test_server__repeated_or_conflicting_content_length_is_400)
 {
     srv_start(&g_srv, NULL);
@@ -3798,6 +3823,7 @@ int main(void)
     tcase_add_test(tc, test_server__per_address_connection_limit);
     tcase_add_test(tc, test_server__connections_over_global_limit_wait_for_deadline);
     tcase_add_test(tc, test_server__encoded_nul_in_path_or_query_is_400);
+    tcase_add_test(tc, test_server__error_quoting_bytes_that_are_not_utf8_is_answered);
     tcase_add_test(tc, test_server__repeated_or_conflicting_content_length_is_400);
     tcase_add_test(tc, test_server__blob_validators_if_match_and_dates);
     tcase_add_test(tc, test_server__malformed_publish_headers_refused_before_body);
