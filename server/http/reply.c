@@ -24,8 +24,7 @@
 
 #include "common.h"
 
-/* ---- the outcomes' statuses and error codes (schema/HTTP.md, Errors) --------------------------
- */
+/* ---- each outcome's status and error code (schema/HTTP.md, Errors) ------------------------- */
 
 /* The only place an outcome meets an HTTP status: every answer psdbd gives is chosen here. */
 static const struct {
@@ -185,9 +184,10 @@ enum MHD_Result http_reply_json(struct MHD_Connection *c, struct req *r, psdbd_o
 
 char *http_verdict_text(const psdbd_verdict *v, size_t *len)
 {
-    json_t *body =
-        json_pack("{s:s, s:s}", "error", answers[v->outcome].code, "message", v->message);
+    json_t *body = NULL;
     char *text = NULL;
+    assert(v->outcome < PSDBD_OUTCOME_COUNT && answers[v->outcome].code);
+    body = json_pack("{s:s, s:s}", "error", answers[v->outcome].code, "message", v->message);
     if (!body)
         psdbd_out_of_memory();
     text = http_json_text(body, len);

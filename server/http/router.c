@@ -11,11 +11,11 @@
  * declared for the trailer), the statement headers and the key id. Then each body chunk is hashed
  * and appended to a temporary file in the data directory (never held in memory; a chunked body is
  * counted against the limit as it arrives), and on the final callback, which libmicrohttpd makes
- * once a chunked body's trailer is parsed, the trailer is checked, the file validated with
- * libpsdb, the signature checked,
- * the blob fsynced and renamed into the store, and only then the index row committed. That last
- * part can take seconds for a large PSDB, so it runs on a finisher thread while the connection is
- * suspended (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
+ * once a chunked body's trailer is parsed, the trailer is checked; then the publish service
+ * (publish.h) validates the file with libpsdb, checks the signature, fsyncs and renames the blob
+ * into the store, and only then commits the index row. That last part can take seconds for a
+ * large PSDB, so it runs on a finisher thread while the connection is suspended
+ * (MHD_suspend_connection): the worker keeps serving its other connections. Shutdown
  * waits for the finishers, since a suspended connection must not meet MHD_stop_daemon. Anything
  * that ends a publish early removes its temporary file in the completion callback, so a client that
  * disconnects mid-body leaves nothing behind.
