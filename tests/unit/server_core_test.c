@@ -2,6 +2,7 @@
 #include "testutil.h"
 #include "version_spellings.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include "index.h"
 #include "metrics.h"
 #include "store.h"
+#include "verdict.h"
 
 static char *dir;
 static psdbd_index *ix;
@@ -615,6 +617,57 @@ START_TEST(test_server_core__metrics_filter_reads_escaped_app_labels)
 }
 END_TEST
 
+/* Each failure psdbd meets maps onto one outcome, once, whatever route met it: a full disk is
+ * disk_full, the server's own I/O internal, a missing file what the caller says absence means, and
+ * what libpsdb finds wrong with a client's input the caller's refusal. */
+START_TEST(test_server_core__verdict_maps_each_failure_once)
+{
+    psdbd_verdict v = {0};
+    ck_assert_int_eq(psdbd_outcome_of_errno(ENOSPC, PSDBD_OUTCOME_INTERNAL),
+                     PSDBD_OUTCOME_DISK_FULL);
+    ck_assert_int_eq(psdbd_outcome_of_errno(EDQUOT, PSDBD_OUTCOME_INTERNAL),
+                     PSDBD_OUTCOME_DISK_FULL);
+    ck_assert_int_eq(psdbd_outcome_of_errno(EFBIG, PSDBD_OUTCOME_INTERNAL),
+                     PSDBD_OUTCOME_DISK_FULL);
+    ck_assert_int_eq(psdbd_outcome_of_errno(EACCES, PSDBD_OUTCOME_NOT_FOUND),
+                     PSDBD_OUTCOME_INTERNAL);
+    ck_assert_int_eq(psdbd_outcome_of_errno(ENOMEM, PSDBD_OUTCOME_NOT_FOUND),
+                     PSDBD_OUTCOME_INTERNAL);
+    ck_assert_int_eq(psdbd_outcome_of_errno(ENOENT, PSDBD_OUTCOME_NOT_FOUND),
+                     PSDBD_OUTCOME_NOT_FOUND);
+    ck_assert_int_eq(psdbd_outcome_of_errno(ENOENT, PSDBD_OUTCOME_INTERNAL),
+                     PSDBD_OUTCOME_INTERNAL);
+    ck_assert_int_eq(psdbd_outcome_of_hr(PSDB_E_DISK_FULL, PSDBD_OUTCOME_INVALID_PSDB),
+                     PSDBD_OUTCOME_DISK_FULL);
+    ck_assert_int_eq(psdbd_outcome_of_hr(PSDB_E_IO, PSDBD_OUTCOME_INVALID_PSDB),
+                     PSDBD_OUTCOME_INTERNAL);
+    ck_assert_int_eq(psdbd_outcome_of_hr(PSDB_E_ACCESS, PSDBD_OUTCOME_NO_VALUE_MAP),
+                     PSDBD_OUTCOME_INTERNAL);
+    ck_assert_int_eq(psdbd_outcome_of_hr(PSDB_E_CACHE_CORRUPT, PSDBD_OUTCOME_INVALID_PSDB),
+                     PSDBD_OUTCOME_INVALID_PSDB);
+    ck_assert_int_eq(psdbd_outcome_of_hr(PSDB_E_UNSUPPORTED, PSDBD_OUTCOME_NO_VALUE_MAP),
+                     PSDBD_OUTCOME_NO_VALUE_MAP);
+    ck_assert_int_eq(psdbd_verdict_index(&v, PSDBD_UNAVAILABLE), -1);
+    ck_assert_int_eq(v.outcome, PSDBD_OUTCOME_INDEX_UNAVAILABLE);
+    psdbd_verdict_index(&v, PSDBD_FULL);
+    ck_assert_int_eq(v.outcome, PSDBD_OUTCOME_DISK_FULL);
+    psdbd_verdict_index(&v, PSDBD_ERROR);
+    ck_assert_int_eq(v.outcome, PSDBD_OUTCOME_INTERNAL);
+    ck_assert_str_eq(v.message, "the index failed; see the server log");
+    /* A message quoting bytes that are not UTF-8, or cut inside a character, is made UTF-8. */
+    char quote[600];
+    memset(quote, 'a', sizeof(quote));
+    memcpy(quote + 508, "\xc3\xa9\xc3\xa9", 4); /* the buffer ends inside the second */
+    quote[sizeof(quote) - 1] = '\0';
+    psdbd_verdict_fail(&v, PSDBD_OUTCOME_NOT_FOUND, "%s", quote);
+    ck_assert_uint_eq(strlen(v.message), sizeof(v.message) - 1);
+    ck_assert_str_eq(v.message + 508, "\xc3\xa9?");
+    psdbd_verdict_fail(&v, PSDBD_OUTCOME_BAD_REQUEST, "no such endpoint: %s", "/\xff\xc0\x80x");
+    ck_assert_str_eq(v.message, "no such endpoint: /???x");
+    psdbd_verdict_clear(&v);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server_core");
@@ -634,6 +687,7 @@ int main(void)
     tcase_add_test(tc, test_server_core__index_open_never_creates);
     tcase_add_test(tc, test_server_core__index_removed_is_unavailable);
     tcase_add_test(tc, test_server_core__metrics_filter_reads_escaped_app_labels);
+    tcase_add_test(tc, test_server_core__verdict_maps_each_failure_once);
     if (geteuid() == 0) /* it needs to become another user */
         tcase_add_test(tc, test_server_core__index_unreadable_is_unavailable);
     suite_add_tcase(s, tc);
