@@ -168,10 +168,10 @@ static void commit(psdbd_index *ix, psdbd_store *store, psdbd_valuemaps *vmaps,
 {
     json_t *manifest = NULL;
     psdbd_rc rc = psdbd_index_find_identity(ix, rec, &manifest);
-    int e, replaced = 0;
+    int e = 0, replaced = 0;
     if (rc != PSDBD_NOT_FOUND) {
         index_verdict(rc, manifest, v);
-        return;
+        goto cleanup;
     }
     e = psdbd_store_commit(store, p->fd, p->path, rec->sha256, &replaced);
     /* Maps derived from the damaged file would be served for these bytes: dropped now that the
@@ -184,12 +184,12 @@ static void commit(psdbd_index *ix, psdbd_store *store, psdbd_valuemaps *vmaps,
             psdbd_verdict_fail(v, PSDBD_OUTCOME_DISK_FULL, "no space left to store the blob");
         else
             psdbd_verdict_fail(v, PSDBD_OUTCOME_INTERNAL, "cannot store the blob");
-        return;
+        goto cleanup;
     }
     rc = psdbd_index_publish(ix, rec, &manifest);
     if (rc != PSDBD_OK) {
         index_verdict(rc, manifest, v);
-        return;
+        goto cleanup;
     }
     /* Committed: launchers ask for the version 2 map next; the worker derives it meanwhile, and
      * the answer does not wait for it. */
@@ -197,6 +197,8 @@ static void commit(psdbd_index *ix, psdbd_store *store, psdbd_valuemaps *vmaps,
     psdbd_cache_invalidate();
     psdbd_metrics_publish(1);
     psdbd_verdict_done(v, PSDBD_OUTCOME_CREATED, manifest);
+cleanup:
+    return;
 }
 
 void psdbd_publish_accept(psdbd_index *ix, psdbd_store *store, psdbd_valuemaps *vmaps,
