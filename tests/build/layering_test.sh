@@ -5,14 +5,17 @@
 #   the Vulkan component (client/src/vulkan/): common <- vulkan; nothing of libpsdb depends on it
 #   its users:          the layer (layer/) and the tool (client/tool/, client/tool/build/), each
 #                       through the component's one interface, vulkan/psdb_vulkan.h
-#   psdbd (server/):    the public API (psdb/) and common/ only
+#   psdbd (server/):    the public API (psdb/) and common/ only; within it, its modules by
+#                       `server_allowed` (store <- value maps <- publish <- http: the store calls
+#                       nothing above it, and only the protocol knows HTTP)
 # checked on #include lines (quoted ones, and bracketed ones that name a header of client/src/): a
 # file of client/src/<folder>/ may include public headers (psdb/...), headers of its own folder,
 # and headers of the folders listed for it in `allowed`; a file of a folder in `users` what its
 # entry lists. Since every allowed edge of libpsdb points down the list, no include cycle between
-# folders can exist (the test also checks that the allowed graph itself is acyclic). Within
+# folders can exist (the test also checks that both allowed graphs are acyclic). Within
 # runtime/, only the device core (device.c, session.c, cache_session.c) includes its private
-# device_int.h. The Vulkan headers are seen by client/src/vulkan/ and layer/ only; the layer's build
+# device_int.h, and only server/index/ its private index_int.h. The Vulkan headers are seen by
+# client/src/vulkan/ and layer/ only; the layer's build
 # compiles nothing outside layer/, and nothing else compiles a source of layer/. Last, every kind
 # of violation is planted in a copy of the tree, which must fail naming each.
 # Usage: layering_test.sh [source root]
@@ -47,22 +50,49 @@ build/baseset.h:format/derivation.h build/compile_sodb.c:format/desc.h
 build/compile_sodb.h:driver/compiler.h build/synth.c:format/desc.h build/synth.c:format/sodb.h
 build/synth_vulkan.c:format/sodb.h"
 known_flat=$(echo $known)
+# psdbd's modules: a file of server/ is the module of its stem (store.c, store.h: store), a file of
+# server/<folder>/ the module of its folder (index, http, admin). A module may include its own
+# headers and those of the modules listed for it.
+declare -A server_allowed=(
+    [common]="common"
+    [metrics]="common metrics"
+    [cache]="common cache"
+    [store]="common store"
+    [index]="common index"
+    [auth]="common index auth"
+    [stats]="common index stats"
+    [config]="common index stats config"
+    [valuemaps]="common store metrics valuemaps"
+    [verdict]="common index verdict"
+    [publish]="common verdict index store valuemaps auth cache metrics publish"
+    [admin]="common config index store valuemaps auth admin"
+    [http]="common config auth cache index metrics stats store valuemaps verdict publish http"
+    [main]="common config auth cache index metrics stats store valuemaps verdict publish admin http main"
+)
 
 bad() {
     echo "layering_test: $1" >&2
     fail=1
 }
 
-# The allowed graph is acyclic: every layer's allowed set is within the sets of layers above it
-# in this order, which is a topological order.
-order=(common format driver registry runtime delivery vulkan)
-for ((i = 0; i < ${#order[@]}; i++)); do
-    for dep in ${allowed[${order[$i]}]}; do
-        ok=0
-        for ((j = 0; j <= i; j++)); do [ "${order[$j]}" = "$dep" ] && ok=1; done
-        [ $ok -eq 1 ] || bad "allowed graph has a cycle: ${order[$i]} -> $dep"
+# acyclic GRAPH NODE...: the allowed graph GRAPH (an associative array's name) is acyclic: every
+# node's allowed set is within the nodes up to it in this order, which is a topological order.
+acyclic() {
+    local -n graph=$1
+    local name=$1 order i j dep ok
+    shift
+    order=("$@")
+    for ((i = 0; i < ${#order[@]}; i++)); do
+        for dep in ${graph[${order[$i]}]}; do
+            ok=0
+            for ((j = 0; j <= i; j++)); do [ "${order[$j]}" = "$dep" ] && ok=1; done
+            [ $ok -eq 1 ] || bad "$name graph has a cycle: ${order[$i]} -> $dep"
+        done
     done
-done
+}
+acyclic allowed common format driver registry runtime delivery vulkan
+acyclic server_allowed common metrics cache store index auth stats config valuemaps verdict \
+    publish admin http main
 [ "${allowed[runtime]}" != "${allowed[runtime]/delivery/}" ] && bad "runtime must never depend on delivery"
 
 # Every library source sits in a layer folder.
@@ -83,9 +113,22 @@ scan=$(awk '/^[ \t]*#[ \t]*include[ \t]*["<]/ {
     else { split(substr(l, 2), a, ">"); print FILENAME "\t<" a[1] }
 }' "${lib[@]}" "${tool[@]}" "${server[@]}" "${layer_files[@]}")
 
-# A server header: beside the includer, or in server/ or one of its folders (the include path).
+# A server header: beside the includer, or in server/ or one of its folders (the include path);
+# its path on stdout.
 server_header() {
-    [ -e "$(dirname "$1")/$2" ] || [ -e "$src/server/$2" ] || compgen -G "$src/server/*/$2" >/dev/null
+    local h
+    for h in "$(dirname "$1")/$2" "$src/server/$2" "$src"/server/*/"$2"; do
+        [ -e "$h" ] && echo "$h" && return 0
+    done
+    return 1
+}
+# The psdbd module of a server file (server_allowed).
+server_module() {
+    local rel=${1#$src/server/}
+    case $rel in
+    */*) echo "${rel%%/*}" ;;
+    *) echo "${rel%.[ch]}" ;;
+    esac
 }
 
 while IFS=$'\t' read -r f inc; do
@@ -116,10 +159,23 @@ while IFS=$'\t' read -r f inc; do
     server/*)
         case $inc in
         psdb/* | common/*) ;;
-        */*) server_header "$f" "$inc" ||
+        */*) server_header "$f" "$inc" >/dev/null ||
             bad "$rel includes \"$inc\": psdbd uses libpsdb's public API and common/ only" ;;
-        *) server_header "$f" "$inc" ||
-            bad "$rel includes \"$inc\", not a server header: psdbd uses the public API and common/ only" ;;
+        *)
+            if ! hdr=$(server_header "$f" "$inc"); then
+                bad "$rel includes \"$inc\", not a server header: psdbd uses the public API and common/ only"
+            else
+                mod=$(server_module "$f")
+                dep=$(server_module "$hdr")
+                if [ -z "${server_allowed[$mod]+set}" ]; then
+                    bad "$rel is in no module of psdbd: add $mod to server_allowed"
+                elif [[ " ${server_allowed[$mod]} " != *" $dep "* ]]; then
+                    bad "$rel includes \"$inc\": psdbd's $mod may not depend on $dep"
+                elif [[ $inc == index_*int.h ]] && [ "$mod" != index ]; then
+                    bad "$rel includes \"$inc\", the index's private header: use index.h"
+                fi
+            fi
+            ;;
         esac
         ;;
     *)
@@ -186,6 +242,9 @@ if [ -z "${LAYERING_PLANTED:-}" ]; then
         'client/tool/main.c|#include <vulkan/vulkan.h>|client/tool/main.c includes a vulkan header'
         'layer/CMakeLists.txt|target_sources(psdb_build PRIVATE vk_decode.c)|the layer'"'"'s build compiles only layer/'
         'CMakeLists.txt|add_library(x STATIC ${CMAKE_SOURCE_DIR}/layer/vk_layer.c)|only layer/CMakeLists.txt compiles a source of layer/'
+        'server/store.c|#include "valuemaps.h"|psdbd'"'"'s store may not depend on valuemaps'
+        'server/publish.c|#include "http_int.h"|psdbd'"'"'s publish may not depend on http'
+        'server/http/routes.c|#include "index_int.h"|the index'"'"'s private header'
     )
     copy=$(mktemp -d)
     mkdir -p "$copy/tests"
