@@ -23,10 +23,11 @@
  * pooled again, and the database marked lost (the epoch too: the idle connections are as stuck).
  * There is no PQcancel: libpq 15's waits for the postmaster to close the cancel connection, which
  * a stopped one never does; the server's own statement_timeout ends the statement once it runs
- * again, and the backend exits when it finds its client gone. While the database is lost, one
- * operation at a time (the probe) tries it and the others answer 503 at once: with more requests
- * than worker threads, each waiting out the timeout in turn would make the queued ones wait
- * several timeouts. The probe's first answered statement marks the database back.
+ * again, and the backend exits when it finds its client gone. While the database is lost, every
+ * operation answers 503 at once, and a thread of the index's own (the prober) tries the database
+ * four times a second until a statement is answered, which marks it back: a request never waits on a
+ * lost database, and none queues behind another's wait (libmicrohttpd's pool threads each serve
+ * their own connections, so a worker held by a probe would hold its other clients too).
  *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
  * psdbs_identity, where the second waits for the first and then fails with a unique violation
@@ -53,6 +54,7 @@
 #define PG_CONNECT_TIMEOUT_S "5"
 #define PG_POOL_WAIT_MS_DEFAULT 10000
 #define PG_DEADLINE_GRACE_MS 500
+#define PROBE_EVERY_MS 250L
 
 struct psdbd__pg {
     char *url;  /* as given: libpq reads it */
@@ -68,8 +70,13 @@ struct psdbd__pg {
      * so a restart costs one failed request, not one per pooled connection. */
     atomic_uint epoch;
     unsigned *conn_epoch;
-    atomic_int down;       /* the last connection attempt failed or a query lost its connection */
-    atomic_int probe_slot; /* while down: the slot of the one operation trying the database */
+    atomic_int down; /* the last connection attempt failed or a query lost its connection */
+    /* The prober: woken (probe_cv, under mu) when the database is lost, it tries it until it
+     * answers. */
+    pthread_t prober;
+    int probing;
+    pthread_cond_t probe_cv;
+    atomic_int probe_stop;
     pthread_key_t pin;     /* a thread's snapshot connection (PGconn *) */
     PGconn *gc_conn;       /* the session that holds the gc lock */
     /* psdbd_index_watch's thread */
@@ -116,12 +123,16 @@ static void set_down(psdbd_index *ix, int down, const char *why)
     char line[256];
     if (atomic_exchange(&ix->pg->down, down) == down)
         return;
-    if (down)
+    if (down) {
         psdbd_log("index %s cannot be reached (%s): index reads and writes are refused (503) "
                   "until it answers again",
                   ix->pg->name, one_line(why, line, sizeof(line)));
-    else
+        pthread_mutex_lock(&ix->pg->mu);
+        pthread_cond_signal(&ix->pg->probe_cv);
+        pthread_mutex_unlock(&ix->pg->mu);
+    } else {
         psdbd_log("index %s answers again", ix->pg->name);
+    }
 }
 
 static int64_t now_ms(void)
@@ -328,11 +339,8 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
         return -1;
     }
     c->slot = slot;
-    /* While the database is lost, one operation at a time finds out whether it is back; the
-     * others answer 503 at once instead of each waiting out the timeout, with requests queueing
-     * behind them for the worker threads. */
-    int none = -1;
-    if (atomic_load(&pg->down) && !atomic_compare_exchange_strong(&pg->probe_slot, &none, slot)) {
+    /* While the database is lost the prober finds out whether it is back: no request waits. */
+    if (atomic_load(&pg->down)) {
         psdbd__pg_put(ix, c);
         *rc = PSDBD_UNAVAILABLE;
         return -1;
@@ -373,8 +381,6 @@ void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c)
         pg->conns[c->slot] = NULL;
     }
     PQclear(res);
-    int mine = c->slot; /* the probe, when this operation was it, is over */
-    atomic_compare_exchange_strong(&pg->probe_slot, &mine, -1);
     pthread_mutex_lock(&pg->mu);
     pg->busy[c->slot] = 0;
     pthread_cond_signal(&pg->cv);
@@ -596,6 +602,49 @@ cleanup:
     return rc;
 }
 
+/* The prober (see DESIGN): asleep while the database answers; while it is lost, a connection and
+ * one statement every PROBE_EVERY_MS, each within the statement deadline, until one is answered. */
+static void *probe_main(void *arg)
+{
+    psdbd_index *ix = arg;
+    struct psdbd__pg *pg = ix->pg;
+    char err[256];
+    pthread_mutex_lock(&pg->mu);
+    while (!atomic_load(&pg->probe_stop)) {
+        if (!atomic_load(&pg->down)) {
+            pthread_cond_wait(&pg->probe_cv, &pg->mu);
+            continue;
+        }
+        struct timespec at;
+        clock_gettime(CLOCK_REALTIME, &at);
+        at.tv_nsec += PROBE_EVERY_MS * 1000000L;
+        if (at.tv_nsec >= 1000000000L) {
+            at.tv_sec++;
+            at.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&pg->probe_cv, &pg->mu, &at);
+        if (atomic_load(&pg->probe_stop))
+            break;
+        pthread_mutex_unlock(&pg->mu);
+        int64_t until = pg_deadline(pg);
+        if (!until)
+            until = now_ms() + 5000;
+        PGconn *c = pg_connect(pg, until, err, sizeof(err));
+        int expired = 0;
+        PGresult *res = c ? pg_run(c, "SELECT 1", NULL, until, &expired) : NULL;
+        if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
+            /* Connections pooled before the loss are as stuck as the lost one. */
+            atomic_fetch_add(&pg->epoch, 1);
+            set_down(ix, 0, NULL);
+        }
+        PQclear(res);
+        PQfinish(c);
+        pthread_mutex_lock(&pg->mu);
+    }
+    pthread_mutex_unlock(&pg->mu);
+    return NULL;
+}
+
 int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeout_ms,
                         int may_create, psdbd_index **out, char *err, size_t err_size)
 {
@@ -614,9 +663,10 @@ int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeo
     pg->conns = xcalloc(pg->size, sizeof(*pg->conns));
     pg->busy = xcalloc(pg->size, 1);
     pg->conn_epoch = xcalloc(pg->size, sizeof(*pg->conn_epoch));
-    atomic_init(&pg->probe_slot, -1);
     pthread_mutex_init(&pg->mu, NULL);
     pthread_cond_init(&pg->cv, NULL);
+    pthread_cond_init(&pg->probe_cv, NULL);
+    pg->probing = pthread_create(&pg->prober, NULL, probe_main, ix) == 0;
     pthread_key_create(&pg->pin, NULL);
     if (!(c = pg_connect(pg, 0, err, err_size)))
         goto cleanup;
@@ -728,6 +778,13 @@ int psdbd__pg_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t er
 void psdbd__pg_close(psdbd_index *ix)
 {
     struct psdbd__pg *pg = ix->pg;
+    if (pg->probing) {
+        pthread_mutex_lock(&pg->mu);
+        atomic_store(&pg->probe_stop, 1);
+        pthread_cond_signal(&pg->probe_cv);
+        pthread_mutex_unlock(&pg->mu);
+        pthread_join(pg->prober, NULL);
+    }
     if (pg->watching) {
         atomic_store(&pg->stop, 1);
         pthread_join(pg->watcher, NULL);
@@ -738,6 +795,7 @@ void psdbd__pg_close(psdbd_index *ix)
     PQfinish(pg->gc_conn);
     pthread_key_delete(pg->pin);
     pthread_cond_destroy(&pg->cv);
+    pthread_cond_destroy(&pg->probe_cv);
     pthread_mutex_destroy(&pg->mu);
     free(pg->conns);
     free(pg->busy);

@@ -1889,6 +1889,15 @@ static void pg_allow_connections(int allow)
     }
 }
 
+static long readyz_status(void)
+{
+    resp r;
+    http(&r, "GET", "/readyz", NULL, NULL, NULL, NULL, 0);
+    long status = r.status;
+    resp_free(&r);
+    return status;
+}
+
 START_TEST(test_server__pg_database_lost_is_503_and_recovers_without_restart)
 {
     srv_start(&g_srv, NULL);
@@ -1898,9 +1907,11 @@ START_TEST(test_server__pg_database_lost_is_503_and_recovers_without_restart)
     expect_status("GET", "/readyz", NULL, 200, NULL);
     pg_allow_connections(0);
     expect_index_unavailable(id);
-    /* Back: the same process answers again, its pool reconnects (readyz first, as a load
-     * balancer would look). */
+    /* Back: the same process answers again once its prober found the database (a few times a
+     * second), its pool reconnects (readyz first, as a load balancer would look). */
     pg_allow_connections(1);
+    for (int i = 0; i < 100 && readyz_status() != 200; i++)
+        usleep(50000);
     for (int i = 0; i < 8; i++)
         expect_status("GET", "/readyz", NULL, 200, NULL);
     expect_status("GET", p, NULL, 200, NULL);
