@@ -265,6 +265,22 @@ psdb_hr psdb_sodb_writer_open(const char *path, const psdb_app_identity *identit
     return psdb__error_ret(writer_open(path, identity, 0, out), err_mark, __func__);
 }
 
+psdb_hr psdb_sodb_writer_open_ex(const char *path, const psdb_app_identity *identity,
+                                 uint32_t flags, psdb_sodb_writer **out)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    if (flags & ~PSDB_SODB_WRITER_BULK) {
+        if (out)
+            *out = NULL;
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "psdb_sodb_writer_open_ex: unknown flags 0x%x",
+                             (unsigned)(flags & ~PSDB_SODB_WRITER_BULK));
+    } else {
+        hr = writer_open(path, identity, (flags & PSDB_SODB_WRITER_BULK) != 0, out);
+    }
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
 psdb_hr psdb__sodb_writer_open_bulk(const char *path, const psdb_app_identity *identity,
                                     psdb_sodb_writer **out)
 {
@@ -273,14 +289,30 @@ psdb_hr psdb__sodb_writer_open_bulk(const char *path, const psdb_app_identity *i
 
 psdb_hr psdb__sodb_writer_commit(psdb_sodb_writer *w)
 {
-    if (!w || !w->bulk)
-        return PSDB_E_INVALIDARG;
+    if (!w)
+        return psdb__error_const(PSDB_E_INVALIDARG, "sodb writer commit: NULL writer");
     pthread_mutex_lock(&w->lock);
-    int rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        w->bulk = 0; /* later adds commit one by one */
+    psdb_hr hr = PSDB_S_OK;
+    if (!w->bulk) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "sodb writer commit: no bulk transaction (the writer was opened "
+                               "without PSDB_SODB_WRITER_BULK, or committed already)");
+    } else {
+        int rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            w->bulk = 0; /* later adds commit one by one */
+        else
+            hr = psdb__error_set(psdb__sqlite_hr(rc, PSDB_E_IO), "sodb writer commit: %s",
+                                 sqlite3_errmsg(w->db));
+    }
     pthread_mutex_unlock(&w->lock);
-    return psdb__sqlite_hr(rc, PSDB_E_IO);
+    return hr;
+}
+
+psdb_hr psdb_sodb_writer_commit(psdb_sodb_writer *w)
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(psdb__sodb_writer_commit(w), err_mark, __func__);
 }
 
 /* The kind a description's magic names, 0 for none: the encodings of desc.h, and the Vulkan
@@ -294,10 +326,9 @@ static uint32_t sodb_kind(const void *desc, size_t size)
     return psdb__desc_kind(desc, size);
 }
 
-psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
-                             size_t desc_size)
+static psdb_hr writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
+                          size_t desc_size)
 {
-    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     uint8_t key[32];
 
@@ -320,7 +351,113 @@ psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t versio
     sqlite3_reset(w->insert);
     sqlite3_clear_bindings(w->insert);
     pthread_mutex_unlock(&w->lock);
-    return psdb__error_ret(hr, err_mark, __func__);
+    return hr;
+}
+
+psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
+                             size_t desc_size)
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(writer_add(w, kind, version, desc, desc_size), err_mark, __func__);
+}
+
+/* ---- D3D12-shaped descriptions: encoded here (desc.h), recorded or hashed ------------------- */
+
+/* One description of `kind` (PSDB_SODB_COMPUTE, _GRAPHICS or _STATE_OBJECT) encoded into *out. */
+static psdb_hr encode(uint32_t kind, const void *desc, psdb__buf *out, const char *what)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!desc)
+        return psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL description", what);
+    if (kind == PSDB_SODB_COMPUTE)
+        hr = psdb__desc_encode_compute(desc, out);
+    else if (kind == PSDB_SODB_GRAPHICS)
+        hr = psdb__desc_encode_graphics(desc, out);
+    else /* a live collection has no recorded key here: the encoder refuses it */
+        hr = psdb__desc_encode_state_object(desc, NULL, out);
+    if (hr == PSDB_E_INVALIDARG)
+        return psdb__error_set(hr,
+                               "%s: a description the SODB encoding cannot hold (a NULL pointer "
+                               "with a count or size, a byte string of 4 GiB or more, an unknown "
+                               "or NULL subobject, an existing collection)",
+                               what);
+    return hr;
+}
+
+static psdb_hr add_desc(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
+                        const char *what)
+{
+    psdb__buf b = {0};
+    psdb_hr hr = PSDB_S_OK;
+    if (!w) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL writer", what);
+        goto cleanup;
+    }
+    hr = encode(kind, desc, &b, what);
+    if (PSDB_SUCCEEDED(hr))
+        hr = writer_add(w, kind, version, b.data, b.len);
+cleanup:
+    psdb__buf_free(&b);
+    return hr;
+}
+
+psdb_hr psdb_sodb_writer_add_compute(psdb_sodb_writer *w, uint64_t version,
+                                     const psdb_compute_pipeline_desc *desc)
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(add_desc(w, PSDB_SODB_COMPUTE, version, desc, __func__), err_mark,
+                           __func__);
+}
+
+psdb_hr psdb_sodb_writer_add_graphics(psdb_sodb_writer *w, uint64_t version,
+                                      const psdb_graphics_pipeline_desc *desc)
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(add_desc(w, PSDB_SODB_GRAPHICS, version, desc, __func__), err_mark,
+                           __func__);
+}
+
+psdb_hr psdb_sodb_writer_add_state_object(psdb_sodb_writer *w, uint64_t version,
+                                          const psdb_state_object_desc *desc)
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(add_desc(w, PSDB_SODB_STATE_OBJECT, version, desc, __func__), err_mark,
+                           __func__);
+}
+
+static psdb_hr desc_key(uint32_t kind, const void *desc, uint8_t out[32], const char *what)
+{
+    psdb__buf b = {0};
+    psdb_hr hr = PSDB_S_OK;
+    if (!out) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL out", what);
+        goto cleanup;
+    }
+    hr = encode(kind, desc, &b, what);
+    if (PSDB_SUCCEEDED(hr))
+        psdb__sha256(b.data, b.len, out);
+cleanup:
+    psdb__buf_free(&b);
+    return hr;
+}
+
+psdb_hr psdb_sodb_compute_key(const psdb_compute_pipeline_desc *desc, uint8_t out[32])
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(desc_key(PSDB_SODB_COMPUTE, desc, out, __func__), err_mark, __func__);
+}
+
+psdb_hr psdb_sodb_graphics_key(const psdb_graphics_pipeline_desc *desc, uint8_t out[32])
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(desc_key(PSDB_SODB_GRAPHICS, desc, out, __func__), err_mark, __func__);
+}
+
+psdb_hr psdb_sodb_state_object_key(const psdb_state_object_desc *desc, uint8_t out[32])
+{
+    const unsigned err_mark = psdb__error_mark();
+    return psdb__error_ret(desc_key(PSDB_SODB_STATE_OBJECT, desc, out, __func__), err_mark,
+                           __func__);
 }
 
 void psdb_sodb_writer_release(psdb_sodb_writer *w)
