@@ -80,7 +80,8 @@ for spec in "$@"; do
         bad "$prog uses libpsdb internals: $(echo "$internal" | head -8 | tr '\n' ' ')"
     used=$(comm -12 "$tmp/needed" "$tmp/public" | wc -l)
     [ "$used" -gt 0 ] || bad "$prog: its objects use no public libpsdb function"
-    echo "tools_public_api_test: $prog's objects use $used public libpsdb functions and no internal"
+    [ -n "$internal" ] || echo "tools_public_api_test: $prog's objects use $used public libpsdb" \
+        "functions and no internal"
 done
 
 # ---- 3. installed binaries -----------------------------------------------------------------------
