@@ -335,41 +335,40 @@ static psdb_hr r_sodb_writer_add_compute(void)
     psdb_compute_pipeline_desc d = {.root_signature = "rs", .root_signature_size = 2};
     return psdb_sodb_writer_add_compute(NULL, 1, &d);
 }
-static psdb_hr r_sodb_writer_add_graphics(void)
+/* Runs fn on a durable writer of a new SODB (the rows that need an open writer). */
+static psdb_hr with_writer(psdb_hr (*fn)(psdb_sodb_writer *w))
 {
     psdb_sodb_writer *w = NULL;
-    char *path = tu_path(g_dir, "add.sodb");
+    char *path = tu_path(g_dir, "rows.sodb");
     psdb_hr hr = psdb_sodb_writer_open(path, &rt_identity, &w);
     if (PSDB_SUCCEEDED(hr))
-        hr = psdb_sodb_writer_add_graphics(w, 1, NULL);
+        hr = fn(w);
     psdb_sodb_writer_release(w);
     free(path);
     return hr;
 }
-static psdb_hr r_sodb_writer_add_state_object(void)
+static psdb_hr add_no_graphics(psdb_sodb_writer *w)
 {
-    psdb_sodb_writer *w = NULL;
-    char *path = tu_path(g_dir, "add.sodb");
+    return psdb_sodb_writer_add_graphics(w, 1, NULL);
+}
+static psdb_hr r_sodb_writer_add_graphics(void)
+{
+    return with_writer(add_no_graphics);
+}
+static psdb_hr add_collection(psdb_sodb_writer *w)
+{
     psdb_existing_collection_desc c = {.collection = NULL};
     psdb_state_subobject sub = {PSDB_SUBOBJECT_EXISTING_COLLECTION, &c};
     psdb_state_object_desc d = {PSDB_STATE_OBJECT_COLLECTION, 1, &sub};
-    psdb_hr hr = psdb_sodb_writer_open(path, &rt_identity, &w);
-    if (PSDB_SUCCEEDED(hr))
-        hr = psdb_sodb_writer_add_state_object(w, 1, &d);
-    psdb_sodb_writer_release(w);
-    free(path);
-    return hr;
+    return psdb_sodb_writer_add_state_object(w, 1, &d);
+}
+static psdb_hr r_sodb_writer_add_state_object(void)
+{
+    return with_writer(add_collection);
 }
 static psdb_hr r_sodb_writer_commit(void)
 {
-    psdb_sodb_writer *w = NULL;
-    char *path = tu_path(g_dir, "commit.sodb");
-    psdb_hr hr = psdb_sodb_writer_open(path, &rt_identity, &w); /* not bulk */
-    if (PSDB_SUCCEEDED(hr))
-        hr = psdb_sodb_writer_commit(w);
-    psdb_sodb_writer_release(w);
-    free(path);
-    return hr;
+    return with_writer(psdb_sodb_writer_commit); /* not a bulk writer */
 }
 static psdb_hr r_sodb_compute_key(void)
 {

@@ -384,17 +384,21 @@ static psdb_hr encode(uint32_t kind, const void *desc, psdb__buf *out, const cha
     return hr;
 }
 
-static psdb_hr add_desc(psdb_sodb_writer *w, uint32_t kind, uint64_t version, const void *desc,
-                        const char *what)
+/* Encodes desc, a description of `kind`; then records it with w at version, or with key non-NULL
+ * writes its object key there instead (w unused). */
+static psdb_hr encode_then(uint32_t kind, const void *desc, psdb_sodb_writer *w, uint64_t version,
+                           uint8_t *key, const char *what)
 {
     psdb__buf b = {0};
     psdb_hr hr = PSDB_S_OK;
-    if (!w) {
+    if (!key && !w) {
         hr = psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL writer", what);
         goto cleanup;
     }
     hr = encode(kind, desc, &b, what);
-    if (PSDB_SUCCEEDED(hr))
+    if (PSDB_SUCCEEDED(hr) && key)
+        psdb__sha256(b.data, b.len, key);
+    else if (PSDB_SUCCEEDED(hr))
         hr = writer_add(w, kind, version, b.data, b.len);
 cleanup:
     psdb__buf_free(&b);
@@ -405,40 +409,31 @@ psdb_hr psdb_sodb_writer_add_compute(psdb_sodb_writer *w, uint64_t version,
                                      const psdb_compute_pipeline_desc *desc)
 {
     const unsigned err_mark = psdb__error_mark();
-    return psdb__error_ret(add_desc(w, PSDB_SODB_COMPUTE, version, desc, __func__), err_mark,
-                           __func__);
+    psdb_hr hr = encode_then(PSDB_SODB_COMPUTE, desc, w, version, NULL, __func__);
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_sodb_writer_add_graphics(psdb_sodb_writer *w, uint64_t version,
                                       const psdb_graphics_pipeline_desc *desc)
 {
     const unsigned err_mark = psdb__error_mark();
-    return psdb__error_ret(add_desc(w, PSDB_SODB_GRAPHICS, version, desc, __func__), err_mark,
-                           __func__);
+    psdb_hr hr = encode_then(PSDB_SODB_GRAPHICS, desc, w, version, NULL, __func__);
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
 psdb_hr psdb_sodb_writer_add_state_object(psdb_sodb_writer *w, uint64_t version,
                                           const psdb_state_object_desc *desc)
 {
     const unsigned err_mark = psdb__error_mark();
-    return psdb__error_ret(add_desc(w, PSDB_SODB_STATE_OBJECT, version, desc, __func__), err_mark,
-                           __func__);
+    psdb_hr hr = encode_then(PSDB_SODB_STATE_OBJECT, desc, w, version, NULL, __func__);
+    return psdb__error_ret(hr, err_mark, __func__);
 }
 
+/* The key calls: out NULL is refused here, as encode_then would take it for a NULL writer. */
 static psdb_hr desc_key(uint32_t kind, const void *desc, uint8_t out[32], const char *what)
 {
-    psdb__buf b = {0};
-    psdb_hr hr = PSDB_S_OK;
-    if (!out) {
-        hr = psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL out", what);
-        goto cleanup;
-    }
-    hr = encode(kind, desc, &b, what);
-    if (PSDB_SUCCEEDED(hr))
-        psdb__sha256(b.data, b.len, out);
-cleanup:
-    psdb__buf_free(&b);
-    return hr;
+    return out ? encode_then(kind, desc, NULL, 0, out, what)
+               : psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL out", what);
 }
 
 psdb_hr psdb_sodb_compute_key(const psdb_compute_pipeline_desc *desc, uint8_t out[32])

@@ -61,6 +61,16 @@ static psdb_hr store(psdb_pipeline_library *lib, const uint8_t key[32], psdb_pip
     return psdb_pipeline_library_store_pipeline(lib, name, p);
 }
 
+/* Makes *b (empty) a buffer of size bytes, for a serializer to fill. */
+static psdb_hr sized(psdb__buf *b, size_t size)
+{
+    b->data = malloc(size ? size : 1);
+    if (!b->data)
+        return PSDB_E_OUTOFMEMORY;
+    b->len = b->cap = size;
+    return PSDB_S_OK;
+}
+
 psdb_hr psdb__baseset_build(psdb_device *dev, const char *sodb_path, psdb__buf *library,
                             psdb__buf *records, psdb__baseset_stats *stats)
 {
@@ -159,24 +169,13 @@ psdb_hr psdb__baseset_build(psdb_device *dev, const char *sodb_path, psdb__buf *
             goto cleanup;
         st.derived++;
     }
-    size_t lib_size = psdb_pipeline_library_get_serialized_size(lib);
-    library->data = malloc(lib_size);
-    if (!library->data) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    library->len = library->cap = lib_size;
-    hr = psdb_pipeline_library_serialize(lib, library->data, lib_size);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    size_t records_size = psdb_derivation_writer_get_serialized_size(drv);
-    records->data = malloc(records_size);
-    if (!records->data) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    records->len = records->cap = records_size;
-    hr = psdb_derivation_writer_serialize(drv, records->data, records_size);
+    hr = sized(library, psdb_pipeline_library_get_serialized_size(lib));
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_pipeline_library_serialize(lib, library->data, library->len);
+    if (PSDB_SUCCEEDED(hr))
+        hr = sized(records, psdb_derivation_writer_get_serialized_size(drv));
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_derivation_writer_serialize(drv, records->data, records->len);
     if (PSDB_FAILED(hr))
         goto cleanup;
     if (stats)
