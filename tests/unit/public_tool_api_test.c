@@ -322,7 +322,15 @@ START_TEST(test_public_tool_api__sodb_compile_reports_progress_and_stops_when_as
     char *never = tu_path(tmpdir, "never.psdb");
     ck_assert_hr(psdb_sodb_compile(sodb, &d, never, NULL), PSDB_E_CANCELLED);
     ck_assert_int_ne(access(never, F_OK), 0);
-    free(old), free(now), free(sodb), free(out), free(never);
+    /* An SODB without entries reports once, 0 of 0, and compiles to an empty PSDB. */
+    char *empty = sodb_of("empty.sodb", 0);
+    memset(&log, 0, sizeof(log));
+    ck_assert_hr(psdb_sodb_compile(empty, &d, never, &st), PSDB_S_OK);
+    ck_assert_int_eq(log.calls, 1);
+    ck_assert_uint_eq(log.done[0], 0);
+    ck_assert_uint_eq(log.total[0], 0);
+    ck_assert_uint_eq(st.pipelines, 0);
+    free(old), free(now), free(sodb), free(out), free(never), free(empty);
 }
 END_TEST
 

@@ -175,9 +175,9 @@ typedef struct psdb_sodb_compile_desc {
     /* Simulated compile cost (psdb_device_desc.compile_ns_per_kib): 0 the default,
      * PSDB_COMPILE_COST_FREE none. */
     uint64_t compile_ns_per_kib;
-    /* Called on the calling thread after every 1000 entries and after the last one, with the
-     * entries read so far and the SODB's number of entries; a non-zero return stops the compile
-     * (PSDB_E_CANCELLED). NULL: none. */
+    /* Called on the calling thread after every 1000 entries and after the last one (an SODB
+     * without entries: once, 0 of 0), with the entries read so far and the SODB's number of
+     * entries; a non-zero return stops the compile (PSDB_E_CANCELLED). NULL: none. */
     int (*progress)(uint64_t done, uint64_t total, void *ctx);
     void *progress_ctx;
 } psdb_sodb_compile_desc;

@@ -222,8 +222,8 @@ psdb_hr psdb_sodb_compile(const char *sodb_path, const psdb_sodb_compile_desc *d
                         (unsigned long long)c.index, psdb_hr_str(hr));
         goto cleanup;
     }
-    /* The last report, unless the last entry made it already. */
-    if (c.index % 1000 != 0 && report_progress(&c, 1) != 0) {
+    /* The last report, unless the last entry made it already (an empty SODB reports 0 of 0). */
+    if ((c.index == 0 || c.index % 1000 != 0) && report_progress(&c, 1) != 0) {
         hr = psdb__error_set(PSDB_E_CANCELLED, "entry %llu: stopped by the progress callback",
                              (unsigned long long)c.index);
         goto cleanup;
