@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # tools_public_api_test.sh - the installed psdb and psdbd use libpsdb the way an outside program
 # does: through the names the public headers declare PSDB_API, plus the shared helpers of
-# client/src/common/, whether they link the shared or the static libpsdb.
-#   1. Sources: every quoted #include of client/tool/ (client/tool/build/ too) names a public
-#      header (psdb/...), a common/ header or a header of the tool itself.
-#   2. Objects (how the binary links does not matter): of the symbols the programs' own objects
-#      leave undefined and neither they nor libpsdb_common.a define, those libpsdb.a defines are
-#      all PSDB_API names. This is what holds a statically linked tool to the public API.
-#   3. Installed binaries (cmake --install into a temporary prefix): one that loads libpsdb.so
+# client/src/common/, whether they link the shared or the static libpsdb. (Their sources' includes
+# are layering_test.sh's: the public headers, common/, their own and the Vulkan component's.)
+#   1. Objects (how the binary links does not matter): of the symbols the programs' own objects
+#      (with the libraries of their own: the tool's build/ and the Vulkan component) leave
+#      undefined and neither they nor libpsdb_common.a define, those libpsdb.a defines are all
+#      PSDB_API names. This is what holds a statically linked tool to the public API.
+#   2. Installed binaries (cmake --install into a temporary prefix): one that loads libpsdb.so
 #      finds the installed one beside it, needs from it only PSDB_API names, and carries no copy
 #      of a PSDB_API function itself (a second psdb_error_last would read another thread-local
 #      message than the library writes).
@@ -37,31 +37,7 @@ grep -hv '^[[:space:]]*#' "$src"/client/include/psdb/*.h | tr '\n' ' ' |
     sort -u >"$tmp/public"
 [ -s "$tmp/public" ] || bad "no PSDB_API declarations under $src/client/include/psdb"
 
-# ---- 1. sources ----------------------------------------------------------------------------------
-# The Vulkan backend's sources still reach the layer's and libpsdb's Vulkan headers until the
-# Vulkan component gives them a stated interface (file:header; each leaves with its include).
-tool_known=(build/vk_backend.c:vk_decode.h build/vk_backend.c:vk_deliver.h
-    build/vk_backend.c:vk_identity.h build/synth_vulkan.c:vk_encode.h)
-while IFS= read -r f; do
-    rel=${f#"$src"/client/tool/}
-    while read -r inc; do
-        case $inc in
-        psdb/*) [ -e "$src/client/include/$inc" ] && continue ;;
-        common/*) [ -e "$src/client/src/$inc" ] && continue ;;
-        build/*) [ -e "$src/client/tool/$inc" ] && continue ;;
-        */*) ;;
-        *) [ -e "$(dirname "$f")/$inc" ] && continue ;;
-        esac
-        [[ " ${tool_known[*]} " == *" $rel:$inc "* ]] && continue
-        bad "client/tool/$rel includes \"$inc\": the tool uses the public headers, common/ and its own headers only"
-    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-done < <(find "$src/client/tool" -name '*.[ch]' | sort)
-for k in "${tool_known[@]}"; do
-    grep -q "#include \"${k#*:}\"" "$src/client/tool/${k%%:*}" 2>/dev/null ||
-        bad "known exception $k no longer exists: remove it from ${0##*/}"
-done
-
-# ---- 2. objects ----------------------------------------------------------------------------------
+# ---- 1. objects ----------------------------------------------------------------------------------
 global='NF == 3 && $2 ~ /^[TDBRVWCiu]$/ {print $3}' # defined, not file-local
 nm --defined-only "$libpsdb_a" 2>/dev/null | awk "$global" | sort -u >"$tmp/libpsdb"
 nm --defined-only "$common_a" 2>/dev/null | awk "$global" | sort -u >"$tmp/common"
@@ -84,7 +60,7 @@ for spec in "$@"; do
         "functions and no internal"
 done
 
-# ---- 3. installed binaries -----------------------------------------------------------------------
+# ---- 2. installed binaries -----------------------------------------------------------------------
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 || {
     cat "$tmp/install.log" >&2
     bad "cmake --install $build failed"
