@@ -6,7 +6,6 @@
 
 #include <jansson.h>
 
-#include "build/compile_sodb.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "vulkan/psdb_vulkan.h"
@@ -97,10 +96,9 @@ int cmd_compile(int argc, char **argv)
     uint64_t cost = PSDB_COMPILE_NS_PER_KIB_DEFAULT;
     int have_abi = 0, json = 0, rc = 1, vulkan = 0;
     uint64_t device = 0;
-    psdb__compile_stats st = {0};
+    psdb_sodb_compile_stats st = {0};
     psdb_file *f = NULL;
     psdb_file_info info = {0};
-    char err[512];
 
     if (tool_wants_help(argc, argv)) {
         usage(stdout);
@@ -193,10 +191,11 @@ int cmd_compile(int argc, char **argv)
     if (tool_bad_name("compile", "--family", family))
         goto cleanup;
 
-    psdb_target t = {family, abi, compiler_version, profile_version};
-    psdb_hr hr = psdb__compile_sodb(sodb, &t, cost, out, &st, err, sizeof(err));
+    psdb_sodb_compile_desc cd = {.target = {family, abi, compiler_version, profile_version},
+                                 .compile_ns_per_kib = cost};
+    psdb_hr hr = psdb_sodb_compile(sodb, &cd, out, &st);
     if (PSDB_FAILED(hr)) {
-        rc = tool_fail("compile", "%s", err[0] ? err : psdb_hr_str(hr));
+        rc = tool_fail("compile", "%s", psdb_error_last());
         goto cleanup;
     }
     hr = psdb_file_open(out, NULL, &f);

@@ -8,6 +8,7 @@
 #   psdbd (server/):    the public API (psdb/) and common/ only; within it, its modules by
 #                       `server_allowed` (store <- value maps <- publish <- http: the store calls
 #                       nothing above it, and only the protocol knows HTTP)
+#   examples/:          the public API only
 # checked on #include lines (quoted ones, and bracketed ones that name a header of client/src/): a
 # file of client/src/<folder>/ may include public headers (psdb/...), headers of its own folder,
 # and headers of the folders listed for it in `allowed`; a file of a folder in `users` what its
@@ -40,15 +41,12 @@ declare -A users=(
     [client/tool]="psdb common build self vulkan/psdb_vulkan.h"
     [client/tool/build]="psdb common build vulkan/psdb_vulkan.h"
     [layer]="psdb self vulkan/psdb_vulkan.h"
+    [examples]="psdb"
 )
 # The tool's remaining uses of library internals (file below client/tool: header), each waiting
-# for a public call (say so when adding one; remove it when the include goes away): the SODB
-# writing, description encoding, planning and derivation records <psdb/sodb.h> is to make public.
-known="build/baseset.c:driver/compiler.h build/baseset.c:format/derivation.h
-build/baseset.c:format/desc.h build/baseset.c:runtime/pipeline_library.h
-build/baseset.h:format/derivation.h build/compile_sodb.c:format/desc.h
-build/compile_sodb.h:driver/compiler.h build/synth.c:format/desc.h build/synth.c:format/sodb.h
-build/synth_vulkan.c:format/sodb.h"
+# for a public call (say so when adding one; remove it when the include goes away). None: the
+# tool writes, compiles and packages SODBs through <psdb/sodb.h> and psdb/derived_pso.h.
+known=""
 known_flat=$(echo $known)
 # psdbd's modules: a file of server/ is the module of its stem (store.c, store.h: store), a file of
 # server/<folder>/ the module of its folder (index, http, admin). A module may include its own
@@ -104,6 +102,7 @@ lib=("$src"/client/src/*/*.[ch])
 tool=("$src"/client/tool/*.[ch] "$src"/client/tool/*/*.[ch])
 server=("$src"/server/*.[ch] "$src"/server/*/*.[ch])
 layer_files=("$src"/layer/*.[ch])
+examples=("$src"/examples/*.[ch])
 
 # Every #include of those files, read once: "file<TAB>header", a bracketed header after a "<".
 scan=$(awk '/^[ \t]*#[ \t]*include[ \t]*["<]/ {
@@ -111,7 +110,7 @@ scan=$(awk '/^[ \t]*#[ \t]*include[ \t]*["<]/ {
     sub(/^[ \t]*#[ \t]*include[ \t]*/, "", l)
     if (substr(l, 1, 1) == "\"") { split(substr(l, 2), a, "\""); print FILENAME "\t" a[1] }
     else { split(substr(l, 2), a, ">"); print FILENAME "\t<" a[1] }
-}' "${lib[@]}" "${tool[@]}" "${server[@]}" "${layer_files[@]}")
+}' "${lib[@]}" "${tool[@]}" "${server[@]}" "${layer_files[@]}" "${examples[@]}")
 
 # A server header: beside the includer, or in server/ or one of its folders (the include path);
 # its path on stdout.
@@ -239,6 +238,8 @@ if [ -z "${LAYERING_PLANTED:-}" ]; then
         'client/src/vulkan/vk_record.c|#include "format/sodb.h"|vulkan may not depend on format'
         'client/src/delivery/install.c|#include "vulkan/psdb_vulkan.h"|delivery may not depend on vulkan'
         'server/main.c|#include "vulkan/psdb_vulkan.h"|server/main.c includes "vulkan/psdb_vulkan.h"'
+        'examples/record_sodb.c|#include "common/buf.h"|examples/record_sodb.c includes "common/buf.h"'
+        'client/tool/build/baseset.c|#include "format/derivation.h"|client/tool/build/baseset.c includes "format/derivation.h"'
         'client/tool/main.c|#include <vulkan/vulkan.h>|client/tool/main.c includes a vulkan header'
         'layer/CMakeLists.txt|target_sources(psdb_build PRIVATE vk_decode.c)|the layer'"'"'s build compiles only layer/'
         'CMakeLists.txt|add_library(x STATIC ${CMAKE_SOURCE_DIR}/layer/vk_layer.c)|only layer/CMakeLists.txt compiles a source of layer/'
@@ -248,7 +249,7 @@ if [ -z "${LAYERING_PLANTED:-}" ]; then
     )
     copy=$(mktemp -d)
     mkdir -p "$copy/tests"
-    if cp -r "$src/client" "$src/layer" "$src/server" "$src/CMakeLists.txt" "$copy/"; then
+    if cp -r "$src/client" "$src/layer" "$src/server" "$src/examples" "$src/CMakeLists.txt" "$copy/"; then
         for p in "${plants[@]}"; do
             IFS='|' read -r file line expect <<<"$p"
             printf '%s\n' "$line" >>"$copy/$file"

@@ -4,6 +4,7 @@
 #include "rt_fixture.h"
 
 #include "build/baseset.h"
+#include "format/derivation.h"
 #include "format/desc.h"
 #include "build/synth.h"
 

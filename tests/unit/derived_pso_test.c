@@ -299,6 +299,151 @@ START_TEST(test_derived_pso__V4_seed_example_3_write_mask_widens)
 }
 END_TEST
 
+/* ---- Building a base set: base keys, diffs, records --------------------------------------------
+ */
+
+START_TEST(test_derived_pso__base_set_diff_and_records_derive_the_recorded_pso)
+{
+    psdb_device *dev = device(NULL);
+    rt_graphics g;
+    psdb_pipeline *base = base_pso(dev, &g, PSDB_FORMAT_R8G8B8A8_UNORM, 4, 0);
+    psdb_graphics_pipeline_desc variant = g.desc;
+    variant.depth_stencil.depth_enable = 1;
+    variant.depth_stencil.depth_func = 4;
+    variant.rasterizer.slope_scaled_depth_bias = -0.0f; /* differs from 0.0 by its bits only */
+    variant.sample_mask = 0x5;
+    uint8_t kb[32], kv[32], key_base[32], key_variant[32];
+    psdb_derivation d, back;
+    psdb_derivation_writer *w = NULL;
+    /* One base for both: they differ in derivable states only. */
+    ck_assert_hr(psdb_derivation_base_key(&g.desc, kb), PSDB_S_OK);
+    ck_assert_hr(psdb_derivation_base_key(&variant, kv), PSDB_S_OK);
+    ck_assert_mem_eq(kb, kv, 32);
+    /* The states that differ, in type order; the keys are the caller's. */
+    memset(&d, 0xEE, sizeof(d));
+    ck_assert_hr(psdb_derivation_diff(&g.desc, &variant, &d), PSDB_S_OK);
+    ck_assert_uint_eq(d.count, 3);
+    ck_assert_uint_eq(d.descs[0].type, PSDB_DERIVED_STATE_DEPTH_STENCIL);
+    ck_assert_uint_eq(d.descs[1].type, PSDB_DERIVED_STATE_RASTERIZER);
+    ck_assert_uint_eq(d.descs[2].type, PSDB_DERIVED_STATE_SAMPLE_MASK);
+    ck_assert_uint_eq(d.key[0], 0xEE);
+    psdb_derivation none;
+    ck_assert_hr(psdb_derivation_diff(&g.desc, &g.desc, &none), PSDB_S_OK);
+    ck_assert_uint_eq(none.count, 0);
+    /* Written, read back by the records reader, and derived: the PSO is the variant. */
+    ck_assert_hr(psdb_sodb_graphics_key(&g.desc, key_base), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_graphics_key(&variant, key_variant), PSDB_S_OK);
+    memcpy(d.key, key_variant, 32);
+    memcpy(d.base_key, key_base, 32);
+    ck_assert_hr(psdb_derivation_writer_create(&w), PSDB_S_OK);
+    ck_assert_hr(psdb_derivation_writer_add_base(w, key_base), PSDB_S_OK);
+    ck_assert_hr(psdb_derivation_writer_add(w, &d), PSDB_S_OK);
+    size_t size = psdb_derivation_writer_get_serialized_size(w);
+    ck_assert_uint_eq(size, 32 + 32 + 40 + 4 * (14 + 11 + 1));
+    uint8_t *blob = malloc(size);
+    ck_assert_hr(psdb_derivation_writer_serialize(w, blob, size), PSDB_S_OK);
+    uint32_t count = 0;
+    size_t cursor = 0;
+    ck_assert_hr(psdb_derivation_records_validate(blob, size, &count), PSDB_S_OK);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_hr(psdb_derivation_records_next(blob, size, &cursor, &back), PSDB_S_OK);
+    ck_assert_mem_eq(back.key, key_variant, 32);
+    ck_assert_mem_eq(back.base_key, key_base, 32);
+    ck_assert_uint_eq(back.count, 3);
+    psdb_pipeline *p = NULL;
+    ck_assert_hr(
+        psdb_device_create_derived_graphics_pipeline(dev, base, back.count, back.descs, &p),
+        PSDB_S_OK);
+    assert_described_by(dev, p, &variant, &g.desc);
+    ck_assert_hr(psdb_derivation_records_next(blob, size, &cursor, &back), PSDB_S_FALSE);
+    free(blob);
+    psdb_derivation_writer_release(w);
+    psdb_pipeline_release(p);
+    psdb_pipeline_release(base);
+    psdb_device_release(dev);
+}
+END_TEST
+
+START_TEST(test_derived_pso__base_set_base_key_keeps_other_exports_apart)
+{
+    rt_graphics g;
+    rt_graphics_init(&g, 0, NULL);
+    psdb_graphics_pipeline_desc d = g.desc;
+    uint8_t k0[32], k1[32];
+    ck_assert_hr(psdb_derivation_base_key(&g.desc, k0), PSDB_S_OK);
+    /* Each derivable state alone keeps the base. */
+    d.blend.render_target[0].logic_op = 3;
+    d.rasterizer.cull_mode = 1;
+    d.shader_limits.max_waves_per_cu = 4;
+    ck_assert_hr(psdb_derivation_base_key(&d, k1), PSDB_S_OK);
+    ck_assert_mem_eq(k0, k1, 32);
+    /* Blending a unorm target needs a float export (V3): a derivation would fail V4. */
+    d.blend.render_target[0].blend_enable = 1;
+    ck_assert_hr(psdb_derivation_base_key(&d, k1), PSDB_S_OK);
+    ck_assert_mem_ne(k0, k1, 32);
+    /* What a derivation cannot change: another pixel shader, another depth format. */
+    d = g.desc;
+    d.ps.size--;
+    ck_assert_hr(psdb_derivation_base_key(&d, k1), PSDB_S_OK);
+    ck_assert_mem_ne(k0, k1, 32);
+    d = g.desc;
+    d.dsv_format = PSDB_FORMAT_D32_FLOAT;
+    ck_assert_hr(psdb_derivation_base_key(&d, k1), PSDB_S_OK);
+    ck_assert_mem_ne(k0, k1, 32);
+    ck_assert_hr(psdb_derivation_base_key(NULL, k1), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_base_key(&d, NULL), PSDB_E_INVALIDARG);
+    d.vs.code = NULL; /* with a size: no encoding holds it */
+    ck_assert_hr(psdb_derivation_base_key(&d, k1), PSDB_E_INVALIDARG);
+}
+END_TEST
+
+START_TEST(test_derived_pso__base_set_records_writer_refuses_bad_input)
+{
+    psdb_derivation_writer *w = NULL;
+    static const uint8_t a[32] = {1}, b[32] = {2};
+    psdb_derivation d;
+    memset(&d, 0, sizeof(d));
+    memcpy(d.key, b, 32);
+    memcpy(d.base_key, a, 32);
+    ck_assert_hr(psdb_derivation_writer_create(NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_writer_create(&w), PSDB_S_OK);
+    ck_assert_hr(psdb_derivation_writer_add(w, &d), PSDB_E_NOT_FOUND); /* no base yet */
+    ck_assert_hr(psdb_derivation_writer_add_base(w, a), PSDB_S_OK);
+    ck_assert_hr(psdb_derivation_writer_add_base(w, a), PSDB_E_ALREADY_EXISTS);
+    ck_assert_hr(psdb_derivation_writer_add_base(w, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_writer_add_base(NULL, b), PSDB_E_INVALIDARG);
+    d.count = 2;
+    d.descs[0].type = PSDB_DERIVED_STATE_BLEND;
+    d.descs[1].type = PSDB_DERIVED_STATE_RASTERIZER; /* out of order */
+    ck_assert_hr(psdb_derivation_writer_add(w, &d), PSDB_E_INVALIDARG);
+    d.descs[1].type = PSDB_DERIVED_STATE_BLEND; /* twice */
+    ck_assert_hr(psdb_derivation_writer_add(w, &d), PSDB_E_INVALIDARG);
+    d.count = 1;
+    d.descs[0].type = 5; /* no such state */
+    ck_assert_hr(psdb_derivation_writer_add(w, &d), PSDB_E_INVALIDARG);
+    d.count = 6;
+    ck_assert_hr(psdb_derivation_writer_add(w, &d), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_writer_add(w, NULL), PSDB_E_INVALIDARG);
+    memcpy(d.base_key, b, 32); /* a key that is no base */
+    d.count = 0;
+    ck_assert_hr(psdb_derivation_writer_add(w, &d), PSDB_E_NOT_FOUND);
+    /* Nothing of the refused calls was added: one base, no record. */
+    size_t size = psdb_derivation_writer_get_serialized_size(w);
+    ck_assert_uint_eq(size, 32 + 32);
+    uint8_t blob[64];
+    uint32_t count = 9;
+    ck_assert_hr(psdb_derivation_writer_serialize(w, blob, size - 1), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_writer_serialize(w, NULL, size), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_derivation_writer_serialize(w, blob, size), PSDB_S_OK);
+    ck_assert_hr(psdb_derivation_records_validate(blob, size, &count), PSDB_S_OK);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_uint_eq(psdb_derivation_writer_get_serialized_size(NULL), 0);
+    ck_assert_hr(psdb_derivation_diff(NULL, NULL, &d), PSDB_E_INVALIDARG);
+    psdb_derivation_writer_release(w);
+    psdb_derivation_writer_release(NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("derived_pso");
@@ -309,6 +454,9 @@ int main(void)
     tcase_add_test(tc, test_derived_pso__V4_seed_example_1_blend_needs_alpha);
     tcase_add_test(tc, test_derived_pso__V4_seed_example_2_blend_needs_float);
     tcase_add_test(tc, test_derived_pso__V4_seed_example_3_write_mask_widens);
+    tcase_add_test(tc, test_derived_pso__base_set_diff_and_records_derive_the_recorded_pso);
+    tcase_add_test(tc, test_derived_pso__base_set_base_key_keeps_other_exports_apart);
+    tcase_add_test(tc, test_derived_pso__base_set_records_writer_refuses_bad_input);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

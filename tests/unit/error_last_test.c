@@ -324,6 +324,123 @@ static psdb_hr r_sodb_decode(void)
     return DROP(psdb_sodb_entry_release,
                 psdb_sodb_decode(PSDB_SODB_COMPUTE, garbage, sizeof(garbage), &out_));
 }
+static psdb_hr r_sodb_writer_open_ex(void)
+{
+    OUT(psdb_sodb_writer);
+    return DROP(psdb_sodb_writer_release,
+                psdb_sodb_writer_open_ex(g_garbage, &rt_identity, 0x80, &out_));
+}
+static psdb_hr r_sodb_writer_add_compute(void)
+{
+    psdb_compute_pipeline_desc d = {.root_signature = "rs", .root_signature_size = 2};
+    return psdb_sodb_writer_add_compute(NULL, 1, &d);
+}
+/* Runs fn on a durable writer of a new SODB (the rows that need an open writer). */
+static psdb_hr with_writer(psdb_hr (*fn)(psdb_sodb_writer *w))
+{
+    psdb_sodb_writer *w = NULL;
+    char *path = tu_path(g_dir, "rows.sodb");
+    psdb_hr hr = psdb_sodb_writer_open(path, &rt_identity, &w);
+    if (PSDB_SUCCEEDED(hr))
+        hr = fn(w);
+    psdb_sodb_writer_release(w);
+    free(path);
+    return hr;
+}
+static psdb_hr add_no_graphics(psdb_sodb_writer *w)
+{
+    return psdb_sodb_writer_add_graphics(w, 1, NULL);
+}
+static psdb_hr r_sodb_writer_add_graphics(void)
+{
+    return with_writer(add_no_graphics);
+}
+static psdb_hr add_collection(psdb_sodb_writer *w)
+{
+    psdb_existing_collection_desc c = {.collection = NULL};
+    psdb_state_subobject sub = {PSDB_SUBOBJECT_EXISTING_COLLECTION, &c};
+    psdb_state_object_desc d = {PSDB_STATE_OBJECT_COLLECTION, 1, &sub};
+    return psdb_sodb_writer_add_state_object(w, 1, &d);
+}
+static psdb_hr r_sodb_writer_add_state_object(void)
+{
+    return with_writer(add_collection);
+}
+static psdb_hr r_sodb_writer_commit(void)
+{
+    return with_writer(psdb_sodb_writer_commit); /* not a bulk writer */
+}
+static psdb_hr r_sodb_compute_key(void)
+{
+    uint8_t key[32];
+    return psdb_sodb_compute_key(NULL, key);
+}
+static psdb_hr r_sodb_graphics_key(void)
+{
+    psdb_graphics_pipeline_desc d = {.root_signature = "rs", .root_signature_size = 2};
+    return psdb_sodb_graphics_key(&d, NULL);
+}
+static psdb_hr r_sodb_state_object_key(void)
+{
+    uint8_t key[32];
+    psdb_state_object_desc d = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 1, NULL};
+    return psdb_sodb_state_object_key(&d, key);
+}
+static psdb_hr r_sodb_compile(void)
+{
+    psdb_sodb_compile_desc d = {.target = {.family = "f", .abi_version = 1}};
+    char *out = tu_path(g_dir, "out.psdb");
+    psdb_hr hr = psdb_sodb_compile(g_missing, &d, out, NULL);
+    free(out);
+    return hr;
+}
+static psdb_hr r_derivation_base_key(void)
+{
+    uint8_t key[32];
+    return psdb_derivation_base_key(NULL, key);
+}
+static psdb_hr r_derivation_diff(void)
+{
+    psdb_graphics_pipeline_desc d = {0};
+    psdb_derivation out;
+    return psdb_derivation_diff(&d, NULL, &out);
+}
+static psdb_hr r_derivation_writer_create(void)
+{
+    return psdb_derivation_writer_create(NULL);
+}
+static psdb_hr r_derivation_writer_add_base(void)
+{
+    psdb_derivation_writer *w = NULL;
+    static const uint8_t key[32] = {1};
+    psdb_hr hr = psdb_derivation_writer_create(&w);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_derivation_writer_add_base(w, key);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_derivation_writer_add_base(w, key);
+    psdb_derivation_writer_release(w);
+    return hr;
+}
+static psdb_hr r_derivation_writer_add(void)
+{
+    psdb_derivation_writer *w = NULL;
+    psdb_derivation d = {.key = {1}, .base_key = {2}};
+    psdb_hr hr = psdb_derivation_writer_create(&w);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_derivation_writer_add(w, &d);
+    psdb_derivation_writer_release(w);
+    return hr;
+}
+static psdb_hr r_derivation_writer_serialize(void)
+{
+    psdb_derivation_writer *w = NULL;
+    uint8_t small[8];
+    psdb_hr hr = psdb_derivation_writer_create(&w);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_derivation_writer_serialize(w, small, sizeof(small));
+    psdb_derivation_writer_release(w);
+    return hr;
+}
 static psdb_hr r_statement_encode(void)
 {
     size_t n = 0;
@@ -726,6 +843,21 @@ static const row rows[] = {
     {"psdb_sodb_get_identity", r_sodb_get_identity, "psdb_sodb_get_identity"},
     {"psdb_sodb_foreach", r_sodb_foreach, "psdb_sodb_foreach"},
     {"psdb_sodb_decode", r_sodb_decode, "malformed compute"},
+    {"psdb_sodb_writer_open_ex", r_sodb_writer_open_ex, "unknown flags"},
+    {"psdb_sodb_writer_add_compute", r_sodb_writer_add_compute, "NULL writer"},
+    {"psdb_sodb_writer_add_graphics", r_sodb_writer_add_graphics, "NULL description"},
+    {"psdb_sodb_writer_add_state_object", r_sodb_writer_add_state_object, "existing collection"},
+    {"psdb_sodb_writer_commit", r_sodb_writer_commit, "no bulk transaction"},
+    {"psdb_sodb_compute_key", r_sodb_compute_key, "NULL description"},
+    {"psdb_sodb_graphics_key", r_sodb_graphics_key, "NULL out"},
+    {"psdb_sodb_state_object_key", r_sodb_state_object_key, "cannot hold"},
+    {"psdb_sodb_compile", r_sodb_compile, "cannot open SODB"},
+    {"psdb_derivation_base_key", r_derivation_base_key, "NULL argument"},
+    {"psdb_derivation_diff", r_derivation_diff, "NULL argument"},
+    {"psdb_derivation_writer_create", r_derivation_writer_create, "NULL out"},
+    {"psdb_derivation_writer_add_base", r_derivation_writer_add_base, "a base already"},
+    {"psdb_derivation_writer_add", r_derivation_writer_add, "no base of the writer"},
+    {"psdb_derivation_writer_serialize", r_derivation_writer_serialize, "smaller than"},
     {"psdb_statement_encode", r_statement_encode, "NULL st"},
     {"psdb_keygen", r_keygen, "empty key file"},
     {"psdb_key_load", r_key_load, "missing.file: cannot open"},

@@ -1,6 +1,7 @@
 /* public_tool_api_test.c - the public calls the psdb tool uses instead of library internals:
- * psdb_file_kind (inspect), psdb_sodb_decode (replay) and psdb_client_publish (publish), with NULL
- * arguments and bad input. The upload itself is covered against psdbd by server_api_test. */
+ * psdb_file_kind (inspect), psdb_sodb_decode (replay), psdb_sodb_compile (compile) and
+ * psdb_client_publish (publish), with NULL arguments and bad input. The upload itself is covered
+ * against psdbd by server_api_test. */
 #include "testutil.h"
 
 #include <arpa/inet.h>
@@ -232,6 +233,141 @@ START_TEST(test_public_tool_api__sodb_decode_refuses_null_wrong_kind_and_bad_byt
 }
 END_TEST
 
+/* ---- psdb_sodb_compile
+ * ---------------------------------------------------------------------------
+ */
+
+/* An SODB of n compute pipelines, each with its own shader, written through a bulk writer. */
+static char *sodb_of(const char *name, uint32_t n)
+{
+    char *path = tu_path(tmpdir, name);
+    psdb_sodb_writer *w = NULL;
+    ck_assert_hr(psdb_sodb_writer_open_ex(path, &identity, PSDB_SODB_WRITER_BULK, &w), PSDB_S_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t cs[4] = {0xC5, i, i * 7u, 0xC5};
+        psdb_compute_pipeline_desc d = {RS, sizeof(RS), {cs, sizeof(cs)}, NULL};
+        ck_assert_hr(psdb_sodb_writer_add_compute(w, 1, &d), PSDB_S_OK);
+    }
+    ck_assert_hr(psdb_sodb_writer_commit(w), PSDB_S_OK);
+    psdb_sodb_writer_release(w);
+    return path;
+}
+
+typedef struct progress_log {
+    int calls;
+    uint64_t done[8], total[8];
+    uint64_t stop_at; /* 0: never */
+} progress_log;
+
+static int on_progress(uint64_t done, uint64_t total, void *ctx)
+{
+    progress_log *l = ctx;
+    if (l->calls < 8) {
+        l->done[l->calls] = done;
+        l->total[l->calls] = total;
+    }
+    l->calls++;
+    return l->stop_at && done >= l->stop_at;
+}
+
+static int count_groups(const void *key, size_t key_size, uint64_t version, uint32_t n, void *ctx)
+{
+    (void)key, (void)key_size, (void)version, (void)n;
+    (*(uint64_t *)ctx)++;
+    return 0;
+}
+
+START_TEST(test_public_tool_api__sodb_compile_reports_progress_and_stops_when_asked)
+{
+    char *sodb = sodb_of("many.sodb", 2500), *out = tu_path(tmpdir, "many.psdb");
+    progress_log log = {0};
+    psdb_sodb_compile_desc d = {.target = {.family = "test-family", .abi_version = 3},
+                                .compile_ns_per_kib = PSDB_COMPILE_COST_FREE,
+                                .progress = on_progress,
+                                .progress_ctx = &log};
+    psdb_sodb_compile_stats st = {0};
+    psdb_file *f = NULL;
+    uint64_t groups = 0;
+
+    ck_assert_hr(psdb_sodb_compile(sodb, &d, out, &st), PSDB_S_OK);
+    ck_assert_int_eq(log.calls, 3);
+    ck_assert_uint_eq(log.done[0], 1000);
+    ck_assert_uint_eq(log.done[1], 2000);
+    ck_assert_uint_eq(log.done[2], 2500);
+    ck_assert_uint_eq(log.total[0], 2500);
+    ck_assert_uint_eq(log.total[2], 2500);
+    ck_assert_uint_eq(st.pipelines, 2500);
+    ck_assert_uint_eq(st.compute, 2500);
+    ck_assert_uint_eq(st.units, 2 * 2500);
+    ck_assert_hr(psdb_file_open(out, NULL, &f), PSDB_S_OK);
+    ck_assert_hr(psdb_file_foreach_group(f, count_groups, &groups), PSDB_S_OK);
+    ck_assert_uint_eq(groups, 2500);
+    psdb_file_release(f);
+
+    /* Stopped at the second report: nothing written, the old output stays as it was. */
+    size_t before = 0, after = 0;
+    char *old = tu_read_file(out, &before);
+    memset(&log, 0, sizeof(log));
+    log.stop_at = 2000;
+    ck_assert_hr(psdb_sodb_compile(sodb, &d, out, &st), PSDB_E_CANCELLED);
+    ck_assert_msg(strstr(psdb_error_last(), "entry 2000: stopped by the progress callback"), "%s",
+                  psdb_error_last());
+    ck_assert_int_eq(log.calls, 2);
+    char *now = tu_read_file(out, &after);
+    ck_assert_uint_eq(before, after);
+    ck_assert_mem_eq(old, now, before);
+    /* At the last report too (a count that is no multiple of 1000). */
+    memset(&log, 0, sizeof(log));
+    log.stop_at = 2500;
+    char *never = tu_path(tmpdir, "never.psdb");
+    ck_assert_hr(psdb_sodb_compile(sodb, &d, never, NULL), PSDB_E_CANCELLED);
+    ck_assert_int_ne(access(never, F_OK), 0);
+    /* An SODB without entries reports once, 0 of 0, and compiles to an empty PSDB. */
+    char *empty = sodb_of("empty.sodb", 0);
+    memset(&log, 0, sizeof(log));
+    ck_assert_hr(psdb_sodb_compile(empty, &d, never, &st), PSDB_S_OK);
+    ck_assert_int_eq(log.calls, 1);
+    ck_assert_uint_eq(log.done[0], 0);
+    ck_assert_uint_eq(log.total[0], 0);
+    ck_assert_uint_eq(st.pipelines, 0);
+    free(old), free(now), free(sodb), free(out), free(never), free(empty);
+}
+END_TEST
+
+START_TEST(test_public_tool_api__sodb_compile_refuses_null_vulkan_and_bad_targets)
+{
+    char *sodb = sodb_of("one.sodb", 1), *out = tu_path(tmpdir, "out.psdb");
+    char *vk = tu_path(tmpdir, "vk.sodb"), *missing = tu_path(tmpdir, "missing.sodb");
+    psdb_sodb_compile_desc d = {.target = {.family = "test-family", .abi_version = 3}};
+    psdb_sodb_writer *w = NULL;
+    static const uint8_t vkcp[16] = "VKCP\1\0\0\0\0\0\0\0spv";
+
+    ck_assert_hr(psdb_sodb_compile(NULL, &d, out, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_compile(sodb, NULL, out, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_compile(sodb, &d, NULL, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_compile(missing, &d, out, NULL), PSDB_E_IO);
+    ck_assert_msg(strstr(psdb_error_last(), "cannot open SODB"), "%s", psdb_error_last());
+    /* Targets the PSDB writer refuses. */
+    d.target.abi_version = 0;
+    ck_assert_hr(psdb_sodb_compile(sodb, &d, out, NULL), PSDB_E_INVALIDARG);
+    ck_assert_msg(strstr(psdb_error_last(), "cannot create"), "%s", psdb_error_last());
+    d.target.abi_version = 3;
+    d.target.family = NULL;
+    ck_assert_hr(psdb_sodb_compile(sodb, &d, out, NULL), PSDB_E_INVALIDARG);
+    d.target.family = "test-family";
+    /* A Vulkan entry is for a Vulkan driver: named, refused, no output. */
+    ck_assert_hr(psdb_sodb_writer_open(vk, &identity, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_VK_COMPUTE, 1, vkcp, sizeof(vkcp)), PSDB_S_OK);
+    psdb_sodb_writer_release(w);
+    ck_assert_hr(psdb_sodb_compile(vk, &d, out, NULL), PSDB_E_INVALIDARG);
+    ck_assert_msg(strstr(psdb_error_last(), "entry 1 (key ") &&
+                      strstr(psdb_error_last(), "--backend vulkan"),
+                  "%s", psdb_error_last());
+    ck_assert_int_ne(access(out, F_OK), 0);
+    free(sodb), free(out), free(vk), free(missing);
+}
+END_TEST
+
 /* ---- psdb_client_publish ------------------------------------------------------------------------
  */
 
@@ -395,6 +531,8 @@ int main(void)
     tcase_add_test(tc, test_public_tool_api__file_kind_null_missing_and_directory_fail);
     tcase_add_test(tc, test_public_tool_api__sodb_decode_fills_the_member_of_its_kind);
     tcase_add_test(tc, test_public_tool_api__sodb_decode_refuses_null_wrong_kind_and_bad_bytes);
+    tcase_add_test(tc, test_public_tool_api__sodb_compile_reports_progress_and_stops_when_asked);
+    tcase_add_test(tc, test_public_tool_api__sodb_compile_refuses_null_vulkan_and_bad_targets);
     tcase_add_test(tc, test_public_tool_api__publish_refuses_null_arguments);
     tcase_add_test(tc, test_public_tool_api__publish_names_a_bad_key_file_and_a_bad_psdb);
     tcase_add_test(tc, test_public_tool_api__publish_honours_the_clients_timeout_and_retries);

@@ -1,5 +1,5 @@
 /* sodb_test.c - the SODB container: header, entries in order, duplicates, validation, threads. */
-#include "testutil.h"
+#include "rt_fixture.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -414,6 +414,303 @@ START_TEST(test_sodb__two_writers_one_file)
 }
 END_TEST
 
+/* ---- The typed adds of psdb/sodb.h ------------------------------------------------------------
+ */
+
+/* The entries of the SODB at path (the first 16), with their bytes. */
+typedef struct entries {
+    int n;
+    uint32_t kinds[16];
+    uint64_t versions[16];
+    uint8_t keys[16][32];
+    psdb__buf bytes[16];
+} entries;
+
+static int keep_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
+                      size_t size, void *ctx)
+{
+    entries *e = ctx;
+    e->kinds[e->n] = kind;
+    e->versions[e->n] = version;
+    memcpy(e->keys[e->n], key, 32);
+    psdb__buf_append(&e->bytes[e->n], desc, size);
+    e->n++;
+    return e->n == 16; /* the first 16 are kept */
+}
+
+static void read_entries(const char *path, entries *out)
+{
+    psdb_sodb *s = NULL;
+    memset(out, 0, sizeof(*out));
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    psdb_hr hr = psdb_sodb_foreach(s, keep_entry, out);
+    ck_assert(hr == PSDB_S_OK || (hr == PSDB_S_FALSE && out->n == 16));
+    psdb_sodb_release(s);
+}
+
+static void free_entries(entries *e)
+{
+    for (int i = 0; i < e->n; i++)
+        psdb__buf_free(&e->bytes[i]);
+}
+
+START_TEST(test_sodb__typed_adds_record_what_a_device_captures)
+{
+    char *dir = tu_mkdtemp(), *captured = tu_path(dir, "captured.sodb");
+    char *recorded = tu_path(dir, "recorded.sodb");
+    psdb_device_desc dd = {.adapter = rt_adapter(),
+                           .identity = &rt_identity,
+                           .capture_sodb_path = captured,
+                           .compile_ns_per_kib = PSDB_COMPILE_COST_FREE};
+    psdb_device *dev = NULL;
+    psdb_pipeline *p = NULL;
+    psdb_state_object *so = NULL;
+    psdb_sodb_writer *w = NULL;
+    rt_compute c;
+    rt_graphics g;
+    rt_state_object rt;
+    entries a, b;
+    uint8_t key[32];
+    rt_compute_init(&c, 1, NULL);
+    rt_graphics_init(&g, 2, NULL);
+    g.desc.blend.render_target[0].render_target_write_mask = PSDB_COLOR_WRITE_ENABLE_RED;
+    g.desc.rasterizer.depth_bias_clamp = -0.0f; /* a float kept by its bits */
+    rt_state_object_init(&rt, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 3, NULL, NULL);
+
+    ck_assert_hr(psdb_device_create(&dd, &dev), PSDB_S_OK);
+    ck_assert_hr(psdb_device_create_compute_pipeline(dev, &c.desc, &p), PSDB_S_OK);
+    psdb_pipeline_release(p);
+    ck_assert_hr(psdb_device_create_graphics_pipeline(dev, &g.desc, &p), PSDB_S_OK);
+    psdb_pipeline_release(p);
+    ck_assert_hr(psdb_device_create_state_object(dev, &rt.desc, &so), PSDB_S_OK);
+    psdb_state_object_release(so);
+    psdb_device_release(dev);
+
+    /* The same creations recorded by an engine through the public calls. */
+    ck_assert_hr(psdb_sodb_writer_open(recorded, &rt_identity, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add_compute(w, 1, &c.desc), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add_graphics(w, 1, &g.desc), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add_state_object(w, 1, &rt.desc), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_add_graphics(w, 1, &g.desc), PSDB_S_FALSE);
+    ck_assert_hr(psdb_sodb_writer_add_graphics(w, 7, &g.desc), PSDB_S_OK); /* another version */
+    psdb_sodb_writer_release(w);
+
+    read_entries(captured, &a);
+    read_entries(recorded, &b);
+    ck_assert_int_eq(a.n, 3);
+    ck_assert_int_eq(b.n, 4);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_eq(a.kinds[i], b.kinds[i]);
+        ck_assert_uint_eq(a.versions[i], b.versions[i]);
+        ck_assert_mem_eq(a.keys[i], b.keys[i], 32);
+        ck_assert_uint_eq(a.bytes[i].len, b.bytes[i].len);
+        ck_assert_mem_eq(a.bytes[i].data, b.bytes[i].data, a.bytes[i].len);
+    }
+    ck_assert_uint_eq(b.versions[3], 7);
+    /* The key calls name the entries, and the group a PSDB stores each under (the planner's). */
+    psdb__plan plan = {0};
+    ck_assert_hr(psdb_sodb_compute_key(&c.desc, key), PSDB_S_OK);
+    ck_assert_mem_eq(key, a.keys[0], 32);
+    ck_assert_hr(psdb_sodb_graphics_key(&g.desc, key), PSDB_S_OK);
+    ck_assert_mem_eq(key, a.keys[1], 32);
+    ck_assert_hr(psdb__plan_graphics(&g.desc, &plan), PSDB_S_OK);
+    ck_assert_mem_eq(key, plan.group_key, 32);
+    psdb__plan_free(&plan);
+    ck_assert_hr(psdb_sodb_state_object_key(&rt.desc, key), PSDB_S_OK);
+    ck_assert_mem_eq(key, a.keys[2], 32);
+    /* A decoded entry is the description again: its key is the entry's. */
+    psdb_sodb_entry *e = NULL;
+    ck_assert_hr(psdb_sodb_decode(b.kinds[1], b.bytes[1].data, b.bytes[1].len, &e), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_graphics_key(e->graphics, key), PSDB_S_OK);
+    ck_assert_mem_eq(key, b.keys[1], 32);
+    psdb_sodb_entry_release(e);
+    free_entries(&a);
+    free_entries(&b);
+    tu_rmtree(dir);
+    free(captured);
+    free(recorded);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_sodb__typed_adds_refuse_what_the_encoding_cannot_hold)
+{
+    char *dir = tu_mkdtemp(), *path = tu_path(dir, "app.sodb");
+    psdb_app_identity id = identity("Game");
+    psdb_sodb_writer *w = NULL;
+    psdb_sodb *s = NULL;
+    rt_compute c;
+    rt_graphics g;
+    rt_state_object rt;
+    uint64_t n = 1;
+    uint8_t key[32];
+    rt_compute_init(&c, 1, NULL);
+    rt_graphics_init(&g, 1, NULL);
+    /* A collection is a run-time object: the SODB cannot name it. The handle is never read. */
+    rt_state_object_init(&rt, PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, 1, NULL,
+                         (psdb_state_object *)&rt);
+    ck_assert_hr(psdb_sodb_writer_open(path, &id, &w), PSDB_S_OK);
+
+    ck_assert_hr(psdb_sodb_writer_add_compute(NULL, 1, &c.desc), PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "NULL writer"));
+    ck_assert_hr(psdb_sodb_writer_add_compute(w, 1, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_writer_add_graphics(w, 1, NULL), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_writer_add_state_object(w, 1, NULL), PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "NULL description"));
+    ck_assert_hr(psdb_sodb_writer_add_state_object(w, 1, &rt.desc), PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "existing collection"));
+    ck_assert_hr(psdb_sodb_state_object_key(&rt.desc, key), PSDB_E_INVALIDARG);
+    c.desc.cs.code = NULL; /* with a size */
+    ck_assert_hr(psdb_sodb_writer_add_compute(w, 1, &c.desc), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_compute_key(&c.desc, key), PSDB_E_INVALIDARG);
+    g.desc.input_layout.num_elements = 2; /* elements NULL */
+    ck_assert_hr(psdb_sodb_writer_add_graphics(w, 1, &g.desc), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_graphics_key(&g.desc, key), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_graphics_key(NULL, key), PSDB_E_INVALIDARG);
+    rt_graphics_init(&g, 1, NULL);
+    ck_assert_hr(psdb_sodb_graphics_key(&g.desc, NULL), PSDB_E_INVALIDARG);
+    psdb_sodb_writer_release(w);
+
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    ck_assert_hr(psdb__sodb_count(s, &n), PSDB_S_OK);
+    ck_assert_uint_eq(n, 0); /* nothing was recorded */
+    psdb_sodb_release(s);
+    tu_rmtree(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+/* Writes the same three descriptions through a bulk writer; returns it uncommitted. */
+static psdb_sodb_writer *bulk_three(const char *path)
+{
+    psdb_app_identity id = identity("Game");
+    psdb_sodb_writer *w = NULL;
+    rt_compute c;
+    ck_assert_hr(psdb_sodb_writer_open_ex(path, &id, PSDB_SODB_WRITER_BULK, &w), PSDB_S_OK);
+    for (int i = 0; i < 3; i++) {
+        rt_compute_init(&c, i, NULL);
+        ck_assert_hr(psdb_sodb_writer_add_compute(w, 1, &c.desc), PSDB_S_OK);
+    }
+    return w;
+}
+
+static uint64_t count_of(const char *path)
+{
+    psdb_sodb *s = NULL;
+    uint64_t n = 0;
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    ck_assert_hr(psdb__sodb_count(s, &n), PSDB_S_OK);
+    psdb_sodb_release(s);
+    return n;
+}
+
+START_TEST(test_sodb__bulk_writer_commits_once_and_gives_the_same_bytes)
+{
+    char *dir = tu_mkdtemp(), *a = tu_path(dir, "a.sodb"), *b = tu_path(dir, "b.sodb");
+    char *gone = tu_path(dir, "gone.sodb"), *durable = tu_path(dir, "durable.sodb");
+    psdb_app_identity id = identity("Game");
+    psdb_sodb_writer *w = bulk_three(a), *out = (psdb_sodb_writer *)&id;
+    /* Nothing is visible before the commit, everything after it. */
+    ck_assert_uint_eq(count_of(a), 0);
+    ck_assert_hr(psdb_sodb_writer_commit(w), PSDB_S_OK);
+    ck_assert_uint_eq(count_of(a), 3);
+    ck_assert_hr(psdb_sodb_writer_commit(w), PSDB_E_INVALIDARG);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "no bulk transaction"));
+    psdb_sodb_writer_release(w);
+    /* The same adds give the same file. */
+    w = bulk_three(b);
+    ck_assert_hr(psdb_sodb_writer_commit(w), PSDB_S_OK);
+    psdb_sodb_writer_release(w);
+    size_t na = 0, nb = 0;
+    char *ba = tu_read_file(a, &na), *bb = tu_read_file(b, &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_mem_eq(ba, bb, na);
+    free(ba);
+    free(bb);
+    /* Released without a commit: the adds are gone, the header stays. */
+    w = bulk_three(gone);
+    psdb_sodb_writer_release(w);
+    ck_assert_uint_eq(count_of(gone), 0);
+    /* A writer without the flag has nothing to commit; an unknown flag opens nothing. */
+    ck_assert_hr(psdb_sodb_writer_open_ex(durable, &id, PSDB_SODB_WRITER_DURABLE, &w), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_writer_commit(w), PSDB_E_INVALIDARG);
+    psdb_sodb_writer_release(w);
+    ck_assert_hr(psdb_sodb_writer_open_ex(durable, &id, 0x2, &out), PSDB_E_INVALIDARG);
+    ck_assert_ptr_null(out);
+    ck_assert_ptr_nonnull(strstr(psdb_error_last(), "unknown flags"));
+    ck_assert_hr(psdb_sodb_writer_commit(NULL), PSDB_E_INVALIDARG);
+    tu_rmtree(dir);
+    free(a);
+    free(b);
+    free(gone);
+    free(durable);
+    free(dir);
+}
+END_TEST
+
+/* Each thread adds 25 compute descriptions of its own and one graphics description all share. */
+typedef struct typed_adder {
+    psdb_sodb_writer *w;
+    int id, added;
+} typed_adder;
+
+static void *add_typed(void *arg)
+{
+    typed_adder *a = arg;
+    rt_compute c;
+    rt_graphics g;
+    rt_graphics_init(&g, 999, NULL);
+    for (int i = 0; i < 25; i++) {
+        rt_compute_init(&c, a->id * 1000 + i, NULL);
+        if (psdb_sodb_writer_add_compute(a->w, 1, &c.desc) == PSDB_S_OK)
+            a->added++;
+        if (psdb_sodb_writer_add_graphics(a->w, 1, &g.desc) == PSDB_S_OK)
+            a->added++;
+    }
+    return NULL;
+}
+
+START_TEST(test_sodb__typed_adds_from_many_threads)
+{
+    char *dir = tu_mkdtemp(), *path = tu_path(dir, "app.sodb");
+    psdb_app_identity id = identity("Game");
+    psdb_sodb_writer *w = NULL;
+    pthread_t th[4];
+    typed_adder ad[4];
+    entries e;
+    int total = 0;
+    ck_assert_hr(psdb_sodb_writer_open(path, &id, &w), PSDB_S_OK);
+    for (int i = 0; i < 4; i++) {
+        ad[i] = (typed_adder){w, i, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, add_typed, &ad[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        total += ad[i].added;
+    }
+    psdb_sodb_writer_release(w);
+    ck_assert_int_eq(total, 101); /* 100 distinct + the shared one exactly once */
+    /* Every entry is whole: its key names its bytes (checked by the reader) and it decodes. */
+    psdb_sodb *s = NULL;
+    uint64_t n = 0;
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    ck_assert_hr(psdb__sodb_count(s, &n), PSDB_S_OK);
+    ck_assert_uint_eq(n, 101);
+    psdb_sodb_release(s);
+    read_entries(path, &e); /* the first 16 */
+    for (int i = 0; i < e.n; i++) {
+        psdb_sodb_entry *d = NULL;
+        ck_assert_hr(psdb_sodb_decode(e.kinds[i], e.bytes[i].data, e.bytes[i].len, &d), PSDB_S_OK);
+        psdb_sodb_entry_release(d);
+    }
+    free_entries(&e);
+    tu_rmtree(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sodb");
@@ -425,6 +722,10 @@ int main(void)
     tcase_add_test(tc, test_sodb__concurrent_adds);
     tcase_add_test(tc, test_sodb__bulk_commit_and_discard);
     tcase_add_test(tc, test_sodb__two_writers_one_file);
+    tcase_add_test(tc, test_sodb__typed_adds_record_what_a_device_captures);
+    tcase_add_test(tc, test_sodb__typed_adds_refuse_what_the_encoding_cannot_hold);
+    tcase_add_test(tc, test_sodb__bulk_writer_commits_once_and_gives_the_same_bytes);
+    tcase_add_test(tc, test_sodb__typed_adds_from_many_threads);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

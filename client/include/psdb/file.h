@@ -1,8 +1,11 @@
-/* psdb/file.h - PSDB and SODB files: open, validate, look up, write (formats in schema/). */
+/* psdb/file.h - PSDB files: open, validate, look up, write (schema/PSDB.md); what kind a file is.
+ * SODBs have their own header, psdb/sodb.h, included here so that code including file.h alone
+ * sees the SODB calls as before. */
 #ifndef PSDB_FILE_H
 #define PSDB_FILE_H
 
 #include "types.h"
+#include "sodb.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -10,8 +13,6 @@ extern "C" {
 
 typedef struct psdb_file psdb_file;
 typedef struct psdb_writer psdb_writer;
-typedef struct psdb_sodb psdb_sodb;
-typedef struct psdb_sodb_writer psdb_sodb_writer;
 
 /* ---- Reading a PSDB (MODEL C1-C3) --------------------------------------------------------------
  */
@@ -190,90 +191,6 @@ PSDB_API void psdb_writer_release(psdb_writer *w);
  * On failure *out (when not NULL) is PSDB_FILE_KIND_OTHER and psdb_error_last() names the path and
  * the cause. Thread-safe (no shared state). */
 PSDB_API psdb_hr psdb_file_kind(const char *path, uint32_t *out);
-
-/* ---- SODB: the descriptions an application creates (schema/SODB.md) ------------------------- */
-#define PSDB_SODB_COMPUTE 1u
-#define PSDB_SODB_GRAPHICS 2u
-#define PSDB_SODB_STATE_OBJECT 3u
-/* Vulkan pipelines recorded by the VK_LAYER_PSDB_delivery layer (schema/SODB.md section 3); the
- * reference compiler does not compile them. */
-#define PSDB_SODB_VK_COMPUTE 4u
-#define PSDB_SODB_VK_GRAPHICS 5u
-
-/* Opens (creating if absent, schema/sodb.sql) an SODB for appending. identity is copied into the
- * header of a new SODB; an existing SODB must carry the same application name.
- *   PSDB_E_INVALIDARG    path, identity or out NULL; identity without name or version, or with an
- *                        engine version but no engine name; an existing SODB of another
- * application; PSDB_E_CACHE_CORRUPT the file exists and is not an SODB (not SQLite, other
- * application_id or user_version, malformed header); PSDB_E_IO, PSDB_E_ACCESS, PSDB_E_BUSY (locked
- * past 10 s), PSDB_E_OUTOFMEMORY. On success *out is the caller's (psdb_sodb_writer_release), else
- * NULL. The file stays in WAL mode while the writer is open, so readers may open it meanwhile.
- * Thread safety: a writer may be shared by any number of threads (adds are serialised); several
- * writers, also in other processes, may append to one file. */
-PSDB_API psdb_hr psdb_sodb_writer_open(const char *path, const psdb_app_identity *identity,
-                                       psdb_sodb_writer **out);
-/* Records one description: `desc` holds the encoding of schema/SODB.md whose magic matches `kind`
- * (PSDB_SODB_*). The object key is the SHA-256 of those bytes. Durable (committed and synced)
- * when it returns. S_OK added; S_FALSE the same (key, version) is already recorded (nothing
- * changes); PSDB_E_INVALIDARG w or desc NULL, size 0 or >= 2^31, unknown kind or a magic of
- * another kind; PSDB_E_IO, PSDB_E_DISK_FULL, PSDB_E_BUSY, PSDB_E_OUTOFMEMORY. The bytes are
- * copied. Thread-safe. */
-PSDB_API psdb_hr psdb_sodb_writer_add(psdb_sodb_writer *w, uint32_t kind, uint64_t version,
-                                      const void *desc, size_t desc_size);
-/* Closes the writer (the file is switched back to a rollback journal when no other connection has
- * it open, so it reads alone). NULL is a no-op. No add may be running. */
-PSDB_API void psdb_sodb_writer_release(psdb_sodb_writer *w);
-
-/* Opens an SODB read-only and reads its header; a file left in WAL mode (its writer killed) is
- * read with its -wal. PSDB_E_INVALIDARG path or out NULL; PSDB_E_IO cannot open; PSDB_E_ACCESS
- * its -wal cannot be read (left in WAL mode, its -shm missing and not creatable in its folder);
- * PSDB_E_CACHE_CORRUPT not an SODB (not SQLite, application_id other than 'PSOD',
- * user_version other than 1, missing tables, no or several header rows, header of another
- * encoding version); PSDB_E_OUTOFMEMORY. On success *out is the caller's (psdb_sodb_release).
- * A psdb_sodb is used by one thread at a time. */
-PSDB_API psdb_hr psdb_sodb_open(const char *path, psdb_sodb **out);
-/* Copies the identity into *out; its strings are borrowed from the psdb_sodb and live until
- * psdb_sodb_release. PSDB_E_INVALIDARG on NULL. */
-PSDB_API psdb_hr psdb_sodb_get_identity(psdb_sodb *s, psdb_app_identity *out);
-/* Visits every entry in insertion order: fn(kind, object key, version, desc bytes, ctx); the bytes
- * are valid during the call only. A non-zero return from fn stops the walk (S_FALSE). S_OK after
- * the last entry; PSDB_E_INVALIDARG s or fn NULL; PSDB_E_CACHE_CORRUPT a row with an unknown
- * kind, a key that is not 32 bytes or not the SHA-256 of its description, or a missing
- * description (entries before it were visited). Descriptions are not decoded here. */
-PSDB_API psdb_hr psdb_sodb_foreach(psdb_sodb *s,
-                                   int (*fn)(uint32_t kind, const uint8_t key[32], uint64_t version,
-                                             const void *desc, size_t desc_size, void *ctx),
-                                   void *ctx);
-/* Closes the SODB. NULL is a no-op. */
-PSDB_API void psdb_sodb_release(psdb_sodb *s);
-
-/* One decoded SODB entry (psdb_sodb_decode): `kind` says which member is filled; the other two are
- * NULL. The entry owns the description and everything it points to; psdb_sodb_entry_release
- * frees them together. A decoded description has no PSDB subobject (sessions are run-time
- * handles). A decoded state object has no live collections: each existing collection's
- * `collection` handle points at its recorded 32-byte object key, so never pass it to
- * psdb_state_object_* calls; objects that build on collections cannot be recreated from an SODB. */
-typedef struct psdb_sodb_entry {
-    uint32_t kind; /* PSDB_SODB_COMPUTE, _GRAPHICS or _STATE_OBJECT */
-    psdb_compute_pipeline_desc *compute;
-    psdb_graphics_pipeline_desc *graphics;
-    psdb_state_object_desc *state_object;
-} psdb_sodb_entry;
-
-/* Decodes the description bytes of one SODB entry of `kind` (as psdb_sodb_foreach gives them;
- * schema/SODB.md) into a filled description, e.g. to recreate the pipeline on a device.
- *   PSDB_E_INVALIDARG    out NULL; desc NULL with a non-zero size; kind not PSDB_SODB_COMPUTE,
- *                        _GRAPHICS or _STATE_OBJECT (the Vulkan kinds are not D3D descriptions);
- *   PSDB_E_CACHE_CORRUPT malformed bytes: a magic of another kind, wrong encoding version, a
- *                        non-zero reserved field, a boolean other than 0/1, a string with an
- *                        embedded NUL, a length or count past the end, trailing bytes;
- *   PSDB_E_OUTOFMEMORY.
- * On success *out is the caller's (psdb_sodb_entry_release); on failure *out is NULL (when out is
- * not NULL). Only reads desc; thread-safe (no shared state). */
-PSDB_API psdb_hr psdb_sodb_decode(uint32_t kind, const void *desc, size_t size,
-                                  psdb_sodb_entry **out);
-/* Frees an entry of psdb_sodb_decode and the description it holds. NULL is a no-op; cannot fail. */
-PSDB_API void psdb_sodb_entry_release(psdb_sodb_entry *e);
 
 #ifdef __cplusplus
 }

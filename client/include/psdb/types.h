@@ -58,6 +58,15 @@ typedef struct psdb_target {
     uint64_t profile_version;
 } psdb_target;
 
+/* The reference compiler's simulated local compile cost, in nanoseconds of CPU per KiB of bytecode
+ * (psdb_device_desc.compile_ns_per_kib, psdb_sodb_compile). The default, 0.2 ms per KiB, makes a
+ * 10 KiB DXIL pixel shader cost 2 ms and a typical PSO (VS 6 KiB + PS 16 KiB) about 4.5 ms: the
+ * low end of what drivers spend turning DXIL into ISA (simple shaders take milliseconds, large
+ * uber-shaders tens to hundreds), so the savings a PSDB hit reports are not inflated. */
+#define PSDB_COMPILE_NS_PER_KIB_DEFAULT 200000ull
+/* The cost value meaning "no simulated cost". */
+#define PSDB_COMPILE_COST_FREE UINT64_MAX
+
 /* Value types stored in a PSDB (MODEL C1). */
 #define PSDB_VALUE_OBJECT_CODE 0u
 #define PSDB_VALUE_METADATA 1u

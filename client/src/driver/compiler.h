@@ -33,13 +33,8 @@
 #include "common/buf.h"
 #include "common/hash.h"
 
-/* Default simulated compile cost: 0.2 ms of CPU per KiB of bytecode. A 10 KiB DXIL pixel shader
- * then costs 2 ms and a typical PSO (VS 6 KiB + PS 16 KiB) about 4.5 ms: the low end of what
- * drivers spend turning DXIL into ISA (simple shaders take milliseconds, large uber-shaders tens to
- * hundreds), so the savings a PSDB hit reports are not inflated. */
-#define PSDB_COMPILE_NS_PER_KIB_DEFAULT 200000ull
-/* ns_per_kib value meaning "no simulated cost". */
-#define PSDB_COMPILE_COST_FREE UINT64_MAX
+/* The simulated compile cost, PSDB_COMPILE_NS_PER_KIB_DEFAULT and PSDB_COMPILE_COST_FREE, is
+ * public (psdb/types.h). */
 
 #define PSDB__KEY_SIZE 32
 

@@ -1,8 +1,10 @@
 /* derivation.c - derivation records (schema/PIPELINE_LIBRARY.md, "Derivation records"): the state
- * encodings a record carries and the public reader (psdb_derivation_records_validate / _next). The
- * tool's base-set builder (client/tool/build/baseset.c) writes them with the same encodings. */
+ * encodings a record carries, the public reader (psdb_derivation_records_validate / _next), and
+ * the public writer and diff (psdb_derivation_writer_*, psdb_derivation_diff) that base-set
+ * builders such as `psdb baseset` write them with. */
 #include "format/derivation.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
@@ -97,12 +99,10 @@ void psdb__derivation_state_words(const psdb_graphics_pipeline_desc *d, uint32_t
     (void)n;
 }
 
-/* Reads state `type` from words into x. */
-static void state_from_words(uint32_t type, const uint8_t *p, psdb_derived_graphics_state_desc *x)
+/* Reads state `type` from its words into x. */
+static void state_from_words_u32(uint32_t type, const uint32_t *w,
+                                 psdb_derived_graphics_state_desc *x)
 {
-    uint32_t w[BLEND_WORDS];
-    for (uint32_t i = 0; i < psdb__derivation_state_word_count[type]; i++)
-        w[i] = psdb__le32(p + 4u * i);
     uint32_t n = 0;
     memset(x, 0, sizeof(*x));
     x->type = type;
@@ -166,6 +166,15 @@ static void state_from_words(uint32_t type, const uint8_t *p, psdb_derived_graph
         x->shader_limits.cu_enable_mask = w[n++];
         break;
     }
+}
+
+/* Reads state `type` from its little-endian words at p into x. */
+static void state_from_words(uint32_t type, const uint8_t *p, psdb_derived_graphics_state_desc *x)
+{
+    uint32_t w[BLEND_WORDS];
+    for (uint32_t i = 0; i < psdb__derivation_state_word_count[type]; i++)
+        w[i] = psdb__le32(p + 4u * i);
+    state_from_words_u32(type, w, x);
 }
 
 /* ---- reading records ------------------------------------------------------------------------- */
@@ -273,4 +282,211 @@ cleanup:
             "psdb_derivation_records_next: NULL argument, or damaged derivation records (magic, "
             "CRC, a count or a record size)");
     return psdb__error_ret(hr, err_mark, __func__);
+}
+
+/* ---- the derivation of one PSO from another ------------------------------------------------- */
+
+psdb_hr psdb_derivation_diff(const psdb_graphics_pipeline_desc *base,
+                             const psdb_graphics_pipeline_desc *desc, psdb_derivation *out)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    uint32_t bw[PSDB__DRV_MAX_STATE_WORDS], dw[PSDB__DRV_MAX_STATE_WORDS];
+    if (!base || !desc || !out) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_derivation_diff: NULL argument");
+        goto cleanup;
+    }
+    out->count = 0;
+    memset(out->descs, 0, sizeof(out->descs));
+    for (uint32_t t = 0; t < 5; t++) {
+        psdb__derivation_state_words(base, t, bw);
+        psdb__derivation_state_words(desc, t, dw);
+        if (memcmp(bw, dw, psdb__derivation_state_word_count[t] * 4u) != 0)
+            state_from_words_u32(t, dw, &out->descs[out->count++]);
+    }
+cleanup:
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+/* ---- writing records ------------------------------------------------------------------------- */
+
+struct psdb_derivation_writer {
+    psdb__buf bases;   /* the base keys, 32 bytes each, in the order added */
+    psdb__buf records; /* the encoded records */
+    uint32_t num_bases, num_records;
+    uint32_t *index; /* open addressing over the base keys: base number + 1, 0 = empty */
+    size_t cap;      /* slots in index, a power of two above twice num_bases */
+};
+
+/* The slot of key in the index: where it is, or the empty slot where it goes. */
+static size_t base_slot(const psdb_derivation_writer *w, const uint8_t key[32])
+{
+    size_t i = (size_t)psdb__le64(key) & (w->cap - 1);
+    while (w->index[i] && memcmp(w->bases.data + 32u * (w->index[i] - 1u), key, 32) != 0)
+        i = (i + 1) & (w->cap - 1);
+    return i;
+}
+
+/* Grows the index to hold one more base: 0, or -1 out of memory (the index is unchanged). */
+static int base_index_reserve(psdb_derivation_writer *w)
+{
+    if (((size_t)w->num_bases + 1) * 2 <= w->cap)
+        return 0;
+    size_t cap = w->cap ? w->cap * 2 : 64;
+    uint32_t *index = calloc(cap, sizeof(*index));
+    if (!index)
+        return -1;
+    uint32_t *old = w->index;
+    w->index = index;
+    w->cap = cap;
+    for (uint32_t b = 0; b < w->num_bases; b++)
+        w->index[base_slot(w, w->bases.data + 32u * b)] = b + 1u;
+    free(old);
+    return 0;
+}
+
+psdb_hr psdb_derivation_writer_create(psdb_derivation_writer **out)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    if (!out) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_derivation_writer_create: NULL out");
+        goto cleanup;
+    }
+    *out = calloc(1, sizeof(**out));
+    if (!*out)
+        hr = PSDB_E_OUTOFMEMORY;
+cleanup:
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+psdb_hr psdb_derivation_writer_add_base(psdb_derivation_writer *w, const uint8_t key[32])
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    if (!w || !key || w->num_bases == UINT32_MAX - 1u) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_derivation_writer_add_base: NULL argument, or too many bases");
+        goto cleanup;
+    }
+    if (w->cap && w->index[base_slot(w, key)]) {
+        hr = psdb__error_const(PSDB_E_ALREADY_EXISTS,
+                               "psdb_derivation_writer_add_base: the key is a base already");
+        goto cleanup;
+    }
+    if (base_index_reserve(w) != 0) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    size_t len = w->bases.len;
+    psdb__buf_append(&w->bases, key, 32);
+    hr = psdb__buf_status(&w->bases);
+    if (PSDB_FAILED(hr)) {
+        w->bases.len = len; /* nothing added: the buffer keeps what it held */
+        w->bases.oom = 0;
+        goto cleanup;
+    }
+    w->index[base_slot(w, key)] = ++w->num_bases;
+cleanup:
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+/* The words of one derived state: state `x->type` of a description holding x's member. */
+static void derived_state_words(const psdb_derived_graphics_state_desc *x, uint32_t *w)
+{
+    psdb_graphics_pipeline_desc d;
+    memset(&d, 0, sizeof(d));
+    d.depth_stencil = x->depth_stencil;
+    d.rasterizer = x->rasterizer;
+    d.blend = x->blend;
+    d.sample_mask = x->sample_mask;
+    d.shader_limits = x->shader_limits;
+    psdb__derivation_state_words(&d, x->type, w);
+}
+
+psdb_hr psdb_derivation_writer_add(psdb_derivation_writer *w, const psdb_derivation *d)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    uint32_t mask = 0, words[PSDB__DRV_MAX_STATE_WORDS];
+    if (!w || !d || d->count > 5 || w->num_records == UINT32_MAX - 1u) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_derivation_writer_add: NULL argument, "
+                                                  "more than 5 states, or too many records");
+        goto cleanup;
+    }
+    for (uint32_t i = 0; i < d->count; i++) {
+        uint32_t t = d->descs[i].type;
+        if (t > PSDB_DERIVED_STATE_SHADER_LIMITS || (mask >> t) != 0) {
+            hr = psdb__error_set(PSDB_E_INVALIDARG,
+                                 "psdb_derivation_writer_add: state %u has type %u: types must be "
+                                 "PSDB_DERIVED_STATE_* values in increasing order",
+                                 (unsigned)i, (unsigned)t);
+            goto cleanup;
+        }
+        mask |= 1u << t;
+    }
+    size_t slot = w->cap ? base_slot(w, d->base_key) : 0;
+    if (!w->cap || !w->index[slot]) {
+        hr = psdb__error_const(PSDB_E_NOT_FOUND,
+                               "psdb_derivation_writer_add: the base key is no base of the writer");
+        goto cleanup;
+    }
+    size_t len = w->records.len;
+    psdb__buf_append(&w->records, d->key, 32);
+    psdb__buf_u32(&w->records, w->index[slot] - 1u);
+    psdb__buf_u32(&w->records, mask);
+    for (uint32_t i = 0; i < d->count; i++) {
+        derived_state_words(&d->descs[i], words);
+        for (uint32_t k = 0; k < psdb__derivation_state_word_count[d->descs[i].type]; k++)
+            psdb__buf_u32(&w->records, words[k]);
+    }
+    hr = psdb__buf_status(&w->records);
+    if (PSDB_FAILED(hr)) {
+        w->records.len = len; /* nothing added: the buffer keeps what it held */
+        w->records.oom = 0;
+        goto cleanup;
+    }
+    w->num_records++;
+cleanup:
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+size_t psdb_derivation_writer_get_serialized_size(psdb_derivation_writer *w)
+{
+    return w ? PSDB__DRV_HEADER_SIZE + w->bases.len + w->records.len : 0;
+}
+
+psdb_hr psdb_derivation_writer_serialize(psdb_derivation_writer *w, void *data, size_t size)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t *b = data;
+    if (!w || !b || size < psdb_derivation_writer_get_serialized_size(w)) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_derivation_writer_serialize: NULL "
+                                                  "argument, or a buffer smaller than the records");
+        goto cleanup;
+    }
+    memcpy(b, PSDB__DRV_MAGIC, 8);
+    psdb__put_le32(b + 8, PSDB__DRV_VERSION);
+    psdb__put_le32(b + 16, w->num_bases);
+    psdb__put_le32(b + 20, w->num_records);
+    psdb__put_le64(b + 24, 0);
+    if (w->bases.len)
+        memcpy(b + PSDB__DRV_HEADER_SIZE, w->bases.data, w->bases.len);
+    if (w->records.len)
+        memcpy(b + PSDB__DRV_HEADER_SIZE + w->bases.len, w->records.data, w->records.len);
+    psdb__put_le32(b + 12,
+                   psdb__crc32(0, b + PSDB__DRV_HEADER_SIZE, w->bases.len + w->records.len));
+cleanup:
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+void psdb_derivation_writer_release(psdb_derivation_writer *w)
+{
+    if (!w)
+        return;
+    psdb__buf_free(&w->bases);
+    psdb__buf_free(&w->records);
+    free(w->index);
+    free(w);
 }

@@ -328,6 +328,30 @@ psdb_hr psdb__desc_encode_state_object(const psdb_state_object_desc *d,
     return e_finish(&e, out);
 }
 
+psdb_hr psdb__desc_encode_into(uint32_t kind, const void *d, psdb__buf *b)
+{
+    psdb_hr hr = PSDB_S_OK;
+    enc e = {0};
+    if (!d || !b)
+        return PSDB_E_INVALIDARG;
+    e.b = *b;
+    e.b.len = 0;
+    e.b.oom = 0;
+    if (kind == PSDB_SODB_COMPUTE)
+        e_compute(&e, d);
+    else if (kind == PSDB_SODB_GRAPHICS)
+        e_graphics(&e, d);
+    else if (kind == PSDB_SODB_STATE_OBJECT)
+        e_state_object(&e, d, NULL);
+    else
+        e.invalid = 1;
+    hr = e.invalid ? PSDB_E_INVALIDARG : psdb__buf_status(&e.b);
+    if (PSDB_FAILED(hr))
+        e.b.len = 0;
+    *b = e.b;
+    return hr;
+}
+
 psdb_hr psdb__desc_encode_compute_state(const psdb_compute_pipeline_desc *d, psdb__buf *out)
 {
     enc e = {.digests = 1};

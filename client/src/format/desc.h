@@ -28,6 +28,13 @@ psdb_hr psdb__desc_encode_state_object(const psdb_state_object_desc *d,
                                                              uint8_t key[32]),
                                        psdb__buf *out);
 
+/* The encoding of d, a description of `kind` (PSDB_SODB_COMPUTE, _GRAPHICS, or _STATE_OBJECT
+ * without existing collections), into b's storage: b's bytes are replaced and its capacity is kept,
+ * so one buffer serves every encoding of a loop (pass a zeroed buffer the first time; the caller
+ * frees it). Statuses as the encoders above, and PSDB_E_INVALIDARG for another kind; on failure
+ * b holds no bytes (and keeps its storage). */
+psdb_hr psdb__desc_encode_into(uint32_t kind, const void *d, psdb__buf *b);
+
 /* Encodes with every shader / library bytecode replaced by its size and SHA-256 (schema/SODB.md,
  * "state blobs"). Not decodable: it is the pipeline-state input of the reference compiler's
  * PIPELINE / STATE_OBJECT units, whose cost must not grow with the bytecode. */

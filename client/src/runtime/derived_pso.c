@@ -152,3 +152,44 @@ cleanup:
     free(g);
     return psdb__error_ret(hr, err_mark, __func__);
 }
+
+/* ---- base keys (a base set's grouping) ------------------------------------------------------- */
+
+psdb_hr psdb_derivation_base_key(const psdb_graphics_pipeline_desc *desc, uint8_t out[32])
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf b = {0};
+    psdb_graphics_pipeline_desc c;
+    psdb__export ex[PSDB_MAX_RENDER_TARGETS];
+    if (!desc || !out) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_derivation_base_key: NULL argument");
+        goto cleanup;
+    }
+    /* What a derived PSO may override (V1) is left out; the exports it must keep (V3, V4) are in.
+     */
+    c = *desc;
+    memset(&c.depth_stencil, 0, sizeof(c.depth_stencil));
+    memset(&c.rasterizer, 0, sizeof(c.rasterizer));
+    memset(&c.blend, 0, sizeof(c.blend));
+    memset(&c.shader_limits, 0, sizeof(c.shader_limits));
+    c.sample_mask = 0;
+    hr = psdb__desc_encode_graphics(&c, &b);
+    if (hr == PSDB_E_INVALIDARG)
+        hr = psdb__error_const(hr, "psdb_derivation_base_key: a description the SODB encoding "
+                                   "cannot hold");
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    psdb__export_types(desc, ex);
+    for (int i = 0; i < PSDB_MAX_RENDER_TARGETS; i++) {
+        psdb__buf_u32(&b, ex[i].type);
+        psdb__buf_u32(&b, ex[i].components);
+    }
+    hr = psdb__buf_status(&b);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    psdb__sha256(b.data, b.len, out);
+cleanup:
+    psdb__buf_free(&b);
+    return psdb__error_ret(hr, err_mark, __func__);
+}

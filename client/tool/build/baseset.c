@@ -6,43 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/compiler.h"
-#include "format/derivation.h"
-#include "format/desc.h"
-#include "runtime/pipeline_library.h"
-
-/* ---- base keys ------------------------------------------------------------------------------- */
-
-psdb_hr psdb__baseset_key(const psdb_graphics_pipeline_desc *d, uint8_t key[32])
-{
-    psdb_hr hr = PSDB_S_OK;
-    psdb__buf b = {0};
-    psdb_graphics_pipeline_desc c = *d;
-    psdb__export ex[PSDB_MAX_RENDER_TARGETS];
-    memset(&c.depth_stencil, 0, sizeof(c.depth_stencil));
-    memset(&c.rasterizer, 0, sizeof(c.rasterizer));
-    memset(&c.blend, 0, sizeof(c.blend));
-    memset(&c.shader_limits, 0, sizeof(c.shader_limits));
-    c.sample_mask = 0;
-    hr = psdb__desc_encode_graphics(&c, &b);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    psdb__export_types(d, ex);
-    for (int i = 0; i < PSDB_MAX_RENDER_TARGETS; i++) {
-        psdb__buf_u32(&b, ex[i].type);
-        psdb__buf_u32(&b, ex[i].components);
-    }
-    hr = psdb__buf_status(&b);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    psdb__sha256(b.data, b.len, key);
-cleanup:
-    psdb__buf_free(&b);
-    return hr;
-}
-
-/* ---- building -------------------------------------------------------------------------------- */
-
 typedef struct bs_entry {
     uint32_t kind;
     uint8_t key[32];
@@ -88,7 +51,7 @@ static int collect(uint32_t kind, const uint8_t key[32], uint64_t version, const
 typedef struct bs_base {
     uint8_t base_key[32];
     uint8_t key[32];
-    psdb_graphics_pipeline_desc *desc; /* decoded, owned */
+    psdb_sodb_entry *entry; /* the decoded description, owned */
 } bs_base;
 
 static psdb_hr store(psdb_pipeline_library *lib, const uint8_t key[32], psdb_pipeline *p)
@@ -98,17 +61,26 @@ static psdb_hr store(psdb_pipeline_library *lib, const uint8_t key[32], psdb_pip
     return psdb_pipeline_library_store_pipeline(lib, name, p);
 }
 
+/* Makes *b (empty) a buffer of size bytes, for a serializer to fill. */
+static psdb_hr sized(psdb__buf *b, size_t size)
+{
+    b->data = malloc(size ? size : 1);
+    if (!b->data)
+        return PSDB_E_OUTOFMEMORY;
+    b->len = b->cap = size;
+    return PSDB_S_OK;
+}
+
 psdb_hr psdb__baseset_build(psdb_device *dev, const char *sodb_path, psdb__buf *library,
                             psdb__buf *records, psdb__baseset_stats *stats)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb_sodb *sodb = NULL;
     psdb_pipeline_library *lib = NULL;
+    psdb_derivation_writer *drv = NULL;
     bs_collect c = {0};
     bs_base *bases = NULL;
     size_t num_bases = 0;
-    psdb__buf recs = {0};
-    uint32_t num_records = 0;
     psdb__baseset_stats st = {0};
     if (!dev || !sodb_path || !library || !records) {
         hr = PSDB_E_INVALIDARG;
@@ -121,6 +93,8 @@ psdb_hr psdb__baseset_build(psdb_device *dev, const char *sodb_path, psdb__buf *
         hr = PSDB_E_OUTOFMEMORY;
     if (PSDB_SUCCEEDED(hr))
         hr = psdb_device_create_pipeline_library(dev, NULL, 0, &lib);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_derivation_writer_create(&drv);
     if (PSDB_FAILED(hr))
         goto cleanup;
     bases = calloc(c.n ? c.n : 1, sizeof(*bases));
@@ -131,6 +105,7 @@ psdb_hr psdb__baseset_build(psdb_device *dev, const char *sodb_path, psdb__buf *
     for (size_t i = 0; i < c.n; i++) {
         bs_entry *e = &c.e[i];
         psdb_pipeline *p = NULL;
+        psdb_sodb_entry *de = NULL;
         st.entries++;
         int repeated = 0;
         for (size_t j = 0; j < i && !repeated; j++)
@@ -139,108 +114,80 @@ psdb_hr psdb__baseset_build(psdb_device *dev, const char *sodb_path, psdb__buf *
             st.skipped++;
             continue;
         }
+        hr = psdb_sodb_decode(e->kind, e->desc, e->size, &de);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
         if (e->kind == PSDB_SODB_COMPUTE) {
-            psdb_compute_pipeline_desc *cd = NULL;
-            hr = psdb__desc_decode_compute(e->desc, e->size, &cd);
-            if (PSDB_SUCCEEDED(hr))
-                hr = psdb_device_create_compute_pipeline(dev, cd, &p);
+            hr = psdb_device_create_compute_pipeline(dev, de->compute, &p);
             if (PSDB_SUCCEEDED(hr))
                 hr = store(lib, e->key, p);
             psdb_pipeline_release(p);
-            free(cd);
+            psdb_sodb_entry_release(de);
             if (PSDB_FAILED(hr))
                 goto cleanup;
             st.compute++;
             continue;
         }
-        psdb_graphics_pipeline_desc *gd = NULL;
         uint8_t bkey[32];
         st.graphics++;
-        hr = psdb__desc_decode_graphics(e->desc, e->size, &gd);
-        if (PSDB_SUCCEEDED(hr))
-            hr = psdb__baseset_key(gd, bkey);
+        hr = psdb_derivation_base_key(de->graphics, bkey);
         if (PSDB_FAILED(hr)) {
-            free(gd);
+            psdb_sodb_entry_release(de);
             goto cleanup;
         }
         size_t b = 0;
         while (b < num_bases && memcmp(bases[b].base_key, bkey, 32) != 0)
             b++;
         if (b == num_bases) {
-            hr = psdb_device_create_graphics_pipeline(dev, gd, &p);
+            hr = psdb_device_create_graphics_pipeline(dev, de->graphics, &p);
             if (PSDB_SUCCEEDED(hr))
                 hr = store(lib, e->key, p);
+            if (PSDB_SUCCEEDED(hr))
+                hr = psdb_derivation_writer_add_base(drv, e->key);
             psdb_pipeline_release(p);
             if (PSDB_FAILED(hr)) {
-                free(gd);
+                psdb_sodb_entry_release(de);
                 goto cleanup;
             }
             memcpy(bases[b].base_key, bkey, 32);
             memcpy(bases[b].key, e->key, 32);
-            bases[b].desc = gd;
+            bases[b].entry = de;
             num_bases++;
             st.bases++;
             continue;
         }
         /* A derivation: the states that differ from the base's. */
-        uint32_t mask = 0, bw[PSDB__DRV_MAX_STATE_WORDS], dw[PSDB__DRV_MAX_STATE_WORDS];
-        for (uint32_t t = 0; t < 5; t++) {
-            psdb__derivation_state_words(bases[b].desc, t, bw);
-            psdb__derivation_state_words(gd, t, dw);
-            if (memcmp(bw, dw, psdb__derivation_state_word_count[t] * 4u) != 0)
-                mask |= 1u << t;
-        }
-        psdb__buf_append(&recs, e->key, 32);
-        psdb__buf_u32(&recs, (uint32_t)b);
-        psdb__buf_u32(&recs, mask);
-        for (uint32_t t = 0; t < 5; t++) {
-            if (!(mask & (1u << t)))
-                continue;
-            psdb__derivation_state_words(gd, t, dw);
-            for (uint32_t k = 0; k < psdb__derivation_state_word_count[t]; k++)
-                psdb__buf_u32(&recs, dw[k]);
-        }
-        free(gd);
-        num_records++;
+        psdb_derivation d;
+        hr = psdb_derivation_diff(bases[b].entry->graphics, de->graphics, &d);
+        psdb_sodb_entry_release(de);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        memcpy(d.key, e->key, 32);
+        memcpy(d.base_key, bases[b].key, 32);
+        hr = psdb_derivation_writer_add(drv, &d);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
         st.derived++;
     }
-    hr = psdb__buf_status(&recs);
+    hr = sized(library, psdb_pipeline_library_get_serialized_size(lib));
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_pipeline_library_serialize(lib, library->data, library->len);
+    if (PSDB_SUCCEEDED(hr))
+        hr = sized(records, psdb_derivation_writer_get_serialized_size(drv));
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_derivation_writer_serialize(drv, records->data, records->len);
     if (PSDB_FAILED(hr))
         goto cleanup;
-    size_t lib_size = psdb_pipeline_library_get_serialized_size(lib);
-    library->data = malloc(lib_size);
-    if (!library->data) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    library->len = library->cap = lib_size;
-    hr = psdb_pipeline_library_serialize(lib, library->data, lib_size);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    psdb__buf_append(records, PSDB__DRV_MAGIC, 8);
-    psdb__buf_u32(records, PSDB__DRV_VERSION);
-    psdb__buf_u32(records, 0); /* CRC-32, set below */
-    psdb__buf_u32(records, (uint32_t)num_bases);
-    psdb__buf_u32(records, num_records);
-    psdb__buf_u64(records, 0);
-    for (size_t b = 0; b < num_bases; b++)
-        psdb__buf_append(records, bases[b].key, 32);
-    psdb__buf_append(records, recs.data, recs.len);
-    hr = psdb__buf_status(records);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    psdb__put_le32(records->data + 12, psdb__crc32(0, records->data + PSDB__DRV_HEADER_SIZE,
-                                                   records->len - PSDB__DRV_HEADER_SIZE));
     if (stats)
         *stats = st;
 cleanup:
     for (size_t i = 0; i < num_bases; i++)
-        free(bases[i].desc);
+        psdb_sodb_entry_release(bases[i].entry);
     free(bases);
     for (size_t i = 0; i < c.n; i++)
         free(c.e[i].desc);
     free(c.e);
-    psdb__buf_free(&recs);
+    psdb_derivation_writer_release(drv);
     psdb_pipeline_library_release(lib);
     psdb_sodb_release(sodb);
     return hr;

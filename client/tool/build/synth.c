@@ -14,8 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "format/desc.h"
-#include "format/sodb.h"
 #include "common/buf.h"
 #include "common/hash.h"
 
@@ -470,7 +468,6 @@ enum patch_phase { PHASE_CORPUS, PHASE_ADDED };
 
 typedef struct sink {
     psdb_sodb_writer *w;
-    psdb__buf enc;
     /* Patch state: unused (patching 0) when writing the corpus itself. */
     int patching;
     enum patch_phase phase;
@@ -481,21 +478,16 @@ typedef struct sink {
     psdb__buf edited;  /* the bytes of the current edited shader */
 } sink;
 
-/* Digest of one encoded entry: its kind, then its bytes. */
-static void entry_digest(uint32_t kind, const psdb__buf *enc, uint8_t out[16])
+/* Digest of one description: the first half of its SODB object key (the kinds' encodings start
+ * with different magics, so no two kinds share a key). */
+static psdb_hr entry_digest(uint32_t kind, const void *desc, uint8_t out[16])
 {
-    uint8_t h[32];
-    psdb__sha256_ctx *ctx = psdb__sha256_begin();
-    uint8_t k[4] = {(uint8_t)kind, (uint8_t)(kind >> 8), (uint8_t)(kind >> 16),
-                    (uint8_t)(kind >> 24)};
-    if (!ctx) {
-        psdb__sha256(enc->data, enc->len, h); /* still deterministic; kinds never share bytes */
-    } else {
-        psdb__sha256_update(ctx, k, 4);
-        psdb__sha256_update(ctx, enc->data, enc->len);
-        psdb__sha256_end(ctx, h);
-    }
-    memcpy(out, h, 16);
+    uint8_t key[32];
+    psdb_hr hr = kind == PSDB_SODB_COMPUTE ? psdb_sodb_compute_key(desc, key)
+                                           : psdb_sodb_graphics_key(desc, key);
+    if (PSDB_SUCCEEDED(hr))
+        memcpy(out, key, 16);
+    return hr;
 }
 
 /* An edit of one shader: same size and container tag, a run of about an eighth of its bytes
@@ -525,19 +517,16 @@ static int touch(sink *k)
     return below(&k->patch_rng, 2) == 0 ? 1 : 2;
 }
 
-static psdb_hr write_entry(sink *k, uint32_t kind)
-{
-    return psdb_sodb_writer_add(k->w, kind, 1, k->enc.data, k->enc.len);
-}
-
 /* In a patch: S_FALSE for a corpus duplicate (the corpus would redraw), else S_OK after writing
  * what the patch makes of the entry. For added entries: S_FALSE also for anything the corpus
  * drew, so an added pipeline is never one of version N. */
-static psdb_hr patch_gate(sink *k, uint32_t kind, int *action)
+static psdb_hr patch_gate(sink *k, uint32_t kind, const void *desc, int *action)
 {
     uint8_t d[16];
-    entry_digest(kind, &k->enc, d);
     *action = 0;
+    psdb_hr hr = entry_digest(kind, desc, d);
+    if (PSDB_FAILED(hr))
+        return hr;
     if (k->phase == PHASE_ADDED)
         return set_contains(&k->drawn, d) ? PSDB_S_FALSE : PSDB_S_OK;
     int r = set_insert(&k->drawn, d);
@@ -549,14 +538,11 @@ static psdb_hr patch_gate(sink *k, uint32_t kind, int *action)
     return PSDB_S_OK;
 }
 
-/* Encodes and adds one description: S_OK added, S_FALSE a duplicate, or a failure. */
+/* Adds one description: S_OK added, S_FALSE a duplicate, or a failure. */
 static psdb_hr emit_graphics(sink *k, const psdb_graphics_pipeline_desc *d)
 {
     int action = 0;
-    psdb__buf_free(&k->enc);
-    psdb_hr hr = psdb__desc_encode_graphics(d, &k->enc);
-    if (PSDB_SUCCEEDED(hr) && k->patching)
-        hr = patch_gate(k, PSDB_SODB_GRAPHICS, &action);
+    psdb_hr hr = k->patching ? patch_gate(k, PSDB_SODB_GRAPHICS, d, &action) : PSDB_S_OK;
     if (hr != PSDB_S_OK)
         return hr;
     if (action == 2) {
@@ -567,24 +553,18 @@ static psdb_hr emit_graphics(sink *k, const psdb_graphics_pipeline_desc *d)
         psdb_graphics_pipeline_desc e = *d;
         psdb_shader *target = e.ps.code ? &e.ps : &e.vs;
         hr = edit_shader(k, target, target);
-        psdb__buf_free(&k->enc);
         if (PSDB_SUCCEEDED(hr))
-            hr = psdb__desc_encode_graphics(&e, &k->enc);
-        if (PSDB_FAILED(hr))
-            return hr;
+            hr = psdb_sodb_writer_add_graphics(k->w, 1, &e);
+        /* An edit that happens to equal a written entry is simply not there twice. */
+        return hr == PSDB_S_FALSE ? PSDB_S_OK : hr;
     }
-    hr = write_entry(k, PSDB_SODB_GRAPHICS);
-    /* An edit that happens to equal a written entry is simply not there twice. */
-    return action == 1 && hr == PSDB_S_FALSE ? PSDB_S_OK : hr;
+    return psdb_sodb_writer_add_graphics(k->w, 1, d);
 }
 
 static psdb_hr emit_compute(sink *k, const psdb_compute_pipeline_desc *d)
 {
     int action = 0;
-    psdb__buf_free(&k->enc);
-    psdb_hr hr = psdb__desc_encode_compute(d, &k->enc);
-    if (PSDB_SUCCEEDED(hr) && k->patching)
-        hr = patch_gate(k, PSDB_SODB_COMPUTE, &action);
+    psdb_hr hr = k->patching ? patch_gate(k, PSDB_SODB_COMPUTE, d, &action) : PSDB_S_OK;
     if (hr != PSDB_S_OK)
         return hr;
     if (action == 2) {
@@ -594,14 +574,11 @@ static psdb_hr emit_compute(sink *k, const psdb_compute_pipeline_desc *d)
     if (action == 1) {
         psdb_compute_pipeline_desc e = *d;
         hr = edit_shader(k, &d->cs, &e.cs);
-        psdb__buf_free(&k->enc);
         if (PSDB_SUCCEEDED(hr))
-            hr = psdb__desc_encode_compute(&e, &k->enc);
-        if (PSDB_FAILED(hr))
-            return hr;
+            hr = psdb_sodb_writer_add_compute(k->w, 1, &e);
+        return hr == PSDB_S_FALSE ? PSDB_S_OK : hr;
     }
-    hr = write_entry(k, PSDB_SODB_COMPUTE);
-    return action == 1 && hr == PSDB_S_FALSE ? PSDB_S_OK : hr;
+    return psdb_sodb_writer_add_compute(k->w, 1, d);
 }
 
 static psdb_hr add_compute(gen *g, sink *k)
@@ -640,15 +617,6 @@ static psdb_hr add_graphics(gen *g, sink *k, base *b, uint32_t variants)
     return hr;
 }
 
-static psdb_hr emit_state_object(sink *k, const psdb_state_object_desc *d)
-{
-    psdb__buf_free(&k->enc);
-    psdb_hr hr = psdb__desc_encode_state_object(d, NULL, &k->enc);
-    if (PSDB_SUCCEEDED(hr))
-        hr = psdb_sodb_writer_add(k->w, PSDB_SODB_STATE_OBJECT, 1, k->enc.data, k->enc.len);
-    return hr;
-}
-
 /* A raytracing pipeline: ray generation, miss and closest-hit shaders in one to three libraries
  * (compute-like bytecode from the CS pool, so popular libraries recur) and one hit group. */
 static psdb_hr add_state_object(gen *g, sink *k)
@@ -681,7 +649,7 @@ static psdb_hr add_state_object(gen *g, sink *k)
         if (nlib == 3)
             subs[n++] = (psdb_state_subobject){PSDB_SUBOBJECT_HIT_GROUP, &hg};
         psdb_state_object_desc d = {PSDB_STATE_OBJECT_RAYTRACING_PIPELINE, n, subs};
-        hr = emit_state_object(k, &d);
+        hr = psdb_sodb_writer_add_state_object(k->w, 1, &d);
     }
     return hr;
 }
@@ -781,7 +749,7 @@ psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path)
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
     unlink(tmp);
-    hr = psdb__sodb_writer_open_bulk(tmp, &id, &k.w);
+    hr = psdb_sodb_writer_open_ex(tmp, &id, PSDB_SODB_WRITER_BULK, &k.w);
     if (PSDB_FAILED(hr))
         goto cleanup;
 
@@ -817,7 +785,7 @@ psdb_hr psdb__synth_write(const psdb__synth_params *p, const char *path)
         if (PSDB_FAILED(hr))
             goto cleanup;
     }
-    hr = psdb__sodb_writer_commit(k.w);
+    hr = psdb_sodb_writer_commit(k.w);
     if (PSDB_FAILED(hr))
         goto cleanup;
     psdb_sodb_writer_release(k.w);
@@ -831,7 +799,6 @@ cleanup:
     if (tmp && PSDB_FAILED(hr))
         unlink(tmp);
     free(tmp);
-    psdb__buf_free(&k.enc);
     psdb__buf_free(&k.edited);
     free(k.drawn.slots);
     psdb__buf_free(&sb);

@@ -39,7 +39,6 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
 
 #include "common/hash.h"
 #include "common/status_map.h"
-#include "format/sodb.h"
 #include "vulkan/psdb_vulkan.h"
 
 static const char BLUR_COMP[] =
@@ -678,7 +677,7 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
     int sl = snprintf(seedstr, sizeof(seedstr), "psdb-vulkan-app-id:%.255s", p->app_name);
     psdb__sha256(seedstr, sl > 0 && (size_t)sl < sizeof(seedstr) ? (size_t)sl : 0, digest);
     memcpy(id.app_id, digest, 16);
-    hr = psdb__sodb_writer_open_bulk(tmp, &id, &w);
+    hr = psdb_sodb_writer_open_ex(tmp, &id, PSDB_SODB_WRITER_BULK, &w);
     if (PSDB_FAILED(hr)) {
         snprintf(err, err_size, "%s: cannot create: %s", tmp, psdb_hr_str(hr));
         goto cleanup;
@@ -724,7 +723,7 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
         compute += is_compute;
         graphics += !is_compute;
     }
-    hr = psdb__sodb_writer_commit(w);
+    hr = psdb_sodb_writer_commit(w);
     psdb_sodb_writer_release(w);
     w = NULL;
     if (PSDB_FAILED(hr)) {
