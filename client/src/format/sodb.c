@@ -394,25 +394,15 @@ static psdb_hr encode(uint32_t kind, const void *desc, psdb__buf *b, const char 
     return hr;
 }
 
-/* Encodes desc, a description of `kind`; then records it with w at version (encoded into the
- * writer's scratch buffer, under its lock), or with key non-NULL writes its object key there
- * instead (w unused). */
+/* Encodes desc, a description of `kind`, and records it with w at version (encoded into the
+ * writer's scratch buffer, under its lock). */
 static psdb_hr encode_then(uint32_t kind, const void *desc, psdb_sodb_writer *w, uint64_t version,
-                           uint8_t *key, const char *what)
+                           const char *what)
 {
-    psdb__buf b = {0};
     psdb_hr hr = PSDB_S_OK;
     uint8_t k[32];
-    if (!key && !w) {
-        hr = psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL writer", what);
-        goto cleanup;
-    }
-    if (key) {
-        hr = encode(kind, desc, &b, what);
-        if (PSDB_SUCCEEDED(hr))
-            psdb__sha256(b.data, b.len, key);
-        goto cleanup;
-    }
+    if (!w)
+        return psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL writer", what);
     pthread_mutex_lock(&w->lock);
     hr = encode(kind, desc, &w->scratch, what);
     if (PSDB_SUCCEEDED(hr)) {
@@ -420,8 +410,6 @@ static psdb_hr encode_then(uint32_t kind, const void *desc, psdb_sodb_writer *w,
         hr = insert_locked(w, kind, k, version, w->scratch.data, w->scratch.len);
     }
     pthread_mutex_unlock(&w->lock);
-cleanup:
-    psdb__buf_free(&b);
     return hr;
 }
 
@@ -429,7 +417,7 @@ psdb_hr psdb_sodb_writer_add_compute(psdb_sodb_writer *w, uint64_t version,
                                      const psdb_compute_pipeline_desc *desc)
 {
     const unsigned err_mark = psdb__error_mark();
-    psdb_hr hr = encode_then(PSDB_SODB_COMPUTE, desc, w, version, NULL, __func__);
+    psdb_hr hr = encode_then(PSDB_SODB_COMPUTE, desc, w, version, __func__);
     return psdb__error_ret(hr, err_mark, __func__);
 }
 
@@ -437,7 +425,7 @@ psdb_hr psdb_sodb_writer_add_graphics(psdb_sodb_writer *w, uint64_t version,
                                       const psdb_graphics_pipeline_desc *desc)
 {
     const unsigned err_mark = psdb__error_mark();
-    psdb_hr hr = encode_then(PSDB_SODB_GRAPHICS, desc, w, version, NULL, __func__);
+    psdb_hr hr = encode_then(PSDB_SODB_GRAPHICS, desc, w, version, __func__);
     return psdb__error_ret(hr, err_mark, __func__);
 }
 
@@ -445,15 +433,22 @@ psdb_hr psdb_sodb_writer_add_state_object(psdb_sodb_writer *w, uint64_t version,
                                           const psdb_state_object_desc *desc)
 {
     const unsigned err_mark = psdb__error_mark();
-    psdb_hr hr = encode_then(PSDB_SODB_STATE_OBJECT, desc, w, version, NULL, __func__);
+    psdb_hr hr = encode_then(PSDB_SODB_STATE_OBJECT, desc, w, version, __func__);
     return psdb__error_ret(hr, err_mark, __func__);
 }
 
-/* The key calls: out NULL is refused here, as encode_then would take it for a NULL writer. */
+/* The key calls: the object key of desc's encoding into out. */
 static psdb_hr desc_key(uint32_t kind, const void *desc, uint8_t out[32], const char *what)
 {
-    return out ? encode_then(kind, desc, NULL, 0, out, what)
-               : psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL out", what);
+    psdb__buf b = {0};
+    psdb_hr hr;
+    if (!out)
+        return psdb__error_set(PSDB_E_INVALIDARG, "%s: NULL out", what);
+    hr = encode(kind, desc, &b, what);
+    if (PSDB_SUCCEEDED(hr))
+        psdb__sha256(b.data, b.len, out);
+    psdb__buf_free(&b);
+    return hr;
 }
 
 psdb_hr psdb_sodb_compute_key(const psdb_compute_pipeline_desc *desc, uint8_t out[32])
