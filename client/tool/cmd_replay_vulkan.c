@@ -163,16 +163,15 @@ static void psdb_line(const vkbe_replay_result *res)
     char safe[TOOL_SAFE_SIZE];
     printf("device %s (%s abi %llu); ", tool_safe(res->device_name, safe, sizeof(safe)),
            res->family, (unsigned long long)res->abi);
-    if (res->refused[0])
-        printf("PSDB %s refused: ", tool_safe(res->psdb_path, safe, sizeof(safe)));
-    else if (res->psdb_path[0])
-        printf("PSDB %s%s\n", tool_safe(res->psdb_path, safe, sizeof(safe)),
-               res->registered ? " (registered for --exe-path)" : "");
-    else
-        printf("no PSDB%s\n", res->exe_path[0] ? " registered for --exe-path" : "");
     if (res->refused[0]) {
+        printf("PSDB %s refused: ", tool_safe(res->psdb_path, safe, sizeof(safe)));
         tool_put_safe(stdout, res->refused);
         putchar('\n');
+    } else if (res->psdb_path[0]) {
+        printf("PSDB %s%s\n", tool_safe(res->psdb_path, safe, sizeof(safe)),
+               res->registered ? " (registered for --exe-path)" : "");
+    } else {
+        printf("no PSDB%s\n", res->exe_path[0] ? " registered for --exe-path" : "");
     }
 }
 

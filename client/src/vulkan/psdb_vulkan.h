@@ -139,13 +139,13 @@ typedef struct vkbe_replay_result {
  * (desc->psdb_path, or the registry's for desc->exe_path) into out->warm, proven as the layer
  * proves an installed PSDB: by the SHA-256 its install recorded (a file named directly: by its
  * own SHA-256, taken first). Each pass runs in a child process, so that the driver opens its
- * caches afresh and the environment a pass sets stays there. *out (all zeros on failure too) is
- * the caller's: vkbe_replay_result_free. Statuses: PSDB_S_OK; PSDB_E_NOTIMPL without the
- * backend; PSDB_E_INVALIDARG NULL arguments, or both psdb_path and exe_path; PSDB_E_FAIL when a
- * pass failed (err names why: the SODB, the device, a PSDB named directly that does not fit the
- * device, pipe or fork) or the registry cannot be read; PSDB_E_OUTOFMEMORY. A registered PSDB
- * that is refused is no failure: out->refused says why. err (err_size > 0) gets one line. Not
- * thread-safe (fork). */
+ * caches afresh and the environment a pass sets stays there. *out is the caller's
+ * (vkbe_replay_result_free; on failure it holds no entries). Statuses: PSDB_S_OK; PSDB_E_NOTIMPL
+ * without the backend; PSDB_E_INVALIDARG NULL arguments, or both psdb_path and exe_path;
+ * PSDB_E_FAIL when a pass failed (err names why: the SODB, the device, a PSDB named directly that
+ * does not fit the device, pipe or fork) or the registry cannot be read; PSDB_E_OUTOFMEMORY. A
+ * registered PSDB that is refused is no failure: out->refused says why. err (err_size > 0) gets one
+ * line. Not thread-safe (fork). */
 psdb_hr vkbe_replay(const vkbe_replay_desc *desc, vkbe_replay_result *out, char *err,
                     size_t err_size);
 /* Frees r's entries and zeroes them; NULL is a no-op. */
