@@ -120,16 +120,6 @@ cleanup:
     return PSDB_FAILED(r->fatal);
 }
 
-/* hits / created as a percentage with one decimal, cut like replay_rate_measured: 100.0% means
- * every creation hit. */
-static const char *percent_text(uint64_t hits, uint64_t created, char *buf, size_t size)
-{
-    uint64_t permille = created ? hits * 1000u / created : 0;
-    snprintf(buf, size, "%llu.%llu%%", (unsigned long long)(permille / 10),
-             (unsigned long long)(permille % 10));
-    return buf;
-}
-
 /* The replay's statistics: one JSON object with --json, else a few lines. */
 static int print_summary(const psdb_statistics *st, const replay_report *rep,
                          const replay_rate *threshold, int json, double secs)
@@ -177,31 +167,8 @@ static int print_summary(const psdb_statistics *st, const replay_report *rep,
         printf("created %u (pipelines %u, state objects %u), PSDB missed %u, hit rate %s, "
                "failed %u, %.3f s\n",
                created, st->pipeline_states.num_created, st->state_objects.num_created, missed,
-               percent_text(hits, created, text, sizeof(text)), total.failed, secs);
-        printf("by kind:");
-        const char *sep = " ";
-        for (uint32_t k = 0; k < REPLAY_KIND_COUNT; k++) {
-            const replay_counts *c = &rep->kinds[k];
-            if (!c->entries)
-                continue;
-            printf("%s%s %u of %u PSDB hits", sep, replay_kind_name(k), c->hits, c->created);
-            if (c->failed)
-                printf(", %u failed", c->failed);
-            if (c->skipped)
-                printf(", %u skipped", c->skipped);
-            sep = "; ";
-        }
-        printf("%s\n", total.entries == 0 ? " none" : "");
-        if (missed) {
-            printf("missed by reason:");
-            sep = " ";
-            for (uint32_t m = 0; m < REPLAY_MISS_COUNT; m++)
-                if (total.by_reason[m]) {
-                    printf("%s%s %u", sep, replay_miss_name(m), total.by_reason[m]);
-                    sep = ", ";
-                }
-            printf("\n");
-        }
+               replay_rate_percent(hits, created, text, sizeof(text)), total.failed, secs);
+        replay_report_print(rep, stdout);
     }
     rc = 0;
 cleanup:
@@ -424,23 +391,9 @@ int cmd_replay(int argc, char **argv)
         rc = tool_fail("replay", "%u creations failed (first: %s)", total.failed,
                        first ? first->message : "not listed");
     }
-    if (threshold) {
-        char measured[32], min[32];
-        replay_rate_measured(hits, created, measured, sizeof(measured));
-        replay_rate_format(threshold, min, sizeof(min));
-        if (!replay_rate_met(hits, created, threshold)) {
-            tool_fail("replay",
-                      "hit rate %s (%u of %u creations were PSDB hits) is below "
-                      "--min-hit-rate %s",
-                      measured, hits, created, min);
-            /* An error (status 1) says more than the gate: it stays. */
-            if (rc == 0)
-                rc = REPLAY_EXIT_BELOW_MIN;
-        } else if (!json) {
-            printf("hit rate %s (%u of %u creations were PSDB hits) meets --min-hit-rate %s\n",
-                   measured, hits, created, min);
-        }
-    }
+    /* An error (status 1) says more than the gate: it stays. */
+    if (threshold && !replay_gate_say(hits, created, threshold, json) && rc == 0)
+        rc = REPLAY_EXIT_BELOW_MIN;
 cleanup:
     psdb__buf_free(&xml);
     replay_report_free(&report);

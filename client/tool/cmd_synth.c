@@ -53,8 +53,7 @@ static void progress(uint64_t done, uint64_t total, void *ctx)
         fputc('\n', stderr);
 }
 
-/* Parses "0.25" or "25%" into per-mille without floating point (so results never vary). */
-static int parse_fraction(const char *s, uint32_t *permille)
+int tool_parse_permille(const char *s, uint32_t *permille)
 {
     uint64_t whole = 0, frac = 0, scale = 1000;
     const char *p = s;
@@ -166,12 +165,12 @@ int cmd_synth(int argc, char **argv)
                 goto cleanup;
             }
         } else if (strcmp(a, "--compute-fraction") == 0) {
-            if (parse_fraction(val, &p.compute_permille) != 0) {
+            if (tool_parse_permille(val, &p.compute_permille) != 0) {
                 rc = tool_fail("synth", "invalid --compute-fraction '%s' (want 0-1)", val);
                 goto cleanup;
             }
         } else if (strcmp(a, "--changed") == 0) {
-            if (parse_fraction(val, &p.changed_permille) != 0) {
+            if (tool_parse_permille(val, &p.changed_permille) != 0) {
                 rc = tool_fail("synth", "invalid --changed '%s' (want 0-1 or 0%%-100%%)", val);
                 goto cleanup;
             }

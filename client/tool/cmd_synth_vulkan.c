@@ -11,31 +11,42 @@ int cmd_synth_api(int argc, char **argv);
 
 static void vusage(FILE *f)
 {
-    fprintf(f,
-            "usage: psdb synth --api vulkan --app NAME --app-version V --pipelines N [--seed S]\n"
-            "                  [--engine NAME[:VERSION]] -o OUT.sodb\n"
-            "\n"
-            "Writes an SODB of N distinct Vulkan pipelines (schema/SODB.md section 3) built from\n"
-            "GLSL shader families (blur, noise and grading compute shaders; a mesh vertex shader,\n"
-            "rigid or skinned; a PBR fragment shader with 1-8 lights, shadows, fog) compiled to\n"
-            "SPIR-V with glslang, with variants by define and specialization constant and\n"
-            "fixed-function states (blend, cull, formats, topology). N is at most %llu. The same\n"
-            "arguments always give a byte-identical file.\n"
-            "\n"
-            "  --app NAME              application name (required)\n"
-            "  --app-version V         application version, a.b.c.d or a number (required)\n"
-            "  --pipelines N           number of entries, >= 1 (required)\n"
-            "  --seed S                corpus seed (default 1)\n"
-            "  --engine NAME[:V]       engine name and version (default none)\n"
-            "  -o, --output OUT.sodb   output file (replaced)\n",
-            (unsigned long long)psdb__synth_vulkan_max());
+    fprintf(
+        f,
+        "usage: psdb synth --api vulkan --app NAME --app-version V --pipelines N [--seed S]\n"
+        "                  [--engine NAME[:VERSION]] [--changed F [--patch K]] -o OUT.sodb\n"
+        "\n"
+        "Writes an SODB of N distinct Vulkan pipelines (schema/SODB.md section 3) built from\n"
+        "GLSL shader families (blur, noise and grading compute shaders; a mesh vertex shader,\n"
+        "rigid or skinned; a PBR fragment shader with 1-8 lights, shadows, fog) compiled to\n"
+        "SPIR-V with glslang, with variants by define and specialization constant and\n"
+        "fixed-function states (blend, cull, formats, topology). N is at most %llu. The same\n"
+        "arguments always give a byte-identical file.\n"
+        "\n"
+        "  --app NAME              application name (required)\n"
+        "  --app-version V         application version, a.b.c.d or a number (required)\n"
+        "  --pipelines N           number of entries, >= 1 (required)\n"
+        "  --seed S                corpus seed (default 1)\n"
+        "  --engine NAME[:V]       engine name and version (default none)\n"
+        "  --changed F             write patch K of the corpus instead (version N+1 of the\n"
+        "                          game, give it a higher --app-version): each pipeline is\n"
+        "                          touched with probability F (0-1 or N%%), half of those with\n"
+        "                          an edited shader (a constant of its compute or fragment\n"
+        "                          GLSL changed), half removed and replaced by new pipelines\n"
+        "                          of the same kind after the others; the rest are the\n"
+        "                          corpus's bytes in its order\n"
+        "  --patch K               which patch, >= 1 (default 1): patches differ in what they\n"
+        "                          touch; each is deterministic\n"
+        "  -o, --output OUT.sodb   output file (replaced)\n",
+        (unsigned long long)psdb__synth_vulkan_max());
 }
 
 static int synth_vulkan(int argc, char **argv)
 {
     const char *app = NULL, *out = NULL, *engine = NULL;
-    uint64_t version = 0, n = 0, seed = 1, engine_version = 0;
-    int have_version = 0, rc = 1;
+    uint64_t version = 0, n = 0, seed = 1, engine_version = 0, patch = 0;
+    uint32_t changed = 0;
+    int have_version = 0, have_changed = 0, rc = 1;
     psdb__synth_vulkan_stats st;
     char err[512];
     char engine_name[128];
@@ -82,6 +93,19 @@ static int synth_vulkan(int argc, char **argv)
             engine_name[len] = '\0';
             engine = engine_name;
             i++;
+        } else if (strcmp(a, "--changed") == 0 && val) {
+            if (tool_parse_permille(val, &changed) != 0) {
+                rc = tool_fail("synth", "--changed: not a fraction 0-1 or 0%%-100%%: %s", val);
+                goto cleanup;
+            }
+            have_changed = 1;
+            i++;
+        } else if (strcmp(a, "--patch") == 0 && val) {
+            if (psdb__parse_u64(val, &patch) != 0 || patch == 0) {
+                rc = tool_fail("synth", "--patch: not a number >= 1: %s", val);
+                goto cleanup;
+            }
+            i++;
         } else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && val) {
             out = val;
             i++;
@@ -98,20 +122,37 @@ static int synth_vulkan(int argc, char **argv)
     }
     if (tool_bad_name("synth", "--app", app) || tool_bad_name("synth", "--engine", engine))
         goto cleanup;
+    if (patch && !have_changed) {
+        rc = tool_fail("synth", "--patch needs --changed (the fraction of pipelines it touches)");
+        goto cleanup;
+    }
+    if (have_changed && !patch)
+        patch = 1;
     if (psdb__synth_vulkan_max() && n > psdb__synth_vulkan_max()) { /* 0: no glslang */
         rc = tool_fail("synth", "--pipelines: at most %llu distinct Vulkan pipelines, not %llu",
                        (unsigned long long)psdb__synth_vulkan_max(), (unsigned long long)n);
         goto cleanup;
     }
-    psdb__synth_vulkan_params p = {app, version, engine, engine ? engine_version : 0, n, seed};
+    psdb__synth_vulkan_params p = {.app_name = app,
+                                   .app_version = version,
+                                   .engine_name = engine,
+                                   .engine_version = engine ? engine_version : 0,
+                                   .pipelines = n,
+                                   .seed = seed,
+                                   .patch = patch,
+                                   .changed_permille = changed};
     psdb_hr hr = psdb__synth_vulkan(out, &p, &st, err, sizeof(err));
     if (PSDB_FAILED(hr)) {
         rc = tool_fail("synth", "%s", err);
         goto cleanup;
     }
-    printf("%llu Vulkan pipelines (%llu compute, %llu graphics) from %zu SPIR-V modules -> %s\n",
+    printf("%llu Vulkan pipelines (%llu compute, %llu graphics) from %zu SPIR-V modules -> %s",
            (unsigned long long)n, (unsigned long long)st.compute, (unsigned long long)st.graphics,
            st.modules, out);
+    if (patch)
+        printf(" (patch %llu: %llu edited, %llu removed and replaced)", (unsigned long long)patch,
+               (unsigned long long)st.edited, (unsigned long long)st.replaced);
+    printf("\n");
     rc = 0;
 cleanup:
     return rc;

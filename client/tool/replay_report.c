@@ -9,6 +9,7 @@
 #include "replay_report.h"
 
 #include "junit.h"
+#include "tool.h"
 
 #include "common/hash.h"
 #include "common/parse.h"
@@ -42,9 +43,17 @@ uint32_t replay_kind_of(uint32_t sodb_kind)
 
 const char *replay_miss_name(uint32_t reason)
 {
-    static const char *const names[REPLAY_MISS_COUNT] = {"no_psdb", "not_searched", "lookup_error",
-                                                         "partial_hit", "not_in_psdb"};
+    static const char *const names[REPLAY_MISS_COUNT] = {
+        "no_psdb", "not_searched", "lookup_error", "partial_hit", "not_in_psdb", "refused"};
     return reason < REPLAY_MISS_COUNT ? names[reason] : "unknown";
+}
+
+/* Whether a backend can give this reason: its reports list these, 0 included. */
+static int reason_applies(uint32_t reason, int vulkan)
+{
+    return vulkan ? reason == REPLAY_MISS_NO_PSDB || reason == REPLAY_MISS_LOOKUP_ERROR ||
+                        reason == REPLAY_MISS_NOT_IN_PSDB || reason == REPLAY_MISS_REFUSED
+                  : reason != REPLAY_MISS_REFUSED;
 }
 
 void replay_report_begin(replay_report *r)
@@ -221,6 +230,28 @@ psdb_hr replay_report_failed(replay_report *r, uint32_t kind, const uint8_t key[
     return add_case(r, kind, key, version, hr, 0, msg, seconds);
 }
 
+psdb_hr replay_report_outcome(replay_report *r, uint32_t kind, const uint8_t key[32],
+                              uint64_t version, int created, int hit, uint32_t reason,
+                              const char *message, double seconds)
+{
+    psdb_hr hr = PSDB_S_OK;
+    replay_counts *c = &r->kinds[kind];
+    c->entries++;
+    c->seconds += seconds;
+    if (!created) {
+        c->failed++;
+        hr = add_case(r, kind, key, version, PSDB_E_FAIL, 0, message, seconds);
+    } else if (hit) {
+        c->created++;
+        c->hits++;
+    } else {
+        c->created++;
+        c->by_reason[reason]++;
+        hr = add_case(r, kind, key, version, PSDB_S_OK, reason, message, seconds);
+    }
+    return hr;
+}
+
 replay_counts replay_report_total(const replay_report *r)
 {
     replay_counts t = {0};
@@ -327,21 +358,75 @@ const char *replay_rate_measured(uint64_t hits, uint64_t created, char *buf, siz
     return buf;
 }
 
+const char *replay_rate_percent(uint64_t hits, uint64_t created, char *buf, size_t size)
+{
+    uint64_t permille = created ? hits * 1000u / created : 0;
+    snprintf(buf, size, "%llu.%llu%%", (unsigned long long)(permille / 10),
+             (unsigned long long)(permille % 10));
+    return buf;
+}
+
+int replay_gate_say(uint64_t hits, uint64_t created, const replay_rate *threshold, int quiet)
+{
+    char measured[32], min[32];
+    int met = replay_rate_met(hits, created, threshold);
+    replay_rate_measured(hits, created, measured, sizeof(measured));
+    replay_rate_format(threshold, min, sizeof(min));
+    if (!met)
+        tool_fail("replay",
+                  "hit rate %s (%llu of %llu creations were PSDB hits) is below --min-hit-rate %s",
+                  measured, (unsigned long long)hits, (unsigned long long)created, min);
+    else if (!quiet)
+        printf("hit rate %s (%llu of %llu creations were PSDB hits) meets --min-hit-rate %s\n",
+               measured, (unsigned long long)hits, (unsigned long long)created, min);
+    return met;
+}
+
+void replay_report_print(const replay_report *r, FILE *f)
+{
+    replay_counts total = replay_report_total(r);
+    const char *sep = " ";
+    fprintf(f, "by kind:");
+    for (uint32_t k = 0; k < REPLAY_KIND_COUNT; k++) {
+        const replay_counts *c = &r->kinds[k];
+        if (!c->entries)
+            continue;
+        fprintf(f, "%s%s %u of %u PSDB hits", sep, replay_kind_name(k), c->hits, c->created);
+        if (c->failed)
+            fprintf(f, ", %u failed", c->failed);
+        if (c->skipped)
+            fprintf(f, ", %u skipped", c->skipped);
+        sep = "; ";
+    }
+    fprintf(f, "%s\n", total.entries == 0 ? " none" : "");
+    if (total.created > total.hits) {
+        fprintf(f, "missed by reason:");
+        sep = " ";
+        for (uint32_t m = 0; m < REPLAY_MISS_COUNT; m++)
+            if (total.by_reason[m]) {
+                fprintf(f, "%s%s %u", sep, replay_miss_name(m), total.by_reason[m]);
+                sep = ", ";
+            }
+        fprintf(f, "\n");
+    }
+}
+
 /* ---- JSON -------------------------------------------------------------------------------------
  */
 
-static json_t *reasons_json(const uint32_t by_reason[REPLAY_MISS_COUNT])
+static json_t *reasons_json(const uint32_t by_reason[REPLAY_MISS_COUNT], int vulkan)
 {
     json_t *o = json_object();
     for (uint32_t m = 0; o && m < REPLAY_MISS_COUNT; m++)
-        if (json_object_set_new(o, replay_miss_name(m), json_integer(by_reason[m])) != 0) {
+        if (reason_applies(m, vulkan) &&
+            json_object_set_new(o, replay_miss_name(m), json_integer(by_reason[m])) != 0) {
             json_decref(o);
             o = NULL;
         }
     return o;
 }
 
-static json_t *counts_json(const replay_counts *c)
+static json_t *counts_json(const replay_counts *c, int vulkan)
 {
     json_t *o =
         json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o*, s:o*}", "entries", (json_int_t)c->entries,
@@ -349,7 +434,7 @@ static json_t *counts_json(const replay_counts *c)
                   (json_int_t)(c->created - c->hits), "failed", (json_int_t)c->failed, "skipped",
                   (json_int_t)c->skipped, "hit_rate",
                   c->created ? json_real((double)c->hits / (double)c->created) : json_null(),
-                  "miss_reasons", reasons_json(c->by_reason));
+                  "miss_reasons", reasons_json(c->by_reason, vulkan));
     return o;
 }
 
@@ -361,7 +446,8 @@ int replay_report_add_json(const replay_report *r, json_t *o)
     if (!kinds || !missed)
         goto cleanup;
     for (uint32_t k = 0; k < REPLAY_KIND_COUNT; k++)
-        if (json_object_set_new(kinds, replay_kind_name(k), counts_json(&r->kinds[k])) != 0)
+        if (json_object_set_new(kinds, replay_kind_name(k), counts_json(&r->kinds[k], r->vulkan)) !=
+            0)
             goto cleanup;
     for (size_t i = 0; i < r->num_cases; i++) {
         const replay_case *c = &r->cases[i];
@@ -381,7 +467,7 @@ int replay_report_add_json(const replay_report *r, json_t *o)
         goto cleanup;
     }
     kinds = NULL;
-    if (json_object_set_new(o, "miss_reasons", reasons_json(total.by_reason)) != 0 ||
+    if (json_object_set_new(o, "miss_reasons", reasons_json(total.by_reason, r->vulkan)) != 0 ||
         json_object_set_new(o, "skipped", json_integer(total.skipped)) != 0)
         goto cleanup;
     rc = json_object_set_new(o, "missed", missed);
@@ -426,8 +512,9 @@ static int kind_outcome(const replay_counts *c, const replay_rate *threshold)
 }
 
 static void kind_case(psdb__buf *b, uint32_t kind, const replay_counts *c,
-                      const replay_rate *threshold)
+                      const replay_rate *threshold, int vulkan)
 {
+    int other_api = vulkan ? kind < REPLAY_KIND_VK_COMPUTE : kind >= REPLAY_KIND_VK_COMPUTE;
     char rate[32], min[32];
     replay_rate_measured(c->hits, c->created, rate, sizeof(rate));
     replay_rate_format(threshold, min, sizeof(min));
@@ -449,10 +536,10 @@ static void kind_case(psdb__buf *b, uint32_t kind, const replay_counts *c,
     case 's':
         junit_appendf(b, "    <skipped message=\"%u %s entries not created: %s\"/>\n", c->skipped,
                       replay_kind_name(kind),
-                      kind >= REPLAY_KIND_VK_COMPUTE
-                          ? "replay creates D3D12 entries only (the reference driver)"
-                          : "state objects built on existing collections cannot be recreated "
-                            "from an SODB");
+                      !other_api ? "state objects built on existing collections cannot be "
+                                   "recreated from an SODB"
+                      : vulkan   ? "replay --backend vulkan creates Vulkan entries only"
+                                 : "replay creates D3D12 entries only (the reference driver)");
         break;
     default:
         break;
@@ -524,20 +611,35 @@ psdb_hr replay_report_junit(const replay_report *r, const replay_junit_run *run,
                   "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"psdb replay ");
     junit_escape(out, run->app_name);
     junit_appendf(out, " %s on ", version);
-    junit_escape(out, run->family);
+    if (run->device_name) {
+        junit_escape(out, run->device_name);
+        junit_appendf(out, " (");
+        junit_escape(out, run->family);
+        junit_appendf(out, " ABI %llu)", (unsigned long long)run->abi_min);
+    } else {
+        junit_escape(out, run->family);
+        junit_appendf(out, " ABI %llu-%llu", (unsigned long long)run->abi_min,
+                      (unsigned long long)run->abi_max);
+    }
     junit_appendf(out,
-                  " ABI %llu-%llu\" tests=\"%u\" failures=\"%u\" errors=\"%u\" skipped=\"%u\" "
-                  "time=\"%.6f\" timestamp=\"%s\">\n  <properties>\n",
-                  (unsigned long long)run->abi_min, (unsigned long long)run->abi_max, tests,
-                  failures, errors, skipped, run->seconds, run->timestamp);
+                  "\" tests=\"%u\" failures=\"%u\" errors=\"%u\" skipped=\"%u\" time=\"%.6f\" "
+                  "timestamp=\"%s\">\n  <properties>\n",
+                  tests, failures, errors, skipped, run->seconds, run->timestamp);
     property(out, "sodb", run->sodb);
     property(out, "application", run->app_name);
     property(out, "application_version", version);
-    property(out, "family", run->family);
-    property_u64(out, "abi_min", run->abi_min);
-    property_u64(out, "abi_max", run->abi_max);
-    property(out, "profile_version",
-             psdb__format_version(run->profile_version, version, sizeof(version)));
+    if (run->device_name) {
+        property(out, "backend", "vulkan");
+        property(out, "device", run->device_name);
+        property(out, "family", run->family);
+        property_u64(out, "abi", run->abi_min);
+    } else {
+        property(out, "family", run->family);
+        property_u64(out, "abi_min", run->abi_min);
+        property_u64(out, "abi_max", run->abi_max);
+        property(out, "profile_version",
+                 psdb__format_version(run->profile_version, version, sizeof(version)));
+    }
     if (run->psdb_path)
         property(out, "psdb", run->psdb_path);
     if (run->exe_path)
@@ -571,7 +673,7 @@ psdb_hr replay_report_junit(const replay_report *r, const replay_junit_run *run,
     }
     for (uint32_t k = 0; k < REPLAY_KIND_COUNT; k++)
         if (r->kinds[k].entries)
-            kind_case(out, k, &r->kinds[k], kind_threshold);
+            kind_case(out, k, &r->kinds[k], kind_threshold, r->vulkan);
     for (size_t i = 0; i < r->num_cases; i++)
         missed_case(out, &r->cases[i]);
     if (r->not_listed) {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -24,13 +25,15 @@ enum {
 };
 
 /* Why a created object was not a PSDB hit: exactly one per missed creation, the first that
- * applies in this order. */
+ * applies in this order. --backend vulkan gives no_psdb, lookup_error, not_in_psdb and refused
+ * (schema/REPLAY.md section 5); the D3D12 replay the others. */
 enum {
     REPLAY_MISS_NO_PSDB,      /* no PSDB selected (nothing registered, no --psdb) */
     REPLAY_MISS_NOT_SEARCHED, /* a PSDB was selected but not searched (lookups disabled) */
     REPLAY_MISS_LOOKUP_ERROR, /* a lookup failed with an error other than not found */
     REPLAY_MISS_PARTIAL,      /* some compile units found, some not */
     REPLAY_MISS_NOT_IN_PSDB,  /* none of the compile units found */
+    REPLAY_MISS_REFUSED,      /* Vulkan: the PSDB's data for it, or the whole PSDB, was refused */
     REPLAY_MISS_COUNT
 };
 
@@ -39,7 +42,7 @@ enum {
 const char *replay_kind_name(uint32_t kind);
 /* REPLAY_KIND_* of a PSDB_SODB_* value, or REPLAY_KIND_COUNT for another value. */
 uint32_t replay_kind_of(uint32_t sodb_kind);
-/* "no_psdb", "not_searched", "lookup_error", "partial_hit", "not_in_psdb". */
+/* "no_psdb", "not_searched", "lookup_error", "partial_hit", "not_in_psdb", "refused". */
 const char *replay_miss_name(uint32_t reason);
 
 typedef struct replay_counts {
@@ -47,7 +50,8 @@ typedef struct replay_counts {
     uint32_t created; /* created objects (the device statistics' num_created) */
     uint32_t hits;    /* created objects that were full PSDB hits */
     uint32_t failed;  /* creations that returned an error */
-    uint32_t skipped; /* entries replay cannot create (Vulkan; state objects on collections) */
+    uint32_t skipped; /* entries replay cannot create (the other API's; state objects on
+                         collections) */
     uint32_t by_reason[REPLAY_MISS_COUNT]; /* created - hits, by reason */
     double seconds;                        /* time spent in the kind's creations */
 } replay_counts;
@@ -81,6 +85,8 @@ typedef struct replay_report {
     uint32_t not_listed; /* missed or failed creations beyond max_cases */
     const char *no_psdb; /* the message of REPLAY_MISS_NO_PSDB (static or the caller's) */
     replay_lookups cur;  /* the creation in progress */
+    int vulkan; /* --backend vulkan: Vulkan entries are created, D3D12 ones skipped, and the
+                   reasons are the Vulkan ones */
 } replay_report;
 
 /* Lookup callback (psdb_device_set_lookup_callback) with ctx = the report. Replay creates one
@@ -100,6 +106,13 @@ psdb_hr replay_report_created(replay_report *r, uint32_t kind, const uint8_t key
 /* Counts one entry of kind whose creation failed with hr at step what ("decode", "creation"). */
 psdb_hr replay_report_failed(replay_report *r, uint32_t kind, const uint8_t key[32],
                              uint64_t version, psdb_hr hr, const char *what, double seconds);
+/* Counts one entry whose outcome its backend decided itself (--backend vulkan): created, a hit or
+ * a miss for reason (REPLAY_MISS_*) with its one-line message; not created, a failed creation
+ * whose message says why. Misses and failures beyond max_cases are only counted. PSDB_S_OK, or
+ * PSDB_E_OUTOFMEMORY. */
+psdb_hr replay_report_outcome(replay_report *r, uint32_t kind, const uint8_t key[32],
+                              uint64_t version, int created, int hit, uint32_t reason,
+                              const char *message, double seconds);
 /* Sums of every kind. */
 replay_counts replay_report_total(const replay_report *r);
 void replay_report_free(replay_report *r);
@@ -119,14 +132,28 @@ int replay_rate_met(uint64_t hits, uint64_t created, const replay_rate *threshol
 const char *replay_rate_format(const replay_rate *threshold, char *buf, size_t size);
 /* hits / created with 6 decimals, cut (never rounded up: 999999 of 1000000 is not "1.000000"). */
 const char *replay_rate_measured(uint64_t hits, uint64_t created, char *buf, size_t size);
+/* hits / created as a percentage with one decimal, cut the same way: "100.0%" means every
+ * creation hit. */
+const char *replay_rate_percent(uint64_t hits, uint64_t created, char *buf, size_t size);
+/* Says the gate's outcome (schema/REPLAY.md section 2): met, "hit rate H (h of c creations were
+ * PSDB hits) meets --min-hit-rate R" on stdout unless quiet (JSON output); below, "psdb replay:
+ * hit rate ... is below --min-hit-rate R" on stderr. Returns whether it is met. */
+int replay_gate_say(uint64_t hits, uint64_t created, const replay_rate *threshold, int quiet);
+/* The text output's lines of the counts: "by kind: ..." (each kind with entries: its hits of its
+ * creations, failed and skipped when any), then "missed by reason: ..." when something missed. */
+void replay_report_print(const replay_report *r, FILE *f);
 
-/* The per-kind counts, the miss reasons and the listed cases as JSON members added to o:
- * "kinds", "miss_reasons", "missed" (array), "missed_not_listed". 0, or -1 out of memory. */
+/* The per-kind counts, the miss reasons (those of the report's backend) and the listed cases as
+ * JSON members added to o: "kinds", "miss_reasons", "skipped", "missed" (array),
+ * "missed_not_listed". 0, or -1 out of memory. */
 int replay_report_add_json(const replay_report *r, json_t *o);
 
 /* The run a JUnit report describes. */
 typedef struct replay_junit_run {
     const char *sodb, *app_name, *family, *exe_path, *psdb_path;
+    /* --backend vulkan: the device replayed on; family is its target and abi_min its ABI. NULL
+     * for the D3D12 replay's adapter (family, ABI range, profile version). */
+    const char *device_name;
     uint64_t app_version, abi_min, abi_max, profile_version;
     uint64_t created, hits;       /* the device statistics (the gate's figures) */
     const replay_rate *threshold; /* NULL without --min-hit-rate */

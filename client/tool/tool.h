@@ -66,6 +66,11 @@ int tool_is_control(uint32_t c);
  * so that no control character reaches a terminal through JSON either. 0, or -1 on failure. */
 int tool_json_dumpf(const json_t *doc, FILE *f, size_t flags);
 
+/* Parses a fraction "0.25" (at most 3 decimals) or a percentage "25%" (whole) into per mille,
+ * without floating point (so results never vary): 0, or -1 for anything else or above 1.
+ * `psdb synth`'s --compute-fraction and --changed. */
+int tool_parse_permille(const char *s, uint32_t *permille);
+
 /* True when argv contains -h or --help. */
 int tool_wants_help(int argc, char **argv);
 

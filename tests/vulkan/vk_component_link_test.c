@@ -11,15 +11,18 @@ START_TEST(test_vk_component__compile_and_replay_name_a_missing_sodb)
 {
     char err[512] = "";
     vkbe_compile_stats cs;
-    vkbe_replay_stats cold, warm;
+    vkbe_replay_result rr;
+    vkbe_replay_desc rd = {.sodb_path = "/nonexistent/psdb-vk24/a.sodb"};
     psdb_hr hr = vkbe_compile("/nonexistent/psdb-vk24/a.sodb", 0, "/nonexistent/psdb-vk24/a.psdb",
                               NULL, &cs, err, sizeof(err));
     ck_assert_msg(PSDB_FAILED(hr), "%s", psdb_hr_str(hr));
     ck_assert_msg(strstr(err, "/nonexistent/psdb-vk24/a.sodb"), "%s", err);
     err[0] = '\0';
-    hr = vkbe_replay("/nonexistent/psdb-vk24/a.sodb", NULL, 0, &cold, &warm, err, sizeof(err));
+    hr = vkbe_replay(&rd, &rr, err, sizeof(err));
     ck_assert_msg(PSDB_FAILED(hr), "%s", psdb_hr_str(hr));
     ck_assert_msg(strstr(err, "/nonexistent/psdb-vk24/a.sodb"), "%s", err);
+    ck_assert_msg(rr.entries == NULL && rr.num_entries == 0, "a failed replay left entries");
+    vkbe_replay_result_free(&rr);
 }
 END_TEST
 

@@ -33,6 +33,7 @@
 #ifndef PSDB_VULKAN_PSDB_VULKAN_H
 #define PSDB_VULKAN_PSDB_VULKAN_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,18 +82,76 @@ typedef struct vkbe_replay_stats {
     int merged_cache; /* the pass used the PSDB's merged VkPipelineCache */
 } vkbe_replay_stats;
 
+/* What became of one SODB entry in a replay pass (schema/REPLAY.md, the Vulkan section). */
+typedef enum vkbe_outcome {
+    VKBE_HIT = 1,      /* created with the PSDB's code for it */
+    VKBE_NOT_IN_PSDB,  /* created; the PSDB holds no pipeline with its key */
+    VKBE_REFUSED,      /* created without the PSDB's data for it: that data failed a check, or the
+                          whole PSDB was refused (vkbe_replay_result.refused) */
+    VKBE_LOOKUP_ERROR, /* created; the lookup ran out of memory */
+    VKBE_NO_PSDB,      /* created with no PSDB selected */
+    VKBE_FAILED,       /* not created: it did not decode, or a step failed (step, vk_result) */
+    VKBE_SKIPPED       /* not a Vulkan entry: not replayed */
+} vkbe_outcome;
+
+typedef struct vkbe_entry_outcome {
+    uint32_t kind; /* PSDB_SODB_* */
+    uint8_t key[32];
+    uint64_t version;
+    uint32_t outcome;  /* vkbe_outcome */
+    int32_t vk_result; /* VKBE_FAILED: the failing step's VkResult (0: it did not decode) */
+    char step[48];     /* VKBE_FAILED: "decode", or the step that failed */
+    double seconds;    /* created: its time-to-usable (lookup, creation, first use) */
+} vkbe_entry_outcome;
+
+typedef struct vkbe_replay_desc {
+    const char *sodb_path;
+    const char *psdb_path; /* a PSDB named directly, or NULL */
+    /* With psdb_path NULL: the PSDB the registry holds for this executable (its path as given,
+     * or resolved when it names a file, as the layer sees /proc/self/exe) and the device's
+     * family, found and proven as the layer finds it (vkfind_registered); NULL: no PSDB. */
+    const char *exe_path;
+    const char *registry_dir; /* the registry's root for exe_path; NULL: the default root */
+    uint32_t device_index;
+} vkbe_replay_desc;
+
+typedef struct vkbe_replay_result {
+    vkbe_replay_stats cold, warm;
+    int warm_ran; /* a pass ran with the PSDB: warm holds its figures */
+    char device_name[256];
+    char family[64]; /* the device's target (schema/COMPILER.md section 5) */
+    uint64_t abi;
+    char exe_path[PATH_MAX];  /* exe_path as looked up ("" without one) */
+    int registered;           /* the registry holds a default component PSDB of it for family */
+    char psdb_path[PATH_MAX]; /* the PSDB selected (named, or the registry's); "" none */
+    /* Non-empty: the registry's PSDB was refused for the device (why: no digest recorded, not the
+     * file its install verified, another driver build, ...), as the layer refuses it; every
+     * created entry is then VKBE_REFUSED and no pass ran with it. */
+    char refused[512];
+    /* Every SODB entry of the pass the counts are of (the PSDB's, else the cold one), in SODB
+     * order; freed by vkbe_replay_result_free. */
+    vkbe_entry_outcome *entries;
+    size_t num_entries;
+} vkbe_replay_result;
+
 /* Creates and first-uses every Vulkan pipeline of the SODB on the device, cold (Mesa's disk cache
- * and the NVIDIA driver's disk cache off, no PSDB) into *cold, then with the PSDB at psdb_path
- * (may be NULL: cold only) into *warm, proven as the layer proves an installed PSDB. Each
- * pass runs in a child process, so that the driver opens its caches afresh and the environment a
- * pass sets stays there. Statuses: PSDB_S_OK; PSDB_E_NOTIMPL without the backend; PSDB_E_FAIL
- * when a pass failed (err names why: the SODB, the device, a PSDB that does not fit the device,
- * pipe or fork); err (err_size > 0) gets one line. Not thread-safe (fork). */
-psdb_hr vkbe_replay(const char *sodb_path, const char *psdb_path, uint32_t device_index,
-                    vkbe_replay_stats *cold, vkbe_replay_stats *warm, char *err, size_t err_size);
+ * and the NVIDIA driver's disk cache off, no PSDB) into out->cold, then with the PSDB selected
+ * (desc->psdb_path, or the registry's for desc->exe_path) into out->warm, proven as the layer
+ * proves an installed PSDB: by the SHA-256 its install recorded (a file named directly: by its
+ * own SHA-256, taken first). Each pass runs in a child process, so that the driver opens its
+ * caches afresh and the environment a pass sets stays there. *out is the caller's
+ * (vkbe_replay_result_free; on failure it holds no entries). Statuses: PSDB_S_OK; PSDB_E_NOTIMPL
+ * without the backend; PSDB_E_INVALIDARG NULL arguments, or both psdb_path and exe_path;
+ * PSDB_E_FAIL when a pass failed (err names why: the SODB, the device, a PSDB named directly that
+ * does not fit the device, pipe or fork) or the registry cannot be read; PSDB_E_OUTOFMEMORY. A
+ * registered PSDB that is refused is no failure: out->refused says why. err (err_size > 0) gets one
+ * line. Not thread-safe (fork). */
+psdb_hr vkbe_replay(const vkbe_replay_desc *desc, vkbe_replay_result *out, char *err,
+                    size_t err_size);
+/* Frees r's entries and zeroes them; NULL is a no-op. */
+void vkbe_replay_result_free(vkbe_replay_result *r);
 
 #ifdef PSDB_HAVE_VULKAN_HEADERS
-#include <limits.h>
 #include <vulkan/vulkan.h>
 
 /* ==== A device's identity as a psdb target (vk_identity.c, schema/COMPILER.md section 5) =========
@@ -506,6 +565,16 @@ typedef struct vkfind_device {
  * set and the reason said once per process on stderr. Release with vkfind_close. */
 void vkfind_open(vkfind_device *d);
 void vkfind_close(vkfind_device *d);
+
+/* The registry's `default` component PSDB of the executable exe (an exact path, as the registry
+ * keys it; vkfind_open asks with /proc/self/exe) for family, in the registry at registry_dir
+ * (NULL: the default root, PSDB_REGISTRY_DIR honoured): what vkfind_open delivers when
+ * PSDB_DELIVERY is not set. PSDB_S_OK: path and *trust (the SHA-256 psdb install recorded) set;
+ * PSDB_E_INTEGRITY: registered without a recorded digest, which is never delivered (path set, why
+ * says so); PSDB_S_FALSE: none registered; PSDB_E_INVALIDARG: a NULL argument; the explorer's
+ * failure for a registry that cannot be read (why names it). why may be NULL. */
+psdb_hr vkfind_registered(const char *registry_dir, const char *exe, const char *family, char *path,
+                          size_t path_size, vkdl_trust *trust, char *why, size_t why_size);
 
 /* Looks one pipeline creation up in d's PSDB (d->psdb non-NULL): encodes it with r's objects
  * (vkrec_pipeline), hashes the encoding into its SODB object key and asks vkdl_lookup (data,

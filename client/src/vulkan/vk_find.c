@@ -71,18 +71,45 @@ static int reg_entry(const psdb_registry_entry *e, void *ctx)
     return r->fn ? r->fn(r, e) : 1;
 }
 
-/* Walks the registry (PSDB_REGISTRY_DIR overrides its root, as for every psdb client). */
-static void registry_walk(reg_find *r)
+/* Walks the registry at root (NULL: the default root, which PSDB_REGISTRY_DIR overrides, as for
+ * every psdb client) for r->exe: PSDB_S_OK, or the explorer's failure (a registry that cannot be
+ * read). */
+static psdb_hr registry_walk(reg_find *r, const char *root)
 {
-    char exe[PATH_MAX];
     psdb_explorer *x = NULL;
-    if (self_exe(exe, sizeof(exe)) != 0)
-        return;
-    r->exe = exe;
-    if (PSDB_SUCCEEDED(psdb_explorer_open(NULL, &x)))
-        psdb_explorer_foreach(x, reg_entry, r);
+    psdb_hr hr = psdb_explorer_open(root, &x);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_explorer_foreach(x, reg_entry, r);
     psdb_explorer_release(x);
-    r->exe = NULL;
+    return hr;
+}
+
+psdb_hr vkfind_registered(const char *registry_dir, const char *exe, const char *family, char *path,
+                          size_t path_size, vkdl_trust *trust, char *why, size_t why_size)
+{
+    reg_find r = {.exe = exe, .family = family};
+    psdb_hr hr = exe && family && path && path_size && trust ? registry_walk(&r, registry_dir)
+                                                             : PSDB_E_INVALIDARG;
+    if (PSDB_FAILED(hr)) {
+        if (why && why_size)
+            snprintf(why, why_size, "the registry%s%s cannot be read: %s",
+                     registry_dir ? " at " : "", registry_dir ? registry_dir : "",
+                     psdb_error_last()[0] ? psdb_error_last() : psdb_hr_str(hr));
+    } else if (!r.found) {
+        hr = PSDB_S_FALSE;
+    } else {
+        snprintf(path, path_size, "%s", r.path);
+        *trust = r.trust;
+        hr = PSDB_S_OK;
+        if (!r.verified) {
+            hr = PSDB_E_INTEGRITY;
+            if (why && why_size)
+                snprintf(why, why_size,
+                         "the registration records no digest of its file (not installed by psdb "
+                         "install, or changed since): nothing unverified is delivered");
+        }
+    }
+    return hr;
 }
 
 /* Whether the (not yet proven) file carries Mesa's single-file cache. */
@@ -182,6 +209,7 @@ static int offer_entry(reg_find *r, const psdb_registry_entry *e)
 void vkfind_prepare(int first)
 {
     const char *path = getenv("PSDB_DELIVERY");
+    char exe[PATH_MAX];
     pthread_mutex_lock(&g_lock);
     first = first && g_delivery_path[0] == '\0';
     if (path && *path)
@@ -193,13 +221,15 @@ void vkfind_prepare(int first)
         offer(path, NULL);
         return;
     }
-    reg_find r = {.fn = offer_entry};
-    registry_walk(&r);
+    reg_find r = {.exe = exe, .fn = offer_entry};
+    if (self_exe(exe, sizeof(exe)) == 0)
+        registry_walk(&r, NULL);
 }
 
 void vkfind_open(vkfind_device *d)
 {
-    reg_find r = {0};
+    vkdl_trust reg_trust;
+    char exe[PATH_MAX];
     const vkdl_trust *trust = NULL;
     psdb_file_info info;
     char why[512] = "";
@@ -210,18 +240,16 @@ void vkfind_open(vkfind_device *d)
     snprintf(d->path, sizeof(d->path), "%s", g_delivery_path);
     pthread_mutex_unlock(&g_lock);
     if (!d->path[0]) {
-        r.family = d->id.family;
-        registry_walk(&r);
-        if (!r.found)
+        /* A registry that cannot be read holds nothing for the device, as an empty one. */
+        if (self_exe(exe, sizeof(exe)) != 0)
             return;
-        snprintf(d->path, sizeof(d->path), "%s", r.path);
-        trust = &r.trust;
-        if (!r.verified) {
-            hr = PSDB_E_INTEGRITY;
-            snprintf(why, sizeof(why),
-                     "the registration records no digest of its file (not installed by psdb "
-                     "install, or changed since): nothing unverified is delivered");
+        hr = vkfind_registered(NULL, exe, d->id.family, d->path, sizeof(d->path), &reg_trust, why,
+                               sizeof(why));
+        if (hr != PSDB_S_OK && hr != PSDB_E_INTEGRITY) {
+            d->path[0] = '\0';
+            return;
         }
+        trust = &reg_trust;
     }
     if (PSDB_SUCCEEDED(hr)) {
         vkdl_proof *p = proof_take(d->path);

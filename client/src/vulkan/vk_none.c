@@ -3,6 +3,8 @@
  * so the psdb tool builds everywhere and says so in one line. */
 #include "vulkan/psdb_vulkan.h"
 
+#include <string.h>
+
 static psdb_hr no_backend(char *err, size_t err_size)
 {
     snprintf(err, err_size, "this psdb was built without the vulkan backend (PSDB_VULKAN=OFF)");
@@ -16,9 +18,16 @@ psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *o
     return no_backend(err, err_size);
 }
 
-psdb_hr vkbe_replay(const char *sodb_path, const char *psdb_path, uint32_t device_index,
-                    vkbe_replay_stats *cold, vkbe_replay_stats *warm, char *err, size_t err_size)
+psdb_hr vkbe_replay(const vkbe_replay_desc *desc, vkbe_replay_result *out, char *err,
+                    size_t err_size)
 {
-    (void)sodb_path, (void)psdb_path, (void)device_index, (void)cold, (void)warm;
+    (void)desc;
+    if (out)
+        memset(out, 0, sizeof(*out));
     return no_backend(err, err_size);
+}
+
+void vkbe_replay_result_free(vkbe_replay_result *r)
+{
+    (void)r;
 }

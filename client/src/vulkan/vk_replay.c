@@ -1,10 +1,12 @@
 /* vk_replay.c - `psdb replay --backend vulkan`: the time-to-usable of an SODB's Vulkan pipelines
- * on the device, cold and with a PSDB delivered as the layer delivers it, each pass in a child
- * process. */
+ * on the device, cold and with a PSDB delivered as the layer delivers it (named, or found in the
+ * registry as the layer finds it), each pass in a child process, and what became of each entry
+ * (schema/REPLAY.md). */
 #include "vulkan/vk_backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,45 @@ typedef struct vpass {
     uint64_t n, cap, failed, hits, misses;
     double *ms;
     double lookup_s, create_s, use_s, objects_s;
+    vkbe_entry_outcome *entries; /* every entry's outcome, in SODB order */
+    size_t num_entries, cap_entries;
 } vpass;
+
+/* What a pass reports besides its figures. */
+typedef struct pass_report {
+    int psdb_refused; /* the pass failed on the PSDB: it cannot be used for the device */
+    char device_name[256], family[64];
+    uint64_t abi;
+    vkbe_entry_outcome *entries;
+    size_t num_entries;
+} pass_report;
+
+/* Records one entry's outcome: 0, or -1 out of memory. */
+static int record(vpass *v, uint32_t kind, const uint8_t key[32], uint64_t version,
+                  vkbe_outcome outcome, VkResult r, const char *step, double seconds)
+{
+    int rc = -1;
+    if (v->num_entries == v->cap_entries) {
+        size_t cap = v->cap_entries ? v->cap_entries * 2 : 256;
+        vkbe_entry_outcome *e = realloc(v->entries, cap * sizeof(*e));
+        if (!e)
+            goto cleanup;
+        v->entries = e;
+        v->cap_entries = cap;
+    }
+    vkbe_entry_outcome *e = &v->entries[v->num_entries++];
+    memset(e, 0, sizeof(*e));
+    e->kind = kind;
+    memcpy(e->key, key, 32);
+    e->version = version;
+    e->outcome = (uint32_t)outcome;
+    e->vk_result = (int32_t)r;
+    snprintf(e->step, sizeof(e->step), "%s", step ? step : "");
+    e->seconds = seconds;
+    rc = 0;
+cleanup:
+    return rc;
+}
 
 static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
                         size_t desc_size, void *arg)
@@ -34,12 +74,11 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     double secs = 0, create_s = 0;
     const char *what;
     int hit = 0;
-    (void)version;
     if (kind != PSDB_SODB_VK_COMPUTE && kind != PSDB_SODB_VK_GRAPHICS)
-        return 0;
+        return record(v, kind, key, version, VKBE_SKIPPED, VK_SUCCESS, NULL, 0) != 0;
     if (vkdec_pipeline_decode(desc, desc_size, kind == PSDB_SODB_VK_GRAPHICS, &p) != 0) {
         v->failed++;
-        return 0;
+        return record(v, kind, key, version, VKBE_FAILED, VK_SUCCESS, "decode", 0) != 0;
     }
     double t0 = vkbe_now();
     if (v->f) {
@@ -63,8 +102,15 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     vkdec_free(&p);
     if (r != VK_SUCCESS) {
         v->failed++;
-        return 0;
+        return record(v, kind, key, version, VKBE_FAILED, r, what, total) != 0;
     }
+    vkbe_outcome outcome = !v->f      ? VKBE_NO_PSDB
+                           : hit == 1 ? VKBE_HIT
+                           : hit < 0  ? VKBE_LOOKUP_ERROR
+                           : bad      ? VKBE_REFUSED
+                                      : VKBE_NOT_IN_PSDB;
+    if (record(v, kind, key, version, outcome, r, NULL, total) != 0)
+        return 1;
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 256;
         double *m = realloc(v->ms, cap * sizeof(*m));
@@ -114,9 +160,12 @@ static double file_sha256_time(psdb_file *f, const uint8_t sha[32])
     return psdb_file_check(f, PSDB_FILE_CHECK_SHA256, sha) == PSDB_S_OK ? vkbe_now() - t : -1;
 }
 
-/* One pass in this process; 0 or -1 with err set. */
-static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t device_index,
-                    vkbe_replay_stats *out, char *err, size_t err_size)
+/* One pass in this process; 0 or -1 with err set (rep->psdb_refused when the PSDB could not be
+ * used). reg_trust: the registry's digest of psdb_path, or NULL for a file named directly (its
+ * own SHA-256 then stands in for it). On success rep->entries is the caller's. */
+static int run_pass(const char *sodb_path, const char *psdb_path, const vkdl_trust *reg_trust,
+                    uint32_t device_index, vkbe_replay_stats *out, pass_report *rep, char *err,
+                    size_t err_size)
 {
     psdb_sodb *s = NULL;
     vkbe_dev d;
@@ -147,11 +196,12 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
             goto cleanup;
         }
         vkbe_private_cache(dir);
-        hr = vkdl_open(psdb_path, NULL, NULL, &v.f);
+        hr = vkdl_open(psdb_path, NULL, reg_trust, &v.f);
         if (PSDB_SUCCEEDED(hr))
             hr = vkdl_mesa_setup(v.f, msg, sizeof(msg));
         if (PSDB_FAILED(hr)) {
             vkbe_fmt(err, err_size, "psdb %s: %s", psdb_path, msg[0] ? msg : psdb_error_last());
+            rep->psdb_refused = 1;
             goto cleanup;
         }
         psdb_file_release(v.f);
@@ -161,19 +211,26 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
      * here, outside the clock, as the registry would hold it), the proof started before the
      * device is created and running beside it; the pass waits only for what is left of it once
      * the device exists. */
-    if (psdb_path && file_sha256(psdb_path, trust.sha256) != 0) {
+    if (reg_trust) {
+        trust = *reg_trust;
+    } else if (psdb_path && file_sha256(psdb_path, trust.sha256) != 0) {
         snprintf(err, err_size, "psdb %s: cannot read it: %s", psdb_path, strerror(errno));
+        rep->psdb_refused = 1;
         goto cleanup;
     }
     trust.have_sha256 = 1;
     if (psdb_path && PSDB_FAILED(hr = vkdl_proof_start(psdb_path, &trust, &proof))) {
         snprintf(err, err_size, "psdb %s: %s", psdb_path, psdb_hr_str(hr));
+        rep->psdb_refused = 1;
         goto cleanup;
     }
     double t_dev = vkbe_now();
     if (vkbe_dev_open(&d, device_index, err, err_size) != 0)
         goto cleanup;
     out->device_s = vkbe_now() - t_dev;
+    snprintf(rep->device_name, sizeof(rep->device_name), "%s", d.id.device_name);
+    snprintf(rep->family, sizeof(rep->family), "%s", d.id.family);
+    rep->abi = d.id.abi;
     if (psdb_path) {
         char why[512];
         double t = vkbe_now();
@@ -183,12 +240,14 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
         if (PSDB_FAILED(hr)) {
             vkbe_fmt(err, err_size, "psdb %s does not fit device %s (%s, abi %llu): %s", psdb_path,
                      d.id.device_name, d.id.family, (unsigned long long)d.id.abi, why);
+            rep->psdb_refused = 1;
             goto cleanup;
         }
         out->file_sha256_s = file_sha256_time(v.f, trust.sha256);
         hr = vkdl_keys_load(v.f, &v.keys);
         if (PSDB_FAILED(hr)) {
             snprintf(err, err_size, "psdb %s: its pipeline keys: %s", psdb_path, psdb_error_last());
+            rep->psdb_refused = 1;
             goto cleanup;
         }
     }
@@ -231,6 +290,9 @@ static int run_pass(const char *sodb_path, const char *psdb_path, uint32_t devic
         out->median_ms = v.ms[v.n / 2];
         out->p95_ms = v.ms[(v.n * 95) / 100 < v.n ? (v.n * 95) / 100 : v.n - 1];
     }
+    rep->entries = v.entries;
+    rep->num_entries = v.num_entries;
+    v.entries = NULL;
     rc = 0;
 cleanup:
     if (proof) {
@@ -243,22 +305,29 @@ cleanup:
     vkbe_dev_close(&d);
     psdb_sodb_release(s);
     free(v.ms);
+    free(v.entries);
     if (dir)
         vkbe_remove_tree(dir);
     return rc;
 }
 
 /* A pass in a child process: the driver opens its caches afresh and the environment the pass
- * sets stays in the child. */
-static psdb_hr pass_in_child(const char *sodb_path, const char *psdb_path, uint32_t device_index,
-                             vkbe_replay_stats *out, char *err, size_t err_size)
+ * sets stays in the child. Its figures and report come back through a pipe: a header, then the
+ * entries. */
+static psdb_hr pass_in_child(const char *sodb_path, const char *psdb_path,
+                             const vkdl_trust *reg_trust, uint32_t device_index,
+                             vkbe_replay_stats *out, pass_report *rep, char *err, size_t err_size)
 {
     struct {
         int rc;
         vkbe_replay_stats st;
+        pass_report rep; /* entries: not sent as a pointer, they follow */
         char err[512];
     } msg;
     int fds[2];
+    psdb_hr hr = PSDB_E_FAIL;
+    vkbe_entry_outcome *entries = NULL;
+    memset(rep, 0, sizeof(*rep));
     fflush(NULL);
     if (pipe(fds) != 0) {
         snprintf(err, err_size, "pipe: %s", strerror(errno));
@@ -274,32 +343,138 @@ static psdb_hr pass_in_child(const char *sodb_path, const char *psdb_path, uint3
     if (pid == 0) {
         close(fds[0]);
         memset(&msg, 0, sizeof(msg));
-        msg.rc = run_pass(sodb_path, psdb_path, device_index, &msg.st, msg.err, sizeof(msg.err));
-        ssize_t w = write(fds[1], &msg, sizeof(msg));
-        _exit(w == (ssize_t)sizeof(msg) ? 0 : 1);
+        msg.rc = run_pass(sodb_path, psdb_path, reg_trust, device_index, &msg.st, &msg.rep, msg.err,
+                          sizeof(msg.err));
+        entries = msg.rep.entries;
+        msg.rep.entries = NULL;
+        int w = psdb__write_all(fds[1], &msg, sizeof(msg)) == 0 &&
+                psdb__write_all(fds[1], entries, msg.rep.num_entries * sizeof(*entries)) == 0;
+        _exit(w ? 0 : 1);
     }
     close(fds[1]);
     ssize_t got = psdb__read_upto(fds[0], &msg, sizeof(msg));
+    int whole = got == (ssize_t)sizeof(msg) &&
+                msg.rep.num_entries <= SIZE_MAX / sizeof(*entries); /* else the child died */
+    size_t bytes = whole ? msg.rep.num_entries * sizeof(*entries) : 0;
+    if (bytes && !(entries = malloc(bytes))) {
+        snprintf(err, err_size, "out of memory for %zu entries' outcomes", msg.rep.num_entries);
+        hr = PSDB_E_OUTOFMEMORY;
+    } else if (whole && bytes) {
+        whole = psdb__read_upto(fds[0], entries, bytes) == (ssize_t)bytes;
+    }
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    if (got != (ssize_t)sizeof(msg)) {
+    if (hr == PSDB_E_OUTOFMEMORY) {
+        /* said above */
+    } else if (!whole) {
         snprintf(err, err_size, "replay pass died (status %d)", status);
-        return PSDB_E_FAIL;
-    }
-    if (msg.rc != 0) {
+    } else if (msg.rc != 0) {
         snprintf(err, err_size, "%s", msg.err);
-        return PSDB_E_FAIL;
+        rep->psdb_refused = msg.rep.psdb_refused;
+    } else {
+        *out = msg.st;
+        *rep = msg.rep;
+        rep->entries = entries;
+        entries = NULL;
+        hr = PSDB_S_OK;
     }
-    *out = msg.st;
-    return PSDB_S_OK;
+    free(entries);
+    return hr;
 }
 
-psdb_hr vkbe_replay(const char *sodb_path, const char *psdb_path, uint32_t device_index,
-                    vkbe_replay_stats *cold, vkbe_replay_stats *warm, char *err, size_t err_size)
+/* The registry's PSDB for the device the cold pass met (out->family), as the layer finds it:
+ * PSDB_S_OK (path and trust set), PSDB_S_FALSE (none registered, or refused: out->refused), or a
+ * failure with err set. */
+static psdb_hr find_registered(const vkbe_replay_desc *desc, vkbe_replay_result *out,
+                               vkdl_trust *trust, char *err, size_t err_size)
 {
-    psdb_hr hr = pass_in_child(sodb_path, NULL, device_index, cold, err, err_size);
-    if (PSDB_SUCCEEDED(hr) && psdb_path)
-        hr = pass_in_child(sodb_path, psdb_path, device_index, warm, err, err_size);
+    char why[512] = "", resolved[PATH_MAX];
+    /* The layer looks itself up by /proc/self/exe: a path with its links resolved. An executable
+     * that is not on this machine is looked up as given. */
+    const char *exe = realpath(desc->exe_path, resolved) ? resolved : desc->exe_path;
+    snprintf(out->exe_path, sizeof(out->exe_path), "%s", exe);
+    psdb_hr hr = vkfind_registered(desc->registry_dir, exe, out->family, out->psdb_path,
+                                   sizeof(out->psdb_path), trust, why, sizeof(why));
+    out->registered = hr == PSDB_S_OK || hr == PSDB_E_INTEGRITY;
+    if (hr == PSDB_E_INTEGRITY) {
+        snprintf(out->refused, sizeof(out->refused), "%s", why);
+        hr = PSDB_S_FALSE;
+    } else if (PSDB_FAILED(hr)) {
+        snprintf(err, err_size, "%s", why);
+        hr = PSDB_E_FAIL;
+    }
     return hr;
+}
+
+psdb_hr vkbe_replay(const vkbe_replay_desc *desc, vkbe_replay_result *out, char *err,
+                    size_t err_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    pass_report cold, warm;
+    vkdl_trust trust;
+    const char *psdb_path = NULL;
+    memset(&cold, 0, sizeof(cold));
+    memset(&warm, 0, sizeof(warm));
+    memset(&trust, 0, sizeof(trust));
+    if (out)
+        memset(out, 0, sizeof(*out));
+    if (!desc || !out || !desc->sodb_path || (desc->psdb_path && desc->exe_path)) {
+        snprintf(err, err_size, "replay: invalid arguments");
+        return PSDB_E_INVALIDARG;
+    }
+    hr = pass_in_child(desc->sodb_path, NULL, NULL, desc->device_index, &out->cold, &cold, err,
+                       err_size);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    snprintf(out->device_name, sizeof(out->device_name), "%s", cold.device_name);
+    snprintf(out->family, sizeof(out->family), "%s", cold.family);
+    out->abi = cold.abi;
+    if (desc->psdb_path) {
+        snprintf(out->psdb_path, sizeof(out->psdb_path), "%s", desc->psdb_path);
+        psdb_path = desc->psdb_path;
+    } else if (desc->exe_path) {
+        hr = find_registered(desc, out, &trust, err, err_size);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        psdb_path = hr == PSDB_S_OK ? out->psdb_path : NULL;
+    }
+    if (psdb_path) {
+        hr = pass_in_child(desc->sodb_path, psdb_path, desc->exe_path ? &trust : NULL,
+                           desc->device_index, &out->warm, &warm, err, err_size);
+        /* The registry's PSDB that fails its proof is refused, as the layer refuses it: the
+         * device runs without it. One named directly that cannot be used is the caller's error. */
+        if (PSDB_FAILED(hr) && hr != PSDB_E_OUTOFMEMORY && warm.psdb_refused && desc->exe_path) {
+            snprintf(out->refused, sizeof(out->refused), "%s", err);
+            err[0] = '\0';
+            hr = PSDB_S_OK;
+        } else if (PSDB_FAILED(hr)) {
+            goto cleanup;
+        } else {
+            out->warm_ran = 1;
+        }
+    }
+    pass_report *counted = out->warm_ran ? &warm : &cold;
+    for (size_t i = 0; out->refused[0] && i < counted->num_entries; i++)
+        if (counted->entries[i].outcome == VKBE_NO_PSDB)
+            counted->entries[i].outcome = VKBE_REFUSED;
+    out->entries = counted->entries;
+    out->num_entries = counted->num_entries;
+    counted->entries = NULL;
+    hr = PSDB_S_OK;
+cleanup:
+    free(cold.entries);
+    free(warm.entries);
+    if (PSDB_FAILED(hr))
+        vkbe_replay_result_free(out);
+    return hr;
+}
+
+void vkbe_replay_result_free(vkbe_replay_result *r)
+{
+    if (r) {
+        free(r->entries);
+        r->entries = NULL;
+        r->num_entries = 0;
+    }
 }

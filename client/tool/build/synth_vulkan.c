@@ -230,8 +230,27 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* ---- A patch's shader edits -----------------------------------------------------------------
+ * Version N+1 of a game changes some shaders: here one constant of each compute and fragment
+ * shader family (the blur's texel centre, the noise's lacunarity, the grading's exposure, the PBR
+ * roughness), so an edited variant compiles to SPIR-V that no corpus variant has. SRC_EDIT is the
+ * shader of a pipeline edited in place; SRC_NEW the shader of a new pipeline once the draws of
+ * new state combinations of the corpus's shaders keep meeting corpus entries. */
+enum { SRC_CORPUS, SRC_EDIT, SRC_NEW, SRC_COUNT };
+static const char *const SRC_SUFFIX[SRC_COUNT] = {"", "!edit", "!new"};
+static const struct {
+    const char *name, *from, *to[SRC_COUNT];
+} EDITS[] = {
+    {"blur.comp", "+ 0.5) * texel", {NULL, "+ 0.25) * texel", "+ 0.75) * texel"}},
+    {"noise.comp", "p *= 2.03;", {NULL, "p *= 2.11;", "p *= 1.97;"}},
+    {"grade.comp", "* pc.exposure;", {NULL, "* pc.exposure * 1.125;", "* pc.exposure * 0.875;"}},
+    {"pbr.frag", "0.0), 0.5));", {NULL, "0.0), 0.375));", "0.0), 0.625));"}},
+};
+#define NUM_EDITS (sizeof(EDITS) / sizeof(EDITS[0]))
+
 /* ---- Shader variants, compiled once each -------------------------------------------------- */
-#define MAX_SHADERS 64
+/* The corpus's variants (44 at most), and in a patch each edited and new one. */
+#define MAX_SHADERS 128
 
 typedef struct shader {
     char key[96];
@@ -243,22 +262,61 @@ typedef struct vsynth {
     int initialized;
     shader shaders[MAX_SHADERS];
     size_t num_shaders;
+    char *edited[NUM_EDITS][SRC_COUNT]; /* the edited sources, made once each */
     char err[512];
 } vsynth;
 
-/* Compiles `src` with the defines "NAME=VALUE,..." (NULL for none) once; returns its index. */
-static int shader_get(vsynth *v, const char *name, const char *src, glslang_stage_t stage,
-                      const char *defines)
+/* The source of family `name` as variant `which` (SRC_CORPUS: src itself), made once; NULL with
+ * v->err set when the edit's anchor is not in the source exactly once (a defect of EDITS). */
+static const char *family_source(vsynth *v, const char *name, const char *src, int which)
+{
+    const char *out = which == SRC_CORPUS ? src : NULL;
+    for (size_t i = 0; !out && i < NUM_EDITS; i++) {
+        if (strcmp(EDITS[i].name, name) != 0)
+            continue;
+        if (!v->edited[i][which]) {
+            const char *at = strstr(src, EDITS[i].from);
+            size_t from = strlen(EDITS[i].from), to = strlen(EDITS[i].to[which]);
+            if (!at || strstr(at + 1, EDITS[i].from)) {
+                snprintf(v->err, sizeof(v->err), "%s: the edit's anchor is not in it once", name);
+                break;
+            }
+            size_t head = (size_t)(at - src), tail = strlen(at + from);
+            char *e = malloc(head + to + tail + 1);
+            if (!e) {
+                snprintf(v->err, sizeof(v->err), "%s: out of memory", name);
+                break;
+            }
+            memcpy(e, src, head);
+            memcpy(e + head, EDITS[i].to[which], to);
+            memcpy(e + head + to, at + from, tail + 1);
+            v->edited[i][which] = e;
+        }
+        out = v->edited[i][which];
+    }
+    if (!out && !v->err[0])
+        snprintf(v->err, sizeof(v->err), "%s: no edit defined for it", name);
+    return out;
+}
+
+/* Compiles family `name` (variant `which` of its source src) with the defines "NAME=VALUE,..."
+ * (NULL for none) once; returns its index, or -1 with v->err set. */
+static int shader_get(vsynth *v, const char *name, const char *src, int which,
+                      glslang_stage_t stage, const char *defines)
 {
     char key[96], preamble[128];
     size_t off = 0;
     int idx = -1;
     glslang_shader_t *sh = NULL;
     glslang_program_t *prog = NULL;
-    snprintf(key, sizeof(key), "%s:%s", name, defines ? defines : "");
+    snprintf(key, sizeof(key), "%s%s:%s", name, SRC_SUFFIX[which], defines ? defines : "");
     for (size_t i = 0; i < v->num_shaders; i++)
         if (strcmp(v->shaders[i].key, key) == 0)
             return (int)i;
+    v->err[0] = '\0';
+    src = family_source(v, name, src, which);
+    if (!src)
+        return -1;
     if (v->num_shaders == MAX_SHADERS) {
         snprintf(v->err, sizeof(v->err), "more than %d shader variants", MAX_SHADERS);
         return -1;
@@ -407,7 +465,8 @@ static void encode_layouts(objects *o, const VkDescriptorSetLayoutBinding *b, ui
     vkenc_pipeline_layout(&o->layout, &lci, &lk);
 }
 
-static int encode_compute(objects *o, uint64_t point, vkenc *out)
+/* Pipeline `point` of the compute space into out, its shader the family's variant `which`. */
+static int encode_compute(objects *o, uint64_t point, int which, vkenc *out)
 {
     vsynth *v = o->v;
     uint32_t wx = WG_X[point % 4], wy = WG_Y[(point / 4) % 3];
@@ -420,19 +479,19 @@ static int encode_compute(objects *o, uint64_t point, vkenc *out)
     uint32_t pc_size = 0;
     if (p < 22) { /* blur: 3-23 taps x direction */
         snprintf(defs, sizeof(defs), "TAPS=%d", 3 + 2 * (int)(p / 2));
-        sh = shader_get(v, "blur.comp", BLUR_COMP, GLSLANG_STAGE_COMPUTE, defs);
+        sh = shader_get(v, "blur.comp", BLUR_COMP, which, GLSLANG_STAGE_COMPUTE, defs);
         data[1] = (uint32_t)(p % 2); /* VkBool32 */
     } else if (p < 70) {             /* noise: 1-8 octaves x scale */
         p -= 22;
         snprintf(defs, sizeof(defs), "OCTAVES=%d", (int)(p / 6) + 1);
-        sh = shader_get(v, "noise.comp", NOISE_COMP, GLSLANG_STAGE_COMPUTE, defs);
+        sh = shader_get(v, "noise.comp", NOISE_COMP, which, GLSLANG_STAGE_COMPUTE, defs);
         memcpy(&data[1], &NOISE_SCALES[p % 6], 4);
         pc = VK_SHADER_STAGE_COMPUTE_BIT;
         pc_size = 12;
     } else { /* grade: LUT x tone map */
         p -= 70;
         snprintf(defs, sizeof(defs), "LUT=%d,TONEMAP=%d", (int)(p / 3), (int)(p % 3));
-        sh = shader_get(v, "grade.comp", GRADE_COMP, GLSLANG_STAGE_COMPUTE, defs);
+        sh = shader_get(v, "grade.comp", GRADE_COMP, which, GLSLANG_STAGE_COMPUTE, defs);
         pc = VK_SHADER_STAGE_COMPUTE_BIT;
         pc_size = 12;
     }
@@ -467,7 +526,9 @@ static int encode_compute(objects *o, uint64_t point, vkenc *out)
     return 0;
 }
 
-static int encode_graphics(objects *o, uint64_t point, vkenc *out)
+/* Pipeline `point` of the graphics space into out, its fragment shader the family's variant
+ * `which` (a patch edits the fragment shader; the vertex shader stays the corpus's). */
+static int encode_graphics(objects *o, uint64_t point, int which, vkenc *out)
 {
     vsynth *v = o->v;
     uint32_t ax[AX_COUNT];
@@ -479,10 +540,10 @@ static int encode_graphics(objects *o, uint64_t point, vkenc *out)
     /* skin: 0 rigid, 1 skinned with 32 bones, 2 with 64 */
     snprintf(defs, sizeof(defs), "SKINNED=%d,BONES=%d", ax[AX_SKIN] ? 1 : 0,
              ax[AX_SKIN] == 2 ? 64 : 32);
-    int vs = shader_get(v, "mesh.vert", MESH_VERT, GLSLANG_STAGE_VERTEX, defs);
+    int vs = shader_get(v, "mesh.vert", MESH_VERT, SRC_CORPUS, GLSLANG_STAGE_VERTEX, defs);
     snprintf(defs, sizeof(defs), "LIGHTS=%d,SHADOWS=%d,FOG=%d", LIGHTS[ax[AX_LIGHTS]],
              (int)ax[AX_SHADOWS], (int)ax[AX_FOG]);
-    int fs = shader_get(v, "pbr.frag", PBR_FRAG, GLSLANG_STAGE_FRAGMENT, defs);
+    int fs = shader_get(v, "pbr.frag", PBR_FRAG, which, GLSLANG_STAGE_FRAGMENT, defs);
     if (vs < 0 || fs < 0)
         return -1;
 
@@ -624,6 +685,193 @@ uint64_t psdb__synth_vulkan_max(void)
     return COMPUTE_POINTS + graphics_points();
 }
 
+/* The corpus's walk: which kind pipeline i is and its point in that kind's space. Every fifth
+ * pipeline is a compute pipeline while distinct ones last (games create far fewer compute than
+ * graphics pipelines); each kind walks its own space, pipeline j of a kind at point
+ * (j * stride + offset) mod size. */
+typedef struct walk {
+    uint64_t n, want_compute, compute, graphics;
+    uint64_t space[2], offset[2], stride[2]; /* [0] compute, [1] graphics */
+} walk;
+
+static void walk_init(walk *w, uint64_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    memset(w, 0, sizeof(*w));
+    w->n = n;
+    w->space[0] = COMPUTE_POINTS;
+    w->space[1] = graphics_points();
+    w->want_compute = n / 5 < COMPUTE_POINTS ? n / 5 : COMPUTE_POINTS;
+    if (n - w->want_compute > w->space[1])
+        w->want_compute = n - w->space[1];
+    for (int k = 0; k < 2; k++) {
+        w->offset[k] = splitmix(&s) % w->space[k];
+        w->stride[k] = splitmix(&s) % w->space[k];
+        while (w->stride[k] == 0 || gcd(w->stride[k], w->space[k]) != 1)
+            w->stride[k] = (w->stride[k] + 1) % w->space[k];
+    }
+}
+
+/* Pipeline i (called for i = 0, 1, ... in turn): its kind (1 compute) and point. */
+static void walk_next(walk *w, uint64_t i, int *is_compute, uint64_t *point)
+{
+    int c =
+        w->compute < w->want_compute && (i % 5 == 0 || w->n - i <= w->want_compute - w->compute);
+    uint64_t j = c ? w->compute : w->graphics;
+    *point = (j * w->stride[!c] + w->offset[!c]) % w->space[!c];
+    *is_compute = c;
+    w->compute += c;
+    w->graphics += !c;
+}
+
+/* Encodes one pipeline into e (all zeros on entry; the caller frees it): PSDB_S_OK, or with err
+ * set PSDB_E_FAIL (a shader did not compile) or PSDB_E_OUTOFMEMORY. */
+static psdb_hr encode_point(objects *o, int is_compute, uint64_t point, int which, vkenc *e,
+                            char *err, size_t err_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    objects_reset(o);
+    int bad = is_compute ? encode_compute(o, point, which, e) : encode_graphics(o, point, which, e);
+    if (bad || e->oom || e->unrepresentable) {
+        snprintf(err, err_size, "%s", bad ? o->v->err : "cannot encode (out of memory)");
+        hr = bad ? PSDB_E_FAIL : PSDB_E_OUTOFMEMORY;
+    }
+    return hr;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return memcmp(a, b, 32);
+}
+
+/* Whether the SHA-256 of e's bytes is one of the n sorted corpus digests. */
+static int in_corpus(const uint8_t (*keys)[32], uint64_t n, const vkenc *e)
+{
+    uint8_t d[32];
+    psdb__sha256(e->data, e->len, d);
+    return bsearch(d, keys, (size_t)n, 32, cmp_key) != NULL;
+}
+
+/* A patch's state: its own stream, and the corpus's digests (sorted) that no edited or new entry
+ * may equal. */
+typedef struct patch {
+    uint64_t rng;
+    uint32_t permille;
+    uint8_t (*corpus)[32];
+    uint8_t *removed; /* the kind (1 compute) of each removed pipeline, in corpus order */
+    uint64_t num_removed;
+} patch;
+
+/* The patch's stream: SHA-256 of (a tag, seed, app name, K), so patches of another corpus or
+ * another K touch other pipelines, and the corpus's own draws never move. */
+static psdb_hr patch_init(patch *pt, const psdb__synth_vulkan_params *p, objects *o, char *err,
+                          size_t err_size)
+{
+    static const char tag[] = "psdb.synth.vulkan.patch.v1";
+    uint8_t h[32], le[8];
+    psdb_hr hr = PSDB_E_OUTOFMEMORY;
+    psdb__sha256_ctx *c = psdb__sha256_begin();
+    walk w;
+    pt->permille = p->changed_permille;
+    pt->corpus = malloc((size_t)p->pipelines * 32);
+    pt->removed = malloc((size_t)p->pipelines);
+    if (!c || !pt->corpus || !pt->removed) {
+        snprintf(err, err_size, "out of memory");
+        goto cleanup;
+    }
+    psdb__sha256_update(c, tag, sizeof(tag) - 1);
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(p->seed >> (8 * i));
+    psdb__sha256_update(c, le, 8);
+    psdb__sha256_update(c, p->app_name, strlen(p->app_name));
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(p->patch >> (8 * i));
+    psdb__sha256_update(c, le, 8);
+    psdb__sha256_end(c, h);
+    c = NULL;
+    memcpy(&pt->rng, h, 8);
+    /* The corpus's entries, every one of them (also those after an edit and those the patch
+     * removes): what no edited or new pipeline may be. */
+    walk_init(&w, p->pipelines, p->seed);
+    for (uint64_t i = 0; i < p->pipelines; i++) {
+        int is_compute;
+        uint64_t point;
+        vkenc e;
+        memset(&e, 0, sizeof(e));
+        walk_next(&w, i, &is_compute, &point);
+        hr = encode_point(o, is_compute, point, SRC_CORPUS, &e, err, err_size);
+        if (PSDB_SUCCEEDED(hr))
+            psdb__sha256(e.data, e.len, pt->corpus[i]);
+        vkenc_free(&e);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+    }
+    qsort(pt->corpus, (size_t)p->pipelines, 32, cmp_key);
+cleanup:
+    if (c)
+        psdb__sha256_end(c, h);
+    return hr;
+}
+
+/* What the patch makes of the next corpus pipeline: 0 kept, 1 edited, 2 removed. */
+static int patch_touch(patch *pt)
+{
+    if (splitmix(&pt->rng) % 1000 >= pt->permille)
+        return 0;
+    return splitmix(&pt->rng) % 2 == 0 ? 1 : 2;
+}
+
+/* Adds e as an entry of its kind: S_OK, S_FALSE (the SODB holds it already), or a failure with
+ * err set. */
+static psdb_hr add_entry(psdb_sodb_writer *w, int is_compute, const vkenc *e, uint64_t i, char *err,
+                         size_t err_size)
+{
+    psdb_hr hr = psdb_sodb_writer_add(w, is_compute ? PSDB_SODB_VK_COMPUTE : PSDB_SODB_VK_GRAPHICS,
+                                      1, e->data, e->len);
+    if (PSDB_FAILED(hr))
+        snprintf(err, err_size, "pipeline %llu: cannot record: %s", (unsigned long long)i,
+                 psdb_hr_str(hr));
+    return hr;
+}
+
+/* The patch's new pipelines, one per removed one and of its kind, after the corpus's: a state
+ * combination of the corpus's shaders no corpus entry has, drawn from the patch's stream, or,
+ * after 8 draws that all met one (a corpus that fills its space), the same with the family's new
+ * shader. Never a corpus entry, never an entry written before. */
+static psdb_hr add_new(psdb_sodb_writer *w, objects *o, patch *pt, const walk *wk,
+                       uint64_t pipelines, psdb__synth_vulkan_stats *st, char *err, size_t err_size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    uint64_t rng = pt->rng ^ 0xA5A5A5A5A5A5A5A5ull;
+    for (uint64_t r = 0; r < pt->num_removed && PSDB_SUCCEEDED(hr); r++) {
+        int is_compute = pt->removed[r];
+        hr = PSDB_S_FALSE;
+        /* The draws end long before this bound: the kind's new shader gives as many
+         * descriptions again as its space holds, more than the kind has pipelines. */
+        for (uint64_t attempt = 0; hr == PSDB_S_FALSE; attempt++) {
+            vkenc e;
+            memset(&e, 0, sizeof(e));
+            if (attempt == 1000000) {
+                snprintf(err, err_size, "new pipeline %llu: no description left to draw",
+                         (unsigned long long)r);
+                hr = PSDB_E_FAIL;
+                break;
+            }
+            uint64_t point = splitmix(&rng) % wk->space[!is_compute];
+            int which = attempt < 8 ? SRC_CORPUS : SRC_NEW;
+            hr = encode_point(o, is_compute, point, which, &e, err, err_size);
+            if (PSDB_SUCCEEDED(hr))
+                hr = in_corpus((const uint8_t(*)[32])pt->corpus, pipelines, &e)
+                         ? PSDB_S_FALSE
+                         : add_entry(w, is_compute, &e, pipelines + r, err, err_size);
+            vkenc_free(&e);
+        }
+        st->compute += hr == PSDB_S_OK && is_compute;
+        st->graphics += hr == PSDB_S_OK && !is_compute;
+    }
+    return hr;
+}
+
 psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
                            psdb__synth_vulkan_stats *stats, char *err, size_t err_size)
 {
@@ -632,9 +880,12 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
     psdb_sodb_writer *w = NULL;
     vsynth v;
     objects o;
+    patch pt;
+    walk wk;
     char dummy[1];
     memset(&v, 0, sizeof(v));
     memset(&o, 0, sizeof(o));
+    memset(&pt, 0, sizeof(pt));
     o.v = &v;
     if (!err || err_size == 0) {
         err = dummy;
@@ -642,19 +893,24 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
     }
     err[0] = '\0';
     if (!path || !p || !stats || !p->app_name || !*p->app_name || p->pipelines == 0 ||
-        p->pipelines > psdb__synth_vulkan_max() || (!p->engine_name && p->engine_version)) {
-        snprintf(err, err_size, "invalid parameters (pipelines: 1-%llu)",
+        p->pipelines > psdb__synth_vulkan_max() || (!p->engine_name && p->engine_version) ||
+        p->changed_permille > 1000 || (p->changed_permille && !p->patch)) {
+        snprintf(err, err_size,
+                 "invalid parameters (pipelines: 1-%llu, changed: 0-1000 per mille "
+                 "with a patch)",
                  (unsigned long long)psdb__synth_vulkan_max());
         return PSDB_E_INVALIDARG;
     }
     memset(stats, 0, sizeof(*stats));
-    uint64_t n = p->pipelines, gpoints = graphics_points();
+    uint64_t n = p->pipelines;
     if (!glslang_initialize_process()) {
         snprintf(err, err_size, "cannot start glslang");
         hr = PSDB_E_FAIL;
         goto cleanup;
     }
     v.initialized = 1;
+    if (p->patch && PSDB_FAILED(hr = patch_init(&pt, p, &o, err, err_size)))
+        goto cleanup;
     size_t plen = strlen(path);
     tmp = malloc(plen + 5);
     if (!tmp) {
@@ -682,47 +938,47 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
         snprintf(err, err_size, "%s: cannot create: %s", tmp, psdb_hr_str(hr));
         goto cleanup;
     }
-    /* Every fifth pipeline is a compute pipeline while distinct ones last (games create far
-     * fewer compute than graphics pipelines); each kind walks its own space. */
-    uint64_t want_compute = n / 5 < COMPUTE_POINTS ? n / 5 : COMPUTE_POINTS;
-    if (n - want_compute > gpoints)
-        want_compute = n - gpoints;
-    uint64_t s = p->seed, space[2] = {COMPUTE_POINTS, gpoints}, offset[2], stride[2];
-    for (int k = 0; k < 2; k++) {
-        offset[k] = splitmix(&s) % space[k];
-        stride[k] = splitmix(&s) % space[k];
-        while (stride[k] == 0 || gcd(stride[k], space[k]) != 1)
-            stride[k] = (stride[k] + 1) % space[k];
-    }
-    uint64_t compute = 0, graphics = 0;
+    walk_init(&wk, n, p->seed);
     for (uint64_t i = 0; i < n; i++) {
-        int is_compute = compute < want_compute && (i % 5 == 0 || n - i <= want_compute - compute);
-        uint64_t j = is_compute ? compute : graphics;
-        uint64_t point = (j * stride[!is_compute] + offset[!is_compute]) % space[!is_compute];
+        int is_compute;
+        uint64_t point;
+        char why[512];
         vkenc e;
         memset(&e, 0, sizeof(e));
-        objects_reset(&o);
-        int bad = is_compute ? encode_compute(&o, point, &e) : encode_graphics(&o, point, &e);
-        if (bad || e.oom || e.unrepresentable) {
-            vkenc_free(&e);
-            snprintf(err, err_size, "pipeline %llu: %s", (unsigned long long)i,
-                     bad ? v.err : "cannot encode (out of memory)");
-            hr = bad ? PSDB_E_FAIL : PSDB_E_OUTOFMEMORY;
-            goto cleanup;
+        walk_next(&wk, i, &is_compute, &point);
+        int action = p->patch ? patch_touch(&pt) : 0;
+        if (action == 2) {
+            pt.removed[pt.num_removed++] = (uint8_t)is_compute;
+            stats->replaced++;
+            continue;
         }
-        hr = psdb_sodb_writer_add(w, is_compute ? PSDB_SODB_VK_COMPUTE : PSDB_SODB_VK_GRAPHICS, 1,
-                                  e.data, e.len);
-        vkenc_free(&e);
-        if (hr != PSDB_S_OK) {
-            snprintf(err, err_size, "pipeline %llu: cannot record: %s", (unsigned long long)i,
-                     hr == PSDB_S_FALSE ? "a duplicate description" : psdb_hr_str(hr));
-            if (hr == PSDB_S_FALSE) /* the points are distinct: an encoder defect */
+        hr = encode_point(&o, is_compute, point, action ? SRC_EDIT : SRC_CORPUS, &e, why,
+                          sizeof(why));
+        if (PSDB_FAILED(hr)) {
+            snprintf(err, err_size, "pipeline %llu: %s", (unsigned long long)i, why);
+        } else if (action && in_corpus((const uint8_t(*)[32])pt.corpus, n, &e)) {
+            /* An edit compiles to a shader no corpus variant has: a defect of EDITS. */
+            snprintf(err, err_size, "pipeline %llu: its edit is a corpus entry",
+                     (unsigned long long)i);
+            hr = PSDB_E_FAIL;
+        } else {
+            hr = add_entry(w, is_compute, &e, i, err, err_size);
+            if (hr == PSDB_S_FALSE) { /* the points are distinct: an encoder defect */
+                snprintf(err, err_size, "pipeline %llu: cannot record: a duplicate description",
+                         (unsigned long long)i);
                 hr = PSDB_E_FAIL;
-            goto cleanup;
+            }
         }
-        compute += is_compute;
-        graphics += !is_compute;
+        vkenc_free(&e);
+        if (PSDB_FAILED(hr))
+            goto cleanup;
+        stats->compute += is_compute;
+        stats->graphics += !is_compute;
+        stats->edited += action == 1;
     }
+    hr = add_new(w, &o, &pt, &wk, n, stats, err, err_size);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
     hr = psdb_sodb_writer_commit(w);
     psdb_sodb_writer_release(w);
     w = NULL;
@@ -736,8 +992,6 @@ psdb_hr psdb__synth_vulkan(const char *path, const psdb__synth_vulkan_params *p,
         snprintf(err, err_size, "rename %s to %s failed: %s", tmp, path, strerror(e));
         goto cleanup;
     }
-    stats->compute = compute;
-    stats->graphics = graphics;
     stats->modules = v.num_shaders;
     hr = PSDB_S_OK;
 cleanup:
@@ -745,10 +999,15 @@ cleanup:
     if (tmp && PSDB_FAILED(hr))
         unlink(tmp);
     free(tmp);
+    free(pt.corpus);
+    free(pt.removed);
     vkenc_free(&o.sampler);
     objects_reset(&o);
     for (size_t k = 0; k < v.num_shaders; k++)
         free(v.shaders[k].spirv);
+    for (size_t k = 0; k < NUM_EDITS; k++)
+        for (int s = 0; s < SRC_COUNT; s++)
+            free(v.edited[k][s]);
     if (v.initialized)
         glslang_finalize_process();
     return hr;

@@ -14,11 +14,22 @@ typedef struct psdb__synth_vulkan_params {
     uint64_t engine_version;
     uint64_t pipelines; /* 1..psdb__synth_vulkan_max() */
     uint64_t seed;
+    /* A patch of the corpus (version N+1 of the same game), as psdb__synth_params defines it: 0
+     * writes the corpus itself. With patch K >= 1, each pipeline the corpus would write is touched
+     * with probability changed_permille / 1000, drawn from a stream seeded by (seed, app name,
+     * K): half of the touched ones keep their place with an edited shader (a constant of the
+     * compute or fragment shader's GLSL changed, so its SPIR-V is new), half are removed and
+     * replaced by a new pipeline of the same kind appended after the others. Every other entry
+     * is the corpus's bytes in the corpus's order; no edited or new entry equals a corpus
+     * entry. */
+    uint64_t patch;
+    uint32_t changed_permille; /* 0..1000; only with patch */
 } psdb__synth_vulkan_params;
 
 typedef struct psdb__synth_vulkan_stats {
     uint64_t compute, graphics; /* entries written of each kind */
     size_t modules;             /* distinct SPIR-V modules compiled */
+    uint64_t edited, replaced;  /* a patch: entries edited in place, removed and replaced */
 } psdb__synth_vulkan_stats;
 
 /* The most distinct pipelines the corpus holds. */
