@@ -17,8 +17,8 @@
 
 #include "common/buf.h"
 #include "common/hash.h"
-#include "delivery/delta.h"
-#include "format/psdb_valuemap.h"
+#include "format/valuemap.h"
+#include "format/valuemap_walk.h"
 
 static const size_t k_sizes[] = {1,    17,   400,  1000, 3000,  4061,   4062,
                                  4095, 5000, 8188, 8189, 65536, 200000, 1u << 20};

@@ -23,6 +23,7 @@
 #include "derived_pso.h"
 #include "queue.h"
 #include "sign.h"
+#include "valuemap.h"
 #include "client.h"
 
 #endif

@@ -38,7 +38,7 @@
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/status_map.h"
-#include "format/psdb_valuemap.h"
+#include "format/valuemap_walk.h"
 
 /* Bytes between two missing values that are fetched rather than paying another request: a cell
  * header and a few keys, not a held value of typical size. */

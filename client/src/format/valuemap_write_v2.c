@@ -1,4 +1,4 @@
-/* valuemap_v2_file.c - the version 2 value map of a PSDB (schema/VALUEMAP.md): the file as a
+/* valuemap_write_v2.c - the version 2 value map of a PSDB (schema/VALUEMAP.md): the file as a
  * recipe of skeleton runs, 32-byte keys and value parts, with every distinct key stored once.
  *
  * DESIGN
@@ -12,7 +12,7 @@
  * record headers, slack) deflates to a few percent of itself. The recipe lists the file in order,
  * so that a client rebuilds it in one sequential pass. Every offset is checked against the file;
  * a file whose cells overlap is refused (PSDB_E_CACHE_CORRUPT). */
-#include "delivery/delta.h"
+#include "format/valuemap_write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +29,8 @@
 #include "common/hash.h"
 #include "common/status_map.h"
 #include "common/error.h"
-#include "format/psdb_valuemap.h"
+#include "format/valuemap.h"
+#include "format/valuemap_walk.h"
 
 #define READ_WINDOW (1u << 20)
 

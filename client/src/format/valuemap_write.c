@@ -1,6 +1,7 @@
-/* valuemap_file.c - psdb_value_map_write: the value map of a PSDB (schema/VALUEMAP.md), what a
- * server serves so that a launcher can rebuild a newer PSDB from the values it already holds. */
-#include "psdb/client.h"
+/* valuemap_write.c - psdb_value_map_write and psdb_value_map_write_version: the value map of a
+ * PSDB (schema/VALUEMAP.md), what a server serves so that a launcher can rebuild a newer PSDB from
+ * the values it already holds; version 1 here, version 2 in valuemap_write_v2.c. */
+#include "psdb/valuemap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,22 +18,15 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/status_map.h"
-#include "delivery/delta.h"
-#include "format/psdb_valuemap.h"
+#include "format/valuemap.h"
+#include "format/valuemap_walk.h"
+#include "format/valuemap_write.h"
 
 typedef struct collect {
     psdb__buf values; /* the value records, 56 bytes each */
     psdb__buf ranges; /* the range records, 16 bytes each */
     uint64_t num_values, num_ranges, value_bytes;
 } collect;
-
-void psdb__vmap_put_prefix(uint8_t *head, uint32_t version, uint64_t size, const uint8_t sha[32])
-{
-    memcpy(head, PSDB__VMAP_MAGIC, 8);
-    psdb__put_le32(head + 8, version);
-    psdb__put_le64(head + 16, size);
-    memcpy(head + 24, sha, 32);
-}
 
 static int on_value(const uint8_t sha256[32], uint64_t size, const psdb__byte_range *r, size_t nr,
                     void *ctx)
