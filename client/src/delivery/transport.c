@@ -513,8 +513,8 @@ psdb_hr psdb__transport_run(psdb_client *c, const psdb__request *r, psdb__respon
         }
         CURLcode rc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        if (status < 200)
-            status = 0; /* an interim answer only: none */
+        if (status < PSDB__HTTP_OK)
+            status = 0; /* an interim answer (1xx) only: none */
         curl_easy_cleanup(h);
         h = NULL;
         curl_slist_free_all(headers);

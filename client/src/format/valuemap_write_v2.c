@@ -414,13 +414,15 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
         psdb__write_all(out, keys.data ? keys.data : head, keys.len) != 0 ||
         psdb__write_all(out, vz.data, vz.len) != 0 || psdb__write_all(out, rz.data, rz.len) != 0 ||
         psdb__write_all(out, sz.data ? sz.data : head, sz.len) != 0 || fsync(out) != 0) {
-        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write_version: write %s: %s",
+                             tmp, strerror(errno));
         goto cleanup;
     }
-    if (psdb__rename_same(tmp, out_path, out) != 0)
-        hr = psdb__error_set(
-            psdb__errno_hr(errno), "psdb_value_map_write_version: put %s in place: %s", out_path,
-            errno == EPERM ? "it was replaced while it was written" : strerror(errno));
+    if (psdb__rename_same(tmp, out_path, out) != 0) {
+        const char *why_not = NULL;
+        hr = psdb__rename_hr(errno, PSDB_E_ACCESS, &why_not);
+        psdb__error_set(hr, "psdb_value_map_write_version: put %s in place: %s", out_path, why_not);
+    }
 cleanup:
     if (zs_open)
         deflateEnd(&zs);
