@@ -125,7 +125,8 @@ typedef struct psdb_publish_result {
  * token; HTTP 400), PSDB_E_IO (the file or key cannot be read), PSDB_E_CACHE_CORRUPT (not a PSDB),
  * PSDB_E_SIGNATURE (not a private Ed25519 key), PSDB_E_ACCESS (401/403), PSDB_E_ALREADY_EXISTS
  * (409), PSDB_E_CACHE_FULL (413), PSDB_E_DISK_FULL (507), PSDB_E_NETWORK (no answer),
- * PSDB_E_PROTOCOL (any other status), PSDB_E_OUTOFMEMORY. *out is set on every return except
+ * PSDB_E_PROTOCOL (any other status), PSDB_E_CANCELLED (progress_cancel asked to stop, during a
+ * transfer or a backoff), PSDB_E_OUTOFMEMORY. *out is set on every return except
  * PSDB_E_INVALIDARG for a NULL argument and PSDB_E_OUTOFMEMORY before the result exists (then
  * NULL): on failure it still carries the HTTP status, the body and the message, which is also the
  * client's psdb_client_last_error. The upload goes through the same curl setup as resolve and
