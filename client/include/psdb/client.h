@@ -43,10 +43,10 @@ typedef struct psdb_client_desc {
      * download stays in <dest>.part, which the next download or install of the same PSDB resumes
      * with a Range request. Called on the thread that made the call. NULL: never asked. */
     int (*progress_cancel)(const psdb_progress *p, void *ctx);
-    /* Bandwidth limit of this client in bytes per second, over all its downloads, value maps and
-     * ranges together: a token bucket in the library (at most an eighth of a second of bytes in
-     * a burst, idle time not saved up), exact from the first byte, also for transfers of a few
-     * KiB; 0: unlimited. */
+    /* Bandwidth limit of this client in bytes per second, over everything it receives together
+     * (downloads, value maps and ranges, and the small answers of resolve, coverage and publish):
+     * a token bucket in the library (at most an eighth of a second of bytes in a burst, idle time
+     * not saved up), exact from the first byte, also for transfers of a few KiB; 0: unlimited. */
     uint64_t max_recv_bytes_per_second;
     /* Another client whose connection cache, DNS cache and TLS sessions this one shares (libcurl
      * CURLSH, with locks), so that clients on different threads reuse each other's connections;
@@ -85,9 +85,10 @@ PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **
  * is a no-op; cannot fail. Not concurrently with another call on the same client. */
 PSDB_API void psdb_client_release(psdb_client *c);
 
-/* One line describing the last failure of a call on this client ("" when none; NULL c gives "").
- * The same line is also the calling thread's psdb_error_last(). Borrowed: valid until the next
- * call on the client or its release. Same thread rule as the client. */
+/* One line describing the last failure of a call on this client ("" when none, or when the last
+ * call succeeded; NULL c gives ""): the calling thread's psdb_error_last() as that call returned,
+ * kept with the client so that other psdb calls in between do not replace it. Borrowed: valid
+ * until the next call on the client or its release. Same thread rule as the client. */
 PSDB_API const char *psdb_client_last_error(const psdb_client *c);
 
 /* Parses a manifest from size bytes of JSON (GET /v1/resolve's answer; schema/HTTP.md). Versions
