@@ -132,19 +132,18 @@ static int backoff(const psdb_client *c, const psdb_progress *p, uint32_t attemp
 {
     uint64_t ms = (uint64_t)c->retry_base_ms << (attempt > 10 ? 10 : attempt - 1);
     struct timespec start, now;
+    int stop = 0;
     if (ms > BACKOFF_MAX_MS)
         ms = BACKOFF_MAX_MS;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    for (;;) {
-        if (psdb__transport_should_stop(c, p))
-            return 1;
+    while (!(stop = psdb__transport_should_stop(c, p))) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         double left = (double)ms / 1000.0 - seconds_between(&start, &now);
         if (left <= 0)
             break;
         nap(left < SLICE_MS / 1000.0 ? left : SLICE_MS / 1000.0);
     }
-    return psdb__transport_should_stop(c, p);
+    return stop;
 }
 
 /* The client's bandwidth limit, applied to each n bytes received before they are kept: a token
@@ -155,8 +154,9 @@ static int backoff(const psdb_client *c, const psdb_progress *p, uint32_t attemp
  * through at once: a 4 MB file at 100 KiB/s arrived in 0.7 s on loopback.) */
 static int pace(psdb_client *c, size_t n, const psdb_progress *p)
 {
+    int stop = 0;
     if (!c->max_recv_bytes_per_second)
-        return 0;
+        return 0; /* no limit: nothing to keep */
     double rate = (double)c->max_recv_bytes_per_second, burst = rate / 8;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -170,16 +170,15 @@ static int pace(psdb_client *c, size_t n, const psdb_progress *p)
         c->pace_tokens = burst;
     c->pace_at = now;
     c->pace_tokens -= (double)n;
-    while (c->pace_tokens < 0) {
+    while (c->pace_tokens < 0 && !stop) {
         double wait = -c->pace_tokens / rate;
         nap(wait < SLICE_MS / 1000.0 ? wait : SLICE_MS / 1000.0);
         clock_gettime(CLOCK_MONOTONIC, &now);
         c->pace_tokens += rate * seconds_between(&c->pace_at, &now);
         c->pace_at = now;
-        if (psdb__transport_should_stop(c, p))
-            return 1;
+        stop = psdb__transport_should_stop(c, p);
     }
-    return 0;
+    return stop;
 }
 
 /* ---- one attempt ------------------------------------------------------------------------------
@@ -314,27 +313,27 @@ static CURL *new_handle(xfer *x, const char *range, char *errbuf, struct curl_sl
     CURL *h = curl_easy_init();
     char *auth = NULL;
     struct curl_slist *l = NULL;
+    int ok = 0;
     *headers = NULL;
     if (!h)
-        goto fail;
+        goto cleanup;
     if (c->token) {
         if (asprintf(&auth, "Authorization: Bearer %s", c->token) < 0) {
             auth = NULL;
-            goto fail;
+            goto cleanup;
         }
         if (!(l = curl_slist_append(NULL, auth)))
-            goto fail;
+            goto cleanup;
         *headers = l;
     }
     for (size_t i = 0; r->headers && r->headers[i]; i++) {
         if (!(l = curl_slist_append(*headers, r->headers[i])))
-            goto fail;
+            goto cleanup;
         *headers = l;
     }
     if (curl_easy_setopt(h, CURLOPT_URL, r->url) != CURLE_OK ||
         (range && curl_easy_setopt(h, CURLOPT_RANGE, range) != CURLE_OK))
-        goto fail;
-    free(auth);
+        goto cleanup;
     errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -391,14 +390,17 @@ static CURL *new_handle(xfer *x, const char *range, char *errbuf, struct curl_sl
             curl_easy_setopt(h, CURLOPT_TRAILERDATA, x);
         }
     }
-    return h;
-fail:
+    ok = 1;
+cleanup:
     free(auth);
-    curl_slist_free_all(*headers);
-    *headers = NULL;
-    if (h)
-        curl_easy_cleanup(h);
-    return NULL;
+    if (!ok) {
+        curl_slist_free_all(*headers);
+        *headers = NULL;
+        if (h)
+            curl_easy_cleanup(h);
+        h = NULL;
+    }
+    return h;
 }
 
 static int expected(const psdb__request *r, long status)
