@@ -522,8 +522,8 @@ psdb_hr psdb__transport_run(psdb_client *c, const psdb__request *r, psdb__respon
         curl_slist_free_all(headers);
         headers = NULL;
         enum verdict v = judge(&x, rc, status, errbuf, &hr, &transient);
-        if (PSDB_FAILED(hr) && psdb__error_mark() == mark)
-            psdb__error_default(hr, r->who); /* a hook that did not say why */
+        if (PSDB_FAILED(hr) && psdb__error_mark() == mark) /* a hook that did not say why */
+            psdb__error_set(hr, "%s: %s: %s", r->who, r->url, psdb_hr_str(hr));
         if (v == DONE) {
             hr = PSDB_S_OK;
             goto cleanup;
