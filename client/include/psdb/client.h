@@ -56,7 +56,8 @@ typedef struct psdb_client_desc {
     const psdb_client *share_connections_with;
 } psdb_client_desc;
 
-/* A manifest as psdbd serves it (API.md). Every string is owned by the manifest. */
+/* A manifest as psdbd serves it (schema/HTTP.md, GET /v1/resolve). Every string is owned by the
+ * manifest. */
 typedef struct psdb_manifest {
     char *id;
     uint8_t sha256[32];
