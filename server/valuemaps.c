@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "psdb/client.h"
+#include "psdb/valuemap.h"
 
 #include "common.h"
 #include "common/status_map.h"

@@ -16,7 +16,8 @@
 # folders can exist (the test also checks that both allowed graphs are acyclic). Within
 # runtime/, only the device core (device.c, session.c, cache_session.c) includes its private
 # device_int.h, and only server/index/ its private index_int.h. The Vulkan headers are seen by
-# client/src/vulkan/ and layer/ only; the layer's build
+# client/src/vulkan/ and layer/ only, libcurl's by client/src/delivery/transport.c only (and
+# common/status_map.c, which maps its result codes); the layer's build
 # compiles nothing outside layer/, and nothing else compiles a source of layer/. Last, every kind
 # of violation is planted in a copy of the tree, which must fail naming each.
 # Usage: layering_test.sh [source root]
@@ -214,6 +215,14 @@ while read -r f; do
 done < <(grep -l '^[[:space:]]*#[[:space:]]*include[[:space:]]*<vulkan/' "${lib[@]}" "${tool[@]}" \
     "${server[@]}")
 
+# Only the delivery client's transport sees libcurl (and status_map.c, which maps its result
+# codes): every other request describes itself to delivery/transport.h.
+while read -r f; do
+    case $f in "$src"/client/src/delivery/transport.c | "$src"/client/src/common/status_map.c) continue ;; esac
+    bad "${f#$src/} includes a libcurl header: only client/src/delivery/transport.c does (describe the request to delivery/transport.h)"
+done < <(grep -l '^[[:space:]]*#[[:space:]]*include[[:space:]]*<curl/' "${lib[@]}" "${tool[@]}" \
+    "${server[@]}")
+
 # The layer's build compiles layer/ only (the component is a library it links), and nothing else
 # compiles a source of layer/ (comment lines aside).
 while read -r l; do
@@ -246,6 +255,7 @@ if [ -z "${LAYERING_PLANTED:-}" ]; then
         'server/store.c|#include "valuemaps.h"|psdbd'"'"'s store may not depend on valuemaps'
         'server/publish.c|#include "http_int.h"|psdbd'"'"'s publish may not depend on http'
         'server/http/routes.c|#include "index_int.h"|the index'"'"'s private header'
+        'client/src/delivery/resolve.c|#include <curl/curl.h>|client/src/delivery/resolve.c includes a libcurl header'
     )
     copy=$(mktemp -d)
     mkdir -p "$copy/tests"

@@ -150,6 +150,7 @@ typedef struct fake {
     atomic_int map_requests;
     atomic_long range_bytes;      /* bytes sent in 206 answers */
     atomic_int no_maps;           /* 1: the value maps answer 404 */
+    atomic_int map_status;        /* non-zero: the value maps answer this status, no body */
     atomic_int whole_for_several; /* 1: a Range of several ranges gets the whole blob (200) */
     const app_entry *map_of;      /* non-NULL: every value map served is this app's (a lie) */
     /* apps, num_apps and map_of change while connection threads of earlier requests run. */
@@ -231,7 +232,10 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *conn, cons
                 (strlen(url) == 10 + 64 + 12 && strcmp(url + 74, "/valuemap/v2") == 0))) {
         int v2 = strlen(url) == 10 + 64 + 12;
         atomic_fetch_add(&f->map_requests, 1);
-        for (int i = 0; i < num_apps && !r; i++)
+        int forced = atomic_load(&f->map_status);
+        if (forced)
+            status = (unsigned)forced;
+        for (int i = 0; i < num_apps && !r && !forced; i++)
             if (strncmp(url + 10, apps[i].hex, 64) == 0 && !atomic_load(&f->no_maps)) {
                 const app_entry *src = map_of ? map_of : &apps[i];
                 status = 200;
@@ -922,6 +926,43 @@ START_TEST(test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_h
 }
 END_TEST
 
+/* A server that refuses the value map says why with its status, read as every answer of psdbd
+ * is (common/status_map.h: 401 and 403 a refusal, 5xx a server in trouble, 404 no map): the update
+ * goes in full and delta_skipped names that status. The map is not asked for again: a delta that
+ * cannot start costs one request. */
+START_TEST(test_launcher__delta_names_the_status_the_map_was_refused_with)
+{
+    static const struct {
+        int status;
+        const char *why;
+    } cases[] = {
+        {403, "PSDB_E_ACCESS"},
+        {401, "PSDB_E_ACCESS"},
+        {503, "PSDB_E_NETWORK"},
+        {404, "PSDB_E_NOT_FOUND"},
+    };
+    app_entry v1, v2;
+    app_make_version(&v1, "Delta", 120, 1, NULL);
+    app_make_version(&v2, "Delta", 120, 2, every_20th);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fake f = {0};
+        fake_start(&f);
+        atomic_store(&f.map_status, cases[i].status);
+        psdb_install_result r = update(&f, &v1, &v2, NULL);
+        ck_assert_msg(r.delta == 0, "HTTP %d: a delta was used", cases[i].status);
+        ck_assert_msg(strstr(r.delta_skipped, "no value map from the server") &&
+                          strstr(r.delta_skipped, cases[i].why),
+                      "HTTP %d: '%s' does not name %s", cases[i].status, r.delta_skipped,
+                      cases[i].why);
+        ck_assert_int_eq(atomic_load(&f.map_requests), 1);
+        MHD_stop_daemon(f.d);
+        tu_rmtree(g_reg);
+    }
+    app_free(&v1);
+    app_free(&v2);
+}
+END_TEST
+
 /* Values of an application with a different name: "Other" at version `serial` holds exactly the
  * values of Delta at that version with the same patch (their bytes depend on the index and the
  * patch only), in a file of its own (its identity differs). */
@@ -1517,6 +1558,7 @@ int main(void)
     tcase_add_test(tc, test_launcher__install_tool_refuses_a_bad_limit_rate);
     tcase_add_test(tc, test_launcher__update_after_a_small_patch_fetches_only_the_changed_values);
     tcase_add_test(tc, test_launcher__delta_falls_back_to_full_download_whenever_it_cannot_help);
+    tcase_add_test(tc, test_launcher__delta_names_the_status_the_map_was_refused_with);
     tcase_add_test(tc, test_launcher__delta_over_a_server_that_ignores_several_ranges);
     tcase_add_test(tc, test_launcher__install_tool_reports_the_delta_in_json);
     tcase_add_test(tc,

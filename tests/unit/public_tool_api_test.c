@@ -521,6 +521,48 @@ START_TEST(test_public_tool_api__publish_honours_the_clients_timeout_and_retries
 }
 END_TEST
 
+/* The progress callback's cancel stops a publish while its transfer waits, as it stops a
+ * download and a resolve: a server that never answers is left within about a second of the
+ * cancel (libcurl asks at least once a second while no byte flows), not after the low-speed
+ * timeout. */
+static int cancel_after(const psdb_progress *p, void *ctx)
+{
+    (void)p;
+    return now_s() >= *(const double *)ctx;
+}
+
+START_TEST(test_public_tool_api__publish_is_cancelled_by_the_progress_callback)
+{
+    char *key = tu_path(tmpdir, "pub.key"), *psdb = tu_path(tmpdir, "a.psdb");
+    char kid[PSDB_KEY_ID_SIZE], url[64];
+    int port = 0, ls = silent_listener(&port);
+    psdb_client *c = NULL;
+    psdb_publish_result *r = NULL;
+    double stop_at = now_s() + 0.3;
+
+    write_psdb(psdb);
+    ck_assert_hr(psdb_keygen(key, kid), PSDB_S_OK);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+    psdb_client_desc cd = {.server_url = url,
+                           .token = "tok",
+                           .low_speed_timeout_s = 20,
+                           .progress_cancel = cancel_after,
+                           .progress_ctx = &stop_at};
+    ck_assert_hr(psdb_client_create(&cd, &c), PSDB_S_OK);
+    psdb_publish_desc d = {.key_path = key, .psdb_path = psdb, .serial = 1};
+    double t0 = now_s();
+    ck_assert_hr(psdb_client_publish(c, &d, &r), PSDB_E_CANCELLED);
+    double took = now_s() - t0;
+    ck_assert_msg(took < 3.0, "the cancel took %.1f s", took);
+    ck_assert_msg(strstr(r->message, "cancelled"), "%s", r->message);
+    ck_assert_str_eq(psdb_client_last_error(c), r->message);
+    psdb_publish_result_free(r);
+    psdb_client_release(c);
+    close(ls);
+    free(key), free(psdb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("public_tool_api");
@@ -536,6 +578,7 @@ int main(void)
     tcase_add_test(tc, test_public_tool_api__publish_refuses_null_arguments);
     tcase_add_test(tc, test_public_tool_api__publish_names_a_bad_key_file_and_a_bad_psdb);
     tcase_add_test(tc, test_public_tool_api__publish_honours_the_clients_timeout_and_retries);
+    tcase_add_test(tc, test_public_tool_api__publish_is_cancelled_by_the_progress_callback);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

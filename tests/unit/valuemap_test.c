@@ -6,10 +6,13 @@
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -17,8 +20,8 @@
 
 #include "common/buf.h"
 #include "common/hash.h"
-#include "delivery/delta.h"
-#include "format/psdb_valuemap.h"
+#include "format/valuemap.h"
+#include "format/valuemap_walk.h"
 
 static const size_t k_sizes[] = {1,    17,   400,  1000, 3000,  4061,   4062,
                                  4095, 5000, 8188, 8189, 65536, 200000, 1u << 20};
@@ -563,6 +566,45 @@ START_TEST(test_valuemap__write_never_follows_or_blocks_on_what_is_planted)
 }
 END_TEST
 
+/* A write the file system refuses for want of room is PSDB_E_DISK_FULL, as everywhere in psdb:
+ * a file-size limit (EFBIG; ENOSPC and EDQUOT map the same way, common/status_map.h), with the
+ * last error naming the file that could not be written. In a child, whose limit and SIGXFSZ
+ * stay its own. */
+START_TEST(test_valuemap__a_write_over_the_size_limit_is_disk_full_and_names_the_file)
+{
+    char *dir = tu_mkdtemp();
+    seen sn = {0};
+    char *path = write_psdb(dir, &sn), *out = tu_path(dir, "v.map");
+    for (uint32_t version = 1; version <= 2; version++) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            struct rlimit rl = {512, 512};
+            signal(SIGXFSZ, SIG_IGN);
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+                _exit(2);
+            psdb_hr hr = psdb_value_map_write_version(path, version, out);
+            if (hr != PSDB_E_DISK_FULL)
+                _exit(3);
+            if (!strstr(psdb_error_last(), "v.map.tmp") || !strstr(psdb_error_last(), "large"))
+                _exit(4);
+            _exit(0);
+        }
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "version %u: exit %d (3: not PSDB_E_DISK_FULL, 4: the file not named)",
+                      version, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        struct stat st;
+        ck_assert_int_ne(lstat(out, &st), 0); /* nothing half-written is left as the map */
+    }
+    free(out);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("valuemap");
@@ -575,6 +617,7 @@ int main(void)
     tcase_add_test(tc, test_valuemap__v2_recipe_rebuilds_the_file_and_stores_each_key_once);
     tcase_add_test(tc, test_valuemap__v2_refuses_damaged_files);
     tcase_add_test(tc, test_valuemap__write_never_follows_or_blocks_on_what_is_planted);
+    tcase_add_test(tc, test_valuemap__a_write_over_the_size_limit_is_disk_full_and_names_the_file);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

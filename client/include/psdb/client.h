@@ -5,6 +5,7 @@
 
 #include "types.h"
 #include "registry.h"
+#include "valuemap.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,10 +43,10 @@ typedef struct psdb_client_desc {
      * download stays in <dest>.part, which the next download or install of the same PSDB resumes
      * with a Range request. Called on the thread that made the call. NULL: never asked. */
     int (*progress_cancel)(const psdb_progress *p, void *ctx);
-    /* Bandwidth limit of this client in bytes per second, over all its downloads, value maps and
-     * ranges together: a token bucket in the library (at most an eighth of a second of bytes in
-     * a burst, idle time not saved up), exact from the first byte, also for transfers of a few
-     * KiB; 0: unlimited. */
+    /* Bandwidth limit of this client in bytes per second, over everything it receives together
+     * (downloads, value maps and ranges, and the small answers of resolve, coverage and publish):
+     * a token bucket in the library (at most an eighth of a second of bytes in a burst, idle time
+     * not saved up), exact from the first byte, also for transfers of a few KiB; 0: unlimited. */
     uint64_t max_recv_bytes_per_second;
     /* Another client whose connection cache, DNS cache and TLS sessions this one shares (libcurl
      * CURLSH, with locks), so that clients on different threads reuse each other's connections;
@@ -55,7 +56,8 @@ typedef struct psdb_client_desc {
     const psdb_client *share_connections_with;
 } psdb_client_desc;
 
-/* A manifest as psdbd serves it (API.md). Every string is owned by the manifest. */
+/* A manifest as psdbd serves it (schema/HTTP.md, GET /v1/resolve). Every string is owned by the
+ * manifest. */
 typedef struct psdb_manifest {
     char *id;
     uint8_t sha256[32];
@@ -84,9 +86,10 @@ PSDB_API psdb_hr psdb_client_create(const psdb_client_desc *desc, psdb_client **
  * is a no-op; cannot fail. Not concurrently with another call on the same client. */
 PSDB_API void psdb_client_release(psdb_client *c);
 
-/* One line describing the last failure of a call on this client ("" when none; NULL c gives "").
- * The same line is also the calling thread's psdb_error_last(). Borrowed: valid until the next
- * call on the client or its release. Same thread rule as the client. */
+/* One line describing the last failure of a call on this client ("" when none, or when the last
+ * call succeeded; NULL c gives ""): the calling thread's psdb_error_last() as that call returned,
+ * kept with the client so that other psdb calls in between do not replace it. Borrowed: valid
+ * until the next call on the client or its release. Same thread rule as the client. */
 PSDB_API const char *psdb_client_last_error(const psdb_client *c);
 
 /* Parses a manifest from size bytes of JSON (GET /v1/resolve's answer; schema/HTTP.md). Versions
@@ -124,7 +127,8 @@ typedef struct psdb_publish_result {
  * token; HTTP 400), PSDB_E_IO (the file or key cannot be read), PSDB_E_CACHE_CORRUPT (not a PSDB),
  * PSDB_E_SIGNATURE (not a private Ed25519 key), PSDB_E_ACCESS (401/403), PSDB_E_ALREADY_EXISTS
  * (409), PSDB_E_CACHE_FULL (413), PSDB_E_DISK_FULL (507), PSDB_E_NETWORK (no answer),
- * PSDB_E_PROTOCOL (any other status), PSDB_E_OUTOFMEMORY. *out is set on every return except
+ * PSDB_E_PROTOCOL (any other status), PSDB_E_CANCELLED (progress_cancel asked to stop, during a
+ * transfer or a backoff), PSDB_E_OUTOFMEMORY. *out is set on every return except
  * PSDB_E_INVALIDARG for a NULL argument and PSDB_E_OUTOFMEMORY before the result exists (then
  * NULL): on failure it still carries the HTTP status, the body and the message, which is also the
  * client's psdb_client_last_error. The upload goes through the same curl setup as resolve and
@@ -317,29 +321,6 @@ PSDB_API psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
  * one model on different driver builds give. Thread-safe (creates and destroys its own instance);
  * it may take as long as creating a Vulkan instance (loading the drivers). */
 PSDB_API psdb_hr psdb_client_local_targets(psdb_precompile_target *out, uint32_t *count);
-
-/* Writes the value map of the PSDB at psdb_path to out_path (schema/VALUEMAP.md): every value's
- * SHA-256 and the byte ranges of the file that hold it, then the file's other bytes. A server
- * serves it beside the blob (GET /v1/blobs/<sha256>/valuemap) so that psdb_client_install can
- * update an installed PSDB by fetching only the values it lacks. Written to out_path + ".tmp",
- * created anew (O_EXCL; a stale .tmp of this user or a symbolic link there is removed first, never
- * written through), fsynced and renamed. The same file always gives the same bytes. Statuses:
- * PSDB_E_INVALIDARG (NULL), PSDB_E_ACCESS (psdb_path is not a regular file: a FIFO, a device or a
- * directory is refused, never waited on; or the .tmp name holds something else than a file of this
- * user or a link: refused and left alone; or a permission), PSDB_E_IO, PSDB_E_DISK_FULL,
- * PSDB_E_CACHE_CORRUPT (not a PSDB file of this layout), PSDB_E_OUTOFMEMORY; the last error names
- * the path. Thread-safe (no shared state). */
-PSDB_API psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path);
-
-/* Writes the value map of the PSDB at psdb_path in format `version` (schema/VALUEMAP.md) to
- * out_path, as psdb_value_map_write does. Version 1 is psdb_value_map_write's map (served at
- * GET /v1/blobs/<sha256>/valuemap for launchers that read only it); version 2 stores each of the
- * file's 32-byte keys once and lists the file in order, a fraction of version 1's size, and is
- * what psdb_client_install reads (GET /v1/blobs/<sha256>/valuemap/v2). The same file and version
- * always give the same bytes. Statuses: those of psdb_value_map_write, and PSDB_E_INVALIDARG for
- * a version other than 1 or 2. Thread-safe (no shared state). */
-PSDB_API psdb_hr psdb_value_map_write_version(const char *psdb_path, uint32_t version,
-                                              const char *out_path);
 
 #ifdef __cplusplus
 }

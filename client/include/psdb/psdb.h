@@ -26,6 +26,7 @@
 #include "derived_pso.h"
 #include "queue.h"
 #include "sign.h"
+#include "valuemap.h"
 #include "client.h"
 
 #endif

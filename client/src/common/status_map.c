@@ -1,8 +1,10 @@
-/* status_map.c - errno, SQLite and HTTP -> psdb_hr. */
+/* status_map.c - errno, SQLite, HTTP and libcurl -> psdb_hr. */
 #include "common/status_map.h"
 
 #include <errno.h>
+#include <string.h>
 
+#include <curl/curl.h>
 #include <sqlite3.h>
 
 psdb_hr psdb__errno_hr(int e)
@@ -81,4 +83,42 @@ psdb_hr psdb__http_hr(long status)
     default:
         return psdb__http_transient(status) ? PSDB_E_NETWORK : PSDB_E_PROTOCOL;
     }
+}
+
+psdb_hr psdb__curl_hr(int code)
+{
+    switch (code) {
+    case CURLE_OK:
+        return PSDB_S_OK;
+    case CURLE_OUT_OF_MEMORY:
+        return PSDB_E_OUTOFMEMORY;
+    default:
+        return PSDB_E_NETWORK;
+    }
+}
+
+int psdb__curl_transient(int code)
+{
+    switch (code) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+psdb_hr psdb__rename_hr(int e, psdb_hr replaced, const char **why)
+{
+    if (e == EPERM) {
+        *why = "it was replaced while it was written";
+        return replaced;
+    }
+    *why = strerror(e);
+    return psdb__errno_hr(e);
 }

@@ -1,5 +1,6 @@
-/* status_map.h - the one mapping of errno values, SQLite result codes and HTTP statuses to psdb_hr,
- * so the same failure gives the same status in the library, the tool and psdbd. */
+/* status_map.h - the one mapping of errno values, SQLite result codes, HTTP statuses and libcurl
+ * results to psdb_hr, so the same failure gives the same status in the library, the tool and
+ * psdbd. The HTTP status numbers a client names are here too, beside their mapping. */
 #ifndef PSDB_COMMON_STATUS_MAP_H
 #define PSDB_COMMON_STATUS_MAP_H
 
@@ -26,5 +27,27 @@ psdb_hr psdb__http_hr(long status);
 
 /* Whether an HTTP status is transient (408, 429, 5xx): a client may retry the request. */
 int psdb__http_transient(long status);
+
+/* The success statuses the delivery client asks for (each endpoint's own business, schema/HTTP.md),
+ * and the one error status whose answer it reads (publish's probe). */
+#define PSDB__HTTP_OK 200L
+#define PSDB__HTTP_CREATED 201L
+#define PSDB__HTTP_PARTIAL_CONTENT 206L
+#define PSDB__HTTP_BAD_REQUEST 400L
+
+/* A libcurl result (a CURLcode, as an int so that this header needs no curl.h): CURLE_OK ->
+ * PSDB_S_OK; CURLE_OUT_OF_MEMORY -> PSDB_E_OUTOFMEMORY; any other -> PSDB_E_NETWORK (no answer:
+ * connection, TLS, timeout or transfer failure). */
+psdb_hr psdb__curl_hr(int code);
+
+/* Whether a libcurl result is transient (the connection refused or cut, a timeout, a name that
+ * did not resolve, nothing or part of an answer received): another attempt may succeed. */
+int psdb__curl_transient(int code);
+
+/* The errno of psdb__rename_same (common/fdio.h), which sets EPERM when the temporary no longer
+ * names the file that was written (it was replaced meanwhile): `replaced` for that, else
+ * psdb__errno_hr(e). *why gets the reason for a message: "it was replaced while it was written",
+ * or strerror(e). */
+psdb_hr psdb__rename_hr(int e, psdb_hr replaced, const char **why);
 
 #endif

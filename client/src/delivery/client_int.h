@@ -1,6 +1,6 @@
-/* client_int.h - what the delivery client's files share (client.c, manifest.c, resolve.c,
- * download.c): the client handle and the helpers they call. The delivery client: resolve on
- * psdbd, resumable verified downloads (libcurl).
+/* client_int.h - what the delivery client's files share: the client handle and the helpers they
+ * call. The delivery client: resolve on psdbd, resumable verified downloads, value-level delta
+ * updates, install, publish; every request goes through the one transport (transport.h).
  *
  * DESIGN
  * A download never trusts bytes it has not hashed: it streams into <dest>.part through one
@@ -9,25 +9,23 @@
  * is fsynced and renamed over <dest>, so <dest> is either absent, the previous version, or the new
  * verified one. Transient failures (connection, timeout, 5xx, a short body) retry with doubling
  * backoff and resume from what is on disk; a permanent failure (4xx, integrity, disk full) stops.
- */
+ * The library records every failure in one place, the thread's psdb_error_last; a client's
+ * psdb_client_last_error is a copy of it taken as each public call on the client returns
+ * (psdb__client_ret), so that it stays valid until the next call on the client whatever the
+ * thread calls in between. */
 #ifndef PSDB_CLIENT_INT_H
 #define PSDB_CLIENT_INT_H
 
-#include <curl/curl.h>
+#include <time.h>
 
 #include "psdb/client.h"
+#include "psdb/file.h"
 #include "psdb/sign.h"
 
-#include "registry/install.h"
-#include "common/buf.h"
-
-/* libcurl's connection cache, DNS cache and TLS sessions, shared by the transfers of one client
- * and of the clients created with share_connections_with it; the lock callbacks make it safe for
- * clients on different threads. Reference counted (client.c). */
-typedef struct psdb__curl_share psdb__curl_share;
+#include "delivery/transport.h"
 
 struct psdb_client {
-    psdb__curl_share *share;
+    psdb__share *share;
     char *server_url; /* without a trailing '/' */
     char *token;
     char *ca_file;
@@ -39,59 +37,38 @@ struct psdb_client {
     int (*progress_cancel)(const psdb_progress *p, void *ctx);
     void *progress_ctx;
     uint64_t max_recv_bytes_per_second;
-    /* The bandwidth limit's token bucket (psdb__client_pace): bytes that may arrive now, as of
+    /* The bandwidth limit's token bucket (transport.c): bytes that may arrive now, as of
      * pace_at. */
     double pace_tokens;
     struct timespec pace_at;
     int pace_started;
-    char error[512];
-    char curl_error[CURL_ERROR_SIZE];
+    char last_error[640]; /* psdb_client_last_error: psdb_error_last as the last call ended */
 };
 
-/* manifest.c */
-psdb_hr psdb__client_check_request(psdb_client *c, const char *who, const psdb_manifest *m,
+/* The end of every public call on a client: psdb__error_ret (a failure leaves its reason in
+ * psdb_error_last), then the client's copy of it for psdb_client_last_error: the thread's
+ * message when the call failed, "" when it succeeded. c may be NULL. Returns hr. */
+psdb_hr psdb__client_ret(psdb_client *c, psdb_hr hr, unsigned mark, const char *what);
+
+/* The request checks, shared by resolve and install (manifest.c): `who` begins the message;
+ * implied_exe is an exe file name the request implies without naming it (install's exe path),
+ * checked only when the manifest names one. PSDB_E_INTEGRITY with the last error naming the
+ * field. */
+psdb_hr psdb__client_check_request(const char *who, const psdb_manifest *m,
                                    const psdb_app_desc *app, const uint8_t *app_id,
                                    const psdb_precompile_target *t, const char *implied_exe);
-/* resolve.c */
-CURL *psdb__client_new_handle(psdb_client *c, const char *url, struct curl_slist **headers);
-/* resolve.c */
-int psdb__client_transient_curl(CURLcode rc);
-/* GET url into *body (at most max_bytes; emptied first), retrying transient failures with the
- * client's backoff and asking its progress_cancel (progress "what" = who). PSDB_S_OK with
- * *status 200; else the failure (PSDB_E_NETWORK, PSDB_E_CANCELLED, PSDB_E_PROTOCOL for an answer
- * over max_bytes, PSDB_E_OUTOFMEMORY, or psdb__http_hr of the final status, whose body is kept)
- * with the client's error set, starting with who. The caller frees *body (resolve.c). */
-psdb_hr psdb__client_get(psdb_client *c, const char *who, const char *url, size_t max_bytes,
-                         psdb__buf *body, long *status);
-/* Sleeps the backoff before retry `attempt`, in slices that ask progress_cancel (resolve.c).
- * 1 when the caller asked to stop (the call then returns PSDB_E_CANCELLED), else 0. */
-int psdb__client_backoff(const psdb_client *c, const psdb_progress *p, uint32_t attempt);
-/* The client's bandwidth limit, applied to each n bytes received before they are kept: a token
- * bucket of max_recv_bytes_per_second over every transfer of the client, at most an eighth of a
- * second of bytes in a burst. Sleeps until the bytes are allowed, in slices of at most 100 ms
- * that ask progress_cancel with p. 1 when it asked to stop (the write callback then ends the
- * transfer and the call returns PSDB_E_CANCELLED), else 0 (resolve.c). */
-int psdb__client_pace(psdb_client *c, size_t n, const psdb_progress *p);
-/* Whether the client's progress_cancel asks to stop, given p (resolve.c); 0 without one. */
-int psdb__client_should_stop(const psdb_client *c, const psdb_progress *p);
+
+/* Checks a resolved manifest against the whole install request: resolve's checks plus the AppId
+ * and the exe path's file name (manifest.c). PSDB_E_INTEGRITY with the last error set. */
+psdb_hr psdb__client_check_install(const psdb_manifest *m, const psdb_install_desc *d,
+                                   const psdb_precompile_target *t);
+
+/* Checks an opened PSDB's identity and target against its manifest, field by field (manifest.c).
+ * PSDB_E_INTEGRITY with the last error naming the field. */
+psdb_hr psdb__client_check_file(const char *path, const psdb_file_info *info,
+                                const psdb_manifest *m);
 
 /* The manifest's blob URL, absolute (download.c); NULL on out of memory. */
 char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m);
-
-/* The share's handle for CURLOPT_SHARE (client.c). */
-CURLSH *psdb__curl_share_handle(const psdb__curl_share *s);
-
-/* Sets the client's one-line last error (client.c). */
-void psdb__client_error(psdb_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Checks a resolved manifest against the whole install request: resolve's checks plus the AppId
- * and the exe path's file name (manifest.c). PSDB_E_INTEGRITY with the client's error set. */
-psdb_hr psdb__client_check_install(psdb_client *c, const psdb_manifest *m,
-                                   const psdb_install_desc *d, const psdb_precompile_target *t);
-
-/* Checks an opened PSDB's identity and target against its manifest, field by field (manifest.c).
- * PSDB_E_INTEGRITY with the client's error naming the field. */
-psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_file_info *info,
-                                const psdb_manifest *m);
 
 #endif

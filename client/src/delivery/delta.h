@@ -1,5 +1,5 @@
-/* delta.h - value-level delta updates (delta.c) and the value map file they read
- * (valuemap_file.c; the format: schema/VALUEMAP.md).
+/* delta.h - value-level delta updates (delta.c; the value map they read: format/valuemap.h,
+ * schema/VALUEMAP.md).
  *
  * DESIGN
  * A PSDB's values are content-addressed, so a launcher that holds an older PSDB of the game (or
@@ -16,27 +16,7 @@
 #define PSDB_DELTA_H
 
 #include "delivery/client_int.h"
-
-#define PSDB__VMAP_MAGIC "PSDBVMAP"
-#define PSDB__VMAP_VERSION 1u
-#define PSDB__VMAP_HEADER_SIZE 96
-#define PSDB__VMAP_VALUE_SIZE 56
-#define PSDB__VMAP_RANGE_SIZE 16
-
-/* Version 2 (schema/VALUEMAP.md): the keys in a table of their own, the file as a recipe of
- * skeleton runs, keys and value parts, three zlib streams. What psdb_client_install reads. */
-#define PSDB__VMAP2_VERSION 2u
-#define PSDB__VMAP2_HEADER_SIZE 128
-#define PSDB__VMAP2_TAG_SKELETON 0u /* arg: run length */
-#define PSDB__VMAP2_TAG_KEY 1u      /* arg: 0 the next new key, else an earlier key's id + 1 */
-#define PSDB__VMAP2_TAG_VALUE 2u    /* arg: zigzag value index delta; then offset, length */
-
-/* The header fields every version has (magic, version, reserved, file size, file SHA-256: bytes
- * 0 to 55), the rest left as they are (valuemap_file.c). */
-void psdb__vmap_put_prefix(uint8_t *head, uint32_t version, uint64_t size, const uint8_t sha[32]);
-
-/* Writes the version 2 map of psdb_path to out_path (valuemap_v2_file.c). */
-psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path);
+#include "format/valuemap.h"
 
 /* What a delta attempt did (also for psdb_install_result). */
 typedef struct psdb__delta_outcome {

@@ -4,133 +4,121 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-#include <jansson.h>
-
-#include "registry/install.h"
-#include "delivery/publish.h"
-#include "common/fdio.h"
 #include "common/buf.h"
-#include "common/hash.h"
 #include "common/error.h"
+#include "common/fdio.h"
+#include "common/hash.h"
 #include "common/parse.h"
 #include "common/status_map.h"
 
-/* ---- download -----------------------------------------------------------------------------------
- */
-
-typedef struct file_sink {
-    psdb_client *c;
+/* The .part being written, and the transport's hooks that fill it. */
+typedef struct part_sink {
     int fd;
+    const char *path;
+    const char *url;
     uint64_t have;  /* bytes in the .part, hashed */
     uint64_t limit; /* the manifest's size: more is an integrity failure */
     psdb__sha256_ctx *sha;
-    int write_errno; /* errno of a failed write */
-    int too_long;
-    int cancelled;   /* progress_cancel asked to stop */
-    long status;     /* HTTP status of the current response (from the header callback) */
-    int accept_body; /* 1 when the body is to be appended (206 at our offset, or 200 from 0) */
-    CURL *h;
-    const char *what;
-    uint32_t attempt;
-    struct timespec last_progress;
-} file_sink;
+    int accept_body;  /* the answer is appended: a 206 at our offset, or a 200 from 0 */
+    const char *what; /* the destination, for the progress callback */
+    char range[32];
+} part_sink;
 
-static size_t file_write(char *p, size_t size, size_t n, void *ctx)
+static int part_begin(void *ctx, psdb__attempt *a, const char **range)
 {
-    file_sink *s = ctx;
-    size_t len = size * n;
-    if (!s->accept_body)
-        return len; /* an error page: drained, not stored */
-    if (s->have + len > s->limit) {
-        s->too_long = 1;
-        return 0;
+    part_sink *s = ctx;
+    (void)a;
+    s->accept_body = 0;
+    if (s->have > 0) {
+        snprintf(s->range, sizeof(s->range), "%llu-", (unsigned long long)s->have);
+        *range = s->range;
     }
-    psdb_progress at = {s->what, s->have, s->limit, s->attempt};
-    if (psdb__client_pace(s->c, len, &at)) {
-        s->cancelled = 1;
-        return 0;
-    }
-    if (psdb__write_all(s->fd, p, len) != 0) {
-        s->write_errno = errno;
-        return 0;
-    }
-    psdb__sha256_update(s->sha, p, len);
-    s->have += len;
-    return len;
+    return 0;
 }
 
-static size_t header_cb(char *p, size_t size, size_t n, void *ctx)
+/* The server ignored the Range: the .part starts over from byte 0. 0, or -1 (a->failed set). */
+static int part_restart(part_sink *s, psdb__attempt *a)
 {
-    file_sink *s = ctx;
-    size_t len = size * n;
-    /* The status line of each response (redirects or 100-continue bring several). */
-    if (len > 9 && strncmp(p, "HTTP/", 5) == 0) {
-        const char *sp = memchr(p, ' ', len);
-        s->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        s->accept_body = 0;
+    uint8_t discard[32];
+    psdb__sha256_ctx *fresh = NULL;
+    if (ftruncate(s->fd, 0) != 0 || lseek(s->fd, 0, SEEK_SET) != 0) {
+        a->failed = psdb__error_set(psdb__errno_hr(errno), "download: write %s: %s", s->path,
+                                    strerror(errno));
+        return -1;
     }
+    if (!(fresh = psdb__sha256_begin())) {
+        a->failed = psdb__error_set(PSDB_E_OUTOFMEMORY, "download: out of memory");
+        return -1;
+    }
+    psdb__sha256_end(s->sha, discard);
+    s->sha = fresh;
+    s->have = 0;
+    return 0;
+}
+
+static int part_header(void *ctx, psdb__attempt *a, const char *p, size_t len)
+{
+    part_sink *s = ctx;
     if (len == 2 && p[0] == '\r' && p[1] == '\n') {
-        if (s->status == 206) {
-            s->accept_body = 1; /* Content-Range was requested from s->have: see below */
-        } else if (s->status == 200) {
-            /* The server ignored the Range: start over from byte 0. */
-            if (s->have > 0) {
-                if (ftruncate(s->fd, 0) != 0 || lseek(s->fd, 0, SEEK_SET) != 0) {
-                    s->write_errno = errno;
-                    return 0;
-                }
-                psdb__sha256_ctx *fresh = psdb__sha256_begin();
-                if (!fresh) {
-                    s->write_errno = ENOMEM;
-                    return 0;
-                }
-                uint8_t discard[32];
-                psdb__sha256_end(s->sha, discard);
-                s->sha = fresh;
-                s->have = 0;
-            }
+        if (a->status == PSDB__HTTP_PARTIAL_CONTENT) {
+            s->accept_body = 1; /* its Content-Range started at s->have: see below */
+        } else if (a->status == PSDB__HTTP_OK) {
+            if (s->have > 0 && part_restart(s, a) != 0)
+                return -1;
             s->accept_body = 1;
         }
     }
-    /* A 206 must start exactly where the .part ends. */
-    if (s->status == 206 && len > 14 && strncasecmp(p, "Content-Range:", 14) == 0) {
+    /* A 206 must start exactly where the .part ends; another start ends the attempt, and the
+     * next one asks again. */
+    if (a->status == PSDB__HTTP_PARTIAL_CONTENT && len > 14 &&
+        strncasecmp(p, "Content-Range:", 14) == 0) {
         const char *b = memchr(p, ' ', len);
         unsigned long long start = 0;
         if (!b || sscanf(b, " bytes %llu-", &start) != 1 || start != s->have)
-            return 0;
+            return -1;
     }
-    return len;
+    return 0;
 }
 
-static int xfer_cb(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                   curl_off_t ulnow)
+static int part_write(void *ctx, psdb__attempt *a, const char *p, size_t len)
 {
-    (void)dltotal;
-    (void)dlnow;
-    (void)ultotal;
-    (void)ulnow;
-    file_sink *s = ctx;
-    if (!s->c->progress && !s->c->progress_cancel)
-        return 0;
-    if (!psdb__every_ms(&s->last_progress, 100))
-        return 0;
-    psdb_progress p = {s->what, s->have, s->limit, s->attempt};
-    if (s->c->progress)
-        s->c->progress(&p, s->c->progress_ctx);
-    /* A non-zero return makes libcurl end the transfer with CURLE_ABORTED_BY_CALLBACK; what was
-     * written stays in the .part. */
-    s->cancelled = psdb__client_should_stop(s->c, &p);
-    return s->cancelled;
+    part_sink *s = ctx;
+    if (!s->accept_body)
+        return 0; /* an error page: drained, not stored */
+    if (len > s->limit - s->have) {
+        a->failed = psdb__error_set(PSDB_E_INTEGRITY,
+                                    "download: %s sent more than the manifest's %llu bytes", s->url,
+                                    (unsigned long long)s->limit);
+        return -1;
+    }
+    if (psdb__write_all(s->fd, p, len) != 0) {
+        a->failed = psdb__error_set(psdb__errno_hr(errno), "download: write %s: %s", s->path,
+                                    strerror(errno));
+        return -1;
+    }
+    psdb__sha256_update(s->sha, p, len);
+    s->have += len;
+    return 0;
+}
+
+/* A short body that ended cleanly is retried like a cut, from where it stopped. */
+static int part_complete(void *ctx)
+{
+    const part_sink *s = ctx;
+    return s->have >= s->limit;
+}
+
+static void part_progress(void *ctx, psdb_progress *p)
+{
+    const part_sink *s = ctx;
+    *p = (psdb_progress){s->what, s->have, s->limit, 0};
 }
 
 /* Re-hashes the bytes an interrupted download left in the .part. */
@@ -138,14 +126,10 @@ static psdb_hr rehash_part(int fd, uint64_t *have, psdb__sha256_ctx *sha)
 {
     char buf[1 << 16];
     uint64_t n = 0;
-    if (lseek(fd, 0, SEEK_SET) != 0)
-        return PSDB_E_IO;
     for (;;) {
-        ssize_t r = read(fd, buf, sizeof(buf));
-        if (r < 0 && errno == EINTR)
-            continue;
+        ssize_t r = psdb__pread_upto(fd, buf, sizeof(buf), n);
         if (r < 0)
-            return PSDB_E_IO;
+            return psdb__errno_hr(errno);
         if (r == 0)
             break;
         psdb__sha256_update(sha, buf, (size_t)r);
@@ -167,24 +151,23 @@ char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m)
 
 /* Opens <dest>.part and brings s->sha and s->have up to what it already holds; a .part longer
  * than the blob is not a prefix of it and starts over. */
-static psdb_hr part_open(psdb_client *c, const char *part, uint64_t size, file_sink *s)
+static psdb_hr part_open(part_sink *s)
 {
     psdb_hr hr = PSDB_S_OK;
     char why[128];
     /* Resumed when an earlier attempt left it, so it must be a file of ours: a link planted there
      * would make the download write through it, a FIFO would block the open. */
-    s->fd = psdb__open_file(part, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
+    s->fd = psdb__open_file(s->path, O_RDWR | O_CREAT, 0644, PSDB__OPEN_OURS, why, sizeof(why));
     if (s->fd < 0) {
-        hr = psdb__errno_hr(errno);
-        psdb__client_error(c, "download: open %s: %s", part, why);
+        hr = psdb__error_set(psdb__errno_hr(errno), "download: open %s: %s", s->path, why);
         goto cleanup;
     }
     hr = rehash_part(s->fd, &s->have, s->sha);
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "download: read %s: %s", part, strerror(errno));
+        psdb__error_set(hr, "download: read %s: %s", s->path, strerror(errno));
         goto cleanup;
     }
-    if (s->have > size) {
+    if (s->have > s->limit) {
         uint8_t discard[32];
         psdb__sha256_end(s->sha, discard);
         s->sha = psdb__sha256_begin();
@@ -200,125 +183,31 @@ cleanup:
     return hr;
 }
 
-/* Fetches the rest of the blob into s with Range requests, retrying transient failures with
- * backoff; stops at the first permanent one. */
-static psdb_hr fetch_rest(psdb_client *c, const psdb_manifest *m, const char *url, const char *part,
-                          file_sink *s)
-{
-    psdb_hr hr = PSDB_S_OK;
-    struct curl_slist *headers = NULL;
-    for (uint32_t attempt = 1; s->have < m->size; attempt++) {
-        char range[64];
-        long status = 0;
-        s->attempt = attempt;
-        s->status = 0;
-        s->accept_body = 0;
-        s->too_long = 0;
-        s->cancelled = 0;
-        s->write_errno = 0;
-        CURL *h = psdb__client_new_handle(c, url, &headers);
-        if (!h) {
-            hr = PSDB_E_OUTOFMEMORY;
-            goto cleanup;
-        }
-        s->h = h;
-        if (s->have > 0) {
-            snprintf(range, sizeof(range), "%llu-", (unsigned long long)s->have);
-            curl_easy_setopt(h, CURLOPT_RANGE, range);
-        }
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, file_write);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
-        curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, xfer_cb);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        CURLcode rc = curl_easy_perform(h);
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(h);
-        s->h = NULL;
-        curl_slist_free_all(headers);
-        headers = NULL;
-        if (s->write_errno) {
-            hr = psdb__errno_hr(s->write_errno);
-            psdb__client_error(c, "download: write %s: %s", part, strerror(s->write_errno));
-            goto cleanup;
-        }
-        if (s->cancelled) { /* by the transfer callback or while paced */
-            hr = PSDB_E_CANCELLED;
-            psdb__client_error(c,
-                               "download: %s: cancelled by the progress callback at %llu of %llu "
-                               "bytes; %s is kept for resuming",
-                               url, (unsigned long long)s->have, (unsigned long long)m->size, part);
-            goto cleanup;
-        }
-        if (s->too_long) {
-            hr = PSDB_E_INTEGRITY;
-            psdb__client_error(c, "download: %s sent more than the manifest's %llu bytes", url,
-                               (unsigned long long)m->size);
-            goto cleanup;
-        }
-        if (status == 416 && s->have == m->size)
-            break;
-        if (rc == CURLE_OK && (status == 200 || status == 206)) {
-            if (s->have >= m->size)
-                break;
-            /* A short body that ended cleanly: treat as a transient cut and resume. */
-        } else if (rc == CURLE_OK && !psdb__http_transient(status)) {
-            hr = psdb__http_hr(status);
-            psdb__client_error(c, "download: %s answered HTTP %ld", url, status);
-            goto cleanup;
-        } else if (rc != CURLE_OK && !psdb__client_transient_curl(rc) && rc != CURLE_WRITE_ERROR) {
-            hr = PSDB_E_NETWORK;
-            psdb__client_error(c, "download: %s: %s", url, curl_easy_strerror(rc));
-            goto cleanup;
-        }
-        if (attempt > c->max_retries) {
-            hr = PSDB_E_NETWORK;
-            psdb__client_error(c, "download: %s: gave up after %u attempts (%s, HTTP %ld)", url,
-                               attempt, curl_easy_strerror(rc), status);
-            goto cleanup;
-        }
-        psdb_progress wait = {s->what, s->have, m->size, attempt};
-        if (psdb__client_backoff(c, &wait, attempt)) {
-            hr = PSDB_E_CANCELLED;
-            psdb__client_error(c,
-                               "download: %s: cancelled by the progress callback at %llu of %llu "
-                               "bytes; %s is kept for resuming",
-                               url, (unsigned long long)s->have, (unsigned long long)m->size, part);
-            goto cleanup;
-        }
-    }
-cleanup:
-    curl_slist_free_all(headers);
-    return hr;
-}
-
 /* Checks the whole .part against the manifest's size and SHA-256 (a mismatch removes it), makes
  * it durable and renames it over dest_path. */
-static psdb_hr part_commit(psdb_client *c, const psdb_manifest *m, const char *url,
-                           const char *part, const char *dest_path, file_sink *s)
+static psdb_hr part_commit(const psdb_manifest *m, const char *url, const char *dest_path,
+                           part_sink *s)
 {
     psdb_hr hr = PSDB_S_OK;
     uint8_t got[32];
+    const char *why = NULL;
     psdb__sha256_end(s->sha, got);
     s->sha = NULL;
     if (s->have != m->size || memcmp(got, m->sha256, 32) != 0) {
-        hr = PSDB_E_INTEGRITY;
-        psdb__client_error(c, "download: %s does not match the manifest's SHA-256; discarded", url);
-        psdb__unlink_same(part, s->fd);
+        hr = psdb__error_set(PSDB_E_INTEGRITY,
+                             "download: %s does not match the manifest's SHA-256; discarded", url);
+        psdb__unlink_same(s->path, s->fd);
         goto cleanup;
     }
     if (fsync(s->fd) != 0) {
-        hr = psdb__errno_hr(errno);
-        psdb__client_error(c, "download: fsync %s: %s", part, strerror(errno));
+        hr = psdb__error_set(psdb__errno_hr(errno), "download: fsync %s: %s", s->path,
+                             strerror(errno));
         goto cleanup;
     }
-    if (psdb__rename_same(part, dest_path, s->fd) != 0) {
-        hr = errno == EPERM ? PSDB_E_INTEGRITY : PSDB_E_IO;
-        psdb__client_error(c, "download: rename %s: %s", part,
-                           errno == EPERM ? "it was replaced while it was written; not used"
-                                          : strerror(errno));
+    if (psdb__rename_same(s->path, dest_path, s->fd) != 0) {
+        hr = psdb__rename_hr(errno, PSDB_E_INTEGRITY, &why);
+        psdb__error_set(hr, "download: rename %s: %s%s", s->path, why,
+                        hr == PSDB_E_INTEGRITY ? "; not used" : "");
         goto cleanup;
     }
     psdb__fsync_dir_of(dest_path);
@@ -328,18 +217,20 @@ cleanup:
 
 psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char *dest_path)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     char *part = NULL, *url = NULL;
-    file_sink s = {0};
-    s.fd = -1;
+    part_sink s = {.fd = -1};
+    psdb__response res = {0};
 
-    if (!c || !m || !dest_path || !m->url)
-        return psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_download: NULL %s",
-                               !c           ? "client"
-                               : !m         ? "manifest"
-                               : !dest_path ? "dest_path"
-                                            : "manifest url");
-    c->error[0] = '\0';
+    if (!c || !m || !dest_path || !m->url) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "psdb_client_download: NULL %s",
+                             !c           ? "client"
+                             : !m         ? "manifest"
+                             : !dest_path ? "dest_path"
+                                          : "manifest url");
+        goto cleanup;
+    }
     /* The signature is checked first: nothing is fetched for a manifest no trusted key signed. */
     hr = psdb_client_verify_manifest(c, m);
     if (PSDB_FAILED(hr))
@@ -349,20 +240,36 @@ psdb_hr psdb_client_download(psdb_client *c, const psdb_manifest *m, const char 
         part = NULL;
     s.sha = psdb__sha256_begin();
     if (!url || !part || !s.sha) {
-        hr = PSDB_E_OUTOFMEMORY;
+        hr = psdb__error_set(PSDB_E_OUTOFMEMORY, "download: out of memory");
         goto cleanup;
     }
-    hr = part_open(c, part, m->size, &s);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    s.c = c;
+    s.path = part;
+    s.url = url;
     s.limit = m->size;
     s.what = dest_path;
-    hr = fetch_rest(c, m, url, part, &s);
+    hr = part_open(&s);
+    if (PSDB_FAILED(hr))
+        goto cleanup;
+    /* The rest of the blob with Range requests, retried from what is on disk; nothing to ask for
+     * when an earlier attempt left it whole. */
+    if (s.have < m->size) {
+        psdb__request r = {.who = "download",
+                           .url = url,
+                           .flags = PSDB__REQ_PROGRESS,
+                           .expect = {PSDB__HTTP_OK, PSDB__HTTP_PARTIAL_CONTENT},
+                           .kept = part,
+                           .ctx = &s,
+                           .begin = part_begin,
+                           .header = part_header,
+                           .write = part_write,
+                           .complete = part_complete,
+                           .progress = part_progress};
+        hr = psdb__transport_run(c, &r, &res);
+    }
     if (PSDB_SUCCEEDED(hr))
-        hr = part_commit(c, m, url, part, dest_path, &s);
+        hr = part_commit(m, url, dest_path, &s);
     if (PSDB_SUCCEEDED(hr) && c->progress) {
-        psdb_progress p = {dest_path, s.have, m->size, s.attempt};
+        psdb_progress p = {dest_path, s.have, m->size, res.attempts};
         c->progress(&p, c->progress_ctx);
     }
 cleanup:
@@ -376,5 +283,5 @@ cleanup:
     }
     free(part);
     free(url);
-    return hr;
+    return psdb__client_ret(c, hr, err_mark, __func__);
 }

@@ -159,7 +159,7 @@ static psdb_hr fetch(psdb_client *c, const psdb_manifest *m, const char *path,
     }
     hr = psdb__store_lock_part(part, &fd, why, sizeof(why));
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "install: lock %s: %s", part, why);
+        psdb__error_set(hr, "install: lock %s: %s", part, why);
         goto cleanup;
     }
     done = file_has_digest(path, m->sha256);
@@ -319,9 +319,8 @@ cleanup:
 }
 
 /* Opens the downloaded PSDB as a device of that target would and checks that it is what the
- * manifest says it is, field by field. Sets the client's error. */
-static psdb_hr check_psdb(psdb_client *c, const char *path, const psdb_precompile_target *t,
-                          const psdb_manifest *m)
+ * manifest says it is, field by field. Sets the last error. */
+static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t, const psdb_manifest *m)
 {
     psdb_file *f = NULL;
     psdb_file_info info;
@@ -336,13 +335,25 @@ static psdb_hr check_psdb(psdb_client *c, const char *path, const psdb_precompil
     if (PSDB_SUCCEEDED(hr))
         hr = psdb_file_get_info(f, &info);
     if (PSDB_FAILED(hr))
-        psdb__client_error(c, "install: %s does not fit target %s:%llu-%llu: %s", path, t->family,
-                           (unsigned long long)t->abi_min, (unsigned long long)t->abi_max,
-                           psdb_hr_str(hr));
+        psdb__error_set(hr, "install: %s does not fit target %s:%llu-%llu: %s", path, t->family,
+                        (unsigned long long)t->abi_min, (unsigned long long)t->abi_max,
+                        psdb_hr_str(hr));
     else
-        hr = psdb__client_check_file(c, path, &info, m);
+        hr = psdb__client_check_file(path, &info, m);
     psdb_file_release(f);
     return hr;
+}
+
+/* Records "<what>: <why>" as the last error; without a why, the reason the failing step recorded
+ * in psdb_error_last since mark, else its status. */
+static void install_fail(psdb_hr hr, unsigned mark, const char *what, const char *why)
+{
+    char cause[640];
+    snprintf(cause, sizeof(cause), "%s",
+             why                          ? why
+             : psdb__error_mark() != mark ? psdb_error_last()
+                                          : psdb_hr_str(hr));
+    psdb__error_set(hr, "%s: %s", what, cause);
 }
 
 /* Before any work every entry says "not installed" (a failure with nothing else filled), so
@@ -375,6 +386,7 @@ static void results_end(psdb_install_result *results, uint32_t n, psdb_hr hr, ui
 psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                             psdb_install_result *results)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     shared_installer *shared = NULL;
     psdb_installer *inst = NULL;
@@ -392,25 +404,23 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     }
     if (!d->exe_path || !*d->exe_path || !d->app || !d->app->name || !d->app->version ||
         !d->targets || d->num_targets == 0) {
-        psdb__client_error(c, "install: %s",
-                           !d->exe_path || !*d->exe_path ? "no exe_path"
-                           : !d->app || !d->app->name    ? "no application name"
-                           : !d->app->version            ? "no application version"
-                                                         : "no targets");
-        hr = PSDB_E_INVALIDARG;
+        hr = psdb__error_set(PSDB_E_INVALIDARG, "install: %s",
+                             !d->exe_path || !*d->exe_path ? "no exe_path"
+                             : !d->app || !d->app->name    ? "no application name"
+                             : !d->app->version            ? "no application version"
+                                                           : "no targets");
         goto cleanup;
     }
     for (i = 0; i < n && PSDB_SUCCEEDED(hr); i++) {
         if (!d->targets[i].family[0]) {
-            psdb__client_error(c, "install: target %u has no family", i);
-            hr = PSDB_E_INVALIDARG;
+            hr = psdb__error_set(PSDB_E_INVALIDARG, "install: target %u has no family", i);
             failed_at = i;
         }
         for (uint32_t j = 0; j < i && PSDB_SUCCEEDED(hr); j++)
             if (strcmp(d->targets[i].family, d->targets[j].family) == 0) {
-                psdb__client_error(c, "install: family %s is named by two targets",
-                                   d->targets[i].family);
-                hr = PSDB_E_INVALIDARG;
+                hr =
+                    psdb__error_set(PSDB_E_INVALIDARG, "install: family %s is named by two targets",
+                                    d->targets[i].family);
                 failed_at = i;
             }
     }
@@ -419,20 +429,16 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     psdb_installer_desc idesc = {.name = d->installer_name ? d->installer_name : "psdb",
                                  .scope = PSDB_SCOPE_USER,
                                  .root_dir = d->registry_dir};
+    unsigned step = psdb__error_mark();
     hr = shared_acquire(&idesc, &shared);
     if (shared)
         inst = shared->inst;
     if (PSDB_FAILED(hr)) {
-        char why[512];
-        snprintf(why, sizeof(why), "%s",
-                 *psdb__registry_problem() ? psdb__registry_problem()
-                 : hr == PSDB_E_BUSY       ? "another install of it is running"
-                                           : psdb_error_last());
-        if (*psdb__registry_problem())
-            psdb__client_error(c, "install: %s", why);
-        else
-            psdb__client_error(c, "install: installer '%s': %s", idesc.name,
-                               why[0] ? why : psdb_hr_str(hr));
+        /* The registry records why it failed (a damaged or newer database names itself and the
+         * way out) in psdb_error_last; a held installer name says nothing of itself. */
+        char what[256];
+        snprintf(what, sizeof(what), "install: installer '%.200s'", idesc.name);
+        install_fail(hr, step, what, hr == PSDB_E_BUSY ? "another install of it is running" : NULL);
         goto cleanup;
     }
     char err[512] = "";
@@ -446,7 +452,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
                      psdb__installer_root(inst), strerror(errno));
     }
     if (PSDB_FAILED(hr)) {
-        psdb__client_error(c, "install: %s", err[0] ? err : psdb_hr_str(hr));
+        psdb__error_set(hr, "install: %s", err[0] ? err : psdb_hr_str(hr));
         goto cleanup;
     }
     manifests = calloc(n, sizeof(*manifests));
@@ -466,7 +472,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         failed_at = i;
         hr = psdb_client_resolve(c, d->app, t, &manifests[i]);
         if (PSDB_SUCCEEDED(hr))
-            hr = psdb__client_check_install(c, manifests[i], d, t);
+            hr = psdb__client_check_install(manifests[i], d, t);
         if (PSDB_FAILED(hr))
             goto cleanup;
         const psdb_manifest *m = manifests[i];
@@ -478,12 +484,11 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
             psdb__registry_installed(inst, d->exe_path, t->family, &have_serial, have_sha);
         pthread_mutex_unlock(&shared->use);
         if (PSDB_SUCCEEDED(known) && m->serial < have_serial && !d->allow_downgrade) {
-            hr = PSDB_E_DOWNGRADE;
-            psdb__client_error(c,
-                               "install: %s offers serial %llu for %s but %llu is installed "
-                               "(--allow-downgrade to accept)",
-                               c ? "the server" : "", (unsigned long long)m->serial, t->family,
-                               (unsigned long long)have_serial);
+            hr = psdb__error_set(PSDB_E_DOWNGRADE,
+                                 "install: the server offers serial %llu for %s but %llu is "
+                                 "installed (--allow-downgrade to accept)",
+                                 (unsigned long long)m->serial, t->family,
+                                 (unsigned long long)have_serial);
             goto cleanup;
         }
         if (asprintf(&path, "%s/%s.psdb", store.dir, entries[i].sha256) < 0) {
@@ -507,7 +512,7 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
             if (PSDB_FAILED(hr))
                 goto cleanup;
         }
-        hr = check_psdb(c, path, t, m);
+        hr = check_psdb(path, t, m);
         if (PSDB_FAILED(hr)) {
             /* Not removed here: its digest is the published one, and another application may
              * register the same file; the sweep removes it if nothing does. check_psdb set the
@@ -525,12 +530,11 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     failed_at = n; /* from here on a failure concerns every target */
     /* The last chance to stop: past this point the install completes. */
     psdb_progress before = {"register", 0, 0, 1};
-    if (psdb__client_should_stop(c, &before)) {
-        hr = PSDB_E_CANCELLED;
-        psdb__client_error(c,
-                           "install: %s: cancelled by the progress callback before the "
-                           "registration; the registry is unchanged",
-                           d->exe_path);
+    if (psdb__transport_should_stop(c, &before)) {
+        hr = psdb__error_set(PSDB_E_CANCELLED,
+                             "install: %s: cancelled by the progress callback before the "
+                             "registration; the registry is unchanged",
+                             d->exe_path);
         goto cleanup;
     }
     exe_filename = strrchr(d->exe_path, '/');
@@ -538,11 +542,11 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
     if (!app.exe_filename)
         app.exe_filename = exe_filename ? exe_filename + 1 : d->exe_path;
     pthread_mutex_lock(&shared->use);
+    step = psdb__error_mark();
     hr = psdb__registry_install(inst, d->exe_path, &app, d->app_id, n, entries, d->allow_downgrade);
     if (PSDB_FAILED(hr)) {
         pthread_mutex_unlock(&shared->use);
-        psdb__client_error(c, "install: registry update: %s",
-                           *psdb__registry_problem() ? psdb__registry_problem() : psdb_hr_str(hr));
+        install_fail(hr, step, "install: registry update", NULL);
         goto cleanup;
     }
     /* Best effort: the install is complete; a sweep that cannot run now runs after a later one
@@ -559,5 +563,5 @@ cleanup:
     free(entries);
     psdb__store_close(&store);
     shared_release(shared);
-    return hr;
+    return psdb__client_ret(c, hr, err_mark, __func__);
 }

@@ -13,11 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
-#include "registry/install.h"
-#include "delivery/publish.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/error.h"
@@ -191,17 +188,16 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
 {
     const unsigned err_mark = psdb__error_mark();
     if (!c || !m)
-        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
+        return psdb__client_ret(c, PSDB_E_INVALIDARG, err_mark, __func__);
     psdb_hr hr = PSDB_E_SIGNATURE;
     if (!statement_strings_ok(m)) {
         /* A manifest built by hand with an identity no statement encodes: no signature is valid
          * for it (psdb_statement_verify would call the statement itself the bad argument). */
-        psdb__client_error(c,
-                           "manifest %s: no application name, no target family, a string over "
-                           "%u bytes or a name psdb's rule refuses: no signed statement "
-                           "describes it",
-                           m->id ? m->id : "?", PSDB_STATEMENT_STRING_MAX);
-        return psdb__error_ret(hr, err_mark, __func__);
+        psdb__error_set(hr,
+                        "manifest %s: no application name, no target family, a string over %u "
+                        "bytes or a name psdb's rule refuses: no signed statement describes it",
+                        m->id ? m->id : "?", PSDB_STATEMENT_STRING_MAX);
+        return psdb__client_ret(c, hr, err_mark, __func__);
     }
     psdb_statement st = {
         .size = m->size, .identity = m->app, .target = m->target, .serial = m->serial};
@@ -215,9 +211,9 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
         break;
     }
     if (PSDB_FAILED(hr))
-        psdb__client_error(c, "signature of %s (key %s) does not verify with a trusted key", m->id,
-                           m->key_id ? m->key_id : "?");
-    return psdb__error_ret(hr, err_mark, __func__);
+        psdb__error_set(hr, "signature of %s (key %s) does not verify with a trusted key", m->id,
+                        m->key_id ? m->key_id : "?");
+    return psdb__client_ret(c, hr, err_mark, __func__);
 }
 
 /* ---- binding a manifest to its request ----------------------------------------------------------
@@ -239,10 +235,7 @@ static int exe_eq(const char *a, const char *b)
     return strcasecmp(a ? a : "", b ? b : "") == 0;
 }
 
-/* The request checks, shared by resolve and install: `who` prefixes the message; implied_exe is
- * an exe file name the request implies without naming it (install's exe path), checked only when
- * the manifest names one. */
-psdb_hr psdb__client_check_request(psdb_client *c, const char *who, const psdb_manifest *m,
+psdb_hr psdb__client_check_request(const char *who, const psdb_manifest *m,
                                    const psdb_app_desc *app, const uint8_t *app_id,
                                    const psdb_precompile_target *t, const char *implied_exe)
 {
@@ -251,64 +244,63 @@ psdb_hr psdb__client_check_request(psdb_client *c, const char *who, const psdb_m
     char a[40], b[40];
 
     if (!str_eq(got->name, app->name)) {
-        psdb__client_error(c, "%s: the server answered application '%s' for a request for '%s'",
-                           who, got->name ? got->name : "", app->name);
+        psdb__error_set(hr, "%s: the server answered application '%s' for a request for '%s'", who,
+                        got->name ? got->name : "", app->name);
         goto cleanup;
     }
     if (got->version != app->version) {
-        psdb__client_error(c, "%s: the server answered version %s of '%s' for a request for %s",
-                           who, psdb__format_version(got->version, a, sizeof(a)), app->name,
-                           psdb__format_version(app->version, b, sizeof(b)));
+        psdb__error_set(hr, "%s: the server answered version %s of '%s' for a request for %s", who,
+                        psdb__format_version(got->version, a, sizeof(a)), app->name,
+                        psdb__format_version(app->version, b, sizeof(b)));
         goto cleanup;
     }
     if (app->exe_filename && !exe_eq(got->exe_filename, app->exe_filename)) {
-        psdb__client_error(c, "%s: the server answered exe filename '%s' for a request for '%s'",
-                           who, got->exe_filename ? got->exe_filename : "", app->exe_filename);
+        psdb__error_set(hr, "%s: the server answered exe filename '%s' for a request for '%s'", who,
+                        got->exe_filename ? got->exe_filename : "", app->exe_filename);
         goto cleanup;
     }
     if (!app->exe_filename && implied_exe && got->exe_filename && *got->exe_filename &&
         !exe_eq(got->exe_filename, implied_exe)) {
-        psdb__client_error(c,
-                           "%s: the server answered exe filename '%s' for a request for '%s' "
-                           "(the exe path's file name)",
-                           who, got->exe_filename, implied_exe);
+        psdb__error_set(hr,
+                        "%s: the server answered exe filename '%s' for a request for '%s' "
+                        "(the exe path's file name)",
+                        who, got->exe_filename, implied_exe);
         goto cleanup;
     }
     if (app->engine_name && (!str_eq(got->engine_name, app->engine_name) ||
                              got->engine_version != app->engine_version)) {
-        psdb__client_error(c, "%s: the server answered engine '%s' %s for a request for '%s' %s",
-                           who, got->engine_name ? got->engine_name : "",
-                           psdb__format_version(got->engine_version, a, sizeof(a)),
-                           app->engine_name,
-                           psdb__format_version(app->engine_version, b, sizeof(b)));
+        psdb__error_set(hr, "%s: the server answered engine '%s' %s for a request for '%s' %s", who,
+                        got->engine_name ? got->engine_name : "",
+                        psdb__format_version(got->engine_version, a, sizeof(a)), app->engine_name,
+                        psdb__format_version(app->engine_version, b, sizeof(b)));
         goto cleanup;
     }
     if (app_id && memcmp(m->app.app_id, app_id, 16) != 0) {
-        psdb__client_error(c, "%s: the server answered AppId %s for a request for %s", who,
-                           psdb__format_uuid(m->app.app_id, a, 37),
-                           psdb__format_uuid(app_id, b, sizeof(b)));
+        psdb__error_set(hr, "%s: the server answered AppId %s for a request for %s", who,
+                        psdb__format_uuid(m->app.app_id, a, 37),
+                        psdb__format_uuid(app_id, b, sizeof(b)));
         goto cleanup;
     }
     if (!str_eq(m->target.family, t->family)) {
-        psdb__client_error(c, "%s: the server answered family '%s' for a request for '%s'", who,
-                           m->target.family ? m->target.family : "", t->family);
+        psdb__error_set(hr, "%s: the server answered family '%s' for a request for '%s'", who,
+                        m->target.family ? m->target.family : "", t->family);
         goto cleanup;
     }
     if (m->target.abi_version < t->abi_min || m->target.abi_version > t->abi_max) {
-        psdb__client_error(c,
-                           "%s: the server answered ABI version %llu for a request for ABI "
-                           "%llu-%llu",
-                           who, (unsigned long long)m->target.abi_version,
-                           (unsigned long long)t->abi_min, (unsigned long long)t->abi_max);
+        psdb__error_set(hr,
+                        "%s: the server answered ABI version %llu for a request for ABI "
+                        "%llu-%llu",
+                        who, (unsigned long long)m->target.abi_version,
+                        (unsigned long long)t->abi_min, (unsigned long long)t->abi_max);
         goto cleanup;
     }
     /* MODEL A3 compares the top 32 bits only; 0 asks for any profile version. */
     if (t->profile_version && m->target.profile_version >> 32 != t->profile_version >> 32) {
-        psdb__client_error(c,
-                           "%s: the server answered profile version %s for a request for "
-                           "profile version %s (the top 32 bits differ)",
-                           who, psdb__format_version(m->target.profile_version, a, sizeof(a)),
-                           psdb__format_version(t->profile_version, b, sizeof(b)));
+        psdb__error_set(hr,
+                        "%s: the server answered profile version %s for a request for "
+                        "profile version %s (the top 32 bits differ)",
+                        who, psdb__format_version(m->target.profile_version, a, sizeof(a)),
+                        psdb__format_version(t->profile_version, b, sizeof(b)));
         goto cleanup;
     }
     hr = PSDB_S_OK;
@@ -321,23 +313,23 @@ psdb_hr psdb_client_check_manifest(psdb_client *c, const psdb_manifest *m, const
 {
     const unsigned err_mark = psdb__error_mark();
     if (!c || !m || !app || !app->name || !target)
-        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
-    return psdb__error_ret(psdb__client_check_request(c, "manifest", m, app, app_id, target, NULL),
-                           err_mark, __func__);
+        return psdb__client_ret(c, PSDB_E_INVALIDARG, err_mark, __func__);
+    return psdb__client_ret(c, psdb__client_check_request("manifest", m, app, app_id, target, NULL),
+                            err_mark, __func__);
 }
 
-psdb_hr psdb__client_check_install(psdb_client *c, const psdb_manifest *m,
-                                   const psdb_install_desc *d, const psdb_precompile_target *t)
+psdb_hr psdb__client_check_install(const psdb_manifest *m, const psdb_install_desc *d,
+                                   const psdb_precompile_target *t)
 {
     const char *slash = strrchr(d->exe_path, '/');
-    return psdb__client_check_request(c, "install", m, d->app, d->app_id, t,
+    return psdb__client_check_request("install", m, d->app, d->app_id, t,
                                       slash ? slash + 1 : d->exe_path);
 }
 
 /* The downloaded file against its manifest: the publisher signed the manifest's fields and the
  * file's digest, and psdbd checks at publish that they agree; a file whose own header says
  * something else (a publisher key misused, a store written behind psdbd's back) is refused too. */
-psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_file_info *info,
+psdb_hr psdb__client_check_file(const char *path, const psdb_file_info *info,
                                 const psdb_manifest *m)
 {
     psdb_hr hr = PSDB_E_INTEGRITY;
@@ -392,8 +384,8 @@ psdb_hr psdb__client_check_file(psdb_client *c, const char *path, const psdb_fil
         hr = PSDB_S_OK;
         goto cleanup;
     }
-    psdb__client_error(c, "install: %s records %s '%s' but its signed manifest says '%s'", path,
-                       field, fs ? fs : "", ms ? ms : "");
+    psdb__error_set(hr, "install: %s records %s '%s' but its signed manifest says '%s'", path,
+                    field, fs ? fs : "", ms ? ms : "");
 cleanup:
     return hr;
 }

@@ -1,4 +1,4 @@
-/* valuemap_v2_file.c - the version 2 value map of a PSDB (schema/VALUEMAP.md): the file as a
+/* valuemap_write_v2.c - the version 2 value map of a PSDB (schema/VALUEMAP.md): the file as a
  * recipe of skeleton runs, 32-byte keys and value parts, with every distinct key stored once.
  *
  * DESIGN
@@ -12,7 +12,7 @@
  * record headers, slack) deflates to a few percent of itself. The recipe lists the file in order,
  * so that a client rebuilds it in one sequential pass. Every offset is checked against the file;
  * a file whose cells overlap is refused (PSDB_E_CACHE_CORRUPT). */
-#include "delivery/delta.h"
+#include "format/valuemap_write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +29,8 @@
 #include "common/hash.h"
 #include "common/status_map.h"
 #include "common/error.h"
-#include "format/psdb_valuemap.h"
+#include "format/valuemap.h"
+#include "format/valuemap_walk.h"
 
 #define READ_WINDOW (1u << 20)
 
@@ -413,13 +414,15 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
         psdb__write_all(out, keys.data ? keys.data : head, keys.len) != 0 ||
         psdb__write_all(out, vz.data, vz.len) != 0 || psdb__write_all(out, rz.data, rz.len) != 0 ||
         psdb__write_all(out, sz.data ? sz.data : head, sz.len) != 0 || fsync(out) != 0) {
-        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write_version: write %s: %s",
+                             tmp, strerror(errno));
         goto cleanup;
     }
-    if (psdb__rename_same(tmp, out_path, out) != 0)
-        hr = psdb__error_set(
-            psdb__errno_hr(errno), "psdb_value_map_write_version: put %s in place: %s", out_path,
-            errno == EPERM ? "it was replaced while it was written" : strerror(errno));
+    if (psdb__rename_same(tmp, out_path, out) != 0) {
+        const char *why_not = NULL;
+        hr = psdb__rename_hr(errno, PSDB_E_ACCESS, &why_not);
+        psdb__error_set(hr, "psdb_value_map_write_version: put %s in place: %s", out_path, why_not);
+    }
 cleanup:
     if (zs_open)
         deflateEnd(&zs);

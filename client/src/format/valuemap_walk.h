@@ -1,6 +1,7 @@
-/* psdb_valuemap.h - where each value's bytes lie in a PSDB file: the byte ranges of the SQLite
- * file that hold `blobs.data` of every row (psdb_valuemap.c). The ground for value-level delta
- * updates: a launcher that already holds a value elsewhere needs none of these bytes.
+/* valuemap_walk.h - the value map's walk of a PSDB file: the byte ranges of the SQLite file that
+ * hold `blobs.data` of every row, and its 32-byte keys (valuemap_walk.c). The ground of the value
+ * map (its writers, valuemap_write.h) and of value-level delta updates: a launcher that already
+ * holds a value elsewhere needs none of these bytes.
  *
  * DESIGN
  * A row of `blobs` (a rowid table) is one cell of a table b-tree leaf: payload length and rowid
@@ -12,8 +13,8 @@
  * header and the digest. The walk reads one page at a time with pread and checks every offset,
  * count and page number against the file before use, so any file (damaged or hostile) gives
  * PSDB_E_CACHE_CORRUPT, never a read outside the page. */
-#ifndef PSDB_VALUEMAP_H
-#define PSDB_VALUEMAP_H
+#ifndef PSDB_FORMAT_VALUEMAP_WALK_H
+#define PSDB_FORMAT_VALUEMAP_WALK_H
 
 #include <stddef.h>
 #include <stdint.h>

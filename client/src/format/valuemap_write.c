@@ -1,6 +1,7 @@
-/* valuemap_file.c - psdb_value_map_write: the value map of a PSDB (schema/VALUEMAP.md), what a
- * server serves so that a launcher can rebuild a newer PSDB from the values it already holds. */
-#include "psdb/client.h"
+/* valuemap_write.c - psdb_value_map_write and psdb_value_map_write_version: the value map of a
+ * PSDB (schema/VALUEMAP.md), what a server serves so that a launcher can rebuild a newer PSDB from
+ * the values it already holds; version 1 here, version 2 in valuemap_write_v2.c. */
+#include "psdb/valuemap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,22 +18,15 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/status_map.h"
-#include "delivery/delta.h"
-#include "format/psdb_valuemap.h"
+#include "format/valuemap.h"
+#include "format/valuemap_walk.h"
+#include "format/valuemap_write.h"
 
 typedef struct collect {
     psdb__buf values; /* the value records, 56 bytes each */
     psdb__buf ranges; /* the range records, 16 bytes each */
     uint64_t num_values, num_ranges, value_bytes;
 } collect;
-
-void psdb__vmap_put_prefix(uint8_t *head, uint32_t version, uint64_t size, const uint8_t sha[32])
-{
-    memcpy(head, PSDB__VMAP_MAGIC, 8);
-    psdb__put_le32(head + 8, version);
-    psdb__put_le64(head + 16, size);
-    memcpy(head + 24, sha, 32);
-}
 
 static int on_value(const uint8_t sha256[32], uint64_t size, const psdb__byte_range *r, size_t nr,
                     void *ctx)
@@ -67,11 +61,9 @@ static psdb_hr sha256_fd(int fd, uint8_t out[32])
         goto cleanup;
     }
     for (;;) {
-        ssize_t r = pread(fd, buf, 1 << 16, (off_t)pos);
-        if (r < 0 && errno == EINTR)
-            continue;
+        ssize_t r = psdb__pread_upto(fd, buf, 1 << 16, pos);
         if (r < 0) {
-            hr = PSDB_E_IO;
+            hr = psdb__errno_hr(errno);
             goto cleanup;
         }
         if (r == 0)
@@ -167,7 +159,8 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
     if (psdb__write_all(out, head, sizeof(head)) != 0 ||
         psdb__write_all(out, c.values.data ? c.values.data : head, c.values.len) != 0 ||
         psdb__write_all(out, c.ranges.data ? c.ranges.data : head, c.ranges.len) != 0) {
-        hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write: write %s: %s", tmp,
+                             strerror(errno));
         goto cleanup;
     }
     /* The skeleton, deflated: most of it is the slack of partly filled pages (zeros). */
@@ -182,7 +175,7 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
         int last = i == c.num_ranges;
         do {
             size_t want = next - pos < (1 << 16) ? (size_t)(next - pos) : (1 << 16);
-            ssize_t r = want ? pread(in, buf, want, (off_t)pos) : 0;
+            ssize_t r = want ? psdb__pread_upto(in, buf, want, pos) : 0;
             if (r < 0 || (want && r == 0)) {
                 hr = r == 0 ? PSDB_E_CACHE_CORRUPT : PSDB_E_IO;
                 goto cleanup;
@@ -200,7 +193,9 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
                 }
                 size_t have = sizeof(zbuf) - zs.avail_out;
                 if (psdb__write_all(out, zbuf, have) != 0) {
-                    hr = errno == ENOSPC ? PSDB_E_DISK_FULL : PSDB_E_IO;
+                    hr =
+                        psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write: write %s: %s",
+                                        tmp, strerror(errno));
                     goto cleanup;
                 }
                 stored += have;
@@ -210,14 +205,15 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
             pos = next + psdb__le32(sorted + i * PSDB__VMAP_RANGE_SIZE + 8);
     }
     psdb__put_le64(head + 80, stored);
-    if (pwrite(out, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
-        hr = PSDB_E_IO;
+    if (psdb__pwrite_all(out, head, sizeof(head), 0) != 0) {
+        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write: write %s: %s", tmp,
+                             strerror(errno));
         goto cleanup;
     }
     if (fsync(out) != 0 || psdb__rename_same(tmp, out_path, out) != 0) {
-        hr = psdb__error_set(
-            psdb__errno_hr(errno), "psdb_value_map_write: put %s in place: %s", out_path,
-            errno == EPERM ? "it was replaced while it was written" : strerror(errno));
+        const char *why_not = NULL;
+        hr = psdb__rename_hr(errno, PSDB_E_ACCESS, &why_not);
+        psdb__error_set(hr, "psdb_value_map_write: put %s in place: %s", out_path, why_not);
         goto cleanup;
     }
 cleanup:

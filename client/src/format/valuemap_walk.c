@@ -1,5 +1,6 @@
-/* psdb_valuemap.c - the byte ranges of a PSDB file that hold each value (psdb_valuemap.h). */
-#include "format/psdb_valuemap.h"
+/* valuemap_walk.c - the byte ranges of a PSDB file that hold each value, and its keys
+ * (valuemap_walk.h). */
+#include "format/valuemap_walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -404,7 +405,7 @@ static psdb_hr walk_keys(walker *w, uint64_t pgno, int depth)
     if (ptrs + 2 * (uint64_t)ncells > w->usable)
         return PSDB_E_CACHE_CORRUPT;
     /* SQLite's largest local payload: U - 35 in table leaves, (U - 12) * 64 / 255 - 23 in
-     * index pages; larger payloads keep the local size of psdb_valuemap.h's formula. */
+     * index pages; larger payloads keep the local size of valuemap_walk.h's formula. */
     uint64_t x = index ? (uint64_t)(w->usable - 12) * 64 / 255 - 23 : w->usable - 35;
     uint64_t base = (pgno - 1) * w->page_size;
     for (uint32_t i = 0; i < ncells && !w->stopped; i++) {

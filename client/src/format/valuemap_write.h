@@ -1,0 +1,12 @@
+/* valuemap_write.h - the value map's writers (schema/VALUEMAP.md): version 1 and the public entry
+ * points in valuemap_write.c (psdb/valuemap.h), version 2 in valuemap_write_v2.c. */
+#ifndef PSDB_FORMAT_VALUEMAP_WRITE_H
+#define PSDB_FORMAT_VALUEMAP_WRITE_H
+
+#include "psdb/status.h"
+
+/* Writes the version 2 map of psdb_path to out_path (valuemap_write_v2.c), with the statuses of
+ * psdb_value_map_write_version. */
+psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path);
+
+#endif
