@@ -1298,8 +1298,8 @@ START_TEST(test_delivery__tool_output_escapes_control_characters_in_names)
     free(b.data);
 
     /* Through a server: the tool refuses to send the name; the registry shows one stored before
-     * the rule escaped; a mirror that answers the evil name for a request for Demo is refused
-     * with the name escaped. */
+     * the rule escaped; a mirror that answers the evil name for a request for Demo is refused,
+     * its manifest naming the code point, never echoing the name. */
     id.desc.engine_name = NULL;
     b = make_psdb_as("evil2.psdb", 2, &id, &t);
     char *m = make_manifest_as(&b, 1, &id, &t);
@@ -1323,12 +1323,14 @@ START_TEST(test_delivery__tool_output_escapes_control_characters_in_names)
     const char *lied_to[] = {"install", "--server",      f.url,     "--exe-path", EXE,    "--app",
                              "Demo",    "--app-version", "1.0.0.0", "--target",   target, "--trust",
                              g_pub,     "--registry",    g_reg,     NULL};
-    expect_safe(lied_to, 1, "answered application 'Demo\\x1b[2J");
+    expect_safe(lied_to, 1,
+                "not a valid manifest: the application name contains the control "
+                "character U+001B");
     const char *lied_to_json[] = {"install", "--server", f.url,           "--exe-path", EXE,
                                   "--app",   "Demo",     "--app-version", "1.0.0.0",    "--target",
                                   target,    "--trust",  g_pub,           "--registry", g_reg,
                                   "--json",  NULL};
-    expect_safe(lied_to_json, 1, "answered application 'Demo\\u001B[2J");
+    expect_safe(lied_to_json, 1, "the application name contains the control character U+001B");
     fake_stop(&f);
     free(m);
     free(b.data);

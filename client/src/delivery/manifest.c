@@ -79,21 +79,36 @@ static int json_str(json_t *obj, const char *key, int optional, char **out)
 /* What the statement's encoder accepts of a name (sign.c put_str): at most
  * PSDB_STATEMENT_STRING_MAX bytes, and a name by the one rule (no control, format or separator
  * character, valid UTF-8). */
-static int statement_string_ok(const char *s, int required)
+static int statement_string_ok(const char *label, const char *s, int required, char *why,
+                               size_t why_size)
 {
-    char why[128];
-    if (!s)
+    char fault[128];
+    if (!s || !*s) {
+        if (required)
+            snprintf(why, why_size, "no %s", label);
         return !required;
-    return strlen(s) <= PSDB_STATEMENT_STRING_MAX && (!required || *s) &&
-           psdb__name_check(s, why, sizeof(why)) == 0;
+    }
+    if (strlen(s) > PSDB_STATEMENT_STRING_MAX) {
+        snprintf(why, why_size, "the %s is longer than %u bytes", label, PSDB_STATEMENT_STRING_MAX);
+        return 0;
+    }
+    if (psdb__name_check(s, fault, sizeof(fault)) != 0) {
+        /* The fault names the code point; the name itself is never echoed. */
+        snprintf(why, why_size, "the %s %s", label, fault);
+        return 0;
+    }
+    return 1;
 }
 
-/* Whether the manifest's identity and target are what a statement can encode. */
-static int statement_strings_ok(const psdb_manifest *m)
+/* Whether the manifest's identity and target are what a statement can encode; why gets the first
+ * field that is not. */
+static int statement_strings_ok(const psdb_manifest *m, char *why, size_t why_size)
 {
     const psdb_app_desc *d = &m->app.desc;
-    return statement_string_ok(d->name, 1) && statement_string_ok(m->target.family, 1) &&
-           statement_string_ok(d->exe_filename, 0) && statement_string_ok(d->engine_name, 0);
+    return statement_string_ok("application name", d->name, 1, why, why_size) &&
+           statement_string_ok("target family", m->target.family, 1, why, why_size) &&
+           statement_string_ok("exe filename", d->exe_filename, 0, why, why_size) &&
+           statement_string_ok("engine name", d->engine_name, 0, why, why_size);
 }
 
 psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
@@ -104,6 +119,7 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     psdb_manifest *m = NULL;
     char *sha = NULL, *app_id = NULL;
     char *exe = NULL, *name = NULL, *engine = NULL, *family = NULL;
+    char why[160];
 
     if (!out || !json)
         return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
@@ -155,8 +171,10 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     /* What no signed statement can carry (schema/STATEMENT.md: a name and a family, strings of at
      * most PSDB_STATEMENT_STRING_MAX bytes that psdb's rule for names accepts) is no manifest:
      * refused here, not by the signature check later. */
-    if (!statement_strings_ok(m))
+    if (!statement_strings_ok(m, why, sizeof(why))) {
+        psdb__error_set(PSDB_E_PROTOCOL, "manifest: %s", why);
         goto cleanup;
+    }
     if (strlen(sha) != 64 || psdb__unhex(sha, m->sha256, 32) != 0)
         goto cleanup;
     if (app_id && *app_id) {
@@ -190,13 +208,12 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
     if (!c || !m)
         return psdb__client_ret(c, PSDB_E_INVALIDARG, err_mark, __func__);
     psdb_hr hr = PSDB_E_SIGNATURE;
-    if (!statement_strings_ok(m)) {
+    char why[160];
+    if (!statement_strings_ok(m, why, sizeof(why))) {
         /* A manifest built by hand with an identity no statement encodes: no signature is valid
          * for it (psdb_statement_verify would call the statement itself the bad argument). */
-        psdb__error_set(hr,
-                        "manifest %s: no application name, no target family, a string over %u "
-                        "bytes or a name psdb's rule refuses: no signed statement describes it",
-                        m->id ? m->id : "?", PSDB_STATEMENT_STRING_MAX);
+        psdb__error_set(hr, "manifest %s: %s: no signed statement describes it",
+                        m->id ? m->id : "?", why);
         return psdb__client_ret(c, hr, err_mark, __func__);
     }
     psdb_statement st = {

@@ -3,6 +3,7 @@
 #include "delivery/client_int.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "common/buf.h"
@@ -50,7 +51,11 @@ psdb_hr psdb_client_resolve(psdb_client *c, const psdb_app_desc *app,
         goto cleanup;
     hr = psdb_manifest_parse((const char *)body.data, body.len, out);
     if (PSDB_FAILED(hr)) {
-        psdb__error_set(hr, "resolve: the server's answer is not a valid manifest");
+        char why[256];
+        snprintf(why, sizeof(why), "%s", psdb_error_last());
+        psdb__error_set(hr, "resolve: the server's answer is not a valid manifest%s%s",
+                        strncmp(why, "manifest: ", 10) == 0 ? ": " : "",
+                        strncmp(why, "manifest: ", 10) == 0 ? why + 10 : "");
         goto cleanup;
     }
     hr = psdb__client_check_request("resolve", *out, app, NULL, target, NULL);
