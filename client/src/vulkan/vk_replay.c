@@ -94,7 +94,7 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     if (hit == 1 && binaries &&
         (!v->d->binaries ||
          vkbin_create(&v->d->bin, v->d->device, data, size, &bins) != VK_SUCCESS))
-        hit = 0;
+        hit = 0, bad = 1; /* binaries the driver refused: a miss of refused data */
     double bin_s = vkbe_now() - tb;
     if (v->f) {
         if (hit == 1)
@@ -121,7 +121,7 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     vkdec_free(&p);
     if (r != VK_SUCCESS) {
         v->failed++;
-        return record(v, kind, key, version, VKBE_FAILED, r, what, total) != 0;
+        return record(v, kind, key, version, VKBE_FAILED, r, got.what, total) != 0;
     }
     vkbe_outcome outcome = !v->f      ? VKBE_NO_PSDB
                            : hit == 1 ? VKBE_HIT
