@@ -91,9 +91,13 @@ typedef struct ldevice {
      * driver has it and a PSDB of VkPipelineCache data is delivered): hits are confirmed by the
      * driver's own report (driver_hits). */
     int feedback;
-    /* One cache holding every pipeline of psdb (its merged VkPipelineCache data), made at device
-     * creation, or VK_NULL_HANDLE: hits of creations that pass no cache of their own use it. */
+    /* One cache holding every pipeline of psdb (its cache parts merged), made at device creation,
+     * or VK_NULL_HANDLE: hits of creations that pass no cache of their own use it. */
     VkPipelineCache merged;
+    /* A PSDB of pipeline binaries: VK_KHR_pipeline_binary enabled by the layer and its functions;
+     * every hit is created from its own binaries. */
+    int binaries;
+    vkbin_fns bin;
     /* Application caches the merged cache was merged into (guarded by fed_lock), so that their
      * hits are served from them; forgotten at vkDestroyPipelineCache. */
     VkPipelineCache fed[FED_MAX];
@@ -148,43 +152,25 @@ static void stats_report(void)
     vkstats_report(vkcap_path(path, sizeof(path)));
 }
 
-/* The merged VkPipelineCache of d's PSDB, checked, as d->merged. 1 made, 0 none (Mesa, an
- * older PSDB), -1 refused (said on stderr once): the creations then use each pipeline's own
- * cache data, as without a merged cache. */
+/* The device cache of d's PSDB (its cache parts, each checked, merged into one) as d->merged. 1
+ * made, 0 none (another strategy, a PSDB without parts), -1 refused (said on stderr once): the
+ * creations then use each pipeline's own cache data where the PSDB has it. */
 static int merged_attach(ldevice *d)
 {
-    void *data = NULL;
-    size_t size = 0;
-    char msg[256];
-    int rc = 0;
-    if (d->dl.id.strategy != VKID_PIPELINE_CACHE || !d->CreatePipelineCache)
+    char msg[256] = "";
+    vkdl_cache_fns fns = {d->CreatePipelineCache, d->MergePipelineCaches, d->DestroyPipelineCache};
+    if (d->dl.id.strategy != VKID_PIPELINE_CACHE || !fns.create || !fns.merge || !fns.destroy)
         return 0;
-    psdb_hr hr = vkdl_merged_cache(d->dl.psdb, &d->dl.id, &data, &size, msg, sizeof(msg));
-    if (hr == PSDB_S_OK) {
-        VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                         .initialDataSize = size,
-                                         .pInitialData = data};
-        VkResult r = d->CreatePipelineCache(d->device, &cci, NULL, &d->merged);
-        if (r == VK_SUCCESS) {
-            rc = 1;
-        } else {
-            d->merged = VK_NULL_HANDLE;
-            snprintf(msg, sizeof(msg), "the driver refused the merged pipeline cache: VkResult %d",
-                     (int)r);
-            rc = -1;
-        }
-    } else if (PSDB_FAILED(hr)) {
-        rc = -1;
-    }
-    free(data);
-    if (rc < 0) {
-        vkstats *s = vkstats_lock();
-        if (s->merged == 0)
-            fprintf(stderr, "psdb layer: delivery %s: %s; each pipeline's own cache data is used\n",
-                    d->dl.path, msg);
-        vkstats_unlock();
-    }
-    return rc;
+    psdb_hr hr = vkdl_device_cache(d->dl.psdb, &d->dl.id, &fns, d->device, &d->merged, NULL, msg,
+                                   sizeof(msg));
+    if (PSDB_SUCCEEDED(hr))
+        return hr == PSDB_S_OK;
+    vkstats *s = vkstats_lock();
+    if (s->merged == 0)
+        fprintf(stderr, "psdb layer: delivery %s: %s; each pipeline's own cache data is used\n",
+                d->dl.path, msg[0] ? msg : psdb_hr_str(hr));
+    vkstats_unlock();
+    return -1;
 }
 
 /* The device's identity, from the physical device's properties. 0, or -1 without them. */
@@ -202,6 +188,19 @@ static int device_identity(linstance *inst, VkPhysicalDevice phys, vkid *out)
         return -1;
     vkid_query(props, props2, phys, out);
     return 0;
+}
+
+/* A PSDB found for d that cannot be delivered after all (the device lacks what its code needs):
+ * closed, the counters' delivery state set back (off for S_FALSE, refused for a failure), said
+ * once on stderr. */
+static void delivery_drop(ldevice *d, psdb_hr hr, const char *why)
+{
+    fprintf(stderr, "psdb layer: delivery %s: not used for %s: %s\n", d->dl.path,
+            d->dl.id.device_name, why);
+    vkfind_close(&d->dl);
+    vkstats *s = vkstats_lock();
+    s->delivery = PSDB_FAILED(hr) ? -1 : 0;
+    vkstats_unlock();
 }
 
 /* Before the device is created: its identity, and the PSDB the component finds, proves and opens
@@ -599,11 +598,82 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyPipelineCache(VkDevice device, Vk
  * the application passes its own cache, that data is merged into the application's cache first.
  * A batch that may not be split (derivatives naming their base by index) goes down whole: with the
  * merged cache when every pipeline of it is a hit. */
+/* vkCreate*Pipelines with a PSDB of pipeline binaries: each hit's binaries are made from its value
+ * and chained into a copy of its create-info (VkPipelineBinaryInfoKHR), the batch goes down whole,
+ * with no cache when any element is made from binaries (the extension asks so). A driver that
+ * refuses a hit's binaries makes it a miss (rejected); a creation made from them is a driver hit:
+ * the driver built the pipeline from the delivered binaries, or failed. */
+static VkResult create_from_binaries(ldevice *d, uint32_t kind, VkPipelineCache cache, uint32_t n,
+                                     const void *ci, const VkAllocationCallbacks *a,
+                                     VkPipeline *out)
+{
+    size_t stride = kind == PSDB_SODB_VK_COMPUTE ? sizeof(VkComputePipelineCreateInfo)
+                                                 : sizeof(VkGraphicsPipelineCreateInfo);
+    uint8_t *copy = malloc(stride * (n ? n : 1));
+    vkbin_set *sets = calloc(n ? n : 1, sizeof(*sets));
+    uint32_t hits = 0, rejected = 0, misses = 0;
+    uint64_t ns = 0;
+    VkResult r;
+    if (!copy || !sets) {
+        free(copy);
+        free(sets);
+        return kind == PSDB_SODB_VK_COMPUTE
+                   ? d->CreateComputePipelines(d->device, cache, n, ci, a, out)
+                   : d->CreateGraphicsPipelines(d->device, cache, n, ci, a, out);
+    }
+    memcpy(copy, ci, stride * n);
+    for (uint32_t i = 0; i < n; i++) {
+        void *data = NULL;
+        size_t size = 0;
+        int bad = 0;
+        uint64_t t0 = mono_ns();
+        int hit = vkfind_lookup(&d->dl, d->rec, kind, copy + i * stride, &data, &size, &bad);
+        ns += mono_ns() - t0;
+        if (hit == 1 && vkbin_create(&d->bin, d->device, data, size, &sets[i]) != VK_SUCCESS)
+            hit = 0, bad = 1;
+        free(data);
+        if (hit == 1) {
+            const void **next =
+                kind == PSDB_SODB_VK_COMPUTE
+                    ? &((VkComputePipelineCreateInfo *)(void *)(copy + i * stride))->pNext
+                    : &((VkGraphicsPipelineCreateInfo *)(void *)(copy + i * stride))->pNext;
+            sets[i].info.pNext = *next;
+            *next = &sets[i].info;
+            hits++;
+        } else {
+            misses++;
+            rejected += bad != 0;
+        }
+    }
+    VkPipelineCache use = hits ? VK_NULL_HANDLE : cache;
+    if (kind == PSDB_SODB_VK_COMPUTE)
+        r = d->CreateComputePipelines(d->device, use, n, (const void *)copy, a, out);
+    else
+        r = d->CreateGraphicsPipelines(d->device, use, n, (const void *)copy, a, out);
+    uint64_t made = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        made += r >= 0 && sets[i].count && out[i] != VK_NULL_HANDLE;
+        vkbin_destroy(&d->bin, d->device, &sets[i]);
+    }
+    vkstats *s = vkstats_lock();
+    s->lookup_ns += ns;
+    s->hits += hits;
+    s->misses += misses;
+    s->rejected += rejected;
+    s->driver_hits += made;
+    vkstats_unlock();
+    free(copy);
+    free(sets);
+    return r;
+}
+
 static VkResult create_delivered(ldevice *d, uint32_t kind, VkPipelineCache cache, uint32_t n,
                                  const void *ci, const VkAllocationCallbacks *a, VkPipeline *out)
 {
     size_t stride = kind == PSDB_SODB_VK_COMPUTE ? sizeof(VkComputePipelineCreateInfo)
                                                  : sizeof(VkGraphicsPipelineCreateInfo);
+    if (d->binaries)
+        return create_from_binaries(d, kind, cache, n, ci, a, out);
     int merged = d->merged != VK_NULL_HANDLE && cache == VK_NULL_HANDLE;
     int fed = d->merged != VK_NULL_HANDLE && cache != VK_NULL_HANDLE && app_cache_fed(d, cache);
     if (d->dl.id.strategy == VKID_MESA_DISK_CACHE || fed || !splittable(kind, n, ci)) {
@@ -761,6 +831,60 @@ static PFN_vkVoidFunction *next_slot(ldevice *d, const hook *h)
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice device,
                                                                         const char *name);
 
+/* VK_KHR_pipeline_binary on for a device of a delivered PSDB of binaries: where the device has it
+ * (and VK_KHR_maintenance5, which it needs), *out becomes ci with both extensions added to its list
+ * (*names, the caller's to free) and the pipelineBinaries feature chained in front (*features, the
+ * caller's storage), unless the application's chain already names that feature structure (then
+ * the application decided). 0 done, -1 not available (the PSDB is then not delivered). */
+static int binaries_enable(linstance *inst, VkPhysicalDevice phys, const VkDeviceCreateInfo *ci,
+                           VkDeviceCreateInfo *out, const char ***names,
+                           VkPhysicalDevicePipelineBinaryFeaturesKHR *features)
+{
+    static const char *const want[2] = {VK_KHR_MAINTENANCE_5_EXTENSION_NAME,
+                                        VK_KHR_PIPELINE_BINARY_EXTENSION_NAME};
+    PFN_vkEnumerateDeviceExtensionProperties enumerate = NULL;
+    PFN_vkGetPhysicalDeviceFeatures2 features2 = NULL;
+    uint32_t add = 0;
+    *names = NULL;
+    if (!inst)
+        return -1;
+    enumerate = (PFN_vkEnumerateDeviceExtensionProperties)inst->gipa(
+        inst->instance, "vkEnumerateDeviceExtensionProperties");
+    features2 = (PFN_vkGetPhysicalDeviceFeatures2)inst->gipa(inst->instance,
+                                                             "vkGetPhysicalDeviceFeatures2");
+    if (!vkbin_supported(enumerate, features2, phys))
+        return -1;
+    for (const VkBaseInStructure *b = ci->pNext; b; b = b->pNext)
+        if (b->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_BINARY_FEATURES_KHR &&
+            !((const VkPhysicalDevicePipelineBinaryFeaturesKHR *)(const void *)b)->pipelineBinaries)
+            return -1;
+    if (!(*names = calloc(ci->enabledExtensionCount + 2, sizeof(**names))))
+        return -1;
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
+        (*names)[i] = ci->ppEnabledExtensionNames[i];
+    for (uint32_t w = 0; w < 2; w++) {
+        int have = 0;
+        for (uint32_t i = 0; i < ci->enabledExtensionCount && !have; i++)
+            have = strcmp(ci->ppEnabledExtensionNames[i], want[w]) == 0;
+        if (!have)
+            (*names)[ci->enabledExtensionCount + add++] = want[w];
+    }
+    *out = *ci;
+    out->enabledExtensionCount = ci->enabledExtensionCount + add;
+    out->ppEnabledExtensionNames = *names;
+    int named = 0;
+    for (const VkBaseInStructure *b = ci->pNext; b; b = b->pNext)
+        named |= b->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_BINARY_FEATURES_KHR;
+    if (!named) {
+        *features = (VkPhysicalDevicePipelineBinaryFeaturesKHR){
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_BINARY_FEATURES_KHR,
+            .pNext = (void *)ci->pNext,
+            .pipelineBinaries = VK_TRUE};
+        out->pNext = features;
+    }
+    return 0;
+}
+
 /* Creation feedback on for a device of delivered VkPipelineCache data, so that the driver's own
  * report tells which hits it served from the data (stats "driver_hits"): where the device has
  * VK_EXT_pipeline_creation_feedback, *out becomes ci with the extension added to its list (*names,
@@ -828,12 +952,21 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
         return VK_ERROR_OUT_OF_HOST_MEMORY;
     }
     const char **names = NULL;
-    VkDeviceCreateInfo with_feedback;
+    VkDeviceCreateInfo with_feedback, with_binaries;
+    VkPhysicalDevicePipelineBinaryFeaturesKHR bin_features;
     delivery_find(d, inst, phys);
     if (d->dl.psdb && d->dl.id.strategy == VKID_PIPELINE_CACHE &&
         feedback_enable(inst, phys, ci, &with_feedback, &names) == 0) {
         ci = &with_feedback;
         d->feedback = 1;
+    }
+    if (d->dl.psdb && d->dl.id.strategy == VKID_PIPELINE_BINARY) {
+        if (binaries_enable(inst, phys, ci, &with_binaries, &names, &bin_features) == 0) {
+            ci = &with_binaries;
+            d->binaries = 1;
+        } else {
+            delivery_drop(d, PSDB_S_FALSE, "the device has no VK_KHR_pipeline_binary");
+        }
     }
     /* The next layer reads its own link: advance before calling down. */
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
@@ -855,6 +988,22 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
     d->MergePipelineCaches = (PFN_vkMergePipelineCaches)gdpa(*out, "vkMergePipelineCaches");
     pthread_mutex_init(&d->fed_lock, NULL);
     pthread_rwlock_init(&d->cache_lock, NULL);
+    if (d->binaries) {
+        uint8_t key[32];
+        uint32_t key_size = 0;
+        /* Binaries of another driver build are refused before any is handed over. */
+        if (vkbin_fns_load(gdpa, *out, &d->bin) != 0 ||
+            vkbin_global_key(&d->bin, *out, key, &key_size) != VK_SUCCESS)
+            delivery_drop(d, PSDB_S_FALSE, "the driver gives no pipeline binary functions");
+        else if (key_size != d->dl.binary_key_size || memcmp(key, d->dl.binary_key, key_size) != 0)
+            delivery_drop(d, PSDB_E_DRIVER_VERSION_MISMATCH,
+                          "its binaries are for another driver build (global pipeline key)");
+        d->binaries = d->dl.psdb != NULL;
+        if (d->binaries) {
+            vkstats_lock()->feedback = 1; /* a creation from binaries is the driver's own word */
+            vkstats_unlock();
+        }
+    }
     delivery_attach(d);
     if (d->feedback) {
         vkstats_lock()->feedback = 1;

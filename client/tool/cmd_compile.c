@@ -16,7 +16,8 @@ static void usage(FILE *f)
         f,
         "usage: psdb compile SODB --family F --abi N [--compiler-version V]\n"
         "                    [--profile-version V] [--cost-ns-per-kib C] [--json] -o OUT.psdb\n"
-        "       psdb compile SODB --backend vulkan [--device N] [--json] -o OUT.psdb\n"
+        "       psdb compile SODB --backend vulkan [--device N] [--base OLD.psdb] [--json]\n"
+        "                    -o OUT.psdb\n"
         "\n"
         "Compiles every description of SODB with the reference compiler into a PSDB for one\n"
         "adapter family and ABI version. The PSDB takes the SODB's application identity. Each\n"
@@ -35,6 +36,10 @@ static void usage(FILE *f)
         "                        compiled; the target is the device's identity\n"
         "                        (schema/COMPILER.md section 5), so --family/--abi are not given\n"
         "  --device N            Vulkan device index (default 0)\n"
+        "  --base OLD.psdb       the PSDB of the previous version (vulkan): every pipeline it\n"
+        "                        holds unchanged is taken from it byte for byte, only new and\n"
+        "                        changed ones are compiled (a base for another device or driver\n"
+        "                        build serves nothing: every pipeline is compiled)\n"
         "  -o, --output OUT      output PSDB (replaced atomically)\n"
         "\n"
         "Numbers are decimal or 0x-hex.\n",
@@ -42,14 +47,15 @@ static void usage(FILE *f)
 }
 
 /* --backend vulkan: the driver's code for every Vulkan entry (vkbe_compile). */
-static int compile_vulkan(const char *sodb, uint32_t device, const char *out, int json)
+static int compile_vulkan(const char *sodb, const char *base, uint32_t device, const char *out,
+                          int json)
 {
     vkbe_compile_stats st = {0};
     psdb_file *f = NULL;
     psdb_file_info info = {0};
     char err[512];
     int rc = 1;
-    psdb_hr hr = vkbe_compile(sodb, device, out, stderr, &st, err, sizeof(err));
+    psdb_hr hr = vkbe_compile(sodb, base, device, out, stderr, &st, err, sizeof(err));
     if (PSDB_FAILED(hr)) {
         rc = tool_fail("compile", "%s", err[0] ? err : psdb_hr_str(hr));
         goto cleanup;
@@ -62,12 +68,13 @@ static int compile_vulkan(const char *sodb, uint32_t device, const char *out, in
         goto cleanup;
     }
     if (json) {
-        json_t *o =
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "output", out, "family",
-                      info.target.family, "abi", (json_int_t)info.target.abi_version, "pipelines",
-                      (json_int_t)st.pipelines, "compute", (json_int_t)st.compute, "graphics",
-                      (json_int_t)st.graphics, "failed", (json_int_t)st.failed, "code_bytes",
-                      (json_int_t)st.code_bytes, "seconds", st.seconds);
+        json_t *o = json_pack(
+            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:s}", "output", out, "family",
+            info.target.family, "abi", (json_int_t)info.target.abi_version, "pipelines",
+            (json_int_t)st.pipelines, "compute", (json_int_t)st.compute, "graphics",
+            (json_int_t)st.graphics, "failed", (json_int_t)st.failed, "code_bytes",
+            (json_int_t)st.code_bytes, "seconds", st.seconds, "compiled", (json_int_t)st.compiled,
+            "reused", (json_int_t)st.reused, "strategy", st.strategy ? st.strategy : "");
         if (!o || tool_json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
             json_decref(o);
             rc = tool_fail("compile", "cannot print JSON");
@@ -76,12 +83,14 @@ static int compile_vulkan(const char *sodb, uint32_t device, const char *out, in
         fputc('\n', stdout);
         json_decref(o);
     } else {
-        printf("%llu vulkan pipelines (%llu compute, %llu graphics), %llu failed, %llu bytes of "
-               "driver code, %.2f s, target %s abi %llu -> %s\n",
+        printf("%llu vulkan pipelines (%llu compute, %llu graphics; %llu compiled, %llu taken from "
+               "the base), %llu failed, %llu bytes of driver code (%s), %.2f s, target %s abi "
+               "%llu -> %s\n",
                (unsigned long long)st.pipelines, (unsigned long long)st.compute,
-               (unsigned long long)st.graphics, (unsigned long long)st.failed,
-               (unsigned long long)st.code_bytes, st.seconds, info.target.family,
-               (unsigned long long)info.target.abi_version, out);
+               (unsigned long long)st.graphics, (unsigned long long)st.compiled,
+               (unsigned long long)st.reused, (unsigned long long)st.failed,
+               (unsigned long long)st.code_bytes, st.strategy ? st.strategy : "", st.seconds,
+               info.target.family, (unsigned long long)info.target.abi_version, out);
     }
     rc = 0;
 cleanup:
@@ -91,7 +100,7 @@ cleanup:
 
 int cmd_compile(int argc, char **argv)
 {
-    const char *sodb = NULL, *out = NULL, *family = NULL;
+    const char *sodb = NULL, *out = NULL, *family = NULL, *base = NULL;
     uint64_t abi = 0, compiler_version = 0, profile_version = 0;
     uint64_t cost = PSDB_COMPILE_NS_PER_KIB_DEFAULT;
     int have_abi = 0, json = 0, rc = 1, vulkan = 0;
@@ -137,6 +146,8 @@ int cmd_compile(int argc, char **argv)
             }
         } else if (strcmp(a, "--family") == 0) {
             family = val;
+        } else if (strcmp(a, "--base") == 0) {
+            base = val;
         } else if (strcmp(a, "--abi") == 0) {
             if (psdb__parse_u64(val, &abi) != 0 || abi == 0 || abi == UINT64_MAX) {
                 rc = tool_fail("compile", "invalid --abi '%s' (0 and 2^64-1 are reserved)", val);
@@ -176,7 +187,7 @@ int cmd_compile(int argc, char **argv)
                                      "(the device gives the target; try --help)");
             goto cleanup;
         }
-        rc = compile_vulkan(sodb, (uint32_t)device, out, json);
+        rc = compile_vulkan(sodb, base, (uint32_t)device, out, json);
         goto cleanup;
     }
     if (!sodb || !family || !have_abi || !out) {

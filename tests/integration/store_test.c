@@ -252,7 +252,7 @@ static void teardown(void)
  * own exe path); output goes to <dir>/install-<tag>.log. */
 static pid_t spawn_install(int k, const char *exe, const char *tag)
 {
-    char installer[64], log[64];
+    char installer[192], log[192];
     snprintf(installer, sizeof(installer), "launcher%s", tag);
     snprintf(log, sizeof(log), "install-%s.log", tag);
     char *log_path = tu_path(g_dir, log);

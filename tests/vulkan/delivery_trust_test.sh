@@ -124,18 +124,20 @@ head -c 4096 /dev/urandom | dd of="$dir/flipped.psdb" bs=1 seek=$((size / 2)) co
 run flipped PSDB_DELIVERY="$dir/flipped.psdb"
 [ "$(field psdb_hits)" = 0 ] || [ "$mesa" = 0 ] || fail "flipped: $(cat "$dir/stats.json")"
 
-# 5. A Mesa cache whose index is random bytes, under digests that all agree (a PSDB built so): the
-# structure check refuses it before Mesa reads it.
+# 5. A Mesa cache entry of garbage, under digests that all agree (a PSDB built so): the structure
+# check refuses the cache before Mesa reads it.
 if [ "$mesa" = 1 ] && command -v python3 >/dev/null; then
     python3 - "$dir/app.psdb" "$dir/badidx.psdb" <<'EOF' || fail "crafting badidx.psdb"
 import hashlib, shutil, sqlite3, struct, sys
 src, dst = sys.argv[1], sys.argv[2]
 shutil.copy(src, dst)
 db = sqlite3.connect(dst)
-key = hashlib.sha256(b"psdb-vulkan:mesa-foz-idx").digest()
-(bid,) = db.execute("SELECT blob_id FROM value_entries WHERE key = ? AND type = 0", (key,)).fetchone()
+# One of Mesa's cache entries (a 33-byte key, 'm' first): its bytes after the 40-digit hash become
+# garbage of the same length.
+(bid,) = db.execute("SELECT blob_id FROM value_entries WHERE length(key) = 33 AND "
+                    "substr(key, 1, 1) = X'6d' AND type = 0 ORDER BY key LIMIT 1").fetchone()
 (old,) = db.execute("SELECT data FROM blobs WHERE id = ?", (bid,)).fetchone()
-new = old[:16] + bytes((i * 151 + 7) % 256 for i in range(len(old) - 16))
+new = old[:40] + bytes((i * 151 + 7) % 256 for i in range(len(old) - 40))
 db.execute("UPDATE blobs SET data = ?, sha256 = ? WHERE id = ?", (new, hashlib.sha256(new).digest(), bid))
 # The header's content digest, recomputed as schema/PSDB.md defines it.
 def s(v):

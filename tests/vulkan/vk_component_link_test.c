@@ -13,8 +13,8 @@ START_TEST(test_vk_component__compile_and_replay_name_a_missing_sodb)
     vkbe_compile_stats cs;
     vkbe_replay_result rr;
     vkbe_replay_desc rd = {.sodb_path = "/nonexistent/psdb-vk24/a.sodb"};
-    psdb_hr hr = vkbe_compile("/nonexistent/psdb-vk24/a.sodb", 0, "/nonexistent/psdb-vk24/a.psdb",
-                              NULL, &cs, err, sizeof(err));
+    psdb_hr hr = vkbe_compile("/nonexistent/psdb-vk24/a.sodb", NULL, 0,
+                              "/nonexistent/psdb-vk24/a.psdb", NULL, &cs, err, sizeof(err));
     ck_assert_msg(PSDB_FAILED(hr), "%s", psdb_hr_str(hr));
     ck_assert_msg(strstr(err, "/nonexistent/psdb-vk24/a.sodb"), "%s", err);
     err[0] = '\0';

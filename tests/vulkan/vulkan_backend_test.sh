@@ -67,7 +67,7 @@ grep -q "\"pipelines\": $npipe" "$dir/compile.json" || fail "compile: $(cat "$di
 grep -q '"failed": 0' "$dir/compile.json" || fail "compile failures: $(cat "$dir/compile.json")"
 # Exactly the documented keys, seconds a real number (a json_pack format one key too long once
 # read a garbage key pointer after it).
-[ "$(grep -c '^  "' "$dir/compile.json")" = 9 ] &&
+[ "$(grep -c '^  "' "$dir/compile.json")" = 12 ] &&
     grep -q '"seconds": [0-9]*\.[0-9]' "$dir/compile.json" ||
     fail "compile JSON: $(cat "$dir/compile.json")"
 grep -q '"family": "vulkan-[0-9a-f]*-[0-9a-f]*"' "$dir/compile.json" ||

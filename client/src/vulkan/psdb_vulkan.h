@@ -47,29 +47,37 @@ typedef struct vkbe_compile_stats {
     uint64_t pipelines, compute, graphics;
     uint64_t failed;     /* pipelines the driver did not create (counted, not fatal) */
     uint64_t code_bytes; /* bytes of compiled code stored */
+    uint64_t reused;     /* pipelines (of pipelines) taken from the base PSDB unchanged */
+    uint64_t compiled;   /* pipelines (of pipelines) the driver compiled in this run */
     double seconds;
+    const char *strategy; /* vkid_strategy_name of the PSDB written */
 } vkbe_compile_stats;
 
 /* Replays every Vulkan entry of the SODB at sodb_path alone on device device_index (the
  * loader's order) and writes what the driver compiled into a PSDB at out_path whose target is the
- * device's identity (schema/COMPILER.md section 5). progress: when non-NULL, a line every 2 s and
- * one at the end naming the first failure. *stats (may be NULL) is filled on success. Statuses:
- * PSDB_S_OK; PSDB_E_NOTIMPL without the backend; PSDB_E_INVALIDARG the SODB holds no Vulkan
- * pipeline; PSDB_E_ADAPTER_NOT_FOUND no such device (or no driver); PSDB_E_FAIL no pipeline could
- * be created, or the driver's cache could not be read; PSDB_E_CACHE_CORRUPT an entry that does
- * not decode (PSDB_E_OUTOFMEMORY: no memory to decode it); PSDB_E_IO the private cache folder or
- * Mesa's cache files; the SODB's and the writer's statuses. err (err_size > 0) gets one line on
- * failure. Sets the process's driver cache environment (MESA_SHADER_CACHE_DIR, ...): not
- * thread-safe. */
-psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *out_path,
-                     FILE *progress, vkbe_compile_stats *stats, char *err, size_t err_size);
+ * device's identity (schema/COMPILER.md section 5). base_path (may be NULL): the PSDB of the
+ * previous version; each pipeline it holds unchanged (same key) is taken from it byte for byte and
+ * not compiled (a base that does not fit the device, is refused by its proof, or keeps its code
+ * another way serves nothing: every pipeline is compiled, said on progress). progress: when
+ * non-NULL, a line every 2 s and one at the end naming the first failure. *stats (may be NULL) is
+ * filled on success. Statuses: PSDB_S_OK; PSDB_E_NOTIMPL without the backend; PSDB_E_INVALIDARG the
+ * SODB holds no Vulkan pipeline; PSDB_E_ADAPTER_NOT_FOUND no such device (or no driver);
+ * PSDB_E_FAIL no pipeline could be created, or the driver's cache could not be read;
+ * PSDB_E_CACHE_CORRUPT an entry that does not decode (PSDB_E_OUTOFMEMORY: no memory to decode it);
+ * PSDB_E_IO the private cache folder or Mesa's cache files; the SODB's and the writer's statuses.
+ * err (err_size > 0) gets one line on failure. Sets the process's driver cache environment
+ * (MESA_SHADER_CACHE_DIR, ...): not thread-safe. */
+psdb_hr vkbe_compile(const char *sodb_path, const char *base_path, uint32_t device_index,
+                     const char *out_path, FILE *progress, vkbe_compile_stats *stats, char *err,
+                     size_t err_size);
 
 typedef struct vkbe_replay_stats {
     uint64_t pipelines, failed, hits, misses;
     /* Time-to-usable of all pipelines: setup + lookups + creations + first uses; median and
      * p95 of one pipeline's (lookup + creation + first use). */
     double total_s, median_ms, p95_ms;
-    double setup_s; /* the merged cache made once for the device */
+    double setup_s;       /* the device cache made once from the PSDB's cache parts */
+    uint32_t cache_parts; /* the parts merged into it */
     /* Proving the PSDB as the layer proves an installed one (the whole file's SHA-256 against the
      * digest its install recorded): started before the device is created and waited for once the
      * device exists; proof_s is that wait, in total_s. device_s, apart: the device's creation,
@@ -154,6 +162,8 @@ void vkbe_replay_result_free(vkbe_replay_result *r);
 #ifdef PSDB_HAVE_VULKAN_HEADERS
 #include <vulkan/vulkan.h>
 
+#include "vulkan/vk_binary_decl.h"
+
 /* ==== A device's identity as a psdb target (vk_identity.c, schema/COMPILER.md section 5) =========
  *
  * DESIGN: a PSDB must never reach a driver build it was not made for. vendorID and deviceID name
@@ -168,7 +178,11 @@ void vkbe_replay_result_free(vkbe_replay_result *r);
 
 /* How a driver's compiled code is kept: in VkPipelineCache data (one blob per pipeline), or in
  * Mesa's single-file disk cache (lavapipe's pipeline cache holds no code). */
-typedef enum vkid_strategy { VKID_PIPELINE_CACHE = 1, VKID_MESA_DISK_CACHE = 2 } vkid_strategy;
+typedef enum vkid_strategy {
+    VKID_PIPELINE_CACHE = 1,
+    VKID_MESA_DISK_CACHE = 2,
+    VKID_PIPELINE_BINARY = 3 /* VK_KHR_pipeline_binary: each pipeline's own binaries */
+} vkid_strategy;
 
 typedef struct vkid {
     uint32_t vendor_id, device_id, driver_id, driver_version, api_version;
@@ -205,8 +219,24 @@ int vkid_check_cache_header(const vkid *id, const void *data, size_t size);
 void vkid_mesa_key(int which, uint8_t out[32]);
 
 /* The key of the PSDB value that carries one VkPipelineCache holding every pipeline of the PSDB
- * (the per-pipeline caches merged at compile time): SHA-256 of "psdb-vulkan:pipeline-cache-all". */
+ * (the per-pipeline caches merged at compile time, PSDBs made before cache parts): SHA-256 of
+ * "psdb-vulkan:pipeline-cache-all". */
 void vkid_merged_key(uint8_t out[32]);
+
+/* The PSDB's record of how its code is kept (schema/COMPILER.md section 5): key SHA-256 of
+ * "psdb-vulkan:strategy", METADATA "pipeline-cache", "mesa-disk-cache" or "pipeline-binary", and
+ * for binaries OBJECT_CODE the device's global pipeline key. */
+void vkid_strategy_key(uint8_t out[32]);
+/* The METADATA text of a strategy ("" for none). */
+const char *vkid_strategy_name(vkid_strategy s);
+
+/* Pieces shared by pipelines (a Mesa cache entry, a cache part) are values and groups under
+ * 33-byte keys: kind ('m' Mesa entry, 'c' cache part) then SHA-256 of name, so that a walk of
+ * the groups finds them by size and first byte, apart from the pipelines' 32-byte keys. */
+#define VKID_PIECE_KEY_SIZE 33u
+#define VKID_PIECE_MESA_ENTRY ((uint8_t)'m')
+#define VKID_PIECE_CACHE_PART ((uint8_t)'c')
+void vkid_piece_key(uint8_t kind, const void *name, size_t name_size, uint8_t out[33]);
 
 /* ==== Encoding create-infos (vk_encode.c, schema/SODB.md section 3) ==============================
  *
@@ -438,6 +468,80 @@ int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8
 psdb_hr vkdl_merged_cache(psdb_file *f, const vkid *id, void **data, size_t *size, char *msg,
                           size_t msg_size);
 
+/* How f keeps its code: its strategy record (vkid_strategy_key); a PSDB made before the record is
+ * of the Mesa strategy when it carries Mesa's cache, else of the VkPipelineCache one. For
+ * binaries, gkey (may be NULL) gets the recorded global pipeline key and *gkey_size its size (0:
+ * none recorded). Cannot fail. */
+vkid_strategy vkdl_strategy(psdb_file *f, uint8_t gkey[32], uint32_t *gkey_size);
+
+/* The device functions a cache build calls (the loader's, or the next layer's). */
+typedef struct vkdl_cache_fns {
+    PFN_vkCreatePipelineCache create;
+    PFN_vkMergePipelineCaches merge;
+    PFN_vkDestroyPipelineCache destroy;
+} vkdl_cache_fns;
+
+/* One VkPipelineCache holding every pipeline of a PSDB of the VkPipelineCache strategy, made
+ * once per device: its cache parts (VKID_PIECE_CACHE_PART pieces, each header-checked against id)
+ * merged into one, or for a PSDB made before parts its merged cache. *out (the caller's, destroyed
+ * with fns->destroy) and *parts (may be NULL: how many were merged). PSDB_S_OK; PSDB_S_FALSE (no
+ * part and no merged cache: none is made); PSDB_E_CACHE_CORRUPT (a header names another device);
+ * PSDB_E_FAIL (the driver refused one); the fetches' failures. msg gets one line on a failure. */
+psdb_hr vkdl_device_cache(psdb_file *f, const vkid *id, const vkdl_cache_fns *fns, VkDevice device,
+                          VkPipelineCache *out, uint32_t *parts, char *msg, size_t msg_size);
+
+/* ==== A pipeline's binaries (vk_binary.c, VK_KHR_pipeline_binary) ================================
+ *
+ * One pipeline's binaries as one PSDB value (schema/COMPILER.md section 5): "PSBN", u32 version 1,
+ * u32 count (1..VKBIN_MAX), then per binary u32 key size (1..32), the key in 32 bytes (zeros after
+ * its size), u64 data size (> 0) and the data; little-endian, nothing after the last. */
+
+#define VKBIN_MAX 16u
+
+/* The extension's device functions, from the caller's vkGetDeviceProcAddr (the loader's, or the
+ * next layer's). */
+typedef struct vkbin_fns {
+    PFN_vkCreatePipelineBinariesKHR create;
+    PFN_vkDestroyPipelineBinaryKHR destroy;
+    PFN_vkGetPipelineKeyKHR key;
+    PFN_vkGetPipelineBinaryDataKHR data;
+    PFN_vkReleaseCapturedPipelineDataKHR release;
+} vkbin_fns;
+
+/* 0 when the device (created with the extension) gives every function, else -1. */
+int vkbin_fns_load(PFN_vkGetDeviceProcAddr gdpa, VkDevice device, vkbin_fns *out);
+
+/* Whether the physical device offers VK_KHR_pipeline_binary (and VK_KHR_maintenance5, which it
+ * needs) with its pipelineBinaries feature: 1 or 0. */
+int vkbin_supported(PFN_vkEnumerateDeviceExtensionProperties enumerate,
+                    PFN_vkGetPhysicalDeviceFeatures2 features2, VkPhysicalDevice phys);
+
+/* The device's global pipeline key (the driver build's key for binaries) into key (zero-padded to
+ * 32 bytes) and its size. */
+VkResult vkbin_global_key(const vkbin_fns *f, VkDevice device, uint8_t key[32], uint32_t *size);
+
+/* The binaries of pipeline (created with VK_PIPELINE_CREATE_2_CAPTURE_DATA_BIT_KHR) as one
+ * value: *out (malloc'd, the caller's) and *size. The caller releases the captured data. */
+VkResult vkbin_capture(const vkbin_fns *f, VkDevice device, VkPipeline pipeline, void **out,
+                       size_t *size);
+
+/* 0 when blob is a well-formed value (the layout above), else -1. */
+int vkbin_check(const void *blob, size_t size);
+
+/* The binaries of one creation: info is what the creation chains in (VkPipelineBinaryInfoKHR). */
+typedef struct vkbin_set {
+    uint32_t count;
+    VkPipelineBinaryKHR handles[VKBIN_MAX];
+    VkPipelineBinaryInfoKHR info;
+} vkbin_set;
+
+/* Creates the binaries a value holds (checked first: VK_ERROR_INITIALIZATION_FAILED for a
+ * malformed one), for one creation; *out is zeroed on failure. vkbin_destroy after the creation
+ * (all zeros: nothing). */
+VkResult vkbin_create(const vkbin_fns *f, VkDevice device, const void *blob, size_t size,
+                      vkbin_set *out);
+void vkbin_destroy(const vkbin_fns *f, VkDevice device, vkbin_set *s);
+
 /* ==== A device's object records (vk_record.c) ====================================================
  *
  * The encodings of the shader modules, samplers, descriptor set layouts, pipeline layouts and
@@ -556,10 +660,15 @@ typedef struct vkfind_device {
     /* The PSDB found failed its proof: every creation is a miss whose data was refused before the
      * driver saw it. */
     int refused;
+    /* A PSDB of pipeline binaries: the global pipeline key it was compiled for (the caller
+     * compares it with the device's once the device exists). */
+    uint8_t binary_key[32];
+    uint32_t binary_key_size;
 } vkfind_device;
 
 /* Finds, proves (taking the proof vkfind_prepare started, or proving it now) and opens d->id's
- * PSDB into *d (see above); for Mesa's strategy it must also be the one whose cache
+ * PSDB into *d (see above); d->id.strategy becomes the PSDB's (vkdl_strategy); for Mesa's strategy
+ * it must also be the one whose cache
  * vkfind_prepare set up (a cache refused as malformed refuses the PSDB). Not delivered: d->psdb
  * NULL, d->refused set when the PSDB found failed a check of its own, the counters' delivery state
  * set and the reason said once per process on stderr. Release with vkfind_close. */

@@ -40,6 +40,9 @@ typedef struct vkbe_dev {
      * fresh cache into it; a replay with the PSDB makes it from the PSDB's merged data, as the
      * layer does. VK_NULL_HANDLE otherwise. */
     VkPipelineCache merged;
+    /* VK_KHR_pipeline_binary, enabled where the device has it and the strategy is binaries. */
+    int binaries;
+    vkbin_fns bin;
     /* 1x1 attachments for the first uses, made once per (format, samples, usage) and kept for
      * the device: an application renders into targets it already has, so making them is no part
      * of a pipeline's time-to-usable. */
@@ -66,6 +69,29 @@ void vkbe_dev_close(vkbe_dev *d);
 VkResult vkbe_alloc(vkbe_dev *d, VkMemoryRequirements req, VkDeviceMemory *mem);
 /* An image with its view and memory, any of them VK_NULL_HANDLE, destroyed. */
 void vkbe_image_destroy(VkDevice dv, VkImageView view, VkImage image, VkDeviceMemory memory);
+
+/* How vkbe_create creates a pipeline. */
+typedef struct vkbe_how {
+    const void *initial; /* a fresh cache made from these data (NULL: none unless want_cache) */
+    size_t initial_size;
+    int use_merged;             /* with d->merged instead */
+    int want_cache;             /* a fresh cache, its data returned afterwards (got->cache) */
+    VkPipelineCache merge_into; /* with want_cache: that fresh cache merged into this one */
+    int capture_binaries;       /* created to capture its binaries (got->binaries); no cache */
+    const VkPipelineBinaryInfoKHR *binaries; /* created from these binaries; no cache */
+} vkbe_how;
+
+/* What vkbe_create gives back: data malloc'd (the caller's), NULL when not asked for. */
+typedef struct vkbe_got {
+    void *cache, *binaries;
+    size_t cache_size, binaries_size;
+    double seconds, create_s; /* creation + first use; the creation alone */
+    const char *what;         /* the step that failed */
+} vkbe_got;
+
+/* Replays one decoded pipeline as how says: its objects, the pipeline, its first use. Returns the
+ * first failing VkResult (got->what names the step; nothing malloc'd is left then). */
+VkResult vkbe_create(vkbe_dev *d, vkdec_pipeline *p, const vkbe_how *how, vkbe_got *got);
 
 /* Replays one decoded pipeline: its objects, the pipeline with a fresh cache made from initial
  * data (or with d->merged when use_merged, or with none), and its first use. With cache_out, the

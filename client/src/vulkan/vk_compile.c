@@ -1,10 +1,19 @@
 /* vk_compile.c - `psdb compile --backend vulkan`: every Vulkan entry of an SODB replayed on the
  * device, and what the driver compiled written into a PSDB for the device's identity.
  *
- * DESIGN: where the driver's VkPipelineCache carries code, that cache's data is the pipeline's
- * value, and every pipeline's cache merged into one is stored once more; for lavapipe
- * (schema/COMPILER.md section 5) the compile runs with Mesa's single-file disk cache in a private
- * folder and the PSDB carries that cache, written when the instance is destroyed. */
+ * DESIGN: a PSDB is delivered again as a value-level delta after every patch of its game, so no
+ * value may hold what changes when any pipeline does (schema/COMPILER.md section 5). With
+ * VK_KHR_pipeline_binary each pipeline's binaries are its own value. Otherwise, where the driver's
+ * VkPipelineCache carries code, the pipelines are bucketed by key into parts of a few pipelines,
+ * each part one cache value (a device merges them once: one creation then finds every pipeline);
+ * for lavapipe the compile runs with Mesa's single-file disk cache in a private folder and each of
+ * its entries becomes a value of its own, the cache file reassembled at delivery.
+ *
+ * With a base (the PSDB of the previous version, for the same device): a pipeline whose key the
+ * base holds is taken from it byte for byte (the NVIDIA driver's data differs from compile to
+ * compile, so recompiling an unchanged pipeline would make its value new), and only the others are
+ * compiled; a cache part whose members are all unchanged is taken whole; Mesa's entries of the base
+ * are kept beside the new ones. */
 #include "vulkan/vk_backend.h"
 
 #include <dirent.h>
@@ -14,9 +23,30 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Pipelines per cache part, on average: a part is new when any of its pipelines is, so small
+ * parts keep a patch's new bytes near its changed pipelines' share; each part is one cache a
+ * device creates and merges once. */
+#define PART_PIPELINES 4u
+
+static const char MESA_META[] = "mesa-disk-cache";
+static const char CACHE_META[] = "vk-pipeline-cache";
+static const char BINARY_META[] = "vk-pipeline-binary";
+
+/* The cache parts of one compile: the pipelines' keys, bucketed, and per bucket whether the
+ * base's part can be taken whole. */
+typedef struct vparts {
+    uint64_t k;          /* buckets: a power of two */
+    uint8_t (*keys)[32]; /* every Vulkan entry's key, sorted */
+    uint64_t n, cap;
+    uint8_t *clean;         /* [k]: take the base's part */
+    VkPipelineCache *cache; /* [k]: the part being built, or VK_NULL_HANDLE */
+} vparts;
+
 typedef struct vcompile {
     vkbe_dev *d;
     psdb_writer *w;
+    psdb_file *base; /* proven and fitting the device, or NULL */
+    vparts parts;
     vkbe_compile_stats st;
     FILE *progress;
     double last_progress, t0;
@@ -27,22 +57,247 @@ typedef struct vcompile {
     char first_failure[256];
 } vcompile;
 
-static const char MESA_META[] = "mesa-disk-cache";
+static uint64_t bucket_of(const vparts *p, const uint8_t key[32])
+{
+    uint64_t h = 0;
+    for (int i = 0; i < 8; i++)
+        h = h << 8 | key[i];
+    return h & (p->k - 1);
+}
+
+static void part_key(const vparts *p, uint64_t bucket, uint8_t out[33])
+{
+    char name[96];
+    int n = snprintf(name, sizeof(name), "psdb-vulkan:cache-part:%llu:%llu",
+                     (unsigned long long)p->k, (unsigned long long)bucket);
+    vkid_piece_key(VKID_PIECE_CACHE_PART, name, (size_t)n, out);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return memcmp(a, b, 32);
+}
+
+/* A value of the base, whole (malloc'd). */
+static psdb_hr base_value(psdb_file *f, const void *key, size_t key_size, uint32_t type, void **out,
+                          size_t *size)
+{
+    size_t n = 0;
+    void *b = NULL;
+    psdb_hr hr = psdb_file_find_value(f, key, key_size, type, NULL, &n);
+    *out = NULL;
+    *size = 0;
+    if (PSDB_FAILED(hr))
+        return hr;
+    if (!(b = malloc(n ? n : 1)))
+        return PSDB_E_OUTOFMEMORY;
+    if (PSDB_FAILED(hr = psdb_file_find_value(f, key, key_size, type, b, &n))) {
+        free(b);
+        return hr;
+    }
+    *out = b;
+    *size = n;
+    return PSDB_S_OK;
+}
+
+/* Copies the values of key (each type the base has) and its group of one from the base. */
+static psdb_hr copy_from_base(vcompile *c, const void *key, size_t key_size, uint64_t version,
+                              uint64_t *bytes)
+{
+    psdb_hr hr = PSDB_S_OK;
+    for (uint32_t t = 0; t < PSDB_VALUE_TYPE_COUNT && PSDB_SUCCEEDED(hr); t++) {
+        void *b = NULL;
+        size_t n = 0;
+        psdb_hr got = base_value(c->base, key, key_size, t, &b, &n);
+        if (got == PSDB_E_NOT_FOUND)
+            continue;
+        hr = PSDB_FAILED(got) ? got : psdb_writer_put_value(c->w, key, key_size, t, b, n);
+        if (t == PSDB_VALUE_OBJECT_CODE && bytes)
+            *bytes += n;
+        free(b);
+    }
+    psdb_value_ref ref = {key, key_size};
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_group(c->w, key, key_size, version, 1, &ref);
+    return hr;
+}
+
+static int base_has(psdb_file *f, const void *key, size_t key_size, uint32_t type)
+{
+    size_t n = 0;
+    return f && psdb_file_find_value(f, key, key_size, type, NULL, &n) == PSDB_S_OK;
+}
+
+static int collect_key(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
+                       size_t desc_size, void *arg)
+{
+    vparts *p = arg;
+    (void)version, (void)desc, (void)desc_size;
+    if (kind != PSDB_SODB_VK_COMPUTE && kind != PSDB_SODB_VK_GRAPHICS)
+        return 0;
+    if (p->n == p->cap) {
+        uint64_t cap = p->cap ? p->cap * 2 : 256;
+        uint8_t(*k)[32] = realloc(p->keys, cap * 32);
+        if (!k)
+            return 1;
+        p->keys = k;
+        p->cap = cap;
+    }
+    memcpy(p->keys[p->n++], key, 32);
+    return 0;
+}
+
+/* The parts of the compile: every entry's key (an SODB holds each once), the bucket count (a power
+ * of two, so that a patch that keeps the count keeps every bucket), and which buckets hold exactly
+ * the members of the base's part of that bucket (its METADATA lists them, sorted). */
+static psdb_hr parts_plan(vcompile *c, psdb_sodb *s)
+{
+    vparts *p = &c->parts;
+    psdb_hr hr = psdb_sodb_foreach(s, collect_key, p);
+    if (PSDB_FAILED(hr))
+        return hr;
+    if (p->n == 0)
+        return PSDB_S_OK;
+    qsort(p->keys, (size_t)p->n, 32, cmp_key);
+    p->k = 1;
+    while (p->k * PART_PIPELINES < p->n)
+        p->k *= 2;
+    p->clean = calloc((size_t)p->k, 1);
+    p->cache = calloc((size_t)p->k, sizeof(*p->cache));
+    if (!p->clean || !p->cache)
+        return PSDB_E_OUTOFMEMORY;
+    for (uint64_t b = 0; c->base && b < p->k; b++) {
+        uint8_t key[33];
+        void *members = NULL;
+        size_t n = 0, m = 0;
+        part_key(p, b, key);
+        if (base_value(c->base, key, sizeof(key), PSDB_VALUE_METADATA, &members, &n) != PSDB_S_OK)
+            continue;
+        /* Same members: the same keys, in the same (sorted) order. */
+        int same = n % 32 == 0;
+        for (uint64_t i = 0; same && i < p->n; i++) {
+            if (bucket_of(p, p->keys[i]) != b)
+                continue;
+            same = (m + 1) * 32 <= n && memcmp((uint8_t *)members + m * 32, p->keys[i], 32) == 0;
+            m++;
+        }
+        p->clean[b] = same && m * 32 == n && m > 0;
+        free(members);
+    }
+    return PSDB_S_OK;
+}
+
+static void parts_free(vcompile *c)
+{
+    vparts *p = &c->parts;
+    for (uint64_t b = 0; p->cache && b < p->k; b++)
+        if (p->cache[b])
+            vkDestroyPipelineCache(c->d->device, p->cache[b], NULL);
+    free(p->keys);
+    free(p->clean);
+    free(p->cache);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Writes every part: a clean one from the base, the others from the caches their members were
+ * merged into (a part whose members all failed is left out). */
+static psdb_hr parts_write(vcompile *c)
+{
+    vparts *p = &c->parts;
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t *members = NULL;
+    for (uint64_t b = 0; b < p->k && PSDB_SUCCEEDED(hr); b++) {
+        uint8_t key[33];
+        void *data = NULL;
+        size_t n = 0, m = 0;
+        part_key(p, b, key);
+        if (p->clean[b]) {
+            hr = copy_from_base(c, key, sizeof(key), 1, &c->st.code_bytes);
+            continue;
+        }
+        if (!p->cache[b])
+            continue;
+        if (!members && !(members = malloc((size_t)p->n * 32))) {
+            hr = PSDB_E_OUTOFMEMORY;
+            break;
+        }
+        for (uint64_t i = 0; i < p->n; i++)
+            if (bucket_of(p, p->keys[i]) == b)
+                memcpy(members + 32 * m++, p->keys[i], 32);
+        VkResult r = vkGetPipelineCacheData(c->d->device, p->cache[b], &n, NULL);
+        if (r == VK_SUCCESS && !(data = malloc(n ? n : 1)))
+            r = VK_ERROR_OUT_OF_HOST_MEMORY;
+        if (r == VK_SUCCESS)
+            r = vkGetPipelineCacheData(c->d->device, p->cache[b], &n, data);
+        if (r != VK_SUCCESS || vkid_check_cache_header(&c->d->id, data, n) != 0) {
+            snprintf(c->err, c->err_size, "reading cache part %llu failed: VkResult %d",
+                     (unsigned long long)b, (int)r);
+            free(data);
+            hr = PSDB_E_FAIL;
+            break;
+        }
+        psdb_value_ref ref = {key, sizeof(key)};
+        hr = psdb_writer_put_value(c->w, key, sizeof(key), PSDB_VALUE_OBJECT_CODE, data, n);
+        if (PSDB_SUCCEEDED(hr))
+            hr =
+                psdb_writer_put_value(c->w, key, sizeof(key), PSDB_VALUE_METADATA, members, m * 32);
+        if (PSDB_SUCCEEDED(hr))
+            hr = psdb_writer_put_group(c->w, key, sizeof(key), 1, 1, &ref);
+        c->st.code_bytes += n;
+        free(data);
+    }
+    free(members);
+    return hr;
+}
+
+static void progress_line(vcompile *c)
+{
+    if (c->progress && vkbe_now() - c->last_progress >= 2.0) {
+        c->last_progress = vkbe_now();
+        fprintf(c->progress,
+                "psdb compile: %llu/%llu pipelines (%llu taken from the base), %llu failed, "
+                "%.1f s\n",
+                (unsigned long long)c->index, (unsigned long long)c->total,
+                (unsigned long long)c->st.reused, (unsigned long long)c->st.failed,
+                c->last_progress - c->t0);
+        fflush(c->progress);
+    }
+}
 
 static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
                          size_t desc_size, void *arg)
 {
     vcompile *c = arg;
     vkdec_pipeline p;
-    void *blob = NULL;
-    size_t blob_n = 0;
-    double secs = 0;
-    const char *what = "decoding";
+    vkbe_got got;
+    memset(&got, 0, sizeof(got));
     psdb_hr hr = PSDB_S_OK;
-    (void)version;
+    vkid_strategy strategy = c->d->id.strategy;
+    const char *meta = strategy == VKID_MESA_DISK_CACHE   ? MESA_META
+                       : strategy == VKID_PIPELINE_BINARY ? BINARY_META
+                                                          : CACHE_META;
     if (kind != PSDB_SODB_VK_COMPUTE && kind != PSDB_SODB_VK_GRAPHICS)
         return 0; /* D3D12 entries: the reference compiler's */
     c->index++;
+    uint64_t bucket = strategy == VKID_PIPELINE_CACHE ? bucket_of(&c->parts, key) : 0;
+    /* Unchanged since the base: its values, byte for byte (for a cache part, the part decides). */
+    int reuse = strategy == VKID_PIPELINE_CACHE
+                    ? c->parts.clean[bucket]
+                    : base_has(c->base, key, 32, PSDB_VALUE_METADATA) &&
+                          (strategy == VKID_MESA_DISK_CACHE ||
+                           base_has(c->base, key, 32, PSDB_VALUE_OBJECT_CODE));
+    if (reuse) {
+        hr = strategy == VKID_PIPELINE_CACHE
+                 ? psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_METADATA, meta, strlen(meta))
+                 : copy_from_base(c, key, 32, version, &c->st.code_bytes);
+        psdb_value_ref ref = {key, 32};
+        if (PSDB_SUCCEEDED(hr) && strategy == VKID_PIPELINE_CACHE)
+            hr = psdb_writer_put_group(c->w, key, 32, version, 1, &ref);
+        if (PSDB_FAILED(hr))
+            goto write_failed;
+        c->st.reused++;
+        goto counted;
+    }
     int drc = vkdec_pipeline_decode(desc, desc_size, kind == PSDB_SODB_VK_GRAPHICS, &p);
     if (drc != 0) {
         hr = drc == -2 ? PSDB_E_OUTOFMEMORY : PSDB_E_CACHE_CORRUPT;
@@ -51,89 +306,62 @@ static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version,
         c->hr = hr;
         return 1;
     }
-    int mesa = c->d->id.strategy == VKID_MESA_DISK_CACHE;
-    VkResult r =
-        vkbe_replay_one(c->d, &p, NULL, 0, 0, mesa ? NULL : &blob, &blob_n, &secs, NULL, &what);
+    VkResult r = VK_SUCCESS;
+    if (strategy == VKID_PIPELINE_CACHE && !c->parts.cache[bucket]) {
+        VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+        r = vkCreatePipelineCache(c->d->device, &cci, NULL, &c->parts.cache[bucket]);
+        got.what = "creating a cache part";
+    }
+    vkbe_how how = {.want_cache = strategy == VKID_PIPELINE_CACHE,
+                    .merge_into =
+                        strategy == VKID_PIPELINE_CACHE ? c->parts.cache[bucket] : VK_NULL_HANDLE,
+                    .capture_binaries = strategy == VKID_PIPELINE_BINARY};
+    if (r == VK_SUCCESS)
+        r = vkbe_create(c->d, &p, &how, &got);
     vkdec_free(&p);
-    if (r == VK_SUCCESS && !mesa && vkid_check_cache_header(&c->d->id, blob, blob_n) != 0)
-        r = VK_ERROR_INITIALIZATION_FAILED, what = "checking the pipeline cache header";
+    if (r == VK_SUCCESS && strategy == VKID_PIPELINE_CACHE &&
+        vkid_check_cache_header(&c->d->id, got.cache, got.cache_size) != 0)
+        r = VK_ERROR_INITIALIZATION_FAILED, got.what = "checking the pipeline cache header";
     if (r != VK_SUCCESS) {
         if (c->st.failed++ == 0)
             snprintf(c->first_failure, sizeof(c->first_failure),
-                     "entry %llu: %s failed: VkResult %d", (unsigned long long)c->index, what,
+                     "entry %llu: %s failed: VkResult %d", (unsigned long long)c->index, got.what,
                      (int)r);
-        free(blob);
+        free(got.cache);
+        free(got.binaries);
         goto progress;
     }
-    /* One value per pipeline under its SODB object key: the cache data (VkPipelineCache
-     * drivers), or only the metadata record (Mesa: the code is in the shared cache values). */
-    if (!mesa)
-        hr = psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_OBJECT_CODE, blob, blob_n);
+    /* One group per pipeline under its SODB object key: the binaries (their own value), or only
+     * the metadata record (the code is in a cache part or in Mesa's entries). */
+    if (strategy == VKID_PIPELINE_BINARY) {
+        hr = psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_OBJECT_CODE, got.binaries,
+                                   got.binaries_size);
+        c->st.code_bytes += got.binaries_size;
+    }
     if (PSDB_SUCCEEDED(hr))
-        hr = mesa ? psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_METADATA, MESA_META,
-                                          sizeof(MESA_META) - 1)
-                  : psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_METADATA, "vk-pipeline-cache",
-                                          17);
+        hr = psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_METADATA, meta, strlen(meta));
     psdb_value_ref ref = {key, 32};
     if (PSDB_SUCCEEDED(hr))
         hr = psdb_writer_put_group(c->w, key, 32, version, 1, &ref);
-    free(blob);
-    if (PSDB_FAILED(hr)) {
-        snprintf(c->err, c->err_size, "entry %llu: writing the psdb failed: %s",
-                 (unsigned long long)c->index, psdb_hr_str(hr));
-        c->hr = hr;
-        return 1;
-    }
+    free(got.cache);
+    free(got.binaries);
+    if (PSDB_FAILED(hr))
+        goto write_failed;
+    c->st.compiled++;
+counted:
     c->st.pipelines++;
-    c->st.code_bytes += blob_n;
     if (kind == PSDB_SODB_VK_COMPUTE)
         c->st.compute++;
     else
         c->st.graphics++;
 progress:
-    if (c->progress && vkbe_now() - c->last_progress >= 2.0) {
-        c->last_progress = vkbe_now();
-        fprintf(c->progress, "psdb compile: %llu/%llu pipelines, %llu failed, %.1f s\n",
-                (unsigned long long)c->index, (unsigned long long)c->total,
-                (unsigned long long)c->st.failed, c->last_progress - c->t0);
-        fflush(c->progress);
-    }
+    progress_line(c);
     return 0;
-}
-
-/* The merged cache (every pipeline compiled, each one's fresh cache merged in) as one more value
- * of the PSDB under vkid_merged_key, checked like each pipeline's. */
-static psdb_hr put_merged(vkbe_dev *d, psdb_writer *w, uint64_t *code_bytes, char *err,
-                          size_t err_size)
-{
-    uint8_t key[32];
-    void *b = NULL;
-    size_t n = 0;
-    psdb_hr hr = PSDB_E_FAIL;
-    VkResult r = vkGetPipelineCacheData(d->device, d->merged, &n, NULL);
-    if (r == VK_SUCCESS) {
-        b = malloc(n ? n : 1);
-        r = b ? vkGetPipelineCacheData(d->device, d->merged, &n, b) : VK_ERROR_OUT_OF_HOST_MEMORY;
-    }
-    if (r != VK_SUCCESS || vkid_check_cache_header(&d->id, b, n) != 0) {
-        snprintf(err, err_size, "reading the merged pipeline cache failed: VkResult %d", (int)r);
-        goto cleanup;
-    }
-    vkid_merged_key(key);
-    psdb_value_ref ref = {key, 32};
-    hr = psdb_writer_put_value(w, key, 32, PSDB_VALUE_OBJECT_CODE, b, n);
-    if (PSDB_SUCCEEDED(hr))
-        hr = psdb_writer_put_value(w, key, 32, PSDB_VALUE_METADATA, "vk-pipeline-cache-all", 21);
-    if (PSDB_SUCCEEDED(hr))
-        hr = psdb_writer_put_group(w, key, 32, 1, 1, &ref);
-    if (PSDB_FAILED(hr)) {
-        snprintf(err, err_size, "writing the merged pipeline cache: %s", psdb_hr_str(hr));
-        goto cleanup;
-    }
-    *code_bytes += n;
-cleanup:
-    free(b);
-    return hr;
+write_failed:
+    snprintf(c->err, c->err_size, "entry %llu: writing the psdb failed: %s",
+             (unsigned long long)c->index, psdb_hr_str(hr));
+    c->hr = hr;
+    return 1;
 }
 
 static int count_vk(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
@@ -199,8 +427,181 @@ static int find_mesa_cache(const char *dir, char *folder, size_t folder_size)
     return found;
 }
 
-psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *out_path,
-                     FILE *progress, vkbe_compile_stats *stats, char *err, size_t err_size)
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The key of the Mesa entry whose 40 hex digits are hash. */
+static void entry_key(const uint8_t *hash, uint8_t out[33])
+{
+    char name[64] = "psdb-vulkan:mesa-entry:";
+    size_t n = strlen(name);
+    memcpy(name + n, hash, 40);
+    vkid_piece_key(VKID_PIECE_MESA_ENTRY, name, n + 40, out);
+}
+
+/* Copies the base's Mesa entries, each a piece of its own. */
+typedef struct entry_copy {
+    vcompile *c;
+    psdb_hr hr;
+} entry_copy;
+
+static int copy_entry(const void *key, size_t key_size, uint64_t version, uint32_t num_values,
+                      void *ctx)
+{
+    entry_copy *e = ctx;
+    (void)num_values;
+    if (key_size != VKID_PIECE_KEY_SIZE || ((const uint8_t *)key)[0] != VKID_PIECE_MESA_ENTRY)
+        return 0;
+    e->hr = copy_from_base(e->c, key, key_size, version, &e->c->st.code_bytes);
+    return PSDB_FAILED(e->hr);
+}
+
+/* Mesa's cache as pieces: the folder under the cache's key, and each entry of the cache Mesa wrote
+ * (checked whole first) as a value and group of its own; with a base, the base's entries too (a
+ * taken pipeline's code is there), those of this compile beside them unless the base has the same
+ * entry. */
+static psdb_hr put_mesa(vcompile *c, const char *cache_dir)
+{
+    char path[4096], folder[1024], why[256];
+    void *foz = NULL, *idx = NULL, *base_folder = NULL;
+    size_t foz_n = 0, idx_n = 0, base_folder_n = 0;
+    uint8_t kfoz[32];
+    psdb_hr hr = PSDB_S_OK;
+    int have = find_mesa_cache(cache_dir, folder, sizeof(folder)) == 0;
+    if (!have && c->st.compiled > 0) {
+        snprintf(c->err, c->err_size, "mesa wrote no single-file cache under %s", cache_dir);
+        return PSDB_E_FAIL;
+    }
+    vkid_mesa_key(0, kfoz);
+    if (c->base &&
+        base_value(c->base, kfoz, 32, PSDB_VALUE_METADATA, &base_folder, &base_folder_n) ==
+            PSDB_S_OK &&
+        have && (base_folder_n != strlen(folder) || memcmp(base_folder, folder, base_folder_n))) {
+        snprintf(c->err, c->err_size,
+                 "the base's mesa cache was made for another cache identity (%.*s, this machine "
+                 "%s): compile without --base",
+                 (int)base_folder_n, (const char *)base_folder, folder);
+        hr = PSDB_E_DRIVER_VERSION_MISMATCH;
+        goto cleanup;
+    }
+    if (!have) /* every pipeline taken from the base: its folder */
+        snprintf(folder, sizeof(folder), "%.*s", (int)base_folder_n,
+                 base_folder ? (const char *)base_folder : "");
+    hr = psdb_writer_put_value(c->w, kfoz, 32, PSDB_VALUE_METADATA, folder, strlen(folder));
+    psdb_value_ref ref = {kfoz, 32};
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_group(c->w, kfoz, 32, 1, 1, &ref);
+    if (PSDB_SUCCEEDED(hr) && c->base) {
+        entry_copy e = {c, PSDB_S_OK};
+        hr = psdb_file_foreach_group(c->base, copy_entry, &e);
+        if (PSDB_SUCCEEDED(hr))
+            hr = e.hr;
+    }
+    if (PSDB_FAILED(hr) || !have)
+        goto cleanup;
+    if (vkbe_fmt(path, sizeof(path), "%s/mesa_shader_cache_sf/%s/foz_cache.foz", cache_dir,
+                 folder) != 0 ||
+        read_file(path, &foz, &foz_n) != 0 ||
+        vkbe_fmt(path, sizeof(path), "%s/mesa_shader_cache_sf/%s/foz_cache_idx.foz", cache_dir,
+                 folder) != 0 ||
+        read_file(path, &idx, &idx_n) != 0) {
+        snprintf(c->err, c->err_size, "reading mesa's cache under %s: %s", cache_dir,
+                 strerror(errno));
+        hr = PSDB_E_IO;
+        goto cleanup;
+    }
+    if (vkdl_foz_check(foz, foz_n, idx, idx_n, why, sizeof(why)) != 0) {
+        snprintf(c->err, c->err_size, "mesa's cache is malformed: %s", why);
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    /* Checked: entries run back to back from the magic to the end. */
+    for (size_t off = 16; off < foz_n && PSDB_SUCCEEDED(hr);) {
+        const uint8_t *e = (const uint8_t *)foz + off;
+        size_t n = 40 + 16 + le32(e + 40);
+        uint8_t key[33];
+        entry_key(e, key);
+        if (!base_has(c->base, key, sizeof(key), PSDB_VALUE_OBJECT_CODE)) {
+            psdb_value_ref r = {key, sizeof(key)};
+            hr = psdb_writer_put_value(c->w, key, sizeof(key), PSDB_VALUE_OBJECT_CODE, e, n);
+            if (PSDB_SUCCEEDED(hr))
+                hr = psdb_writer_put_group(c->w, key, sizeof(key), 1, 1, &r);
+            c->st.code_bytes += n;
+        }
+        off += n;
+    }
+cleanup:
+    if (PSDB_FAILED(hr) && !c->err[0])
+        snprintf(c->err, c->err_size, "writing the mesa cache: %s", psdb_hr_str(hr));
+    free(foz);
+    free(idx);
+    free(base_folder);
+    return hr;
+}
+
+/* The strategy record (and for binaries the device's global pipeline key). */
+static psdb_hr put_strategy(vcompile *c)
+{
+    uint8_t key[32], gkey[32];
+    uint32_t gkey_n = 0;
+    const char *name = vkid_strategy_name(c->d->id.strategy);
+    psdb_hr hr = PSDB_S_OK;
+    vkid_strategy_key(key);
+    if (c->d->id.strategy == VKID_PIPELINE_BINARY) {
+        VkResult r = vkbin_global_key(&c->d->bin, c->d->device, gkey, &gkey_n);
+        if (r != VK_SUCCESS || gkey_n == 0) {
+            snprintf(c->err, c->err_size, "reading the global pipeline key failed: VkResult %d",
+                     (int)r);
+            return PSDB_E_FAIL;
+        }
+        hr = psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_OBJECT_CODE, gkey, gkey_n);
+    }
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_value(c->w, key, 32, PSDB_VALUE_METADATA, name, strlen(name));
+    psdb_value_ref ref = {key, 32};
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_group(c->w, key, 32, 1, 1, &ref);
+    return hr;
+}
+
+/* The base, when it can serve this compile: proven (its content digest), for this device (its
+ * family and ABI), compiled the same way, and for binaries with the same global key. NULL
+ * otherwise, said on progress. */
+static psdb_file *open_base(vcompile *c, const char *base_path)
+{
+    psdb_file *f = NULL;
+    uint8_t gkey[32], mine[32];
+    uint32_t gkey_n = 0, mine_n = 0;
+    const char *why = NULL;
+    char msg[512] = "";
+    psdb_hr hr = vkdl_open(base_path, &c->d->id, NULL, &f);
+    if (PSDB_FAILED(hr)) {
+        snprintf(msg, sizeof(msg), "%s", psdb_error_last());
+        why = msg;
+    } else if (vkdl_strategy(f, gkey, &gkey_n) != c->d->id.strategy) {
+        why = "it keeps its code another way";
+    } else if (c->d->id.strategy == VKID_PIPELINE_BINARY &&
+               (vkbin_global_key(&c->d->bin, c->d->device, mine, &mine_n) != VK_SUCCESS ||
+                mine_n != gkey_n || memcmp(mine, gkey, gkey_n) != 0)) {
+        why = "its binaries are for another driver build (global pipeline key)";
+    }
+    if (why) {
+        if (c->progress)
+            fprintf(c->progress,
+                    "psdb compile: base %s does not serve this device: %s; every "
+                    "pipeline is compiled\n",
+                    base_path, why);
+        psdb_file_release(f);
+        return NULL;
+    }
+    return f;
+}
+
+psdb_hr vkbe_compile(const char *sodb_path, const char *base_path, uint32_t device_index,
+                     const char *out_path, FILE *progress, vkbe_compile_stats *stats, char *err,
+                     size_t err_size)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb_sodb *s = NULL;
@@ -209,14 +610,14 @@ psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *o
     vcompile c;
     char tmpl[] = "/tmp/psdb-vk-compile-XXXXXX";
     char *cache_dir = NULL;
-    void *foz = NULL, *idx = NULL;
-    size_t foz_n = 0, idx_n = 0;
-    char folder[1024];
 
     memset(&d, 0, sizeof(d));
     memset(&c, 0, sizeof(c));
     err[0] = '\0';
     c.t0 = vkbe_now();
+    c.err = err;
+    c.err_size = err_size;
+    c.progress = progress;
     hr = psdb_sodb_open(sodb_path, &s);
     if (PSDB_FAILED(hr)) {
         snprintf(err, err_size, "cannot open SODB %s: %s", sodb_path, psdb_hr_str(hr));
@@ -242,16 +643,12 @@ psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *o
         hr = PSDB_E_ADAPTER_NOT_FOUND;
         goto cleanup;
     }
-    if (d.id.strategy == VKID_PIPELINE_CACHE) {
-        VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-        VkResult r = vkCreatePipelineCache(d.device, &cci, NULL, &d.merged);
-        if (r != VK_SUCCESS) {
-            d.merged = VK_NULL_HANDLE;
-            hr = PSDB_E_FAIL;
-            snprintf(err, err_size, "creating the merged pipeline cache failed: VkResult %d",
-                     (int)r);
-            goto cleanup;
-        }
+    c.d = &d;
+    if (base_path)
+        c.base = open_base(&c, base_path);
+    if (d.id.strategy == VKID_PIPELINE_CACHE && (hr = parts_plan(&c, s)) < 0) {
+        snprintf(err, err_size, "planning the cache parts: %s", psdb_hr_str(hr));
+        goto cleanup;
     }
     psdb_target t = {d.id.family, d.id.abi, d.id.compiler_version, 0};
     hr = psdb_writer_create(out_path, &app, &t, &c.w);
@@ -262,14 +659,12 @@ psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *o
     if (progress) {
         fprintf(progress, "psdb compile: %llu vulkan pipelines on %s (%s, %s)\n",
                 (unsigned long long)c.total, d.id.device_name, d.id.family,
-                d.id.strategy == VKID_MESA_DISK_CACHE ? "mesa disk cache" : "pipeline cache");
+                d.id.strategy == VKID_MESA_DISK_CACHE   ? "mesa disk cache"
+                : d.id.strategy == VKID_PIPELINE_BINARY ? "pipeline binaries"
+                                                        : "pipeline cache");
         fflush(progress);
     }
-    c.d = &d;
-    c.progress = progress;
     c.last_progress = vkbe_now();
-    c.err = err;
-    c.err_size = err_size;
     hr = psdb_sodb_foreach(s, compile_entry, &c);
     if (PSDB_FAILED(c.hr)) {
         hr = c.hr;
@@ -285,66 +680,36 @@ psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *o
                  (unsigned long long)c.st.failed, c.first_failure);
         goto cleanup;
     }
-    int mesa = d.id.strategy == VKID_MESA_DISK_CACHE;
-    if (!mesa && (hr = put_merged(&d, c.w, &c.st.code_bytes, err, err_size)) < 0)
+    if ((hr = put_strategy(&c)) < 0)
         goto cleanup;
+    if (d.id.strategy == VKID_PIPELINE_CACHE && (hr = parts_write(&c)) < 0)
+        goto cleanup;
+    vkid_strategy strategy = d.id.strategy;
+    int mesa = strategy == VKID_MESA_DISK_CACHE;
+    parts_free(&c);
     vkbe_dev_close(&d); /* Mesa writes its cache out when the driver closes it */
-    if (mesa) {
-        char path[4096];
-        uint8_t kfoz[32], kidx[32];
-        if (find_mesa_cache(cache_dir, folder, sizeof(folder)) != 0) {
-            hr = PSDB_E_FAIL;
-            snprintf(err, err_size, "mesa wrote no single-file cache under %s", cache_dir);
-            goto cleanup;
-        }
-        int rc = vkbe_fmt(path, sizeof(path), "%s/mesa_shader_cache_sf/%s/foz_cache.foz", cache_dir,
-                          folder);
-        if (rc == 0)
-            rc = read_file(path, &foz, &foz_n);
-        if (rc == 0)
-            rc = vkbe_fmt(path, sizeof(path), "%s/mesa_shader_cache_sf/%s/foz_cache_idx.foz",
-                          cache_dir, folder);
-        if (rc != 0 || read_file(path, &idx, &idx_n) != 0) {
-            hr = PSDB_E_IO;
-            snprintf(err, err_size, "reading mesa's cache under %s: %s", cache_dir,
-                     strerror(errno));
-            goto cleanup;
-        }
-        vkid_mesa_key(0, kfoz);
-        vkid_mesa_key(1, kidx);
-        psdb_value_ref refs[2] = {{kfoz, 32}, {kidx, 32}};
-        hr = psdb_writer_put_value(c.w, kfoz, 32, PSDB_VALUE_OBJECT_CODE, foz, foz_n);
-        if (PSDB_SUCCEEDED(hr))
-            hr = psdb_writer_put_value(c.w, kfoz, 32, PSDB_VALUE_METADATA, folder, strlen(folder));
-        if (PSDB_SUCCEEDED(hr))
-            hr = psdb_writer_put_value(c.w, kidx, 32, PSDB_VALUE_OBJECT_CODE, idx, idx_n);
-        if (PSDB_SUCCEEDED(hr))
-            hr = psdb_writer_put_group(c.w, kfoz, 32, 1, 2, refs);
-        c.st.code_bytes += foz_n + idx_n;
-        if (PSDB_FAILED(hr)) {
-            snprintf(err, err_size, "writing the mesa cache into %s: %s", out_path,
-                     psdb_hr_str(hr));
-            goto cleanup;
-        }
-    }
+    if (mesa && (hr = put_mesa(&c, cache_dir)) < 0)
+        goto cleanup;
     hr = psdb_writer_finish(c.w);
     if (PSDB_FAILED(hr)) {
         snprintf(err, err_size, "writing %s: %s", out_path, psdb_hr_str(hr));
         goto cleanup;
     }
     c.st.seconds = vkbe_now() - c.t0;
+    c.st.strategy = vkid_strategy_name(strategy);
     if (stats)
         *stats = c.st;
     if (c.st.failed && progress)
         fprintf(progress, "psdb compile: %llu pipelines failed to create (first: %s)\n",
                 (unsigned long long)c.st.failed, c.first_failure);
 cleanup:
+    if (c.d)
+        parts_free(&c);
     vkbe_dev_close(&d);
     psdb_writer_release(c.w);
+    psdb_file_release(c.base);
     psdb_sodb_release(s);
     if (cache_dir)
         vkbe_remove_tree(cache_dir);
-    free(foz);
-    free(idx);
     return hr;
 }

@@ -382,9 +382,131 @@ int vkdl_mesa_cache_disabled(void)
     return 1;
 }
 
-psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size)
+/* A growing byte string (sticky failure: ok stays 0 once memory ran out). */
+typedef struct bytes {
+    uint8_t *p;
+    size_t n, cap;
+    int ok;
+} bytes;
+
+static void bytes_put(bytes *b, const void *p, size_t n)
+{
+    if (!b->ok || n > SIZE_MAX / 2 - b->n) {
+        b->ok = 0;
+        return;
+    }
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n)
+            cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) {
+            b->ok = 0;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+/* Mesa's cache assembled from a PSDB's entry pieces (VKID_PIECE_MESA_ENTRY groups, in key
+ * order): the cache file is the magic then every entry's bytes (its 40-digit hash, 16-byte header,
+ * payload), the index names each by offset. */
+typedef struct assemble {
+    psdb_file *f;
+    bytes foz, idx;
+    psdb_hr hr;
+    uint64_t entries;
+} assemble;
+
+static const uint8_t FOZ_MAGIC_BYTES[16] = {0x81, 'F', 'O', 'S', 'S', 'I', 'L', 'I',
+                                            'Z',  'E', 'D', 'B', 0,   0,   0,   6};
+
+static int assemble_piece(const void *key, size_t key_size, uint64_t version, uint32_t num_values,
+                          void *ctx)
+{
+    assemble *a = ctx;
+    void *e = NULL;
+    size_t n = 0;
+    uint8_t rec[16 + 8];
+    (void)version;
+    (void)num_values;
+    if (key_size != VKID_PIECE_KEY_SIZE || ((const uint8_t *)key)[0] != VKID_PIECE_MESA_ENTRY)
+        return 0;
+    size_t vn = 0;
+    a->hr = psdb_file_find_value(a->f, key, key_size, PSDB_VALUE_OBJECT_CODE, NULL, &vn);
+    if (PSDB_SUCCEEDED(a->hr) && !(e = malloc(vn ? vn : 1)))
+        a->hr = PSDB_E_OUTOFMEMORY;
+    n = vn;
+    if (PSDB_SUCCEEDED(a->hr))
+        a->hr = psdb_file_find_value(a->f, key, key_size, PSDB_VALUE_OBJECT_CODE, e, &n);
+    if (PSDB_SUCCEEDED(a->hr) && n < 40 + 16)
+        a->hr = PSDB_E_CACHE_CORRUPT;
+    if (PSDB_FAILED(a->hr)) {
+        free(e);
+        return 1;
+    }
+    uint64_t at = (uint64_t)a->foz.n + 40;
+    bytes_put(&a->foz, e, n);
+    /* The index entry: the same hash, a header saying an 8-byte uncompressed payload, the offset
+     * of the entry's header in the cache file. */
+    memset(rec, 0, sizeof(rec));
+    rec[0] = 8;
+    rec[4] = 1;
+    rec[12] = 8;
+    for (int i = 0; i < 8; i++)
+        rec[16 + i] = (uint8_t)(at >> (8 * i));
+    bytes_put(&a->idx, e, 40);
+    bytes_put(&a->idx, rec, sizeof(rec));
+    a->entries++;
+    free(e);
+    return 0;
+}
+
+/* The cache and index of f's Mesa cache: the files stored whole (PSDBs compiled before entry
+ * pieces), else assembled from the pieces. PSDB_S_OK, PSDB_S_FALSE (none), or the failure. */
+static psdb_hr mesa_files(psdb_file *f, void **foz, size_t *foz_n, void **idx, size_t *idx_n)
 {
     uint8_t kfoz[32], kidx[32];
+    assemble a = {.f = f, .foz = {.ok = 1}, .idx = {.ok = 1}, .hr = PSDB_S_OK};
+    psdb_hr hr;
+    vkid_mesa_key(0, kfoz);
+    vkid_mesa_key(1, kidx);
+    hr = fetch(f, kfoz, PSDB_VALUE_OBJECT_CODE, foz, foz_n);
+    if (hr != PSDB_E_NOT_FOUND) {
+        if (PSDB_SUCCEEDED(hr) &&
+            PSDB_FAILED(hr = fetch(f, kidx, PSDB_VALUE_OBJECT_CODE, idx, idx_n))) {
+            free(*foz);
+            *foz = NULL;
+        }
+        return hr;
+    }
+    bytes_put(&a.foz, FOZ_MAGIC_BYTES, sizeof(FOZ_MAGIC_BYTES));
+    bytes_put(&a.idx, FOZ_MAGIC_BYTES, sizeof(FOZ_MAGIC_BYTES));
+    hr = psdb_file_foreach_group(f, assemble_piece, &a);
+    if (PSDB_SUCCEEDED(hr) && PSDB_FAILED(a.hr))
+        hr = a.hr;
+    if (PSDB_SUCCEEDED(hr) && (!a.foz.ok || !a.idx.ok))
+        hr = PSDB_E_OUTOFMEMORY;
+    if (PSDB_SUCCEEDED(hr) && a.entries == 0)
+        hr = PSDB_S_FALSE;
+    if (hr != PSDB_S_OK) {
+        free(a.foz.p);
+        free(a.idx.p);
+        return hr == PSDB_S_FALSE || PSDB_FAILED(hr) ? hr : PSDB_S_FALSE;
+    }
+    *foz = a.foz.p;
+    *foz_n = a.foz.n;
+    *idx = a.idx.p;
+    *idx_n = a.idx.n;
+    return PSDB_S_OK;
+}
+
+psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size)
+{
+    uint8_t kfoz[32];
     void *foz = NULL, *idx = NULL, *folder = NULL;
     size_t foz_n = 0, idx_n = 0, folder_n = 0;
     char root[PATH_MAX], path[PATH_MAX], name[64], why[256];
@@ -394,16 +516,18 @@ psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size)
     if (msg && msg_size)
         msg[0] = '\0';
     vkid_mesa_key(0, kfoz);
-    vkid_mesa_key(1, kidx);
-    hr = fetch(f, kfoz, PSDB_VALUE_OBJECT_CODE, &foz, &foz_n);
+    /* The folder is recorded under the cache's key whichever way the cache is stored. */
+    hr = fetch(f, kfoz, PSDB_VALUE_METADATA, &folder, &folder_n);
     if (hr == PSDB_E_NOT_FOUND) {
         hr = PSDB_S_FALSE;
         goto cleanup;
     }
-    if (PSDB_SUCCEEDED(hr))
-        hr = fetch(f, kfoz, PSDB_VALUE_METADATA, &folder, &folder_n);
-    if (PSDB_SUCCEEDED(hr))
-        hr = fetch(f, kidx, PSDB_VALUE_OBJECT_CODE, &idx, &idx_n);
+    if (PSDB_SUCCEEDED(hr) && (hr = mesa_files(f, &foz, &foz_n, &idx, &idx_n)) == PSDB_S_FALSE) {
+        hr = PSDB_E_CACHE_CORRUPT;
+        if (msg)
+            snprintf(msg, msg_size, "the psdb records a mesa cache folder but holds no entry");
+        goto cleanup;
+    }
     if (PSDB_FAILED(hr)) {
         if (msg)
             snprintf(msg, msg_size, "reading the mesa cache from the psdb: %s", psdb_hr_str(hr));
@@ -577,9 +701,12 @@ int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8
         return PSDB_SUCCEEDED(hr) ? 1 : 0;
     }
     if (!data) {
+        /* Every pipeline the PSDB compiled has its metadata record (a cache part serves it). */
         if (keys)
             return 1;
-        psdb_hr hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &n);
+        psdb_hr hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_METADATA, NULL, &n);
+        if (hr == PSDB_E_NOT_FOUND)
+            hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &n);
         return PSDB_SUCCEEDED(hr) ? 1 : 0;
     }
     psdb_hr hr = fetch(f, key, PSDB_VALUE_OBJECT_CODE, &b, &n);
@@ -589,7 +716,8 @@ int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8
         *bad = hr != PSDB_E_NOT_FOUND;
         return 0;
     }
-    if (vkid_check_cache_header(id, b, n) != 0) {
+    if (id->strategy == VKID_PIPELINE_BINARY ? vkbin_check(b, n) != 0
+                                             : vkid_check_cache_header(id, b, n) != 0) {
         free(b);
         *bad = 1;
         return 0;
@@ -635,4 +763,144 @@ psdb_hr vkdl_merged_cache(psdb_file *f, const vkid *id, void **data, size_t *siz
 cleanup:
     free(b);
     return hr;
+}
+
+vkid_strategy vkdl_strategy(psdb_file *f, uint8_t gkey[32], uint32_t *gkey_size)
+{
+    uint8_t key[32];
+    char name[32];
+    size_t n = sizeof(name) - 1;
+    vkid_strategy s = VKID_PIPELINE_CACHE;
+    if (gkey)
+        memset(gkey, 0, 32);
+    if (gkey_size)
+        *gkey_size = 0;
+    vkid_strategy_key(key);
+    if (psdb_file_find_value(f, key, 32, PSDB_VALUE_METADATA, name, &n) == PSDB_S_OK) {
+        name[n] = '\0';
+        if (strcmp(name, vkid_strategy_name(VKID_MESA_DISK_CACHE)) == 0)
+            s = VKID_MESA_DISK_CACHE;
+        else if (strcmp(name, vkid_strategy_name(VKID_PIPELINE_BINARY)) == 0)
+            s = VKID_PIPELINE_BINARY;
+    } else {
+        /* Before the record: a PSDB with Mesa's cache was compiled for it. */
+        vkid_mesa_key(0, key);
+        n = 0;
+        if (psdb_file_find_value(f, key, 32, PSDB_VALUE_METADATA, NULL, &n) == PSDB_S_OK)
+            s = VKID_MESA_DISK_CACHE;
+    }
+    if (s == VKID_PIPELINE_BINARY && gkey && gkey_size) {
+        uint8_t k[32];
+        n = sizeof(k);
+        vkid_strategy_key(key);
+        if (psdb_file_find_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, k, &n) == PSDB_S_OK &&
+            n <= 32) {
+            memcpy(gkey, k, n);
+            *gkey_size = (uint32_t)n;
+        }
+    }
+    return s;
+}
+
+/* The build of one device cache from a PSDB's cache parts. */
+typedef struct cache_build {
+    psdb_file *f;
+    const vkid *id;
+    const vkdl_cache_fns *fns;
+    VkDevice device;
+    VkPipelineCache cache;
+    uint32_t parts;
+    psdb_hr hr;
+    char why[160];
+} cache_build;
+
+/* Adds one cache's data (header checked against the device) to b->cache: the first becomes it,
+ * each later one is merged in. */
+static void cache_add(cache_build *b, const void *data, size_t n)
+{
+    VkPipelineCache c = VK_NULL_HANDLE;
+    VkResult r;
+    if (vkid_check_cache_header(b->id, data, n) != 0) {
+        b->hr = PSDB_E_CACHE_CORRUPT;
+        snprintf(b->why, sizeof(b->why), "a cache part's header does not name this device");
+        return;
+    }
+    VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                     .initialDataSize = n,
+                                     .pInitialData = data};
+    if ((r = b->fns->create(b->device, &cci, NULL, b->cache ? &c : &b->cache)) != VK_SUCCESS) {
+        b->hr = PSDB_E_FAIL;
+        snprintf(b->why, sizeof(b->why), "the driver refused a cache part: VkResult %d", (int)r);
+        return;
+    }
+    if (c) {
+        r = b->fns->merge(b->device, b->cache, 1, &c);
+        b->fns->destroy(b->device, c, NULL);
+        if (r != VK_SUCCESS) {
+            b->hr = PSDB_E_FAIL;
+            snprintf(b->why, sizeof(b->why), "merging a cache part failed: VkResult %d", (int)r);
+            return;
+        }
+    }
+    b->parts++;
+}
+
+static int cache_part(const void *key, size_t key_size, uint64_t version, uint32_t num_values,
+                      void *ctx)
+{
+    cache_build *b = ctx;
+    void *data = NULL;
+    size_t n = 0;
+    (void)version;
+    (void)num_values;
+    if (key_size != VKID_PIECE_KEY_SIZE || ((const uint8_t *)key)[0] != VKID_PIECE_CACHE_PART)
+        return 0;
+    b->hr = psdb_file_find_value(b->f, key, key_size, PSDB_VALUE_OBJECT_CODE, NULL, &n);
+    if (PSDB_SUCCEEDED(b->hr) && !(data = malloc(n ? n : 1)))
+        b->hr = PSDB_E_OUTOFMEMORY;
+    if (PSDB_SUCCEEDED(b->hr))
+        b->hr = psdb_file_find_value(b->f, key, key_size, PSDB_VALUE_OBJECT_CODE, data, &n);
+    if (PSDB_FAILED(b->hr))
+        snprintf(b->why, sizeof(b->why), "reading a cache part: %s", psdb_hr_str(b->hr));
+    else
+        cache_add(b, data, n);
+    free(data);
+    return PSDB_FAILED(b->hr);
+}
+
+psdb_hr vkdl_device_cache(psdb_file *f, const vkid *id, const vkdl_cache_fns *fns, VkDevice device,
+                          VkPipelineCache *out, uint32_t *parts, char *msg, size_t msg_size)
+{
+    cache_build b = {.f = f, .id = id, .fns = fns, .device = device, .hr = PSDB_S_OK};
+    void *data = NULL;
+    size_t n = 0;
+    psdb_hr hr;
+    *out = VK_NULL_HANDLE;
+    if (parts)
+        *parts = 0;
+    if (msg && msg_size)
+        msg[0] = '\0';
+    hr = psdb_file_foreach_group(f, cache_part, &b);
+    if (PSDB_SUCCEEDED(hr) && PSDB_FAILED(b.hr))
+        hr = b.hr;
+    if (PSDB_SUCCEEDED(hr) && b.parts == 0) {
+        /* A PSDB made before cache parts: its one merged cache. */
+        hr = vkdl_merged_cache(f, id, &data, &n, msg, msg_size);
+        if (hr == PSDB_S_OK) {
+            cache_add(&b, data, n);
+            hr = b.hr;
+        }
+        free(data);
+    }
+    if (PSDB_FAILED(hr) || hr == PSDB_S_FALSE) {
+        if (b.cache)
+            fns->destroy(device, b.cache, NULL);
+        if (PSDB_FAILED(hr) && msg && b.why[0])
+            snprintf(msg, msg_size, "%s", b.why);
+        return hr;
+    }
+    *out = b.cache;
+    if (parts)
+        *parts = b.parts;
+    return PSDB_S_OK;
 }

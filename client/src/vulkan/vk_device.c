@@ -208,14 +208,45 @@ int vkbe_dev_open(vkbe_dev *d, uint32_t index, char *err, size_t err_size)
     VkPhysicalDeviceVulkan13Features en13 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
         .dynamicRendering = VK_TRUE};
+    /* Pipeline binaries (schema/COMPILER.md section 5) where the driver has them, unless the
+     * VkPipelineCache way is asked for (PSDB_VULKAN_STRATEGY): each pipeline's own binaries. */
+    const char *forced = getenv("PSDB_VULKAN_STRATEGY");
+    int want_bins = d->id.strategy == VKID_PIPELINE_BINARY ||
+                    (d->id.strategy == VKID_PIPELINE_CACHE && !(forced && *forced));
+    d->binaries = want_bins && vkbin_supported(vkEnumerateDeviceExtensionProperties,
+                                               vkGetPhysicalDeviceFeatures2, d->phys);
+    if (d->id.strategy == VKID_PIPELINE_BINARY && !d->binaries) {
+        snprintf(err, err_size, "vulkan: device %u has no VK_KHR_pipeline_binary", index);
+        goto fail;
+    }
+    if (d->binaries)
+        d->id.strategy = VKID_PIPELINE_BINARY;
+    static const char *const bin_exts[] = {VK_KHR_MAINTENANCE_5_EXTENSION_NAME,
+                                           VK_KHR_PIPELINE_BINARY_EXTENSION_NAME};
+    VkPhysicalDeviceMaintenance5FeaturesKHR m5 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_5_FEATURES_KHR,
+        .pNext = d->dynamic_rendering ? &en13 : NULL,
+        .maintenance5 = VK_TRUE};
+    VkPhysicalDevicePipelineBinaryFeaturesKHR bf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_BINARY_FEATURES_KHR,
+        .pNext = &m5,
+        .pipelineBinaries = VK_TRUE};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                              .pNext = d->dynamic_rendering ? &en13 : NULL,
+                              .pNext = d->binaries            ? (const void *)&bf
+                                       : d->dynamic_rendering ? (const void *)&en13
+                                                              : NULL,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = d->binaries ? 2u : 0u,
+                              .ppEnabledExtensionNames = d->binaries ? bin_exts : NULL,
                               .pEnabledFeatures = &feats};
     if ((r = vkCreateDevice(d->phys, &dci, NULL, &d->device)) != VK_SUCCESS) {
         d->device = VK_NULL_HANDLE;
         snprintf(err, err_size, "vulkan: vkCreateDevice failed: VkResult %d", (int)r);
+        goto fail;
+    }
+    if (d->binaries && vkbin_fns_load(vkGetDeviceProcAddr, d->device, &d->bin) != 0) {
+        snprintf(err, err_size, "vulkan: VK_KHR_pipeline_binary enabled without its functions");
         goto fail;
     }
     d->create_rp2 = (PFN_vkCreateRenderPass2)vkGetDeviceProcAddr(d->device, "vkCreateRenderPass2");

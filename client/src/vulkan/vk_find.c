@@ -115,10 +115,7 @@ psdb_hr vkfind_registered(const char *registry_dir, const char *exe, const char 
 /* Whether the (not yet proven) file carries Mesa's single-file cache. */
 static int has_mesa_cache(psdb_file *f)
 {
-    uint8_t key[32];
-    size_t n = 0;
-    vkid_mesa_key(0, key);
-    return f && PSDB_SUCCEEDED(psdb_file_find_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &n));
+    return f && vkdl_strategy(f, NULL, NULL) == VKID_MESA_DISK_CACHE;
 }
 
 /* Starts proving the PSDB at path (trust: NULL for a file named directly). One carrying Mesa's
@@ -257,6 +254,15 @@ void vkfind_open(vkfind_device *d)
             snprintf(why, sizeof(why), "%s", psdb_hr_str(hr));
         else
             hr = vkdl_proof_finish(p, &d->id, &d->psdb, why, sizeof(why));
+    }
+    if (PSDB_SUCCEEDED(hr)) {
+        /* From here on the PSDB's own strategy decides how a hit is served: a device may keep
+         * code several ways, the PSDB keeps it one. */
+        d->id.strategy = vkdl_strategy(d->psdb, d->binary_key, &d->binary_key_size);
+        if (d->id.strategy == VKID_PIPELINE_BINARY && d->binary_key_size == 0) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            snprintf(why, sizeof(why), "a PSDB of pipeline binaries without its global key");
+        }
     }
     if (PSDB_SUCCEEDED(hr)) {
         /* OpenSSL fetches its SHA-256 implementation at the first digest: here, not in the

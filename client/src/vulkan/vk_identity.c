@@ -55,6 +55,8 @@ void vkid_from_properties(const VkPhysicalDeviceProperties *p,
         out->strategy = VKID_PIPELINE_CACHE;
     else if (force && strcmp(force, "mesa-disk-cache") == 0)
         out->strategy = VKID_MESA_DISK_CACHE;
+    else if (force && strcmp(force, "pipeline-binary") == 0)
+        out->strategy = VKID_PIPELINE_BINARY;
 }
 
 void vkid_query(PFN_vkGetPhysicalDeviceProperties props, PFN_vkGetPhysicalDeviceProperties2 props2,
@@ -97,4 +99,24 @@ void vkid_merged_key(uint8_t out[32])
 {
     const char *s = "psdb-vulkan:pipeline-cache-all";
     psdb__sha256(s, strlen(s), out);
+}
+
+void vkid_strategy_key(uint8_t out[32])
+{
+    const char *s = "psdb-vulkan:strategy";
+    psdb__sha256(s, strlen(s), out);
+}
+
+const char *vkid_strategy_name(vkid_strategy s)
+{
+    return s == VKID_PIPELINE_CACHE    ? "pipeline-cache"
+           : s == VKID_MESA_DISK_CACHE ? "mesa-disk-cache"
+           : s == VKID_PIPELINE_BINARY ? "pipeline-binary"
+                                       : "";
+}
+
+void vkid_piece_key(uint8_t kind, const void *name, size_t name_size, uint8_t out[33])
+{
+    out[0] = kind;
+    psdb__sha256(name, name_size, out + 1);
 }

@@ -11,10 +11,12 @@ static psdb_hr no_backend(char *err, size_t err_size)
     return PSDB_E_NOTIMPL;
 }
 
-psdb_hr vkbe_compile(const char *sodb_path, uint32_t device_index, const char *out_path,
-                     FILE *progress, vkbe_compile_stats *stats, char *err, size_t err_size)
+psdb_hr vkbe_compile(const char *sodb_path, const char *base_path, uint32_t device_index,
+                     const char *out_path, FILE *progress, vkbe_compile_stats *stats, char *err,
+                     size_t err_size)
 {
-    (void)sodb_path, (void)device_index, (void)out_path, (void)progress, (void)stats;
+    (void)sodb_path, (void)base_path, (void)device_index, (void)out_path, (void)progress,
+        (void)stats;
     return no_backend(err, err_size);
 }
 

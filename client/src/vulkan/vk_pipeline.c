@@ -472,16 +472,17 @@ static VkResult first_use(vkbe_dev *d, vkdec_pipeline *p, vobjs *o)
     return r == VK_NOT_READY ? vkWaitForFences(d->device, 1, &d->fence, VK_TRUE, UINT64_MAX) : r;
 }
 
-VkResult vkbe_replay_one(vkbe_dev *d, vkdec_pipeline *p, const void *initial, size_t initial_size,
-                         int use_merged, void **cache_out, size_t *cache_size, double *seconds,
-                         double *create_s, const char **what)
+VkResult vkbe_create(vkbe_dev *d, vkdec_pipeline *p, const vkbe_how *how, vkbe_got *got)
 {
     vobjs o;
     VkResult r = VK_SUCCESS;
+    VkPipelineCreateFlags2CreateInfoKHR capture = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_CREATE_FLAGS_2_CREATE_INFO_KHR};
+    VkPipelineBinaryInfoKHR bins;
+    const void **chain;
     memset(&o, 0, sizeof(o));
-    if (cache_out)
-        *cache_out = NULL;
-    *what = "creating shader modules";
+    memset(got, 0, sizeof(*got));
+    got->what = "creating shader modules";
     if (p->num_stages > 64) {
         r = VK_ERROR_OUT_OF_HOST_MEMORY;
         goto cleanup;
@@ -492,11 +493,11 @@ VkResult vkbe_replay_one(vkbe_dev *d, vkdec_pipeline *p, const void *initial, si
         o.num_modules++;
         p->stages[i].module = o.modules[i];
     }
-    *what = "creating the pipeline layout";
+    got->what = "creating the pipeline layout";
     if (p->has_layout && (r = make_layout(d, &p->layout, &o)) != VK_SUCCESS)
         goto cleanup;
     if (p->render_pass) {
-        *what = "creating the render pass";
+        got->what = "creating the render pass";
         /* Created the way the application created it (its pipelines' keys say which). */
         if (p->rp_version == 1)
             r = vkCreateRenderPass(d->device, &p->rp1, NULL, &o.rp);
@@ -506,39 +507,69 @@ VkResult vkbe_replay_one(vkbe_dev *d, vkdec_pipeline *p, const void *initial, si
         if (r != VK_SUCCESS)
             goto cleanup;
     }
-    *what = "creating the pipeline cache";
+    got->what = "creating the pipeline cache";
     VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                     .initialDataSize = initial ? initial_size : 0,
-                                     .pInitialData = initial};
+                                     .initialDataSize = how->initial ? how->initial_size : 0,
+                                     .pInitialData = how->initial};
     /* A cold replay passes no cache at all, as an application without one: under the layer it
-     * is then served the way such an application is. */
-    int fresh = !use_merged && (initial || cache_out);
+     * is then served the way such an application is. A creation from binaries, or one that
+     * captures them, may pass none. */
+    int fresh = !how->use_merged && (how->initial || how->want_cache) && !how->capture_binaries &&
+                !how->binaries;
     if (fresh && (r = vkCreatePipelineCache(d->device, &cci, NULL, &o.cache)) != VK_SUCCESS)
         goto cleanup;
-    VkPipelineCache cache = use_merged ? d->merged : o.cache;
-    *what = "creating the pipeline";
-    double t0 = vkbe_now();
+    VkPipelineCache cache = how->use_merged ? d->merged : o.cache;
     if (p->graphics) {
         p->graphics_ci.layout = o.layout;
         p->graphics_ci.renderPass = o.rp;
-        r = vkCreateGraphicsPipelines(d->device, cache, 1, &p->graphics_ci, NULL, &o.pipeline);
+        chain = &p->graphics_ci.pNext;
     } else {
         p->compute.layout = o.layout;
         p->compute.stage.module = o.modules[0];
-        r = vkCreateComputePipelines(d->device, cache, 1, &p->compute, NULL, &o.pipeline);
+        chain = &p->compute.pNext;
     }
+    /* In front of the entry's own structures, taken out again below: the create-info is the
+     * caller's. */
+    const void *own = *chain;
+    if (how->capture_binaries) {
+        capture.pNext = own;
+        capture.flags =
+            (VkPipelineCreateFlags2KHR)(p->graphics ? p->graphics_ci.flags : p->compute.flags) |
+            PSDB_VK_PIPELINE_CREATE_2_CAPTURE_DATA;
+        *chain = &capture;
+    } else if (how->binaries) {
+        bins = *how->binaries;
+        bins.pNext = own;
+        *chain = &bins;
+    }
+    got->what = "creating the pipeline";
+    double t0 = vkbe_now();
+    if (p->graphics)
+        r = vkCreateGraphicsPipelines(d->device, cache, 1, &p->graphics_ci, NULL, &o.pipeline);
+    else
+        r = vkCreateComputePipelines(d->device, cache, 1, &p->compute, NULL, &o.pipeline);
+    *chain = own;
     if (r != VK_SUCCESS) {
         o.pipeline = VK_NULL_HANDLE;
         goto cleanup;
     }
-    if (create_s)
-        *create_s = vkbe_now() - t0;
-    *what = "using the pipeline once";
+    got->create_s = vkbe_now() - t0;
+    got->what = "using the pipeline once";
     if ((r = first_use(d, p, &o)) != VK_SUCCESS)
         goto cleanup;
-    *seconds = vkbe_now() - t0;
-    if (cache_out) {
-        *what = "reading the pipeline cache";
+    got->seconds = vkbe_now() - t0;
+    if (how->capture_binaries) {
+        got->what = "reading the pipeline's binaries";
+        r = vkbin_capture(&d->bin, d->device, o.pipeline, &got->binaries, &got->binaries_size);
+        VkReleaseCapturedPipelineDataInfoKHR rel = {
+            .sType = VK_STRUCTURE_TYPE_RELEASE_CAPTURED_PIPELINE_DATA_INFO_KHR,
+            .pipeline = o.pipeline};
+        d->bin.release(d->device, &rel, NULL);
+        if (r != VK_SUCCESS)
+            goto cleanup;
+    }
+    if (how->want_cache && o.cache) {
+        got->what = "reading the pipeline cache";
         size_t n = 0;
         if ((r = vkGetPipelineCacheData(d->device, o.cache, &n, NULL)) != VK_SUCCESS)
             goto cleanup;
@@ -551,16 +582,45 @@ VkResult vkbe_replay_one(vkbe_dev *d, vkdec_pipeline *p, const void *initial, si
             free(b);
             goto cleanup;
         }
-        *cache_out = b;
-        *cache_size = n;
-        *what = "merging the pipeline cache";
-        if (d->merged && (r = vkMergePipelineCaches(d->device, d->merged, 1, &o.cache))) {
-            free(b);
-            *cache_out = NULL;
+        got->cache = b;
+        got->cache_size = n;
+        got->what = "merging the pipeline cache";
+        if (how->merge_into &&
+            (r = vkMergePipelineCaches(d->device, how->merge_into, 1, &o.cache)) != VK_SUCCESS)
             goto cleanup;
-        }
     }
 cleanup:
+    if (r != VK_SUCCESS) {
+        free(got->cache);
+        free(got->binaries);
+        got->cache = got->binaries = NULL;
+        got->cache_size = got->binaries_size = 0;
+    }
     objs_destroy(d, &o);
+    return r;
+}
+
+VkResult vkbe_replay_one(vkbe_dev *d, vkdec_pipeline *p, const void *initial, size_t initial_size,
+                         int use_merged, void **cache_out, size_t *cache_size, double *seconds,
+                         double *create_s, const char **what)
+{
+    vkbe_how how = {.initial = initial,
+                    .initial_size = initial_size,
+                    .use_merged = use_merged,
+                    .want_cache = cache_out != NULL,
+                    .merge_into = cache_out ? d->merged : VK_NULL_HANDLE};
+    vkbe_got got;
+    VkResult r = vkbe_create(d, p, &how, &got);
+    if (cache_out) {
+        *cache_out = got.cache;
+        *cache_size = got.cache_size;
+    } else {
+        free(got.cache);
+    }
+    free(got.binaries);
+    *seconds = got.seconds;
+    if (create_s)
+        *create_s = got.create_s;
+    *what = got.what;
     return r;
 }

@@ -72,7 +72,6 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     size_t size = 0;
     int bad = 0;
     double secs = 0, create_s = 0;
-    const char *what;
     int hit = 0;
     if (kind != PSDB_SODB_VK_COMPUTE && kind != PSDB_SODB_VK_GRAPHICS)
         return record(v, kind, key, version, VKBE_SKIPPED, VK_SUCCESS, NULL, 0) != 0;
@@ -81,17 +80,37 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
         return record(v, kind, key, version, VKBE_FAILED, VK_SUCCESS, "decode", 0) != 0;
     }
     double t0 = vkbe_now();
+    int binaries = v->d->id.strategy == VKID_PIPELINE_BINARY;
     if (v->f) {
         /* As the layer: with a merged cache the hit needs only the key. */
         hit = vkdl_lookup(v->f, &v->keys, &v->d->id, key, v->d->merged ? NULL : &data, &size, &bad);
+    }
+    double lookup = vkbe_now() - t0;
+    /* A hit of a PSDB of binaries: its binaries made for this creation (the driver's time, counted
+     * with the creation), and the creation made from them. */
+    vkbin_set bins;
+    memset(&bins, 0, sizeof(bins));
+    double tb = vkbe_now();
+    if (hit == 1 && binaries &&
+        (!v->d->binaries ||
+         vkbin_create(&v->d->bin, v->d->device, data, size, &bins) != VK_SUCCESS))
+        hit = 0, bad = 1; /* binaries the driver refused: a miss of refused data */
+    double bin_s = vkbe_now() - tb;
+    if (v->f) {
         if (hit == 1)
             v->hits++;
         else
             v->misses++;
     }
-    double lookup = vkbe_now() - t0;
-    VkResult r = vkbe_replay_one(v->d, &p, data, size, hit == 1 && v->d->merged, NULL, NULL, &secs,
-                                 &create_s, &what);
+    vkbe_how how = {.initial = binaries ? NULL : data,
+                    .initial_size = binaries ? 0 : size,
+                    .use_merged = hit == 1 && v->d->merged,
+                    .binaries = bins.count ? &bins.info : NULL};
+    vkbe_got got;
+    VkResult r = vkbe_create(v->d, &p, &how, &got);
+    vkbin_destroy(&v->d->bin, v->d->device, &bins);
+    secs = got.seconds + bin_s;
+    create_s = got.create_s + bin_s;
     /* A pipeline's time-to-usable runs from the application asking for it (the lookup, then
      * vkCreate*Pipelines) to its first use done. Its shader modules, layouts and render pass
      * are the application's own objects, made before it asks, with or without a PSDB: they are
@@ -102,7 +121,7 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     vkdec_free(&p);
     if (r != VK_SUCCESS) {
         v->failed++;
-        return record(v, kind, key, version, VKBE_FAILED, r, what, total) != 0;
+        return record(v, kind, key, version, VKBE_FAILED, r, got.what, total) != 0;
     }
     vkbe_outcome outcome = !v->f      ? VKBE_NO_PSDB
                            : hit == 1 ? VKBE_HIT
@@ -244,6 +263,19 @@ static int run_pass(const char *sodb_path, const char *psdb_path, const vkdl_tru
             goto cleanup;
         }
         out->file_sha256_s = file_sha256_time(v.f, trust.sha256);
+        /* The PSDB's strategy decides how its hits are served (binaries: only for the driver
+         * build whose global pipeline key they carry). */
+        uint8_t gkey[32], mine[32];
+        uint32_t gkey_n = 0, mine_n = 0;
+        d.id.strategy = vkdl_strategy(v.f, gkey, &gkey_n);
+        if (d.id.strategy == VKID_PIPELINE_BINARY &&
+            (!d.binaries || vkbin_global_key(&d.bin, d.device, mine, &mine_n) != VK_SUCCESS ||
+             mine_n != gkey_n || memcmp(mine, gkey, gkey_n) != 0)) {
+            snprintf(err, err_size,
+                     "psdb %s: its pipeline binaries are not for this device's driver build",
+                     psdb_path);
+            goto cleanup;
+        }
         hr = vkdl_keys_load(v.f, &v.keys);
         if (PSDB_FAILED(hr)) {
             snprintf(err, err_size, "psdb %s: its pipeline keys: %s", psdb_path, psdb_error_last());
@@ -257,17 +289,13 @@ static int run_pass(const char *sodb_path, const char *psdb_path, const vkdl_tru
      * time-to-usable. A PSDB without one, or one that fails its check, is replayed with each
      * pipeline's own data, as the layer falls back. */
     if (v.f && d.id.strategy == VKID_PIPELINE_CACHE) {
-        void *data = NULL;
-        size_t size = 0;
-        if (vkdl_merged_cache(v.f, &d.id, &data, &size, msg, sizeof(msg)) == PSDB_S_OK) {
-            VkPipelineCacheCreateInfo cci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                             .initialDataSize = size,
-                                             .pInitialData = data};
-            if (vkCreatePipelineCache(d.device, &cci, NULL, &d.merged) != VK_SUCCESS)
-                d.merged = VK_NULL_HANDLE;
-        }
-        free(data);
+        vkdl_cache_fns fns = {vkCreatePipelineCache, vkMergePipelineCaches, vkDestroyPipelineCache};
+        uint32_t parts = 0;
+        if (vkdl_device_cache(v.f, &d.id, &fns, d.device, &d.merged, &parts, msg, sizeof(msg)) !=
+            PSDB_S_OK)
+            d.merged = VK_NULL_HANDLE;
         out->merged_cache = d.merged != VK_NULL_HANDLE;
+        out->cache_parts = parts;
     }
     out->setup_s = vkbe_now() - t0;
     hr = psdb_sodb_foreach(s, replay_entry, &v);
