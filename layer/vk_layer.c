@@ -84,6 +84,7 @@ typedef struct ldevice {
     PFN_vkCreateGraphicsPipelines CreateGraphicsPipelines;
     PFN_vkCreatePipelineCache CreatePipelineCache;
     PFN_vkDestroyPipelineCache DestroyPipelineCache;
+    PFN_vkDestroyPipeline DestroyPipeline;
     PFN_vkMergePipelineCaches MergePipelineCaches;
     vkfind_device dl; /* the device's identity and the PSDB delivered to it (dl.psdb), if any */
     vkrec *rec;       /* the encodings of the objects it created */
@@ -650,9 +651,27 @@ static VkResult create_from_binaries(ldevice *d, uint32_t kind, VkPipelineCache 
         r = d->CreateComputePipelines(d->device, use, n, (const void *)copy, a, out);
     else
         r = d->CreateGraphicsPipelines(d->device, use, n, (const void *)copy, a, out);
+    int refused = 0;
+    for (uint32_t i = 0; i < n && r != VK_SUCCESS; i++)
+        refused |= sets[i].count && out[i] == VK_NULL_HANDLE;
+    if (refused) {
+        /* The driver refused a creation from delivered binaries (the NVIDIA driver answers
+         * VK_PIPELINE_COMPILE_REQUIRED once a device has made a few thousand binaries): the batch
+         * goes down again as the application gave it, and its hits count as refused data. */
+        for (uint32_t i = 0; i < n; i++)
+            if (out[i] != VK_NULL_HANDLE)
+                d->DestroyPipeline(d->device, out[i], a);
+        if (kind == PSDB_SODB_VK_COMPUTE)
+            r = d->CreateComputePipelines(d->device, cache, n, ci, a, out);
+        else
+            r = d->CreateGraphicsPipelines(d->device, cache, n, ci, a, out);
+        misses += hits;
+        rejected += hits;
+        hits = 0;
+    }
     uint64_t made = 0;
     for (uint32_t i = 0; i < n; i++) {
-        made += r >= 0 && sets[i].count && out[i] != VK_NULL_HANDLE;
+        made += !refused && r >= 0 && sets[i].count && out[i] != VK_NULL_HANDLE;
         vkbin_destroy(&d->bin, d->device, &sets[i]);
     }
     vkstats *s = vkstats_lock();
@@ -985,6 +1004,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice phys,
         *next_slot(d, &DEVICE_HOOKS[i]) = gdpa(*out, DEVICE_HOOKS[i].name);
     d->CreatePipelineCache = (PFN_vkCreatePipelineCache)gdpa(*out, "vkCreatePipelineCache");
     d->DestroyPipelineCache = (PFN_vkDestroyPipelineCache)gdpa(*out, "vkDestroyPipelineCache");
+    d->DestroyPipeline = (PFN_vkDestroyPipeline)gdpa(*out, "vkDestroyPipeline");
     d->MergePipelineCaches = (PFN_vkMergePipelineCaches)gdpa(*out, "vkMergePipelineCaches");
     pthread_mutex_init(&d->fed_lock, NULL);
     pthread_rwlock_init(&d->cache_lock, NULL);

@@ -27,6 +27,12 @@
  * parts keep a patch's new bytes near its changed pipelines' share; each part is one cache a
  * device creates and merges once. */
 #define PART_PIPELINES 4u
+/* The most pipelines a PSDB keeps as pipeline binaries. The NVIDIA driver (580.159.04, H200)
+ * refuses creations from binaries with VK_PIPELINE_COMPILE_REQUIRED after 1,786 of them on one
+ * device (about 4,096 binaries, 2.3 a pipeline), whatever their size and with its internal cache
+ * on or off; the layer then creates them as the application asked. Larger corpora keep their
+ * code in cache parts, which serve any number. */
+#define BINARY_PIPELINES_MAX 1500u
 
 static const char MESA_META[] = "mesa-disk-cache";
 static const char CACHE_META[] = "vk-pipeline-cache";
@@ -644,6 +650,18 @@ psdb_hr vkbe_compile(const char *sodb_path, const char *base_path, uint32_t devi
         goto cleanup;
     }
     c.d = &d;
+    const char *forced = getenv("PSDB_VULKAN_STRATEGY");
+    if (d.id.strategy == VKID_PIPELINE_BINARY && c.total > BINARY_PIPELINES_MAX &&
+        !(forced && strcmp(forced, "pipeline-binary") == 0)) {
+        /* More pipelines than a device makes from binaries (schema/COMPILER.md section 5): the
+         * VkPipelineCache way, in cache parts, serves every one of them. */
+        d.id.strategy = VKID_PIPELINE_CACHE;
+        if (progress)
+            fprintf(progress,
+                    "psdb compile: %llu pipelines are more than the %u a device makes from "
+                    "pipeline binaries: the code goes in cache parts\n",
+                    (unsigned long long)c.total, BINARY_PIPELINES_MAX);
+    }
     if (base_path)
         c.base = open_base(&c, base_path);
     if (d.id.strategy == VKID_PIPELINE_CACHE && (hr = parts_plan(&c, s)) < 0) {

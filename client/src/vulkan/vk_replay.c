@@ -111,6 +111,19 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     vkbin_destroy(&v->d->bin, v->d->device, &bins);
     secs = got.seconds + bin_s;
     create_s = got.create_s + bin_s;
+    if (r != VK_SUCCESS && how.binaries) {
+        /* As the layer: a creation the driver refused to make from the delivered binaries (the
+         * NVIDIA driver answers VK_PIPELINE_COMPILE_REQUIRED once a device has made a few
+         * thousand binaries) is made again as the application asked, a miss of refused data;
+         * its time counts both attempts. */
+        how.binaries = NULL;
+        hit = 0, bad = 1;
+        v->hits--;
+        v->misses++;
+        r = vkbe_create(v->d, &p, &how, &got);
+        secs += got.seconds;
+        create_s += got.create_s;
+    }
     /* A pipeline's time-to-usable runs from the application asking for it (the lookup, then
      * vkCreate*Pipelines) to its first use done. Its shader modules, layouts and render pass
      * are the application's own objects, made before it asks, with or without a PSDB: they are
