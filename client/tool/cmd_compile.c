@@ -15,7 +15,8 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: psdb compile SODB --family F --abi N [--compiler-version V]\n"
-        "                    [--profile-version V] [--cost-ns-per-kib C] [--json] -o OUT.psdb\n"
+        "                    [--profile-version V] [--cost-ns-per-kib C] [--base OLD.psdb]\n"
+        "                    [--json] -o OUT.psdb\n"
         "       psdb compile SODB --backend vulkan [--device N] [--base OLD.psdb] [--json]\n"
         "                    -o OUT.psdb\n"
         "\n"
@@ -36,10 +37,11 @@ static void usage(FILE *f)
         "                        compiled; the target is the device's identity\n"
         "                        (schema/COMPILER.md section 5), so --family/--abi are not given\n"
         "  --device N            Vulkan device index (default 0)\n"
-        "  --base OLD.psdb       the PSDB of the previous version (vulkan): every pipeline it\n"
-        "                        holds unchanged is taken from it byte for byte, only new and\n"
-        "                        changed ones are compiled (a base for another device or driver\n"
-        "                        build serves nothing: every pipeline is compiled)\n"
+        "  --base OLD.psdb       the PSDB of the previous version: every pipeline (vulkan) or\n"
+        "                        compile unit (reference) it holds unchanged is taken from it\n"
+        "                        byte for byte, only new and changed ones are compiled (a base\n"
+        "                        for another target, device or driver build serves nothing:\n"
+        "                        everything is compiled, and the summary says so)\n"
         "  -o, --output OUT      output PSDB (replaced atomically)\n"
         "\n"
         "Numbers are decimal or 0x-hex.\n",
@@ -203,7 +205,8 @@ int cmd_compile(int argc, char **argv)
         goto cleanup;
 
     psdb_sodb_compile_desc cd = {.target = {family, abi, compiler_version, profile_version},
-                                 .compile_ns_per_kib = cost};
+                                 .compile_ns_per_kib = cost,
+                                 .base_path = base};
     psdb_hr hr = psdb_sodb_compile(sodb, &cd, out, &st);
     if (PSDB_FAILED(hr)) {
         rc = tool_fail("compile", "%s", psdb_error_last());
@@ -221,14 +224,17 @@ int cmd_compile(int argc, char **argv)
         char digest[65];
         psdb__hex(info.content_digest, 32, digest);
         json_t *o = json_pack(
-            "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:s, s:I}",
+            "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:s, s:I, s:I, "
+            "s:I, s:o}",
             "output", out, "pipelines", (json_int_t)st.pipelines, "compute", (json_int_t)st.compute,
             "graphics", (json_int_t)st.graphics, "state_objects", (json_int_t)st.state_objects,
             "skipped", (json_int_t)st.skipped, "units", (json_int_t)st.units, "units_compiled",
             (json_int_t)st.units_compiled, "values", (json_int_t)info.num_values, "blobs",
             (json_int_t)info.num_blobs, "blob_bytes", (json_int_t)info.blob_bytes, "seconds",
             st.seconds, "pipelines_per_second", rate, "content_digest", digest, "family", family,
-            "abi", (json_int_t)abi);
+            "abi", (json_int_t)abi, "compiled", (json_int_t)st.units_compiled, "reused",
+            (json_int_t)st.units_reused, "base_used",
+            base ? json_boolean(st.base_used) : json_null());
         if (!o || tool_json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
             json_decref(o);
             rc = tool_fail("compile", "cannot print JSON");
@@ -237,6 +243,14 @@ int cmd_compile(int argc, char **argv)
         fputc('\n', stdout);
         json_decref(o);
     } else {
+        if (base && !st.base_used)
+            printf("base %s does not serve this target (another application, target or a "
+                   "damaged file): every unit was compiled\n",
+                   base);
+        else if (base)
+            printf("%llu units taken from the base %s, %llu compiled\n",
+                   (unsigned long long)st.units_reused, base,
+                   (unsigned long long)st.units_compiled);
         printf("%llu pipelines (%llu compute, %llu graphics, %llu state objects), %llu values, "
                "%llu distinct blobs, %llu bytes, %.2f s, %.0f pipelines/s -> %s\n",
                (unsigned long long)st.pipelines, (unsigned long long)st.compute,

@@ -76,4 +76,39 @@ if "$PSDB" synth --app Game --app-version 1 --pipelines 0 -o "$dir/z.sodb" 2>"$d
     fail "0 pipelines accepted"
 fi
 [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "want one line on stderr, got: $(cat "$dir/err")"
+# --base (the reference backend): a 5% patch compiled against version N takes every unchanged
+# unit from it and compiles only the rest; the result is the full compile's content, byte for
+# byte. A base of another target, another application or a damaged file serves nothing.
+"$PSDB" synth --app Game --app-version 1.2.0.0 --pipelines 300 --seed 7 --variants 4 \
+    --changed 0.05 -o "$dir/p.sodb" >/dev/null
+compile_p() { "$PSDB" compile "$dir/p.sodb" --family contoso-gfx9 --abi 16 --compiler-version 1.0.0.0 \
+    --profile-version 2.0.0.0 --cost-ns-per-kib 0 --json "$@"; }
+num() { grep -o "\"$2\": *[0-9a-z]*" "$1" | head -n 1 | sed 's/.*: *//'; }
+compile_p -o "$dir/pfull.psdb" >"$dir/pfull.json"
+compile_p --base "$dir/1.psdb" -o "$dir/pinc.psdb" >"$dir/pinc.json"
+[ "$(digest "$dir/pinc.json")" = "$(digest "$dir/pfull.json")" ] ||
+    fail "--base changed the content: $(cat "$dir/pinc.json")"
+[ "$(num "$dir/pinc.json" base_used)" = true ] || fail "base not used: $(cat "$dir/pinc.json")"
+reused=$(num "$dir/pinc.json" reused)
+compiled=$(num "$dir/pinc.json" compiled)
+total=$(num "$dir/pfull.json" compiled)
+[ "$((reused + compiled))" -eq "$total" ] || fail "reused $reused + compiled $compiled != $total"
+[ "$compiled" -gt 0 ] && [ "$((compiled * 100))" -le "$((total * 15))" ] ||
+    fail "a 5% patch compiled $compiled of $total units with --base"
+for other in "--family contoso-gfx10 --abi 16" "--family contoso-gfx9 --abi 17"; do
+    # shellcheck disable=SC2086
+    "$PSDB" compile "$dir/p.sodb" $other --compiler-version 1.0.0.0 --profile-version 2.0.0.0 \
+        --cost-ns-per-kib 0 --base "$dir/1.psdb" -o "$dir/o.psdb" >"$dir/o.txt"
+    grep -q '^base .* does not serve this target' "$dir/o.txt" || fail "$other: $(cat "$dir/o.txt")"
+done
+"$PSDB" synth --app Other --app-version 1.2.0.0 --pipelines 300 --seed 7 --variants 4 \
+    --changed 0.05 -o "$dir/other.sodb" >/dev/null
+"$PSDB" compile "$dir/other.sodb" --family contoso-gfx9 --abi 16 --compiler-version 1.0.0.0 \
+    --profile-version 2.0.0.0 --cost-ns-per-kib 0 --base "$dir/1.psdb" --json -o "$dir/o.psdb" \
+    >"$dir/o.json"
+[ "$(num "$dir/o.json" reused)" = 0 ] || fail "another application's base served"
+head -c 4096 "$dir/1.psdb" >"$dir/trunc.psdb"
+compile_p --base "$dir/trunc.psdb" -o "$dir/t.psdb" >"$dir/t.json"
+[ "$(num "$dir/t.json" base_used)" = false ] && [ "$(digest "$dir/t.json")" = "$(digest "$dir/pfull.json")" ] ||
+    fail "a truncated base: $(cat "$dir/t.json")"
 echo "compile_test: ok"

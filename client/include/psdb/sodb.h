@@ -180,6 +180,12 @@ typedef struct psdb_sodb_compile_desc {
      * entries; a non-zero return stops the compile (PSDB_E_CANCELLED). NULL: none. */
     int (*progress)(uint64_t done, uint64_t total, void *ctx);
     void *progress_ctx;
+    /* The PSDB of the previous version (`psdb compile --base`), or NULL: a unit whose values it
+     * holds is taken from it byte for byte instead of compiled. It serves only when it is a
+     * valid PSDB of the same application name and executable and exactly desc->target (family,
+     * ABI, compiler and profile versions); otherwise it is not used (stats.base_used 0) and
+     * every unit is compiled. A value of it that fails its blob's digest is compiled instead. */
+    const char *base_path;
 } psdb_sodb_compile_desc;
 
 typedef struct psdb_sodb_compile_stats {
@@ -190,6 +196,8 @@ typedef struct psdb_sodb_compile_stats {
     uint64_t units_compiled; /* distinct units compiled (each gives two values) */
     uint64_t code_bytes;     /* input bytes of the units compiled */
     double seconds;          /* wall time of the whole compile, file written */
+    uint64_t units_reused;   /* distinct units taken from desc->base_path, not compiled */
+    int base_used;           /* 1: desc->base_path served this target */
 } psdb_sodb_compile_stats;
 
 /* Compiles every entry of the SODB at sodb_path with the reference compiler (schema/COMPILER.md)

@@ -62,6 +62,7 @@ static int key_set_add(key_set *s, const uint8_t *key)
 
 typedef struct compile_ctx {
     psdb_writer *w;
+    psdb_file *base; /* the previous version's PSDB serving this target, or NULL */
     const psdb_sodb_compile_desc *d;
     key_set units, groups;
     psdb_sodb_compile_stats st;
@@ -75,6 +76,56 @@ static int report_progress(compile_ctx *c, int last)
     if (!c->d->progress || (!last && c->index % 1000 != 0))
         return 0;
     return c->d->progress(c->index, c->total, c->d->progress_ctx);
+}
+
+/* One value of the base appended to b (empty): 1 when present and whole (its blob's digest is
+ * checked by the lookup), else 0. */
+static int base_value(psdb_file *base, const uint8_t *key, uint32_t type, psdb__buf *b)
+{
+    size_t n = 0;
+    uint8_t *v = NULL;
+    int ok = psdb_file_find_value(base, key, PSDB__KEY_SIZE, type, NULL, &n) == PSDB_S_OK &&
+             (v = malloc(n ? n : 1)) != NULL &&
+             psdb_file_find_value(base, key, PSDB__KEY_SIZE, type, v, &n) == PSDB_S_OK;
+    if (ok) {
+        psdb__buf_append(b, v, n);
+        ok = psdb__buf_status(b) == PSDB_S_OK;
+    }
+    free(v);
+    return ok;
+}
+
+/* Both values of a unit from the base: 1, or 0 with both buffers freed (the unit is compiled).
+ * A unit the base lacks is no error: what the lookup recorded is cleared. */
+static int base_values(psdb_file *base, const uint8_t *key, psdb__buf *oc, psdb__buf *md)
+{
+    int ok = base_value(base, key, PSDB_VALUE_OBJECT_CODE, oc) &&
+             base_value(base, key, PSDB_VALUE_METADATA, md);
+    if (!ok) {
+        psdb__buf_free(oc);
+        psdb__buf_free(md);
+        psdb__error_clear();
+    }
+    return ok;
+}
+
+/* The base when it serves exactly this identity and target; else NULL (every unit compiled). */
+static psdb_file *open_base(const char *path, const psdb_app_identity *id, const psdb_target *t)
+{
+    psdb_file *f = NULL;
+    psdb_file_info info;
+    if (psdb_file_open(path, NULL, &f) != PSDB_S_OK || psdb_file_get_info(f, &info) != PSDB_S_OK ||
+        strcmp(info.target.family, t->family) != 0 || info.target.abi_version != t->abi_version ||
+        info.target.compiler_version != t->compiler_version ||
+        info.target.profile_version != t->profile_version ||
+        strcmp(info.identity.desc.name ? info.identity.desc.name : "", id->desc.name ? id->desc.name : "") != 0 ||
+        strcmp(info.identity.desc.exe_filename ? info.identity.desc.exe_filename : "",
+               id->desc.exe_filename ? id->desc.exe_filename : "") != 0) {
+        psdb_file_release(f);
+        f = NULL;
+        psdb__error_clear();
+    }
+    return f;
 }
 
 static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
@@ -128,8 +179,10 @@ static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version,
         }
         if (add == 0)
             continue;
+        int reused = c->base && base_values(c->base, u->key, &oc, &md);
         what = "compiling";
-        hr = psdb__compile_unit(u, &c->d->target, c->d->compile_ns_per_kib, &oc, &md);
+        if (!reused)
+            hr = psdb__compile_unit(u, &c->d->target, c->d->compile_ns_per_kib, &oc, &md);
         if (PSDB_FAILED(hr))
             goto cleanup;
         what = "writing";
@@ -142,8 +195,12 @@ static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version,
         psdb__buf_free(&md);
         if (PSDB_FAILED(hr))
             goto cleanup;
-        c->st.units_compiled++;
-        c->st.code_bytes += u->code_size;
+        if (reused) {
+            c->st.units_reused++;
+        } else {
+            c->st.units_compiled++;
+            c->st.code_bytes += u->code_size;
+        }
     }
     what = "writing";
     hr = psdb_writer_put_group(c->w, key, PSDB__KEY_SIZE, version, plan.num_units, refs);
@@ -212,6 +269,10 @@ psdb_hr psdb_sodb_compile(const char *sodb_path, const psdb_sodb_compile_desc *d
         goto cleanup;
     }
     c.d = desc;
+    if (desc->base_path) {
+        c.base = open_base(desc->base_path, &id, &desc->target);
+        c.st.base_used = c.base != NULL;
+    }
     hr = psdb_sodb_foreach(s, compile_entry, &c);
     if (PSDB_FAILED(c.hr)) {
         hr = c.hr;
@@ -238,6 +299,7 @@ psdb_hr psdb_sodb_compile(const char *sodb_path, const psdb_sodb_compile_desc *d
         *out = c.st;
 cleanup:
     psdb_writer_release(c.w);
+    psdb_file_release(c.base);
     psdb_sodb_release(s);
     free(c.units.slots);
     free(c.units.used);
