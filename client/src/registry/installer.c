@@ -30,7 +30,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     psdb_hr hr = PSDB_S_OK;
     psdb_installer *inst = NULL;
     char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
-    psdb__reg_clear_problem(); /* a failure before the database is reached is not about it */
+    psdb__error_clear(); /* a failure before the database is reached is not about it */
     if (out)
         *out = NULL;
     if (!desc || !out || !desc->name || !*desc->name || strlen(desc->name) > INSTALLER_NAME_MAX ||
