@@ -972,6 +972,29 @@ START_TEST(test_error_last__deeper_message_wins_and_success_leaves_it)
 }
 END_TEST
 
+/* The message buffers of public calls (psdb/file.h) are views of the one channel: on failure
+ * they hold psdb_error_last()'s line, on success "ok"; nothing else writes them. */
+START_TEST(test_error_last__message_buffers_are_views_of_it)
+{
+    char msg[512];
+    psdb_file *f = NULL;
+    psdb__error_clear();
+    ck_assert(PSDB_FAILED(psdb_file_open_verified(g_garbage, msg, sizeof(msg), &f)));
+    ck_assert_str_eq(msg, psdb_error_last());
+    ck_assert(PSDB_FAILED(psdb_file_verify(NULL, msg, sizeof(msg))));
+    ck_assert_str_eq(msg, psdb_error_last());
+    char small[8];
+    ck_assert(PSDB_FAILED(psdb_file_verify(NULL, small, sizeof(small))));
+    ck_assert_int_eq(strncmp(small, psdb_error_last(), sizeof(small) - 1), 0);
+    ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+    ck_assert_hr(psdb_file_open_verified(g_psdb, msg, sizeof(msg), &f), PSDB_S_OK);
+    ck_assert_str_eq(msg, "ok");
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_S_OK);
+    ck_assert_str_eq(msg, "ok");
+    psdb_file_release(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("error_last");
@@ -983,6 +1006,7 @@ int main(void)
     tcase_add_loop_test(tc, test_error_last__every_failing_public_call_says_why, 0,
                         (int)(sizeof(rows) / sizeof(rows[0])));
     tcase_add_test(tc, test_error_last__deeper_message_wins_and_success_leaves_it);
+    tcase_add_test(tc, test_error_last__message_buffers_are_views_of_it);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
