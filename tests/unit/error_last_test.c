@@ -286,6 +286,21 @@ static psdb_hr r_value_map_write_version_unknown(void)
 {
     return psdb_value_map_write_version(g_garbage, 3, g_missing);
 }
+static psdb_hr r_value_map_read_info_null(void)
+{
+    psdb_value_map_info info;
+    return psdb_value_map_read_info(NULL, &info);
+}
+static psdb_hr r_value_map_read_info_missing(void)
+{
+    psdb_value_map_info info;
+    return psdb_value_map_read_info(g_missing, &info);
+}
+static psdb_hr r_value_map_read_info_garbage(void)
+{
+    psdb_value_map_info info;
+    return psdb_value_map_read_info(g_garbage, &info);
+}
 static psdb_hr r_value_map_write_version_garbage(void)
 {
     return psdb_value_map_write_version(g_garbage, 2, g_missing);
@@ -837,6 +852,9 @@ static const row rows[] = {
     {"psdb_value_map_write_version", r_value_map_write_version_unknown, "version 3 is not 1 or 2"},
     {"psdb_value_map_write_version", r_value_map_write_version_garbage,
      "psdb_value_map_write_version"},
+    {"psdb_value_map_read_info", r_value_map_read_info_null, "NULL path"},
+    {"psdb_value_map_read_info", r_value_map_read_info_missing, "missing.file"},
+    {"psdb_value_map_read_info", r_value_map_read_info_garbage, "garbage.file: not a value map"},
     {"psdb_sodb_writer_open", r_sodb_writer_open, "empty path"},
     {"psdb_sodb_writer_add", r_sodb_writer_add, "NULL writer"},
     {"psdb_sodb_open", r_sodb_open, "not an SODB"},
