@@ -21,6 +21,7 @@
 #include "common.h"
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/status_map.h"
 #include "valuemaps.h"
 
 struct check {
@@ -165,7 +166,8 @@ static void check_blob(struct check *k, const char *sha, uint64_t want)
         return;
     }
     if ((e = psdbd_store_open_blob(k->store, sha, &fd, &got)) != 0) {
-        problem(k, "blob %s is indexed but %s", sha, e == ENOENT ? "missing" : strerror(e));
+        problem(k, "blob %s is indexed but %s", sha,
+                psdb__errno_is(e, PSDB__ERRNO_ABSENT) ? "missing" : strerror(e));
         return;
     }
     close(fd);
@@ -235,7 +237,7 @@ static void check_valuemaps(struct check *k)
     unsigned version = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
-    if (!d && errno != ENOENT)
+    if (!d && !psdb__errno_is(errno, PSDB__ERRNO_ABSENT))
         problem(k, "cannot read %s: %s", dir, strerror(errno));
     while (d && (e = readdir(d)) != NULL)
         if (psdbd_valuemap_classify(e->d_name, sha, &version) == PSDBD_VALUEMAP_MAP)

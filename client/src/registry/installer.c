@@ -85,7 +85,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     /* flock() locks belong to the open file description: a second open of the same name fails
      * in this process as well as in another one. */
     if (flock(inst->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        hr = (errno == EWOULDBLOCK) ? PSDB_E_BUSY : psdb__errno_hr(errno);
+        hr = (psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK)) ? PSDB_E_BUSY : psdb__errno_hr(errno);
         goto cleanup;
     }
     hr = psdb__reg_open_rw(root, &inst->reg);

@@ -74,7 +74,7 @@ psdb_hr psdb__reg_make_dirs(const char *path, mode_t mode)
             continue;
         char saved = *p;
         *p = '\0';
-        if (mkdir(copy, mode) != 0 && errno != EEXIST) {
+        if (mkdir(copy, mode) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS)) {
             hr = psdb__errno_hr(errno);
             goto cleanup;
         }
@@ -347,7 +347,7 @@ static psdb_hr reg_open_ro_once(const char *root, psdb__reg **out)
         goto cleanup;
     reg->readonly = 1;
     if (access(path, F_OK) != 0) {
-        if (errno != ENOENT) {
+        if (!psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
             hr = psdb__errno_hr(errno);
             goto cleanup;
         }
