@@ -199,7 +199,8 @@ static void check_blobs(struct check *k)
 }
 
 /* One map of valuemaps/: its blob exists, and (deep) its header describes that blob: magic,
- * the version of its name, the blob's size and SHA-256, read by libpsdb's value-map reader. A map
+ * reserved field zero, the version of its name, the blob's size and SHA-256, read by libpsdb's
+ * value-map reader. A map
  * of other bytes would be served for this blob, and launchers would fall back to full downloads. */
 static void check_valuemap(struct check *k, const char *dir, const char *name, const char *sha,
                            unsigned version)
