@@ -500,12 +500,12 @@ START_TEST(test_valuemap__read_info_reads_every_version_and_refuses_other_header
         ck_assert_uint_eq(info.psdb_size, 0);
     }
     ck_assert_hr(psdb_value_map_read_info(dir, &info), PSDB_E_ACCESS); /* not a regular file */
+    tu_rmtree(dir);
+    free(path);
+    free(map);
+    free(bad);
     free(m);
     free(file);
-    free(bad);
-    free(map);
-    free(path);
-    tu_rmtree(dir);
     free(dir);
 }
 END_TEST
