@@ -680,8 +680,7 @@ static void *flusher(void *arg)
         clock_gettime(CLOCK_REALTIME, &deadline);
         deadline.tv_sec += st->opt.flush_interval;
         while (!st->stop && st->asked == st->finished) {
-            int e = pthread_cond_timedwait(&st->wake, &st->lock, &deadline);
-            if (e == ETIMEDOUT)
+            if (pthread_cond_timedwait(&st->wake, &st->lock, &deadline) == ETIMEDOUT)
                 break;
         }
         if (st->stop)

@@ -12,6 +12,8 @@
 
 #include "common.h"
 
+#include "common/status_map.h"
+
 /* mkdir -p: the default data directory's parents (~/.local/share) may not exist yet. */
 static int mkdir_p(const char *path, mode_t mode)
 {
@@ -21,11 +23,11 @@ static int mkdir_p(const char *path, mode_t mode)
         if (*s != '/')
             continue;
         *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        if (mkdir(p, 0755) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS))
             rc = -1;
         *s = '/';
     }
-    if (rc == 0 && mkdir(p, mode) != 0 && errno != EEXIST)
+    if (rc == 0 && mkdir(p, mode) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS))
         rc = -1;
     free(p);
     return rc;
@@ -121,7 +123,7 @@ int psdbd_store_commit(psdbd_store *s, int fd, const char *tmp_path, const char 
     if (mkdir(sub, 0750) == 0) {
         if ((rc = fsync_dir(s->blob_dir)) != 0)
             goto cleanup;
-    } else if (errno != EEXIST) {
+    } else if (!psdb__errno_is(errno, PSDB__ERRNO_EXISTS)) {
         rc = errno;
         goto cleanup;
     }
@@ -231,7 +233,7 @@ int psdbd_sha256_file(const char *path, char out[65], uint64_t *size)
         psdbd_out_of_memory();
     for (;;) {
         ssize_t n = read(fd, buf, 1 << 20);
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
             continue;
         if (n < 0) {
             rc = errno;

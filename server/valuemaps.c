@@ -60,7 +60,7 @@ void psdbd_valuemaps_forget(const psdbd_store *s, const char *sha256)
         char *p = psdbd_valuemap_path(s, sha256, v);
         if (unlink(p) == 0)
             psdbd_log("valuemap v%u of %s removed: its blob file was replaced", v, sha256);
-        else if (errno != ENOENT)
+        else if (!psdb__errno_is(errno, PSDB__ERRNO_ABSENT))
             psdbd_log("valuemap v%u of %s: remove %s: %s", v, sha256, p, strerror(errno));
         free(p);
     }
@@ -103,7 +103,7 @@ static psdb_hr derive(const psdbd_store *s, const char *sha256, unsigned version
     struct stat sb;
     psdb_hr hr = PSDB_S_OK;
     int fd = -1, e;
-    if (mkdir(dir, 0755) != 0 && (e = errno) != EEXIST) {
+    if (mkdir(dir, 0755) != 0 && !psdb__errno_is(e = errno, PSDB__ERRNO_EXISTS)) {
         hr = psdb__errno_hr(e);
         psdbd_log("valuemap v%u of %s: mkdir %s: %s", version, sha256, dir, strerror(e));
         goto cleanup;

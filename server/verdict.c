@@ -82,7 +82,7 @@ psdbd_outcome psdbd_outcome_of_hr(psdb_hr hr, psdbd_outcome otherwise)
 
 int psdbd_errno_absent(int e)
 {
-    return e == ENOENT;
+    return psdb__errno_is(e, PSDB__ERRNO_ABSENT);
 }
 
 psdbd_outcome psdbd_outcome_of_errno(int e, psdbd_outcome absent)

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/status_map.h"
+
 void junit_escape(psdb__buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -105,7 +107,7 @@ int junit_write_atomic(const char *path, const psdb__buf *b, char *err, size_t e
     }
     for (size_t off = 0; off < b->len;) {
         ssize_t w = write(fd, b->data + off, b->len - off);
-        if (w < 0 && errno == EINTR)
+        if (w < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
             continue;
         if (w <= 0) {
             snprintf(err, err_size, "%s: write: %s", tmp, w < 0 ? strerror(errno) : "no progress");

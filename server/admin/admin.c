@@ -16,6 +16,8 @@
 #include "common.h"
 #include "config.h"
 
+#include "common/status_map.h"
+
 int admin_fail(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
@@ -104,7 +106,7 @@ int psdbd_lock_data_dir(const char *dir, char *err, size_t err_size)
         snprintf(err, err_size, "open %s: %s", path, strerror(errno));
     } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         snprintf(err, err_size, "%s is in use by another psdbd (%s)", dir,
-                 errno == EWOULDBLOCK ? "locked" : strerror(errno));
+                 psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK) ? "locked" : strerror(errno));
         close(fd);
         fd = -1;
     }
@@ -127,9 +129,10 @@ int psdbd_lock_data_dir_shared(const char *dir, int *alone, char *err, size_t er
             close(fd);
             fd = -1;
         }
-    } else if (errno != EWOULDBLOCK || flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    } else if (!psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK) ||
+               flock(fd, LOCK_SH | LOCK_NB) != 0) {
         snprintf(err, err_size, "%s is in use by a psdbd on SQLite (%s)", dir,
-                 errno == EWOULDBLOCK ? "locked" : strerror(errno));
+                 psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK) ? "locked" : strerror(errno));
         close(fd);
         fd = -1;
     }
@@ -168,7 +171,7 @@ int psdbd_data_open_index(const psdbd_store *store, int may_init, psdbd_index **
     struct stat sb;
     int rc = -1;
     *out = NULL;
-    if (lstat(path, &sb) == 0 || errno != ENOENT) {
+    if (lstat(path, &sb) == 0 || !psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
         rc = psdbd_index_open(path, out, err, err_size);
         goto cleanup;
     }

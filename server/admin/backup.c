@@ -22,6 +22,8 @@
 #include "index.h"
 #include "store.h"
 
+#include "common/status_map.h"
+
 #define BACKUP_FORMAT "psdbd-backup"
 #define BACKUP_FORMAT_VERSION 1
 #define COPY_CHUNK (1u << 20)
@@ -52,7 +54,9 @@ static int target_in_use(const char *path)
     struct dirent *e;
     int rc = 0;
     if (!d) {
-        rc = errno == ENOENT ? 0 : errno == ENOTDIR ? 1 : -1;
+        rc = psdb__errno_is(errno, PSDB__ERRNO_ABSENT)    ? 0
+             : psdb__errno_is(errno, PSDB__ERRNO_NOT_DIR) ? 1
+                                                          : -1;
         goto cleanup;
     }
     while ((e = readdir(d)) != NULL) {
@@ -82,8 +86,8 @@ static int make_target(const char *cmd, const char *dir)
         goto cleanup;
     }
     blobs = xasprintf("%s/blobs", dir);
-    if ((mkdir(dir, 0750) != 0 && errno != EEXIST) ||
-        (mkdir(blobs, 0750) != 0 && errno != EEXIST)) {
+    if ((mkdir(dir, 0750) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS)) ||
+        (mkdir(blobs, 0750) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS))) {
         admin_fail(cmd, "create %s: %s", dir, strerror(errno));
         goto cleanup;
     }
@@ -110,7 +114,7 @@ static int copy_file(const char *src, const char *dst)
     }
     for (;;) {
         ssize_t n = read(in, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
             continue;
         if (n < 0) {
             rc = errno;
@@ -120,7 +124,7 @@ static int copy_file(const char *src, const char *dst)
             break;
         for (ssize_t off = 0; off < n;) {
             ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
+            if (w < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
                 continue;
             if (w < 0) {
                 rc = errno;
@@ -160,14 +164,14 @@ static int place_blob(const char *cmd, const char *src_dir, const char *dst_dir,
         goto cleanup;
     }
     sub = xasprintf("%s/blobs/%.2s", dst_dir, sha);
-    if (mkdir(sub, 0750) != 0 && errno != EEXIST) {
+    if (mkdir(sub, 0750) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS)) {
         admin_fail(cmd, "create %s: %s", sub, strerror(errno));
         goto cleanup;
     }
     if (!copy) {
         if (link(src, dst) == 0)
             linked = 1;
-        else if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP) {
+        else if (!psdb__errno_is(errno, PSDB__ERRNO_NO_HARD_LINK)) {
             admin_fail(cmd, "link %s: %s", dst, strerror(errno));
             goto cleanup;
         }
@@ -311,7 +315,8 @@ static int sync_blob_dirs(const char *cmd, const char *dir)
     char *blobs = xasprintf("%s/blobs", dir);
     for (unsigned i = 0; i < 256 && rc == 0; i++) {
         char *sub = xasprintf("%s/%02x", blobs, i);
-        if ((e = fsync_path(sub, O_RDONLY | O_DIRECTORY)) != 0 && e != ENOENT)
+        if ((e = fsync_path(sub, O_RDONLY | O_DIRECTORY)) != 0 &&
+            !psdb__errno_is(e, PSDB__ERRNO_ABSENT))
             rc = admin_fail(cmd, "fsync %s: %s", sub, strerror(e));
         free(sub);
     }
@@ -498,7 +503,7 @@ int psdbd_cmd_restore(int argc, char **argv)
         goto cleanup;
     }
     tmp_dir = xasprintf("%s/tmp", dir);
-    if (mkdir(tmp_dir, 0750) != 0 && errno != EEXIST) {
+    if (mkdir(tmp_dir, 0750) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS)) {
         admin_fail("restore", "create %s: %s", tmp_dir, strerror(errno));
         goto cleanup;
     }

@@ -16,9 +16,12 @@
 
 #include <jansson.h>
 
+#include "psdb/valuemap.h"
+
 #include "common.h"
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/status_map.h"
 #include "valuemaps.h"
 
 struct check {
@@ -163,7 +166,8 @@ static void check_blob(struct check *k, const char *sha, uint64_t want)
         return;
     }
     if ((e = psdbd_store_open_blob(k->store, sha, &fd, &got)) != 0) {
-        problem(k, "blob %s is indexed but %s", sha, e == ENOENT ? "missing" : strerror(e));
+        problem(k, "blob %s is indexed but %s", sha,
+                psdb__errno_is(e, PSDB__ERRNO_ABSENT) ? "missing" : strerror(e));
         return;
     }
     close(fd);
@@ -195,15 +199,15 @@ static void check_blobs(struct check *k)
 }
 
 /* One map of valuemaps/: its blob exists, and (deep) its header describes that blob: magic,
- * the version of its name, the blob's size and SHA-256. A map of other bytes would be served for
- * this blob, and launchers would fall back to full downloads. */
-static void check_valuemap(struct check *k, int dirfd_, const char *name, const char *sha,
+ * reserved field zero, the version of its name, the blob's size and SHA-256, read by libpsdb's
+ * value-map reader. A map
+ * of other bytes would be served for this blob, and launchers would fall back to full downloads. */
+static void check_valuemap(struct check *k, const char *dir, const char *name, const char *sha,
                            unsigned version)
 {
-    char *blob = psdbd_store_path(k->store, sha), named[65];
-    uint8_t head[56];
+    char *blob = psdbd_store_path(k->store, sha), *path = NULL, named[65];
+    psdb_value_map_info info;
     struct stat bs;
-    int fd = -1;
     k->maps++;
     if (stat(blob, &bs) != 0) {
         k->orphan_maps++;
@@ -212,20 +216,19 @@ static void check_valuemap(struct check *k, int dirfd_, const char *name, const 
     }
     if (!k->deep)
         goto cleanup;
-    fd = openat(dirfd_, name, O_RDONLY | O_CLOEXEC);
-    int whole = fd >= 0 && pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head);
-    if (whole)
-        psdb__hex(head + 24, 32, named);
-    if (!whole || memcmp(head, "PSDBVMAP", 8) != 0 || psdb__le32(head + 8) != version ||
-        psdb__le64(head + 16) != (uint64_t)bs.st_size || strcmp(named, sha) != 0) {
+    path = xasprintf("%s/%s", dir, name);
+    int read = PSDB_SUCCEEDED(psdb_value_map_read_info(path, &info));
+    if (read)
+        psdb__hex(info.psdb_sha256, 32, named);
+    if (!read || info.version != version || info.psdb_size != (uint64_t)bs.st_size ||
+        strcmp(named, sha) != 0) {
         problem(k,
                 "value map valuemaps/%s does not describe blob %s (remove it: psdbd derives it "
                 "again on the next request)",
                 name, sha);
     }
 cleanup:
-    if (fd >= 0)
-        close(fd);
+    free(path);
     free(blob);
 }
 
@@ -235,11 +238,11 @@ static void check_valuemaps(struct check *k)
     unsigned version = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
-    if (!d && errno != ENOENT)
+    if (!d && !psdb__errno_is(errno, PSDB__ERRNO_ABSENT))
         problem(k, "cannot read %s: %s", dir, strerror(errno));
     while (d && (e = readdir(d)) != NULL)
         if (psdbd_valuemap_classify(e->d_name, sha, &version) == PSDBD_VALUEMAP_MAP)
-            check_valuemap(k, dirfd(d), e->d_name, sha, version);
+            check_valuemap(k, dir, e->d_name, sha, version);
     if (d)
         closedir(d);
     free(dir);

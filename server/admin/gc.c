@@ -19,6 +19,8 @@
 #include "common.h"
 #include "valuemaps.h"
 
+#include "common/status_map.h"
+
 struct walk {
     const psdbd_store *store;
     psdbd_index *ix;
@@ -35,7 +37,7 @@ static void gc_valuemap_file(struct walk *w, const char *path, const char *name,
     if (!w->json)
         printf("%s valuemaps/%s (%s, %llu bytes)\n", w->dry_run ? "would remove" : "remove", name,
                temp ? "leftover temporary" : "value map", (unsigned long long)size);
-    if (!w->dry_run && unlink(path) != 0 && errno != ENOENT) {
+    if (!w->dry_run && unlink(path) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
         fprintf(stderr, "psdbd gc: remove %s: %s\n", path, strerror(errno));
         w->errors++;
     } else if (temp) {
@@ -99,7 +101,7 @@ static void gc_valuemaps(struct walk *w)
     char *dir = psdbd_valuemap_dir(w->store);
     DIR *d = opendir(dir);
     struct dirent *e;
-    if (!d && errno != ENOENT) {
+    if (!d && !psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
         fprintf(stderr, "psdbd gc: open %s: %s\n", dir, strerror(errno));
         w->errors++;
     }
@@ -117,7 +119,8 @@ static void gc_valuemaps(struct walk *w)
         } else if (kind == PSDBD_VALUEMAP_TEMPORARY) {
             if (sb.st_mtime <= w->cutoff)
                 gc_valuemap_file(w, path, e->d_name, (uint64_t)sb.st_size, 1);
-        } else if (access((blob = psdbd_store_path(w->store, sha)), F_OK) != 0 && errno == ENOENT) {
+        } else if (access((blob = psdbd_store_path(w->store, sha)), F_OK) != 0 &&
+                   psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
             gc_valuemap_file(w, path, e->d_name, (uint64_t)sb.st_size, 0);
         }
         free(blob);

@@ -21,6 +21,8 @@
 #include "metrics.h"
 #include "publish.h"
 
+#include "common/status_map.h"
+
 /* ---- publish --------------------------------------------------------------------------------- */
 
 void http_publish_discard(struct req *r)
@@ -222,7 +224,7 @@ void http_publish_chunk(psdbd_server *srv, struct req *r, const char *data, size
         psdb__sha256_update(r->sha, data, n);
     while (n > 0) {
         ssize_t w = write(r->fd, data, n);
-        if (w < 0 && errno == EINTR)
+        if (w < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
             continue;
         if (w <= 0) {
             r->write_errno = w < 0 ? errno : EIO;
@@ -244,7 +246,7 @@ void http_publish_chunk(psdbd_server *srv, struct req *r, const char *data, size
         if (sync_file_range(r->fd, (off64_t)r->writeback_from,
                             (off64_t)(r->received - r->writeback_from),
                             SYNC_FILE_RANGE_WRITE) != 0 &&
-            errno != ENOSYS && errno != EINVAL)
+            !psdb__errno_is(errno, PSDB__ERRNO_UNSUPPORTED))
             psdbd_log("publish: sync_file_range %s: %s", r->tmp_path, strerror(errno));
         r->writeback_from = r->received;
     }

@@ -25,8 +25,8 @@
  * a stopped one never does; the server's own statement_timeout ends the statement once it runs
  * again, and the backend exits when it finds its client gone. While the database is lost, every
  * operation answers 503 at once, and a thread of the index's own (the prober) tries the database
- * four times a second until a statement is answered, which marks it back: a request never waits on a
- * lost database, and none queues behind another's wait (libmicrohttpd's pool threads each serve
+ * four times a second until a statement is answered, which marks it back: a request never waits on
+ * a lost database, and none queues behind another's wait (libmicrohttpd's pool threads each serve
  * their own connections, so a worker held by a probe would hold its other clients too).
  *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
@@ -46,6 +46,8 @@
 #include <time.h>
 
 #include "common.h"
+
+#include "common/status_map.h"
 
 /* Advisory lock keys: the class is the index's application_id ('PSDI'). */
 #define PG_LOCK_CLASS "1347634249"
@@ -77,8 +79,8 @@ struct psdbd__pg {
     int probing;
     pthread_cond_t probe_cv;
     atomic_int probe_stop;
-    pthread_key_t pin;     /* a thread's snapshot connection (PGconn *) */
-    PGconn *gc_conn;       /* the session that holds the gc lock */
+    pthread_key_t pin; /* a thread's snapshot connection (PGconn *) */
+    PGconn *gc_conn;   /* the session that holds the gc lock */
     /* psdbd_index_watch's thread */
     pthread_t watcher;
     int watching;
@@ -161,7 +163,7 @@ static int wait_socket(PGconn *c, short events, int64_t until_ms)
         if (until_ms > 0 && left <= 0)
             return 0;
         n = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
-    } while (n < 0 && errno == EINTR);
+    } while (n < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED));
     return n < 0 ? -1 : n > 0;
 }
 

@@ -85,7 +85,7 @@ static int file_lost(psdbd_index *ix)
         return 0; /* still opening */
     if (stat(ix->path, &sb) != 0) {
         e = errno;
-        state = e == ENOENT ? LOST_REMOVED : LOST_UNREADABLE;
+        state = psdb__errno_is(e, PSDB__ERRNO_ABSENT) ? LOST_REMOVED : LOST_UNREADABLE;
     } else if (sb.st_dev != ix->dev || sb.st_ino != ix->ino) {
         state = LOST_REPLACED;
     } else if (access(ix->path, R_OK | W_OK) != 0) {
@@ -302,8 +302,9 @@ static int index_start(const char *path, int create, psdbd_index **out, char *er
     }
     if (!create && lstat(path, &sb) != 0) {
         snprintf(err, err_size, "index %s: %s", path,
-                 errno == ENOENT ? "missing (psdbd creates one only in a new data directory)"
-                                 : strerror(errno));
+                 psdb__errno_is(errno, PSDB__ERRNO_ABSENT)
+                     ? "missing (psdbd creates one only in a new data directory)"
+                     : strerror(errno));
         goto cleanup;
     }
     c = xcalloc(1, sizeof(*c));
@@ -368,7 +369,7 @@ int psdbd_index_create(const char *path, psdbd_index **out, char *err, size_t er
     psdbd_index *ix = NULL;
     int rc = -1, fd = -1;
     *out = NULL;
-    if (access(path, F_OK) == 0 || errno != ENOENT) {
+    if (access(path, F_OK) == 0 || !psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
         snprintf(err, err_size, "create index %s: a file is already there", path);
         goto cleanup;
     }

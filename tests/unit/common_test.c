@@ -156,6 +156,39 @@ START_TEST(test_common__one_status_mapping)
 }
 END_TEST
 
+/* The errno values callers act on are named by class in status_map.c alone; each class is
+ * exactly its values, so a caller's retry or fallback behaves as its bare comparison did. */
+START_TEST(test_common__errno_classes)
+{
+    static const struct {
+        psdb__errno_class c;
+        int in[4], n_in;
+    } classes[] = {
+        {PSDB__ERRNO_INTERRUPTED, {EINTR}, 1},
+        {PSDB__ERRNO_ABSENT, {ENOENT}, 1},
+        {PSDB__ERRNO_NOT_DIR, {ENOTDIR}, 1},
+        {PSDB__ERRNO_NO_SUCH_PATH, {ENOENT, ENOTDIR}, 2},
+        {PSDB__ERRNO_EXISTS, {EEXIST}, 1},
+        {PSDB__ERRNO_WOULD_BLOCK, {EWOULDBLOCK, EAGAIN}, 2},
+        {PSDB__ERRNO_REFUSED, {EPERM}, 1},
+        {PSDB__ERRNO_NO_HARD_LINK, {EXDEV, EPERM, EMLINK, ENOTSUP}, 4},
+        {PSDB__ERRNO_UNSUPPORTED, {ENOSYS, EINVAL}, 2},
+        {PSDB__ERRNO_NOT_A_FILE, {ELOOP, ENXIO}, 2},
+    };
+    static const int all[] = {EINTR, ENOENT, ENOTDIR, EEXIST, EAGAIN, EPERM,
+                              EXDEV, EMLINK, ENOTSUP, ENOSYS, EINVAL, ELOOP,
+                              ENXIO, EACCES, ENOSPC,  EIO,    0};
+    for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
+        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++) {
+            int want = 0;
+            for (int k = 0; k < classes[i].n_in; k++)
+                want |= classes[i].in[k] == all[j];
+            ck_assert_msg(psdb__errno_is(all[j], classes[i].c) == want, "class %d, errno %d: %d",
+                          (int)classes[i].c, all[j], !want);
+        }
+}
+END_TEST
+
 static void *other_thread(void *arg)
 {
     (void)arg;
@@ -274,7 +307,8 @@ START_TEST(test_common__manifest_reader_refuses_what_no_statement_carries)
         {"G", "f", "g.exe", big, PSDB_E_PROTOCOL},
         {max, max, max, max, PSDB_S_OK},
         {"G", "f", "", "", PSDB_S_OK},
-        /* Names psdb's rule refuses, which the statement's encoder refuses too (as JSON escapes). */
+        /* Names psdb's rule refuses, which the statement's encoder refuses too (as JSON escapes).
+         */
         {"G", "con\\u007fx", "g.exe", "E", PSDB_E_PROTOCOL},
         {"Demo\\u202egnp", "f", "g.exe", "E", PSDB_E_PROTOCOL},
         {"G", "f", "g\\u2028.exe", "E", PSDB_E_PROTOCOL},
@@ -519,6 +553,7 @@ int main(void)
     tcase_add_test(tc, test_common__uuid_forms);
     tcase_add_test(tc, test_common__hex_sha256_crc);
     tcase_add_test(tc, test_common__one_status_mapping);
+    tcase_add_test(tc, test_common__errno_classes);
     tcase_add_test(tc, test_common__last_error_is_per_thread);
     tcase_add_test(tc, test_common__error_ret_fills_only_an_unexplained_failure);
     tcase_add_test(tc, test_common__manifest_reader_uses_the_grammar);

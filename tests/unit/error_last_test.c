@@ -286,6 +286,21 @@ static psdb_hr r_value_map_write_version_unknown(void)
 {
     return psdb_value_map_write_version(g_garbage, 3, g_missing);
 }
+static psdb_hr r_value_map_read_info_null(void)
+{
+    psdb_value_map_info info;
+    return psdb_value_map_read_info(NULL, &info);
+}
+static psdb_hr r_value_map_read_info_missing(void)
+{
+    psdb_value_map_info info;
+    return psdb_value_map_read_info(g_missing, &info);
+}
+static psdb_hr r_value_map_read_info_garbage(void)
+{
+    psdb_value_map_info info;
+    return psdb_value_map_read_info(g_garbage, &info);
+}
 static psdb_hr r_value_map_write_version_garbage(void)
 {
     return psdb_value_map_write_version(g_garbage, 2, g_missing);
@@ -837,6 +852,9 @@ static const row rows[] = {
     {"psdb_value_map_write_version", r_value_map_write_version_unknown, "version 3 is not 1 or 2"},
     {"psdb_value_map_write_version", r_value_map_write_version_garbage,
      "psdb_value_map_write_version"},
+    {"psdb_value_map_read_info", r_value_map_read_info_null, "NULL path"},
+    {"psdb_value_map_read_info", r_value_map_read_info_missing, "missing.file"},
+    {"psdb_value_map_read_info", r_value_map_read_info_garbage, "garbage.file: not a value map"},
     {"psdb_sodb_writer_open", r_sodb_writer_open, "empty path"},
     {"psdb_sodb_writer_add", r_sodb_writer_add, "NULL writer"},
     {"psdb_sodb_open", r_sodb_open, "not an SODB"},
@@ -972,6 +990,29 @@ START_TEST(test_error_last__deeper_message_wins_and_success_leaves_it)
 }
 END_TEST
 
+/* The message buffers of public calls (psdb/file.h) are views of the one channel: on failure
+ * they hold psdb_error_last()'s line, on success "ok"; nothing else writes them. */
+START_TEST(test_error_last__message_buffers_are_views_of_it)
+{
+    char msg[512];
+    psdb_file *f = NULL;
+    psdb__error_clear();
+    ck_assert(PSDB_FAILED(psdb_file_open_verified(g_garbage, msg, sizeof(msg), &f)));
+    ck_assert_str_eq(msg, psdb_error_last());
+    ck_assert(PSDB_FAILED(psdb_file_verify(NULL, msg, sizeof(msg))));
+    ck_assert_str_eq(msg, psdb_error_last());
+    char small[8];
+    ck_assert(PSDB_FAILED(psdb_file_verify(NULL, small, sizeof(small))));
+    ck_assert_int_eq(strncmp(small, psdb_error_last(), sizeof(small) - 1), 0);
+    ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+    ck_assert_hr(psdb_file_open_verified(g_psdb, msg, sizeof(msg), &f), PSDB_S_OK);
+    ck_assert_str_eq(msg, "ok");
+    ck_assert_hr(psdb_file_verify(f, msg, sizeof(msg)), PSDB_S_OK);
+    ck_assert_str_eq(msg, "ok");
+    psdb_file_release(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("error_last");
@@ -983,6 +1024,7 @@ int main(void)
     tcase_add_loop_test(tc, test_error_last__every_failing_public_call_says_why, 0,
                         (int)(sizeof(rows) / sizeof(rows[0])));
     tcase_add_test(tc, test_error_last__deeper_message_wins_and_success_leaves_it);
+    tcase_add_test(tc, test_error_last__message_buffers_are_views_of_it);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -461,6 +461,55 @@ START_TEST(test_valuemap__v2_recipe_rebuilds_the_file_and_stores_each_key_once)
 }
 END_TEST
 
+/* psdb_value_map_read_info reads the header every version has, as its writers put it, and refuses
+ * what is not a map's header: too short, another magic, a reserved field not zero. */
+START_TEST(test_valuemap__read_info_reads_every_version_and_refuses_other_headers)
+{
+    char *dir = tu_mkdtemp();
+    char *path = write_game(dir, "g.psdb", 0), *map = tu_path(dir, "g.vm"),
+         *bad = tu_path(dir, "bad.vm");
+    size_t len = 0, n = 0;
+    uint8_t *file = (uint8_t *)tu_read_file(path, &len), sha[32];
+    psdb__sha256(file, len, sha);
+    psdb_value_map_info info;
+    for (uint32_t v = 1; v <= 2; v++) {
+        ck_assert_hr(psdb_value_map_write_version(path, v, map), PSDB_S_OK);
+        ck_assert_hr(psdb_value_map_read_info(map, &info), PSDB_S_OK);
+        ck_assert_uint_eq(info.version, v);
+        ck_assert_uint_eq(info.psdb_size, len);
+        ck_assert_mem_eq(info.psdb_sha256, sha, 32);
+    }
+    uint8_t *m = (uint8_t *)tu_read_file(map, &n);
+    static const struct {
+        size_t at, cut; /* a byte flipped at `at` (cut 0), or the map cut to `cut` bytes */
+        const char *says;
+    } cases[] = {{0, 0, "no PSDBVMAP magic"},
+                 {13, 0, "reserved field not zero"},
+                 {0, 55, "shorter than its header"},
+                 {0, 1, "shorter than its header"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (!cases[i].cut)
+            m[cases[i].at] ^= 0x40;
+        ck_assert_int_eq(tu_write_file(bad, m, cases[i].cut ? cases[i].cut : n), 0);
+        if (!cases[i].cut)
+            m[cases[i].at] ^= 0x40;
+        ck_assert_hr(psdb_value_map_read_info(bad, &info), PSDB_E_CACHE_CORRUPT);
+        ck_assert_msg(strstr(psdb_error_last(), cases[i].says) && strstr(psdb_error_last(), bad),
+                      "case %zu: %s", i, psdb_error_last());
+        ck_assert_uint_eq(info.version, 0);
+        ck_assert_uint_eq(info.psdb_size, 0);
+    }
+    ck_assert_hr(psdb_value_map_read_info(dir, &info), PSDB_E_ACCESS); /* not a regular file */
+    tu_rmtree(dir);
+    free(path);
+    free(map);
+    free(bad);
+    free(m);
+    free(file);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_valuemap__v2_refuses_damaged_files)
 {
     char *dir = tu_mkdtemp();
@@ -614,6 +663,7 @@ int main(void)
     tcase_add_test(tc, test_valuemap__damaged_files_refused_never_read_out_of_bounds);
     tcase_add_test(tc, test_valuemap__digest_index_names_every_value_once);
     tcase_add_test(tc, test_valuemap__key_walk_finds_every_32_byte_key_of_every_tree);
+    tcase_add_test(tc, test_valuemap__read_info_reads_every_version_and_refuses_other_headers);
     tcase_add_test(tc, test_valuemap__v2_recipe_rebuilds_the_file_and_stores_each_key_once);
     tcase_add_test(tc, test_valuemap__v2_refuses_damaged_files);
     tcase_add_test(tc, test_valuemap__write_never_follows_or_blocks_on_what_is_planted);

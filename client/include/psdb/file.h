@@ -88,10 +88,11 @@ PSDB_API psdb_hr psdb_file_foreach_group(psdb_file *f,
 /* Deep check: SQLite integrity_check, every blob's SHA-256, blob ids 1..num_blobs, every value's
  * blob and type, no unreferenced blob, every group member's group and value key, member indexes
  * 0..n-1, header counts, and the content digest recomputed. S_OK ("ok" in msg) or
- * PSDB_E_CACHE_CORRUPT with a one-line reason in msg (msg may be NULL; truncated to msg_size).
- * PSDB_E_INVALIDARG (f NULL), PSDB_E_IO, PSDB_E_OUTOFMEMORY. Reads the whole file, in time linear
- * in its size (a work bound stops crafted content with PSDB_E_CACHE_CORRUPT), on the calling
- * thread and one more it starts and joins. Thread-safe. */
+ * PSDB_E_CACHE_CORRUPT with a one-line reason. PSDB_E_INVALIDARG (f NULL), PSDB_E_IO,
+ * PSDB_E_OUTOFMEMORY. The reason of any failure is recorded in psdb_error_last (psdb/status.h);
+ * msg (may be NULL; cut to msg_size) is a copy of that line, kept for callers written before it.
+ * Reads the whole file, in time linear in its size (a work bound stops crafted content with
+ * PSDB_E_CACHE_CORRUPT), on the calling thread and one more it starts and joins. Thread-safe. */
 PSDB_API psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size);
 
 /* What psdb_file_check proves (one per call). */
@@ -118,9 +119,9 @@ PSDB_API psdb_hr psdb_file_check(psdb_file *f, uint32_t flags, const uint8_t exp
 
 /* psdb_file_open without an adapter, then psdb_file_verify: what a server or tool runs before
  * trusting a PSDB it was handed. Statuses those of psdb_file_open (adapter NULL) and of
- * psdb_file_verify; msg (may be NULL; truncated to msg_size) gets "ok" or a one-line reason,
- * whichever step failed. On success *out is the caller's (psdb_file_release), else NULL. Reads the
- * whole file. Thread-safe. */
+ * psdb_file_verify; psdb_error_last says why, whichever step failed, and msg (may be NULL; cut to
+ * msg_size) gets a copy of that line, or "ok". On success *out is the caller's (psdb_file_release),
+ * else NULL. Reads the whole file. Thread-safe. */
 PSDB_API psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size,
                                          psdb_file **out);
 

@@ -73,10 +73,11 @@ PSDB_API const char *psdb_hr_str(psdb_hr hr);
 
 /* One line saying why the calling thread's latest failing psdb call failed, naming what failed and
  * the cause ("registry /x/registry.db: schema version 9 is newer than this psdb knows (2)"); ""
- * when no failure has been recorded. Every public call that returns a failing psdb_hr records it
- * (the cause where one is known, else "<function>: <status>"; not yet the argument checks of
- * psdb_client_create, _resolve, _download and _install); a call that succeeds may leave an
- * older message in place, so read it right after a failing status. Borrowed and thread-local:
+ * when no failure has been recorded. Every public call that returns a failing psdb_hr records it,
+ * argument checks included (the cause where one is known, "<function>: NULL out" for a misuse,
+ * else "<function>: <status>"); the message buffers some calls fill (psdb_file_verify's msg) are
+ * copies of it. A call that succeeds may leave an older message in place, so read it right after
+ * a failing status. Borrowed and thread-local:
  * valid until the next psdb call on the same thread; never NULL. Thread-safe (each thread reads
  * its own message), in the manner of libgit2's git_error_last. */
 PSDB_API const char *psdb_error_last(void);

@@ -34,6 +34,21 @@ PSDB_API psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_pat
 PSDB_API psdb_hr psdb_value_map_write_version(const char *psdb_path, uint32_t version,
                                               const char *out_path);
 
+/* The header fields every version of a value map has (schema/VALUEMAP.md: bytes 0 to 55). */
+typedef struct psdb_value_map_info {
+    uint32_t version;        /* the map's format version (1 or 2 today) */
+    uint64_t psdb_size;      /* the size in bytes of the PSDB it describes */
+    uint8_t psdb_sha256[32]; /* the SHA-256 of the PSDB it describes (its blob's name) */
+} psdb_value_map_info;
+
+/* Reads the header of the value map at path into *out: which PSDB it describes, in which version
+ * (a server checks a stored map against its blob so; the sections are not read). Statuses:
+ * PSDB_S_OK; PSDB_E_INVALIDARG (NULL); PSDB_E_CACHE_CORRUPT (shorter than the header, not the
+ * magic PSDBVMAP, or the reserved field non-zero); PSDB_E_ACCESS (path is not a regular file, or a
+ * permission), PSDB_E_IO, PSDB_E_OUTOFMEMORY; psdb_error_last names the path and the cause, and
+ * *out is zeroed on failure. Thread-safe (no shared state). */
+PSDB_API psdb_hr psdb_value_map_read_info(const char *path, psdb_value_map_info *out);
+
 #ifdef __cplusplus
 }
 #endif

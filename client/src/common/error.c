@@ -89,3 +89,10 @@ const char *psdb_error_last(void)
     }
     return last_msg;
 }
+
+psdb_hr psdb__error_view(psdb_hr hr, char *msg, size_t msg_size, const char *ok)
+{
+    if (msg && msg_size)
+        snprintf(msg, msg_size, "%s", PSDB_FAILED(hr) ? psdb_error_last() : ok);
+    return hr;
+}

@@ -29,6 +29,13 @@ psdb_hr psdb__error_const(psdb_hr hr, const char *msg);
 unsigned psdb__error_mark(void);
 psdb_hr psdb__error_ret(psdb_hr hr, unsigned mark, const char *what);
 
+/* The message buffer of a public call (char *msg, size_t msg_size), as a view of the one channel:
+ * for a failing hr, psdb_error_last()'s line; else `ok` (the call's documented text for success).
+ * Cut to msg_size - 1 bytes, always terminated; msg NULL or msg_size 0 writes nothing. Returns hr,
+ * so a public function ends `return psdb__error_view(psdb__error_ret(...), msg, msg_size, "ok")`
+ * and never writes msg itself. */
+psdb_hr psdb__error_view(psdb_hr hr, char *msg, size_t msg_size, const char *ok);
+
 /* Clears the calling thread's last error (public calls begin with it, so the message is about
  * the latest failing call). */
 void psdb__error_clear(void);

@@ -2,6 +2,7 @@
  * callbacks, and opening files that someone else may have planted a link, a FIFO or a device at.
  */
 #include "common/fdio.h"
+#include "common/status_map.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +18,7 @@ static int write_loop(int fd, const void *p, size_t n, int64_t off)
     const uint8_t *b = p;
     while (n > 0) {
         ssize_t w = off < 0 ? write(fd, b, n) : pwrite(fd, b, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
+        if (w < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
             continue;
         if (w < 0)
             return -1;
@@ -47,7 +48,7 @@ static ssize_t read_loop(int fd, void *p, size_t n, int64_t off)
     while (got < n) {
         ssize_t r = off < 0 ? read(fd, b + got, n - got)
                             : pread(fd, b + got, n - got, (off_t)((uint64_t)off + got));
-        if (r < 0 && errno == EINTR)
+        if (r < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
             continue;
         if (r < 0)
             return -1;
@@ -159,7 +160,7 @@ int psdb__open_file(const char *path, int flags, mode_t mode, unsigned checks, c
         e = errno;
         /* ELOOP: a link at the last component; ENXIO: a FIFO without a reader, opened for
          * writing. Either may have appeared after the look above: named as what it is. */
-        if ((e == ELOOP || e == ENXIO) && lstat(path, &st) == 0 &&
+        if (psdb__errno_is(e, PSDB__ERRNO_NOT_A_FILE) && lstat(path, &st) == 0 &&
             !psdb__file_acceptable(&st, checks, why, why_size))
             refused = 1;
         goto cleanup;
@@ -200,7 +201,7 @@ int psdb__create_file(const char *path, int flags, mode_t mode, char *why, size_
             errno = EPERM;
             goto cleanup;
         }
-        if (unlink(path) != 0 && errno != ENOENT) {
+        if (unlink(path) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
             e = errno;
             goto cleanup;
         }

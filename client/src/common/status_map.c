@@ -25,6 +25,33 @@ psdb_hr psdb__errno_hr(int e)
     }
 }
 
+int psdb__errno_is(int e, psdb__errno_class c)
+{
+    switch (c) {
+    case PSDB__ERRNO_INTERRUPTED:
+        return e == EINTR;
+    case PSDB__ERRNO_ABSENT:
+        return e == ENOENT;
+    case PSDB__ERRNO_NOT_DIR:
+        return e == ENOTDIR;
+    case PSDB__ERRNO_NO_SUCH_PATH:
+        return e == ENOENT || e == ENOTDIR;
+    case PSDB__ERRNO_EXISTS:
+        return e == EEXIST;
+    case PSDB__ERRNO_WOULD_BLOCK:
+        return e == EWOULDBLOCK || e == EAGAIN;
+    case PSDB__ERRNO_REFUSED:
+        return e == EPERM;
+    case PSDB__ERRNO_NO_HARD_LINK:
+        return e == EXDEV || e == EPERM || e == EMLINK || e == ENOTSUP;
+    case PSDB__ERRNO_UNSUPPORTED:
+        return e == ENOSYS || e == EINVAL;
+    case PSDB__ERRNO_NOT_A_FILE:
+        return e == ELOOP || e == ENXIO;
+    }
+    return 0;
+}
+
 psdb_hr psdb__sqlite_hr(int rc, psdb_hr otherwise)
 {
     switch (rc & 0xFF) {

@@ -10,6 +10,27 @@
  * PSDB_E_DISK_FULL; ENOMEM -> PSDB_E_OUTOFMEMORY; anything else PSDB_E_IO. */
 psdb_hr psdb__errno_hr(int e);
 
+/* The errno values a caller acts on instead of reporting them (repeat the call, skip what is not
+ * there, fall back to a copy): the one place that names them, so no other file compares errno
+ * with a constant (tests/build/error_mappers_test.sh). */
+typedef enum psdb__errno_class {
+    PSDB__ERRNO_INTERRUPTED,  /* EINTR: a signal interrupted the call; repeat it */
+    PSDB__ERRNO_ABSENT,       /* ENOENT: nothing at the path */
+    PSDB__ERRNO_NOT_DIR,      /* ENOTDIR: a component of the path is not a directory */
+    PSDB__ERRNO_NO_SUCH_PATH, /* ENOENT, ENOTDIR: the path names nothing */
+    PSDB__ERRNO_EXISTS,       /* EEXIST: something is at the path already */
+    PSDB__ERRNO_WOULD_BLOCK,  /* EWOULDBLOCK (EAGAIN): a non-blocking lock is held elsewhere */
+    PSDB__ERRNO_REFUSED,      /* EPERM: psdb__open_file refused what is at the path, or not
+                                 permitted */
+    PSDB__ERRNO_NO_HARD_LINK, /* EXDEV, EPERM, EMLINK, ENOTSUP: link(2) cannot work here; copy */
+    PSDB__ERRNO_UNSUPPORTED,  /* ENOSYS, EINVAL: the call is not available for this file */
+    PSDB__ERRNO_NOT_A_FILE,   /* ELOOP, ENXIO: O_NOFOLLOW met a link, or O_NONBLOCK a FIFO with no
+                                 writer or a device: not a regular file */
+} psdb__errno_class;
+
+/* Whether errno value e is of class c. */
+int psdb__errno_is(int e, psdb__errno_class c);
+
 /* A SQLite result code (primary or extended). OK, ROW and DONE -> PSDB_S_OK; NOMEM ->
  * OUTOFMEMORY; FULL -> DISK_FULL; PERM, READONLY, AUTH -> ACCESS; BUSY, LOCKED -> BUSY; CORRUPT,
  * NOTADB and a short read (a truncated file) -> CACHE_CORRUPT; TOOBIG -> INVALIDARG; CANTOPEN ->

@@ -245,7 +245,7 @@ psdb_hr psdb_file_kind(const char *path, uint32_t *out)
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        hr = e == ENOENT ? PSDB_E_NOT_FOUND : psdb__errno_hr(e);
+        hr = psdb__errno_is(e, PSDB__ERRNO_ABSENT) ? PSDB_E_NOT_FOUND : psdb__errno_hr(e);
         psdb__error_set(hr, "open %s: %s", path, strerror(e));
         goto cleanup;
     }

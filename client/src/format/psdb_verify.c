@@ -263,15 +263,14 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     int job_started = 0;
     char ids_sql[96];
     char hex[65];
+    char why[512] = ""; /* the reason, recorded in psdb_error_last; msg is a view of that */
 
-    psdb__pf_set_msg(msg, msg_size, "ok");
     if (!f) {
         hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_file_verify: NULL file");
-        psdb__pf_set_msg(msg, msg_size, "invalid argument");
         goto cleanup;
     }
     if ((hr = psdb__pf_conn_get(f, &c)) < 0) {
-        psdb__pf_set_msg(msg, msg_size, "cannot open a connection: %s", psdb_hr_str(hr));
+        psdb__pf_set_msg(why, sizeof(why), "cannot open a connection: %s", psdb_hr_str(hr));
         goto cleanup;
     }
     /* SQLite's integrity check reads every page, as the blob hashing does: a second thread with
@@ -304,29 +303,29 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
                                : job.blobs.bad_id < mine.bad_id ? &job.blobs
                                                                 : &mine;
         hr = bad->hr;
-        psdb__pf_set_msg(msg, msg_size, "%s", bad->msg);
+        psdb__pf_set_msg(why, sizeof(why), "%s", bad->msg);
         goto cleanup;
     }
     nblobs = mine.count + job.blobs.count;
 
     for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
-        if ((hr = expect_empty(c->db, checks[i].sql, checks[i].what, msg, msg_size)) < 0)
+        if ((hr = expect_empty(c->db, checks[i].sql, checks[i].what, why, sizeof(why))) < 0)
             goto cleanup;
     /* Only ids 1..num_blobs were hashed: any other is refused (the counts then cover the rest). */
     snprintf(ids_sql, sizeof(ids_sql), "SELECT 1 FROM blobs WHERE id < 1 OR id > %llu",
              (unsigned long long)f->info.num_blobs);
-    if ((hr = expect_empty(c->db, ids_sql, "blob ids are not 1..num_blobs", msg, msg_size)) < 0)
+    if ((hr = expect_empty(c->db, ids_sql, "blob ids are not 1..num_blobs", why, sizeof(why))) < 0)
         goto cleanup;
 
-    if ((hr = psdb__pf_compute_content(c->db, &f->info.identity, &f->info.target, NULL, 0, &cs, msg,
-                                       msg_size)) < 0)
+    if ((hr = psdb__pf_compute_content(c->db, &f->info.identity, &f->info.target, NULL, 0, &cs, why,
+                                       sizeof(why))) < 0)
         goto cleanup;
     if (cs.num_values != f->info.num_values || cs.num_groups != f->info.num_groups ||
         cs.num_blobs != f->info.num_blobs || cs.blob_bytes != f->info.blob_bytes ||
         nblobs != cs.num_blobs) {
         hr = PSDB_E_CACHE_CORRUPT;
         psdb__pf_set_msg(
-            msg, msg_size,
+            why, sizeof(why),
             "header counts differ from the tables (values %llu/%llu, groups %llu/%llu, "
             "blobs %llu/%llu, blob bytes %llu/%llu)",
             (unsigned long long)f->info.num_values, (unsigned long long)cs.num_values,
@@ -338,11 +337,10 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     if (memcmp(cs.digest, f->info.content_digest, 32) != 0) {
         hr = PSDB_E_CACHE_CORRUPT;
         psdb__hex(cs.digest, 32, hex);
-        psdb__pf_set_msg(msg, msg_size, "content digest differs from the header (recomputed %s)",
+        psdb__pf_set_msg(why, sizeof(why), "content digest differs from the header (recomputed %s)",
                          hex);
         goto cleanup;
     }
-    psdb__pf_set_msg(msg, msg_size, "ok");
 cleanup:
     sqlite3_finalize(st);
     if (job_started)
@@ -350,11 +348,11 @@ cleanup:
     /* Damaged pages explain whatever else failed: SQLite's finding comes first. */
     if (job.hr < 0) {
         hr = job.hr;
-        psdb__pf_set_msg(msg, msg_size, "%s", job.msg);
+        psdb__pf_set_msg(why, sizeof(why), "%s", job.msg);
     } else if (budget.stopped) {
         hr = PSDB_E_CACHE_CORRUPT;
         psdb__pf_set_msg(
-            msg, msg_size,
+            why, sizeof(why),
             "verification stopped: more work than a PSDB of %llu bytes can need (crafted "
             "content)",
             (unsigned long long)f->file_size);
@@ -363,11 +361,10 @@ cleanup:
         sqlite3_progress_handler(c->db, 0, NULL, NULL);
         psdb__pf_conn_put(f, c);
     }
-    /* The explanation written to msg is the thread's last error too, unless a deeper one said
-     * why. */
-    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && msg && msg_size && msg[0])
-        psdb__error_set(hr, "psdb_file_verify: %s", msg);
-    return psdb__error_ret(hr, err_mark, __func__);
+    /* The reason is the thread's last error, unless a deeper call recorded why. */
+    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && why[0])
+        psdb__error_set(hr, "psdb_file_verify: %s", why);
+    return psdb__error_view(psdb__error_ret(hr, err_mark, __func__), msg, msg_size, "ok");
 }
 
 psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size, psdb_file **out)
@@ -375,20 +372,21 @@ psdb_hr psdb_file_open_verified(const char *path, char *msg, size_t msg_size, ps
     const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb_file *f = NULL;
+    char why[512] = ""; /* the open's reason, recorded in psdb_error_last; msg is a view of it */
 
     if (out)
         *out = NULL;
-    if ((hr = psdb__file_open_msg(path, NULL, out ? &f : NULL, msg, msg_size)) < 0)
+    if ((hr = psdb__file_open_msg(path, NULL, out ? &f : NULL, why, sizeof(why))) < 0)
         goto cleanup;
-    if ((hr = psdb_file_verify(f, msg, msg_size)) < 0)
+    if ((hr = psdb_file_verify(f, NULL, 0)) < 0)
         goto cleanup;
     *out = f;
     f = NULL;
 cleanup:
     psdb_file_release(f);
-    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && msg && msg_size && msg[0])
-        psdb__error_set(hr, "psdb_file_open_verified: %s", msg);
-    return psdb__error_ret(hr, err_mark, __func__);
+    if (PSDB_FAILED(hr) && psdb__error_mark() == err_mark && why[0])
+        psdb__error_set(hr, "psdb_file_open_verified: %s", why);
+    return psdb__error_view(psdb__error_ret(hr, err_mark, __func__), msg, msg_size, "ok");
 }
 
 /* The whole file as open (the descriptor every connection reads), through SHA-256. */

@@ -159,7 +159,7 @@ psdb_hr psdb_writer_create(const char *path, const psdb_app_identity *identity,
     }
     memcpy(w->tmp_path, path, n);
     memcpy(w->tmp_path + n, ".tmp", 5);
-    if (unlink(w->tmp_path) != 0 && errno != ENOENT) {
+    if (unlink(w->tmp_path) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
         hr = psdb__errno_hr(errno);
         goto cleanup;
     }

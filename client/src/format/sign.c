@@ -110,7 +110,7 @@ static psdb_hr write_pem(const char *path, mode_t mode, EVP_PKEY *pkey, int priv
     FILE *f = NULL;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0) {
-        hr = errno == EEXIST ? PSDB_E_ALREADY_EXISTS : PSDB_E_IO;
+        hr = psdb__errno_is(errno, PSDB__ERRNO_EXISTS) ? PSDB_E_ALREADY_EXISTS : PSDB_E_IO;
         goto cleanup;
     }
     f = fdopen(fd, "w");

@@ -37,4 +37,21 @@ static inline void psdb__vmap_put_prefix(uint8_t *head, uint32_t version, uint64
     memcpy(head + 24, sha, 32);
 }
 
+#define PSDB__VMAP_PREFIX_SIZE 56
+
+/* The header fields every version has, from its first PSDB__VMAP_PREFIX_SIZE bytes: 0 with them, or
+ * -1 when head does not begin with the magic. The reserved field (bytes 12 to 15) is each reader's
+ * to check. */
+static inline int psdb__vmap_get_prefix(const uint8_t *head, uint32_t *version, uint32_t *reserved,
+                                        uint64_t *size, uint8_t sha[32])
+{
+    if (memcmp(head, PSDB__VMAP_MAGIC, 8) != 0)
+        return -1;
+    *version = psdb__le32(head + 8);
+    *reserved = psdb__le32(head + 12);
+    *size = psdb__le64(head + 16);
+    memcpy(sha, head + 24, 32);
+    return 0;
+}
+
 #endif

@@ -3,12 +3,18 @@
 #include "format/valuemap_read.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "psdb/valuemap.h"
 
 #include "common/buf.h"
+#include "common/error.h"
 #include "common/fdio.h"
+#include "common/status_map.h"
 
 /* n bytes at off, all of them. 0, or -1 (a failed or short read: the map file changed). */
 static int read_exact(int fd, void *buf, size_t n, uint64_t off)
@@ -18,23 +24,68 @@ static int read_exact(int fd, void *buf, size_t n, uint64_t off)
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
+psdb_hr psdb_value_map_read_info(const char *path, psdb_value_map_info *out)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    uint8_t head[PSDB__VMAP_PREFIX_SIZE];
+    uint32_t reserved = 0;
+    char why[160];
+    int fd = -1;
+    if (out)
+        memset(out, 0, sizeof(*out));
+    if (!path || !out) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_value_map_read_info: NULL path or out");
+        goto cleanup;
+    }
+    fd = psdb__open_file(path, O_RDONLY, 0, PSDB__OPEN_FOLLOW, why, sizeof(why));
+    if (fd < 0) {
+        hr = psdb__error_set(psdb__errno_hr(errno), "value map %s: %s", path, why);
+        goto cleanup;
+    }
+    ssize_t n = psdb__pread_upto(fd, head, sizeof(head), 0);
+    if (n < 0) {
+        hr =
+            psdb__error_set(psdb__errno_hr(errno), "value map %s: read: %s", path, strerror(errno));
+        goto cleanup;
+    }
+    if ((size_t)n < sizeof(head) ||
+        psdb__vmap_get_prefix(head, &out->version, &reserved, &out->psdb_size, out->psdb_sha256) !=
+            0 ||
+        reserved != 0) {
+        hr = psdb__error_set(PSDB_E_CACHE_CORRUPT, "value map %s: not a value map (%s)", path,
+                             (size_t)n < sizeof(head) ? "shorter than its header"
+                             : reserved != 0          ? "reserved field not zero"
+                                                      : "no PSDBVMAP magic");
+        goto cleanup;
+    }
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    if (PSDB_FAILED(hr) && out)
+        memset(out, 0, sizeof(*out));
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
 int psdb__vmap_layout_read(int fd, uint64_t map_size, uint64_t file_size, const uint8_t sha256[32],
                            psdb__vmap_layout *l, char *why, size_t why_size)
 {
     static const uint8_t zero[16];
-    uint8_t head[PSDB__VMAP2_HEADER_SIZE];
+    uint8_t head[PSDB__VMAP2_HEADER_SIZE], named[32];
+    uint32_t version = 0, reserved = 0;
+    uint64_t size = 0;
     if (map_size < sizeof(head) || read_exact(fd, head, sizeof(head), 0) != 0 ||
-        memcmp(head, PSDB__VMAP_MAGIC, 8) != 0) {
+        psdb__vmap_get_prefix(head, &version, &reserved, &size, named) != 0) {
         snprintf(why, why_size, "the value map does not describe this PSDB");
         return -1;
     }
-    if (psdb__le32(head + 8) != PSDB__VMAP2_VERSION) {
+    if (version != PSDB__VMAP2_VERSION) {
         snprintf(why, why_size, "the value map is version %u, this launcher reads version %u",
-                 (unsigned)psdb__le32(head + 8), PSDB__VMAP2_VERSION);
+                 (unsigned)version, PSDB__VMAP2_VERSION);
         return -1;
     }
-    if (psdb__le32(head + 12) != 0 || memcmp(head + 112, zero, 16) != 0 ||
-        psdb__le64(head + 16) != file_size || memcmp(head + 24, sha256, 32) != 0) {
+    if (reserved != 0 || memcmp(head + 112, zero, 16) != 0 || size != file_size ||
+        memcmp(named, sha256, 32) != 0) {
         snprintf(why, why_size, "the value map does not describe this PSDB");
         return -1;
     }

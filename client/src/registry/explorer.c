@@ -29,7 +29,7 @@ psdb_hr psdb_explorer_open(const char *root_dir, psdb_explorer **out)
     psdb_hr hr = PSDB_S_OK;
     psdb_explorer *exp = NULL;
     char *root = NULL;
-    psdb__reg_clear_problem();
+    psdb__error_clear();
     if (out)
         *out = NULL;
     if (!out) {

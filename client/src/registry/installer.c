@@ -30,7 +30,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     psdb_hr hr = PSDB_S_OK;
     psdb_installer *inst = NULL;
     char *root = NULL, *locks = NULL, *lock_name = NULL, *lock_path = NULL;
-    psdb__reg_clear_problem(); /* a failure before the database is reached is not about it */
+    psdb__error_clear(); /* a failure before the database is reached is not about it */
     if (out)
         *out = NULL;
     if (!desc || !out || !desc->name || !*desc->name || strlen(desc->name) > INSTALLER_NAME_MAX ||
@@ -85,7 +85,7 @@ psdb_hr psdb_installer_open(const psdb_installer_desc *desc, psdb_installer **ou
     /* flock() locks belong to the open file description: a second open of the same name fails
      * in this process as well as in another one. */
     if (flock(inst->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        hr = (errno == EWOULDBLOCK) ? PSDB_E_BUSY : psdb__errno_hr(errno);
+        hr = (psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK)) ? PSDB_E_BUSY : psdb__errno_hr(errno);
         goto cleanup;
     }
     hr = psdb__reg_open_rw(root, &inst->reg);

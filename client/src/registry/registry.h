@@ -26,10 +26,4 @@ extern const psdb__sql_set psdb__registry_migrations;
 psdb_hr psdb__registry_find_psdb(const char *root_dir, const char *exe_path, const char *component,
                                  const char *family, char **out);
 
-/* Why the last registry call of this thread failed, when it was the database (damaged, not a
- * registry, too new, unreadable): one line that names registry.db's path and the way out. Empty
- * when the last failure was not about the database. Borrowed; valid until the thread's next
- * registry call. */
-const char *psdb__registry_problem(void);
-
 #endif

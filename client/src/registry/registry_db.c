@@ -1,5 +1,5 @@
 /* registry_db.c - the registry database of a root: opening, identity checks, migrations, the
- * thread's problem text. */
+ * problems it records in psdb_error_last. */
 #include "registry/registry_int.h"
 
 #include <assert.h>
@@ -23,35 +23,21 @@
 #include "common/migrate.h"
 #include "common/status_map.h"
 
-/* The last registry problem of this thread, one line naming the database and the way out. */
-static _Thread_local char problem[640];
-
-const char *psdb__registry_problem(void)
-{
-    return problem;
-}
-
-void psdb__reg_clear_problem(void)
-{
-    problem[0] = '\0';
-    psdb__error_clear();
-}
-
-/* Records why the registry at path cannot be used; detail says what was found. */
+/* Records in psdb_error_last why the registry at path cannot be used, in one line naming the
+ * database and the way out; detail says what was found. */
 static void set_problem(const char *path, psdb_hr hr, const char *detail)
 {
     if (hr == PSDB_E_CACHE_CORRUPT)
-        snprintf(problem, sizeof(problem),
-                 "registry %s is damaged or not a psdb registry (%s): move it aside (mv %s "
-                 "%s.broken) and run psdb install again for each application to rebuild it",
-                 path, detail, path, path);
+        psdb__error_set(hr,
+                        "registry %s is damaged or not a psdb registry (%s): move it aside (mv %s "
+                        "%s.broken) and run psdb install again for each application to rebuild it",
+                        path, detail, path, path);
     else if (hr == PSDB_E_UNSUPPORTED)
-        snprintf(problem, sizeof(problem),
-                 "registry %s: %s: use a newer psdb, or move it aside and run psdb install again",
-                 path, detail);
+        psdb__error_set(
+            hr, "registry %s: %s: use a newer psdb, or move it aside and run psdb install again",
+            path, detail);
     else
-        snprintf(problem, sizeof(problem), "registry %s: %s", path, detail);
-    psdb__error_set(hr, "%s", problem);
+        psdb__error_set(hr, "registry %s: %s", path, detail);
 }
 
 /* Records a failed SQLite call on reg's database (corruption found while reading, for one). */
@@ -88,7 +74,7 @@ psdb_hr psdb__reg_make_dirs(const char *path, mode_t mode)
             continue;
         char saved = *p;
         *p = '\0';
-        if (mkdir(copy, mode) != 0 && errno != EEXIST) {
+        if (mkdir(copy, mode) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS)) {
             hr = psdb__errno_hr(errno);
             goto cleanup;
         }
@@ -270,8 +256,7 @@ static psdb_hr migrate(sqlite3 *db, const char *path)
 /* A registry handle with one reference and the path of its database under root. */
 static psdb_hr reg_new(const char *root, psdb__reg **reg, char **path)
 {
-    problem[0] = '\0';
-    psdb__error_clear();
+    psdb__error_clear(); /* a failure from here on is about this call */
     *path = psdb__reg_join_path(root, PSDB__REGISTRY_DB);
     *reg = calloc(1, sizeof(**reg));
     if (*reg) {
@@ -337,9 +322,10 @@ static psdb_hr reg_open_rw_once(const char *root, psdb__reg **out)
     hr = check_integrity(reg->db, path);
     if (PSDB_FAILED(hr))
         goto cleanup;
+    const unsigned mark = psdb__error_mark();
     hr = migrate(reg->db, path);
     if (PSDB_FAILED(hr)) {
-        if (!problem[0])
+        if (psdb__error_mark() == mark) /* the identity check did not say why */
             psdb__reg_fail(reg, hr);
         goto cleanup;
     }
@@ -361,7 +347,7 @@ static psdb_hr reg_open_ro_once(const char *root, psdb__reg **out)
         goto cleanup;
     reg->readonly = 1;
     if (access(path, F_OK) != 0) {
-        if (errno != ENOENT) {
+        if (!psdb__errno_is(errno, PSDB__ERRNO_ABSENT)) {
             hr = psdb__errno_hr(errno);
             goto cleanup;
         }

@@ -57,9 +57,6 @@ struct psdb_component {
     sqlite3_int64 id;
 };
 
-/* Clears the thread's registry problem and last error: a failure from here on is about this call.
- */
-void psdb__reg_clear_problem(void);
 /* registry_db.c */
 psdb_hr psdb__reg_fail(const psdb__reg *reg, psdb_hr hr);
 /* registry_db.c */

@@ -49,7 +49,7 @@ psdb_hr psdb__store_open(psdb_installer *inst, psdb__store *s, char *err, size_t
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }
-    if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(s->dir, 0755) != 0 && !psdb__errno_is(errno, PSDB__ERRNO_EXISTS)) {
         saved = errno;
         call = "mkdir";
         path = s->dir;
@@ -87,7 +87,7 @@ static int flock_retry(int fd, int op)
     int rc;
     do
         rc = flock(fd, op);
-    while (rc != 0 && errno == EINTR);
+    while (rc != 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED));
     return rc;
 }
 
@@ -220,7 +220,7 @@ psdb_hr psdb__store_sweep(psdb_installer *inst, psdb__store *s, uint32_t flags)
     }
     if (flock_retry(s->lock_fd, LOCK_EX | ((flags & PSDB_SWEEP_WAIT) ? 0 : LOCK_NB)) != 0) {
         /* An install is in flight: it sweeps itself when it is done (or the next one does). */
-        hr = errno == EWOULDBLOCK ? PSDB_S_FALSE : psdb__errno_hr(errno);
+        hr = psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK) ? PSDB_S_FALSE : psdb__errno_hr(errno);
         goto cleanup;
     }
     locked = 1;
@@ -284,8 +284,10 @@ psdb_hr psdb__file_sha256(const char *path, unsigned checks, uint8_t out[32])
      * ours, with PSDB__OPEN_OURS) is "not found", as an absent one. */
     int fd = psdb__open_file(path, O_RDONLY, 0, checks, NULL, 0);
     if (fd < 0) {
-        hr = errno == ENOENT || errno == ENOTDIR || errno == EPERM ? PSDB_E_NOT_FOUND
-                                                                   : psdb__errno_hr(errno);
+        hr = psdb__errno_is(errno, PSDB__ERRNO_NO_SUCH_PATH) ||
+                     psdb__errno_is(errno, PSDB__ERRNO_REFUSED)
+                 ? PSDB_E_NOT_FOUND
+                 : psdb__errno_hr(errno);
         goto cleanup;
     }
     buf = malloc(1 << 16);
@@ -296,7 +298,7 @@ psdb_hr psdb__file_sha256(const char *path, unsigned checks, uint8_t out[32])
     }
     for (;;) {
         ssize_t n = read(fd, buf, 1 << 16);
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
             continue;
         if (n < 0) {
             hr = psdb__errno_hr(errno);

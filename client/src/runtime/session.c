@@ -9,6 +9,7 @@
 
 #include "registry/registry.h"
 #include "common/error.h"
+#include "common/status_map.h"
 
 psdb_hr psdb__session_new(psdb_device *dev, uint32_t kind, int owned_by_device, psdb_session **out)
 {
@@ -41,7 +42,8 @@ psdb_hr psdb__session_open_file(psdb_device *dev, const char *path, int owned_by
     /* A registered PSDB that was deleted is "not found", not an I/O failure. */
     if (stat(path, &st) != 0) {
         int e = errno;
-        hr = psdb__error_set((e == ENOENT || e == ENOTDIR) ? PSDB_E_NOT_FOUND : PSDB_E_IO,
+        hr = psdb__error_set(psdb__errno_is(e, PSDB__ERRNO_NO_SUCH_PATH) ? PSDB_E_NOT_FOUND
+                                                                         : PSDB_E_IO,
                              "open session: stat %s: %s", path, strerror(e));
         goto cleanup;
     }
