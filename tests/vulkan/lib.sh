@@ -1,6 +1,6 @@
 # lib.sh - what the Vulkan test scripts share, sourced after each sets `dir` (its scratch folder,
 # removed by its EXIT trap through vk_cleanup) and `name` (its name in messages):
-#   fail MSG             one line on stderr, exit 1
+#   fail MSG             one line on stderr, exit 1 (unless the script has its own)
 #   vk_use_lavapipe      lavapipe as the driver unless the environment names one
 #   vk_fresh_caches      an empty XDG cache home and registry under $dir, no Mesa cache overrides
 #   vk_start_psdbd DATA  psdbd on a free port over DATA (a publisher token in $dir/token, a key
@@ -8,7 +8,7 @@
 #   vk_cleanup           stops what vk_start_psdbd started and removes $dir
 # shellcheck shell=bash
 vk_pids=()
-fail() { echo "$name: $*" >&2; exit 1; }
+declare -F fail >/dev/null || fail() { echo "$name: $*" >&2; exit 1; }
 vk_cleanup() {
     for p in "${vk_pids[@]}"; do
         kill -TERM "$p" 2>/dev/null || true

@@ -32,6 +32,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
+. "$(dirname "$0")/lib.sh" # vk_start_psdbd
 fail() {
     echo "vkcube_test: $*" >&2
     exit 1
@@ -92,16 +93,8 @@ identity_check "$sodb"
 # 2. Compiled on the device, published to psdbd, installed for this machine's device.
 compile_check "$sodb" "$dir/vkcube.psdb"
 data="$dir/data"
-"$PSDBD" token create --data-dir "$data" --role publisher --name pub >"$dir/token"
-"$PSDB" keygen -o "$dir/key" >/dev/null
-"$PSDBD" key add --data-dir "$data" --name pub --public-key "$dir/key.pub" >/dev/null
-mkfifo "$dir/psdbd.fifo"
-"$PSDBD" --listen 127.0.0.1:0 --data-dir "$data" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
-pids+=($!)
-exec {fd}<"$dir/psdbd.fifo"
-line=""
-read -r -t 30 line <&"$fd" || fail "psdbd did not start: $(cat "$dir/psdbd.log")"
-url=${line#psdbd: listening on }
+vk_start_psdbd "$data"
+pids+=("${vk_pids[@]}")
 "$PSDB" publish --server "$url" --token "$(cat "$dir/token")" --key "$dir/key" --serial 1 \
     "$dir/vkcube.psdb" >"$dir/publish.out" 2>&1 || fail "publish: $(cat "$dir/publish.out")"
 "$PSDB" install --server "$url" --exe-path "$vkcube" --app vkcube --app-version 0.0.0.1 \

@@ -26,6 +26,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
+. "$(dirname "$0")/lib.sh" # vk_start_psdbd
 fail() { echo "vulkan_replay_gate_test: $*" >&2; exit 1; }
 xp() { xmllint --xpath "$1" "$2"; }
 
@@ -211,16 +212,8 @@ run 2 "$sodb" --no-such-option
 # "refused" miss, no error. An executable with nothing installed: no_psdb.
 if [ -n "${PSDBD:-}" ] && [ -x "${PSDBD:-}" ]; then
     data="$dir/data"
-    "$PSDBD" token create --data-dir "$data" --role publisher --name pub >"$dir/token"
-    "$PSDB" keygen -o "$dir/key" >/dev/null
-    "$PSDBD" key add --data-dir "$data" --name pub --public-key "$dir/key.pub" >/dev/null
-    mkfifo "$dir/psdbd.fifo"
-    "$PSDBD" --listen 127.0.0.1:0 --data-dir "$data" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
-    pids+=($!)
-    exec {fd}<"$dir/psdbd.fifo"
-    line=""
-    read -r -t 30 line <&"$fd" || fail "psdbd did not start: $(cat "$dir/psdbd.log")"
-    url=${line#psdbd: listening on }
+    vk_start_psdbd "$data"
+    pids+=("${vk_pids[@]}")
     exe=$(readlink -f "$VKDEMO")
     install() { # SERIAL PSDB
         "$PSDB" publish --server "$url" --token "$(cat "$dir/token")" --key "$dir/key" --serial "$1" \
