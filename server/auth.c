@@ -31,7 +31,25 @@ psdbd_role psdbd_role_parse(const char *s)
         return PSDBD_ROLE_PUBLISHER;
     if (strcmp(s, "reader") == 0)
         return PSDBD_ROLE_READER;
+    if (strcmp(s, "compiler") == 0)
+        return PSDBD_ROLE_COMPILER;
     return PSDBD_ROLE_NONE;
+}
+
+const char *psdbd_role_name(psdbd_role r)
+{
+    switch (r) {
+    case PSDBD_ROLE_READER:
+        return "reader";
+    case PSDBD_ROLE_COMPILER:
+        return "compiler";
+    case PSDBD_ROLE_PUBLISHER:
+        return "publisher";
+    case PSDBD_ROLE_ADMIN:
+        return "admin";
+    default:
+        return "none";
+    }
 }
 
 void psdbd_principal_free(psdbd_principal *p)

@@ -32,6 +32,7 @@ typedef struct psdbd_config {
     unsigned stats_max_names;         /* distinct names stored per day */
     uint64_t stats_max_day_bytes;     /* bytes of demand keys stored per day */
     uint64_t stats_max_memory;        /* bytes of demand counters held between two flushes */
+    unsigned job_max_attempts;        /* farm: claims of a job before a failure holds it */
 } psdbd_config;
 
 /* The default data directory: $PSDBD_DATA_DIR, else $XDG_DATA_HOME/psdbd, else

@@ -72,6 +72,7 @@ static int parse_serve_args(int argc, char **argv, psdbd_config *cfg)
                                          {"stats-max-names", required_argument, NULL, 1},
                                          {"stats-max-day-bytes", required_argument, NULL, 1},
                                          {"stats-max-memory", required_argument, NULL, 1},
+                                         {"job-max-attempts", required_argument, NULL, 1},
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};

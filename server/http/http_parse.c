@@ -22,6 +22,13 @@ psdbd_route psdbd_route_of(const char *url, const char **tail)
         return PSDBD_ROUTE_METRICS;
     if (strcmp(url, "/v1/psdbs") == 0)
         return PSDBD_ROUTE_PUBLISH;
+    if (strcmp(url, "/v1/sodbs") == 0)
+        return PSDBD_ROUTE_SODBS;
+    if (strcmp(url, "/v1/jobs") == 0 || strncmp(url, "/v1/jobs/", 9) == 0 ||
+        strcmp(url, "/v1/workers") == 0) {
+        *tail = url + 4; /* "jobs...", "workers" */
+        return PSDBD_ROUTE_FARM;
+    }
     if (strcmp(url, "/v1/resolve") == 0)
         return PSDBD_ROUTE_RESOLVE;
     if (strcmp(url, "/v1/apps") == 0)

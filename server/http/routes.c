@@ -44,6 +44,9 @@ static const char *arg(struct MHD_Connection *c, const char *name)
  * or unauthorized. */
 static void record_resolve(psdbd_server *srv, const psdbd_query *q, int hit)
 {
+    /* A miss asks the farm for this cell, cached answer or not (schema/HTTP.md, Farm). */
+    if (!hit)
+        http_farm_resolve_miss(srv, q);
     psdbd_stats_resolve(srv->stats, psdbd_stats_today(), q->app, q->app_version, q->family, hit,
                         q->abi_min, q->abi_max, q->has_profile, q->profile_version);
 }
