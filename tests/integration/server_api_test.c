@@ -4043,6 +4043,12 @@ START_TEST(test_server__farm_jobs_lease_lifecycle_and_trust)
               "{\"worker\":\"c\",\"target\":{\"family\":\"fabrikam\",\"abi_version\":2}}");
     ck_assert_int_eq(r.status, 204);
     resp_free(&r);
+    http(&r, "GET", "/metrics", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_jobs{state=\"held\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_jobs{state=\"done\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_failures_total 4\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_seconds_count 1\n"));
+    resp_free(&r);
     free(compiler);
     free(sodb);
     free(psdb);
