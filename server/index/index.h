@@ -231,6 +231,13 @@ psdbd_rc psdbd_index_job_fail(psdbd_index *ix, int64_t id, const char *lease, co
 psdbd_rc psdbd_index_jobs_list(psdbd_index *ix, const char *state, json_t **out);
 /* The number of jobs in each state: queued, leased, done, held. */
 psdbd_rc psdbd_index_job_counts(psdbd_index *ix, int64_t out[4]);
+/* The cells farm-built PSDBs fill (version 2 statements, not retired; schema/HTTP.md, Statistics,
+ * /v1/stats/farm): *out {"cells":[{"app","app_version","family","abi_version","psdbs",
+ * "newest_id","worker"}...],"truncated"}, by application, newest version first, at most `limit`
+ * of those whose application `visible` accepts (NULL: all). */
+psdbd_rc psdbd_index_farm_cells(psdbd_index *ix, size_t limit,
+                                int (*visible)(const char *app, void *ctx), void *ctx,
+                                json_t **out);
 
 /* ---- admin commands (psdbd token, key, check, gc) ------------------------------------------ */
 

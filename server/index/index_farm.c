@@ -923,3 +923,61 @@ psdbd_rc psdbd_index_job_counts(psdbd_index *ix, int64_t out[4])
     memset(out, 0, 4 * sizeof(out[0]));
     return ix->ops->farm_tx(ix, 0, counts_tx, out);
 }
+
+struct cells {
+    size_t limit;
+    int (*visible)(const char *app, void *ctx);
+    void *ctx;
+    json_t *cells;
+    int truncated;
+};
+
+static int cell_rows(const psdbd__row *row, void *ctx)
+{
+    struct cells *c = ctx;
+    void *rw = row->row;
+    char id[24];
+    if (c->visible && !c->visible(row->text(rw, 0), c->ctx))
+        return 0;
+    if (json_array_size(c->cells) == c->limit) {
+        c->truncated = 1;
+        return 1;
+    }
+    snprintf(id, sizeof(id), "%lld", (long long)row->i64(rw, 5));
+    json_t *cell =
+        json_pack("{s:s, s:o, s:s, s:I, s:I, s:s, s:o}", "app", row->text(rw, 0), "app_version",
+                  version_json(row, 1), "family", row->text(rw, 2), "abi_version",
+                  (json_int_t)psdbd_u64_from_db(row->i64(rw, 3)), "psdbs",
+                  (json_int_t)row->i64(rw, 4), "newest_id", id, "worker", text_or_null(row, 6));
+    if (!cell)
+        psdbd_out_of_memory();
+    json_array_append_new(c->cells, cell);
+    return 0;
+}
+
+static psdbd_rc cells_tx(psdbd__tx *tx, void *ctx)
+{
+    /* The worker is the one whose job ended with the cell's newest PSDB (none for a version 2
+     * PSDB published outside the farm's jobs). Rows past the scope's are skipped in cell_rows,
+     * so the scan stops at 10000 rows whatever the index holds. */
+    static const char sql[] =
+        "SELECT g.name, g.app_version, g.family, g.abi_version, g.n, g.newest, (SELECT j.worker "
+        "FROM jobs j WHERE j.psdb_id = g.newest AND j.state = 'done' ORDER BY j.id DESC LIMIT 1) "
+        "FROM (SELECT a.name AS name, p.app_version AS app_version, p.family AS family, "
+        "p.abi_version AS abi_version, count(*) AS n, max(p.id) AS newest FROM psdbs p JOIN apps "
+        "a ON a.id = p.app WHERE p.statement_version = 2 AND p.retired_at IS NULL "
+        "GROUP BY a.name, p.app_version, p.family, p.abi_version) g "
+        "ORDER BY g.name, g.app_version DESC, g.family, g.abi_version LIMIT 10000";
+    return run(tx, sql, NULL, 0, cell_rows, ctx);
+}
+
+psdbd_rc psdbd_index_farm_cells(psdbd_index *ix, size_t limit,
+                                int (*visible)(const char *app, void *ctx), void *ctx, json_t **out)
+{
+    struct cells c = {limit, visible, ctx, json_array(), 0};
+    psdbd_rc rc = ix->ops->farm_tx(ix, 0, cells_tx, &c);
+    if (rc == PSDBD_OK)
+        *out = json_pack("{s:O, s:b}", "cells", c.cells, "truncated", c.truncated);
+    json_decref(c.cells);
+    return rc;
+}
