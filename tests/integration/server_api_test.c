@@ -4013,6 +4013,18 @@ START_TEST(test_server__farm_jobs_lease_lifecycle_and_trust)
          g_reader, NULL, NULL, NULL, 0);
     ck_assert_int_eq(r.status, 200);
     resp_free(&r);
+    /* The dashboard's report: the cell the farm filled, and who built it. */
+    http(&r, "GET", "/v1/stats/farm", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body.data);
+    ck_assert_int_eq(jint(r.json, "jobs", "done"), 1);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "cells")), 1);
+    json_t *cell = json_array_get(json_object_get(r.json, "cells"), 0);
+    ck_assert_str_eq(jstr(cell, "family", NULL), "contoso-gfx9");
+    ck_assert_str_eq(jstr(cell, "app_version", NULL), "1.0.0.0");
+    ck_assert_int_eq(jint(cell, "abi_version", NULL), 7);
+    ck_assert_str_eq(jstr(cell, "worker", NULL), "b");
+    ck_assert_int_eq(atoll(jstr(cell, "newest_id", NULL)), psdb_id);
+    resp_free(&r);
     /* A requested job for another family, failed job-max-attempts (3) times: held. */
     post_json(&r, "/v1/jobs", g_pub,
               "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"fabrikam\","
