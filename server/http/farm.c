@@ -41,6 +41,46 @@ enum MHD_Result http_sodbs_list(psdbd_server *srv, struct MHD_Connection *c, str
     return http_reply_json(c, r, PSDBD_OUTCOME_OK, list);
 }
 
+enum MHD_Result http_sodb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *id_text)
+{
+    enum MHD_Result ret = MHD_YES;
+    int retire = strcmp(r->method, "DELETE") == 0;
+    psdbd_role need = retire ? PSDBD_ROLE_PUBLISHER : http_reader_role(srv);
+    uint64_t id = 0;
+    json_t *m = NULL;
+    const char *app;
+    psdbd_rc rc;
+    if (!retire && strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0)
+        return http_reply_error(c, r, PSDBD_OUTCOME_METHOD_NOT_ALLOWED, "%.16s is not allowed here",
+                                r->method);
+    if (!*id_text || strlen(id_text) > 19 || id_text[strspn(id_text, "0123456789")] != '\0' ||
+        psdb__parse_u64(id_text, &id) != 0 || id == 0 || id > INT64_MAX)
+        return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
+                                "an SODB id is a positive decimal number");
+    /* Authenticate before revealing whether the id exists; then the scope of its application. */
+    if (http_authorize(srv, c, r, need, NULL, &ret) != 0)
+        return ret;
+    rc = psdbd_index_sodb_get(srv->ix, (int64_t)id, &m);
+    if (rc == PSDBD_NOT_FOUND)
+        return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no SODB with id %llu",
+                                (unsigned long long)id);
+    if (rc != PSDBD_OK)
+        return http_reply_index_error(c, r, rc);
+    app = json_string_value(json_object_get(json_object_get(m, "app"), "name"));
+    if (http_authorize(srv, c, r, need, app, &ret) != 0) { /* a compiler's role is below */
+        json_decref(m);
+        return ret;
+    }
+    if (!retire)
+        return http_reply_json(c, r, PSDBD_OUTCOME_OK, m);
+    json_decref(m);
+    m = NULL;
+    if ((rc = psdbd_index_sodb_retire(srv->ix, (int64_t)id, r->who.name, &m)) != PSDBD_OK)
+        return http_reply_index_error(c, r, rc);
+    return http_reply_json(c, r, PSDBD_OUTCOME_OK, m);
+}
+
 /* ---- request bodies ---------------------------------------------------------------------------
  */
 

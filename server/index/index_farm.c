@@ -274,10 +274,10 @@ struct sodb_list {
 
 static psdbd_rc sodb_list_tx(psdbd__tx *tx, void *ctx)
 {
-    static const char app_sql[] =
-        "SELECT " SODB_COLS "WHERE a.name = $1 ORDER BY s.app_version DESC, s.serial DESC";
+    static const char app_sql[] = "SELECT " SODB_COLS "WHERE a.name = $1 AND s.retired_at IS NULL "
+                                  "ORDER BY s.app_version DESC, s.serial DESC";
     static const char version_sql[] =
-        "SELECT " SODB_COLS "WHERE a.name = $1 AND s.app_version = $2 "
+        "SELECT " SODB_COLS "WHERE a.name = $1 AND s.app_version = $2 AND s.retired_at IS NULL "
         "ORDER BY s.serial DESC";
     static const char sha_sql[] = "SELECT " SODB_COLS "WHERE s.sha256 = $1 AND s.retired_at IS "
                                   "NULL ORDER BY s.created_at DESC, s.id DESC LIMIT 1";
@@ -312,6 +312,56 @@ psdbd_rc psdbd_index_sodb_find(psdbd_index *ix, const char *sha256, json_t **out
         *out = json_incref(json_array_get(l.list, 0));
     json_decref(l.list);
     return rc;
+}
+
+struct sodb_retire {
+    int64_t id;
+    const char *by;
+    int retire; /* 0: only read the manifest */
+    json_t *list;
+};
+
+static psdbd_rc sodb_retire_tx(psdbd__tx *tx, void *ctx)
+{
+    static const char get_sql[] = "SELECT " SODB_COLS "WHERE s.id = $1";
+    static const char retire_sql[] =
+        "UPDATE sodbs SET retired_at = $2, retired_by = $3 WHERE id = $1 AND retired_at IS NULL";
+    /* Its queued jobs can no longer be claimed (claims skip retired SODBs): held, saying why,
+     * rather than queued for ever. A leased one ends with its worker's refused publish. */
+    static const char jobs_sql[] =
+        "UPDATE jobs SET state = 'held', last_error = 'its SODB was retired', updated_at = $2 "
+        "WHERE sodb = $1 AND state = 'queued'";
+    struct sodb_retire *rt = ctx;
+    int64_t now = (int64_t)time(NULL);
+    const psdbd__arg a[] = {I64(rt->id), I64(now), TXT(rt->by ? rt->by : "")};
+    psdbd_rc rc = PSDBD_OK;
+    if (rt->retire && ((rc = RUN(tx, retire_sql, a, NULL, NULL)) != PSDBD_OK ||
+                       (tx->changes > 0 && (rc = run(tx, jobs_sql, a, 2, NULL, NULL)) != PSDBD_OK)))
+        return rc;
+    return run(tx, get_sql, a, 1, sodb_rows, rt->list);
+}
+
+/* The SODB manifest of `id`, after retiring it when `retire`. */
+static psdbd_rc sodb_by_id(psdbd_index *ix, int64_t id, const char *by, int retire, json_t **out)
+{
+    struct sodb_retire rt = {id, by, retire, json_array()};
+    psdbd_rc rc = ix->ops->farm_tx(ix, retire, sodb_retire_tx, &rt);
+    if (rc == PSDBD_OK && json_array_size(rt.list) == 0)
+        rc = PSDBD_NOT_FOUND;
+    if (rc == PSDBD_OK)
+        *out = json_incref(json_array_get(rt.list, 0));
+    json_decref(rt.list);
+    return rc;
+}
+
+psdbd_rc psdbd_index_sodb_get(psdbd_index *ix, int64_t id, json_t **out)
+{
+    return sodb_by_id(ix, id, NULL, 0, out);
+}
+
+psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
+{
+    return sodb_by_id(ix, id, by, 1, out);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------------
