@@ -175,13 +175,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     size_t n = 0;
     psdb_hr hr = encode(kind, &st, &sodb, NULL, &n);
-    int refused = name_len == 0 || exe_len > PSDB_STATEMENT_STRING_MAX ||
-                  name_len > PSDB_STATEMENT_STRING_MAX || engine_len > PSDB_STATEMENT_STRING_MAX ||
-                  psdb__name_check(exe, NULL, 0) || psdb__name_check(name, NULL, 0) ||
-                  psdb__name_check(engine, NULL, 0) ||
-                  (kind != KIND_SODB &&
-                   (family_len == 0 || family_len > PSDB_STATEMENT_STRING_MAX ||
-                    psdb__name_check(family, NULL, 0)));
+    int refused =
+        name_len == 0 || exe_len > PSDB_STATEMENT_STRING_MAX ||
+        name_len > PSDB_STATEMENT_STRING_MAX || engine_len > PSDB_STATEMENT_STRING_MAX ||
+        psdb__name_check(exe, NULL, 0) || psdb__name_check(name, NULL, 0) ||
+        psdb__name_check(engine, NULL, 0) ||
+        (kind != KIND_SODB && (family_len == 0 || family_len > PSDB_STATEMENT_STRING_MAX ||
+                               psdb__name_check(family, NULL, 0)));
     if (refused) {
         if (hr != PSDB_E_INVALIDARG || sign(kind, &st, &sodb, good) != hr ||
             verify(kind, public_key, &st, &sodb, sig) != hr)
