@@ -5,7 +5,6 @@
  * with CRYPTO_memcmp, so neither a database dump nor response timing reveals a usable token. */
 #include "auth.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,7 +30,25 @@ psdbd_role psdbd_role_parse(const char *s)
         return PSDBD_ROLE_PUBLISHER;
     if (strcmp(s, "reader") == 0)
         return PSDBD_ROLE_READER;
+    if (strcmp(s, "compiler") == 0)
+        return PSDBD_ROLE_COMPILER;
     return PSDBD_ROLE_NONE;
+}
+
+const char *psdbd_role_name(psdbd_role r)
+{
+    switch (r) {
+    case PSDBD_ROLE_READER:
+        return "reader";
+    case PSDBD_ROLE_COMPILER:
+        return "compiler";
+    case PSDBD_ROLE_PUBLISHER:
+        return "publisher";
+    case PSDBD_ROLE_ADMIN:
+        return "admin";
+    default:
+        return "none";
+    }
 }
 
 void psdbd_principal_free(psdbd_principal *p)
@@ -86,11 +103,6 @@ cleanup:
     psdbd_token_row_free(&row);
     OPENSSL_cleanse(hash, sizeof(hash));
     return rc;
-}
-
-int psdbd_scope_covers(const char *scope, const char *app)
-{
-    return scope && app && fnmatch(scope, app, 0) == 0;
 }
 
 char *psdbd_token_new(char selector[17], uint8_t hash[32])

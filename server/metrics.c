@@ -25,8 +25,26 @@ static atomic_int_fast64_t connections;
 static atomic_uint_fast64_t valuemaps_derived[2], valuemap_failures, valuemap_dropped;
 
 static const char *route_names[PSDBD_ROUTE_COUNT] = {
-    "other",   "healthz", "readyz",    "metrics", "publish",   "psdb_get", "psdb_retire",
-    "resolve", "apps",    "app_psdbs", "blob",    "dashboard", "stats"};
+    "other", "healthz",   "readyz", "metrics",   "publish", "psdb_get", "psdb_retire", "resolve",
+    "apps",  "app_psdbs", "blob",   "dashboard", "stats",   "sodbs",    "farm"};
+static atomic_uint_fast64_t jobs_done, job_seconds_sum, job_failures, job_demand_capped;
+
+void psdbd_metrics_job_demand_capped(void)
+{
+    atomic_fetch_add_explicit(&job_demand_capped, 1, memory_order_relaxed);
+}
+
+void psdbd_metrics_job_done(int64_t seconds)
+{
+    atomic_fetch_add_explicit(&jobs_done, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&job_seconds_sum, seconds > 0 ? (uint64_t)seconds : 0,
+                              memory_order_relaxed);
+}
+
+void psdbd_metrics_job_failed(void)
+{
+    atomic_fetch_add_explicit(&job_failures, 1, memory_order_relaxed);
+}
 
 void psdbd_metrics_request(psdbd_route r, unsigned status, uint64_t body_bytes)
 {
@@ -104,6 +122,24 @@ char *psdbd_metrics_render(void)
                 fprintf(f, "psdbd_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
                         route_names[r], i == OTHER ? "other" : "aborted", (unsigned long long)n);
         }
+    fprintf(f,
+            "# HELP psdb_job_seconds Farm jobs finished by this psdbd: seconds from claim to "
+            "done.\n"
+            "# TYPE psdb_job_seconds summary\n"
+            "psdb_job_seconds_sum %llu\n"
+            "psdb_job_seconds_count %llu\n"
+            "# HELP psdb_job_failures_total Farm job failures workers reported to this psdbd.\n"
+            "# TYPE psdb_job_failures_total counter\n"
+            "psdb_job_failures_total %llu\n"
+            "# HELP psdb_job_demand_capped_total Resolve misses that would have opened a farm "
+            "job past job-max-queued-per-family or -per-sodb (added to the nearest open job, or "
+            "to none).\n"
+            "# TYPE psdb_job_demand_capped_total counter\n"
+            "psdb_job_demand_capped_total %llu\n",
+            (unsigned long long)atomic_load(&job_seconds_sum),
+            (unsigned long long)atomic_load(&jobs_done),
+            (unsigned long long)atomic_load(&job_failures),
+            (unsigned long long)atomic_load(&job_demand_capped));
     fprintf(f,
             "# HELP psdbd_http_response_bytes_total Response body bytes sent.\n"
             "# TYPE psdbd_http_response_bytes_total counter\n"

@@ -19,6 +19,8 @@ typedef enum psdbd_route {
     PSDBD_ROUTE_BLOB,
     PSDBD_ROUTE_DASHBOARD,
     PSDBD_ROUTE_STATS,
+    PSDBD_ROUTE_SODBS, /* POST and GET /v1/sodbs */
+    PSDBD_ROUTE_FARM,  /* /v1/jobs..., /v1/workers */
     PSDBD_ROUTE_COUNT
 } psdbd_route;
 
@@ -34,6 +36,12 @@ void psdbd_metrics_upload_bytes(uint64_t n);
 void psdbd_metrics_valuemap_derived(unsigned version);
 void psdbd_metrics_valuemap_failed(void);
 void psdbd_metrics_valuemap_dropped(void);
+
+/* The farm (schema/HTTP.md, Farm): a job done `seconds` after its claim; a job's failure. */
+void psdbd_metrics_job_done(int64_t seconds);
+void psdbd_metrics_job_failed(void);
+/* A resolve miss that would have opened a job past job-max-queued-per-family|-per-sodb. */
+void psdbd_metrics_job_demand_capped(void);
 
 /* The whole exposition (malloc'd). */
 char *psdbd_metrics_render(void);

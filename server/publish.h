@@ -12,7 +12,11 @@
  * - its identity and target are present, and its names are names by the one rule
  *   (psdb__name_check) and bounded, since they reach manifests, the signed statement, logs,
  *   dashboards and launchers' screens;
- * - the token's and the key's scopes both cover its application;
+ * - the token's and the key's scopes both cover its application, and the key's family scope
+ *   (psdbd key add --families) its family (key_scope);
+ * - a compiler's token publishes only with a version 2 statement (X-Psdb-Sodb-Sha256), and a
+ *   version 2 statement names a published, non-retired SODB of the same application identity and
+ *   version (sodb_unknown);
  * - the signature verifies over the statement rebuilt from the file (its SHA-256 and size, its
  *   identity and target) and the claimed serial, with the registered key;
  * - an identity, target and serial already indexed with these bytes is a repeat (the first's
@@ -39,13 +43,15 @@
  * key_id (64 lowercase hex digits) names a key that is not revoked. 0, or -1 with the verdict:
  * unknown_key, or the index's failure. */
 int psdbd_publish_key(psdbd_index *ix, const char *key_id, char **pem, char **scope,
-                      psdbd_verdict *v);
+                      char **families, psdbd_verdict *v);
 
 /* One publish as the protocol received it. Everything is borrowed for the call. */
 typedef struct psdbd_publish {
     const psdbd_principal *who;      /* the token's: role publisher or admin */
     const char *key_id;              /* 64 lowercase hex digits */
     const char *key_pem, *key_scope; /* as psdbd_publish_key found them */
+    const char *key_families;        /* likewise: the families the key may sign PSDBs for */
+    const char *sodb_sha256;         /* X-Psdb-Sodb-Sha256 (a version 2 statement), or NULL */
     const char *signature;           /* the base64 of the 64-byte Ed25519 signature */
     const char *signature_field;     /* where the signature came from, for the message */
     uint64_t serial;                 /* below 2^63 */
@@ -62,5 +68,14 @@ typedef struct psdbd_publish {
  * accepted, its name is gone). Thread-safe: the finishers run publishes at once. */
 void psdbd_publish_accept(psdbd_index *ix, psdbd_store *store, psdbd_valuemaps *vmaps,
                           const psdbd_publish *p, psdbd_verdict *v);
+
+/* The same for an uploaded SODB (POST /v1/sodbs; schema/HTTP.md, Farm): it must open with
+ * libpsdb's SODB reader and every entry's key must be the SHA-256 of its description; its
+ * identity is checked as a PSDB's; the token's and the key's scopes cover its application; the
+ * signature verifies over the SODB statement (schema/STATEMENT.md). The verdict: CREATED with
+ * the SODB manifest, OK with the one already indexed, or invalid_sodb, out_of_scope,
+ * bad_signature, conflict, disk_full, index_unavailable, internal. */
+void psdbd_publish_sodb_accept(psdbd_index *ix, psdbd_store *store, const psdbd_publish *p,
+                               psdbd_verdict *v);
 
 #endif

@@ -45,6 +45,11 @@ typedef enum psdbd_outcome {
     PSDBD_OUTCOME_PRECONDITION_FAILED, /* precondition_failed */
     PSDBD_OUTCOME_TOO_LARGE,           /* too_large: over max-upload */
     PSDBD_OUTCOME_RANGE_NOT_SATISFIABLE, /* range_not_satisfiable */
+    PSDBD_OUTCOME_INVALID_SODB,          /* invalid_sodb: an upload that is no SODB psdbd serves */
+    PSDBD_OUTCOME_KEY_SCOPE,             /* key_scope: the key may not sign for this family */
+    PSDBD_OUTCOME_SODB_UNKNOWN, /* sodb_unknown: a version 2 statement names no published SODB */
+    PSDBD_OUTCOME_LEASE_LOST,   /* lease_lost: the job's lease is not (or no longer) the caller's */
+    PSDBD_OUTCOME_NO_CONTENT,   /* a claim with nothing to do (204) */
     /* Failed: the server could not do it; the log says why. */
     PSDBD_OUTCOME_INTERNAL,          /* internal */
     PSDBD_OUTCOME_NOT_READY,         /* not_ready (/readyz) */

@@ -13,16 +13,18 @@
 #include "common.h"
 
 struct key_opts {
-    const char *name, *file, *scope;
+    const char *name, *file, *scope, *families;
 };
 
 static void key_usage(void *ctx)
 {
     (void)ctx;
     printf("usage: psdbd key add --data-dir DIR [--index URL] --name NAME --public-key FILE.pub\n"
-           "                     [--scope APP_PATTERN] [--json]\n\n"
+           "                     [--scope APP_PATTERN] [--families FAMILY_PATTERN] [--json]\n\n"
            "Registers a publisher's Ed25519 public key (as written by 'psdb keygen'). Publishes\n"
-           "signed by it are accepted for applications matching --scope (default '*').\n");
+           "signed by it are accepted for applications matching --scope (default '*'), and PSDBs\n"
+           "for adapter families matching --families (default '*'; refused 403 key_scope).\n"
+           "A compile farm's key (a compiler's) is registered the same way.\n");
 }
 
 static int key_option(int val, const char *arg, void *ctx)
@@ -34,6 +36,8 @@ static int key_option(int val, const char *arg, void *ctx)
         o->file = arg;
     else if (val == 's')
         o->scope = arg;
+    else if (val == 'f')
+        o->families = arg;
     else
         assert(0 && "an option key_add does not declare");
     return 0;
@@ -75,8 +79,9 @@ static int key_add(int argc, char **argv)
     static const struct option opts[] = {{"name", required_argument, NULL, 'n'},
                                          {"public-key", required_argument, NULL, 'k'},
                                          {"scope", required_argument, NULL, 's'},
+                                         {"families", required_argument, NULL, 'f'},
                                          {NULL, 0, NULL, 0}};
-    struct key_opts o = {NULL, NULL, "*"};
+    struct key_opts o = {NULL, NULL, "*", "*"};
     admin_args a = {0};
     char *pem = NULL;
     int rc = 1;
@@ -87,18 +92,20 @@ static int key_add(int argc, char **argv)
                           key_usage, &a)) != ADMIN_GO_ON)
         goto cleanup;
     rc = 1;
-    if (!o.name || !*o.name || !o.file || !*o.scope) {
-        rc = admin_fail("key add", "--name and --public-key are required (see --help)");
+    if (!o.name || !*o.name || !o.file || !*o.scope || !*o.families) {
+        rc = admin_fail("key add", "--name and --public-key are required, --scope and --families "
+                                   "not empty (see --help)");
         goto cleanup;
     }
     if (admin_bad_text("key add", "--name", o.name) ||
-        admin_bad_text("key add", "--scope", o.scope))
+        admin_bad_text("key add", "--scope", o.scope) ||
+        admin_bad_text("key add", "--families", o.families))
         goto cleanup;
     if (!(pem = load_public_pem(o.file, id)))
         goto cleanup;
     if (admin_open_data("key add", &a, 1, &store, &ix) != 0)
         goto cleanup;
-    switch (psdbd_index_key_add(ix, o.name, id, pem, o.scope)) {
+    switch (psdbd_index_key_add(ix, o.name, id, pem, o.scope, o.families)) {
     case PSDBD_OK:
         break;
     case PSDBD_EXISTS:
@@ -110,7 +117,8 @@ static int key_add(int argc, char **argv)
         goto cleanup;
     }
     if (a.json) {
-        json_t *j = json_pack("{s:s, s:s, s:s}", "name", o.name, "key_id", id, "scope", o.scope);
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "name", o.name, "key_id", id, "scope",
+                              o.scope, "families", o.families);
         json_dumpf(j, stdout, JSON_COMPACT);
         fputc('\n', stdout);
         json_decref(j);

@@ -22,11 +22,14 @@ struct token_opts {
 static void token_usage(void *ctx)
 {
     (void)ctx;
-    printf("usage: psdbd token create --data-dir DIR [--index URL] --role admin|publisher|reader\n"
+    printf("usage: psdbd token create --data-dir DIR [--index URL]\n"
+           "                          --role admin|publisher|compiler|reader\n"
            "                          [--scope APP_PATTERN] [--name NAME]\n"
            "                          [--expires-in SECONDS | --expires-at UNIX_TIME] [--json]\n\n"
            "Creates a bearer token and prints it once (only its SHA-256 is stored).\n"
            "--scope is a shell pattern over application names (default '*').\n"
+           "A compiler token is a compile farm worker's: it reads, announces, claims and\n"
+           "finishes jobs, and publishes PSDBs signed with a version 2 statement only.\n"
            "Also: psdbd token list|revoke (see psdbd token list --help).\n");
 }
 
@@ -97,7 +100,7 @@ static int token_create(int argc, char **argv)
         goto cleanup;
     rc = 1;
     if (psdbd_role_parse(o.role) == PSDBD_ROLE_NONE) {
-        rc = admin_fail("token create", "--role must be admin, publisher or reader");
+        rc = admin_fail("token create", "--role must be admin, publisher, compiler or reader");
         goto cleanup;
     }
     if (!*o.scope) {

@@ -36,12 +36,26 @@ int http_authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r, p
     if (r->who.role < need) {
         *ret = http_reply_error(c, r, PSDBD_OUTCOME_FORBIDDEN,
                                 "the token's role (%s) is not allowed here",
-                                r->who.role == PSDBD_ROLE_READER ? "reader" : "publisher");
+                                psdbd_role_name(r->who.role));
         return -1;
     }
     if (app && r->who.role != PSDBD_ROLE_ADMIN && !psdbd_scope_covers(r->who.scope, app)) {
         *ret = http_reply_error(c, r, PSDBD_OUTCOME_OUT_OF_SCOPE,
                                 "the token's scope does not cover this application");
+        return -1;
+    }
+    return 0;
+}
+
+int http_authorize_compiler(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                            enum MHD_Result *ret)
+{
+    if (http_authorize(srv, c, r, PSDBD_ROLE_COMPILER, NULL, ret) != 0)
+        return -1;
+    if (r->who.role != PSDBD_ROLE_COMPILER && r->who.role != PSDBD_ROLE_ADMIN) {
+        *ret = http_reply_error(c, r, PSDBD_OUTCOME_FORBIDDEN,
+                                "the token's role (%s) is not allowed here: a compiler's is",
+                                psdbd_role_name(r->who.role));
         return -1;
     }
     return 0;

@@ -86,7 +86,13 @@ struct req {
     int too_large; /* a chunked body went over max-upload: the rest is only counted */
     char trailer_sha256[65];
     uint64_t deadline_base_ns;
-    char *key_pem, *key_scope;
+    char *key_pem, *key_scope, *key_families;
+    int has_sodb; /* a PSDB publish with X-Psdb-Sodb-Sha256: its version 2 statement's SODB */
+    char sodb_sha256[65];
+    /* a farm request's JSON body (http/farm.c), read whole up to FARM_BODY_MAX */
+    char *body;
+    size_t body_len;
+    int body_too_large;
     /* the end of a publish runs on its own thread while the connection is suspended, and its
      * verdict waits here until the connection is resumed */
     int finishing;
@@ -149,6 +155,10 @@ int http_bad_name(struct MHD_Connection *c, struct req *r, const char *label, co
  * cover it. */
 int http_authorize(psdbd_server *srv, struct MHD_Connection *c, struct req *r, psdbd_role need,
                    const char *app, enum MHD_Result *ret);
+/* http_authorize for the farm's worker routes: a compiler's or an admin's token (a publisher's
+ * is refused: psdbd_role). */
+int http_authorize_compiler(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                            enum MHD_Result *ret);
 /* The role the read routes need: READER when readers need a token, else NONE. */
 psdbd_role http_reader_role(const psdbd_server *srv);
 /* True when the request's token limits which applications it sees. */
@@ -199,6 +209,22 @@ enum MHD_Result http_dashboard(psdbd_server *srv, struct MHD_Connection *c, stru
 /* GET /v1/stats/<report>; `tail` is the report name. */
 enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                            const char *tail);
+
+/* ---- farm.c: the compile farm (schema/HTTP.md, Farm) ------------------------------------- */
+
+/* The largest JSON body a farm request may send. */
+#define FARM_BODY_MAX 65536
+/* GET /v1/sodbs. */
+enum MHD_Result http_sodbs_list(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+/* GET /v1/sodbs/<id> (reader): the SODB's manifest; DELETE (publisher, scope): retires it. */
+enum MHD_Result http_sodb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *id_text);
+/* /v1/jobs..., /v1/workers (`tail`: the path after "/v1/"); a POST's body is in r->body. */
+enum MHD_Result http_farm(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                          const char *tail);
+/* A resolve that missed: creates or bumps the job of its cell when the application version has a
+ * published SODB (failures are logged, never the resolve's). */
+void http_farm_resolve_miss(psdbd_server *srv, const psdbd_query *q);
 
 /* ---- router.c: the libmicrohttpd callbacks ------------------------------------------------ */
 

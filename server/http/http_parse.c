@@ -22,6 +22,17 @@ psdbd_route psdbd_route_of(const char *url, const char **tail)
         return PSDBD_ROUTE_METRICS;
     if (strcmp(url, "/v1/psdbs") == 0)
         return PSDBD_ROUTE_PUBLISH;
+    if (strcmp(url, "/v1/sodbs") == 0)
+        return PSDBD_ROUTE_SODBS;
+    if (strncmp(url, "/v1/sodbs/", 10) == 0) {
+        *tail = url + 10; /* an SODB's id (DELETE: retire) */
+        return PSDBD_ROUTE_SODBS;
+    }
+    if (strcmp(url, "/v1/jobs") == 0 || strncmp(url, "/v1/jobs/", 9) == 0 ||
+        strcmp(url, "/v1/workers") == 0) {
+        *tail = url + 4; /* "jobs...", "workers" */
+        return PSDBD_ROUTE_FARM;
+    }
     if (strcmp(url, "/v1/resolve") == 0)
         return PSDBD_ROUTE_RESOLVE;
     if (strcmp(url, "/v1/apps") == 0)

@@ -101,6 +101,14 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
         return http_stats(srv, c, r, tail);
     case PSDBD_ROUTE_PUBLISH:
         break; /* POST is handled before dispatch */
+    case PSDBD_ROUTE_SODBS:
+        if (tail) /* /v1/sodbs/<id> */
+            return http_sodb_by_id(srv, c, r, tail);
+        if (!get)
+            break; /* POST is handled before dispatch */
+        return http_sodbs_list(srv, c, r);
+    case PSDBD_ROUTE_FARM:
+        return http_farm(srv, c, r, tail);
     default:
         return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no such endpoint: %.200s", url);
     }
@@ -212,7 +220,8 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
         r->route = psdbd_route_of(url, &tail);
         if (check_request(c, r, &ret) != 0)
             return ret;
-        if (r->route == PSDBD_ROUTE_PUBLISH && strcmp(method, "POST") == 0)
+        if ((r->route == PSDBD_ROUTE_PUBLISH || (r->route == PSDBD_ROUTE_SODBS && !tail)) &&
+            strcmp(method, "POST") == 0)
             return http_publish_begin(srv, c, r);
         /* Other requests are answered once the request is read: libmicrohttpd closes the
          * connection after an answer queued before that point. */
@@ -229,6 +238,22 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
     if (r->finishing) {
         r->finishing = 0;
         return http_reply_verdict(c, r, &r->result);
+    }
+    if (*upload_data_size > 0 && r->route == PSDBD_ROUTE_FARM && r->status == 0) {
+        /* A farm request's JSON body, kept whole (bounded) for its route. */
+        if (r->body_len + *upload_data_size > FARM_BODY_MAX) {
+            r->body_too_large = 1;
+        } else {
+            char *grown = realloc(r->body, r->body_len + *upload_data_size + 1);
+            if (!grown)
+                psdbd_out_of_memory();
+            r->body = grown;
+            memcpy(r->body + r->body_len, upload_data, *upload_data_size);
+            r->body_len += *upload_data_size;
+            r->body[r->body_len] = '\0';
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
     }
     if (*upload_data_size > 0 || r->status != 0) {
         /* A body on any other request (or after an early answer) is read and dropped, within
@@ -332,6 +357,8 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     psdbd_principal_free(&r->who);
     free(r->key_pem);
     free(r->key_scope);
+    free(r->key_families);
+    free(r->body);
     free(r->path);
     free(r->stats_app);
     free(r);

@@ -148,6 +148,16 @@ static int publish_statement_headers(struct MHD_Connection *c, struct req *r, ps
     if (!serial || psdb__parse_u64(serial, &r->serial) != 0 || r->serial > INT64_MAX)
         return psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
                                   "X-Psdb-Serial must be a number below 2^63");
+    if (r->route == PSDBD_ROUTE_PUBLISH) {
+        const char *sodb = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Sodb-Sha256");
+        if (sodb && !psdbd_is_digest(sodb))
+            return psdbd_verdict_fail(v, PSDBD_OUTCOME_BAD_REQUEST,
+                                      "X-Psdb-Sodb-Sha256 must be 64 lowercase hex digits");
+        if (sodb) {
+            r->has_sodb = 1;
+            memcpy(r->sodb_sha256, sodb, 65);
+        }
+    }
     memcpy(r->key_id, kid, 65);
     if (!r->trailer_form)
         memcpy(r->signature, sig, PSDB_SIGNATURE_B64_SIZE);
@@ -170,11 +180,21 @@ enum MHD_Result http_publish_begin(psdbd_server *srv, struct MHD_Connection *c, 
 {
     enum MHD_Result ret = MHD_YES;
     psdbd_verdict v = {0};
-    if (http_authorize(srv, c, r, PSDBD_ROLE_PUBLISHER, NULL, &ret) != 0)
+    /* An SODB is a studio's (a publisher's); a PSDB also a compiler's, whose version 2 statement
+     * the publish service requires. */
+    if (http_authorize(srv, c, r,
+                       r->route == PSDBD_ROUTE_SODBS ? PSDBD_ROLE_PUBLISHER : PSDBD_ROLE_COMPILER,
+                       NULL, &ret) != 0)
         return ret;
+    if (r->route == PSDBD_ROUTE_PUBLISH && r->who.role == PSDBD_ROLE_COMPILER &&
+        !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Psdb-Sodb-Sha256"))
+        return http_reply_error(c, r, PSDBD_OUTCOME_FORBIDDEN,
+                                "a compiler's token publishes only PSDBs signed with a version 2 "
+                                "statement (X-Psdb-Sodb-Sha256 naming their SODB)");
     /* The key before the body: an unknown key costs no upload. */
     if (publish_framing(srv, c, r, &v) != 0 || publish_statement_headers(c, r, &v) != 0 ||
-        psdbd_publish_key(srv->ix, r->key_id, &r->key_pem, &r->key_scope, &v) != 0 ||
+        psdbd_publish_key(srv->ix, r->key_id, &r->key_pem, &r->key_scope, &r->key_families, &v) !=
+            0 ||
         publish_open_upload(srv, r, &v) != 0)
         return http_reply_verdict(c, r, &v);
     if (!(r->hasher = http_upload_hasher_start(r->fd)) && !(r->sha = psdb__sha256_begin()))
@@ -311,13 +331,18 @@ static void publish_finish(psdbd_server *srv, struct req *r)
     p.key_id = r->key_id;
     p.key_pem = r->key_pem;
     p.key_scope = r->key_scope;
+    p.key_families = r->key_families;
+    p.sodb_sha256 = r->has_sodb ? r->sodb_sha256 : NULL;
     p.signature = r->signature;
     p.signature_field = r->trailer_form ? "X-Psdb-Signature (trailer)" : "X-Psdb-Signature";
     p.serial = r->serial;
     p.fd = r->fd;
     p.path = r->tmp_path;
     p.size = r->received;
-    psdbd_publish_accept(srv->ix, &srv->store, srv->vmaps, &p, &r->result);
+    if (r->route == PSDBD_ROUTE_SODBS)
+        psdbd_publish_sodb_accept(srv->ix, &srv->store, &p, &r->result);
+    else
+        psdbd_publish_accept(srv->ix, &srv->store, srv->vmaps, &p, &r->result);
 cleanup:
     http_publish_discard(r); /* after a commit the temporary name is gone: unlink is a no-op */
 }

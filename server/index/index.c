@@ -127,15 +127,22 @@ psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *se
     return ix->ops->token_add(ix, name, selector, hash, role, scope, expires_at);
 }
 
-psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
+psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope,
+                              char **families)
 {
-    return ix->ops->key_find(ix, key_id, pem, scope);
+    char *fam = NULL;
+    psdbd_rc rc = ix->ops->key_find(ix, key_id, pem, scope, &fam);
+    if (families)
+        *families = fam;
+    else
+        free(fam);
+    return rc;
 }
 
 psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
-                             const char *scope)
+                             const char *scope, const char *families)
 {
-    return ix->ops->key_add(ix, name, key_id, pem, scope);
+    return ix->ops->key_add(ix, name, key_id, pem, scope, families ? families : "*");
 }
 
 psdbd_rc psdbd_index_credential_revoke(psdbd_index *ix, psdbd_credential what, const char *name)
@@ -235,6 +242,12 @@ json_t *psdbd__manifest_of(const psdbd__row *row)
                              "created_at", psdbd_format_time(row->i64(rw, 16), when, sizeof(when)),
                              "key_id", row->text(rw, 14), "signature", row->text(rw, 15), "retired",
                              !row->is_null(rw, 17));
+    if (m) {
+        /* The statement a launcher verifies the signature against (schema/STATEMENT.md). */
+        json_object_set_new(m, "statement_version", json_integer(row->i64(rw, 18) == 2 ? 2 : 1));
+        json_object_set_new(m, "sodb_sha256",
+                            row->is_null(rw, 19) ? json_null() : json_string(row->text(rw, 19)));
+    }
     if (!m) {
         /* Publishes admit only UTF-8 strings, so this is a damaged row (or no memory): answer
          * with what is certain rather than failing every listing that meets it. */

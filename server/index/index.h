@@ -97,6 +97,8 @@ typedef struct psdbd_record {
     char key_id[65];
     const char *signature;
     const char *published_by; /* token name */
+    int statement_version;    /* 1, or 2: signed naming sodb_sha256 */
+    char sodb_sha256[65];     /* the source SODB of a version 2 statement; "" otherwise */
 } psdbd_record;
 
 /* Looks up the row with r's identity + target + serial: PSDBD_EXISTS when it has the same
@@ -147,11 +149,101 @@ psdbd_rc psdbd_index_token_add(psdbd_index *ix, const char *name, const char *se
                                const uint8_t hash[32], const char *role, const char *scope,
                                int64_t expires_at);
 
-/* Publisher keys. *pem and *scope are malloc'd. */
-psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope);
+/* Publisher keys. *pem, *scope and *families (the families it may sign PSDBs for; may be NULL
+ * when not wanted) are malloc'd. */
+psdbd_rc psdbd_index_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope,
+                              char **families);
 /* PSDBD_EXISTS when the name or the key is already registered. */
 psdbd_rc psdbd_index_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
-                             const char *scope);
+                             const char *scope, const char *families);
+
+/* ---- the compile farm (index_farm.c; schema/INDEX.md, Farm) -------------------------------- */
+
+/* One SODB to index: identity as read from the file, digest, signature. */
+typedef struct psdbd_sodb_record {
+    const char *app_name, *exe_filename, *engine_name;
+    uint64_t app_version, engine_version;
+    uint8_t app_guid[16];
+    uint64_t serial, size;
+    char sha256[65];
+    char key_id[65];
+    const char *signature;
+    const char *published_by;
+} psdbd_sodb_record;
+/* Inserts r (its blob already in place) in one write transaction: PSDBD_OK (created),
+ * PSDBD_EXISTS (identity + serial already there with these bytes), PSDBD_CONFLICT (other bytes),
+ * or a failure. *out: the SODB manifest on OK and EXISTS. */
+psdbd_rc psdbd_index_sodb_publish(psdbd_index *ix, const psdbd_sodb_record *r, json_t **out);
+/* {"sodbs":[manifest...]} of an application (every version, or app_version when has_version),
+ * newest version, then newest serial first; retired ones left out. */
+psdbd_rc psdbd_index_sodb_list(psdbd_index *ix, const char *app, int has_version,
+                               uint64_t app_version, json_t **out);
+/* The manifest of the newest non-retired SODB whose blob is sha256: PSDBD_NOT_FOUND when none. */
+psdbd_rc psdbd_index_sodb_find(psdbd_index *ix, const char *sha256, json_t **out);
+/* The SODB manifest of `id` (retired or not); PSDBD_NOT_FOUND when there is none. */
+psdbd_rc psdbd_index_sodb_get(psdbd_index *ix, int64_t id, json_t **out);
+/* Retires SODB `id` (once: retiring it again changes nothing) for `by`, and holds its queued
+ * jobs: a retired SODB is not listed, makes no job and is claimed by no worker. *out its
+ * manifest. PSDBD_NOT_FOUND when there is none. */
+psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out);
+
+/* A compile target: a worker's (announce, claim). */
+typedef struct psdbd_farm_target {
+    const char *worker, *family;
+    uint64_t abi_version, compiler_version, profile_version;
+} psdbd_farm_target;
+/* A job's cell: the newest non-retired SODB of app + app_version, for family, ABI range and
+ * profile (0: any). */
+typedef struct psdbd_job_key {
+    const char *app;
+    uint64_t app_version;
+    const char *family;
+    uint64_t abi_min, abi_max, profile_version;
+} psdbd_job_key;
+/* How many jobs resolve misses may keep open (queued or leased) per SODB and family, and per
+ * SODB over every family (config job-max-queued-per-family, -per-sodb); 0: no bound. */
+typedef struct psdbd_job_bounds {
+    int64_t per_family, per_sodb;
+} psdbd_job_bounds;
+/* Creates the job of k, or adds `demand` to the existing one (a done job is queued again: a miss
+ * says its PSDB does not answer now). *created: 1 when it was created, 0 when it existed, -1 when
+ * creating it would pass `bounds` (NULL: none): then the demand went to the open job of the same
+ * SODB and family whose ABI range is nearest k's (*out that job), or, with none, nowhere (*out
+ * NULL). *out (may be NULL): the JOB. PSDBD_NOT_FOUND when the application version has no
+ * published SODB. */
+psdbd_rc psdbd_index_job_demand(psdbd_index *ix, const psdbd_job_key *k, int64_t demand,
+                                const psdbd_job_bounds *bounds, int *created, json_t **out);
+/* Records the worker (its target, last seen) and creates a job for every application covered by
+ * `scope` whose newest SODB has no PSDB for the target's family and ABI: *created of them. */
+psdbd_rc psdbd_index_worker_announce(psdbd_index *ix, const psdbd_farm_target *t, const char *scope,
+                                     int64_t *created);
+/* Claims the highest-demand job for t (schema/HTTP.md, Farm) of an application `scope` covers:
+ * *out {"job","lease","serial","base"}. Jobs whose cell has a PSDB already are marked done on
+ * the way; a job whose lease expired for the max_attempts-th time is held. PSDBD_NOT_FOUND: none.
+ */
+psdbd_rc psdbd_index_job_claim(psdbd_index *ix, const psdbd_farm_target *t, const char *scope,
+                               int64_t lease_s, int64_t max_attempts, json_t **out);
+/* The lease operations: PSDBD_NOT_FOUND no such job, PSDBD_CONFLICT the lease is not (or no
+ * longer) this job's. done: PSDBD_EXISTS when psdb_id is no PSDB compiled from the job's SODB for
+ * its family; *seconds the compile time. fail: *held when the job is held now. */
+psdbd_rc psdbd_index_job_extend(psdbd_index *ix, int64_t id, const char *lease, int64_t lease_s,
+                                int64_t *expires);
+psdbd_rc psdbd_index_job_done(psdbd_index *ix, int64_t id, const char *lease, int64_t psdb_id,
+                              int64_t *seconds);
+psdbd_rc psdbd_index_job_fail(psdbd_index *ix, int64_t id, const char *lease, const char *error,
+                              int64_t max_attempts, int *held);
+/* {"jobs":[JOB...],"workers":[...]}: state NULL every job, "failed" those with a last error,
+ * else those in that state; newest first. */
+psdbd_rc psdbd_index_jobs_list(psdbd_index *ix, const char *state, json_t **out);
+/* The number of jobs in each state: queued, leased, done, held. */
+psdbd_rc psdbd_index_job_counts(psdbd_index *ix, int64_t out[4]);
+/* The cells farm-built PSDBs fill (version 2 statements, not retired; schema/HTTP.md, Statistics,
+ * /v1/stats/farm): *out {"cells":[{"app","app_version","family","abi_version","psdbs",
+ * "newest_id","worker"}...],"truncated"}, by application, newest version first, at most `limit`
+ * of those whose application `visible` accepts (NULL: all). */
+psdbd_rc psdbd_index_farm_cells(psdbd_index *ix, size_t limit,
+                                int (*visible)(const char *app, void *ctx), void *ctx,
+                                json_t **out);
 
 /* ---- admin commands (psdbd token, key, check, gc) ------------------------------------------ */
 

@@ -78,6 +78,29 @@ _Static_assert(PSDBD_STAT_RESOLVE == 1 && PSDBD_STAT_MISS == 2, "PSDBD__SQ_DAY_K
     "AND p.abi_version BETWEEN m.abi_min AND m.abi_max AND (m.has_profile = 0 OR "                 \
     "p.profile_version BETWEEN m.profile AND m.profile + 4294967295)) "
 
+/* ---- the farm's queries (index_farm.c) ---------------------------------------------------------
+ * Like the statistics, the farm's logic (SODBs, jobs, workers) is written once, in index_farm.c,
+ * over two primitives each engine provides: a transaction, and one statement run inside it. The
+ * statements are written once too, in the SQL both dialects share, with $1..$N parameters
+ * (SQLite binds them by name); where the dialects differ (PostgreSQL's FOR UPDATE SKIP LOCKED),
+ * index_farm.c picks the text by psdbd__index_ops.engine. */
+
+/* One parameter of a farm statement. */
+typedef struct psdbd__arg {
+    enum { PSDBD__ARG_NULL, PSDBD__ARG_I64, PSDBD__ARG_TEXT, PSDBD__ARG_BLOB } type;
+    int64_t i;
+    const char *s; /* TEXT (NUL-terminated) or BLOB bytes */
+    size_t len;    /* BLOB */
+} psdbd__arg;
+
+/* An open farm transaction: the engine's connection for it. */
+typedef struct psdbd__tx {
+    psdbd_index *ix;
+    void *conn;      /* PostgreSQL: its psdbd__pgc; SQLite: unused (the thread's connection) */
+    int64_t changes; /* rows the last statement wrote */
+} psdbd__tx;
+typedef psdbd_rc (*psdbd__tx_fn)(psdbd__tx *tx, void *ctx);
+
 typedef struct psdbd__index_ops {
     const char *engine; /* "sqlite", "postgresql": for messages */
     void (*close)(psdbd_index *ix);
@@ -97,9 +120,10 @@ typedef struct psdbd__index_ops {
     psdbd_rc (*token_add)(psdbd_index *ix, const char *name, const char *selector,
                           const uint8_t hash[32], const char *role, const char *scope,
                           int64_t expires_at);
-    psdbd_rc (*key_find)(psdbd_index *ix, const char *key_id, char **pem, char **scope);
+    psdbd_rc (*key_find)(psdbd_index *ix, const char *key_id, char **pem, char **scope,
+                         char **families);
     psdbd_rc (*key_add)(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
-                        const char *scope);
+                        const char *scope, const char *families);
     /* admin commands */
     psdbd_rc (*credential_revoke)(psdbd_index *ix, psdbd_credential what, const char *name);
     psdbd_rc (*credential_list)(psdbd_index *ix, psdbd_credential what, json_t **out);
@@ -122,6 +146,13 @@ typedef struct psdbd__index_ops {
                           int64_t keep_from_day);
     psdbd_rc (*stats_select)(psdbd_index *ix, psdbd__stats_query q, const char *text,
                              const int64_t *nums, size_t n_nums, psdbd__row_fn fn, void *ctx);
+    /* the farm (index_farm.c): fn runs inside one transaction (write: SQLite's BEGIN IMMEDIATE,
+     * PostgreSQL's BEGIN; read: a snapshot), committed when fn returns PSDBD_OK, rolled back
+     * otherwise; farm_run runs one statement of it (`sql` a string literal), fn (may be NULL)
+     * called with each row. */
+    psdbd_rc (*farm_tx)(psdbd_index *ix, int write, psdbd__tx_fn fn, void *ctx);
+    psdbd_rc (*farm_run)(psdbd__tx *tx, const char *sql, const psdbd__arg *args, size_t n,
+                         psdbd__row_fn fn, void *ctx);
 } psdbd__index_ops;
 
 struct psdbd__pg; /* index_pg.c */
@@ -196,7 +227,7 @@ int psdbd__utf8_ok(const char *s);
 #define PSDBD__PSDB_COLS                                                                           \
     "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
     "p.family, p.abi_version, p.compiler_version, p.profile_version, p.serial, p.sha256, p.size, " \
-    "p.key_id, p.signature, p.created_at, p.retired_at "                                           \
+    "p.key_id, p.signature, p.created_at, p.retired_at, p.statement_version, p.sodb_sha256 "       \
     "FROM psdbs p JOIN apps a ON a.id = p.app "
 
 /* The manifest (schema/HTTP.md, Manifest) of a row selected with PSDBD__PSDB_COLS. */

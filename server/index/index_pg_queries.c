@@ -18,31 +18,32 @@ struct pgrow {
     int r;
 };
 
+/* A column past the row's reads as NULL, as SQLite's do: libpq would write "column number out
+ * of range" on stderr for each (the farm's one_row reads up to 4 columns of any row). */
+static int row_is_null(void *row, int i)
+{
+    struct pgrow *p = row;
+    return i < 0 || i >= PQnfields(p->res) || PQgetisnull(p->res, p->r, i);
+}
+
 static const char *row_text(void *row, int i)
 {
     struct pgrow *p = row;
-    return PQgetvalue(p->res, p->r, i); /* "" for NULL */
+    return row_is_null(row, i) ? "" : PQgetvalue(p->res, p->r, i); /* "" for NULL */
 }
 
 static int64_t row_i64(void *row, int i)
 {
     struct pgrow *p = row;
-    return PQgetisnull(p->res, p->r, i) ? 0 : psdbd__pg_int(PQgetvalue(p->res, p->r, i));
-}
-
-static int row_is_null(void *row, int i)
-{
-    struct pgrow *p = row;
-    return PQgetisnull(p->res, p->r, i);
+    return row_is_null(row, i) ? 0 : psdbd__pg_int(PQgetvalue(p->res, p->r, i));
 }
 
 /* bytea comes back in text results as "\x" and two hex digits a byte. */
 static size_t row_blob(void *row, int i, uint8_t *buf, size_t size)
 {
-    struct pgrow *p = row;
-    const char *v = PQgetvalue(p->res, p->r, i);
+    const char *v = row_text(row, i);
     size_t n = strlen(v);
-    if (PQgetisnull(p->res, p->r, i) || n < 2 || v[0] != '\\' || v[1] != 'x' || (n - 2) % 2 ||
+    if (row_is_null(row, i) || n < 2 || v[0] != '\\' || v[1] != 'x' || (n - 2) % 2 ||
         (n - 2) / 2 > size || psdb__unhex(v + 2, buf, (n - 2) / 2) != 0)
         return 0;
     return (n - 2) / 2;
@@ -153,9 +154,9 @@ static psdbd_rc pg_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
     static const char psdb_sql[] =
         "INSERT INTO psdbs (app, app_version, exe_filename, engine_name, engine_version, "
         "app_guid, family, abi_version, compiler_version, profile_version, serial, sha256, size, "
-        "key_id, signature, created_at, published_by) "
-        "SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 "
-        "FROM apps WHERE name = $1 RETURNING id";
+        "key_id, signature, created_at, published_by, statement_version, sodb_sha256) "
+        "SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
+        "$19 FROM apps WHERE name = $1 RETURNING id";
     psdbd__pgc c = {NULL, -1, 0};
     psdbd__pgp p = {0};
     PGresult *res = NULL;
@@ -186,6 +187,11 @@ static psdbd_rc pg_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
     psdbd__pgp_text(&p, r->signature);
     psdbd__pgp_i64(&p, now);
     psdbd__pgp_text(&p, r->published_by ? r->published_by : "");
+    psdbd__pgp_i64(&p, r->statement_version == 2 ? 2 : 1);
+    if (r->statement_version == 2)
+        psdbd__pgp_text(&p, r->sodb_sha256);
+    else
+        psdbd__pgp_null(&p);
     /* Another replica publishing this identity makes this insert wait for its commit, then fail
      * with a unique violation: never a second row. */
     if (!(res = psdbd__pg_exec(ix, &c, psdb_sql, &p, &rc)))
@@ -392,10 +398,11 @@ static psdbd_rc pg_token_add(psdbd_index *ix, const char *name, const char *sele
     return rc == PSDBD_CONFLICT ? PSDBD_EXISTS : rc;
 }
 
-static psdbd_rc pg_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
+static psdbd_rc pg_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope,
+                            char **families)
 {
     static const char sql[] =
-        "SELECT public_key, scope FROM keys WHERE key_id = $1 AND revoked_at IS NULL";
+        "SELECT public_key, scope, families FROM keys WHERE key_id = $1 AND revoked_at IS NULL";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, key_id);
@@ -405,16 +412,18 @@ static psdbd_rc pg_key_find(psdbd_index *ix, const char *key_id, char **pem, cha
     if (rc == PSDBD_OK) {
         *pem = xstrdup(PQgetvalue(res, 0, 0));
         *scope = xstrdup(PQgetvalue(res, 0, 1));
+        *families = xstrdup(PQgetvalue(res, 0, 2));
     }
     PQclear(res);
     return rc;
 }
 
 static psdbd_rc pg_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
-                           const char *scope)
+                           const char *scope, const char *families)
 {
-    static const char sql[] = "INSERT INTO keys (name, key_id, public_key, scope, created_at) "
-                              "VALUES ($1, $2, $3, $4, $5)";
+    static const char sql[] =
+        "INSERT INTO keys (name, key_id, public_key, scope, created_at, families) "
+        "VALUES ($1, $2, $3, $4, $5, $6)";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, name);
@@ -422,6 +431,7 @@ static psdbd_rc pg_key_add(psdbd_index *ix, const char *name, const char *key_id
     psdbd__pgp_text(&p, pem);
     psdbd__pgp_text(&p, scope);
     psdbd__pgp_i64(&p, (int64_t)time(NULL));
+    psdbd__pgp_text(&p, families);
     psdbd_rc rc = query(ix, sql, &p, &res);
     PQclear(res);
     return rc == PSDBD_CONFLICT ? PSDBD_EXISTS : rc;
@@ -492,7 +502,11 @@ static psdbd_rc any_row(psdbd_index *ix, const char *sql, const char *sha256)
 
 static psdbd_rc pg_blob_referenced(psdbd_index *ix, const char *sha256)
 {
-    return any_row(ix, "SELECT 1 FROM psdbs WHERE sha256 = $1 LIMIT 1", sha256);
+    /* An SODB's blob is referenced like a PSDB's: gc keeps both. */
+    return any_row(ix,
+                   "SELECT 1 FROM psdbs WHERE sha256 = $1 UNION ALL SELECT 1 FROM sodbs WHERE "
+                   "sha256 = $1 LIMIT 1",
+                   sha256);
 }
 
 static psdbd_rc pg_blob_indexed(psdbd_index *ix, const char *sha256)
@@ -530,11 +544,78 @@ static psdbd_rc pg_delete_orphan_blob_rows(psdbd_index *ix, int64_t created_befo
     /* NOT EXISTS rather than NOT IN: the row a concurrent publish is inserting is seen once it
      * commits, and the blob row it needs is then kept (the foreign key waits for it). */
     static const char sql[] = "DELETE FROM blobs b WHERE b.created_at < $1 AND NOT EXISTS "
-                              "(SELECT 1 FROM psdbs p WHERE p.sha256 = b.sha256)";
+                              "(SELECT 1 FROM psdbs p WHERE p.sha256 = b.sha256) AND NOT EXISTS "
+                              "(SELECT 1 FROM sodbs s WHERE s.sha256 = b.sha256)";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_i64(&p, created_before);
     psdbd_rc rc = query(ix, sql, &p, &res);
+    PQclear(res);
+    return rc;
+}
+
+/* ---- the farm's primitives (index_int.h) ---------------------------------------------------- */
+
+static psdbd_rc pg_farm_tx(psdbd_index *ix, int write, psdbd__tx_fn fn, void *ctx)
+{
+    psdbd__pgc c = {NULL, -1, 0};
+    psdbd__tx tx = {ix, &c, 0};
+    PGresult *res = NULL;
+    psdbd_rc rc = PSDBD_ERROR;
+    if (psdbd__pg_get(ix, &c, &rc) != 0)
+        return rc;
+    /* Read committed: a claim's FOR UPDATE SKIP LOCKED passes over rows another transaction
+     * holds instead of waiting for them, and each statement sees what committed before it. */
+    if (!(res = psdbd__pg_exec(ix, &c, write ? "BEGIN" : "BEGIN READ ONLY", NULL, &rc)))
+        goto cleanup;
+    PQclear(res);
+    if ((rc = fn(&tx, ctx)) != PSDBD_OK)
+        goto cleanup;
+    if (!(res = psdbd__pg_exec(ix, &c, "COMMIT", NULL, &rc))) {
+        if (rc == PSDBD_OK)
+            rc = PSDBD_ERROR;
+        goto cleanup;
+    }
+    PQclear(res);
+    rc = PSDBD_OK;
+cleanup:
+    psdbd__pg_put(ix, &c); /* rolls back a transaction left open */
+    return rc;
+}
+
+static psdbd_rc pg_farm_run(psdbd__tx *tx, const char *sql, const psdbd__arg *args, size_t n,
+                            psdbd__row_fn fn, void *ctx)
+{
+    psdbd__pgp p = {0};
+    PGresult *res = NULL;
+    psdbd_rc rc = PSDBD_OK;
+    if (n > PSDBD__PG_MAX_PARAMS)
+        return PSDBD_ERROR;
+    for (size_t i = 0; i < n; i++) {
+        switch (args[i].type) {
+        case PSDBD__ARG_NULL:
+            psdbd__pgp_null(&p);
+            break;
+        case PSDBD__ARG_I64:
+            psdbd__pgp_i64(&p, args[i].i);
+            break;
+        case PSDBD__ARG_TEXT:
+            psdbd__pgp_text(&p, args[i].s);
+            break;
+        case PSDBD__ARG_BLOB:
+            psdbd__pgp_bytes(&p, args[i].s, args[i].len);
+            break;
+        }
+    }
+    if (!(res = psdbd__pg_exec(tx->ix, tx->conn, sql, &p, &rc)))
+        return rc == PSDBD_OK ? PSDBD_ERROR : rc;
+    tx->changes = psdbd__pg_int(PQcmdTuples(res));
+    for (int r = 0; fn && r < PQntuples(res); r++) {
+        struct pgrow pr = {res, r};
+        psdbd__row row = {row_text, row_i64, row_is_null, row_blob, &pr};
+        if (fn(&row, ctx))
+            break;
+    }
     PQclear(res);
     return rc;
 }
@@ -571,4 +652,6 @@ const psdbd__index_ops psdbd__pg_ops = {
     .watch = psdbd__pg_watch,
     .stats_add = psdbd__pg_stats_add,
     .stats_select = psdbd__pg_stats_select,
+    .farm_tx = pg_farm_tx,
+    .farm_run = pg_farm_run,
 };

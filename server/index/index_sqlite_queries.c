@@ -3,6 +3,7 @@
  * (index_sqlite.c), and the engine's ops table. */
 #include "index_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -137,9 +138,9 @@ static psdbd_rc sq_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
     static const char psdb_sql[] =
         "INSERT INTO psdbs (app, app_version, exe_filename, engine_name, engine_version, "
         "app_guid, family, abi_version, compiler_version, profile_version, serial, sha256, size, "
-        "key_id, signature, created_at, published_by) "
-        "SELECT id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17 "
-        "FROM apps WHERE name = ?1";
+        "key_id, signature, created_at, published_by, statement_version, sodb_sha256) "
+        "SELECT id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+        "?19 FROM apps WHERE name = ?1";
     static const char by_id_sql[] = "SELECT " PSDB_COLS "WHERE p.id = ?1";
     sqlite3 *db = psdbd_index_db(ix);
     sqlite3_stmt *st = NULL;
@@ -182,6 +183,9 @@ static psdbd_rc sq_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
     sqlite3_bind_text(st, 15, r->signature, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 16, now);
     sqlite3_bind_text(st, 17, r->published_by ? r->published_by : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 18, r->statement_version == 2 ? 2 : 1);
+    if (r->statement_version == 2)
+        sqlite3_bind_text(st, 19, r->sodb_sha256, -1, SQLITE_STATIC);
     if (step_done(ix, db, st, &rc) != 0)
         goto cleanup;
     id = sqlite3_last_insert_rowid(db);
@@ -436,10 +440,11 @@ static psdbd_rc sq_token_add(psdbd_index *ix, const char *name, const char *sele
     return rc;
 }
 
-static psdbd_rc sq_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope)
+static psdbd_rc sq_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope,
+                            char **families)
 {
     static const char sql[] =
-        "SELECT public_key, scope FROM keys WHERE key_id = ?1 AND revoked_at IS NULL";
+        "SELECT public_key, scope, families FROM keys WHERE key_id = ?1 AND revoked_at IS NULL";
     sqlite3_stmt *st = psdbd__index_prep(ix, sql);
     psdbd_rc rc = PSDBD_NOT_FOUND;
     int s;
@@ -450,6 +455,7 @@ static psdbd_rc sq_key_find(psdbd_index *ix, const char *key_id, char **pem, cha
     if (s == SQLITE_ROW) {
         *pem = xstrdup(col_text(st, 0));
         *scope = xstrdup(col_text(st, 1));
+        *families = xstrdup(col_text(st, 2));
         rc = PSDBD_OK;
     } else if (s != SQLITE_DONE) {
         rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
@@ -459,10 +465,11 @@ static psdbd_rc sq_key_find(psdbd_index *ix, const char *key_id, char **pem, cha
 }
 
 static psdbd_rc sq_key_add(psdbd_index *ix, const char *name, const char *key_id, const char *pem,
-                           const char *scope)
+                           const char *scope, const char *families)
 {
-    static const char sql[] = "INSERT INTO keys (name, key_id, public_key, scope, created_at) "
-                              "VALUES (?1, ?2, ?3, ?4, ?5)";
+    static const char sql[] =
+        "INSERT INTO keys (name, key_id, public_key, scope, created_at, families) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
     sqlite3_stmt *st = psdbd__index_prep(ix, sql);
     psdbd_rc rc = PSDBD_OK;
     if (!st)
@@ -472,6 +479,7 @@ static psdbd_rc sq_key_add(psdbd_index *ix, const char *name, const char *key_id
     sqlite3_bind_text(st, 3, pem, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, scope, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
+    sqlite3_bind_text(st, 6, families, -1, SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE)
         rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
     if (rc == PSDBD_CONFLICT)
@@ -606,7 +614,9 @@ static psdbd_rc any_row(psdbd_index *ix, sqlite3_stmt *st, const char *sha256)
 
 static psdbd_rc sq_blob_referenced(psdbd_index *ix, const char *sha256)
 {
-    static const char sql[] = "SELECT 1 FROM psdbs WHERE sha256 = ?1 LIMIT 1";
+    /* An SODB's blob is referenced like a PSDB's: gc keeps both. */
+    static const char sql[] = "SELECT 1 FROM psdbs WHERE sha256 = ?1 UNION ALL "
+                              "SELECT 1 FROM sodbs WHERE sha256 = ?1 LIMIT 1";
     return any_row(ix, psdbd__index_prep(ix, sql), sha256);
 }
 
@@ -663,7 +673,8 @@ static psdbd_rc sq_each_unbacked_psdb(psdbd_index *ix,
 static psdbd_rc sq_delete_orphan_blob_rows(psdbd_index *ix, int64_t created_before)
 {
     static const char sql[] =
-        "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM psdbs) AND created_at < ?1";
+        "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM psdbs) AND sha256 NOT IN "
+        "(SELECT sha256 FROM sodbs) AND created_at < ?1";
     sqlite3_stmt *st = psdbd__index_prep(ix, sql);
     psdbd_rc rc = PSDBD_OK;
     if (!st)
@@ -703,6 +714,77 @@ static int sq_watch(psdbd_index *ix, void (*changed)(void), char *err, size_t er
     return 0;
 }
 
+/* ---- the farm's primitives (index_int.h) ---------------------------------------------------- */
+
+static psdbd_rc sq_farm_tx(psdbd_index *ix, int write, psdbd__tx_fn fn, void *ctx)
+{
+    sqlite3 *db = psdbd_index_db(ix);
+    psdbd__tx tx = {ix, NULL, 0};
+    psdbd_rc rc = PSDBD_ERROR;
+    int in_tx = 0;
+    if (!db) {
+        rc = psdbd_index_failure(ix);
+        goto cleanup;
+    }
+    if (sqlite3_exec(db, write ? "BEGIN IMMEDIATE" : "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        goto cleanup;
+    }
+    in_tx = 1;
+    if ((rc = fn(&tx, ctx)) != PSDBD_OK)
+        goto cleanup;
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(db));
+        goto cleanup;
+    }
+    in_tx = 0;
+cleanup:
+    if (in_tx)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+static psdbd_rc sq_farm_run(psdbd__tx *tx, const char *sql, const psdbd__arg *args, size_t n,
+                            psdbd__row_fn fn, void *ctx)
+{
+    psdbd_index *ix = tx->ix;
+    sqlite3_stmt *st = psdbd__index_prep(ix, sql);
+    psdbd__row row = {row_text, row_i64, row_is_null, row_blob, st};
+    psdbd_rc rc = PSDBD_OK;
+    char name[24];
+    int s = SQLITE_DONE, stop = 0;
+    if (!st)
+        return psdbd_index_failure(ix);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "$%zu", i + 1);
+        int k = sqlite3_bind_parameter_index(st, name);
+        if (k == 0)
+            continue; /* a parameter this statement does not use */
+        switch (args[i].type) {
+        case PSDBD__ARG_NULL:
+            sqlite3_bind_null(st, k);
+            break;
+        case PSDBD__ARG_I64:
+            sqlite3_bind_int64(st, k, args[i].i);
+            break;
+        case PSDBD__ARG_TEXT:
+            sqlite3_bind_text(st, k, args[i].s, -1, SQLITE_STATIC);
+            break;
+        case PSDBD__ARG_BLOB:
+            sqlite3_bind_blob(st, k, args[i].s, (int)args[i].len, SQLITE_STATIC);
+            break;
+        }
+    }
+    while (!stop && (s = sqlite3_step(st)) == SQLITE_ROW)
+        if (fn)
+            stop = fn(&row, ctx);
+    if (!stop && s != SQLITE_DONE)
+        rc = psdbd__index_rc_of(ix, sqlite3_extended_errcode(psdbd__index_this_db(ix)));
+    tx->changes = sqlite3_changes(psdbd__index_this_db(ix));
+    sqlite3_reset(st);
+    return rc;
+}
+
 const psdbd__index_ops psdbd__sqlite_ops = {
     .engine = "sqlite",
     .close = psdbd__sqlite_close,
@@ -735,4 +817,6 @@ const psdbd__index_ops psdbd__sqlite_ops = {
     .watch = sq_watch,
     .stats_add = psdbd__sqlite_stats_add,
     .stats_select = psdbd__sqlite_stats_select,
+    .farm_tx = sq_farm_tx,
+    .farm_run = sq_farm_run,
 };

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -24,6 +25,7 @@
 #include <openssl/evp.h>
 
 #include "common/parse.h"
+#include "common/hash.h"
 
 #ifndef PSDBD_BIN
 #define PSDBD_BIN "psdbd"
@@ -385,6 +387,7 @@ typedef struct pub_opts {
     const char *kid;      /* sent as X-Psdb-Key-Id */
     uint64_t serial;      /* signed */
     uint64_t sent_serial; /* sent (0: same as serial) */
+    const char *sodb;     /* a version 2 statement naming this SODB (X-Psdb-Sodb-Sha256) */
 } pub_opts;
 
 /* Whether every name of a PSDB is a name by psdb's rule (psdb__name_check). */
@@ -410,6 +413,10 @@ static void publish(resp *r, const char *path, const pub_opts *o)
     st.identity = info.identity;
     st.target = info.target;
     st.serial = o->serial;
+    if (o->sodb) {
+        st.has_sodb = 1;
+        ck_assert_int_eq(psdb__unhex(o->sodb, st.sodb_sha256, 32), 0);
+    }
     /* libpsdb refuses to sign a name that is not a name (the rule for names): such a file is sent
      * with a well-formed signature of nothing, which psdbd must refuse before it checks one. */
     psdb_hr hr = psdb_statement_sign(o->key ? o->key : g_key, &st, sig);
@@ -424,7 +431,9 @@ static void publish(resp *r, const char *path, const pub_opts *o)
     snprintf(h_kid, sizeof(h_kid), "X-Psdb-Key-Id: %s", o->kid ? o->kid : g_kid);
     snprintf(h_serial, sizeof(h_serial), "X-Psdb-Serial: %llu",
              (unsigned long long)(o->sent_serial ? o->sent_serial : o->serial));
-    const char *hs[] = {h_sig, h_kid, h_serial, NULL};
+    char h_sodb[128];
+    snprintf(h_sodb, sizeof(h_sodb), "X-Psdb-Sodb-Sha256: %s", o->sodb ? o->sodb : "");
+    const char *hs[] = {h_sig, h_kid, h_serial, o->sodb ? h_sodb : NULL, NULL};
     http(r, "POST", "/v1/psdbs", o->token ? o->token : g_pub, hs, path, NULL, 0);
 }
 
@@ -3766,6 +3775,657 @@ START_TEST(test_server__pg_replica_that_did_not_take_the_publish_serves_the_valu
 }
 END_TEST
 
+/* ---- the compile farm (schema/HTTP.md, Farm) --------------------------------------------------
+ */
+
+/* An SODB of Game (the identity make_psdb gives its PSDBs) at `version`. */
+static char *make_sodb(const char *version, unsigned seed)
+{
+    static int counter;
+    char name[64];
+    snprintf(name, sizeof(name), "s%d.sodb", counter++);
+    char *path = tu_path(g_dir, name);
+    ck_assert_int_eq(run_status("%s synth --app Game --app-version %s --pipelines 4 --seed %u "
+                                "--exe game.exe --engine Engine:5.0.0.0 --app-id "
+                                "a1020304-0506-0708-090a-0b0c0d0e0f10 -o %s >/dev/null",
+                                PSDB_TOOL, version, seed, path),
+                     0);
+    return path;
+}
+
+/* POST /v1/sodbs of `path` signed (SODB statement) with key, sent as kid. */
+static void publish_sodb(resp *r, const char *path, psdb_key *key, const char *kid, uint64_t serial,
+                         const char *tok)
+{
+    psdb_sodb *s = NULL;
+    psdb_sodb_statement st = {0};
+    char sig[PSDB_SIGNATURE_B64_SIZE], h_sig[128], h_kid[128], h_serial[64];
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_get_identity(s, &st.identity), PSDB_S_OK);
+    sha256_file(path, st.sha256, &st.size);
+    st.serial = serial;
+    ck_assert_hr(psdb_sodb_statement_sign(key, &st, sig), PSDB_S_OK);
+    psdb_sodb_release(s);
+    snprintf(h_sig, sizeof(h_sig), "X-Psdb-Signature: %s", sig);
+    snprintf(h_kid, sizeof(h_kid), "X-Psdb-Key-Id: %s", kid);
+    snprintf(h_serial, sizeof(h_serial), "X-Psdb-Serial: %llu", (unsigned long long)serial);
+    const char *hs[] = {h_sig, h_kid, h_serial, NULL};
+    http(r, "POST", "/v1/sodbs", tok, hs, path, NULL, 0);
+}
+
+/* A JSON POST. */
+static void post_json(resp *r, const char *path, const char *tok, const char *json)
+{
+    const char *hs[] = {"Content-Type: application/json", NULL};
+    http(r, "POST", path, tok, hs, NULL, json, strlen(json));
+}
+
+static void claim_body(char *buf, size_t size, const char *worker, unsigned abi, unsigned lease_s)
+{
+    snprintf(buf, size,
+             "{\"worker\":\"%s\",\"target\":{\"family\":\"contoso-gfx9\",\"abi_version\":%u},"
+             "\"lease_s\":%u}",
+             worker, abi, lease_s);
+}
+
+/* SODB publish: valid (201, then 200 for the same), not an SODB (400 invalid_sodb), a signature
+ * by another key (403 bad_signature), a key whose scope does not cover the application (403
+ * out_of_scope); GET /v1/sodbs lists it. */
+START_TEST(test_server__farm_sodb_publish_and_list)
+{
+    resp r;
+    srv_start(&g_srv, NULL);
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body.data);
+    ck_assert_str_eq(jstr(r.json, "kind", NULL), "sodb");
+    char sha[65];
+    snprintf(sha, sizeof(sha), "%s", jstr(r.json, "sha256", NULL));
+    resp_free(&r);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    /* The same identity and serial with other bytes: a conflict. */
+    char *other = make_sodb("1.0.0.0", 2);
+    publish_sodb(&r, other, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 409);
+    resp_free(&r);
+    publish_sodb(&r, other, g_key2, g_kid, 2, g_pub); /* signed by key2, sent as key1 */
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "bad_signature");
+    resp_free(&r);
+    publish_sodb(&r, other, g_key2, g_kid2, 2, g_pub); /* key2's scope is Other* */
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "out_of_scope");
+    resp_free(&r);
+    /* A PSDB is no SODB. */
+    char *psdb = make_psdb(&base_spec);
+    publish_sodb(&r, sodb, g_key, g_kid, 3, g_pub); /* repeat under a new serial: accepted */
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    {
+        char h_sig[128], h_kid[128];
+        snprintf(h_sig, sizeof(h_sig), "X-Psdb-Signature: %.86s==",
+                 "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+                 "AAAAAAAA");
+        snprintf(h_kid, sizeof(h_kid), "X-Psdb-Key-Id: %s", g_kid);
+        const char *hs[] = {h_sig, h_kid, "X-Psdb-Serial: 4", NULL};
+        http(&r, "POST", "/v1/sodbs", g_pub, hs, psdb, NULL, 0);
+        ck_assert_msg(r.status == 400, "%ld %s", r.status, r.body.data);
+        ck_assert_str_eq(jstr(r.json, "error", NULL), "invalid_sodb");
+        resp_free(&r);
+    }
+    /* A reader cannot publish one. */
+    publish_sodb(&r, sodb, g_key, g_kid, 5, g_reader);
+    ck_assert_int_eq(r.status, 403);
+    resp_free(&r);
+    http(&r, "GET", "/v1/sodbs?app=Game&app_version=1.0.0.0", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    json_t *list = json_object_get(r.json, "sodbs");
+    ck_assert_int_eq(json_array_size(list), 2);
+    ck_assert_int_eq(jint(json_array_get(list, 0), "serial", NULL), 3); /* newest first */
+    ck_assert_str_eq(jstr(json_array_get(list, 1), "sha256", NULL), sha);
+    resp_free(&r);
+    http(&r, "GET", "/v1/sodbs?app=Game&app_version=2.0.0.0", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "sodbs")), 0);
+    resp_free(&r);
+    free(sodb);
+    free(other);
+    free(psdb);
+}
+END_TEST
+
+/* The whole job life: a resolve miss makes a job, a second miss bumps its demand (one job per
+ * cell); claim, extend, fail; an expired lease is claimed by another worker and the first
+ * worker's done is refused 409 lease_lost; the second publishes a version 2 PSDB and finishes;
+ * failures past job-max-attempts hold a job; the trust rules of a compiler's publish. */
+START_TEST(test_server__farm_jobs_lease_lifecycle_and_trust)
+{
+    resp r;
+    char body[512], path[128], lease_a[64], lease_b[64];
+    srv_start(&g_srv, NULL);
+    char *compiler = token("compiler", "*", "--name farm");
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    char sodb_sha[65];
+    snprintf(sodb_sha, sizeof(sodb_sha), "%s", jstr(r.json, "sha256", NULL));
+    resp_free(&r);
+    /* A compiler's publish without a published SODB, or without a version 2 statement. */
+    char *psdb = make_psdb(&base_spec);
+    pub_opts o = {.token = compiler,
+                  .serial = 1,
+                  .sodb = "00000000000000000000000000000000"
+                          "00000000000000000000000000000000"};
+    publish(&r, psdb, &o);
+    ck_assert_msg(r.status == 403, "%ld %s", r.status, r.body.data);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "sodb_unknown");
+    resp_free(&r);
+    o.sodb = NULL;
+    publish(&r, psdb, &o);
+    ck_assert_int_eq(r.status, 403);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "forbidden");
+    resp_free(&r);
+    for (int i = 0; i < 2; i++) {
+        http(&r, "GET",
+             "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=7&abi_max=7",
+             g_reader, NULL, NULL, NULL, 0);
+        ck_assert_int_eq(r.status, 404);
+        resp_free(&r);
+    }
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
+    ck_assert_int_eq(jint(job, "demand", NULL), 2);
+    ck_assert_str_eq(jstr(job, "state", NULL), "queued");
+    ck_assert_str_eq(jstr(job, "sodb_sha256", NULL), sodb_sha);
+    long long id = jint(job, "id", NULL);
+    resp_free(&r);
+    /* Only a compiler claims. */
+    claim_body(body, sizeof(body), "a", 7, 1);
+    post_json(&r, "/v1/jobs/claim", g_pub, body);
+    ck_assert_int_eq(r.status, 403);
+    resp_free(&r);
+    post_json(&r, "/v1/jobs/claim", compiler, body);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body.data);
+    ck_assert_int_eq(jint(r.json, "job", "id"), id);
+    ck_assert_int_eq(jint(r.json, "serial", NULL), 1);
+    ck_assert(json_is_null(json_object_get(r.json, "base")));
+    snprintf(lease_a, sizeof(lease_a), "%s", jstr(r.json, "lease", NULL));
+    resp_free(&r);
+    post_json(&r, "/v1/jobs/claim", compiler, body); /* nothing else to do */
+    ck_assert_int_eq(r.status, 204);
+    resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/jobs/%lld/extend", id);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"lease_s\":1}", lease_a);
+    post_json(&r, path, compiler, body);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/jobs/%lld/fail", id);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"error\":\"compiler crashed\"}", lease_a);
+    post_json(&r, path, compiler, body);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(jstr(r.json, "state", NULL), "queued");
+    resp_free(&r);
+    /* Claimed again by a; its lease expires; b claims it; a's done is refused. */
+    claim_body(body, sizeof(body), "a", 7, 1);
+    post_json(&r, "/v1/jobs/claim", compiler, body);
+    ck_assert_int_eq(r.status, 200);
+    snprintf(lease_a, sizeof(lease_a), "%s", jstr(r.json, "lease", NULL));
+    resp_free(&r);
+    usleep(2200 * 1000);
+    claim_body(body, sizeof(body), "b", 7, 60);
+    post_json(&r, "/v1/jobs/claim", compiler, body);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(jint(r.json, "job", "id"), id);
+    ck_assert_int_eq(jint(r.json, "job", "attempts"), 3);
+    long long serial = jint(r.json, "serial", NULL);
+    snprintf(lease_b, sizeof(lease_b), "%s", jstr(r.json, "lease", NULL));
+    resp_free(&r);
+    /* b publishes the version 2 PSDB with the compiler's token. */
+    o.sodb = sodb_sha;
+    o.serial = (uint64_t)serial;
+    publish(&r, psdb, &o);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body.data);
+    ck_assert_int_eq(jint(r.json, "statement_version", NULL), 2);
+    ck_assert_str_eq(jstr(r.json, "sodb_sha256", NULL), sodb_sha);
+    long long psdb_id = jint(r.json, "id", NULL);
+    resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/jobs/%lld/done", id);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"psdb_id\":\"%lld\"}", lease_a, psdb_id);
+    post_json(&r, path, compiler, body);
+    ck_assert_int_eq(r.status, 409);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "lease_lost");
+    resp_free(&r);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"psdb_id\":\"%lld\"}", lease_b, psdb_id);
+    post_json(&r, path, compiler, body);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body.data);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs?state=done", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    json_t *w = json_array_get(json_object_get(r.json, "workers"), 1);
+    ck_assert_str_eq(jstr(w, "worker", NULL), "b");
+    ck_assert_int_eq(jint(w, "jobs_done", NULL), 1);
+    resp_free(&r);
+    http(&r, "GET",
+         "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=7&abi_max=7",
+         g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    /* The dashboard's report: the cell the farm filled, and who built it. */
+    http(&r, "GET", "/v1/stats/farm", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body.data);
+    ck_assert_int_eq(jint(r.json, "jobs", "done"), 1);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "cells")), 1);
+    json_t *cell = json_array_get(json_object_get(r.json, "cells"), 0);
+    ck_assert_str_eq(jstr(cell, "family", NULL), "contoso-gfx9");
+    ck_assert_str_eq(jstr(cell, "app_version", NULL), "1.0.0.0");
+    ck_assert_int_eq(jint(cell, "abi_version", NULL), 7);
+    ck_assert_str_eq(jstr(cell, "worker", NULL), "b");
+    ck_assert_int_eq(atoll(jstr(cell, "newest_id", NULL)), psdb_id);
+    resp_free(&r);
+    /* A requested job for another family, failed job-max-attempts (3) times: held. */
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"fabrikam\","
+              "\"abi_version\":2}");
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body.data);
+    long long id2 = jint(r.json, "id", NULL);
+    resp_free(&r);
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"fabrikam\","
+              "\"abi_version\":2}");
+    ck_assert_int_eq(r.status, 200); /* the same job */
+    ck_assert_int_eq(jint(r.json, "id", NULL), id2);
+    resp_free(&r);
+    for (int i = 0; i < 3; i++) {
+        post_json(&r, "/v1/jobs/claim", compiler,
+                  "{\"worker\":\"c\",\"target\":{\"family\":\"fabrikam\",\"abi_version\":2}}");
+        ck_assert_int_eq(r.status, 200);
+        snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"error\":\"no\"}",
+                 jstr(r.json, "lease", NULL));
+        resp_free(&r);
+        snprintf(path, sizeof(path), "/v1/jobs/%lld/fail", id2);
+        post_json(&r, path, compiler, body);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_str_eq(jstr(r.json, "state", NULL), i < 2 ? "queued" : "held");
+        resp_free(&r);
+    }
+    post_json(&r, "/v1/jobs/claim", compiler,
+              "{\"worker\":\"c\",\"target\":{\"family\":\"fabrikam\",\"abi_version\":2}}");
+    ck_assert_int_eq(r.status, 204);
+    resp_free(&r);
+    http(&r, "GET", "/metrics", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_jobs{state=\"held\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_jobs{state=\"done\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_failures_total 4\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_seconds_count 1\n"));
+    resp_free(&r);
+    free(compiler);
+    free(sodb);
+    free(psdb);
+}
+END_TEST
+
+/* A key registered with --families signs PSDBs of those families only: 403 key_scope. */
+START_TEST(test_server__farm_key_family_scope)
+{
+    resp r;
+    char *k = tu_path(g_dir, "famkey"), kid[PSDB_KEY_ID_SIZE];
+    psdb_key *key = NULL;
+    ck_assert_hr(psdb_keygen(k, kid), PSDB_S_OK);
+    ck_assert_hr(psdb_key_load(k, &key), PSDB_S_OK);
+    ck_assert_int_eq(run_status("%s key add --data-dir %s --name fam --public-key %s.pub "
+                                "--families 'fabrikam-*'",
+                                PSDBD_BIN, g_data, k),
+                     0);
+    srv_start(&g_srv, NULL);
+    char *psdb = make_psdb(&base_spec); /* contoso-gfx9 */
+    pub_opts o = {.key = key, .kid = kid, .serial = 1};
+    publish(&r, psdb, &o);
+    ck_assert_msg(r.status == 403, "%ld %s", r.status, r.body.data);
+    ck_assert_str_eq(jstr(r.json, "error", NULL), "key_scope");
+    resp_free(&r);
+    spec sp = base_spec;
+    sp.family = "fabrikam-x";
+    char *ok = make_psdb(&sp);
+    publish(&r, ok, &o);
+    ck_assert_int_eq(r.status, 201);
+    ck_assert_int_eq(jint(r.json, "statement_version", NULL), 1);
+    ck_assert(json_is_null(json_object_get(r.json, "sodb_sha256")));
+    resp_free(&r);
+    psdb_key_release(key);
+    free(k);
+    free(psdb);
+    free(ok);
+}
+END_TEST
+
+struct claimer {
+    const char *token, *worker;
+    long long ids[64];
+    int n;
+};
+
+/* Claims until 204, without Check's asserts (another thread's failure would be lost). */
+static void *claim_loop(void *arg)
+{
+    struct claimer *cl = arg;
+    char body[256], auth[256];
+    claim_body(body, sizeof(body), cl->worker, 7, 600);
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cl->token);
+    for (;;) {
+        CURL *c = curl_easy_init();
+        struct curl_slist *h = curl_slist_append(NULL, auth);
+        struct buf b = {0};
+        char url[512];
+        long status = 0;
+        snprintf(url, sizeof(url), "%s/v1/jobs/claim", g_srv.base);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        CURLcode cc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        json_t *j = b.data ? json_loads(b.data, 0, NULL) : NULL;
+        free(b.data);
+        if (cc != CURLE_OK || status != 200 || cl->n == 64) {
+            json_decref(j);
+            if (cc != CURLE_OK || (status != 204 && status != 200))
+                cl->n = -1;
+            break;
+        }
+        cl->ids[cl->n++] = jint(j, "job", "id");
+        json_decref(j);
+    }
+    return NULL;
+}
+
+/* Eight workers claiming at once never get one job twice, and every job is handed out. */
+START_TEST(test_server__farm_concurrent_claims_never_hand_a_job_out_twice)
+{
+    resp r;
+    enum { JOBS = 24, THREADS = 8 };
+    srv_start(&g_srv, NULL);
+    char *compiler = token("compiler", "*", "--name farm");
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    for (int i = 0; i < JOBS; i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"contoso-gfx9\","
+                 "\"abi_version\":%d,\"abi_max\":%d}",
+                 7 - i % 8, 7 + i);
+        post_json(&r, "/v1/jobs", g_pub, body);
+        ck_assert_int_eq(r.status, 201);
+        resp_free(&r);
+    }
+    struct claimer cl[THREADS];
+    pthread_t th[THREADS];
+    char names[THREADS][16];
+    for (int i = 0; i < THREADS; i++) {
+        snprintf(names[i], sizeof(names[i]), "w%d", i);
+        cl[i] = (struct claimer){.token = compiler, .worker = names[i]};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, claim_loop, &cl[i]), 0);
+    }
+    int seen[JOBS + 1] = {0}, total = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_ge(cl[i].n, 0);
+        for (int k = 0; k < cl[i].n; k++) {
+            long long id = cl[i].ids[k];
+            ck_assert(id >= 1 && id <= JOBS);
+            ck_assert_msg(seen[id] == 0, "job %lld handed out twice", id);
+            seen[id] = 1;
+            total++;
+        }
+    }
+    ck_assert_int_eq(total, JOBS);
+    free(compiler);
+    free(sodb);
+}
+END_TEST
+
+/* `psdbd job add` on g_data with `args`, its stdout and stderr in out_file; the exit status. */
+static int job_add_to(const char *out_file, const char *args)
+{
+    char *cmd = NULL;
+    ck_assert_int_ge(asprintf(&cmd, "%s job add --data-dir %s %s", PSDBD_BIN, g_data, args), 0);
+    int rc = tu_run(cmd, out_file);
+    free(cmd);
+    return rc;
+}
+
+/* `psdbd job add` queues the job of a published SODB as POST /v1/jobs does: its id (or --json
+ * the JOB), the same job again for the same cell; refused in one line without a published SODB,
+ * and on bad arguments. */
+START_TEST(test_server__farm_job_add_admin_command)
+{
+    resp r;
+    char *err = tu_path(g_dir, "job-add.err");
+    const char *cell = "--app Game --app-version 1.0.0.0 --family fabrikam --abi 3 --abi-max 5";
+    ck_assert_int_eq(job_add_to(err, cell), 1);
+    char *msg = tu_read_file(err, NULL);
+    ck_assert_str_eq(msg, "psdbd job add: Game 1.0.0.0 has no published SODB (publish one: POST "
+                          "/v1/sodbs)\n");
+    free(msg);
+    srv_start(&g_srv, NULL);
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    char sodb_sha[65];
+    snprintf(sodb_sha, sizeof(sodb_sha), "%s", jstr(r.json, "sha256", NULL));
+    resp_free(&r);
+    char *line = run_line("%s job add --data-dir %s %s --json", PSDBD_BIN, g_data, cell);
+    json_t *job = json_loads(line, 0, NULL);
+    ck_assert_msg(job != NULL, "not JSON: %s", line);
+    ck_assert(json_is_true(json_object_get(job, "created")));
+    ck_assert_str_eq(jstr(job, "state", NULL), "queued");
+    ck_assert_str_eq(jstr(job, "sodb_sha256", NULL), sodb_sha);
+    ck_assert_int_eq(jint(job, "target", "abi_min"), 3);
+    ck_assert_int_eq(jint(job, "target", "abi_max"), 5);
+    ck_assert_int_eq(jint(job, "demand", NULL), 0);
+    long long id = jint(job, "id", NULL);
+    json_decref(job);
+    free(line);
+    line = run_line("%s job add --data-dir %s %s 2>/dev/null", PSDBD_BIN, g_data, cell);
+    ck_assert_int_eq(atoll(line), id); /* the same cell: the same job */
+    free(line);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    ck_assert_str_eq(jstr(json_array_get(json_object_get(r.json, "jobs"), 0), "target", "family"),
+                     "fabrikam");
+    resp_free(&r);
+    /* Another version has no SODB; bad arguments are refused before the index is opened. */
+    ck_assert_int_eq(run_status("%s job add --data-dir %s --app Game --app-version 2 --family f "
+                                "--abi 1 2>/dev/null",
+                                PSDBD_BIN, g_data),
+                     1);
+    const char *bad[] = {"--app Game --app-version 1.0.0.0 --family f --abi 5 --abi-max 4",
+                         "--app Game --app-version x --family f --abi 5",
+                         "--app Game --app-version 1.0.0.0 --family f --abi -1",
+                         "--app Game --app-version 1.0.0.0 --abi 1",
+                         "--app '' --app-version 1 --family f --abi 1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(job_add_to(err, bad[i]), 1);
+        msg = tu_read_file(err, NULL);
+        ck_assert_msg(strncmp(msg, "psdbd job add: ", 15) == 0 && strchr(msg, '\n') &&
+                          strchr(msg, '\n')[1] == '\0',
+                      "%s: %s", bad[i], msg);
+        free(msg);
+    }
+    ck_assert_int_eq(run_status("%s job add --help >/dev/null", PSDBD_BIN), 0);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    resp_free(&r);
+    free(sodb);
+    free(err);
+}
+END_TEST
+
+/* Anonymous misses cannot open jobs without bound: a flood of distinct ABI ranges opens at most
+ * job-max-queued-per-family jobs per SODB and family (the rest add to the nearest job), a flood
+ * of family names at most job-max-queued-per-sodb; every capped miss is counted. */
+START_TEST(test_server__farm_resolve_miss_flood_opens_bounded_jobs)
+{
+    resp r;
+    char path[256];
+    const char *extra[] = {"--job-max-queued-per-sodb", "12", NULL};
+    srv_start(&g_srv, extra);
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    for (int i = 0; i < 30; i++) { /* the default bound per family: 8 */
+        snprintf(path, sizeof(path),
+                 "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=%d&"
+                 "abi_max=%d",
+                 100 + 10 * i, 105 + 10 * i);
+        http(&r, "GET", path, NULL, NULL, NULL, NULL, 0);
+        ck_assert_int_eq(r.status, 404);
+        resp_free(&r);
+    }
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof(path),
+                 "/v1/resolve?app=Game&app_version=1.0.0.0&family=flood-%d&abi_min=1&abi_max=1", i);
+        http(&r, "GET", path, NULL, NULL, NULL, NULL, 0);
+        ck_assert_int_eq(r.status, 404);
+        resp_free(&r);
+    }
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    json_t *jobs = json_object_get(r.json, "jobs");
+    ck_assert_int_eq(json_array_size(jobs), 12);
+    long long contoso = 0, demand = 0;
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *j = json_array_get(jobs, i);
+        if (strcmp(jstr(j, "target", "family"), "contoso-gfx9") == 0) {
+            contoso++;
+            demand += jint(j, "demand", NULL);
+            /* The 22 misses past the bound (180..395) went to the nearest job, 170..175. */
+            ck_assert_int_eq(jint(j, "demand", NULL), jint(j, "target", "abi_min") == 170 ? 23 : 1);
+        }
+    }
+    ck_assert_int_eq(contoso, 8);
+    ck_assert_int_eq(demand, 30); /* no miss of an open family is lost */
+    resp_free(&r);
+    http(&r, "GET", "/metrics", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_demand_capped_total 38\n"));
+    resp_free(&r);
+    /* Requests and job add are not capped: they are authenticated. */
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"contoso-gfx9\","
+              "\"abi_version\":9000}");
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    free(sodb);
+}
+END_TEST
+
+/* DELETE /v1/sodbs/<id> retires an SODB (a publisher whose scope covers it, or an admin): it is
+ * no longer listed, its queued jobs are held saying why, misses and requests make jobs of the
+ * newest SODB still published, and none once every SODB of the version is retired. */
+START_TEST(test_server__farm_sodb_retire)
+{
+    resp r;
+    char path[64];
+    srv_start(&g_srv, NULL);
+    char *compiler = token("compiler", "*", "--name farm");
+    char *other = token("publisher", "Other*", "--name other-pub");
+    char *s1 = make_sodb("1.0.0.0", 1), *s2 = make_sodb("1.0.0.0", 2);
+    long long id1, id2;
+    publish_sodb(&r, s1, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    id1 = jint(r.json, "id", NULL);
+    resp_free(&r);
+    publish_sodb(&r, s2, g_key, g_kid, 2, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    id2 = jint(r.json, "id", NULL);
+    resp_free(&r);
+    const char *miss =
+        "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=7&abi_max=7";
+    http(&r, "GET", miss, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    /* Who may retire: not a reader, a compiler or a publisher of other applications. */
+    snprintf(path, sizeof(path), "/v1/sodbs/%lld", id2);
+    const char *refused[] = {g_reader, compiler, other};
+    for (int i = 0; i < 3; i++) {
+        http(&r, "DELETE", path, refused[i], NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 403, "%d: %ld %s", i, r.status, r.body.data);
+        resp_free(&r);
+    }
+    http(&r, "DELETE", "/v1/sodbs/999", g_pub, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    http(&r, "DELETE", "/v1/sodbs/x1", g_pub, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 400);
+    resp_free(&r);
+    for (int i = 0; i < 2; i++) { /* again: the same answer, nothing changed */
+        http(&r, "DELETE", path, g_pub, NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body.data);
+        ck_assert(json_is_true(json_object_get(r.json, "retired")));
+        resp_free(&r);
+    }
+    http(&r, "GET", path, g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(json_is_true(json_object_get(r.json, "retired")));
+    resp_free(&r);
+    http(&r, "GET", "/v1/sodbs?app=Game", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "sodbs")), 1);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(r.json, "sodbs"), 0), "id", NULL), id1);
+    resp_free(&r);
+    /* The miss's job (of SODB 2) is held; a new miss makes the job of SODB 1. */
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
+    ck_assert_str_eq(jstr(job, "state", NULL), "held");
+    ck_assert_str_eq(jstr(job, "last_error", NULL), "its SODB was retired");
+    resp_free(&r);
+    http(&r, "GET", miss, NULL, NULL, NULL, NULL, 0);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs?state=queued", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(r.json, "jobs"), 0), "sodb_id", NULL),
+                     id1);
+    resp_free(&r);
+    /* Every SODB of the version retired: no job from a miss, a request or job add; no claim. */
+    snprintf(path, sizeof(path), "/v1/sodbs/%lld", id1);
+    http(&r, "DELETE", path, g_admin, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    http(&r, "GET",
+         "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&"
+         "abi_max=1",
+         NULL, NULL, NULL, NULL, 0);
+    resp_free(&r);
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"f\",\"abi_version\":1}");
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    ck_assert_int_eq(job_add_to("/dev/null", "--app Game --app-version 1.0.0.0 --family f --abi 1"),
+                     1);
+    post_json(&r, "/v1/jobs/claim", compiler,
+              "{\"worker\":\"w\",\"target\":{\"family\":\"contoso-gfx9\",\"abi_version\":7}}");
+    ck_assert_int_eq(r.status, 204);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 2);
+    resp_free(&r);
+    http(&r, "GET", "/v1/sodbs?app=Game", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "sodbs")), 0);
+    resp_free(&r);
+    free(compiler);
+    free(other);
+    free(s1);
+    free(s2);
+}
+END_TEST
+
 int main(void)
 {
     const char *engine = getenv("PSDB_TEST_INDEX");
@@ -3800,7 +4460,20 @@ int main(void)
     tcase_add_test(tc, test_server__client_publish_uses_the_clients_ca_file_and_pin);
     tcase_add_test(tc, test_server__blob_over_4gib);
     suite_add_tcase(s, tc);
-    /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity). */
+    {
+        TCase *farm = tcase_create("farm");
+        tcase_add_checked_fixture(farm, setup, teardown);
+        tcase_set_timeout(farm, 120);
+        tcase_add_test(farm, test_server__farm_sodb_publish_and_list);
+        tcase_add_test(farm, test_server__farm_jobs_lease_lifecycle_and_trust);
+        tcase_add_test(farm, test_server__farm_key_family_scope);
+        tcase_add_test(farm, test_server__farm_concurrent_claims_never_hand_a_job_out_twice);
+        tcase_add_test(farm, test_server__farm_job_add_admin_command);
+        tcase_add_test(farm, test_server__farm_resolve_miss_flood_opens_bounded_jobs);
+        tcase_add_test(farm, test_server__farm_sodb_retire);
+        suite_add_tcase(s, farm);
+    }
+    /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity|farm). */
     const char *cases[] = {"index", "scopes", "identity"};
     for (int i = 0; i < 3; i++) {
         TCase *t = tcase_create(cases[i]);

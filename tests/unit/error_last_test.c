@@ -505,6 +505,23 @@ static psdb_hr r_statement_verify(void)
     psdb_statement st = {.identity = rt_identity, .target = rt_target(1), .serial = 1};
     return psdb_statement_verify(g_pubkey, &st, "AAAA");
 }
+static psdb_hr r_sodb_statement_encode(void)
+{
+    size_t n = 0;
+    psdb_sodb_statement st = {0}; /* no application name */
+    return psdb_sodb_statement_encode(&st, NULL, &n);
+}
+static psdb_hr r_sodb_statement_sign(void)
+{
+    psdb_sodb_statement st = {.identity = rt_identity, .serial = 1};
+    char sig[PSDB_SIGNATURE_B64_SIZE];
+    return psdb_sodb_statement_sign(g_pubkey /* public only */, &st, sig);
+}
+static psdb_hr r_sodb_statement_verify(void)
+{
+    psdb_sodb_statement st = {.identity = rt_identity, .serial = 1};
+    return psdb_sodb_statement_verify(g_pubkey, &st, "AAAA");
+}
 /* runtime: psdb/device.h, pipeline.h, session.h, queue.h, pipeline_library.h, serialized and
  * derived PSOs */
 static psdb_hr r_device_create(void)
@@ -885,6 +902,9 @@ static const row rows[] = {
     {"psdb_key_id", r_key_id, "psdb_key_id"},
     {"psdb_statement_sign", r_statement_sign, "public key"},
     {"psdb_statement_verify", r_statement_verify, "not a canonical base64"},
+    {"psdb_sodb_statement_encode", r_sodb_statement_encode, "no application name"},
+    {"psdb_sodb_statement_sign", r_sodb_statement_sign, "public key"},
+    {"psdb_sodb_statement_verify", r_sodb_statement_verify, "not a canonical base64"},
     {"psdb_device_create", r_device_create, "empty exe path"},
     {"psdb_device_check_feature_support", r_device_check_feature_support, "size"},
     {"psdb_device_set_default_session", r_device_set_default_session, "explicit psdb session"},

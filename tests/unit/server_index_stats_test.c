@@ -422,8 +422,8 @@ START_TEST(test_server_index_stats__lookups_by_names_not_utf8_find_nothing)
         ck_assert_msg(psdbd_index_list_app_psdbs(both[i], bad, &out) == PSDBD_NOT_FOUND, "%s",
                       engine);
         ck_assert_msg(psdbd_index_token_find(both[i], bad, &t) == PSDBD_NOT_FOUND, "%s", engine);
-        ck_assert_msg(psdbd_index_key_find(both[i], bad, &pem, &scope) == PSDBD_NOT_FOUND, "%s",
-                      engine);
+        ck_assert_msg(psdbd_index_key_find(both[i], bad, &pem, &scope, NULL) == PSDBD_NOT_FOUND,
+                      "%s", engine);
         ck_assert_msg(psdbd_index_credential_revoke(both[i], PSDBD_CREDENTIAL_TOKEN, bad) ==
                           PSDBD_NOT_FOUND,
                       "%s", engine);

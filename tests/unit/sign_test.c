@@ -367,6 +367,97 @@ START_TEST(test_sign__wrong_key_and_malformed_signature)
 }
 END_TEST
 
+/* Version 2 (schema/STATEMENT.md): its own domain and version, the version 1 fields in order, then
+ * the source SODB's digest; a version 1 signature never verifies as version 2 and the reverse. */
+START_TEST(test_sign__statement_v2_names_the_sodb)
+{
+    char id[PSDB_KEY_ID_SIZE];
+    psdb_key *key = make_key("k", id);
+    psdb_statement v1 = sample(), v2 = sample();
+    uint8_t b1[1024], b2[1024];
+    size_t n1 = sizeof(b1), n2 = sizeof(b2);
+    char sig1[PSDB_SIGNATURE_B64_SIZE], sig2[PSDB_SIGNATURE_B64_SIZE];
+    v2.has_sodb = 1;
+    for (int i = 0; i < 32; i++)
+        v2.sodb_sha256[i] = (uint8_t)(0x10 + i);
+    ck_assert_hr(psdb_statement_encode(&v1, b1, &n1), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_encode(&v2, b2, &n2), PSDB_S_OK);
+    ck_assert_uint_eq(n2, n1 + 32);
+    ck_assert_mem_eq(b2, "psdb-statement-v2\0", 18);
+    ck_assert_mem_eq(b2 + 18, "\x02\0\0\0", 4);
+    ck_assert_mem_eq(b2 + 22, b1 + 22, n1 - 22); /* the version 1 fields, in the same order */
+    ck_assert_mem_eq(b2 + n1, v2.sodb_sha256, 32);
+    ck_assert_hr(psdb_statement_sign(key, &v1, sig1), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_sign(key, &v2, sig2), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_verify(key, &v2, sig2), PSDB_S_OK);
+    ck_assert_hr(psdb_statement_verify(key, &v2, sig1), PSDB_E_SIGNATURE);
+    ck_assert_hr(psdb_statement_verify(key, &v1, sig2), PSDB_E_SIGNATURE);
+    /* Another source SODB is another statement. */
+    v2.sodb_sha256[31] ^= 1;
+    ck_assert_hr(psdb_statement_verify(key, &v2, sig2), PSDB_E_SIGNATURE);
+    /* has_sodb zero: sodb_sha256 is not part of the statement. */
+    v1.sodb_sha256[0] = 0xFF;
+    ck_assert_hr(psdb_statement_verify(key, &v1, sig1), PSDB_S_OK);
+    psdb_key_release(key);
+}
+END_TEST
+
+/* The SODB statement: documented bytes, round trip, every field covered, and never mistaken for a
+ * PSDB statement. */
+START_TEST(test_sign__sodb_statement)
+{
+    char id[PSDB_KEY_ID_SIZE];
+    psdb_key *key = make_key("k", id);
+    psdb_statement p = sample();
+    psdb_sodb_statement st = {.size = p.size, .identity = p.identity, .serial = 9};
+    uint8_t buf[1024];
+    size_t n = sizeof(buf), small;
+    char sig[PSDB_SIGNATURE_B64_SIZE];
+    memcpy(st.sha256, p.sha256, 32);
+    ck_assert_hr(psdb_sodb_statement_encode(&st, NULL, &n), PSDB_S_OK);
+    /* 23 domain + 4 version + 32 digest + 8 size + (4+8) exe + (4+4) name + 8 version
+     * + (4+6) engine + 8 engine version + 16 app id + 8 serial */
+    ck_assert_uint_eq(n, 23 + 4 + 32 + 8 + 12 + 8 + 8 + 10 + 8 + 16 + 8);
+    small = n - 1;
+    ck_assert_hr(psdb_sodb_statement_encode(&st, buf, &small), PSDB_E_MORE_DATA);
+    ck_assert_hr(psdb_sodb_statement_encode(&st, buf, &n), PSDB_S_OK);
+    ck_assert_mem_eq(buf, "psdb-sodb-statement-v1\0", 23);
+    ck_assert_mem_eq(buf + 23, "\x01\0\0\0", 4);
+    ck_assert_mem_eq(buf + 27, st.sha256, 32);
+    ck_assert_mem_eq(buf + n - 8, "\x09\0\0\0\0\0\0\0", 8);
+    ck_assert_hr(psdb_sodb_statement_sign(key, &st, sig), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_statement_verify(key, &st, sig), PSDB_S_OK);
+    for (int field = 0; field < 5; field++) {
+        psdb_sodb_statement t = st;
+        switch (field) {
+        case 0:
+            t.sha256[0] ^= 1;
+            break;
+        case 1:
+            t.size++;
+            break;
+        case 2:
+            t.identity.desc.version++;
+            break;
+        case 3:
+            t.identity.app_id[15] ^= 1;
+            break;
+        default:
+            t.serial++;
+            break;
+        }
+        ck_assert_msg(psdb_sodb_statement_verify(key, &t, sig) == PSDB_E_SIGNATURE,
+                      "tampered SODB statement field %d still verifies", field);
+    }
+    ck_assert_hr(psdb_sodb_statement_verify(NULL, &st, sig), PSDB_E_INVALIDARG);
+    st.identity.desc.name = "";
+    ck_assert_hr(psdb_sodb_statement_sign(key, &st, sig), PSDB_E_INVALIDARG);
+    st.identity.desc.name = "Game\xe2\x80\xae"; /* U+202E: not a name */
+    ck_assert_hr(psdb_sodb_statement_encode(&st, NULL, &n), PSDB_E_INVALIDARG);
+    psdb_key_release(key);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sign");
@@ -382,6 +473,8 @@ int main(void)
     tcase_add_test(tc, test_sign__sign_verify_roundtrip);
     tcase_add_test(tc, test_sign__tampered_fields_fail);
     tcase_add_test(tc, test_sign__wrong_key_and_malformed_signature);
+    tcase_add_test(tc, test_sign__statement_v2_names_the_sodb);
+    tcase_add_test(tc, test_sign__sodb_statement);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,4 +1,10 @@
-/* psdb/sign.h - the signed statement of a published PSDB (schema/STATEMENT.md) and Ed25519 keys. */
+/* psdb/sign.h - the signed statements of a published PSDB and of a published SODB
+ * (schema/STATEMENT.md) and Ed25519 keys.
+ *
+ * The trust chain of the compile farm: a studio signs its SODB (psdb_sodb_statement, with a
+ * publisher key); a compiler signs each PSDB built from it with a version 2 statement naming the
+ * SODB's SHA-256 (psdb_statement with has_sodb set); a launcher trusts the studio's and the
+ * compilers' keys. A PSDB built without a source SODB keeps the version 1 statement. */
 #ifndef PSDB_SIGN_H
 #define PSDB_SIGN_H
 
@@ -9,18 +15,36 @@ extern "C" {
 #endif
 
 /* What a publisher vouches for: one PSDB's bytes (digest and size), the application it was built
- * for, its target and the publisher-chosen serial. Strings are borrowed. A NULL exe_filename or
- * engine_name is encoded like an empty string. */
+ * for, its target and the publisher-chosen serial; with has_sodb non-zero also the SODB it was
+ * compiled from (the version 2 statement; has_sodb zero: version 1, sodb_sha256 ignored). Strings
+ * are borrowed. A NULL exe_filename or engine_name is encoded like an empty string. A statement
+ * zero-initialised apart from the version 1 fields is a version 1 statement. */
 typedef struct psdb_statement {
     uint8_t sha256[32]; /* SHA-256 of the whole PSDB file */
     uint64_t size;      /* size of the PSDB file in bytes */
     psdb_app_identity identity;
     psdb_target target;
     uint64_t serial;
+    int has_sodb;            /* non-zero: version 2, naming sodb_sha256 */
+    uint8_t sodb_sha256[32]; /* SHA-256 of the SODB file the PSDB was compiled from */
 } psdb_statement;
 
-/* Version of the canonical encoding written by psdb_statement_encode. */
+/* Versions of the canonical encoding written by psdb_statement_encode: 1 without a source SODB,
+ * 2 with one (has_sodb). */
 #define PSDB_STATEMENT_VERSION 1u
+#define PSDB_STATEMENT_VERSION_SODB 2u
+
+/* What a studio vouches for when it publishes an SODB: its bytes (digest and size), the
+ * application it records and the publisher-chosen serial. Strings are borrowed, encoded as in
+ * psdb_statement (schema/STATEMENT.md, SODB statement). */
+typedef struct psdb_sodb_statement {
+    uint8_t sha256[32]; /* SHA-256 of the whole SODB file */
+    uint64_t size;      /* size of the SODB file in bytes */
+    psdb_app_identity identity;
+    uint64_t serial;
+} psdb_sodb_statement;
+/* Version of the canonical encoding written by psdb_sodb_statement_encode. */
+#define PSDB_SODB_STATEMENT_VERSION 1u
 /* Longest string field accepted in a statement, in bytes. */
 #define PSDB_STATEMENT_STRING_MAX 4096u
 /* Buffer sizes, NUL included: a signature in base64 and a key id in lowercase hex. */
@@ -102,6 +126,16 @@ PSDB_API psdb_hr psdb_statement_sign(const psdb_key *key, const psdb_statement *
  * statement psdb_statement_encode rejects; PSDB_E_OUTOFMEMORY. Thread-safe. */
 PSDB_API psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
                                        const char *signature_b64);
+
+/* The SODB statement's trio: as psdb_statement_encode, _sign and _verify, over the SODB
+ * statement's own encoding (its own domain separator, so that neither kind of signature ever
+ * verifies as the other). PSDB_E_INVALIDARG also when the application name is NULL or empty.
+ * Thread-safe. */
+PSDB_API psdb_hr psdb_sodb_statement_encode(const psdb_sodb_statement *st, void *buf, size_t *size);
+PSDB_API psdb_hr psdb_sodb_statement_sign(const psdb_key *key, const psdb_sodb_statement *st,
+                                          char out[PSDB_SIGNATURE_B64_SIZE]);
+PSDB_API psdb_hr psdb_sodb_statement_verify(const psdb_key *key, const psdb_sodb_statement *st,
+                                            const char *signature_b64);
 
 /* Releases a key (NULL is a no-op). */
 PSDB_API void psdb_key_release(psdb_key *key);

@@ -1,4 +1,5 @@
-/* sign.c - the signed statement of a published PSDB and Ed25519 keys (OpenSSL EVP_PKEY). */
+/* sign.c - the signed statements of a published PSDB (versions 1 and 2) and of a published SODB,
+ * and Ed25519 keys (OpenSSL EVP_PKEY). */
 #include "psdb/sign.h"
 
 #include <errno.h>
@@ -25,6 +26,8 @@
 /* schema/STATEMENT.md: the domain separator keeps a statement signature from ever verifying as a
  * signature over some other message made with the same key. */
 static const char statement_domain[] = "psdb-statement-v1"; /* followed by its NUL on the wire */
+static const char statement_v2_domain[] = "psdb-statement-v2";
+static const char sodb_statement_domain[] = "psdb-sodb-statement-v1";
 
 struct psdb_key {
     EVP_PKEY *pkey;
@@ -50,6 +53,22 @@ static psdb_hr put_str(psdb__buf *b, const char *field, const char *s)
     return PSDB_S_OK;
 }
 
+/* The application identity, as both kinds of statement carry it. */
+static psdb_hr put_identity(psdb__buf *b, const psdb_app_identity *id)
+{
+    psdb_hr hr = PSDB_S_OK;
+    const psdb_app_desc *d = &id->desc;
+    if ((hr = put_str(b, "exe filename", d->exe_filename)) < 0 ||
+        (hr = put_str(b, "application name", d->name)) < 0)
+        return hr;
+    psdb__buf_u64(b, d->version);
+    if ((hr = put_str(b, "engine name", d->engine_name)) < 0)
+        return hr;
+    psdb__buf_u64(b, d->engine_version);
+    psdb__buf_append(b, id->app_id, 16);
+    return hr;
+}
+
 static psdb_hr encode(const psdb_statement *st, psdb__buf *b)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -59,26 +78,60 @@ static psdb_hr encode(const psdb_statement *st, psdb__buf *b)
                                "signed statement: no application name or no target family");
         goto cleanup;
     }
-    psdb__buf_append(b, statement_domain, sizeof(statement_domain));
-    psdb__buf_u32(b, PSDB_STATEMENT_VERSION);
+    /* Version 2 has its own domain: a version 1 signature never verifies as a version 2 one of
+     * the same fields, and the reverse. */
+    if (st->has_sodb) {
+        psdb__buf_append(b, statement_v2_domain, sizeof(statement_v2_domain));
+        psdb__buf_u32(b, PSDB_STATEMENT_VERSION_SODB);
+    } else {
+        psdb__buf_append(b, statement_domain, sizeof(statement_domain));
+        psdb__buf_u32(b, PSDB_STATEMENT_VERSION);
+    }
     psdb__buf_append(b, st->sha256, 32);
     psdb__buf_u64(b, st->size);
-    if ((hr = put_str(b, "exe filename", d->exe_filename)) < 0 ||
-        (hr = put_str(b, "application name", d->name)) < 0)
+    if ((hr = put_identity(b, &st->identity)) < 0)
         goto cleanup;
-    psdb__buf_u64(b, d->version);
-    if ((hr = put_str(b, "engine name", d->engine_name)) < 0)
-        goto cleanup;
-    psdb__buf_u64(b, d->engine_version);
-    psdb__buf_append(b, st->identity.app_id, 16);
     if ((hr = put_str(b, "family", st->target.family)) < 0)
         goto cleanup;
     psdb__buf_u64(b, st->target.abi_version);
     psdb__buf_u64(b, st->target.compiler_version);
     psdb__buf_u64(b, st->target.profile_version);
     psdb__buf_u64(b, st->serial);
+    if (st->has_sodb)
+        psdb__buf_append(b, st->sodb_sha256, 32);
     hr = psdb__buf_status(b);
 cleanup:
+    return hr;
+}
+
+static psdb_hr encode_sodb(const psdb_sodb_statement *st, psdb__buf *b)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (!st->identity.desc.name || !*st->identity.desc.name) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "signed SODB statement: no application name");
+        goto cleanup;
+    }
+    psdb__buf_append(b, sodb_statement_domain, sizeof(sodb_statement_domain));
+    psdb__buf_u32(b, PSDB_SODB_STATEMENT_VERSION);
+    psdb__buf_append(b, st->sha256, 32);
+    psdb__buf_u64(b, st->size);
+    if ((hr = put_identity(b, &st->identity)) < 0)
+        goto cleanup;
+    psdb__buf_u64(b, st->serial);
+    hr = psdb__buf_status(b);
+cleanup:
+    return hr;
+}
+
+/* The encoded bytes into the caller's buffer, by the encode functions' size rule. */
+static psdb_hr copy_out(const psdb__buf *b, void *buf, size_t *size)
+{
+    psdb_hr hr = PSDB_S_OK;
+    if (buf && *size < b->len)
+        hr = PSDB_E_MORE_DATA;
+    else if (buf)
+        memcpy(buf, b->data, b->len);
+    *size = b->len;
     return hr;
 }
 
@@ -93,11 +146,24 @@ psdb_hr psdb_statement_encode(const psdb_statement *st, void *buf, size_t *size)
     }
     if ((hr = encode(st, &b)) < 0)
         goto cleanup;
-    if (buf && *size < b.len)
-        hr = PSDB_E_MORE_DATA;
-    else if (buf)
-        memcpy(buf, b.data, b.len);
-    *size = b.len;
+    hr = copy_out(&b, buf, size);
+cleanup:
+    psdb__buf_free(&b);
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+psdb_hr psdb_sodb_statement_encode(const psdb_sodb_statement *st, void *buf, size_t *size)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb__buf b = {0};
+    psdb_hr hr = PSDB_S_OK;
+    if (!st || !size) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG, "psdb_sodb_statement_encode: NULL st or size");
+        goto cleanup;
+    }
+    if ((hr = encode_sodb(st, &b)) < 0)
+        goto cleanup;
+    hr = copy_out(&b, buf, size);
 cleanup:
     psdb__buf_free(&b);
     return psdb__error_ret(hr, err_mark, __func__);
@@ -445,15 +511,37 @@ int psdb_key_is_private(const psdb_key *key)
     return key && key->is_private;
 }
 
+/* Signs an encoded message with a private key into the base64 of its signature. */
+static psdb_hr sign_message(const psdb_key *key, const psdb__buf *msg,
+                            char out[PSDB_SIGNATURE_B64_SIZE])
+{
+    psdb_hr hr = PSDB_S_OK;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    uint8_t sig[64];
+    size_t sig_len = sizeof(sig);
+    if (!ctx) {
+        hr = PSDB_E_OUTOFMEMORY;
+        goto cleanup;
+    }
+    /* Ed25519 is one-shot: no digest is named, the whole message goes to DigestSign. */
+    if (EVP_DigestSignInit(ctx, NULL, NULL, NULL, key->pkey) != 1 ||
+        EVP_DigestSign(ctx, sig, &sig_len, msg->data, msg->len) != 1 || sig_len != 64) {
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    if (EVP_EncodeBlock((unsigned char *)out, sig, 64) != 88)
+        hr = PSDB_E_FAIL;
+cleanup:
+    EVP_MD_CTX_free(ctx);
+    return hr;
+}
+
 psdb_hr psdb_statement_sign(const psdb_key *key, const psdb_statement *st,
                             char out[PSDB_SIGNATURE_B64_SIZE])
 {
     const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     psdb__buf msg = {0};
-    EVP_MD_CTX *ctx = NULL;
-    uint8_t sig[64];
-    size_t sig_len = sizeof(sig);
     if (!key || !st || !out || !key->is_private) {
         hr =
             psdb__error_const(PSDB_E_INVALIDARG, "psdb_statement_sign: NULL key, statement or out, "
@@ -462,21 +550,28 @@ psdb_hr psdb_statement_sign(const psdb_key *key, const psdb_statement *st,
     }
     if ((hr = encode(st, &msg)) < 0)
         goto cleanup;
-    ctx = EVP_MD_CTX_new();
-    if (!ctx) {
-        hr = PSDB_E_OUTOFMEMORY;
-        goto cleanup;
-    }
-    /* Ed25519 is one-shot: no digest is named, the whole message goes to DigestSign. */
-    if (EVP_DigestSignInit(ctx, NULL, NULL, NULL, key->pkey) != 1 ||
-        EVP_DigestSign(ctx, sig, &sig_len, msg.data, msg.len) != 1 || sig_len != 64) {
-        hr = PSDB_E_FAIL;
-        goto cleanup;
-    }
-    if (EVP_EncodeBlock((unsigned char *)out, sig, 64) != 88)
-        hr = PSDB_E_FAIL;
+    hr = sign_message(key, &msg, out);
 cleanup:
-    EVP_MD_CTX_free(ctx);
+    psdb__buf_free(&msg);
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+psdb_hr psdb_sodb_statement_sign(const psdb_key *key, const psdb_sodb_statement *st,
+                                 char out[PSDB_SIGNATURE_B64_SIZE])
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf msg = {0};
+    if (!key || !st || !out || !key->is_private) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_sodb_statement_sign: NULL key, statement or out, or a public "
+                               "key (signing needs the private one)");
+        goto cleanup;
+    }
+    if ((hr = encode_sodb(st, &msg)) < 0)
+        goto cleanup;
+    hr = sign_message(key, &msg, out);
+cleanup:
     psdb__buf_free(&msg);
     return psdb__error_ret(hr, err_mark, __func__);
 }
@@ -497,25 +592,16 @@ static int decode_signature(const char *b64, uint8_t sig[64])
     return 0;
 }
 
-psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
-                              const char *signature_b64)
+/* Verifies a base64 signature over an encoded message; `fn` names the public function. */
+static psdb_hr verify_message(const psdb_key *key, const psdb__buf *msg, const char *signature_b64,
+                              const char *fn)
 {
-    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
-    psdb__buf msg = {0};
     EVP_MD_CTX *ctx = NULL;
     uint8_t sig[64];
-    if (!key || !st || !signature_b64) {
-        hr = psdb__error_const(PSDB_E_INVALIDARG,
-                               "psdb_statement_verify: NULL key, st or signature_b64");
-        goto cleanup;
-    }
-    if ((hr = encode(st, &msg)) < 0)
-        goto cleanup;
     if (decode_signature(signature_b64, sig) != 0) {
-        hr = psdb__error_const(
-            PSDB_E_SIGNATURE,
-            "psdb_statement_verify: the signature is not a canonical base64 Ed25519 signature");
+        hr = psdb__error_set(PSDB_E_SIGNATURE,
+                             "%s: the signature is not a canonical base64 Ed25519 signature", fn);
         goto cleanup;
     }
     ctx = EVP_MD_CTX_new();
@@ -527,14 +613,50 @@ psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
         hr = PSDB_E_FAIL;
         goto cleanup;
     }
-    if (EVP_DigestVerify(ctx, sig, sizeof(sig), msg.data, msg.len) != 1) {
+    if (EVP_DigestVerify(ctx, sig, sizeof(sig), msg->data, msg->len) != 1) {
         ERR_clear_error();
-        hr = psdb__error_const(PSDB_E_SIGNATURE,
-                               "psdb_statement_verify: the signature does not match the statement "
-                               "and key");
+        hr = psdb__error_set(PSDB_E_SIGNATURE,
+                             "%s: the signature does not match the statement and key", fn);
     }
 cleanup:
     EVP_MD_CTX_free(ctx);
+    return hr;
+}
+
+psdb_hr psdb_statement_verify(const psdb_key *key, const psdb_statement *st,
+                              const char *signature_b64)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf msg = {0};
+    if (!key || !st || !signature_b64) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_statement_verify: NULL key, st or signature_b64");
+        goto cleanup;
+    }
+    if ((hr = encode(st, &msg)) < 0)
+        goto cleanup;
+    hr = verify_message(key, &msg, signature_b64, __func__);
+cleanup:
+    psdb__buf_free(&msg);
+    return psdb__error_ret(hr, err_mark, __func__);
+}
+
+psdb_hr psdb_sodb_statement_verify(const psdb_key *key, const psdb_sodb_statement *st,
+                                   const char *signature_b64)
+{
+    const unsigned err_mark = psdb__error_mark();
+    psdb_hr hr = PSDB_S_OK;
+    psdb__buf msg = {0};
+    if (!key || !st || !signature_b64) {
+        hr = psdb__error_const(PSDB_E_INVALIDARG,
+                               "psdb_sodb_statement_verify: NULL key, st or signature_b64");
+        goto cleanup;
+    }
+    if ((hr = encode_sodb(st, &msg)) < 0)
+        goto cleanup;
+    hr = verify_message(key, &msg, signature_b64, __func__);
+cleanup:
     psdb__buf_free(&msg);
     return psdb__error_ret(hr, err_mark, __func__);
 }
