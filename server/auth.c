@@ -5,7 +5,6 @@
  * with CRYPTO_memcmp, so neither a database dump nor response timing reveals a usable token. */
 #include "auth.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -104,11 +103,6 @@ cleanup:
     psdbd_token_row_free(&row);
     OPENSSL_cleanse(hash, sizeof(hash));
     return rc;
-}
-
-int psdbd_scope_covers(const char *scope, const char *app)
-{
-    return scope && app && fnmatch(scope, app, 0) == 0;
 }
 
 char *psdbd_token_new(char selector[17], uint8_t hash[32])

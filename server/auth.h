@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "common.h"
 #include "index.h"
 
 /* Roles are ordered: each includes the rights of the ones below it, except that the farm's
@@ -41,8 +42,7 @@ typedef enum psdbd_auth_rc {
 /* Checks an Authorization header value ("Bearer psdb_<selector>_<secret>"). */
 psdbd_auth_rc psdbd_auth_check(psdbd_index *ix, const char *authorization, psdbd_principal *out);
 
-/* True when the scope pattern (fnmatch: '*', '?', '[...]') covers the application name. */
-int psdbd_scope_covers(const char *scope, const char *app);
+/* psdbd_scope_covers, the scope rule, is in common.h: the index's farm queue applies it too. */
 
 /* Makes a new random token: returns it (malloc'd), its selector (16 hex + NUL) and the SHA-256
  * to store. NULL when the random generator fails. */

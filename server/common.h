@@ -47,4 +47,8 @@ static inline uint64_t psdbd_u64_from_db(int64_t v)
 /* Monotonic clock in nanoseconds. */
 uint64_t psdbd_now_ns(void);
 
+/* True when the scope pattern (fnmatch: '*', '?', '[...]') covers the application name: the
+ * rule of tokens' and keys' scopes (auth), and of the jobs a compiler may claim (the index). */
+int psdbd_scope_covers(const char *scope, const char *app);
+
 #endif

@@ -57,6 +57,8 @@ void psdbd_config_defaults(psdbd_config *cfg)
     cfg->index_pool = PSDBD_INDEX_PG_POOL_DEFAULT;
     cfg->index_statement_timeout = PSDBD_INDEX_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
     cfg->job_max_attempts = 3;
+    cfg->job_max_queued_per_family = 8;
+    cfg->job_max_queued_per_sodb = 64;
 }
 
 void psdbd_config_free(psdbd_config *cfg)
@@ -121,6 +123,10 @@ int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char
         rc = set_uint(&cfg->index_statement_timeout, value, 0, 3600 * 1000);
     else if (strcmp(key, "job-max-attempts") == 0 || strcmp(key, "job_max_attempts") == 0)
         rc = set_uint(&cfg->job_max_attempts, value, 1, 1000);
+    else if (strcmp(key, "job-max-queued-per-family") == 0)
+        rc = set_uint(&cfg->job_max_queued_per_family, value, 0, 1000000);
+    else if (strcmp(key, "job-max-queued-per-sodb") == 0)
+        rc = set_uint(&cfg->job_max_queued_per_sodb, value, 0, 1000000);
     else if (strcmp(key, "tls-cert") == 0)
         set_str(&cfg->tls_cert, value);
     else if (strcmp(key, "tls-key") == 0)
@@ -290,5 +296,10 @@ void psdbd_config_usage(void)
         "                              rest are app=\"other\" (default 10)\n"
         "  job-max-attempts N          compile farm: claims of a job before a failure (or an\n"
         "                              expired lease) holds it (default 3; also\n"
-        "                              job_max_attempts)\n");
+        "                              job_max_attempts)\n"
+        "  job-max-queued-per-family N compile farm: open (queued or leased) jobs resolve\n"
+        "                              misses may make per SODB and adapter family; a miss\n"
+        "                              past it adds to the nearest open job (default 8; 0: no\n"
+        "                              bound)\n"
+        "  job-max-queued-per-sodb N   the same per SODB over every family (default 64)\n");
 }

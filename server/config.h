@@ -6,33 +6,35 @@
 #include <stdint.h>
 
 typedef struct psdbd_config {
-    char *listen;                     /* "HOST:PORT" or "[V6]:PORT"; port 0 picks a free port */
-    char *data_dir;                   /* index.sqlite, blobs/, tmp/ */
-    unsigned threads;                 /* MHD worker threads */
-    uint64_t max_upload;              /* largest accepted PSDB, bytes */
-    unsigned max_connections;         /* concurrent connections */
-    unsigned max_connections_per_ip;  /* 0: unlimited */
-    unsigned timeout;                 /* seconds a connection may stay idle */
-    unsigned request_timeout;         /* seconds to receive a request (0: no deadline) */
-    uint64_t upload_min_rate;         /* bytes/s a publish body gets on top of it (0: no limit) */
-    unsigned shutdown_timeout;        /* seconds to let in-flight requests finish on SIGTERM */
-    unsigned connection_memory;       /* bytes per connection for headers and upload chunks */
-    int readers_need_token;           /* reader endpoints require a reader token */
-    int metrics_need_token;           /* /metrics requires a reader token */
-    int log_requests;                 /* one line per request on stderr */
-    char *tls_cert, *tls_key;         /* PEM files; both set: native HTTPS */
-    char *index;                      /* postgresql:// URL; NULL: DATA_DIR/index.sqlite */
-    unsigned index_pool;              /* PostgreSQL connections at most */
-    unsigned index_statement_timeout; /* ms a PostgreSQL statement may run (0: no limit) */
-    int stats;                        /* record demand (resolves, downloads) for /v1/stats/ */
-    unsigned stats_flush_interval;    /* seconds between writes of the demand counts */
-    unsigned stats_retention_days;    /* days of demand statistics kept */
-    unsigned stats_max_keys;          /* distinct demand counters held between two flushes */
-    unsigned stats_top_apps;          /* applications named in the /metrics demand series */
-    unsigned stats_max_names;         /* distinct names stored per day */
-    uint64_t stats_max_day_bytes;     /* bytes of demand keys stored per day */
-    uint64_t stats_max_memory;        /* bytes of demand counters held between two flushes */
-    unsigned job_max_attempts;        /* farm: claims of a job before a failure holds it */
+    char *listen;                       /* "HOST:PORT" or "[V6]:PORT"; port 0 picks a free port */
+    char *data_dir;                     /* index.sqlite, blobs/, tmp/ */
+    unsigned threads;                   /* MHD worker threads */
+    uint64_t max_upload;                /* largest accepted PSDB, bytes */
+    unsigned max_connections;           /* concurrent connections */
+    unsigned max_connections_per_ip;    /* 0: unlimited */
+    unsigned timeout;                   /* seconds a connection may stay idle */
+    unsigned request_timeout;           /* seconds to receive a request (0: no deadline) */
+    uint64_t upload_min_rate;           /* bytes/s a publish body gets on top of it (0: no limit) */
+    unsigned shutdown_timeout;          /* seconds to let in-flight requests finish on SIGTERM */
+    unsigned connection_memory;         /* bytes per connection for headers and upload chunks */
+    int readers_need_token;             /* reader endpoints require a reader token */
+    int metrics_need_token;             /* /metrics requires a reader token */
+    int log_requests;                   /* one line per request on stderr */
+    char *tls_cert, *tls_key;           /* PEM files; both set: native HTTPS */
+    char *index;                        /* postgresql:// URL; NULL: DATA_DIR/index.sqlite */
+    unsigned index_pool;                /* PostgreSQL connections at most */
+    unsigned index_statement_timeout;   /* ms a PostgreSQL statement may run (0: no limit) */
+    int stats;                          /* record demand (resolves, downloads) for /v1/stats/ */
+    unsigned stats_flush_interval;      /* seconds between writes of the demand counts */
+    unsigned stats_retention_days;      /* days of demand statistics kept */
+    unsigned stats_max_keys;            /* distinct demand counters held between two flushes */
+    unsigned stats_top_apps;            /* applications named in the /metrics demand series */
+    unsigned stats_max_names;           /* distinct names stored per day */
+    uint64_t stats_max_day_bytes;       /* bytes of demand keys stored per day */
+    uint64_t stats_max_memory;          /* bytes of demand counters held between two flushes */
+    unsigned job_max_attempts;          /* farm: claims of a job before a failure holds it */
+    unsigned job_max_queued_per_family; /* farm: open jobs misses make per SODB and family */
+    unsigned job_max_queued_per_sodb;   /* farm: the same per SODB (0: no bound) */
 } psdbd_config;
 
 /* The default data directory: $PSDBD_DATA_DIR, else $XDG_DATA_HOME/psdbd, else

@@ -29,7 +29,9 @@ static void usage(void)
            "[--scope APP_PATTERN]\n"
            "       psdbd gc --data-dir DIR [--dry-run] [--force]\n"
            "       psdbd check --data-dir DIR [--deep]\n"
-           "       (token, key, gc, check: --index URL for a PostgreSQL index)\n"
+           "       psdbd job add --data-dir DIR --app NAME --app-version V --family FAMILY "
+           "--abi N\n"
+           "       (token, key, gc, check, job: --index URL for a PostgreSQL index)\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
            "--data-dir NEWDIR\n\n"
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
@@ -73,6 +75,8 @@ static int parse_serve_args(int argc, char **argv, psdbd_config *cfg)
                                          {"stats-max-day-bytes", required_argument, NULL, 1},
                                          {"stats-max-memory", required_argument, NULL, 1},
                                          {"job-max-attempts", required_argument, NULL, 1},
+                                         {"job-max-queued-per-family", required_argument, NULL, 1},
+                                         {"job-max-queued-per-sodb", required_argument, NULL, 1},
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
@@ -265,6 +269,8 @@ int main(int argc, char **argv)
             return psdbd_cmd_gc(argc - 1, argv + 1);
         if (strcmp(cmd, "check") == 0)
             return psdbd_cmd_check(argc - 1, argv + 1);
+        if (strcmp(cmd, "job") == 0)
+            return psdbd_cmd_job(argc - 1, argv + 1);
         if (strcmp(cmd, "backup") == 0)
             return psdbd_cmd_backup(argc - 1, argv + 1);
         if (strcmp(cmd, "restore") == 0)

@@ -27,7 +27,12 @@ static atomic_uint_fast64_t valuemaps_derived[2], valuemap_failures, valuemap_dr
 static const char *route_names[PSDBD_ROUTE_COUNT] = {
     "other", "healthz",   "readyz", "metrics",   "publish", "psdb_get", "psdb_retire", "resolve",
     "apps",  "app_psdbs", "blob",   "dashboard", "stats",   "sodbs",    "farm"};
-static atomic_uint_fast64_t jobs_done, job_seconds_sum, job_failures;
+static atomic_uint_fast64_t jobs_done, job_seconds_sum, job_failures, job_demand_capped;
+
+void psdbd_metrics_job_demand_capped(void)
+{
+    atomic_fetch_add_explicit(&job_demand_capped, 1, memory_order_relaxed);
+}
 
 void psdbd_metrics_job_done(int64_t seconds)
 {
@@ -125,10 +130,16 @@ char *psdbd_metrics_render(void)
             "psdb_job_seconds_count %llu\n"
             "# HELP psdb_job_failures_total Farm job failures workers reported to this psdbd.\n"
             "# TYPE psdb_job_failures_total counter\n"
-            "psdb_job_failures_total %llu\n",
+            "psdb_job_failures_total %llu\n"
+            "# HELP psdb_job_demand_capped_total Resolve misses that would have opened a farm "
+            "job past job-max-queued-per-family or -per-sodb (added to the nearest open job, or "
+            "to none).\n"
+            "# TYPE psdb_job_demand_capped_total counter\n"
+            "psdb_job_demand_capped_total %llu\n",
             (unsigned long long)atomic_load(&job_seconds_sum),
             (unsigned long long)atomic_load(&jobs_done),
-            (unsigned long long)atomic_load(&job_failures));
+            (unsigned long long)atomic_load(&job_failures),
+            (unsigned long long)atomic_load(&job_demand_capped));
     fprintf(f,
             "# HELP psdbd_http_response_bytes_total Response body bytes sent.\n"
             "# TYPE psdbd_http_response_bytes_total counter\n"

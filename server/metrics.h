@@ -40,6 +40,8 @@ void psdbd_metrics_valuemap_dropped(void);
 /* The farm (schema/HTTP.md, Farm): a job done `seconds` after its claim; a job's failure. */
 void psdbd_metrics_job_done(int64_t seconds);
 void psdbd_metrics_job_failed(void);
+/* A resolve miss that would have opened a job past job-max-queued-per-family|-per-sodb. */
+void psdbd_metrics_job_demand_capped(void);
 
 /* The whole exposition (malloc'd). */
 char *psdbd_metrics_render(void);

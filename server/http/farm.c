@@ -161,7 +161,7 @@ static enum MHD_Result job_create(psdbd_server *srv, struct MHD_Connection *c, s
     }
     if (http_authorize(srv, c, r, PSDBD_ROLE_PUBLISHER, k.app, &ret) != 0)
         goto cleanup;
-    rc = psdbd_index_job_demand(srv->ix, &k, 0, &created, &job);
+    rc = psdbd_index_job_demand(srv->ix, &k, 0, NULL, &created, &job);
     if (rc == PSDBD_NOT_FOUND)
         ret = http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND,
                                "application '%s' has no published SODB of this version", k.app);
@@ -371,7 +371,14 @@ void http_farm_resolve_miss(psdbd_server *srv, const psdbd_query *q)
 {
     psdbd_job_key k = {q->app,     q->app_version, q->family,
                        q->abi_min, q->abi_max,     q->has_profile ? q->profile_version : 0};
-    psdbd_rc rc = psdbd_index_job_demand(srv->ix, &k, 1, NULL, NULL);
+    /* Anyone who may resolve names any family, ABI range and profile: what misses open is
+     * bounded (schema/HTTP.md, Farm, Demand); a request or an admin's job add is not. */
+    const psdbd_job_bounds b = {srv->cfg->job_max_queued_per_family,
+                                srv->cfg->job_max_queued_per_sodb};
+    int created = 0;
+    psdbd_rc rc = psdbd_index_job_demand(srv->ix, &k, 1, &b, &created, NULL);
     if (rc != PSDBD_OK && rc != PSDBD_NOT_FOUND)
         psdbd_log("farm: the job of a resolve miss of %s was not recorded", q->app);
+    else if (rc == PSDBD_OK && created < 0)
+        psdbd_metrics_job_demand_capped();
 }

@@ -227,6 +227,24 @@ enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct
     if (http_authorize(srv, c, r, need, NULL, &ret) != 0)
         return ret;
     text = psdbd_metrics_render();
+    {
+        /* The farm's queue, from the index (shared by replicas): a gauge per state. */
+        static const char *const states[] = {"queued", "leased", "done", "held"};
+        int64_t counts[4];
+        if (psdbd_index_job_counts(srv->ix, counts) == PSDBD_OK) {
+            char *all = xasprintf("%s# HELP psdb_jobs Farm jobs by state.\n"
+                                  "# TYPE psdb_jobs gauge\n",
+                                  text);
+            for (int i = 0; i < 4; i++) {
+                char *more = xasprintf("%spsdb_jobs{state=\"%s\"} %lld\n", all, states[i],
+                                       (long long)counts[i]);
+                free(all);
+                all = more;
+            }
+            free(text);
+            text = all;
+        }
+    }
     if (srv->stats) {
         FILE *f = open_memstream(&demand, &n);
         if (!f)

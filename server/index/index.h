@@ -194,11 +194,19 @@ typedef struct psdbd_job_key {
     const char *family;
     uint64_t abi_min, abi_max, profile_version;
 } psdbd_job_key;
+/* How many jobs resolve misses may keep open (queued or leased) per SODB and family, and per
+ * SODB over every family (config job-max-queued-per-family, -per-sodb); 0: no bound. */
+typedef struct psdbd_job_bounds {
+    int64_t per_family, per_sodb;
+} psdbd_job_bounds;
 /* Creates the job of k, or adds `demand` to the existing one (a done job is queued again: a miss
- * says its PSDB does not answer now). *created: 1 when it was created. *out (may be NULL): the
- * JOB. PSDBD_NOT_FOUND when the application version has no published SODB. */
+ * says its PSDB does not answer now). *created: 1 when it was created, 0 when it existed, -1 when
+ * creating it would pass `bounds` (NULL: none): then the demand went to the open job of the same
+ * SODB and family whose ABI range is nearest k's (*out that job), or, with none, nowhere (*out
+ * NULL). *out (may be NULL): the JOB. PSDBD_NOT_FOUND when the application version has no
+ * published SODB. */
 psdbd_rc psdbd_index_job_demand(psdbd_index *ix, const psdbd_job_key *k, int64_t demand,
-                                int *created, json_t **out);
+                                const psdbd_job_bounds *bounds, int *created, json_t **out);
 /* Records the worker (its target, last seen) and creates a job for every application covered by
  * `scope` whose newest SODB has no PSDB for the target's family and ABI: *created of them. */
 psdbd_rc psdbd_index_worker_announce(psdbd_index *ix, const psdbd_farm_target *t, const char *scope,

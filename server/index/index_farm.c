@@ -21,7 +21,6 @@
 
 #include <openssl/rand.h>
 
-#include "auth.h"
 #include "common.h"
 
 #define I64(v)                                                                                     \
@@ -329,6 +328,7 @@ static void profile_range(uint64_t profile, int64_t *lo, int64_t *hi)
 struct demand {
     const psdbd_job_key *k;
     int64_t demand;
+    const psdbd_job_bounds *bounds;
     int created;
     json_t *out;
 };
@@ -345,6 +345,36 @@ static psdbd_rc newest_sodb(psdbd__tx *tx, const char *app, uint64_t version, in
         rc = PSDBD_NOT_FOUND;
     *id = o.v[0];
     return rc;
+}
+
+/* *over when a new job of sodb and family would pass the bounds on open (queued or leased)
+ * jobs. Only these count: a done job was compiled, a held one waits for a person, and jobs of
+ * ABIs no worker serves stay queued, so what a flood of misses opens stays within the bounds. */
+static psdbd_rc over_bounds(psdbd__tx *tx, int64_t sodb, const char *family,
+                            const psdbd_job_bounds *b, int *over)
+{
+    static const char sql[] =
+        "SELECT count(*), coalesce(sum(CASE WHEN family = $2 THEN 1 ELSE 0 END), 0) FROM jobs "
+        "WHERE sodb = $1 AND state IN ('queued', 'leased')";
+    const psdbd__arg a[] = {I64(sodb), TXT(family)};
+    struct one o = {0};
+    psdbd_rc rc = RUN(tx, sql, a, one_row, &o);
+    *over = rc == PSDBD_OK && ((b->per_sodb > 0 && o.v[0] >= b->per_sodb) ||
+                               (b->per_family > 0 && o.v[1] >= b->per_family));
+    return rc;
+}
+
+/* The open job of sodb and k's family whose ABI range is nearest k's (overlapping first, then
+ * by the gap between the ranges), in o. */
+static psdbd_rc nearest_job(psdbd__tx *tx, int64_t sodb, const psdbd_job_key *k, struct one *o)
+{
+    /* The stored ABIs are flipped (psdbd_u64_to_db), which keeps order and differences. */
+    static const char sql[] =
+        "SELECT id FROM jobs WHERE sodb = $1 AND family = $2 AND state IN ('queued', 'leased') "
+        "ORDER BY CASE WHEN abi_max < $3 THEN $3 - abi_max WHEN abi_min > $4 THEN abi_min - $4 "
+        "ELSE 0 END, demand DESC, id LIMIT 1";
+    const psdbd__arg a[] = {I64(sodb), TXT(k->family), U64(k->abi_min), U64(k->abi_max)};
+    return RUN(tx, sql, a, one_row, o);
 }
 
 static psdbd_rc demand_tx(psdbd__tx *tx, void *ctx)
@@ -372,6 +402,16 @@ static psdbd_rc demand_tx(psdbd__tx *tx, void *ctx)
                               I64(now)};
     if ((rc = run(tx, find_sql, key, 5, one_row, &o)) != PSDBD_OK)
         return rc;
+    if (!o.found && d->bounds) {
+        int over = 0;
+        if ((rc = over_bounds(tx, sodb, k->family, d->bounds, &over)) != PSDBD_OK)
+            return rc;
+        if (over) {
+            d->created = -1;
+            if ((rc = nearest_job(tx, sodb, k, &o)) != PSDBD_OK || !o.found)
+                return rc;
+        }
+    }
     if (o.found) {
         const psdbd__arg b[] = {I64(o.v[0]), I64(d->demand), I64(now)};
         if ((rc = RUN(tx, bump_sql, b, NULL, NULL)) != PSDBD_OK)
@@ -385,9 +425,9 @@ static psdbd_rc demand_tx(psdbd__tx *tx, void *ctx)
 }
 
 psdbd_rc psdbd_index_job_demand(psdbd_index *ix, const psdbd_job_key *k, int64_t demand,
-                                int *created, json_t **out)
+                                const psdbd_job_bounds *bounds, int *created, json_t **out)
 {
-    struct demand d = {k, demand, 0, NULL};
+    struct demand d = {k, demand, bounds, 0, NULL};
     psdbd_rc rc = ix->ops->farm_tx(ix, 1, demand_tx, &d);
     if (created)
         *created = d.created;

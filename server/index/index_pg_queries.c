@@ -18,31 +18,32 @@ struct pgrow {
     int r;
 };
 
+/* A column past the row's reads as NULL, as SQLite's do: libpq would write "column number out
+ * of range" on stderr for each (the farm's one_row reads up to 4 columns of any row). */
+static int row_is_null(void *row, int i)
+{
+    struct pgrow *p = row;
+    return i < 0 || i >= PQnfields(p->res) || PQgetisnull(p->res, p->r, i);
+}
+
 static const char *row_text(void *row, int i)
 {
     struct pgrow *p = row;
-    return PQgetvalue(p->res, p->r, i); /* "" for NULL */
+    return row_is_null(row, i) ? "" : PQgetvalue(p->res, p->r, i); /* "" for NULL */
 }
 
 static int64_t row_i64(void *row, int i)
 {
     struct pgrow *p = row;
-    return PQgetisnull(p->res, p->r, i) ? 0 : psdbd__pg_int(PQgetvalue(p->res, p->r, i));
-}
-
-static int row_is_null(void *row, int i)
-{
-    struct pgrow *p = row;
-    return PQgetisnull(p->res, p->r, i);
+    return row_is_null(row, i) ? 0 : psdbd__pg_int(PQgetvalue(p->res, p->r, i));
 }
 
 /* bytea comes back in text results as "\x" and two hex digits a byte. */
 static size_t row_blob(void *row, int i, uint8_t *buf, size_t size)
 {
-    struct pgrow *p = row;
-    const char *v = PQgetvalue(p->res, p->r, i);
+    const char *v = row_text(row, i);
     size_t n = strlen(v);
-    if (PQgetisnull(p->res, p->r, i) || n < 2 || v[0] != '\\' || v[1] != 'x' || (n - 2) % 2 ||
+    if (row_is_null(row, i) || n < 2 || v[0] != '\\' || v[1] != 'x' || (n - 2) % 2 ||
         (n - 2) / 2 > size || psdb__unhex(v + 2, buf, (n - 2) / 2) != 0)
         return 0;
     return (n - 2) / 2;

@@ -4043,6 +4043,12 @@ START_TEST(test_server__farm_jobs_lease_lifecycle_and_trust)
               "{\"worker\":\"c\",\"target\":{\"family\":\"fabrikam\",\"abi_version\":2}}");
     ck_assert_int_eq(r.status, 204);
     resp_free(&r);
+    http(&r, "GET", "/metrics", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_jobs{state=\"held\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_jobs{state=\"done\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_failures_total 4\n"));
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_seconds_count 1\n"));
+    resp_free(&r);
     free(compiler);
     free(sodb);
     free(psdb);
@@ -4173,6 +4179,141 @@ START_TEST(test_server__farm_concurrent_claims_never_hand_a_job_out_twice)
 }
 END_TEST
 
+/* `psdbd job add` on g_data with `args`, its stdout and stderr in out_file; the exit status. */
+static int job_add_to(const char *out_file, const char *args)
+{
+    char *cmd = NULL;
+    ck_assert_int_ge(asprintf(&cmd, "%s job add --data-dir %s %s", PSDBD_BIN, g_data, args), 0);
+    int rc = tu_run(cmd, out_file);
+    free(cmd);
+    return rc;
+}
+
+/* `psdbd job add` queues the job of a published SODB as POST /v1/jobs does: its id (or --json
+ * the JOB), the same job again for the same cell; refused in one line without a published SODB,
+ * and on bad arguments. */
+START_TEST(test_server__farm_job_add_admin_command)
+{
+    resp r;
+    char *err = tu_path(g_dir, "job-add.err");
+    const char *cell = "--app Game --app-version 1.0.0.0 --family fabrikam --abi 3 --abi-max 5";
+    ck_assert_int_eq(job_add_to(err, cell), 1);
+    char *msg = tu_read_file(err, NULL);
+    ck_assert_str_eq(msg, "psdbd job add: Game 1.0.0.0 has no published SODB (publish one: POST "
+                          "/v1/sodbs)\n");
+    free(msg);
+    srv_start(&g_srv, NULL);
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    char sodb_sha[65];
+    snprintf(sodb_sha, sizeof(sodb_sha), "%s", jstr(r.json, "sha256", NULL));
+    resp_free(&r);
+    char *line = run_line("%s job add --data-dir %s %s --json", PSDBD_BIN, g_data, cell);
+    json_t *job = json_loads(line, 0, NULL);
+    ck_assert_msg(job != NULL, "not JSON: %s", line);
+    ck_assert(json_is_true(json_object_get(job, "created")));
+    ck_assert_str_eq(jstr(job, "state", NULL), "queued");
+    ck_assert_str_eq(jstr(job, "sodb_sha256", NULL), sodb_sha);
+    ck_assert_int_eq(jint(job, "target", "abi_min"), 3);
+    ck_assert_int_eq(jint(job, "target", "abi_max"), 5);
+    ck_assert_int_eq(jint(job, "demand", NULL), 0);
+    long long id = jint(job, "id", NULL);
+    json_decref(job);
+    free(line);
+    line = run_line("%s job add --data-dir %s %s 2>/dev/null", PSDBD_BIN, g_data, cell);
+    ck_assert_int_eq(atoll(line), id); /* the same cell: the same job */
+    free(line);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    ck_assert_str_eq(jstr(json_array_get(json_object_get(r.json, "jobs"), 0), "target", "family"),
+                     "fabrikam");
+    resp_free(&r);
+    /* Another version has no SODB; bad arguments are refused before the index is opened. */
+    ck_assert_int_eq(run_status("%s job add --data-dir %s --app Game --app-version 2 --family f "
+                                "--abi 1 2>/dev/null",
+                                PSDBD_BIN, g_data),
+                     1);
+    const char *bad[] = {"--app Game --app-version 1.0.0.0 --family f --abi 5 --abi-max 4",
+                         "--app Game --app-version x --family f --abi 5",
+                         "--app Game --app-version 1.0.0.0 --family f --abi -1",
+                         "--app Game --app-version 1.0.0.0 --abi 1",
+                         "--app '' --app-version 1 --family f --abi 1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(job_add_to(err, bad[i]), 1);
+        msg = tu_read_file(err, NULL);
+        ck_assert_msg(strncmp(msg, "psdbd job add: ", 15) == 0 && strchr(msg, '\n') &&
+                          strchr(msg, '\n')[1] == '\0',
+                      "%s: %s", bad[i], msg);
+        free(msg);
+    }
+    ck_assert_int_eq(run_status("%s job add --help >/dev/null", PSDBD_BIN), 0);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    resp_free(&r);
+    free(sodb);
+    free(err);
+}
+END_TEST
+
+/* Anonymous misses cannot open jobs without bound: a flood of distinct ABI ranges opens at most
+ * job-max-queued-per-family jobs per SODB and family (the rest add to the nearest job), a flood
+ * of family names at most job-max-queued-per-sodb; every capped miss is counted. */
+START_TEST(test_server__farm_resolve_miss_flood_opens_bounded_jobs)
+{
+    resp r;
+    char path[256];
+    const char *extra[] = {"--job-max-queued-per-sodb", "12", NULL};
+    srv_start(&g_srv, extra);
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    for (int i = 0; i < 30; i++) { /* the default bound per family: 8 */
+        snprintf(path, sizeof(path),
+                 "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=%d&"
+                 "abi_max=%d",
+                 100 + 10 * i, 105 + 10 * i);
+        http(&r, "GET", path, NULL, NULL, NULL, NULL, 0);
+        ck_assert_int_eq(r.status, 404);
+        resp_free(&r);
+    }
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof(path),
+                 "/v1/resolve?app=Game&app_version=1.0.0.0&family=flood-%d&abi_min=1&abi_max=1", i);
+        http(&r, "GET", path, NULL, NULL, NULL, NULL, 0);
+        ck_assert_int_eq(r.status, 404);
+        resp_free(&r);
+    }
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    json_t *jobs = json_object_get(r.json, "jobs");
+    ck_assert_int_eq(json_array_size(jobs), 12);
+    long long contoso = 0, demand = 0;
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *j = json_array_get(jobs, i);
+        if (strcmp(jstr(j, "target", "family"), "contoso-gfx9") == 0) {
+            contoso++;
+            demand += jint(j, "demand", NULL);
+            /* The 22 misses past the bound (180..395) went to the nearest job, 170..175. */
+            ck_assert_int_eq(jint(j, "demand", NULL), jint(j, "target", "abi_min") == 170 ? 23 : 1);
+        }
+    }
+    ck_assert_int_eq(contoso, 8);
+    ck_assert_int_eq(demand, 30); /* no miss of an open family is lost */
+    resp_free(&r);
+    http(&r, "GET", "/metrics", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_ptr_nonnull(strstr(r.body.data, "psdb_job_demand_capped_total 38\n"));
+    resp_free(&r);
+    /* Requests and job add are not capped: they are authenticated. */
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"contoso-gfx9\","
+              "\"abi_version\":9000}");
+    ck_assert_int_eq(r.status, 201);
+    resp_free(&r);
+    free(sodb);
+}
+END_TEST
+
 int main(void)
 {
     const char *engine = getenv("PSDB_TEST_INDEX");
@@ -4215,6 +4356,8 @@ int main(void)
         tcase_add_test(farm, test_server__farm_jobs_lease_lifecycle_and_trust);
         tcase_add_test(farm, test_server__farm_key_family_scope);
         tcase_add_test(farm, test_server__farm_concurrent_claims_never_hand_a_job_out_twice);
+        tcase_add_test(farm, test_server__farm_job_add_admin_command);
+        tcase_add_test(farm, test_server__farm_resolve_miss_flood_opens_bounded_jobs);
         suite_add_tcase(s, farm);
     }
     /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity|farm). */

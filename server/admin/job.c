@@ -1,0 +1,153 @@
+/* job.c - `psdbd job add`: queues a compile farm job for an application version's SODB, as
+ * POST /v1/jobs does, for an operator on the data directory (schema/HTTP.md, Farm). */
+#include "admin_int.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common.h"
+
+struct job_opts {
+    const char *app, *family;
+    const char *app_version, *abi, *abi_max, *profile; /* as given, parsed after the options */
+};
+
+static void job_usage(void *ctx)
+{
+    (void)ctx;
+    printf("usage: psdbd job add --data-dir DIR [--index URL] --app NAME --app-version V\n"
+           "                     --family FAMILY --abi N [--abi-max M] [--profile-version V]\n"
+           "                     [--json]\n\n"
+           "Queues the compile farm job of the newest published SODB of NAME at version V for\n"
+           "the adapter family and the ABI range N..M (default M = N), as POST /v1/jobs does;\n"
+           "a job of that cell that exists is left as it is. Prints the job's id (--json: the\n"
+           "job, schema/HTTP.md, Farm). Refused when that version has no published SODB.\n");
+}
+
+static int job_option(int val, const char *arg, void *ctx)
+{
+    struct job_opts *o = ctx;
+    switch (val) {
+    case 'a':
+        o->app = arg;
+        break;
+    case 'v':
+        o->app_version = arg;
+        break;
+    case 'f':
+        o->family = arg;
+        break;
+    case 'n':
+        o->abi = arg;
+        break;
+    case 'm':
+        o->abi_max = arg;
+        break;
+    case 'p':
+        o->profile = arg;
+        break;
+    default:
+        assert(0 && "an option job add does not declare");
+        return 1;
+    }
+    return 0;
+}
+
+/* Parses o's texts into k (whose names point into o). 0, or 1 after a message. */
+static int job_key(const struct job_opts *o, psdbd_job_key *k)
+{
+    if (!o->app || !o->app_version || !o->family || !o->abi)
+        return admin_fail("job add", "--app, --app-version, --family and --abi are required "
+                                     "(see --help)");
+    if (!*o->app || !*o->family)
+        return admin_fail("job add", "--app and --family must not be empty");
+    if (admin_bad_text("job add", "--app", o->app) ||
+        admin_bad_text("job add", "--family", o->family))
+        return 1;
+    k->app = o->app;
+    k->family = o->family;
+    if (psdb__parse_version(o->app_version, &k->app_version) != 0)
+        return admin_fail("job add", "bad --app-version '%s' (a.b.c.d or a number)",
+                          o->app_version);
+    if (psdb__parse_u64(o->abi, &k->abi_min) != 0 || k->abi_min > INT64_MAX)
+        return admin_fail("job add", "bad --abi '%s'", o->abi);
+    k->abi_max = k->abi_min;
+    if (o->abi_max && (psdb__parse_u64(o->abi_max, &k->abi_max) != 0 || k->abi_max > INT64_MAX ||
+                       k->abi_max < k->abi_min))
+        return admin_fail("job add", "bad --abi-max '%s' (a number, at least --abi)", o->abi_max);
+    if (o->profile && psdb__parse_version(o->profile, &k->profile_version) != 0)
+        return admin_fail("job add", "bad --profile-version '%s' (a.b.c.d or a number)",
+                          o->profile);
+    return 0;
+}
+
+static int job_add(int argc, char **argv)
+{
+    static const struct option opts[] = {{"app", required_argument, NULL, 'a'},
+                                         {"app-version", required_argument, NULL, 'v'},
+                                         {"family", required_argument, NULL, 'f'},
+                                         {"abi", required_argument, NULL, 'n'},
+                                         {"abi-max", required_argument, NULL, 'm'},
+                                         {"profile-version", required_argument, NULL, 'p'},
+                                         {NULL, 0, NULL, 0}};
+    struct job_opts o = {0};
+    psdbd_job_key k = {0};
+    admin_args a = {0};
+    psdbd_store store = {0};
+    psdbd_index *ix = NULL;
+    json_t *job = NULL;
+    int created = 0, rc;
+    if ((rc = admin_parse("job add", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON, opts, job_option, &o,
+                          job_usage, &a)) != ADMIN_GO_ON)
+        goto cleanup;
+    rc = 1;
+    if (job_key(&o, &k) != 0 || admin_open_data("job add", &a, 0, &store, &ix) != 0)
+        goto cleanup;
+    switch (psdbd_index_job_demand(ix, &k, 0, NULL, &created, &job)) {
+    case PSDBD_OK:
+        break;
+    case PSDBD_NOT_FOUND:
+        rc = admin_fail("job add", "%s %s has no published SODB (publish one: POST /v1/sodbs)",
+                        o.app, o.app_version);
+        goto cleanup;
+    default:
+        rc = admin_fail("job add", "the index cannot be written");
+        goto cleanup;
+    }
+    if (a.json) {
+        json_object_set_new(job, "created", json_boolean(created));
+        json_dumpf(job, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+    } else {
+        if (!created)
+            fprintf(stderr, "psdbd job add: job %lld of this cell exists (%s); left as it is\n",
+                    (long long)json_integer_value(json_object_get(job, "id")),
+                    json_string_value(json_object_get(job, "state")));
+        printf("%lld\n", (long long)json_integer_value(json_object_get(job, "id")));
+    }
+    rc = fflush(stdout) == 0 ? 0 : 1;
+cleanup:
+    json_decref(job);
+    psdbd_index_close(ix);
+    psdbd_store_close(&store);
+    admin_args_free(&a);
+    return rc;
+}
+
+int psdbd_cmd_job(int argc, char **argv)
+{
+    int rc;
+    if (argc >= 2 && strcmp(argv[1], "add") == 0)
+        rc = job_add(argc - 1, argv + 1);
+    else if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        job_usage(NULL);
+        rc = 0;
+    } else
+        rc = admin_fail("job", "expected 'add' (see psdbd job --help)");
+    return rc;
+}
