@@ -450,13 +450,11 @@ static void job_report(job_run *j)
             fputc('\n', stdout);
         json_decref(o);
     } else {
-        tool_printf_safe(stdout, "job %llu %s %s %s:%llu %s%s%s%s (%.2f s compile, %.2f s total)",
+        tool_printf_safe(stdout, "job %llu %s %s %s:%llu %s%s%s (%.2f s compile, %.2f s total)%s%s",
                          (unsigned long long)job->id, job->app_name, ver, job->family,
                          (unsigned long long)w->target.abi_min, j->outcome,
-                         j->psdb_id[0] ? " psdb " : "", j->psdb_id, j->error[0] ? ": " : "",
-                         j->compile_s, total);
-        if (j->error[0])
-            tool_printf_safe(stdout, "%s", j->error);
+                         j->psdb_id[0] ? ", psdb " : "", j->psdb_id, j->compile_s, total,
+                         j->error[0] ? ": " : "", j->error);
         fputc('\n', stdout);
     }
     fflush(stdout);

@@ -109,8 +109,10 @@ replay_full() { # FAMILY RANGE-MIN RANGE-MAX [VERSION-SODB]
 }
 
 # --help and refusals: one line, before anything is claimed.
-"$PSDB" worker --help | grep -q -- '--backend reference' || fail "worker --help"
-"$PSDB" jobs --help | grep -q -- '--state' || fail "jobs --help"
+"$PSDB" worker --help >"$dir/help.txt"
+grep -q -- '--backend reference' "$dir/help.txt" || fail "worker --help"
+"$PSDB" jobs --help >"$dir/help.txt"
+grep -q -- '--state' "$dir/help.txt" || fail "jobs --help"
 if "$PSDB" worker --server "$url" --token "$farm" --key "$dir/farm.key" \
     --trust "$dir/studio.key.pub" --family f --abi 1 --device 1 2>"$dir/bad.err"; then
     fail "worker took --device with the reference backend"
@@ -220,7 +222,8 @@ wait "$term" || rc=$?
 [ "$rc" = 0 ] || fail "a SIGTERM'd worker exited $rc: $(cat "$dir/term.err")"
 grep -q '"outcome":"stopped".*"error":"worker stopped"' "$dir/term.out" ||
     fail "stopped job: $(cat "$dir/term.out")"
-jobs_json | grep -q '"last_error": *"worker stopped"' || fail "no worker stopped: $(jobs_json)"
+jobs_json >"$dir/jobs.json"
+grep -q '"last_error": *"worker stopped"' "$dir/jobs.json" || fail "no worker stopped: $(jobs_json)"
 [ "$(count_state leased gfxs)" = 0 ] || fail "a stopped job stayed leased: $(jobs_json)"
 [ "$(publishes)" = "$before" ] || fail "a stopped job published"
 
