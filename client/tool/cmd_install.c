@@ -145,6 +145,18 @@ static void on_progress(const psdb_progress *p, void *ctx)
     if (s->json || p->total == 0)
         return;
     unsigned pct = (unsigned)(p->done * 100 / p->total);
+    /* --compile-missing's local build counts SODB entries, not bytes. */
+    int entries = strcmp(p->what, "compile") == 0;
+    if (entries) {
+        if (s->tty)
+            fprintf(stderr, "\rcompiling here: %llu/%llu entries (%u%%)%s",
+                    (unsigned long long)p->done, (unsigned long long)p->total, pct,
+                    p->done == p->total ? "\n" : "");
+        else if (p->done == p->total)
+            fprintf(stderr, "psdb install: compiled %llu entries here\n",
+                    (unsigned long long)p->total);
+        return;
+    }
     if (s->tty) {
         char bar[41];
         unsigned fill = pct * 40 / 100;
