@@ -396,7 +396,8 @@ static psdb_hr publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_
         sst.serial = d->serial;
     } else if ((hr = psdb_file_open(d->psdb_path, NULL, &pf)) < 0 ||
                (hr = psdb_file_get_info(pf, &info)) < 0) {
-        psdb__error_set(hr, "%s: not a valid PSDB (%s)", d->psdb_path, psdb_hr_str(hr));
+        psdb__error_set(hr, "%s: neither a valid PSDB nor an SODB (%s)", d->psdb_path,
+                        psdb_hr_str(hr));
         goto cleanup;
     }
     f = fopen(d->psdb_path, "rb");
