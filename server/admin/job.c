@@ -61,29 +61,31 @@ static int job_option(int val, const char *arg, void *ctx)
 /* Parses o's texts into k (whose names point into o). 0, or 1 after a message. */
 static int job_key(const struct job_opts *o, psdbd_job_key *k)
 {
+    int rc = 1;
     if (!o->app || !o->app_version || !o->family || !o->abi)
-        return admin_fail("job add", "--app, --app-version, --family and --abi are required "
-                                     "(see --help)");
-    if (!*o->app || !*o->family)
-        return admin_fail("job add", "--app and --family must not be empty");
-    if (admin_bad_text("job add", "--app", o->app) ||
-        admin_bad_text("job add", "--family", o->family))
-        return 1;
-    k->app = o->app;
-    k->family = o->family;
-    if (psdb__parse_version(o->app_version, &k->app_version) != 0)
-        return admin_fail("job add", "bad --app-version '%s' (a.b.c.d or a number)",
-                          o->app_version);
-    if (psdb__parse_u64(o->abi, &k->abi_min) != 0 || k->abi_min > INT64_MAX)
-        return admin_fail("job add", "bad --abi '%s'", o->abi);
-    k->abi_max = k->abi_min;
-    if (o->abi_max && (psdb__parse_u64(o->abi_max, &k->abi_max) != 0 || k->abi_max > INT64_MAX ||
-                       k->abi_max < k->abi_min))
-        return admin_fail("job add", "bad --abi-max '%s' (a number, at least --abi)", o->abi_max);
-    if (o->profile && psdb__parse_version(o->profile, &k->profile_version) != 0)
-        return admin_fail("job add", "bad --profile-version '%s' (a.b.c.d or a number)",
-                          o->profile);
-    return 0;
+        admin_fail("job add", "--app, --app-version, --family and --abi are required (see --help)");
+    else if (!*o->app || !*o->family)
+        admin_fail("job add", "--app and --family must not be empty");
+    else if (admin_bad_text("job add", "--app", o->app) ||
+             admin_bad_text("job add", "--family", o->family)) {
+        /* admin_bad_text said why */
+    } else if (psdb__parse_version(o->app_version, &k->app_version) != 0)
+        admin_fail("job add", "bad --app-version '%s' (a.b.c.d or a number)", o->app_version);
+    else if (psdb__parse_u64(o->abi, &k->abi_min) != 0 || k->abi_min > INT64_MAX)
+        admin_fail("job add", "bad --abi '%s'", o->abi);
+    else if (o->abi_max && (psdb__parse_u64(o->abi_max, &k->abi_max) != 0 ||
+                            k->abi_max > INT64_MAX || k->abi_max < k->abi_min))
+        admin_fail("job add", "bad --abi-max '%s' (a number, at least --abi)", o->abi_max);
+    else if (o->profile && psdb__parse_version(o->profile, &k->profile_version) != 0)
+        admin_fail("job add", "bad --profile-version '%s' (a.b.c.d or a number)", o->profile);
+    else {
+        k->app = o->app;
+        k->family = o->family;
+        if (!o->abi_max)
+            k->abi_max = k->abi_min;
+        rc = 0;
+    }
+    return rc;
 }
 
 static int job_add(int argc, char **argv)

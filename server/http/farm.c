@@ -41,6 +41,56 @@ enum MHD_Result http_sodbs_list(psdbd_server *srv, struct MHD_Connection *c, str
     return http_reply_json(c, r, PSDBD_OUTCOME_OK, list);
 }
 
+enum MHD_Result http_sodb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *id_text)
+{
+    enum MHD_Result ret = MHD_YES;
+    int retire = strcmp(r->method, "DELETE") == 0;
+    psdbd_role need = retire ? PSDBD_ROLE_PUBLISHER : http_reader_role(srv);
+    uint64_t id = 0;
+    json_t *m = NULL;
+    psdbd_rc rc;
+    if (!retire && strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0) {
+        ret = http_reply_error(c, r, PSDBD_OUTCOME_METHOD_NOT_ALLOWED, "%.16s is not allowed here",
+                               r->method);
+        goto cleanup;
+    }
+    if (!*id_text || strlen(id_text) > 19 || id_text[strspn(id_text, "0123456789")] != '\0' ||
+        psdb__parse_u64(id_text, &id) != 0 || id == 0 || id > INT64_MAX) {
+        ret = http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
+                               "an SODB id is a positive decimal number");
+        goto cleanup;
+    }
+    /* Authenticate before revealing whether the id exists; then the scope of its application (a
+     * compiler's role is below a publisher's: it never retires). */
+    if (http_authorize(srv, c, r, need, NULL, &ret) != 0)
+        goto cleanup;
+    if ((rc = psdbd_index_sodb_get(srv->ix, (int64_t)id, &m)) != PSDBD_OK) {
+        ret = rc == PSDBD_NOT_FOUND
+                  ? http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND, "no SODB with id %llu",
+                                     (unsigned long long)id)
+                  : http_reply_index_error(c, r, rc);
+        goto cleanup;
+    }
+    if (http_authorize(srv, c, r, need,
+                       json_string_value(json_object_get(json_object_get(m, "app"), "name")),
+                       &ret) != 0)
+        goto cleanup;
+    if (retire) {
+        json_decref(m);
+        m = NULL;
+        if ((rc = psdbd_index_sodb_retire(srv->ix, (int64_t)id, r->who.name, &m)) != PSDBD_OK) {
+            ret = http_reply_index_error(c, r, rc);
+            goto cleanup;
+        }
+    }
+    ret = http_reply_json(c, r, PSDBD_OUTCOME_OK, m);
+    m = NULL; /* the reply's */
+cleanup:
+    json_decref(m);
+    return ret;
+}
+
 /* ---- request bodies ---------------------------------------------------------------------------
  */
 

@@ -216,6 +216,9 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
 #define FARM_BODY_MAX 65536
 /* GET /v1/sodbs. */
 enum MHD_Result http_sodbs_list(psdbd_server *srv, struct MHD_Connection *c, struct req *r);
+/* GET /v1/sodbs/<id> (reader): the SODB's manifest; DELETE (publisher, scope): retires it. */
+enum MHD_Result http_sodb_by_id(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
+                                const char *id_text);
 /* /v1/jobs..., /v1/workers (`tail`: the path after "/v1/"); a POST's body is in r->body. */
 enum MHD_Result http_farm(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                           const char *tail);

@@ -24,6 +24,10 @@ psdbd_route psdbd_route_of(const char *url, const char **tail)
         return PSDBD_ROUTE_PUBLISH;
     if (strcmp(url, "/v1/sodbs") == 0)
         return PSDBD_ROUTE_SODBS;
+    if (strncmp(url, "/v1/sodbs/", 10) == 0) {
+        *tail = url + 10; /* an SODB's id (DELETE: retire) */
+        return PSDBD_ROUTE_SODBS;
+    }
     if (strcmp(url, "/v1/jobs") == 0 || strncmp(url, "/v1/jobs/", 9) == 0 ||
         strcmp(url, "/v1/workers") == 0) {
         *tail = url + 4; /* "jobs...", "workers" */

@@ -102,6 +102,8 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
     case PSDBD_ROUTE_PUBLISH:
         break; /* POST is handled before dispatch */
     case PSDBD_ROUTE_SODBS:
+        if (tail) /* /v1/sodbs/<id> */
+            return http_sodb_by_id(srv, c, r, tail);
         if (!get)
             break; /* POST is handled before dispatch */
         return http_sodbs_list(srv, c, r);
@@ -218,7 +220,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
         r->route = psdbd_route_of(url, &tail);
         if (check_request(c, r, &ret) != 0)
             return ret;
-        if ((r->route == PSDBD_ROUTE_PUBLISH || r->route == PSDBD_ROUTE_SODBS) &&
+        if ((r->route == PSDBD_ROUTE_PUBLISH || (r->route == PSDBD_ROUTE_SODBS && !tail)) &&
             strcmp(method, "POST") == 0)
             return http_publish_begin(srv, c, r);
         /* Other requests are answered once the request is read: libmicrohttpd closes the

@@ -94,6 +94,21 @@ static int visible(const char *app, void *ctx)
     return psdbd_scope_covers(ctx, app);
 }
 
+/* GET /v1/stats/farm: the jobs by state (all applications', as psdb_jobs on /metrics) and the
+ * cells farm-built PSDBs fill. */
+static psdbd_rc farm_report(psdbd_server *srv, size_t limit, psdbd_stat_visible_fn vis, void *ctx,
+                            json_t **out)
+{
+    int64_t n[4];
+    psdbd_rc rc = psdbd_index_job_counts(srv->ix, n);
+    if (rc == PSDBD_OK && (rc = psdbd_index_farm_cells(srv->ix, limit, vis, ctx, out)) == PSDBD_OK)
+        json_object_set_new(*out, "jobs",
+                            json_pack("{s:I, s:I, s:I, s:I}", "queued", (json_int_t)n[0], "leased",
+                                      (json_int_t)n[1], "done", (json_int_t)n[2], "held",
+                                      (json_int_t)n[3]));
+    return rc;
+}
+
 enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct req *r,
                            const char *tail)
 {
@@ -108,10 +123,11 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
     void *ctx = NULL;
     int history = 0;
     if (strcmp(tail, "coverage") != 0 && strcmp(tail, "matrix") != 0 &&
-        strcmp(tail, "missing") != 0 && strcmp(tail, "traffic") != 0 && strcmp(tail, "events") != 0)
+        strcmp(tail, "missing") != 0 && strcmp(tail, "traffic") != 0 &&
+        strcmp(tail, "events") != 0 && strcmp(tail, "farm") != 0)
         return http_reply_error(c, r, PSDBD_OUTCOME_NOT_FOUND,
                                 "no such report: /v1/stats/%.100s (coverage, matrix, missing, "
-                                "traffic, events)",
+                                "traffic, events, farm)",
                                 tail);
     if (num_arg(c, "days", 1, retention, &days) != 0)
         return http_reply_error(c, r, PSDBD_OUTCOME_BAD_REQUEST,
@@ -144,6 +160,8 @@ enum MHD_Result http_stats(psdbd_server *srv, struct MHD_Connection *c, struct r
         rc = psdbd_index_stats_missing(srv->ix, from, today, (size_t)limit, vis, ctx, &out);
     else if (strcmp(tail, "traffic") == 0)
         rc = psdbd_index_stats_traffic(srv->ix, from, today, (size_t)limit, vis, ctx, &out);
+    else if (strcmp(tail, "farm") == 0)
+        rc = farm_report(srv, (size_t)limit, vis, ctx, &out);
     else
         rc = psdbd_index_stats_events(srv->ix, (size_t)limit, vis, ctx, &out);
     if (rc == PSDBD_NOT_FOUND)

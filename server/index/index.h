@@ -175,11 +175,17 @@ typedef struct psdbd_sodb_record {
  * or a failure. *out: the SODB manifest on OK and EXISTS. */
 psdbd_rc psdbd_index_sodb_publish(psdbd_index *ix, const psdbd_sodb_record *r, json_t **out);
 /* {"sodbs":[manifest...]} of an application (every version, or app_version when has_version),
- * newest version, then newest serial first; retired ones included (marked). */
+ * newest version, then newest serial first; retired ones left out. */
 psdbd_rc psdbd_index_sodb_list(psdbd_index *ix, const char *app, int has_version,
                                uint64_t app_version, json_t **out);
 /* The manifest of the newest non-retired SODB whose blob is sha256: PSDBD_NOT_FOUND when none. */
 psdbd_rc psdbd_index_sodb_find(psdbd_index *ix, const char *sha256, json_t **out);
+/* The SODB manifest of `id` (retired or not); PSDBD_NOT_FOUND when there is none. */
+psdbd_rc psdbd_index_sodb_get(psdbd_index *ix, int64_t id, json_t **out);
+/* Retires SODB `id` (once: retiring it again changes nothing) for `by`, and holds its queued
+ * jobs: a retired SODB is not listed, makes no job and is claimed by no worker. *out its
+ * manifest. PSDBD_NOT_FOUND when there is none. */
+psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out);
 
 /* A compile target: a worker's (announce, claim). */
 typedef struct psdbd_farm_target {
@@ -231,6 +237,13 @@ psdbd_rc psdbd_index_job_fail(psdbd_index *ix, int64_t id, const char *lease, co
 psdbd_rc psdbd_index_jobs_list(psdbd_index *ix, const char *state, json_t **out);
 /* The number of jobs in each state: queued, leased, done, held. */
 psdbd_rc psdbd_index_job_counts(psdbd_index *ix, int64_t out[4]);
+/* The cells farm-built PSDBs fill (version 2 statements, not retired; schema/HTTP.md, Statistics,
+ * /v1/stats/farm): *out {"cells":[{"app","app_version","family","abi_version","psdbs",
+ * "newest_id","worker"}...],"truncated"}, by application, newest version first, at most `limit`
+ * of those whose application `visible` accepts (NULL: all). */
+psdbd_rc psdbd_index_farm_cells(psdbd_index *ix, size_t limit,
+                                int (*visible)(const char *app, void *ctx), void *ctx,
+                                json_t **out);
 
 /* ---- admin commands (psdbd token, key, check, gc) ------------------------------------------ */
 

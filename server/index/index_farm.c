@@ -274,10 +274,10 @@ struct sodb_list {
 
 static psdbd_rc sodb_list_tx(psdbd__tx *tx, void *ctx)
 {
-    static const char app_sql[] =
-        "SELECT " SODB_COLS "WHERE a.name = $1 ORDER BY s.app_version DESC, s.serial DESC";
+    static const char app_sql[] = "SELECT " SODB_COLS "WHERE a.name = $1 AND s.retired_at IS NULL "
+                                  "ORDER BY s.app_version DESC, s.serial DESC";
     static const char version_sql[] =
-        "SELECT " SODB_COLS "WHERE a.name = $1 AND s.app_version = $2 "
+        "SELECT " SODB_COLS "WHERE a.name = $1 AND s.app_version = $2 AND s.retired_at IS NULL "
         "ORDER BY s.serial DESC";
     static const char sha_sql[] = "SELECT " SODB_COLS "WHERE s.sha256 = $1 AND s.retired_at IS "
                                   "NULL ORDER BY s.created_at DESC, s.id DESC LIMIT 1";
@@ -312,6 +312,56 @@ psdbd_rc psdbd_index_sodb_find(psdbd_index *ix, const char *sha256, json_t **out
         *out = json_incref(json_array_get(l.list, 0));
     json_decref(l.list);
     return rc;
+}
+
+struct sodb_retire {
+    int64_t id;
+    const char *by;
+    int retire; /* 0: only read the manifest */
+    json_t *list;
+};
+
+static psdbd_rc sodb_retire_tx(psdbd__tx *tx, void *ctx)
+{
+    static const char get_sql[] = "SELECT " SODB_COLS "WHERE s.id = $1";
+    static const char retire_sql[] =
+        "UPDATE sodbs SET retired_at = $2, retired_by = $3 WHERE id = $1 AND retired_at IS NULL";
+    /* Its queued jobs can no longer be claimed (claims skip retired SODBs): held, saying why,
+     * rather than queued for ever. A leased one ends with its worker's refused publish. */
+    static const char jobs_sql[] =
+        "UPDATE jobs SET state = 'held', last_error = 'its SODB was retired', updated_at = $2 "
+        "WHERE sodb = $1 AND state = 'queued'";
+    struct sodb_retire *rt = ctx;
+    int64_t now = (int64_t)time(NULL);
+    const psdbd__arg a[] = {I64(rt->id), I64(now), TXT(rt->by ? rt->by : "")};
+    psdbd_rc rc = PSDBD_OK;
+    if (rt->retire && ((rc = RUN(tx, retire_sql, a, NULL, NULL)) != PSDBD_OK ||
+                       (tx->changes > 0 && (rc = run(tx, jobs_sql, a, 2, NULL, NULL)) != PSDBD_OK)))
+        return rc;
+    return run(tx, get_sql, a, 1, sodb_rows, rt->list);
+}
+
+/* The SODB manifest of `id`, after retiring it when `retire`. */
+static psdbd_rc sodb_by_id(psdbd_index *ix, int64_t id, const char *by, int retire, json_t **out)
+{
+    struct sodb_retire rt = {id, by, retire, json_array()};
+    psdbd_rc rc = ix->ops->farm_tx(ix, retire, sodb_retire_tx, &rt);
+    if (rc == PSDBD_OK && json_array_size(rt.list) == 0)
+        rc = PSDBD_NOT_FOUND;
+    if (rc == PSDBD_OK)
+        *out = json_incref(json_array_get(rt.list, 0));
+    json_decref(rt.list);
+    return rc;
+}
+
+psdbd_rc psdbd_index_sodb_get(psdbd_index *ix, int64_t id, json_t **out)
+{
+    return sodb_by_id(ix, id, NULL, 0, out);
+}
+
+psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
+{
+    return sodb_by_id(ix, id, by, 1, out);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------------
@@ -922,4 +972,62 @@ psdbd_rc psdbd_index_job_counts(psdbd_index *ix, int64_t out[4])
 {
     memset(out, 0, 4 * sizeof(out[0]));
     return ix->ops->farm_tx(ix, 0, counts_tx, out);
+}
+
+struct cells {
+    size_t limit;
+    int (*visible)(const char *app, void *ctx);
+    void *ctx;
+    json_t *cells;
+    int truncated;
+};
+
+static int cell_rows(const psdbd__row *row, void *ctx)
+{
+    struct cells *c = ctx;
+    void *rw = row->row;
+    char id[24];
+    if (c->visible && !c->visible(row->text(rw, 0), c->ctx))
+        return 0;
+    if (json_array_size(c->cells) == c->limit) {
+        c->truncated = 1;
+        return 1;
+    }
+    snprintf(id, sizeof(id), "%lld", (long long)row->i64(rw, 5));
+    json_t *cell =
+        json_pack("{s:s, s:o, s:s, s:I, s:I, s:s, s:o}", "app", row->text(rw, 0), "app_version",
+                  version_json(row, 1), "family", row->text(rw, 2), "abi_version",
+                  (json_int_t)psdbd_u64_from_db(row->i64(rw, 3)), "psdbs",
+                  (json_int_t)row->i64(rw, 4), "newest_id", id, "worker", text_or_null(row, 6));
+    if (!cell)
+        psdbd_out_of_memory();
+    json_array_append_new(c->cells, cell);
+    return 0;
+}
+
+static psdbd_rc cells_tx(psdbd__tx *tx, void *ctx)
+{
+    /* The worker is the one whose job ended with the cell's newest PSDB (none for a version 2
+     * PSDB published outside the farm's jobs). Rows past the scope's are skipped in cell_rows,
+     * so the scan stops at 10000 rows whatever the index holds. */
+    static const char sql[] =
+        "SELECT g.name, g.app_version, g.family, g.abi_version, g.n, g.newest, (SELECT j.worker "
+        "FROM jobs j WHERE j.psdb_id = g.newest AND j.state = 'done' ORDER BY j.id DESC LIMIT 1) "
+        "FROM (SELECT a.name AS name, p.app_version AS app_version, p.family AS family, "
+        "p.abi_version AS abi_version, count(*) AS n, max(p.id) AS newest FROM psdbs p JOIN apps "
+        "a ON a.id = p.app WHERE p.statement_version = 2 AND p.retired_at IS NULL "
+        "GROUP BY a.name, p.app_version, p.family, p.abi_version) g "
+        "ORDER BY g.name, g.app_version DESC, g.family, g.abi_version LIMIT 10000";
+    return run(tx, sql, NULL, 0, cell_rows, ctx);
+}
+
+psdbd_rc psdbd_index_farm_cells(psdbd_index *ix, size_t limit,
+                                int (*visible)(const char *app, void *ctx), void *ctx, json_t **out)
+{
+    struct cells c = {limit, visible, ctx, json_array(), 0};
+    psdbd_rc rc = ix->ops->farm_tx(ix, 0, cells_tx, &c);
+    if (rc == PSDBD_OK)
+        *out = json_pack("{s:O, s:b}", "cells", c.cells, "truncated", c.truncated);
+    json_decref(c.cells);
+    return rc;
 }

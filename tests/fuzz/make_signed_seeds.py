@@ -42,6 +42,19 @@ def statement(st, domain=b"psdb-statement-v1\0", ver=1):
             struct.pack("<QQQQ", st["abi"], st["compiler"], st["profile"], st["serial"]))
 
 
+def statement_v2(st, sodb_sha256):
+    """The version 2 PSDB statement: version 1's fields under its own domain, then the SODB's digest."""
+    return statement(st, domain=b"psdb-statement-v2\0", ver=2) + sodb_sha256
+
+
+def sodb_statement(st):
+    """The SODB statement: digest, size, the identity and the serial (no target)."""
+    return (b"psdb-sodb-statement-v1\0" + struct.pack("<I", 1) + st["sha256"] +
+            struct.pack("<Q", st["size"]) + s(st["exe"]) + s(st["name"]) +
+            struct.pack("<Q", st["version"]) + s(st["engine"]) +
+            struct.pack("<Q", st["engine_version"]) + st["app_id"] + struct.pack("<Q", st["serial"]))
+
+
 def sign(key, data):
     return base64.b64encode(key.sign(data)).decode()
 
@@ -105,6 +118,19 @@ def statement_seeds(key, out):
     long_len = bytearray(st)
     long_len[62:66] = struct.pack("<I", 0xFFFFFFF0)  # exe_filename length past the end
     write(f"{out}/string_length_past_end.bin", bytes(long_len) + sig.encode())
+    # The farm's statements (schema/STATEMENT.md): version 2 and the SODB statement.
+    sodb_sha = hashlib.sha256(b"an sodb file").digest()
+    v2 = statement_v2(BASE, sodb_sha)
+    write(f"{out}/v2_valid.bin", v2 + sign(key, v2).encode())
+    write(f"{out}/v2_with_v1_signature.bin", v2 + sig.encode())
+    write(f"{out}/v2_truncated_sodb.bin", v2[:-5])
+    write(f"{out}/v2_empty_family.bin", statement_v2(dict(BASE, family=b""), sodb_sha) + sig.encode())
+    so = sodb_statement(BASE)
+    write(f"{out}/sodb_valid.bin", so + sign(key, so).encode())
+    write(f"{out}/sodb_with_v1_signature.bin", so + sig.encode())
+    write(f"{out}/sodb_empty_name.bin", sodb_statement(dict(BASE, name=b"")) + sign(key, so).encode())
+    write(f"{out}/sodb_tampered_serial.bin", sodb_statement(dict(BASE, serial=9)) +
+          sign(key, so).encode())
 
 
 def manifest(key, st, **over):

@@ -41,6 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                             strcmp(url, "/dashboard.css") != 0))
             abort();
         break;
+    case PSDBD_ROUTE_FARM: /* "jobs...", "workers" */
+        if (!tail || tail != url + strlen("/v1/") ||
+            (strncmp(tail, "jobs", 4) != 0 && strcmp(tail, "workers") != 0))
+            abort();
+        break;
+    case PSDBD_ROUTE_SODBS: /* /v1/sodbs, or /v1/sodbs/<id> with the id as tail */
+        if (tail ? tail != url + strlen("/v1/sodbs/") : strcmp(url, "/v1/sodbs") != 0)
+            abort();
+        break;
     case PSDBD_ROUTE_APP_PSDBS:
         /* the dispatcher takes strlen(tail) - 6 bytes as the name: at least one */
         if (!tail || strlen(tail) < 7 || strcmp(tail + strlen(tail) - 6, "/psdbs") != 0)

@@ -34,8 +34,59 @@ console_clean() {
     fi
 }
 
+# farm: the compile farm's real data through its API (schema/HTTP.md, Farm): an SODB of Alpha
+# 2.0.0.0, two jobs queued with `psdbd job add`; worker farm-w1 claims the first, publishes the
+# version 2 PSDB and finishes it; worker farm-w2 fails the second three times (held), with an
+# error that carries markup. farm_sign.py signs what the psdb tool cannot yet.
+sign=$(dirname "${BASH_SOURCE[0]}")/farm_sign.py
+farm() {
+    local f=$work/farm kid comp sodb_sha sig lease serial job psdb_id i
+    python3 -c 'import cryptography' 2>/dev/null || fail "python3's cryptography is not installed"
+    comp=$("$psdbd" token create --data-dir "$data" "${index[@]}" --role compiler --name farm)
+    kid=$(python3 "$sign" key-id "$work/key")
+    "$psdb" synth --app Alpha --app-version 2.0.0.0 --pipelines 8 --seed 41 -o "$f.sodb" >/dev/null
+    "$psdb" inspect --json "$f.sodb" >"$f.sodb.json"
+    sig=$(python3 "$sign" sodb "$work/key" "$f.sodb" "$f.sodb.json" 1)
+    curl -sf -o "$f.manifest" -H "Authorization: Bearer $pub" -H "X-Psdb-Key-Id: $kid" \
+        -H "X-Psdb-Signature: $sig" -H "X-Psdb-Serial: 1" --data-binary "@$f.sodb" \
+        "$url/v1/sodbs" || fail "POST /v1/sodbs"
+    sodb_sha=$(json_field "$f.manifest" sha256)
+    for abi in 4 5; do
+        "$psdbd" job add --data-dir "$data" "${index[@]}" --app Alpha --app-version 2.0.0.0 \
+            --family farm-gfx --abi "$abi" >"$f.job$abi" || fail "psdbd job add --abi $abi"
+    done
+    claim() { # claim WORKER ABI: the claim's answer in $f.claim
+        curl -sf -o "$f.claim" -H "Authorization: Bearer $comp" --data-binary \
+            "{\"worker\":\"$1\",\"target\":{\"family\":\"farm-gfx\",\"abi_version\":$2}}" \
+            "$url/v1/jobs/claim" || fail "claim by $1"
+        lease=$(grep -o '"lease": *"[0-9a-f]*' "$f.claim" | sed 's/.*"//')
+        job=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"]["id"])' "$f.claim")
+    }
+    claim farm-w1 4
+    serial=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serial"])' "$f.claim")
+    "$psdb" compile "$f.sodb" --family farm-gfx --abi 4 -o "$f.psdb" >/dev/null
+    "$psdb" inspect --json "$f.psdb" >"$f.psdb.json"
+    sig=$(python3 "$sign" psdb-v2 "$work/key" "$f.psdb" "$f.psdb.json" "$serial" "$sodb_sha")
+    curl -sf -o "$f.psdb.manifest" -H "Authorization: Bearer $comp" -H "X-Psdb-Key-Id: $kid" \
+        -H "X-Psdb-Signature: $sig" -H "X-Psdb-Serial: $serial" \
+        -H "X-Psdb-Sodb-Sha256: $sodb_sha" --data-binary "@$f.psdb" "$url/v1/psdbs" ||
+        fail "the version 2 publish"
+    psdb_id=$(json_field "$f.psdb.manifest" id)
+    curl -sf -o /dev/null -H "Authorization: Bearer $comp" \
+        --data-binary "{\"lease\":\"$lease\",\"psdb_id\":\"$psdb_id\"}" \
+        "$url/v1/jobs/$job/done" || fail "done"
+    for i in 1 2 3; do
+        claim farm-w2 5
+        curl -sf -o /dev/null -H "Authorization: Bearer $comp" --data-binary \
+            "{\"lease\":\"$lease\",\"error\":\"attempt $i: <b>vkCreate</b> failed\"}" \
+            "$url/v1/jobs/$job/fail" || fail "fail"
+    done
+    farm_held_job=$job
+}
+
 setup_fixture
 traffic
+farm
 # A miss naming a 300-byte application: over the recorded limit, counted only in the day's
 # aggregate, which the page counts below the missing list and never shows by name.
 long=$(printf 'L%.0s' $(seq 300))
@@ -80,9 +131,26 @@ grep -q '<p class="note" id="missing-more">1 more unresolved requests are not li
     fail "the missing list does not say that 1 request is not listed"
 grep -q "$long" "$dom" && fail "the 300-byte name is on the page"
 # Events: the retirement and the publishes, with who.
-[ "$(grep -o '<tr class="event-row" data-event="publish">' "$dom" | wc -l)" -eq 5 ] || fail "publish events"
+# (the fixture's five and the farm's version 2 PSDB)
+[ "$(grep -o '<tr class="event-row" data-event="publish">' "$dom" | wc -l)" -eq 6 ] || fail "publish events"
 grep -q '<tr class="event-row" data-event="retire"><td>[^<]*</td><td>retire</td><td>ci-publisher</td>' "$dom" ||
     fail "the retirement and who did it"
+
+# The farm: jobs by state, the held job with its last error as text, both workers, the cell the
+# farm filled and who built it.
+for sn in queued:0 leased:0 done:1 held:1; do
+    grep -qF "<li class=\"${sn%:*}\" data-state=\"${sn%:*}\" data-count=\"${sn#*:}\">" "$dom" ||
+        fail "farm: $sn jobs is not on the page"
+done
+grep -qE "<tr class=\"farm-failure\" data-job=\"$farm_held_job\" data-state=\"held\"><td class=\"num\">$farm_held_job</td><td>held</td><td>Alpha</td><td>2.0.0.0</td><td>farm-gfx</td><td>5</td><td class=\"num\">3</td><td class=\"why\">attempt 3: &lt;b&gt;vkCreate&lt;/b&gt; failed</td>" "$dom" ||
+    fail "farm: the held job and its last error"
+grep -qE '<tr class="farm-worker" data-worker="farm-w1"><td>farm-w1</td><td>farm-gfx ABI 4</td><td>[0-9-]+ [0-9:]+ UTC</td><td class="num done">1</td><td class="num median">[0-9.]+ s</td>' "$dom" ||
+    fail "farm: worker farm-w1 with 1 job done and its median"
+grep -qE '<tr class="farm-worker" data-worker="farm-w2"><td>farm-w2</td><td>farm-gfx ABI 5</td><td>[^<]+</td><td class="num done">0</td><td class="num median">–</td>' "$dom" ||
+    fail "farm: worker farm-w2 with none done"
+grep -qE '<tr class="farm-cell" data-app="Alpha" data-family="farm-gfx"><td>Alpha</td><td>2.0.0.0</td><td>farm-gfx</td><td class="num">4</td><td class="num">1</td><td class="num">#[0-9]+</td><td>farm-w1</td>' "$dom" ||
+    fail "farm: the cell Alpha 2.0.0.0 x farm-gfx/4 built by farm-w1"
+[ "$(grep -o '<tr class="farm-cell"' "$dom" | wc -l)" -eq 1 ] || fail "farm: only the farm-built cell is listed"
 
 chrome /dev/null "$work/shot.log" "$url/" --window-size=1280,2200 --screenshot="$shots/dashboard.png"
 [ -s "$shots/dashboard.png" ] || fail "no screenshot"

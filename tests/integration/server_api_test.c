@@ -4013,6 +4013,18 @@ START_TEST(test_server__farm_jobs_lease_lifecycle_and_trust)
          g_reader, NULL, NULL, NULL, 0);
     ck_assert_int_eq(r.status, 200);
     resp_free(&r);
+    /* The dashboard's report: the cell the farm filled, and who built it. */
+    http(&r, "GET", "/v1/stats/farm", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body.data);
+    ck_assert_int_eq(jint(r.json, "jobs", "done"), 1);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "cells")), 1);
+    json_t *cell = json_array_get(json_object_get(r.json, "cells"), 0);
+    ck_assert_str_eq(jstr(cell, "family", NULL), "contoso-gfx9");
+    ck_assert_str_eq(jstr(cell, "app_version", NULL), "1.0.0.0");
+    ck_assert_int_eq(jint(cell, "abi_version", NULL), 7);
+    ck_assert_str_eq(jstr(cell, "worker", NULL), "b");
+    ck_assert_int_eq(atoll(jstr(cell, "newest_id", NULL)), psdb_id);
+    resp_free(&r);
     /* A requested job for another family, failed job-max-attempts (3) times: held. */
     post_json(&r, "/v1/jobs", g_pub,
               "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"fabrikam\","
@@ -4314,6 +4326,106 @@ START_TEST(test_server__farm_resolve_miss_flood_opens_bounded_jobs)
 }
 END_TEST
 
+/* DELETE /v1/sodbs/<id> retires an SODB (a publisher whose scope covers it, or an admin): it is
+ * no longer listed, its queued jobs are held saying why, misses and requests make jobs of the
+ * newest SODB still published, and none once every SODB of the version is retired. */
+START_TEST(test_server__farm_sodb_retire)
+{
+    resp r;
+    char path[64];
+    srv_start(&g_srv, NULL);
+    char *compiler = token("compiler", "*", "--name farm");
+    char *other = token("publisher", "Other*", "--name other-pub");
+    char *s1 = make_sodb("1.0.0.0", 1), *s2 = make_sodb("1.0.0.0", 2);
+    long long id1, id2;
+    publish_sodb(&r, s1, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    id1 = jint(r.json, "id", NULL);
+    resp_free(&r);
+    publish_sodb(&r, s2, g_key, g_kid, 2, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    id2 = jint(r.json, "id", NULL);
+    resp_free(&r);
+    const char *miss =
+        "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=7&abi_max=7";
+    http(&r, "GET", miss, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    /* Who may retire: not a reader, a compiler or a publisher of other applications. */
+    snprintf(path, sizeof(path), "/v1/sodbs/%lld", id2);
+    const char *refused[] = {g_reader, compiler, other};
+    for (int i = 0; i < 3; i++) {
+        http(&r, "DELETE", path, refused[i], NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 403, "%d: %ld %s", i, r.status, r.body.data);
+        resp_free(&r);
+    }
+    http(&r, "DELETE", "/v1/sodbs/999", g_pub, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    http(&r, "DELETE", "/v1/sodbs/x1", g_pub, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 400);
+    resp_free(&r);
+    for (int i = 0; i < 2; i++) { /* again: the same answer, nothing changed */
+        http(&r, "DELETE", path, g_pub, NULL, NULL, NULL, 0);
+        ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body.data);
+        ck_assert(json_is_true(json_object_get(r.json, "retired")));
+        resp_free(&r);
+    }
+    http(&r, "GET", path, g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(json_is_true(json_object_get(r.json, "retired")));
+    resp_free(&r);
+    http(&r, "GET", "/v1/sodbs?app=Game", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "sodbs")), 1);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(r.json, "sodbs"), 0), "id", NULL), id1);
+    resp_free(&r);
+    /* The miss's job (of SODB 2) is held; a new miss makes the job of SODB 1. */
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
+    ck_assert_str_eq(jstr(job, "state", NULL), "held");
+    ck_assert_str_eq(jstr(job, "last_error", NULL), "its SODB was retired");
+    resp_free(&r);
+    http(&r, "GET", miss, NULL, NULL, NULL, NULL, 0);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs?state=queued", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(r.json, "jobs"), 0), "sodb_id", NULL),
+                     id1);
+    resp_free(&r);
+    /* Every SODB of the version retired: no job from a miss, a request or job add; no claim. */
+    snprintf(path, sizeof(path), "/v1/sodbs/%lld", id1);
+    http(&r, "DELETE", path, g_admin, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    http(&r, "GET",
+         "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=1&"
+         "abi_max=1",
+         NULL, NULL, NULL, NULL, 0);
+    resp_free(&r);
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"f\",\"abi_version\":1}");
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    ck_assert_int_eq(job_add_to("/dev/null", "--app Game --app-version 1.0.0.0 --family f --abi 1"),
+                     1);
+    post_json(&r, "/v1/jobs/claim", compiler,
+              "{\"worker\":\"w\",\"target\":{\"family\":\"contoso-gfx9\",\"abi_version\":7}}");
+    ck_assert_int_eq(r.status, 204);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 2);
+    resp_free(&r);
+    http(&r, "GET", "/v1/sodbs?app=Game", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "sodbs")), 0);
+    resp_free(&r);
+    free(compiler);
+    free(other);
+    free(s1);
+    free(s2);
+}
+END_TEST
+
 int main(void)
 {
     const char *engine = getenv("PSDB_TEST_INDEX");
@@ -4358,6 +4470,7 @@ int main(void)
         tcase_add_test(farm, test_server__farm_concurrent_claims_never_hand_a_job_out_twice);
         tcase_add_test(farm, test_server__farm_job_add_admin_command);
         tcase_add_test(farm, test_server__farm_resolve_miss_flood_opens_bounded_jobs);
+        tcase_add_test(farm, test_server__farm_sodb_retire);
         suite_add_tcase(s, farm);
     }
     /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity|farm). */

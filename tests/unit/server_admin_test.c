@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "admin_int.h"
 #include "config.h"
@@ -202,6 +203,45 @@ START_TEST(test_server_admin__parse_help_succeeds_without_going_on)
 }
 END_TEST
 
+/* `psdbd job add` checks its arguments before it opens the data directory: each bad one is
+ * refused (1) and nothing is created; --help succeeds; a verb other than add is refused. */
+START_TEST(test_server_admin__job_add_refuses_bad_arguments_before_opening_anything)
+{
+    char *dir = tu_mkdtemp(), *data = tu_path(dir, "data");
+    char *bad[][12] = {
+        {"job", "add", "--data-dir", data, "--app-version", "1", "--family", "f", "--abi", "1"},
+        {"job", "add", "--data-dir", data, "--app", "G", "--app-version", "x.y", "--family", "f",
+         "--abi", "1"},
+        {"job", "add", "--data-dir", data, "--app", "G", "--app-version", "1", "--family", "f",
+         "--abi", "-3"},
+        {"job", "add", "--data-dir", data, "--app", "G", "--app-version", "1", "--family",
+         "f\u202e", "--abi", "1"},
+        {"job", "add", "--data-dir", data, "--app", "", "--app-version", "1", "--family", "f",
+         "--abi", "1"},
+    };
+    char *bad_max[] = {"job",           "add", "--data-dir", data, "--app", "G",
+                       "--app-version", "1",   "--family",   "f",  "--abi", "5",
+                       "--abi-max",     "4",   NULL};
+    char *help[] = {"job", "add", "--help", NULL};
+    char *top_help[] = {"job", "--help", NULL};
+    char *verb[] = {"job", "list", NULL};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int argc = 0;
+        while (argc < 12 && bad[i][argc])
+            argc++;
+        ck_assert_msg(psdbd_cmd_job(argc, bad[i]) == 1, "case %zu", i);
+    }
+    ck_assert_int_eq(psdbd_cmd_job(14, bad_max), 1);
+    ck_assert_int_eq(access(data, F_OK), -1); /* refused before the data directory was opened */
+    ck_assert_int_eq(psdbd_cmd_job(3, help), 0);
+    ck_assert_int_eq(psdbd_cmd_job(2, top_help), 0);
+    ck_assert_int_eq(psdbd_cmd_job(2, verb), 1);
+    rmdir(dir);
+    free(data);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server_admin");
@@ -216,6 +256,7 @@ int main(void)
     tcase_add_test(tc,
                    test_server_admin__pg_connect_failure_names_the_database_without_its_password);
     tcase_add_test(tc, test_server_admin__parse_help_succeeds_without_going_on);
+    tcase_add_test(tc, test_server_admin__job_add_refuses_bad_arguments_before_opening_anything);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -234,6 +234,11 @@ START_TEST(test_server_core__request_target_and_signature_checks)
     ck_assert_str_eq(tail, "x/psdbs");
     ck_assert_int_eq(psdbd_route_of("/v1/apps//psdbs", &tail), PSDBD_ROUTE_OTHER);
     ck_assert_ptr_null(tail);
+    /* /v1/sodbs is the listing and the upload (no tail); /v1/sodbs/<id> one SODB. */
+    ck_assert_int_eq(psdbd_route_of("/v1/sodbs", &tail), PSDBD_ROUTE_SODBS);
+    ck_assert_ptr_null(tail);
+    ck_assert_int_eq(psdbd_route_of("/v1/sodbs/12", &tail), PSDBD_ROUTE_SODBS);
+    ck_assert_str_eq(tail, "12");
 }
 END_TEST
 

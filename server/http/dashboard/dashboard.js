@@ -1,7 +1,7 @@
-// dashboard.js - psdbd's dashboard: reads /v1/stats/ with the reader token kept in session
-// storage, and draws tables and inline SVG plots. Every name from the server is set as text,
-// never as markup. body[data-state] ends as "ready", "token" (a token is needed) or "error";
-// errors are listed in #errors so that a test (or a person) can see them. Each report is asked
+// dashboard.js - psdbd's dashboard: reads /v1/stats/ (and the farm's /v1/jobs) with the reader
+// token kept in session storage, and draws tables and inline SVG plots. Every name from the
+// server is set as text, never as markup. body[data-state] ends as "ready", "token" (a token is
+// needed) or "error"; errors are listed in #errors so that a test (or a person) can see them. Each report is asked
 // for with a small `limit`, so the page stays fast whatever clients asked the server for: the
 // plots name the top applications and families and draw the rest as one "others" series.
 'use strict';
@@ -53,7 +53,7 @@
   }
 
   // What the page asks each report for at most (schema/HTTP.md, Statistics: `limit`).
-  const LIMITS = { matrix: 200, missing: 50, traffic: 8, events: 50 };
+  const LIMITS = { matrix: 200, missing: 50, traffic: 8, events: 50, farm: 100 };
   // The series of a report's null entries (everything past the limit and the demand over the
   // recording bounds): a key no name can be (names hold no control character).
   const OTHERS = '\u0000others';
@@ -236,6 +236,49 @@
     }
   }
 
+  // ---- compile farm: /v1/stats/farm (jobs by state, farm-built cells) and /v1/jobs ----
+  const when = (t) => (t ? t.replace('T', ' ').replace('Z', ' UTC') : '–');
+  const range = (a, b) => (a === b ? String(a) : a + '–' + b);
+  function renderFarm(f, failed) {
+    const states = document.getElementById('farm-states');
+    states.replaceChildren(...['queued', 'leased', 'done', 'held'].map((s) =>
+      el('li', { class: s, 'data-state': s, 'data-count': String(f.jobs[s]) }, el('b', {}, String(f.jobs[s])), s)));
+    const fb = document.querySelector('#farm-failures tbody');
+    fb.replaceChildren();
+    // Held jobs first (they wait for a person), then the newest failures.
+    const rows = failed.jobs.filter((j) => j.state !== 'done')
+      .sort((a, b) => (a.state === 'held') === (b.state === 'held') ? b.id - a.id : (a.state === 'held' ? -1 : 1));
+    for (const j of rows) {
+      fb.appendChild(el('tr', { class: 'farm-failure', 'data-job': String(j.id), 'data-state': j.state },
+        el('td', { class: 'num' }, String(j.id)), el('td', {}, j.state), el('td', {}, j.app.name),
+        el('td', {}, j.app.version), el('td', {}, j.target.family), el('td', {}, range(j.target.abi_min, j.target.abi_max)),
+        el('td', { class: 'num' }, String(j.attempts)), el('td', { class: 'why' }, j.last_error || ''),
+        el('td', {}, when(j.updated_at))));
+    }
+    document.getElementById('farm-failures-empty').hidden = rows.length > 0;
+    const wb = document.querySelector('#farm-workers tbody');
+    wb.replaceChildren();
+    for (const w of failed.workers) {
+      wb.appendChild(el('tr', { class: 'farm-worker', 'data-worker': w.worker },
+        el('td', {}, w.worker), el('td', {}, w.target.family + ' ABI ' + w.target.abi_version),
+        el('td', {}, when(w.last_seen)), el('td', { class: 'num done' }, String(w.jobs_done)),
+        el('td', { class: 'num median' }, w.median_compile_s === null ? '–' : w.median_compile_s + ' s')));
+    }
+    document.getElementById('farm-workers-empty').hidden = failed.workers.length > 0;
+    const cb = document.querySelector('#farm-cells tbody');
+    cb.replaceChildren();
+    for (const c of f.cells) {
+      cb.appendChild(el('tr', { class: 'farm-cell', 'data-app': c.app, 'data-family': c.family },
+        el('td', {}, c.app), el('td', {}, c.app_version), el('td', {}, c.family),
+        el('td', { class: 'num' }, String(c.abi_version)), el('td', { class: 'num' }, String(c.psdbs)),
+        el('td', { class: 'num' }, '#' + c.newest_id), el('td', {}, c.worker === null ? '–' : c.worker)));
+    }
+    document.getElementById('farm-cells-empty').hidden = f.cells.length > 0;
+    const more = document.getElementById('farm-cells-more');
+    more.hidden = !f.truncated;
+    more.textContent = f.truncated ? 'Only the first ' + f.cells.length + ' cells are listed.' : '';
+  }
+
   function askForToken(message) {
     document.getElementById('dashboard').hidden = true;
     document.getElementById('token-form').hidden = false;
@@ -251,15 +294,18 @@
     status.textContent = 'loading…';
     const history = document.getElementById('show-history').checked ? 'true' : 'false';
     try {
-      const [matrix, missing, traffic, events] = await Promise.all([
+      const [matrix, missing, traffic, events, farm, failed] = await Promise.all([
         api('/v1/stats/matrix?history=' + history + '&limit=' + LIMITS.matrix),
         api('/v1/stats/missing?limit=' + LIMITS.missing),
         api('/v1/stats/traffic?limit=' + LIMITS.traffic),
-        api('/v1/stats/events?limit=' + LIMITS.events)]);
+        api('/v1/stats/events?limit=' + LIMITS.events),
+        api('/v1/stats/farm?limit=' + LIMITS.farm),
+        api('/v1/jobs?state=failed')]);
       renderMatrix(matrix);
       renderMissing(missing);
       renderTraffic(traffic);
       renderEvents(events);
+      renderFarm(farm, failed);
       document.getElementById('flush-note').textContent = traffic.recording
         ? 'Demand counts reach these reports every ' + traffic.flush_interval_s + ' s (the server\'s flush interval).'
         : 'Demand recording is switched off on this server (stats = false).';
