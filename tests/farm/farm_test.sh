@@ -285,4 +285,17 @@ grep -q "\"built_here\": *true" "$dir/reg.json" || fail "registry does not say b
     fail "an untrusted SODB was compiled by install"
 grep -q 'trusted' "$dir/rogue-local.err" || fail "rogue install: $(cat "$dir/rogue-local.err")"
 
+# No SODB and no PSDB: --compile-missing says so, exit 3 as any missing PSDB.
+rc=0
+"$PSDB" install --server "$url" --exe-path /games/farm/none/None.exe --app NoSodbGame \
+    --app-version 1.0.0.0 --target gfxl:1-4 --trust "$dir/studio.key.pub" --registry "$dir/reg" \
+    --compile-missing >"$dir/none.out" 2>"$dir/none.err" || rc=$?
+[ "$rc" = 3 ] && grep -q 'neither a PSDB nor an SODB' "$dir/none.err" ||
+    fail "no SODB ($rc): $(cat "$dir/none.err")"
+# psdb jobs --state filters, and an unknown state is refused in one line.
+"$PSDB" jobs --server "$url" --token "$farm" --state held --json >"$dir/held.json" || fail "jobs --state"
+grep -q '"state": "done"' "$dir/held.json" && fail "--state held listed done jobs"
+"$PSDB" jobs --server "$url" --state nope 2>"$dir/bad.err" && fail "an unknown --state was taken"
+[ "$(wc -l <"$dir/bad.err")" = 1 ] || fail "want one line: $(cat "$dir/bad.err")"
+
 echo "farm_test: ok"
