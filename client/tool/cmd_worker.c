@@ -767,12 +767,10 @@ int cmd_worker(int argc, char **argv)
     if (!w.vulkan && (!family || !abi || have_device))
         return tool_fail("worker", "--backend reference needs --family and --abi (and no "
                                    "--device)");
-    if (family && (tool_bad_name("worker", "--family", family) || !*family ||
-                   strlen(family) >= PSDB_ADAPTER_FAMILY_MAX))
-        return *family && strlen(family) < PSDB_ADAPTER_FAMILY_MAX
-                   ? 1
-                   : tool_fail("worker", "invalid --family (1-%d bytes)",
-                               PSDB_ADAPTER_FAMILY_MAX - 1);
+    if (family && (!*family || strlen(family) >= PSDB_ADAPTER_FAMILY_MAX))
+        return tool_fail("worker", "invalid --family (1-%d bytes)", PSDB_ADAPTER_FAMILY_MAX - 1);
+    if (family && tool_bad_name("worker", "--family", family))
+        return 1;
     if (w.name_arg && tool_bad_name("worker", "--name", w.name_arg))
         return 1;
     if (delay && psdb__parse_u64(delay, &w.delay_ms) != 0)

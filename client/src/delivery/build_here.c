@@ -129,7 +129,7 @@ psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
     psdb_manifest *sodb = NULL;
     char sodb_hex[65], sha_hex[65], *sodb_path = NULL, *out = NULL, *final = NULL;
     uint8_t sha[32];
-    int fd = -1;
+    int fd = -1, created = 0;
     char err[512] = "";
 
     if (PSDB_FAILED(hr = pick_sodb(c, d, &sodb)))
@@ -152,6 +152,7 @@ psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
         goto cleanup;
     }
     close(fd);
+    created = 1;
     psdb_progress before = {"compile", 0, 0, 1};
     if (psdb__transport_should_stop(c, &before)) {
         hr = psdb__error_set(PSDB_E_CANCELLED, "cancelled by the progress callback before the "
@@ -218,8 +219,8 @@ psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
 cleanup:
     if (sodb_path)
         unlink(sodb_path); /* its .part, if any, stays for the next attempt to resume */
-    if (out && fd >= 0 && PSDB_FAILED(hr))
-        unlink(out);
+    if (created && PSDB_FAILED(hr))
+        unlink(out); /* this call's own file: nothing else has that name */
     free(sodb_path);
     free(out);
     free(final);
