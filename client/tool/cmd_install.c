@@ -14,6 +14,7 @@
 #include "psdb/client.h"
 #include "common/buf.h"
 #include "common/hash.h"
+#include "vulkan/psdb_vulkan.h"
 
 #define MAX_TARGETS 16
 #define MAX_TRUST 16
@@ -26,7 +27,8 @@ static const char usage_text[] =
     "                    psdb_client_local_targets)\n"
     "                    --trust KEYFILE.pub [--trust ...] [--registry DIR] [--token T]\n"
     "                    [--ca-file FILE] [--pinned-key sha256//BASE64] [--installer NAME]\n"
-    "                    [--allow-downgrade] [--limit-rate BYTES[K|M|G]] [--json]\n"
+    "                    [--allow-downgrade] [--limit-rate BYTES[K|M|G]] [--compile-missing]\n"
+    "                    [--json]\n"
     "\n"
     "For each target (one per GPU family of the machine): resolves the best PSDB on psdbd,\n"
     "downloads it (resuming an interrupted download), verifies size, SHA-256 and the publisher's\n"
@@ -53,6 +55,15 @@ static const char usage_text[] =
     "bytes_downloaded, bytes_saved, delta_sources, delta_resumed, delta_skipped) says which.\n"
     "--limit-rate caps what the install receives at BYTES per second, all its transfers\n"
     "together, from the first byte (K, M, G: 1024 multiples, as curl).\n"
+    "--compile-missing: a target the server has no PSDB for (the miss is recorded as demand,\n"
+    "which the compile farm's workers serve) is compiled here when the application version\n"
+    "has a published SODB signed by a trusted key: the SODB is downloaded and verified (its\n"
+    "SODB statement, size and SHA-256), compiled (a Vulkan device's target with the Vulkan\n"
+    "backend on that device, as psdb compile --backend vulkan; any other with the reference\n"
+    "compiler at the target's family and ABI_MAX), checked, and registered as built here with\n"
+    "the SODB's digest (schema/REGISTRY.md). Nothing signs it; its line says \"built here\"\n"
+    "(--json: built_here, sodb_sha256; serial 0). A later install replaces it with a published\n"
+    "PSDB once the server has one.\n"
     "Proxies come from the environment as with curl (http_proxy, https_proxy, all_proxy,\n"
     "no_proxy). SIGINT or SIGTERM stops the install cleanly: nothing is registered, a partial\n"
     "download or delta update is kept and the next run resumes it; the exit status is then\n"
@@ -134,6 +145,18 @@ static void on_progress(const psdb_progress *p, void *ctx)
     if (s->json || p->total == 0)
         return;
     unsigned pct = (unsigned)(p->done * 100 / p->total);
+    /* --compile-missing's local build counts SODB entries, not bytes. */
+    int entries = strcmp(p->what, "compile") == 0;
+    if (entries) {
+        if (s->tty)
+            fprintf(stderr, "\rcompiling here: %llu/%llu entries (%u%%)%s",
+                    (unsigned long long)p->done, (unsigned long long)p->total, pct,
+                    p->done == p->total ? "\n" : "");
+        else if (p->done == p->total)
+            fprintf(stderr, "psdb install: compiled %llu entries here\n",
+                    (unsigned long long)p->total);
+        return;
+    }
     if (s->tty) {
         char bar[41];
         unsigned fill = pct * 40 / 100;
@@ -211,6 +234,30 @@ static int auto_targets(psdb_precompile_target *targets, uint32_t *num_targets)
     return 0;
 }
 
+/* --compile-missing for a Vulkan device's target: the device of this machine whose identity is
+ * the target's (what --target auto asked for), compiled as psdb compile --backend vulkan does. */
+static psdb_hr compile_vulkan(const char *sodb_path, const psdb_precompile_target *t,
+                              const char *psdb_path, void *ctx, char *err, size_t err_size)
+{
+    (void)ctx;
+    for (uint32_t dev = 0; dev < 16; dev++) {
+        psdb_precompile_target mine;
+        psdb_hr hr = vkbe_device_target(dev, &mine, err, err_size);
+        if (hr == PSDB_E_NOTIMPL)
+            return hr;
+        if (PSDB_FAILED(hr))
+            break;
+        if (strcmp(mine.family, t->family) != 0 || mine.abi_min < t->abi_min ||
+            mine.abi_min > t->abi_max)
+            continue;
+        err[0] = '\0';
+        return vkbe_compile(sodb_path, NULL, dev, psdb_path, NULL, NULL, err, err_size);
+    }
+    snprintf(err, err_size, "no vulkan device of this machine is %s at an abi of %llu-%llu",
+             t->family, (unsigned long long)t->abi_min, (unsigned long long)t->abi_max);
+    return PSDB_E_ADAPTER_NOT_FOUND;
+}
+
 /* Reads each trusted key file first, so that a wrong one is named with what is wrong with it
  * (missing, empty, truncated, another key type, a private key), not reported later as a signature
  * that does not verify. 0, or 1 after printing why. */
@@ -285,8 +332,15 @@ static void print_json(const psdb_precompile_target *targets, const psdb_install
                       ok ? json_integer((json_int_t)r->size) : json_null(), "code",
                       ok ? json_null() : json_string(psdb_hr_str(r->status)), "error",
                       err ? json_string_or(err, psdb_hr_str(r->status)) : json_null());
+        if (t && ok && r->built_here)
+            json_object_set_new(t, "built_here", json_true());
+        if (t && ok && memcmp(r->sodb_sha256, (const uint8_t[32]){0}, 32) != 0) {
+            char sodb[65];
+            psdb__hex(r->sodb_sha256, 32, sodb);
+            json_object_set_new(t, "sodb_sha256", json_string(sodb));
+        }
         /* How it came: a value-level delta or the whole file, and what that saved. */
-        if (t && r->status == PSDB_S_OK) {
+        if (t && r->status == PSDB_S_OK && !r->built_here) {
             uint64_t got = r->bytes_downloaded, size = r->size;
             /* "none": the file was already in the registry's store (another application's). */
             json_object_set_new(t, "download",
@@ -329,6 +383,16 @@ static void print_text(const psdb_precompile_target *targets, const psdb_install
             fputc('\n', stdout);
             continue;
         }
+        if (r->built_here) {
+            char sodb[65];
+            psdb__hex(r->sodb_sha256, 32, sodb);
+            tool_printf_safe(stdout,
+                             "%s: built here from SODB %.16s and installed (not signed; %llu "
+                             "bytes of SODB downloaded)",
+                             targets[i].family, sodb, (unsigned long long)r->bytes_downloaded);
+            fputc('\n', stdout);
+            continue;
+        }
         tool_printf_safe(stdout, "%s: serial %llu %s", targets[i].family,
                          (unsigned long long)r->serial,
                          r->status == PSDB_S_FALSE ? "already installed" : "installed");
@@ -361,6 +425,7 @@ int cmd_install(int argc, char **argv)
         {"allow-downgrade", no_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {"limit-rate", required_argument, NULL, 'L'},
+        {"compile-missing", no_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -372,7 +437,7 @@ int cmd_install(int argc, char **argv)
     uint32_t num_targets = 0, num_trust = 0;
     uint64_t version = 0, rate = 0;
     uint8_t app_id[16];
-    int have_app_id = 0, allow_downgrade = 0, json = 0, c, rc = 1;
+    int have_app_id = 0, allow_downgrade = 0, json = 0, compile_missing = 0, c, rc = 1;
     psdb_client *client = NULL;
     progress_state ps = {0};
 
@@ -408,6 +473,9 @@ int cmd_install(int argc, char **argv)
             break;
         case 'j':
             json = 1;
+            break;
+        case 'M':
+            compile_missing = 1;
             break;
         case 'L':
             if (parse_rate(optarg, &rate) != 0)
@@ -491,7 +559,9 @@ int cmd_install(int argc, char **argv)
                            .num_targets = num_targets,
                            .registry_dir = registry,
                            .installer_name = installer,
-                           .allow_downgrade = allow_downgrade};
+                           .allow_downgrade = allow_downgrade,
+                           .compile_missing = compile_missing,
+                           .compile = compile_vulkan};
     catch_stop_signals();
     hr = psdb_client_install(client, &d, results);
     if (json)

@@ -9,9 +9,12 @@
 static void usage(void)
 {
     printf("usage: psdb publish --server URL --token T --key KEYFILE [--serial N] [--ca-file FILE] "
-           "[--json] FILE.psdb\n\n"
+           "[--json] FILE.psdb|FILE.sodb\n\n"
            "Signs the PSDB's statement (digest, size, identity, target, serial; see\n"
            "schema/STATEMENT.md) with KEYFILE and uploads the file to psdbd (POST /v1/psdbs).\n"
+           "An SODB (the kind comes from the file, not its name) is signed with the SODB\n"
+           "statement (digest, size, identity, serial) and uploaded to POST /v1/sodbs, for the\n"
+           "compile farm's workers (psdb worker); its statement always goes in the headers.\n"
            "Prints the manifest the server answers. --token may also come from $PSDB_TOKEN.\n"
            "--serial defaults to 1. --ca-file: a PEM CA bundle for https (default: the\n"
            "system's). Exit status 0 when the PSDB is published (or was already).\n\n"
@@ -58,7 +61,8 @@ int cmd_publish(int argc, char **argv)
             d.psdb_path = a;
     }
     if (!cd.server_url || !cd.token || !d.key_path || !d.psdb_path)
-        return tool_fail("publish", "--server, --token, --key and FILE.psdb are required");
+        return tool_fail("publish",
+                         "--server, --token, --key and FILE.psdb (or FILE.sodb) are required");
     hr = psdb_client_create(&cd, &client);
     if (PSDB_FAILED(hr)) {
         tool_fail("publish", "bad --server '%s': %s", cd.server_url,

@@ -14,7 +14,9 @@ static void usage(FILE *f)
                "                  $XDG_DATA_HOME/psdb, else ~/.local/share/psdb)\n"
                "  --json          print JSON: [{exe_path, name, version, ..., components:\n"
                "                  [{name, sodb_path, psdbs: [{family, path, status, serial,\n"
-               "                  sha256}]}]}]\n\n"
+               "                  sha256, built_here, sodb_sha256}]}]}]\n\n"
+               "built_here: psdb install --compile-missing compiled it on this machine (the text\n"
+               "says \"(built here)\"); sodb_sha256: the SODB it was compiled from, when known.\n\n"
                "Each PSDB file is hashed and given a status: ok (the SHA-256 psdb install\n"
                "recorded), unverified (present, no digest recorded), missing (no regular file\n"
                "there: absent, a FIFO, or a link where psdb install put its file), or\n"
@@ -73,10 +75,11 @@ static int collect(const psdb_registry_entry *e, void *ctx)
                                  : psdb_registry_file_state_str(state);
         if (state == PSDB_REGISTRY_FILE_MISSING || state == PSDB_REGISTRY_FILE_MISMATCH)
             l->broken++;
-        json_t *p =
-            json_pack("{s:s, s:s, s:s, s:I, s:o}", "family", e->adapter_family, "path",
-                      e->psdb_path, "status", status, "serial", (json_int_t)e->installed_serial,
-                      "sha256", str_or_null(e->installed_sha256));
+        json_t *p = json_pack(
+            "{s:s, s:s, s:s, s:I, s:o, s:b, s:o}", "family", e->adapter_family, "path",
+            e->psdb_path, "status", status, "serial", (json_int_t)e->installed_serial, "sha256",
+            str_or_null(e->installed_sha256), "built_here", e->installed_built_here, "sodb_sha256",
+            str_or_null(e->installed_sodb_sha256));
         if (!p || json_array_append_new(json_object_get(l->comp, "psdbs"), p) != 0)
             l->failed = 1;
     }
@@ -109,10 +112,11 @@ static void print_text(json_t *apps)
             {
                 const char *status = json_string_value(json_object_get(p, "status"));
                 int flag = strcmp(status, "ok") != 0 && strcmp(status, "unverified") != 0;
-                tool_printf_safe(stdout, "    %-24s %s%s%s%s",
+                int here = json_is_true(json_object_get(p, "built_here"));
+                tool_printf_safe(stdout, "    %-24s %s%s%s%s%s",
                                  json_string_value(json_object_get(p, "family")),
                                  json_string_value(json_object_get(p, "path")), flag ? "  [" : "",
-                                 flag ? status : "", flag ? "]" : "");
+                                 flag ? status : "", flag ? "]" : "", here ? "  (built here)" : "");
                 fputc('\n', stdout);
             }
         }

@@ -23,11 +23,13 @@ static const struct {
     {"verify", cmd_verify, "check a PSDB deeply (integrity, blob digests, content digest)"},
     {"registry", cmd_registry, "list registered applications, components and PSDBs"},
     {"keygen", cmd_keygen, "create an Ed25519 publisher key pair"},
-    {"publish", cmd_publish, "sign a PSDB and upload it to psdbd"},
+    {"publish", cmd_publish, "sign a PSDB or an SODB and upload it to psdbd"},
     {"resolve", cmd_resolve, "ask psdbd which PSDB fits one adapter target"},
     {"replay", cmd_replay, "create an SODB's pipelines on a device and report PSDB hits"},
     {"install", cmd_install, "resolve, download, verify and register PSDBs for an application"},
     {"coverage", cmd_coverage, "list what psdbd covers for an application and what is missing"},
+    {"worker", cmd_worker, "compile farm worker: claim, compile and publish jobs of psdbd"},
+    {"jobs", cmd_jobs, "list the compile farm's jobs and workers"},
 };
 
 static void usage(FILE *f)

@@ -30,6 +30,8 @@ int cmd_replay_vulkan(int argc, char **argv);
 int tool_backend_is_vulkan(int argc, char **argv);
 int cmd_baseset(int argc, char **argv);
 int cmd_coverage(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
 
 /* Prints a manifest: the server's JSON as served (json), or one line of text. */
 void tool_print_manifest(const psdb_manifest *m, int json);

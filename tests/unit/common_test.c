@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sqlite3.h>
 
 #include "psdb/client.h"
+#include "psdb/farm.h"
 #include "psdb/sign.h"
 
 #include "common/error.h"
@@ -282,6 +284,175 @@ START_TEST(test_common__manifest_reader_uses_the_grammar)
                       cases[i].size, psdb_hr_str(hr));
         psdb_manifest_free(m);
     }
+}
+END_TEST
+
+/* The manifest names the statement its signature covers (schema/HTTP.md, "Farm"): version 1
+ * (absent or 1, no source SODB), version 2 (with sodb_sha256), or an SODB's (kind "sodb", no
+ * target, version 1); anything else is malformed. The check verifies the statement named, so a
+ * signature never passes for another version or kind. */
+START_TEST(test_common__manifest_names_its_statement)
+{
+    static const char target[] = ", \"target\": {\"family\": \"f\", \"abi_version\": 7, "
+                                 "\"compiler_version\": 0, \"profile_version\": 0}";
+    char sodb_hex[65];
+    memset(sodb_hex, 'c', 64);
+    sodb_hex[64] = '\0';
+    const struct {
+        const char *extra; /* members after serial */
+        int with_target;
+        psdb_hr want;
+        uint32_t kind, version;
+    } cases[] = {
+        {"", 1, PSDB_S_OK, PSDB_MANIFEST_PSDB, 1},
+        {", \"statement_version\": 1, \"sodb_sha256\": null", 1, PSDB_S_OK, PSDB_MANIFEST_PSDB, 1},
+        {", \"statement_version\": 2, \"sodb_sha256\": \"SODB\"", 1, PSDB_S_OK, PSDB_MANIFEST_PSDB,
+         2},
+        {", \"kind\": \"psdb\", \"statement_version\": 2, \"sodb_sha256\": \"SODB\"", 1, PSDB_S_OK,
+         PSDB_MANIFEST_PSDB, 2},
+        {", \"statement_version\": 2", 1, PSDB_E_PROTOCOL, 0, 0},
+        {", \"statement_version\": 2, \"sodb_sha256\": \"abc\"", 1, PSDB_E_PROTOCOL, 0, 0},
+        {", \"statement_version\": 1, \"sodb_sha256\": \"SODB\"", 1, PSDB_E_PROTOCOL, 0, 0},
+        {", \"statement_version\": 3, \"sodb_sha256\": \"SODB\"", 1, PSDB_E_PROTOCOL, 0, 0},
+        {", \"statement_version\": \"2\", \"sodb_sha256\": \"SODB\"", 1, PSDB_E_PROTOCOL, 0, 0},
+        {", \"kind\": \"sodb\"", 0, PSDB_S_OK, PSDB_MANIFEST_SODB, 1},
+        {", \"kind\": \"sodb\"", 1, PSDB_S_OK, PSDB_MANIFEST_SODB, 1},
+        {", \"kind\": \"sodb\", \"statement_version\": 2, \"sodb_sha256\": \"SODB\"", 0,
+         PSDB_E_PROTOCOL, 0, 0},
+        {", \"kind\": \"psdb\"", 0, PSDB_E_PROTOCOL, 0, 0},
+        {", \"kind\": \"pipeline\"", 1, PSDB_E_PROTOCOL, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char json[2048], extra[512];
+        psdb_manifest *m = NULL;
+        const char *at = strstr(cases[i].extra, "SODB");
+        if (at)
+            snprintf(extra, sizeof(extra), "%.*s%s%s", (int)(at - cases[i].extra), cases[i].extra,
+                     sodb_hex, at + 4);
+        else
+            snprintf(extra, sizeof(extra), "%s", cases[i].extra);
+        int n =
+            snprintf(json, sizeof(json),
+                     "{\"id\": 3, \"sha256\": \"%064d\", \"size\": 1, \"url\": \"/v1/blobs/x\", "
+                     "\"app\": {\"name\": \"G\", \"version\": 1, \"engine_version\": 0}%s, "
+                     "\"serial\": 3, \"key_id\": \"k\", \"signature\": \"s\"%s}",
+                     0, cases[i].with_target ? target : "", extra);
+        ck_assert(n > 0 && (size_t)n < sizeof(json));
+        psdb_hr hr = psdb_manifest_parse(json, (size_t)n, &m);
+        ck_assert_msg(hr == cases[i].want, "case %zu: %s", i, psdb_hr_str(hr));
+        if (hr == PSDB_S_OK) {
+            ck_assert_uint_eq(m->kind, cases[i].kind);
+            ck_assert_uint_eq(m->statement_version, cases[i].version);
+            ck_assert_int_eq(m->sodb_sha256[0], cases[i].version == 2 ? 0xcc : 0);
+            if (m->kind == PSDB_MANIFEST_SODB)
+                ck_assert_ptr_null(m->target.family);
+        }
+        psdb_manifest_free(m);
+    }
+
+    /* The signature check verifies the statement the manifest names. */
+    char *dir = tu_mkdtemp(), *key_path = tu_path(dir, "k.key"), *pub = tu_path(dir, "k.key.pub");
+    char kid[PSDB_KEY_ID_SIZE], sig[PSDB_SIGNATURE_B64_SIZE];
+    psdb_key *key = NULL;
+    ck_assert_hr(psdb_keygen(key_path, kid), PSDB_S_OK);
+    ck_assert_hr(psdb_key_load(key_path, &key), PSDB_S_OK);
+    const char *trusted[] = {pub};
+    psdb_client *c = NULL;
+    psdb_client_desc desc = {
+        .server_url = "http://127.0.0.1:9", .trusted_keys = trusted, .num_trusted_keys = 1};
+    ck_assert_hr(psdb_client_create(&desc, &c), PSDB_S_OK);
+    psdb_manifest m = {.id = "7", .key_id = kid, .signature = sig, .size = 1, .serial = 3};
+    m.app.desc.name = "G";
+    m.app.desc.version = 1;
+    m.target.family = "f";
+    m.target.abi_version = 7;
+    psdb_statement st = {.size = 1, .identity = m.app, .target = m.target, .serial = 3};
+    st.has_sodb = 1;
+    memset(st.sodb_sha256, 0xcc, 32);
+    ck_assert_hr(psdb_statement_sign(key, &st, sig), PSDB_S_OK);
+    m.statement_version = 2;
+    memset(m.sodb_sha256, 0xcc, 32);
+    ck_assert_hr(psdb_client_verify_manifest(c, &m), PSDB_S_OK);
+    m.sodb_sha256[5] ^= 1; /* another source SODB */
+    ck_assert_hr(psdb_client_verify_manifest(c, &m), PSDB_E_SIGNATURE);
+    m.sodb_sha256[5] ^= 1;
+    m.statement_version = 1; /* the same signature read as version 1 */
+    ck_assert_hr(psdb_client_verify_manifest(c, &m), PSDB_E_SIGNATURE);
+    psdb_sodb_statement sst = {.size = 1, .identity = m.app, .serial = 3};
+    ck_assert_hr(psdb_sodb_statement_sign(key, &sst, sig), PSDB_S_OK);
+    m.kind = PSDB_MANIFEST_SODB;
+    m.target.family = NULL;
+    m.target.abi_version = 0;
+    ck_assert_hr(psdb_client_verify_manifest(c, &m), PSDB_S_OK);
+    m.kind = PSDB_MANIFEST_PSDB; /* an SODB's signature is no PSDB's */
+    m.target.family = "f";
+    ck_assert_hr(psdb_client_verify_manifest(c, &m), PSDB_E_SIGNATURE);
+    psdb_client_release(c);
+    psdb_key_release(key);
+    tu_rmtree(dir);
+    free(dir);
+    free(key_path);
+    free(pub);
+}
+END_TEST
+
+/* A compile job as psdbd serves it (psdb/farm.h): ids and versions in either spelling, the
+ * target's range, and what makes it no job. */
+START_TEST(test_common__farm_job_reader)
+{
+    static const struct {
+        const char *json;
+        psdb_hr want;
+    } cases[] = {
+        {"{\"id\": 4, \"state\": \"queued\", \"app\": {\"name\": \"G\", \"version\": \"1.0.0.0\"}, "
+         "\"sodb_sha256\": \"Z64\", \"sodb_id\": 2, \"target\": {\"family\": \"f\", "
+         "\"abi_min\": 1, \"abi_max\": 5, \"profile_version\": 0}, \"demand\": 3, "
+         "\"attempts\": 0}",
+         PSDB_S_OK},
+        {"{\"id\": 4, \"state\": \"queued\", \"app\": {\"name\": \"G\", \"version\": 1}, "
+         "\"sodb_sha256\": \"Z64\", \"sodb_id\": \"2\", \"target\": {\"family\": \"f\", "
+         "\"abi_min\": 6, \"abi_max\": 5}}",
+         PSDB_E_PROTOCOL},
+        {"{\"id\": 4, \"state\": \"queued\", \"app\": {\"name\": \"G\", \"version\": 1}, "
+         "\"sodb_sha256\": \"Z63\", \"sodb_id\": \"2\", \"target\": {\"family\": \"f\", "
+         "\"abi_min\": 1, \"abi_max\": 5}}",
+         PSDB_E_PROTOCOL},
+        {"{\"id\": -4, \"state\": \"queued\", \"app\": {\"name\": \"G\", \"version\": 1}, "
+         "\"sodb_sha256\": \"Z64\", \"sodb_id\": \"2\", \"target\": {\"family\": \"f\", "
+         "\"abi_min\": 1, \"abi_max\": 5}}",
+         PSDB_E_PROTOCOL},
+        {"{\"id\": 4, \"state\": \"queued\", \"app\": {\"name\": \"\", \"version\": 1}, "
+         "\"sodb_sha256\": \"Z64\", \"sodb_id\": \"2\", \"target\": {\"family\": \"f\", "
+         "\"abi_min\": 1, \"abi_max\": 5}}",
+         PSDB_E_PROTOCOL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char json[1024];
+        psdb_farm_job j;
+        /* The digest's placeholder: 64 zero digits, or 63 (one short). */
+        const char *z = strstr(cases[i].json, "Z6");
+        ck_assert_ptr_nonnull(z);
+        int digits = z[2] == '4' ? 64 : 63;
+        int n = snprintf(json, sizeof(json), "%.*s%0*d%s", (int)(z - cases[i].json), cases[i].json,
+                         digits, 0, z + 3);
+        ck_assert(n > 0 && (size_t)n < sizeof(json));
+        psdb_hr hr = psdb_farm_job_parse(json, (size_t)n, &j);
+        ck_assert_msg(hr == cases[i].want, "case %zu: %s (%s)", i, psdb_hr_str(hr),
+                      psdb_error_last());
+        if (hr == PSDB_S_OK) {
+            ck_assert_uint_eq(j.id, 4);
+            ck_assert_str_eq(j.app_name, "G");
+            ck_assert_uint_eq(j.app_version, 0x0001000000000000ull);
+            ck_assert_str_eq(j.sodb_id, "2");
+            ck_assert_uint_eq(j.abi_max, 5);
+            ck_assert_uint_eq(j.demand, 3);
+        } else {
+            ck_assert_ptr_null(j.app_name);
+            ck_assert_ptr_nonnull(strstr(psdb_error_last(), "job: "));
+        }
+        psdb_farm_job_clear(&j);
+    }
+    ck_assert_hr(psdb_farm_job_parse(NULL, 0, NULL), PSDB_E_INVALIDARG);
 }
 END_TEST
 
@@ -558,6 +729,8 @@ int main(void)
     tcase_add_test(tc, test_common__error_ret_fills_only_an_unexplained_failure);
     tcase_add_test(tc, test_common__manifest_reader_uses_the_grammar);
     tcase_add_test(tc, test_common__manifest_reader_refuses_what_no_statement_carries);
+    tcase_add_test(tc, test_common__manifest_names_its_statement);
+    tcase_add_test(tc, test_common__farm_job_reader);
     tcase_add_test(tc, test_common__migrate_in_one_transaction);
     tcase_add_test(tc, test_common__names_refuse_controls_formats_separators_and_bad_utf8);
     suite_add_tcase(s, tc);

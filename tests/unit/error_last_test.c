@@ -174,6 +174,68 @@ static psdb_hr r_client_coverage(void)
     free(json);
     return hr;
 }
+static psdb_hr r_client_list_sodbs(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_manifest **v = NULL;
+    uint32_t n = 0;
+    psdb_hr hr = psdb_client_list_sodbs(c, "", 1, &v, &n);
+    psdb_client_release(c);
+    psdb_manifest_list_free(v, n);
+    return hr;
+}
+static const psdb_target g_farm_target = {"gfx", 1, 0, 0};
+static psdb_hr r_farm_announce(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_hr hr = psdb_client_farm_announce(c, "", &g_farm_target, NULL);
+    psdb_client_release(c);
+    return hr;
+}
+static psdb_hr r_farm_claim(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_farm_claim *cl = NULL;
+    psdb_hr hr = psdb_client_farm_claim(c, "w", NULL, 60, &cl);
+    psdb_client_release(c);
+    psdb_farm_claim_free(cl);
+    return hr;
+}
+static psdb_hr r_farm_extend(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_hr hr = psdb_client_farm_extend(c, NULL, 60);
+    psdb_client_release(c);
+    return hr;
+}
+static psdb_hr r_farm_done(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_hr hr = psdb_client_farm_done(c, NULL, "1");
+    psdb_client_release(c);
+    return hr;
+}
+static psdb_hr r_farm_fail(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_hr hr = psdb_client_farm_fail(c, NULL, "x");
+    psdb_client_release(c);
+    return hr;
+}
+static psdb_hr r_farm_jobs(void)
+{
+    psdb_client *c = client_for_rows();
+    psdb_hr hr = psdb_client_farm_jobs(c, NULL, NULL, NULL);
+    psdb_client_release(c);
+    return hr;
+}
+static psdb_hr r_farm_job_parse(void)
+{
+    psdb_farm_job j;
+    psdb_hr hr = psdb_farm_job_parse("{", 1, &j);
+    psdb_farm_job_clear(&j);
+    return hr;
+}
 static psdb_hr r_client_download(void)
 {
     psdb_client *c = client_for_rows();
@@ -843,6 +905,14 @@ static const row rows[] = {
     {"psdb_client_resolve", r_client_resolve, "NULL client"},
     {"psdb_client_download", r_client_download, "NULL manifest"},
     {"psdb_client_coverage", r_client_coverage, "empty app name"},
+    {"psdb_client_list_sodbs", r_client_list_sodbs, "empty app name"},
+    {"psdb_client_farm_announce", r_farm_announce, "no worker name"},
+    {"psdb_client_farm_claim", r_farm_claim, "NULL target"},
+    {"psdb_client_farm_extend", r_farm_extend, "NULL client or claim"},
+    {"psdb_client_farm_done", r_farm_done, "NULL client, claim or psdb_id"},
+    {"psdb_client_farm_fail", r_farm_fail, "NULL client, claim or error"},
+    {"psdb_client_farm_jobs", r_farm_jobs, "NULL client or out"},
+    {"psdb_farm_job_parse", r_farm_job_parse, "job: not JSON"},
     {"psdb_client_install", r_client_install, "no exe_path"},
     {"psdb_client_local_targets", r_client_local_targets, "out NULL"},
     {"psdb_client_verify_manifest", r_client_verify_manifest, "psdb_client_verify_manifest"},

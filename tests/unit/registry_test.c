@@ -769,6 +769,89 @@ START_TEST(test_registry__entry_check_states)
 }
 END_TEST
 
+/* What psdb install records of a PSDB's origin (schema/REGISTRY.md, version 3): built here with its
+ * SODB, or downloaded (with the source SODB of a version 2 statement, or none), read back by the
+ * explorer; and a registry of version 2 (written before the origin existed) is migrated when an
+ * installer opens it, its rows reading as downloaded, source unknown, while an explorer reads it
+ * unmigrated the same way. */
+typedef struct origin_row {
+    int rows, built_here;
+    char sodb[65];
+} origin_row;
+
+static int origin_of(const psdb_registry_entry *e, void *ctx)
+{
+    origin_row *o = ctx;
+    o->rows++;
+    o->built_here = e->installed_built_here;
+    snprintf(o->sodb, sizeof(o->sodb), "%s",
+             e->installed_sodb_sha256 ? e->installed_sodb_sha256 : "");
+    return 0;
+}
+
+static origin_row origin(const char *root)
+{
+    psdb_explorer *exp = NULL;
+    origin_row o = {0};
+    ck_assert_hr(psdb_explorer_open(root, &exp), PSDB_S_OK);
+    ck_assert_hr(psdb_explorer_foreach(exp, origin_of, &o), PSDB_S_OK);
+    psdb_explorer_release(exp);
+    return o;
+}
+
+START_TEST(test_registry__install_records_origin)
+{
+    char *root = tu_mkdtemp();
+    uint8_t sha[32];
+    char name[80], *cmd = NULL;
+    psdb__sha256("psdb bytes", 10, sha);
+    psdb__hex(sha, 32, name);
+    memcpy(name + 64, ".psdb", sizeof(".psdb"));
+    char *file = tu_path(root, name);
+    ck_assert_int_eq(tu_write_file(file, "psdb bytes", 10), 0);
+    psdb_installer *inst = open_installer(root, "launcher");
+    psdb__install_entry e = {.family = "fam", .psdb_path = file, .serial = 7, .built_here = 1};
+    psdb__hex(sha, 32, e.sha256);
+    memset(e.sodb_sha256, 'a', 64);
+    ck_assert_hr(psdb__registry_install(inst, "/g/game.exe", &app_desc, NULL, 1, &e, 0), PSDB_S_OK);
+    origin_row o = origin(root);
+    ck_assert_int_eq(o.rows, 1);
+    ck_assert_int_eq(o.built_here, 1);
+    ck_assert_str_eq(o.sodb, e.sodb_sha256);
+    e.built_here = 0;
+    e.sodb_sha256[0] = '\0';
+    ck_assert_hr(psdb__registry_install(inst, "/g/game.exe", &app_desc, NULL, 1, &e, 0), PSDB_S_OK);
+    o = origin(root);
+    ck_assert_int_eq(o.built_here, 0);
+    ck_assert_str_eq(o.sodb, "");
+    psdb_installer_release(inst);
+
+    /* Back to version 2: an explorer reads it as downloaded; an installer migrates it. */
+    ck_assert_int_gt(asprintf(&cmd,
+                              "sqlite3 '%s/registry.db' 'ALTER TABLE installed DROP COLUMN "
+                              "built_here; ALTER TABLE installed DROP COLUMN sodb_sha256; "
+                              "PRAGMA user_version=2'",
+                              root),
+                     0);
+    ck_assert_int_eq(system(cmd), 0);
+    o = origin(root);
+    ck_assert_int_eq(o.rows, 1);
+    ck_assert_int_eq(o.built_here, 0);
+    inst = open_installer(root, "launcher");
+    e.built_here = 1;
+    memset(e.sodb_sha256, 'b', 64);
+    ck_assert_hr(psdb__registry_install(inst, "/g/game.exe", &app_desc, NULL, 1, &e, 0), PSDB_S_OK);
+    o = origin(root);
+    ck_assert_int_eq(o.built_here, 1);
+    ck_assert_str_eq(o.sodb, e.sodb_sha256);
+    psdb_installer_release(inst);
+    free(cmd);
+    free(file);
+    tu_rmtree(root);
+    free(root);
+}
+END_TEST
+
 static int exists(const char *dir, const char *name)
 {
     char *p = tu_path(dir, name);
@@ -878,6 +961,7 @@ int main(void)
     tcase_add_test(tc, test_registry__B8_newer_schema_is_refused);
     tcase_add_test(tc, test_registry__default_roots);
     tcase_add_test(tc, test_registry__entry_check_states);
+    tcase_add_test(tc, test_registry__install_records_origin);
     tcase_add_test(tc, test_registry__sweep_never_runs_while_an_install_is_in_flight);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -70,7 +70,19 @@ typedef struct psdb_manifest {
     char *key_id;
     char *signature; /* base64 Ed25519 over the signed statement (schema/STATEMENT.md) */
     char *json;      /* the manifest as served, compact */
+    /* What the manifest describes: PSDB_MANIFEST_PSDB, or PSDB_MANIFEST_SODB ("kind": "sodb",
+     * GET /v1/sodbs: an SODB, signed with the SODB statement; its target is all zero and its
+     * family NULL). */
+    uint32_t kind;
+    /* The statement its signature covers: 1, or 2 for a PSDB compiled from the SODB
+     * sodb_sha256 (a farm's or a local build; schema/STATEMENT.md). A manifest without
+     * "statement_version" is version 1; an SODB's is 1. */
+    uint32_t statement_version;
+    uint8_t sodb_sha256[32]; /* version 2: the source SODB's SHA-256; else all zero */
 } psdb_manifest;
+
+#define PSDB_MANIFEST_PSDB 0u
+#define PSDB_MANIFEST_SODB 1u
 
 /* Creates a client. Copies every string of desc. PSDB_E_INVALIDARG (no server_url, not http(s)),
  * PSDB_E_OUTOFMEMORY, PSDB_E_IO (a trusted key file cannot be read), PSDB_E_SIGNATURE (a trusted
@@ -109,6 +121,9 @@ typedef struct psdb_publish_desc {
     const char *key_path;  /* private Ed25519 key file (psdb keygen; psdb_key_save) */
     const char *psdb_path; /* the PSDB to publish */
     uint64_t serial; /* the statement's serial (schema/STATEMENT.md); the tool's default is 1 */
+    /* The SHA-256 of the SODB the PSDB was compiled from (a farm's worker): the version 2
+     * statement, sent with X-Psdb-Sodb-Sha256; NULL: version 1. Not for an SODB. */
+    const uint8_t *sodb_sha256;
 } psdb_publish_desc;
 
 /* The server's answer to psdb_client_publish. Owned by the caller: psdb_publish_result_free. */
@@ -122,24 +137,29 @@ typedef struct psdb_publish_result {
 
 /* Signs the PSDB's statement (digest, size, identity, target, serial; schema/STATEMENT.md) with the
  * key and uploads the file to the client's server (POST /v1/psdbs; schema/HTTP.md) with the
- * client's token. Statuses: PSDB_S_OK (201: published), PSDB_S_FALSE (200: the same content was
- * already published), PSDB_E_INVALIDARG (NULL c, d, out, key_path or psdb_path; a client without
- * token; HTTP 400), PSDB_E_IO (the file or key cannot be read), PSDB_E_CACHE_CORRUPT (not a PSDB),
- * PSDB_E_SIGNATURE (not a private Ed25519 key), PSDB_E_ACCESS (401/403), PSDB_E_ALREADY_EXISTS
- * (409), PSDB_E_CACHE_FULL (413), PSDB_E_DISK_FULL (507), PSDB_E_NETWORK (no answer),
- * PSDB_E_PROTOCOL (any other status), PSDB_E_CANCELLED (progress_cancel asked to stop, during a
- * transfer or a backoff), PSDB_E_OUTOFMEMORY. *out is set on every return except
- * PSDB_E_INVALIDARG for a NULL argument and PSDB_E_OUTOFMEMORY before the result exists (then
- * NULL): on failure it still carries the HTTP status, the body and the message, which is also the
- * client's psdb_client_last_error. The upload goes through the same curl setup as resolve and
- * download: TLS verification on with the client's ca_file and pinned_public_key, no redirects,
- * connect_timeout_ms and low_speed_timeout_s; a transient failure (no connection, timeout, HTTP
- * 408, 429, 5xx) is retried max_retries times with doubling backoff from retry_base_ms (psdbd
- * answers 200 to a repeated upload of content it already holds, so a retry is safe). The
- * statement travels in the trailer of a chunked upload, the file hashed while it is sent, when a
- * first one-byte request shows that a trailer reaches the server; else (a proxy that drops
- * trailers, such as nginx, or an older psdbd) the file is hashed first and the statement sent in
- * headers (schema/HTTP.md, POST /v1/psdbs). The environment variable PSDB_PUBLISH_STATEMENT
+ * client's token. The kind comes from the file: an SODB (SQLite application_id 'PSOD') is signed
+ * with the SODB statement (digest, size, identity, serial) and uploaded to POST /v1/sodbs. With
+ * d->sodb_sha256 the PSDB's statement is version 2, naming that SODB (refused by psdbd unless it
+ * publishes that SODB for the same application and version). An SODB and a version 2 statement
+ * always use the header form described below. Statuses: PSDB_S_OK (201: published), PSDB_S_FALSE
+ * (200: the same content was already published), PSDB_E_INVALIDARG (NULL c, d, out, key_path or
+ * psdb_path; a client without token; HTTP 400; sodb_sha256 given for an SODB), PSDB_E_IO (the file
+ * or key cannot be read), PSDB_E_CACHE_CORRUPT (not a PSDB or SODB), PSDB_E_SIGNATURE (not a
+ * private Ed25519 key), PSDB_E_ACCESS (401/403), PSDB_E_ALREADY_EXISTS (409), PSDB_E_CACHE_FULL
+ * (413), PSDB_E_DISK_FULL (507), PSDB_E_NETWORK (no answer), PSDB_E_PROTOCOL (any other status),
+ * PSDB_E_CANCELLED (progress_cancel asked to stop, during a transfer or a backoff),
+ * PSDB_E_OUTOFMEMORY. *out is set on every return except PSDB_E_INVALIDARG for a NULL argument and
+ * PSDB_E_OUTOFMEMORY before the result exists (then NULL): on failure it still carries the HTTP
+ * status, the body and the message, which is also the client's psdb_client_last_error. The upload
+ * goes through the same curl setup as resolve and download: TLS verification on with the client's
+ * ca_file and pinned_public_key, no redirects, connect_timeout_ms and low_speed_timeout_s; a
+ * transient failure (no connection, timeout, HTTP 408, 429, 5xx) is retried max_retries times with
+ * doubling backoff from retry_base_ms (psdbd answers 200 to a repeated upload of content it already
+ * holds, so a retry is safe). The statement travels in the trailer of a chunked upload, the file
+ * hashed while it is sent, when a first one-byte request shows that a trailer reaches the server;
+ * else (a proxy that drops trailers, such as nginx, or an older psdbd) the file is hashed first and
+ * the statement sent in headers (schema/HTTP.md, POST /v1/psdbs). The environment variable
+ * PSDB_PUBLISH_STATEMENT
  * ("header" or "trailer"; "auto" or unset: as described) forces a form; another value gives
  * PSDB_E_INVALIDARG. Same thread rule as the client. */
 PSDB_API psdb_hr psdb_client_publish(psdb_client *c, const psdb_publish_desc *d,
@@ -219,6 +239,27 @@ typedef struct psdb_install_desc {
     const char *registry_dir;   /* NULL: the default USER root */
     const char *installer_name; /* NULL: "psdb" */
     int allow_downgrade;        /* accept a serial lower than the one installed */
+    /* Non-zero (psdb install --compile-missing): a target whose resolve misses (404; the resolve
+     * records the miss as demand, as every miss) is compiled on this machine when the application
+     * version has a published SODB that a trusted key signed (the newest such, by serial): the
+     * SODB is downloaded and verified like a PSDB (its SODB statement, size and SHA-256),
+     * compiled, checked to open for the target, and registered like a download, with the
+     * registry recording that it was built here and the SODB's digest (schema/REGISTRY.md,
+     * version 3). Nothing signs it. Its result has built_here set and serial 0; the registry keeps
+     * the serial installed before for the family (a local build is no downgrade). */
+    int compile_missing;
+    /* How compile_missing compiles: a target of a Vulkan device (family "vulkan-...", as
+     * psdb_client_local_targets names them) through this hook, which writes the PSDB of sodb_path
+     * for t to psdb_path (an existing empty file to replace) and puts one line in err on failure;
+     * called on the install's thread with compile_ctx; the install checks the file afterwards.
+     * libpsdb does not link the Vulkan loader, so without the hook (NULL) such a target fails
+     * with PSDB_E_NOTIMPL; `psdb install` gives its Vulkan backend here. Every other target: the
+     * reference compiler (psdb_sodb_compile) at the target's family, abi_max, compiler_version
+     * and profile_version, the client's progress callback told about it (what "compile", done
+     * and total entries) and its cancel asked. */
+    psdb_hr (*compile)(const char *sodb_path, const psdb_precompile_target *t,
+                       const char *psdb_path, void *ctx, char *err, size_t err_size);
+    void *compile_ctx;
 } psdb_install_desc;
 
 /* What happened to one target (psdb_client_install writes every entry, whatever it returns).
@@ -244,6 +285,12 @@ typedef struct psdb_install_result {
     /* 1 when this target was not installed because the install stopped at another target
      * (status is that target's failure; this one may not have been resolved at all); 0 else. */
     int skipped;
+    /* 1 when compile_missing compiled this target's PSDB here (serial 0; bytes_downloaded is the
+     * SODB's size); 0 else. */
+    int built_here;
+    /* The SODB it was compiled from: the local build's, or the one a version 2 statement of the
+     * downloaded PSDB names; all zero when none. */
+    uint8_t sodb_sha256[32];
 } psdb_install_result;
 
 /* Installs the best PSDB of every target for one application: resolves each target, skips what is

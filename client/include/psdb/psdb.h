@@ -28,5 +28,6 @@
 #include "sign.h"
 #include "valuemap.h"
 #include "client.h"
+#include "farm.h"
 
 #endif

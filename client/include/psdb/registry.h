@@ -137,6 +137,13 @@ typedef struct psdb_registry_entry {
      * psdb_application_register_component). installed_sha256 is lowercase hex. */
     uint64_t installed_serial;
     const char *installed_sha256;
+    /* Where that PSDB came from (schema/REGISTRY.md, version 3): installed_built_here 1 when
+     * psdb install --compile-missing compiled it on this machine (nothing signed it), 0 when it
+     * was downloaded as published; installed_sodb_sha256 (lowercase hex, or NULL when unknown)
+     * the SODB it was compiled from: the local build's, or the one a farm-built PSDB's
+     * version 2 statement names. */
+    int installed_built_here;
+    const char *installed_sodb_sha256;
 } psdb_registry_entry;
 
 /* Visits every (application, component, PSDB) of the registry in exe path, component name and

@@ -23,6 +23,7 @@
 #include "psdb/sign.h"
 
 #include "delivery/transport.h"
+#include "registry/install.h"
 
 struct psdb_client {
     psdb__share *share;
@@ -67,6 +68,24 @@ psdb_hr psdb__client_check_install(const psdb_manifest *m, const psdb_install_de
  * PSDB_E_INTEGRITY with the last error naming the field. */
 psdb_hr psdb__client_check_file(const char *path, const psdb_file_info *info,
                                 const psdb_manifest *m);
+
+/* A number of a JSON object (manifest.c): a non-negative integer, or a string psdb__parse_u64
+ * accepts (values above INT64_MAX travel as strings); and a 4x16-bit version, a string in psdbd's
+ * spelling (psdb__parse_version) or an integer. 0, or -1 when absent or malformed. */
+struct json_t;
+int psdb__json_u64(struct json_t *obj, const char *key, uint64_t *out);
+int psdb__json_version(struct json_t *obj, const char *key, uint64_t *out);
+
+/* psdb install --compile-missing for one target the server has no PSDB for (build_here.c): the
+ * newest trusted SODB of the application version downloaded and verified into store_dir, compiled
+ * (d->compile, else the reference compiler), checked against t and renamed to
+ * <store_dir>/<sha256>.psdb. Fills e (family, psdb_path malloc'd, sha256, built_here,
+ * sodb_sha256; not serial) and r (may be NULL). PSDB_E_NOT_FOUND when no SODB is published,
+ * PSDB_E_SIGNATURE when none verifies; the statuses of download and compile; the last error set
+ * (without the "install: " its caller adds). */
+psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
+                                 const psdb_precompile_target *t, const char *store_dir,
+                                 psdb__install_entry *e, psdb_install_result *r);
 
 /* The manifest's blob URL, absolute (download.c); NULL on out of memory. */
 char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m);

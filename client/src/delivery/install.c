@@ -471,6 +471,24 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         /* Until this target is through, a failure is its own (results_end). */
         failed_at = i;
         hr = psdb_client_resolve(c, d->app, t, &manifests[i]);
+        if (hr == PSDB_E_NOT_FOUND && d->compile_missing) {
+            /* The miss is recorded by that resolve; the target is compiled here instead. */
+            step = psdb__error_mark();
+            pthread_mutex_lock(&shared->use);
+            psdb_hr known =
+                psdb__registry_installed(inst, d->exe_path, t->family, &have_serial, have_sha);
+            pthread_mutex_unlock(&shared->use);
+            hr = psdb__install_build_here(c, d, t, store.dir, &entries[i], r);
+            if (PSDB_FAILED(hr)) {
+                char what[200];
+                snprintf(what, sizeof(what), "install: %.128s: --compile-missing", t->family);
+                install_fail(hr, step, what, NULL);
+                goto cleanup;
+            }
+            /* Unsigned and serial-less: it keeps the family's high-water mark. */
+            entries[i].serial = PSDB_SUCCEEDED(known) ? have_serial : 0;
+            continue;
+        }
         if (PSDB_SUCCEEDED(hr))
             hr = psdb__client_check_install(manifests[i], d, t);
         if (PSDB_FAILED(hr))
@@ -479,6 +497,8 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
         psdb__hex(m->sha256, 32, entries[i].sha256);
         entries[i].family = t->family;
         entries[i].serial = m->serial;
+        if (m->statement_version == 2)
+            psdb__hex(m->sodb_sha256, 32, entries[i].sodb_sha256);
         pthread_mutex_lock(&shared->use);
         psdb_hr known =
             psdb__registry_installed(inst, d->exe_path, t->family, &have_serial, have_sha);
@@ -525,6 +545,8 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
             r->serial = m->serial;
             r->size = m->size;
             memcpy(r->sha256, m->sha256, 32);
+            if (m->statement_version == 2)
+                memcpy(r->sodb_sha256, m->sodb_sha256, 32);
         }
     }
     failed_at = n; /* from here on a failure concerns every target */

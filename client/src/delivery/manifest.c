@@ -43,7 +43,7 @@ void psdb_manifest_free(psdb_manifest *m)
 
 /* A number: a non-negative JSON integer, or a JSON string psdb__parse_u64 accepts (values above
  * INT64_MAX travel as strings). */
-static int json_u64(json_t *obj, const char *key, uint64_t *out)
+int psdb__json_u64(json_t *obj, const char *key, uint64_t *out)
 {
     json_t *v = json_object_get(obj, key);
     if (json_is_integer(v) && json_integer_value(v) >= 0) {
@@ -55,12 +55,12 @@ static int json_u64(json_t *obj, const char *key, uint64_t *out)
 
 /* A 4x16-bit version: a JSON string in the spelling psdbd accepts ("a.b.c.d" as psdbd writes it,
  * or a number: psdb__parse_version), or a non-negative JSON integer. */
-static int json_version(json_t *obj, const char *key, uint64_t *out)
+int psdb__json_version(json_t *obj, const char *key, uint64_t *out)
 {
     json_t *v = json_object_get(obj, key);
     if (json_is_string(v))
         return psdb__parse_version(json_string_value(v), out);
-    return json_u64(obj, key, out);
+    return psdb__json_u64(obj, key, out);
 }
 
 /* Copies a string member; absent or null gives NULL (allowed only when optional). */
@@ -106,7 +106,8 @@ static int statement_strings_ok(const psdb_manifest *m, char *why, size_t why_si
 {
     const psdb_app_desc *d = &m->app.desc;
     return statement_string_ok("application name", d->name, 1, why, why_size) &&
-           statement_string_ok("target family", m->target.family, 1, why, why_size) &&
+           (m->kind == PSDB_MANIFEST_SODB ||
+            statement_string_ok("target family", m->target.family, 1, why, why_size)) &&
            statement_string_ok("exe filename", d->exe_filename, 0, why, why_size) &&
            statement_string_ok("engine name", d->engine_name, 0, why, why_size);
 }
@@ -117,7 +118,7 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     psdb_hr hr = PSDB_E_PROTOCOL;
     json_t *root = NULL;
     psdb_manifest *m = NULL;
-    char *sha = NULL, *app_id = NULL;
+    char *sha = NULL, *app_id = NULL, *sodb_sha = NULL;
     char *exe = NULL, *name = NULL, *engine = NULL, *family = NULL;
     char why[160];
 
@@ -134,8 +135,38 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     }
     json_t *app = json_object_get(root, "app");
     json_t *target = json_object_get(root, "target");
-    if (!json_is_object(app) || !json_is_object(target))
+    json_t *kind = json_object_get(root, "kind");
+    json_t *stv = json_object_get(root, "statement_version");
+    if (kind && !json_is_null(kind)) {
+        if (!json_is_string(kind))
+            goto cleanup;
+        if (strcmp(json_string_value(kind), "sodb") == 0)
+            m->kind = PSDB_MANIFEST_SODB;
+        else if (strcmp(json_string_value(kind), "psdb") != 0)
+            goto cleanup;
+    }
+    /* An SODB has no target; a PSDB's manifest must name one. */
+    if (!json_is_object(app) || (m->kind == PSDB_MANIFEST_PSDB && !json_is_object(target)))
         goto cleanup;
+    m->statement_version = 1;
+    if (stv && !json_is_null(stv)) {
+        if (!json_is_integer(stv) || json_integer_value(stv) < 1 || json_integer_value(stv) > 2 ||
+            (m->kind == PSDB_MANIFEST_SODB && json_integer_value(stv) != 1)) {
+            psdb__error_set(PSDB_E_PROTOCOL, "manifest: statement_version is not 1 or 2");
+            goto cleanup;
+        }
+        m->statement_version = (uint32_t)json_integer_value(stv);
+    }
+    /* Version 2 names the SODB the PSDB was compiled from; version 1 names none. */
+    if (json_str(root, "sodb_sha256", 1, &sodb_sha))
+        goto cleanup;
+    if ((m->statement_version == 2) != (sodb_sha != NULL) ||
+        (sodb_sha && (strlen(sodb_sha) != 64 || psdb__unhex(sodb_sha, m->sodb_sha256, 32) != 0))) {
+        psdb__error_set(PSDB_E_PROTOCOL, "manifest: sodb_sha256 %s",
+                        m->statement_version == 2 ? "missing or not 64 hex digits"
+                                                  : "given with statement version 1");
+        goto cleanup;
+    }
     json_t *id = json_object_get(root, "id");
     if (json_is_integer(id) && json_integer_value(id) >= 0) {
         if (asprintf(&m->id, "%lld", (long long)json_integer_value(id)) < 0) {
@@ -146,25 +177,26 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     } else if (json_str(root, "id", 0, &m->id)) {
         goto cleanup;
     }
-    if (json_str(root, "sha256", 0, &sha) || json_u64(root, "size", &m->size) ||
-        json_str(root, "url", 0, &m->url) || json_u64(root, "serial", &m->serial) ||
+    if (json_str(root, "sha256", 0, &sha) || psdb__json_u64(root, "size", &m->size) ||
+        json_str(root, "url", 0, &m->url) || psdb__json_u64(root, "serial", &m->serial) ||
         json_str(root, "created_at", 1, &m->created_at) ||
         json_str(root, "key_id", 0, &m->key_id) || json_str(root, "signature", 0, &m->signature))
         goto cleanup;
     if (json_str(app, "name", 0, &name) || json_str(app, "exe_filename", 1, &exe) ||
-        json_version(app, "version", &m->app.desc.version) ||
+        psdb__json_version(app, "version", &m->app.desc.version) ||
         json_str(app, "engine_name", 1, &engine) ||
-        json_version(app, "engine_version", &m->app.desc.engine_version) ||
+        psdb__json_version(app, "engine_version", &m->app.desc.engine_version) ||
         json_str(app, "app_id", 1, &app_id))
         goto cleanup;
     m->app.desc.name = name;
     m->app.desc.exe_filename = exe;
     m->app.desc.engine_name = engine;
     name = exe = engine = NULL;
-    if (json_str(target, "family", 0, &family) ||
-        json_u64(target, "abi_version", &m->target.abi_version) ||
-        json_version(target, "compiler_version", &m->target.compiler_version) ||
-        json_version(target, "profile_version", &m->target.profile_version))
+    if (m->kind == PSDB_MANIFEST_PSDB &&
+        (json_str(target, "family", 0, &family) ||
+         psdb__json_u64(target, "abi_version", &m->target.abi_version) ||
+         psdb__json_version(target, "compiler_version", &m->target.compiler_version) ||
+         psdb__json_version(target, "profile_version", &m->target.profile_version)))
         goto cleanup;
     m->target.family = family;
     family = NULL;
@@ -192,6 +224,7 @@ psdb_hr psdb_manifest_parse(const char *json, size_t size, psdb_manifest **out)
     hr = PSDB_S_OK;
 cleanup:
     free(sha);
+    free(sodb_sha);
     free(app_id);
     free(exe);
     free(name);
@@ -216,15 +249,25 @@ psdb_hr psdb_client_verify_manifest(psdb_client *c, const psdb_manifest *m)
                         m->id ? m->id : "?", why);
         return psdb__client_ret(c, hr, err_mark, __func__);
     }
-    psdb_statement st = {
-        .size = m->size, .identity = m->app, .target = m->target, .serial = m->serial};
+    /* The statement the manifest names: a PSDB's version 1, a PSDB's version 2 (its source
+     * SODB's digest too), or an SODB's; a signature never verifies as another kind. */
+    psdb_statement st = {.size = m->size,
+                         .identity = m->app,
+                         .target = m->target,
+                         .serial = m->serial,
+                         .has_sodb = m->statement_version == 2};
+    psdb_sodb_statement sst = {.size = m->size, .identity = m->app, .serial = m->serial};
     memcpy(st.sha256, m->sha256, 32);
+    memcpy(st.sodb_sha256, m->sodb_sha256, 32);
+    memcpy(sst.sha256, m->sha256, 32);
     /* The key id only picks the key: the signature must verify with that trusted key itself. */
     for (uint32_t i = 0; i < c->num_keys && m->key_id && m->signature; i++) {
         char id[PSDB_KEY_ID_SIZE];
         if (PSDB_FAILED(psdb_key_id(c->keys[i], id)) || strcmp(id, m->key_id) != 0)
             continue;
-        hr = psdb_statement_verify(c->keys[i], &st, m->signature);
+        hr = m->kind == PSDB_MANIFEST_SODB
+                 ? psdb_sodb_statement_verify(c->keys[i], &sst, m->signature)
+                 : psdb_statement_verify(c->keys[i], &st, m->signature);
         break;
     }
     if (PSDB_FAILED(hr))
@@ -259,6 +302,10 @@ psdb_hr psdb__client_check_request(const char *who, const psdb_manifest *m,
     psdb_hr hr = PSDB_E_INTEGRITY;
     const psdb_app_desc *got = &m->app.desc;
     char a[40], b[40];
+    if (m->kind != PSDB_MANIFEST_PSDB) {
+        psdb__error_set(hr, "%s: the server answered an SODB's manifest for a PSDB", who);
+        goto cleanup;
+    }
 
     if (!str_eq(got->name, app->name)) {
         psdb__error_set(hr, "%s: the server answered application '%s' for a request for '%s'", who,

@@ -185,13 +185,16 @@ static int up_trailer(void *ctx, psdb__attempt *a, const char *const **lines)
  * also sends no Expect: it has no body worth holding back. */
 typedef struct form_headers {
     char serial[48], kid[32 + PSDB_KEY_ID_SIZE], sig[32 + PSDB_SIGNATURE_B64_SIZE];
-    const char *v[7];
+    char sodb[32 + 65]; /* X-Psdb-Sodb-Sha256 of a version 2 statement; "" for none */
+    const char *v[8];
 } form_headers;
 
 static const char *const *headers_of(form_headers *h, uint64_t serial, const char *kid,
                                      const char *sig, int probe)
 {
     size_t n = 0;
+    if (h->sodb[0])
+        h->v[n++] = h->sodb;
     snprintf(h->serial, sizeof(h->serial), "X-Psdb-Serial: %llu", (unsigned long long)serial);
     snprintf(h->kid, sizeof(h->kid), "X-Psdb-Key-Id: %s", kid);
     h->v[n++] = "Content-Type: application/octet-stream";
@@ -317,6 +320,24 @@ static psdb_hr trailers_reach_server(psdb_client *c, const char *url, uint64_t s
     return hr;
 }
 
+/* Whether path holds an SODB: an SQLite file whose application_id (header offset 68, big-endian)
+ * is 'PSOD' (schema/SODB.md). Anything else is left to the PSDB's checks. */
+static psdb_hr file_is_sodb(const char *path, int *is_sodb)
+{
+    static const char sqlite_magic[16] = "SQLite format 3";
+    unsigned char head[72];
+    FILE *f = fopen(path, "rb");
+    *is_sodb = 0;
+    if (!f)
+        return psdb__error_set(psdb__errno_hr(errno), "open %s: %s", path, strerror(errno));
+    size_t n = fread(head, 1, sizeof(head), f);
+    fclose(f);
+    *is_sodb = n == sizeof(head) && memcmp(head, sqlite_magic, 16) == 0 &&
+               ((uint32_t)head[68] << 24 | (uint32_t)head[69] << 16 | (uint32_t)head[70] << 8 |
+                head[71]) == 0x50534F44u;
+    return PSDB_S_OK;
+}
+
 /* Signs and uploads one PSDB (schema/STATEMENT.md, schema/HTTP.md) to the client's server: the
  * trailer form when the probe finds that a trailer reaches psdbd, else the header form;
  * PSDB_PUBLISH_STATEMENT overrides (psdb_client_publish). r gets the status and the body of the
@@ -333,7 +354,10 @@ static psdb_hr publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_
     FILE *f = NULL;
     upload up = {0};
     hasher hash = {0};
-    form_headers fh;
+    form_headers fh = {.sodb = ""};
+    psdb_sodb *sodb = NULL;
+    psdb_sodb_statement sst = {0};
+    int is_sodb = 0;
     struct stat sb;
     char sig[PSDB_SIGNATURE_B64_SIZE], kid[PSDB_KEY_ID_SIZE], why[512];
     char *url = NULL;
@@ -354,9 +378,26 @@ static psdb_hr publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_
         psdb__error_set(hr, "%s", why);
         goto cleanup;
     }
-    if ((hr = psdb_file_open(d->psdb_path, NULL, &pf)) < 0 ||
-        (hr = psdb_file_get_info(pf, &info)) < 0) {
-        psdb__error_set(hr, "%s: not a valid PSDB (%s)", d->psdb_path, psdb_hr_str(hr));
+    /* The kind comes from the file: an SODB goes to /v1/sodbs with its own statement. */
+    if ((hr = file_is_sodb(d->psdb_path, &is_sodb)) < 0)
+        goto cleanup;
+    if (is_sodb && d->sodb_sha256) {
+        hr = psdb__error_set(PSDB_E_INVALIDARG,
+                             "%s is an SODB: a source SODB digest is for a PSDB's statement",
+                             d->psdb_path);
+        goto cleanup;
+    }
+    if (is_sodb) {
+        if ((hr = psdb_sodb_open(d->psdb_path, &sodb)) < 0 ||
+            (hr = psdb_sodb_get_identity(sodb, &sst.identity)) < 0) {
+            psdb__error_set(hr, "%s: not a valid SODB (%s)", d->psdb_path, psdb_hr_str(hr));
+            goto cleanup;
+        }
+        sst.serial = d->serial;
+    } else if ((hr = psdb_file_open(d->psdb_path, NULL, &pf)) < 0 ||
+               (hr = psdb_file_get_info(pf, &info)) < 0) {
+        psdb__error_set(hr, "%s: neither a valid PSDB nor an SODB (%s)", d->psdb_path,
+                        psdb_hr_str(hr));
         goto cleanup;
     }
     f = fopen(d->psdb_path, "rb");
@@ -367,17 +408,26 @@ static psdb_hr publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_
     st.identity = info.identity;
     st.target = info.target;
     st.serial = d->serial;
+    if (d->sodb_sha256) {
+        char hex[65];
+        st.has_sodb = 1;
+        memcpy(st.sodb_sha256, d->sodb_sha256, 32);
+        psdb__hex(d->sodb_sha256, 32, hex);
+        snprintf(fh.sodb, sizeof(fh.sodb), "X-Psdb-Sodb-Sha256: %s", hex);
+    }
     if ((hr = psdb_key_id(key, kid)) < 0) {
         psdb__error_set(hr, "cannot sign the statement (%s)", psdb_hr_str(hr));
         goto cleanup;
     }
     /* The client's server URL has no trailing '/' (psdb_client_create strips it). */
-    if (asprintf(&url, "%s/v1/psdbs", c->server_url) < 0) {
+    if (asprintf(&url, "%s/v1/%s", c->server_url, is_sodb ? "sodbs" : "psdbs") < 0) {
         url = NULL;
         hr = psdb__error_set(PSDB_E_OUTOFMEMORY, "publish: out of memory");
         goto cleanup;
     }
-    if (form == FORM_HEADER)
+    /* An SODB and a version 2 statement go in the headers (schema/HTTP.md: the farm's publishes
+     * name their statement there), whatever the setting. */
+    if (form == FORM_HEADER || is_sodb || d->sodb_sha256)
         header_form = 1;
     else if (form == FORM_AUTO) {
         if (PSDB_FAILED(hr = trailers_reach_server(c, url, d->serial, kid, &reach, &spent)))
@@ -391,7 +441,14 @@ static psdb_hr publish(psdb_client *c, const psdb_publish_desc *d, psdb_publish_
             psdb__error_set(hr, "read %s: %s", d->psdb_path, strerror(errno));
             goto cleanup;
         }
-        if ((hr = psdb_statement_sign(key, &st, sig)) < 0) {
+        if (is_sodb) {
+            memcpy(sst.sha256, st.sha256, 32);
+            sst.size = st.size;
+            hr = psdb_sodb_statement_sign(key, &sst, sig);
+        } else {
+            hr = psdb_statement_sign(key, &st, sig);
+        }
+        if (hr < 0) {
             psdb__error_set(hr, "cannot sign the statement (%s)", psdb_hr_str(hr));
             goto cleanup;
         }
@@ -436,6 +493,7 @@ cleanup:
     if (f)
         fclose(f);
     psdb_file_release(pf);
+    psdb_sodb_release(sodb);
     psdb_key_release(key);
     return hr;
 }

@@ -88,6 +88,17 @@ cleanup:
     return psdb__error_ret(hr, err_mark, __func__);
 }
 
+/* The joins and order of psdb_explorer_foreach's walk. What psdb install recorded applies to the
+ * PSDB it registered: the default component's, for that family, still at the file named by that
+ * digest (not one the component API put there). */
+#define FOREACH_TAIL                                                                               \
+    " LEFT JOIN components c ON c.app = a.id"                                                      \
+    " LEFT JOIN component_psdbs p ON p.component = c.id"                                           \
+    " LEFT JOIN installed i ON i.exe_path = a.exe_path"                                            \
+    " AND i.family = p.family AND c.name = '" PSDB_DEFAULT_COMPONENT "'"                           \
+    " AND p.psdb_path LIKE '%/' || i.sha256 || '.psdb'"                                            \
+    " ORDER BY a.exe_path, c.name, p.family"
+
 psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
                               int (*fn)(const psdb_registry_entry *e, void *ctx), void *ctx)
 {
@@ -106,19 +117,24 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
     hr = psdb__reg_exec_sql(exp->reg->db, "BEGIN");
     if (PSDB_FAILED(hr))
         goto cleanup;
+    /* An explorer never migrates: a registry written before version 3 has no origin columns,
+     * and its rows read as downloaded, source unknown (schema/REGISTRY.md, version 3). */
+    sqlite3_stmt *ver = NULL;
+    int version = 0;
+    if (sqlite3_prepare_v2(exp->reg->db, "PRAGMA user_version", -1, &ver, NULL) == SQLITE_OK &&
+        sqlite3_step(ver) == SQLITE_ROW)
+        version = sqlite3_column_int(ver, 0);
+    sqlite3_finalize(ver);
     rc = sqlite3_prepare_v2(exp->reg->db,
-                            "SELECT a.exe_path, a.exe_filename, a.name, a.version, a.engine_name,"
-                            " a.engine_version, a.installer, c.name, c.sodb_path, p.family,"
-                            " p.psdb_path, i.serial, i.sha256 FROM applications a"
-                            " LEFT JOIN components c ON c.app = a.id"
-                            " LEFT JOIN component_psdbs p ON p.component = c.id"
-                            /* What psdb install recorded applies to the PSDB it registered:
-                             * the default component's, for that family, still at the file
-                             * named by that digest (not one the component API put there). */
-                            " LEFT JOIN installed i ON i.exe_path = a.exe_path"
-                            " AND i.family = p.family AND c.name = '" PSDB_DEFAULT_COMPONENT "'"
-                            " AND p.psdb_path LIKE '%/' || i.sha256 || '.psdb'"
-                            " ORDER BY a.exe_path, c.name, p.family",
+                            version >= 3
+                                ? "SELECT a.exe_path, a.exe_filename, a.name, a.version,"
+                                  " a.engine_name, a.engine_version, a.installer, c.name,"
+                                  " c.sodb_path, p.family, p.psdb_path, i.serial, i.sha256,"
+                                  " i.built_here, i.sodb_sha256 FROM applications a" FOREACH_TAIL
+                                : "SELECT a.exe_path, a.exe_filename, a.name, a.version,"
+                                  " a.engine_name, a.engine_version, a.installer, c.name,"
+                                  " c.sodb_path, p.family, p.psdb_path, i.serial, i.sha256,"
+                                  " 0, NULL FROM applications a" FOREACH_TAIL,
                             -1, &st, NULL);
     if (rc != SQLITE_OK) {
         hr = psdb__reg_fail(exp->reg, psdb__sqlite_hr(rc, PSDB_E_IO));
@@ -142,6 +158,8 @@ psdb_hr psdb_explorer_foreach(psdb_explorer *exp,
             .psdb_path = (const char *)sqlite3_column_text(st, 10),
             .installed_serial = (uint64_t)sqlite3_column_int64(st, 11),
             .installed_sha256 = (const char *)sqlite3_column_text(st, 12),
+            .installed_built_here = sqlite3_column_int(st, 13),
+            .installed_sodb_sha256 = (const char *)sqlite3_column_text(st, 14),
         };
         if (fn(&e, ctx)) {
             hr = PSDB_S_FALSE;

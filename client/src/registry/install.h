@@ -10,6 +10,10 @@ typedef struct psdb__install_entry {
     const char *psdb_path;
     uint64_t serial;
     char sha256[65]; /* lowercase hex */
+    int built_here;  /* compiled on this machine (psdb install --compile-missing) */
+    /* Lowercase hex of the source SODB: the SODB a local build compiled, or the one a version 2
+     * statement names; "" when none is known. */
+    char sodb_sha256[65];
 } psdb__install_entry;
 
 /* The registry root an installer writes (borrowed; lives as long as the installer). */

@@ -388,8 +388,10 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
         rc = sqlite3_prepare_v2(db, "SELECT serial FROM installed WHERE exe_path=? AND family=?",
                                 -1, &old, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO installed VALUES(?,?,?,?)", -1, &mark,
-                                NULL);
+        rc = sqlite3_prepare_v2(db,
+                                "INSERT OR REPLACE INTO installed(exe_path, family, serial, sha256,"
+                                " built_here, sodb_sha256) VALUES(?,?,?,?,?,?)",
+                                -1, &mark, NULL);
     if (rc != SQLITE_OK) {
         hr = psdb__sqlite_hr(rc, PSDB_E_IO);
         goto cleanup;
@@ -438,6 +440,8 @@ psdb_hr psdb__registry_install(psdb_installer *inst, const char *exe_path,
         sqlite3_bind_text(mark, 2, e->family, -1, SQLITE_STATIC);
         sqlite3_bind_int64(mark, 3, (sqlite3_int64)e->serial);
         sqlite3_bind_text(mark, 4, e->sha256, -1, SQLITE_STATIC);
+        sqlite3_bind_int(mark, 5, e->built_here ? 1 : 0);
+        psdb__reg_bind_text_or_null(mark, 6, e->sodb_sha256[0] ? e->sodb_sha256 : NULL);
         hr = step_done(mark);
         if (PSDB_FAILED(hr))
             goto cleanup;

@@ -10,7 +10,7 @@ extern const psdb__sql_set psdb__registry_migrations;
 
 /* Newest registry schema this library knows (PRAGMA user_version of registry.db): the number of
  * schema/registry/NNN_*.sql migrations embedded as psdb__registry_migrations (asserted). */
-#define PSDB__REGISTRY_SCHEMA_VERSION 2
+#define PSDB__REGISTRY_SCHEMA_VERSION 3
 
 /* PRAGMA application_id of registry.db: "PSDR". Registries written before it was stamped carry
  * 0 and are stamped by the next installer; any other value is another program's database. */

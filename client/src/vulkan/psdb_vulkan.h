@@ -71,6 +71,15 @@ psdb_hr vkbe_compile(const char *sodb_path, const char *base_path, uint32_t devi
                      const char *out_path, FILE *progress, vkbe_compile_stats *stats, char *err,
                      size_t err_size);
 
+/* The target vkbe_compile writes on device device_index (the loader's order), which is also the
+ * one psdb_client_local_targets gives that device (`psdb install --target auto`): its family,
+ * abi_min = abi_max = the driver's ABI, compiler_version the driver
+ * version, profile_version 0. For `psdb worker --backend vulkan`. Statuses: PSDB_S_OK;
+ * PSDB_E_NOTIMPL without the backend; PSDB_E_ADAPTER_NOT_FOUND no such device (or no driver);
+ * err (err_size > 0) gets one line on failure. Thread-safe (its own instance). */
+psdb_hr vkbe_device_target(uint32_t device_index, psdb_precompile_target *out, char *err,
+                           size_t err_size);
+
 typedef struct vkbe_replay_stats {
     uint64_t pipelines, failed, hits, misses;
     /* Time-to-usable of all pipelines: setup + lookups + creations + first uses; median and

@@ -158,6 +158,34 @@ static VkResult dummies_create(vkbe_dev *d)
     return vkCreateSampler(d->device, &si, NULL, &d->dummy_sampler);
 }
 
+psdb_hr vkbe_device_target(uint32_t device_index, psdb_precompile_target *out, char *err,
+                           size_t err_size)
+{
+    psdb_hr hr = PSDB_E_ADAPTER_NOT_FOUND;
+    vkbe_dev d = {0};
+    VkPhysicalDevice phys[16];
+    vkid id;
+    if (instance_open(&d, err, err_size) != 0)
+        goto cleanup;
+    uint32_t n = physical_devices(d.instance, phys, 16);
+    if (n == 0 || device_index >= n) {
+        snprintf(err, err_size, "vulkan: device %u does not exist (%u devices)", device_index, n);
+        goto cleanup;
+    }
+    /* The one code for the identity, as vkbe_dev_open and psdb_client_local_targets ask it. */
+    vkid_query(vkGetPhysicalDeviceProperties, vkGetPhysicalDeviceProperties2, phys[device_index],
+               &id);
+    *out = (psdb_precompile_target){0};
+    snprintf(out->family, sizeof(out->family), "%s", id.family);
+    out->abi_min = out->abi_max = id.abi;
+    out->compiler_version = id.compiler_version;
+    hr = PSDB_S_OK;
+cleanup:
+    if (d.instance)
+        vkDestroyInstance(d.instance, NULL);
+    return hr;
+}
+
 int vkbe_dev_open(vkbe_dev *d, uint32_t index, char *err, size_t err_size)
 {
     VkPhysicalDevice phys[16];

@@ -20,6 +20,13 @@ psdb_hr vkbe_compile(const char *sodb_path, const char *base_path, uint32_t devi
     return no_backend(err, err_size);
 }
 
+psdb_hr vkbe_device_target(uint32_t device_index, psdb_precompile_target *out, char *err,
+                           size_t err_size)
+{
+    (void)device_index, (void)out;
+    return no_backend(err, err_size);
+}
+
 psdb_hr vkbe_replay(const vkbe_replay_desc *desc, vkbe_replay_result *out, char *err,
                     size_t err_size)
 {
