@@ -50,7 +50,8 @@ static const char usage_text[] =
     "with KEYFILE (a version 2 statement naming the SODB, the serial the claim gave) and marks\n"
     "the job done. A failure is sent to psdbd as the job's one-line error, which queues it again\n"
     "(or holds it after its attempts). The lease is extended every lease_s/3 seconds while the\n"
-    "job runs; a lost lease abandons the job unpublished.\n"
+    "job runs; a lost lease abandons the job unpublished. A base PSDB named by a claim must be\n"
+    "signed by a --trust key or by KEYFILE.pub (read when it exists).\n"
     "\n"
     "  --backend reference   (default) the reference compiler for --family/--abi (and\n"
     "                        --compiler-version, --profile-version: the PSDB's target; a job\n"
@@ -58,8 +59,10 @@ static const char usage_text[] =
     "                        compile\n"
     "  --backend vulkan      the driver of Vulkan device --device N (default 0), as psdb compile\n"
     "                        --backend vulkan; the target is the one psdb install --target auto\n"
-    "                        asks for on that device. A claim naming a base PSDB (an earlier\n"
-    "                        version's) compiles incrementally from it (--base), once verified\n"
+    "                        asks for on that device\n"
+    "                        Either backend: a claim naming a base PSDB (an earlier version's)\n"
+    "                        compiles incrementally from it (psdb compile --base), once\n"
+    "                        verified; a base that cannot be fetched is compiled without\n"
     "  --name NAME           the worker's name (default <hostname>-<pid>)\n"
     "  --once                exit when there is nothing to do (else poll every --poll-s)\n"
     "  --max-jobs N          exit after N jobs (done or failed)\n"
@@ -87,7 +90,8 @@ static void on_stop(int sig)
 
 typedef struct worker {
     psdb_client_desc cd;
-    const char *trust[MAX_TRUST];
+    const char *trust[MAX_TRUST + 1]; /* the --trust keys, then KEYFILE.pub where it exists */
+    char own_pub[4200];
     psdb_client *client;
     const char *key_path, *name_arg, *work_dir;
     char name[160];
@@ -372,7 +376,8 @@ static psdb_hr compile(job_run *j)
             .target = {j->cl->job.family, w->target.abi_min, w->target.compiler_version, profile},
             .compile_ns_per_kib = w->cost,
             .progress = ref_progress,
-            .progress_ctx = j};
+            .progress_ctx = j,
+            .base_path = j->used_base ? j->base_path : NULL};
         hr = psdb_sodb_compile(j->sodb_path, &cd, j->out_path, NULL);
         if (hr == PSDB_E_CANCELLED)
             return hr;
@@ -502,11 +507,13 @@ static int run_job(worker *w, psdb_farm_claim *cl)
         hr = check_sodb_manifest(&j);
     if (PSDB_SUCCEEDED(hr))
         hr = with_backoff(w, "download", get_sodb, &j);
-    if (PSDB_SUCCEEDED(hr) && cl->base && w->vulkan) {
+    if (PSDB_SUCCEEDED(hr) && cl->base) {
+        /* The base only saves work: one that cannot be had is compiled without. */
         progress_line(w, &j, "fetching the base PSDB");
         snprintf(j.base_path, sizeof(j.base_path), "%s/base.psdb", j.dir);
-        hr = with_backoff(w, "download", get_base, &j);
-        j.used_base = PSDB_SUCCEEDED(hr);
+        j.used_base = PSDB_SUCCEEDED(with_backoff(w, "download", get_base, &j));
+        if (!j.used_base)
+            progress_line(w, &j, "the base PSDB could not be fetched: compiling without it");
     }
     if (PSDB_FAILED(hr)) {
         if (hr != PSDB_E_CANCELLED)
@@ -799,6 +806,12 @@ int cmd_worker(int argc, char **argv)
         host[sizeof(host) - 1] = '\0';
         snprintf(w.name, sizeof(w.name), "%s-%ld", host, (long)getpid());
     }
+    /* A claim's base PSDB was most likely built by this farm: the worker's own public key (keygen
+     * writes it beside the private one) vouches for bases too. A base signed by a key trusted by
+     * neither is not used: the job is compiled in full. */
+    snprintf(w.own_pub, sizeof(w.own_pub), "%s.pub", w.key_path);
+    if (access(w.own_pub, R_OK) == 0)
+        w.trust[ntrust++] = w.own_pub;
     w.cd.trusted_keys = w.trust;
     w.cd.num_trusted_keys = ntrust;
     w.cd.progress_cancel = cancel_cb;

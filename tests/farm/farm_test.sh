@@ -222,6 +222,9 @@ for _ in $(seq 1 300); do
 done
 grep -q '"app_version":"1.2.0.0".*"outcome":"done"' "$dir"/w-gfxb-*.out ||
     fail "no background worker compiled 1.2 after the restart: $(cat "$dir"/w-gfxb-*.out)"
+# 1.0.0.0's PSDB of that cell is the claim's base: the worker compiled incrementally from it.
+grep -q '"app_version":"1.2.0.0".*"base":true' "$dir"/w-gfxb-*.out ||
+    fail "1.2 was not compiled from 1.0's PSDB: $(cat "$dir"/w-gfxb-*.out)"
 
 # SIGTERM: the job in hand goes back at once with "worker stopped", nothing published.
 PSDB_WORKER_TEST_DELAY_MS=60000 "$PSDB" worker --server "$url" --token "$farm" \
