@@ -200,6 +200,13 @@ static int serve(int argc, char **argv)
             goto cleanup;
         }
     }
+    {
+        const psdbd_job_bounds b = {cfg.job_max_queued_per_family, cfg.job_max_queued_per_sodb};
+        if (!(srv.farm_demand = psdbd_farm_demand_start(srv.ix, &b, err, sizeof(err)))) {
+            fprintf(stderr, "psdbd: %s\n", err);
+            goto cleanup;
+        }
+    }
     /* Alone, no other psdbd can be deriving a map: temporaries in valuemaps/ are a kill's. */
     if (!(srv.vmaps = psdbd_valuemaps_start(&srv.store, alone, err, sizeof(err)))) {
         fprintf(stderr, "psdbd: %s\n", err);
@@ -229,6 +236,7 @@ static int serve(int argc, char **argv)
             continue; /* reserved for log reopening; settings need a restart */
         if (sig == SIGUSR1) {
             /* An operator's (or a test's) "write the demand counts now". */
+            psdbd_farm_demand_flush(srv.farm_demand);
             if (srv.stats)
                 psdbd_log("stats: %s", psdbd_stats_flush(srv.stats) == 0
                                            ? "flushed on SIGUSR1"
@@ -244,6 +252,7 @@ cleanup:
     /* After the last request: nothing waits for a map any more. */
     psdbd_valuemaps_stop(srv.vmaps);
     /* After the last request: the final flush sees every count. */
+    psdbd_farm_demand_stop(srv.farm_demand);
     psdbd_stats_free(srv.stats);
     if (rc == 0)
         psdbd_log("stopped");

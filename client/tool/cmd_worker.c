@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "common/hash.h"
+#include "common/status_map.h"
 #include "vulkan/psdb_vulkan.h"
 
 #define MAX_TRUST 16
@@ -531,7 +532,7 @@ static int run_job(worker *w, psdb_farm_claim *cl)
         if (hr != PSDB_E_CANCELLED)
             job_error(&j, hr, "publish: %s",
                       j.pub && j.pub->message[0] ? j.pub->message : psdb_hr_str(hr));
-        fatal = hr == PSDB_E_ACCESS && j.pub && j.pub->http_status == 401;
+        fatal = hr == PSDB_E_ACCESS && j.pub && j.pub->http_status == PSDB__HTTP_UNAUTHORIZED;
         goto finish;
     }
     if (PSDB_FAILED(hr = published_id(&j)))

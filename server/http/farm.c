@@ -386,6 +386,8 @@ enum MHD_Result http_farm(psdbd_server *srv, struct MHD_Connection *c, struct re
     int get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
     uint64_t id = 0;
     size_t n = 0;
+    /* Every farm request sees the misses made before it (farm_demand.c). */
+    psdbd_farm_demand_flush(srv->farm_demand);
     if (strcmp(tail, "workers") == 0 && post)
         return announce(srv, c, r);
     if (strcmp(tail, "jobs") == 0 && post)
@@ -426,6 +428,10 @@ void http_farm_resolve_miss(psdbd_server *srv, const psdbd_query *q)
     const psdbd_job_bounds b = {srv->cfg->job_max_queued_per_family,
                                 srv->cfg->job_max_queued_per_sodb};
     int created = 0;
+    if (srv->farm_demand) {
+        psdbd_farm_demand_miss(srv->farm_demand, q);
+        return;
+    }
     psdbd_rc rc = psdbd_index_job_demand(srv->ix, &k, 1, &b, &created, NULL);
     if (rc != PSDBD_OK && rc != PSDBD_NOT_FOUND)
         psdbd_log("farm: the job of a resolve miss of %s was not recorded", q->app);

@@ -12,10 +12,24 @@
 #include "store.h"
 #include "valuemaps.h"
 
+/* Resolve misses' demand on the farm's queue, coalesced and written by a thread of its own
+ * (farm_demand.c). */
+typedef struct psdbd_farm_demand psdbd_farm_demand;
+psdbd_farm_demand *psdbd_farm_demand_start(psdbd_index *ix, const psdbd_job_bounds *bounds,
+                                           char *err, size_t err_size);
+/* Counts one miss of q's cell; never blocks on the index. */
+void psdbd_farm_demand_miss(psdbd_farm_demand *d, const psdbd_query *q);
+/* Writes the misses counted so far and waits for them: what reads the queue calls it first.
+ * 0, or -1 when a cell could not be written (logged). NULL is a no-op. */
+int psdbd_farm_demand_flush(psdbd_farm_demand *d);
+/* Stops the thread after writing every miss counted. NULL is a no-op. */
+void psdbd_farm_demand_stop(psdbd_farm_demand *d);
+
 typedef struct psdbd_server {
     const psdbd_config *cfg;
     psdbd_index *ix;
     psdbd_stats *stats; /* NULL: demand recording is off */
+    psdbd_farm_demand *farm_demand; /* NULL: a miss writes its job demand at once */
     psdbd_store store;
     psdbd_valuemaps *vmaps; /* derives value maps: the publishes' in the background */
     struct MHD_Daemon *daemon;

@@ -102,6 +102,8 @@ static enum MHD_Result dispatch(psdbd_server *srv, struct MHD_Connection *c, str
     case PSDBD_ROUTE_PUBLISH:
         break; /* POST is handled before dispatch */
     case PSDBD_ROUTE_SODBS:
+        /* A retire holds the jobs of the SODB: the misses made before it are among them. */
+        psdbd_farm_demand_flush(srv->farm_demand);
         if (tail) /* /v1/sodbs/<id> */
             return http_sodb_by_id(srv, c, r, tail);
         if (!get)

@@ -231,6 +231,7 @@ enum MHD_Result http_metrics(psdbd_server *srv, struct MHD_Connection *c, struct
         /* The farm's queue, from the index (shared by replicas): a gauge per state. */
         static const char *const states[] = {"queued", "leased", "done", "held"};
         int64_t counts[4];
+        psdbd_farm_demand_flush(srv->farm_demand);
         if (psdbd_index_job_counts(srv->ix, counts) == PSDBD_OK) {
             char *all = xasprintf("%s# HELP psdb_jobs Farm jobs by state.\n"
                                   "# TYPE psdb_jobs gauge\n",

@@ -100,6 +100,7 @@ static psdbd_rc farm_report(psdbd_server *srv, size_t limit, psdbd_stat_visible_
                             json_t **out)
 {
     int64_t n[4];
+    psdbd_farm_demand_flush(srv->farm_demand);
     psdbd_rc rc = psdbd_index_job_counts(srv->ix, n);
     if (rc == PSDBD_OK && (rc = psdbd_index_farm_cells(srv->ix, limit, vis, ctx, out)) == PSDBD_OK)
         json_object_set_new(*out, "jobs",

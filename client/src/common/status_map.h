@@ -50,11 +50,13 @@ psdb_hr psdb__http_hr(long status);
 int psdb__http_transient(long status);
 
 /* The success statuses the delivery client asks for (each endpoint's own business, schema/HTTP.md),
- * and the one error status whose answer it reads (publish's probe). */
+ * the one error status whose answer it reads (publish's probe), and the one a farm worker stops
+ * on (its token refused: no other job can succeed either). */
 #define PSDB__HTTP_OK 200L
 #define PSDB__HTTP_CREATED 201L
 #define PSDB__HTTP_PARTIAL_CONTENT 206L
 #define PSDB__HTTP_BAD_REQUEST 400L
+#define PSDB__HTTP_UNAUTHORIZED 401L
 
 /* A libcurl result (a CURLcode, as an int so that this header needs no curl.h): CURLE_OK ->
  * PSDB_S_OK; CURLE_OUT_OF_MEMORY -> PSDB_E_OUTOFMEMORY; any other -> PSDB_E_NETWORK (no answer:
