@@ -327,6 +327,14 @@ static void walker_close(walker *w)
         close(w->fd);
 }
 
+/* Opens the file and walks its schema table (page 1): the tables' roots into w, the blobs table's
+ * into *blobs_root (0 when it has none). */
+static psdb_hr walker_start(walker *w, const char *path, uint64_t *blobs_root)
+{
+    psdb_hr hr = walker_open(w, path);
+    return PSDB_FAILED(hr) ? hr : walk(w, 1, 0, blobs_root);
+}
+
 psdb_hr psdb__value_map_foreach(const char *path, psdb__value_range_fn fn, void *ctx)
 {
     psdb_hr hr = PSDB_S_OK;
@@ -335,10 +343,7 @@ psdb_hr psdb__value_map_foreach(const char *path, psdb__value_range_fn fn, void 
 
     if (!path || !fn)
         return PSDB_E_INVALIDARG;
-    hr = walker_open(&w, path);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    hr = walk(&w, 1, 0, &root);
+    hr = walker_start(&w, path, &root);
     if (PSDB_FAILED(hr))
         goto cleanup;
     if (root < 2) {
@@ -458,10 +463,7 @@ psdb_hr psdb__value_map_keys_foreach(const char *path, psdb__key_slot_fn fn, voi
 
     if (!path || !fn)
         return PSDB_E_INVALIDARG;
-    hr = walker_open(&w, path);
-    if (PSDB_FAILED(hr))
-        goto cleanup;
-    hr = walk(&w, 1, 0, &unused);
+    hr = walker_start(&w, path, &unused);
     if (PSDB_FAILED(hr))
         goto cleanup;
     w.visited = 0; /* the trees are disjoint: all of them together visit each page once */
