@@ -31,26 +31,14 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-fail() {
-    echo "farm_pg_test: $*" >&2
-    for f in "$dir"/*.log "$dir"/*.err; do
-        [ -s "$f" ] && { echo "--- $f" >&2; tail -n 12 "$f" >&2; }
-    done
-    exit 1
-}
+name=farm_pg_test
+. "$(dirname "$0")/lib.sh" # fail, farm_credentials
 sql "CREATE DATABASE $db" || fail "create database $db"
 
 data="$dir/data"
 export PSDBD_INDEX="$index"
-"$PSDBD" token create --data-dir "$data" --role publisher --name studio >"$dir/studio.token"
-"$PSDBD" token create --data-dir "$data" --role compiler --name farm >"$dir/farm.token"
-"$PSDB" keygen -o "$dir/studio.key" >/dev/null
-"$PSDB" keygen -o "$dir/farm.key" >/dev/null
-"$PSDBD" key add --data-dir "$data" --name studio --public-key "$dir/studio.key.pub" >/dev/null
-"$PSDBD" key add --data-dir "$data" --name farm --public-key "$dir/farm.key.pub" >/dev/null
+farm_credentials "$data"
 unset PSDBD_INDEX
-studio=$(cat "$dir/studio.token")
-farm=$(cat "$dir/farm.token")
 
 declare -a urls
 start() { # N: replica N

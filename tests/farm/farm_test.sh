@@ -25,25 +25,13 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-fail() {
-    echo "farm_test: $*" >&2
-    for f in "$dir"/*.log "$dir"/*.err; do
-        [ -s "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }
-    done
-    exit 1
-}
+name=farm_test
+. "$(dirname "$0")/lib.sh" # fail, farm_credentials
 
 data="$dir/data"
-"$PSDBD" token create --data-dir "$data" --role publisher --name studio >"$dir/studio.token"
-"$PSDBD" token create --data-dir "$data" --role compiler --name farm >"$dir/farm.token"
-"$PSDB" keygen -o "$dir/studio.key" >/dev/null
-"$PSDB" keygen -o "$dir/farm.key" >/dev/null
+farm_credentials "$data"
 "$PSDB" keygen -o "$dir/rogue.key" >/dev/null
-"$PSDBD" key add --data-dir "$data" --name studio --public-key "$dir/studio.key.pub" >/dev/null
-"$PSDBD" key add --data-dir "$data" --name farm --public-key "$dir/farm.key.pub" >/dev/null
 "$PSDBD" key add --data-dir "$data" --name rogue --public-key "$dir/rogue.key.pub" >/dev/null
-studio=$(cat "$dir/studio.token")
-farm=$(cat "$dir/farm.token")
 
 # psdbd on an ephemeral port the first time, on the same port after a restart.
 nstart=0

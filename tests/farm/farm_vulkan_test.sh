@@ -19,13 +19,8 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-fail() {
-    echo "farm_vulkan_test: $*" >&2
-    for f in "$dir"/*.log "$dir"/*.err; do
-        [ -s "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }
-    done
-    exit 1
-}
+name=farm_vulkan_test
+. "$(dirname "$0")/lib.sh" # fail, farm_credentials
 skip() { echo "farm_vulkan_test: skipped: $*"; exit 77; }
 
 lvp=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
@@ -47,20 +42,13 @@ unset MESA_SHADER_CACHE_DISABLE PSDB_VULKAN_STRATEGY
     -o "$dir/v3.sodb" >/dev/null
 
 data="$dir/data"
-"$PSDBD" token create --data-dir "$data" --role publisher --name studio >"$dir/studio.token"
-"$PSDBD" token create --data-dir "$data" --role compiler --name farm >"$dir/farm.token"
-"$PSDB" keygen -o "$dir/studio.key" >/dev/null
-"$PSDB" keygen -o "$dir/farm.key" >/dev/null
-"$PSDBD" key add --data-dir "$data" --name studio --public-key "$dir/studio.key.pub" >/dev/null
-"$PSDBD" key add --data-dir "$data" --name farm --public-key "$dir/farm.key.pub" >/dev/null
+farm_credentials "$data"
 mkfifo "$dir/psdbd.fifo"
 "$PSDBD" --listen 127.0.0.1:0 --data-dir "$data" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
 pids+=($!)
 exec {fd}<"$dir/psdbd.fifo"
 read -r -t 30 line <&"$fd" || fail "psdbd did not start"
 url=${line#psdbd: listening on }
-studio=$(cat "$dir/studio.token")
-farm=$(cat "$dir/farm.token")
 
 publish_sodb() { # FILE SERIAL
     "$PSDB" publish --server "$url" --token "$studio" --key "$dir/studio.key" --serial "$2" "$1" \
