@@ -88,12 +88,8 @@ int cmd_jobs(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (strcmp(a, "--server") == 0 && has)
-            cd.server_url = argv[++i];
-        else if (strcmp(a, "--token") == 0 && has)
-            cd.token = argv[++i];
-        else if (strcmp(a, "--ca-file") == 0 && has)
-            cd.ca_file = argv[++i];
+        if (has && tool_server_option(a, argv[i + 1], &cd))
+            i++;
         else if (strcmp(a, "--state") == 0 && has)
             state = argv[++i];
         else if (strcmp(a, "--json") == 0)

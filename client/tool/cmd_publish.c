@@ -42,14 +42,10 @@ int cmd_publish(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (strcmp(a, "--server") == 0 && has)
-            cd.server_url = argv[++i];
-        else if (strcmp(a, "--token") == 0 && has)
-            cd.token = argv[++i];
+        if (has && tool_server_option(a, argv[i + 1], &cd))
+            i++;
         else if (strcmp(a, "--key") == 0 && has)
             d.key_path = argv[++i];
-        else if (strcmp(a, "--ca-file") == 0 && has)
-            cd.ca_file = argv[++i];
         else if (strcmp(a, "--serial") == 0 && has) {
             if (psdb__parse_u64(argv[++i], &d.serial) != 0)
                 return tool_fail("publish", "bad --serial '%s'", argv[i]);

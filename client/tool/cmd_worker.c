@@ -711,12 +711,8 @@ int cmd_worker(int argc, char **argv)
             return tool_fail("worker", "%s '%s' (see --help)",
                              a[0] == '-' ? "a value is missing after" : "unexpected argument", a);
         i++;
-        if (strcmp(a, "--server") == 0)
-            w.cd.server_url = v;
-        else if (strcmp(a, "--token") == 0)
-            w.cd.token = v;
-        else if (strcmp(a, "--ca-file") == 0)
-            w.cd.ca_file = v;
+        if (tool_server_option(a, v, &w.cd))
+            ;
         else if (strcmp(a, "--key") == 0)
             w.key_path = v;
         else if (strcmp(a, "--trust") == 0) {

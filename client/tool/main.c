@@ -99,6 +99,19 @@ int tool_fail(const char *cmd, const char *fmt, ...)
     return 1;
 }
 
+int tool_server_option(const char *a, const char *v, psdb_client_desc *cd)
+{
+    if (strcmp(a, "--server") == 0)
+        cd->server_url = v;
+    else if (strcmp(a, "--token") == 0)
+        cd->token = v;
+    else if (strcmp(a, "--ca-file") == 0)
+        cd->ca_file = v;
+    else
+        return 0;
+    return 1;
+}
+
 int tool_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)

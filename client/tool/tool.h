@@ -76,4 +76,8 @@ int tool_parse_permille(const char *s, uint32_t *permille);
 /* True when argv contains -h or --help. */
 int tool_wants_help(int argc, char **argv);
 
+/* The options every command that talks to psdbd takes: --server, --token and --ca-file with
+ * value v, into cd. 1 when a is one of them (v borrowed), else 0. */
+int tool_server_option(const char *a, const char *v, psdb_client_desc *cd);
+
 #endif
