@@ -37,6 +37,7 @@
  * or delivering, and JSON in PSDB_LAYER_STATS=<path> when set. */
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,10 @@ typedef struct ldevice {
     /* A PSDB of pipeline binaries: VK_KHR_pipeline_binary enabled by the layer and its functions;
      * every hit is created from its own binaries. */
     int binaries;
+    /* Set once the driver refused a creation from delivered binaries (the NVIDIA driver then
+     * refuses every later one on the device): hits go down as the application gave them, counted
+     * as refused data, without making binaries the driver would refuse again. */
+    atomic_int binaries_refused;
     vkbin_fns bin;
     /* Application caches the merged cache was merged into (guarded by fed_lock), so that their
      * hits are served from them; forgotten at vkDestroyPipelineCache. */
@@ -630,7 +635,8 @@ static VkResult create_from_binaries(ldevice *d, uint32_t kind, VkPipelineCache 
         uint64_t t0 = mono_ns();
         int hit = vkfind_lookup(&d->dl, d->rec, kind, copy + i * stride, &data, &size, &bad);
         ns += mono_ns() - t0;
-        if (hit == 1 && vkbin_create(&d->bin, d->device, data, size, &sets[i]) != VK_SUCCESS)
+        if (hit == 1 && (atomic_load_explicit(&d->binaries_refused, memory_order_relaxed) ||
+                         vkbin_create(&d->bin, d->device, data, size, &sets[i]) != VK_SUCCESS))
             hit = 0, bad = 1;
         free(data);
         if (hit == 1) {
@@ -655,6 +661,7 @@ static VkResult create_from_binaries(ldevice *d, uint32_t kind, VkPipelineCache 
     for (uint32_t i = 0; i < n && r != VK_SUCCESS; i++)
         refused |= sets[i].count && out[i] == VK_NULL_HANDLE;
     if (refused) {
+        atomic_store_explicit(&d->binaries_refused, 1, memory_order_relaxed);
         /* The driver refused a creation from delivered binaries (the NVIDIA driver answers
          * VK_PIPELINE_COMPILE_REQUIRED once a device has made a few thousand binaries): the batch
          * goes down again as the application gave it, and its hits count as refused data. */

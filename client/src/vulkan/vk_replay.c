@@ -21,6 +21,7 @@ typedef struct vpass {
     psdb_file *f;
     vkdl_keys keys;
     uint64_t n, cap, failed, hits, misses;
+    int binaries_refused; /* as the layer: once the driver refused binaries, none is made again */
     double *ms;
     double lookup_s, create_s, use_s, objects_s;
     vkbe_entry_outcome *entries; /* every entry's outcome, in SODB order */
@@ -92,7 +93,7 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
     memset(&bins, 0, sizeof(bins));
     double tb = vkbe_now();
     if (hit == 1 && binaries &&
-        (!v->d->binaries ||
+        (!v->d->binaries || v->binaries_refused ||
          vkbin_create(&v->d->bin, v->d->device, data, size, &bins) != VK_SUCCESS))
         hit = 0, bad = 1; /* binaries the driver refused: a miss of refused data */
     double bin_s = vkbe_now() - tb;
@@ -117,6 +118,7 @@ static int replay_entry(uint32_t kind, const uint8_t key[32], uint64_t version, 
          * thousand binaries) is made again as the application asked, a miss of refused data;
          * its time counts both attempts. */
         how.binaries = NULL;
+        v->binaries_refused = 1;
         hit = 0, bad = 1;
         v->hits--;
         v->misses++;
