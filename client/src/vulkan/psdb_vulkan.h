@@ -398,6 +398,12 @@ typedef struct vkdl_trust {
  * success *out is the caller's (psdb_file_release), else NULL. */
 psdb_hr vkdl_open(const char *path, const vkid *id, const vkdl_trust *trust, psdb_file **out);
 
+/* One whole value of f (psdb_file_find_value's size query, then its bytes) into *out, the
+ * caller's to free; statuses psdb_file_find_value's, or PSDB_E_OUTOFMEMORY. *out is NULL and
+ * *size 0 on failure. */
+psdb_hr vkdl_value(psdb_file *f, const void *key, size_t key_size, uint32_t type, void **out,
+                   size_t *size);
+
 /* A proof running on a thread of its own (vkdl_open's, split in two): the layer starts it when the
  * first instance is created, so that hashing an installed PSDB overlaps the driver's instance and
  * device creation instead of delaying the first pipeline. */

@@ -84,28 +84,6 @@ static int cmp_key(const void *a, const void *b)
     return memcmp(a, b, 32);
 }
 
-/* A value of the base, whole (malloc'd). */
-static psdb_hr base_value(psdb_file *f, const void *key, size_t key_size, uint32_t type, void **out,
-                          size_t *size)
-{
-    size_t n = 0;
-    void *b = NULL;
-    psdb_hr hr = psdb_file_find_value(f, key, key_size, type, NULL, &n);
-    *out = NULL;
-    *size = 0;
-    if (PSDB_FAILED(hr))
-        return hr;
-    if (!(b = malloc(n ? n : 1)))
-        return PSDB_E_OUTOFMEMORY;
-    if (PSDB_FAILED(hr = psdb_file_find_value(f, key, key_size, type, b, &n))) {
-        free(b);
-        return hr;
-    }
-    *out = b;
-    *size = n;
-    return PSDB_S_OK;
-}
-
 /* Copies the values of key (each type the base has) and its group of one from the base. */
 static psdb_hr copy_from_base(vcompile *c, const void *key, size_t key_size, uint64_t version,
                               uint64_t *bytes)
@@ -114,7 +92,7 @@ static psdb_hr copy_from_base(vcompile *c, const void *key, size_t key_size, uin
     for (uint32_t t = 0; t < PSDB_VALUE_TYPE_COUNT && PSDB_SUCCEEDED(hr); t++) {
         void *b = NULL;
         size_t n = 0;
-        psdb_hr got = base_value(c->base, key, key_size, t, &b, &n);
+        psdb_hr got = vkdl_value(c->base, key, key_size, t, &b, &n);
         if (got == PSDB_E_NOT_FOUND)
             continue;
         hr = PSDB_FAILED(got) ? got : psdb_writer_put_value(c->w, key, key_size, t, b, n);
@@ -177,7 +155,7 @@ static psdb_hr parts_plan(vcompile *c, psdb_sodb *s)
         void *members = NULL;
         size_t n = 0, m = 0;
         part_key(p, b, key);
-        if (base_value(c->base, key, sizeof(key), PSDB_VALUE_METADATA, &members, &n) != PSDB_S_OK)
+        if (vkdl_value(c->base, key, sizeof(key), PSDB_VALUE_METADATA, &members, &n) != PSDB_S_OK)
             continue;
         /* Same members: the same keys, in the same (sorted) order. */
         int same = n % 32 == 0;
@@ -482,7 +460,7 @@ static psdb_hr put_mesa(vcompile *c, const char *cache_dir)
     }
     vkid_mesa_key(0, kfoz);
     if (c->base &&
-        base_value(c->base, kfoz, 32, PSDB_VALUE_METADATA, &base_folder, &base_folder_n) ==
+        vkdl_value(c->base, kfoz, 32, PSDB_VALUE_METADATA, &base_folder, &base_folder_n) ==
             PSDB_S_OK &&
         have && (base_folder_n != strlen(folder) || memcmp(base_folder, folder, base_folder_n))) {
         snprintf(c->err, c->err_size,

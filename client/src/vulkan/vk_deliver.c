@@ -335,17 +335,19 @@ static int write_file(const char *path, const void *data, size_t size)
     return 0;
 }
 
-static psdb_hr fetch(psdb_file *f, const uint8_t key[32], uint32_t type, void **out, size_t *size)
+psdb_hr vkdl_value(psdb_file *f, const void *key, size_t key_size, uint32_t type, void **out,
+                   size_t *size)
 {
     size_t n = 0;
     *out = NULL;
-    psdb_hr hr = psdb_file_find_value(f, key, 32, type, NULL, &n);
+    *size = 0;
+    psdb_hr hr = psdb_file_find_value(f, key, key_size, type, NULL, &n);
     if (PSDB_FAILED(hr))
         return hr;
     void *b = malloc(n ? n : 1);
     if (!b)
         return PSDB_E_OUTOFMEMORY;
-    hr = psdb_file_find_value(f, key, 32, type, b, &n);
+    hr = psdb_file_find_value(f, key, key_size, type, b, &n);
     if (PSDB_FAILED(hr)) {
         free(b);
         return hr;
@@ -474,10 +476,10 @@ static psdb_hr mesa_files(psdb_file *f, void **foz, size_t *foz_n, void **idx, s
     psdb_hr hr;
     vkid_mesa_key(0, kfoz);
     vkid_mesa_key(1, kidx);
-    hr = fetch(f, kfoz, PSDB_VALUE_OBJECT_CODE, foz, foz_n);
+    hr = vkdl_value(f, kfoz, 32, PSDB_VALUE_OBJECT_CODE, foz, foz_n);
     if (hr != PSDB_E_NOT_FOUND) {
         if (PSDB_SUCCEEDED(hr) &&
-            PSDB_FAILED(hr = fetch(f, kidx, PSDB_VALUE_OBJECT_CODE, idx, idx_n))) {
+            PSDB_FAILED(hr = vkdl_value(f, kidx, 32, PSDB_VALUE_OBJECT_CODE, idx, idx_n))) {
             free(*foz);
             *foz = NULL;
         }
@@ -517,7 +519,7 @@ psdb_hr vkdl_mesa_setup(psdb_file *f, char *msg, size_t msg_size)
         msg[0] = '\0';
     vkid_mesa_key(0, kfoz);
     /* The folder is recorded under the cache's key whichever way the cache is stored. */
-    hr = fetch(f, kfoz, PSDB_VALUE_METADATA, &folder, &folder_n);
+    hr = vkdl_value(f, kfoz, 32, PSDB_VALUE_METADATA, &folder, &folder_n);
     if (hr == PSDB_E_NOT_FOUND) {
         hr = PSDB_S_FALSE;
         goto cleanup;
@@ -709,7 +711,7 @@ int vkdl_lookup(psdb_file *f, const vkdl_keys *keys, const vkid *id, const uint8
             hr = psdb_file_find_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, NULL, &n);
         return PSDB_SUCCEEDED(hr) ? 1 : 0;
     }
-    psdb_hr hr = fetch(f, key, PSDB_VALUE_OBJECT_CODE, &b, &n);
+    psdb_hr hr = vkdl_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, &b, &n);
     if (hr == PSDB_E_OUTOFMEMORY)
         return -1;
     if (PSDB_FAILED(hr)) {
@@ -739,7 +741,7 @@ psdb_hr vkdl_merged_cache(psdb_file *f, const vkid *id, void **data, size_t *siz
     if (msg && msg_size)
         msg[0] = '\0';
     vkid_merged_key(key);
-    hr = fetch(f, key, PSDB_VALUE_OBJECT_CODE, &b, &n);
+    hr = vkdl_value(f, key, 32, PSDB_VALUE_OBJECT_CODE, &b, &n);
     if (hr == PSDB_E_NOT_FOUND) {
         hr = PSDB_S_FALSE;
         goto cleanup;
