@@ -143,19 +143,8 @@ psdb_hr psdb_value_map_write(const char *psdb_path, const char *out_path)
     psdb__put_le64(head + 64, c.num_ranges);
     psdb__put_le64(head + 72, size - c.value_bytes);
     /* head + 80, the skeleton's compressed size, is written once known (below). */
-    if (asprintf(&tmp, "%s.tmp", out_path) < 0) {
-        tmp = NULL;
-        hr = PSDB_E_OUTOFMEMORY;
+    if (PSDB_FAILED(hr = psdb__vmap_create_tmp(out_path, "psdb_value_map_write", &tmp, &out)))
         goto cleanup;
-    }
-    /* A new file of ours: a stale one of ours or a link left at the name is removed first, never
-     * written through; anything else there is refused. */
-    out = psdb__create_file(tmp, O_WRONLY, 0644, why, sizeof(why));
-    if (out < 0) {
-        hr =
-            psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write: create %s: %s", tmp, why);
-        goto cleanup;
-    }
     if (psdb__write_all(out, head, sizeof(head)) != 0 ||
         psdb__write_all(out, c.values.data ? c.values.data : head, c.values.len) != 0 ||
         psdb__write_all(out, c.ranges.data ? c.ranges.data : head, c.ranges.len) != 0) {
@@ -246,4 +235,18 @@ psdb_hr psdb_value_map_write_version(const char *psdb_path, uint32_t version, co
                                "psdb_value_map_write_version: version %u is not 1 or 2", version);
     hr = psdb__value_map_write_v2(psdb_path, out_path);
     return psdb__error_ret(hr, err_mark, __func__);
+}
+
+psdb_hr psdb__vmap_create_tmp(const char *out_path, const char *fn, char **tmp, int *fd)
+{
+    char why[256];
+    *fd = -1;
+    if (asprintf(tmp, "%s.tmp", out_path) < 0) {
+        *tmp = NULL;
+        return PSDB_E_OUTOFMEMORY;
+    }
+    *fd = psdb__create_file(*tmp, O_WRONLY, 0644, why, sizeof(why));
+    if (*fd < 0)
+        return psdb__error_set(psdb__errno_hr(errno), "%s: create %s: %s", fn, *tmp, why);
+    return PSDB_S_OK;
 }

@@ -9,4 +9,9 @@
  * psdb_value_map_write_version. */
 psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path);
 
+/* Creates "<out_path>.tmp" for writing, a new file of ours (a stale one of ours or a link left at
+ * the name is removed first, never written through; anything else there is refused): *fd and
+ * *tmp (the caller's to free) on success, else the failure recorded under fn's name, *fd -1. */
+psdb_hr psdb__vmap_create_tmp(const char *out_path, const char *fn, char **tmp, int *fd);
+
 #endif

@@ -398,18 +398,9 @@ psdb_hr psdb__value_map_write_v2(const char *psdb_path, const char *out_path)
     psdb__put_le64(head + 88, vz.len);
     psdb__put_le64(head + 96, rz.len);
     psdb__put_le64(head + 104, sz.len);
-    if (asprintf(&tmp, "%s.tmp", out_path) < 0) {
-        tmp = NULL;
-        hr = PSDB_E_OUTOFMEMORY;
+    hr = psdb__vmap_create_tmp(out_path, "psdb_value_map_write_version", &tmp, &out);
+    if (PSDB_FAILED(hr))
         goto cleanup;
-    }
-    /* A new file of ours, as psdb_value_map_write writes it. */
-    out = psdb__create_file(tmp, O_WRONLY, 0644, why, sizeof(why));
-    if (out < 0) {
-        hr = psdb__error_set(psdb__errno_hr(errno), "psdb_value_map_write_version: create %s: %s",
-                             tmp, why);
-        goto cleanup;
-    }
     if (psdb__write_all(out, head, sizeof(head)) != 0 ||
         psdb__write_all(out, keys.data ? keys.data : head, keys.len) != 0 ||
         psdb__write_all(out, vz.data, vz.len) != 0 || psdb__write_all(out, rz.data, rz.len) != 0 ||
