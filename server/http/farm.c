@@ -421,6 +421,10 @@ enum MHD_Result http_farm(psdbd_server *srv, struct MHD_Connection *c, struct re
 
 void http_farm_resolve_miss(psdbd_server *srv, const psdbd_query *q)
 {
+    if (srv->farm_demand) { /* the daemon: counted, written by the demand thread */
+        psdbd_farm_demand_miss(srv->farm_demand, q);
+        return;
+    }
     psdbd_job_key k = {q->app,     q->app_version, q->family,
                        q->abi_min, q->abi_max,     q->has_profile ? q->profile_version : 0};
     /* Anyone who may resolve names any family, ABI range and profile: what misses open is
@@ -428,10 +432,6 @@ void http_farm_resolve_miss(psdbd_server *srv, const psdbd_query *q)
     const psdbd_job_bounds b = {srv->cfg->job_max_queued_per_family,
                                 srv->cfg->job_max_queued_per_sodb};
     int created = 0;
-    if (srv->farm_demand) {
-        psdbd_farm_demand_miss(srv->farm_demand, q);
-        return;
-    }
     psdbd_rc rc = psdbd_index_job_demand(srv->ix, &k, 1, &b, &created, NULL);
     if (rc != PSDBD_OK && rc != PSDBD_NOT_FOUND)
         psdbd_log("farm: the job of a resolve miss of %s was not recorded", q->app);
