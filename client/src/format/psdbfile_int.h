@@ -17,6 +17,10 @@
  * file truncated under a reader must give a short read (PSDB_E_CACHE_CORRUPT), not SIGBUS. So that
  * a blob seek costs one pread (its leaf) rather than one per B-tree level, the connections read
  * through a VFS of the file's own that keeps every interior page it has read, shared by all.
+ * A data fetch does not go through SQLite at all when it can (psdb_btree.c): it walks the blobs
+ * table's B-tree over those shared interior pages and preads the leaf into the connection's page
+ * buffer, where the key's next blob (its neighbour) is usually found again; what that walk does
+ * not plainly understand (overflow pages, anything malformed) falls back to SQLite.
  *
  * Every data fetch checks the blob's bytes against its stored SHA-256 the first time that blob is
  * fetched through this psdb_file; a per-blob flag then skips the hash (the file is immutable, and a
@@ -53,6 +57,8 @@ typedef struct content_stats {
 
 /* ---- Interior page cache (psdb_vfs.c) ----------------------------------------------------------
  */
+
+#define PAGE_CACHE_PAGE_SIZE 4096u /* schema/psdb.sql fixes the page size */
 
 typedef struct page_cache {
     sqlite3_vfs vfs; /* registered under name; pAppData points here */
@@ -135,6 +141,11 @@ typedef struct conn {
     sqlite3_stmt *key_st, *blob_st;
     sqlite3_blob *blob; /* open on blobs.data once a verified blob was read; NULL before */
     EVP_MD_CTX *md;
+    /* The last page the direct blob read (psdb_btree.c) read from the file, so that the fetches of
+     * one key's blobs, neighbours on one leaf, cost one pread. page_no 0: none. */
+    uint8_t *page;
+    uint32_t page_no;
+    uint64_t direct_reads; /* fetches the direct read served (psdb__file_direct_reads) */
     cached_key cache;
     struct conn *next;
 } conn;
@@ -154,8 +165,9 @@ struct psdb_file {
      * a crafted file could make disagree with what was proven). Immutable once published. */
     uint8_t (*_Atomic checked)[32];
     uint64_t num_verified_slots;
-    page_cache *pages;  /* the VFS of the file's connections, reading the file open checked */
-    uint64_t file_size; /* bytes, as checked at open */
+    page_cache *pages;   /* the VFS of the file's connections, reading the file open checked */
+    uint32_t blobs_root; /* root page of the blobs table (direct reads); 0: SQLite reads only */
+    uint64_t file_size;  /* bytes, as checked at open */
     /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
     _Atomic int index_state;         /* INDEX_* */
     _Atomic int index_cancel;        /* set by psdb_file_release to stop a build early */
@@ -179,6 +191,15 @@ psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const
                                  const uint8_t (*blob_sha)[32], uint64_t num_blob_sha,
                                  content_stats *out, char *msg, size_t msg_size);
 void psdb__pf_page_cache_free(page_cache *pc);
+/* Keeps a copy of page idx (0-based) read whole from the file when it is an interior B-tree page
+ * and the cache has room. */
+void psdb__pf_page_keep(page_cache *pc, uint64_t idx, const uint8_t *buf);
+/* Fetches blob id (size bytes) without SQLite: a walk of the blobs table's B-tree over the shared
+ * interior pages and one pread of its leaf (psdb_btree.c). The bytes are checked against their
+ * digest unless verified[id] says so already. 1: value filled; 0: not served (a blob spilling
+ * onto overflow pages, a page or row it does not understand, a short read, a digest mismatch),
+ * the caller then reads through SQLite, which reports what is wrong. */
+int psdb__pf_blob_fetch(psdb_file *f, conn *c, int64_t id, void *value, size_t size);
 page_cache *psdb__pf_page_cache_new(int fd, uint64_t file_size);
 void psdb__pf_index_free(key_index *x);
 const index_entry *psdb__pf_index_find(const key_index *x, const void *key, size_t key_size);
