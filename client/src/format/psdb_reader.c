@@ -320,6 +320,7 @@ void psdb_file_release(psdb_file *f)
     pthread_mutex_destroy(&f->lock);
     EVP_MD_free(f->sha256);
     free((void *)f->verified);
+    free((void *)f->leaf_of);
     free(atomic_load(&f->checked));
     free(f->uri);
     free(f->exe_filename);
@@ -384,6 +385,8 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         f->verified = calloc((size_t)f->num_verified_slots, 1);
         if (!f->verified)
             f->num_verified_slots = 0;
+        else
+            f->leaf_of = calloc((size_t)f->num_verified_slots, sizeof(*f->leaf_of));
     }
     if (adapter && (hr = check_compat(&f->info, adapter, msg, msg_size)) < 0)
         goto cleanup;

@@ -43,8 +43,8 @@
  * the file's connections keeps a copy of every interior B-tree page it reads, shared by all
  * connections of the psdb_file, and serves later reads of that page with a copy from memory. A
  * page is kept only once read whole and intact, so a truncated file still gives short reads. */
-#define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20)  /* a crafted file of interior pages stops here */
-#define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << 28) /* larger files go without the cache */
+#define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20) /* a crafted file of interior pages stops here */
+#define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << PAGE_CACHE_MAX_PAGES_LOG2)
 
 /* Sequential reads go through a read-ahead window. SQLite reads a page (4 KiB) per call, and a
  * whole-file pass (integrity_check, hashing every blob: a publish does both) then costs a system

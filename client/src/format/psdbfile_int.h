@@ -58,7 +58,8 @@ typedef struct content_stats {
 /* ---- Interior page cache (psdb_vfs.c) ----------------------------------------------------------
  */
 
-#define PAGE_CACHE_PAGE_SIZE 4096u /* schema/psdb.sql fixes the page size */
+#define PAGE_CACHE_PAGE_SIZE 4096u   /* schema/psdb.sql fixes the page size */
+#define PAGE_CACHE_MAX_PAGES_LOG2 28 /* larger files go without the cache */
 
 typedef struct page_cache {
     sqlite3_vfs vfs; /* registered under name; pAppData points here */
@@ -126,6 +127,12 @@ typedef struct key_index {
 
 #define VERIFIED_ROW 1u
 #define VERIFIED_CHECKED 2u
+/* The same, for bytes the direct read (psdb_btree.c) found and hashed, kept in leaf_of with the
+ * leaf they were found on: each path skips the hash only for bytes it found itself, so that a
+ * crafted tree where the two would find different rows (duplicate row ids) never hands out bytes
+ * nobody hashed. */
+#define VERIFIED_DIRECT_ROW 3u
+#define VERIFIED_DIRECT_CHECKED 4u
 
 /* What value_entries says about the last key looked up on a connection. */
 typedef struct cached_key {
@@ -160,6 +167,10 @@ struct psdb_file {
     /* verified[id]: blob id has matched its digest once (ids 1..num_blobs): VERIFIED_ROW against
      * its row's sha256, VERIFIED_CHECKED against checked[id]. NULL: no cache. */
     _Atomic unsigned char *verified;
+    /* leaf_of[id]: page << 3 | VERIFIED_DIRECT_*: the leaf the direct read hashed blob id on, and
+     * against which digest (0: none yet), so that a repeat fetch reads that page without walking
+     * the tree or hashing; NULL: always walk and hash. Same slots as verified. */
+    _Atomic uint32_t *leaf_of;
     /* Once psdb_file_check proved the content digest: the blob digests it proved, by blob id
      * (1..num_blobs), against which every fetch is then checked instead of the row's column (which
      * a crafted file could make disagree with what was proven). Immutable once published. */
