@@ -19,8 +19,9 @@
  * through a VFS of the file's own that keeps every interior page it has read, shared by all.
  * A data fetch does not go through SQLite at all when it can (psdb_btree.c): it walks the blobs
  * table's B-tree over those shared interior pages and preads the leaf into the connection's page
- * buffer, where the key's next blob (its neighbour) is usually found again; what that walk does
- * not plainly understand (overflow pages, anything malformed) falls back to SQLite.
+ * buffer, where the key's next blob (its neighbour) is usually found again, and remembers the
+ * leaf each blob was hashed on so that a repeat fetch preads it without a walk; what that walk
+ * does not plainly understand (overflow pages, anything malformed) falls back to SQLite.
  *
  * Every data fetch checks the blob's bytes against its stored SHA-256 the first time that blob is
  * fetched through this psdb_file; a per-blob flag then skips the hash (the file is immutable, and a
