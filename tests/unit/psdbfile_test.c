@@ -1212,6 +1212,177 @@ START_TEST(test_psdbfile__C2_flipped_blob_corrupt_with_index)
 }
 END_TEST
 
+/* Bytes of value type t of key i in the direct-read file: object code of 1 byte to 5 KiB, a fifth
+ * of it around the size where a blob row stops fitting on one 4 KiB leaf (SQLite then spills it
+ * onto overflow pages and the direct read leaves it to SQLite), and short metadata. */
+static size_t direct_value(int i, uint32_t t, uint8_t *buf)
+{
+    size_t n = t == PSDB_VALUE_OBJECT_CODE
+                   ? (i % 5 == 0 ? 3980 + (size_t)(i % 160) : 1 + (size_t)(i * 37 % 5000))
+                   : 40 + (size_t)(i % 50);
+    for (size_t j = 0; j < n; j++)
+        buf[j] = (uint8_t)(i * 13 + (int)j * (t + 3) + (int)(j >> 8));
+    return n;
+}
+
+/* Writes keys d00000.. d<n-1> with the values of direct_value. */
+static void write_direct(const char *path, int n)
+{
+    psdb_writer *w = NULL;
+    psdb_target t = sample_target();
+    uint8_t *buf = malloc(8192);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_hr(psdb_writer_create(path, &sample_identity, &t, &w), PSDB_S_OK);
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "d%05d", i);
+        for (uint32_t type = 0; type < 2; type++) {
+            size_t size = direct_value(i, type, buf);
+            ck_assert_hr(psdb_writer_put_value(w, key, strlen(key), type, buf, size), PSDB_S_OK);
+        }
+    }
+    ck_assert_hr(psdb_writer_finish(w), PSDB_S_OK);
+    psdb_writer_release(w);
+    free(buf);
+}
+
+START_TEST(test_psdbfile__C3_direct_blob_reads_match_the_writer)
+{
+    enum { N = 3000 };
+    char *p = tu_path(tmpdir, "direct.psdb");
+    psdb_file *f = NULL;
+    uint8_t *want = malloc(8192), *got = malloc(8192);
+    uint64_t fetches = 0;
+    ck_assert_ptr_nonnull(want);
+    ck_assert_ptr_nonnull(got);
+    write_direct(p, N);
+    ck_assert_hr(psdb_file_open(p, NULL, &f), PSDB_S_OK);
+    ck_assert_int_eq(psdb__file_index_wait(f), 1);
+    /* Forward (first fetches, each blob hashed), then backward and by strides (repeat fetches,
+     * on leaves other than the last one read): 3000 keys give a blobs B-tree of three levels. */
+    for (int pass = 0; pass < 3; pass++) {
+        for (int n = 0; n < N; n++) {
+            int i = pass == 0 ? n : pass == 1 ? N - 1 - n : (int)((uint64_t)n * 1237 % N);
+            char key[16];
+            snprintf(key, sizeof(key), "d%05d", i);
+            for (uint32_t type = 0; type < 2; type++) {
+                size_t wn = direct_value(i, type, want), gn = 8192;
+                ck_assert_hr(psdb_file_find_value(f, key, strlen(key), type, got, &gn), PSDB_S_OK);
+                ck_assert_uint_eq(gn, wn);
+                ck_assert_msg(memcmp(got, want, wn) == 0, "key %d type %u differs", i, type);
+                fetches++;
+            }
+        }
+    }
+    /* Every blob that fits on its leaf is read without SQLite (4 in 5 object codes and every
+     * metadata); those that spill go through SQLite and are still right. */
+    uint64_t direct = psdb__file_direct_reads(f);
+    ck_assert_uint_gt(direct, fetches * 3 / 4);
+    ck_assert_uint_lt(direct, fetches);
+    psdb_file_release(f);
+    free(want);
+    free(got);
+    free(p);
+}
+END_TEST
+
+/* Pages of the blobs table (interior, leaf and overflow) of the PSDB at path, through SQLite's
+ * dbstat table; *n receives their number. */
+static uint32_t *blob_pages(const char *path, size_t *n)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    uint32_t *pages = NULL;
+    *n = 0;
+    ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "SELECT pageno FROM dbstat WHERE name = 'blobs' ORDER "
+                                        "BY pageno",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        pages = realloc(pages, (*n + 1) * sizeof(*pages));
+        ck_assert_ptr_nonnull(pages);
+        pages[(*n)++] = (uint32_t)sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return pages;
+}
+
+/* The direct blob read parses B-tree pages of an untrusted file: with a byte of a blobs page
+ * damaged (a page header, a cell pointer, a varint, a record header, the bytes), every fetch
+ * gives the written bytes or PSDB_E_CACHE_CORRUPT, never other bytes, and never reads out of
+ * bounds (the asan tree runs this too). */
+START_TEST(test_psdbfile__C2_C3_damaged_blob_pages_never_served)
+{
+    enum { N = 400, ROUNDS = 120 };
+    char *p = tu_path(tmpdir, "pristine.psdb"), *q = tu_path(tmpdir, "damaged.psdb");
+    uint8_t *want = malloc(8192), *got = malloc(8192);
+    size_t size = 0, npages = 0;
+    uint64_t seed = 99;
+    int ok = 0, corrupt = 0;
+    ck_assert_ptr_nonnull(want);
+    ck_assert_ptr_nonnull(got);
+    write_direct(p, N);
+    uint8_t *pristine = (uint8_t *)tu_read_file(p, &size);
+    uint32_t *pages = blob_pages(p, &npages);
+    ck_assert_ptr_nonnull(pristine);
+    ck_assert_uint_gt(npages, 10);
+    for (int round = 0; round < ROUNDS; round++) {
+        uint8_t *bytes = malloc(size);
+        psdb_file *f = NULL;
+        ck_assert_ptr_nonnull(bytes);
+        memcpy(bytes, pristine, size);
+        /* Half of the damage lands in the first 64 bytes of a page (page header, cell pointers,
+         * the first cells' varints), the rest anywhere on it; the root page is hit too. */
+        for (int d = 0; d < 1 + round % 3; d++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = seed >> 16;
+            size_t page = round % 10 == 0 ? 0 : (size_t)(r % npages);
+            size_t off = (r >> 20) % 2 ? (size_t)(r >> 24) % 64 : (size_t)(r >> 24) % 4096;
+            size_t at = (size_t)(pages[page] - 1) * 4096 + off;
+            ck_assert_uint_lt(at, size);
+            bytes[at] ^= (uint8_t)((r >> 36) | 1);
+        }
+        ck_assert_int_eq(tu_write_file(q, bytes, size), 0);
+        free(bytes);
+        ck_assert_hr(psdb_file_open(q, NULL, &f), PSDB_S_OK);
+        ck_assert_int_eq(psdb__file_index_wait(f), 1);
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < N; i++) {
+                char key[16];
+                snprintf(key, sizeof(key), "d%05d", i);
+                for (uint32_t type = 0; type < 2; type++) {
+                    size_t wn = direct_value(i, type, want), gn = 8192;
+                    psdb_hr hr = psdb_file_find_value(f, key, strlen(key), type, got, &gn);
+                    ck_assert_msg(hr == PSDB_S_OK || hr == PSDB_E_CACHE_CORRUPT,
+                                  "round %d key %d type %u: %08x", round, i, type, (unsigned)hr);
+                    if (hr == PSDB_S_OK) {
+                        ck_assert_uint_eq(gn, wn);
+                        ck_assert_msg(memcmp(got, want, wn) == 0,
+                                      "round %d key %d type %u: other bytes served", round, i,
+                                      type);
+                    }
+                    ok += hr == PSDB_S_OK;
+                    corrupt += hr == PSDB_E_CACHE_CORRUPT;
+                }
+            }
+        }
+        psdb_file_release(f);
+    }
+    /* The damage was seen, and most values stayed readable. */
+    ck_assert_int_gt(corrupt, 0);
+    ck_assert_int_gt(ok, corrupt);
+    free(pages);
+    free(pristine);
+    free(want);
+    free(got);
+    free(p);
+    free(q);
+}
+END_TEST
+
 START_TEST(test_psdbfile__C2_truncated_under_reader_is_corrupt)
 {
     char *p = sample_file("index-trunc.psdb");
@@ -1848,6 +2019,8 @@ int main(void)
     tcase_add_test(tc, test_psdbfile__C2_flipped_blob_corrupt_with_index);
     tcase_add_test(tc, test_psdbfile__C3_concurrent_first_lookups_share_one_index);
     tcase_add_test(tc, test_psdbfile__C2_truncated_under_reader_is_corrupt);
+    tcase_add_test(tc, test_psdbfile__C3_direct_blob_reads_match_the_writer);
+    tcase_add_test(tc, test_psdbfile__C2_C3_damaged_blob_pages_never_served);
     tcase_add_test(tc, test_psdbfile__C2_C3_structural_damage_found_at_lookup);
     tcase_add_test(tc, test_psdbfile__C2_verify_finds_broken_references);
     tcase_add_test(tc, test_psdbfile__C2_corpus_replays_cleanly);

@@ -26,6 +26,7 @@ void psdb__pf_conn_close(conn *c)
     sqlite3_finalize(c->blob_st);
     sqlite3_close(c->db);
     EVP_MD_CTX_free(c->md);
+    free(c->page);
     free(c);
 }
 
@@ -99,7 +100,7 @@ psdb_hr psdb__pf_conn_open(psdb_file *f, int check, conn **out, char *msg, size_
     int rc = SQLITE_OK;
 
     c = calloc(1, sizeof(*c));
-    if (!c || !(c->md = EVP_MD_CTX_new())) {
+    if (!c || !(c->md = EVP_MD_CTX_new()) || !(c->page = malloc(PAGE_CACHE_PAGE_SIZE))) {
         hr = PSDB_E_OUTOFMEMORY;
         goto cleanup;
     }

@@ -284,6 +284,17 @@ size_t psdb__file_page_cache_bytes(psdb_file *f)
     return pc ? sizeof(*pc) + pc->num_pages * sizeof(*pc->pages) + atomic_load(&pc->bytes) : 0;
 }
 
+uint64_t psdb__file_direct_reads(psdb_file *f)
+{
+    uint64_t n = 0;
+
+    pthread_mutex_lock(&f->lock);
+    for (const conn *c = f->idle; c; c = c->next)
+        n += c->direct_reads;
+    pthread_mutex_unlock(&f->lock);
+    return n;
+}
+
 void psdb__file_index_disable(psdb_file *f)
 {
     pthread_mutex_lock(&f->lock);

@@ -185,10 +185,12 @@ psdb_hr psdb_file_find_value(psdb_file *f, const void *key, size_t key_size, uin
     }
     if (!c && (hr = psdb__pf_conn_get(f, &c)) < 0)
         goto cleanup;
-    if ((uint64_t)id < f->num_verified_slots &&
-        atomic_load_explicit(&f->verified[id], memory_order_relaxed) ==
-            (atomic_load_explicit(&f->checked, memory_order_acquire) ? VERIFIED_CHECKED
-                                                                     : VERIFIED_ROW))
+    if (psdb__pf_blob_fetch(f, c, id, value, size))
+        hr = PSDB_S_OK;
+    else if ((uint64_t)id < f->num_verified_slots &&
+             atomic_load_explicit(&f->verified[id], memory_order_relaxed) ==
+                 (atomic_load_explicit(&f->checked, memory_order_acquire) ? VERIFIED_CHECKED
+                                                                          : VERIFIED_ROW))
         hr = read_verified(c, id, value, size);
     else
         hr = read_and_check(f, c, id, value, size);

@@ -281,6 +281,27 @@ static psdb_hr check_compat(const psdb_file_info *info, const psdb_adapter_desc 
     return PSDB_S_OK;
 }
 
+/* The root page of the blobs table, where direct blob reads (psdb_btree.c) start; 0 (SQLite
+ * reads only) when it cannot be read or is not a page of the file. The schema was compared with
+ * psdb.sql already, so the row is the table's. */
+static uint32_t blobs_root(sqlite3 *db, size_t num_pages)
+{
+    sqlite3_stmt *st = NULL;
+    uint32_t root = 0;
+
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND "
+                           "name = 'blobs'",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
+        sqlite3_int64 v = sqlite3_column_int64(st, 0);
+        if (v >= 2 && (uint64_t)v <= num_pages && v <= UINT32_MAX)
+            root = (uint32_t)v;
+    }
+    sqlite3_finalize(st);
+    return root;
+}
+
 void psdb_file_release(psdb_file *f)
 {
     if (!f)
@@ -299,6 +320,7 @@ void psdb_file_release(psdb_file *f)
     pthread_mutex_destroy(&f->lock);
     EVP_MD_free(f->sha256);
     free((void *)f->verified);
+    free((void *)f->leaf_of);
     free(atomic_load(&f->checked));
     free(f->uri);
     free(f->exe_filename);
@@ -363,9 +385,12 @@ psdb_hr psdb__file_open_msg(const char *path, const psdb_adapter_desc *adapter, 
         f->verified = calloc((size_t)f->num_verified_slots, 1);
         if (!f->verified)
             f->num_verified_slots = 0;
+        else
+            f->leaf_of = calloc((size_t)f->num_verified_slots, sizeof(*f->leaf_of));
     }
     if (adapter && (hr = check_compat(&f->info, adapter, msg, msg_size)) < 0)
         goto cleanup;
+    f->blobs_root = blobs_root(c->db, f->pages->num_pages);
     psdb__pf_conn_put(f, c);
     c = NULL;
     *out = f;

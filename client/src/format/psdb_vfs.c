@@ -43,9 +43,8 @@
  * the file's connections keeps a copy of every interior B-tree page it reads, shared by all
  * connections of the psdb_file, and serves later reads of that page with a copy from memory. A
  * page is kept only once read whole and intact, so a truncated file still gives short reads. */
-#define PAGE_CACHE_PAGE_SIZE 4096u               /* schema/psdb.sql fixes the page size */
-#define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20)  /* a crafted file of interior pages stops here */
-#define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << 28) /* larger files go without the cache */
+#define PAGE_CACHE_MAX_BYTES ((size_t)64 << 20) /* a crafted file of interior pages stops here */
+#define PAGE_CACHE_MAX_PAGES ((uint64_t)1 << PAGE_CACHE_MAX_PAGES_LOG2)
 
 /* Sequential reads go through a read-ahead window. SQLite reads a page (4 KiB) per call, and a
  * whole-file pass (integrity_check, hashing every blob: a publish does both) then costs a system
@@ -135,7 +134,7 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
 {
     pc_file *p = (pc_file *)file;
     page_cache *pc = p->pc;
-    uint8_t *page = NULL, *expected = NULL;
+    uint8_t *page = NULL;
     uint64_t idx = 0;
     int rc = SQLITE_OK, cacheable = pc && pc->pages && amt == (int)PAGE_CACHE_PAGE_SIZE &&
                                     off >= 0 && (uint64_t)off % PAGE_CACHE_PAGE_SIZE == 0 &&
@@ -151,26 +150,34 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
     }
     if (!p->pc || !pc_read_ahead(p, buf, amt, off))
         rc = raw_read(p, buf, amt, off);
-    if (rc != SQLITE_OK || !cacheable)
-        return rc;
+    if (rc == SQLITE_OK && cacheable)
+        psdb__pf_page_keep(pc, idx, buf);
+    return rc;
+}
+
+void psdb__pf_page_keep(page_cache *pc, uint64_t idx, const uint8_t *buf)
+{
+    uint8_t *page = NULL, *expected = NULL;
+
+    if (!pc->pages || idx >= pc->num_pages)
+        return;
     /* B-tree page type flag (after the 100-byte file header on page 1): 2 and 5 are interior. */
-    uint8_t type = ((const uint8_t *)buf)[idx == 0 ? SQLITE_HEADER_SIZE : 0];
+    uint8_t type = buf[idx == 0 ? SQLITE_HEADER_SIZE : 0];
     if (type != 2 && type != 5)
-        return rc;
+        return;
     /* Reserve first so that concurrent readers never pass the cap together. */
     if (atomic_fetch_add(&pc->bytes, PAGE_CACHE_PAGE_SIZE) >= PAGE_CACHE_MAX_BYTES) {
         atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
-        return rc;
+        return;
     }
     if ((page = malloc(PAGE_CACHE_PAGE_SIZE)) != NULL) {
         memcpy(page, buf, PAGE_CACHE_PAGE_SIZE);
         if (atomic_compare_exchange_strong_explicit(&pc->pages[idx], &expected, page,
                                                     memory_order_release, memory_order_relaxed))
-            return rc;
+            return;
         free(page); /* another connection stored the same bytes first */
     }
     atomic_fetch_sub(&pc->bytes, PAGE_CACHE_PAGE_SIZE);
-    return rc;
 }
 
 /* The main file is immutable and read-only: SQLite never writes, locks or syncs it (immutable=1),

@@ -17,6 +17,11 @@
  * file truncated under a reader must give a short read (PSDB_E_CACHE_CORRUPT), not SIGBUS. So that
  * a blob seek costs one pread (its leaf) rather than one per B-tree level, the connections read
  * through a VFS of the file's own that keeps every interior page it has read, shared by all.
+ * A data fetch does not go through SQLite at all when it can (psdb_btree.c): it walks the blobs
+ * table's B-tree over those shared interior pages and preads the leaf into the connection's page
+ * buffer, where the key's next blob (its neighbour) is usually found again, and remembers the
+ * leaf each blob was hashed on so that a repeat fetch preads it without a walk; what that walk
+ * does not plainly understand (overflow pages, anything malformed) falls back to SQLite.
  *
  * Every data fetch checks the blob's bytes against its stored SHA-256 the first time that blob is
  * fetched through this psdb_file; a per-blob flag then skips the hash (the file is immutable, and a
@@ -53,6 +58,9 @@ typedef struct content_stats {
 
 /* ---- Interior page cache (psdb_vfs.c) ----------------------------------------------------------
  */
+
+#define PAGE_CACHE_PAGE_SIZE 4096u   /* schema/psdb.sql fixes the page size */
+#define PAGE_CACHE_MAX_PAGES_LOG2 28 /* larger files go without the cache */
 
 typedef struct page_cache {
     sqlite3_vfs vfs; /* registered under name; pAppData points here */
@@ -120,6 +128,12 @@ typedef struct key_index {
 
 #define VERIFIED_ROW 1u
 #define VERIFIED_CHECKED 2u
+/* The same, for bytes the direct read (psdb_btree.c) found and hashed, kept in leaf_of with the
+ * leaf they were found on: each path skips the hash only for bytes it found itself, so that a
+ * crafted tree where the two would find different rows (duplicate row ids) never hands out bytes
+ * nobody hashed. */
+#define VERIFIED_DIRECT_ROW 3u
+#define VERIFIED_DIRECT_CHECKED 4u
 
 /* What value_entries says about the last key looked up on a connection. */
 typedef struct cached_key {
@@ -135,6 +149,11 @@ typedef struct conn {
     sqlite3_stmt *key_st, *blob_st;
     sqlite3_blob *blob; /* open on blobs.data once a verified blob was read; NULL before */
     EVP_MD_CTX *md;
+    /* The last page the direct blob read (psdb_btree.c) read from the file, so that the fetches of
+     * one key's blobs, neighbours on one leaf, cost one pread. page_no 0: none. */
+    uint8_t *page;
+    uint32_t page_no;
+    uint64_t direct_reads; /* fetches the direct read served (psdb__file_direct_reads) */
     cached_key cache;
     struct conn *next;
 } conn;
@@ -149,13 +168,18 @@ struct psdb_file {
     /* verified[id]: blob id has matched its digest once (ids 1..num_blobs): VERIFIED_ROW against
      * its row's sha256, VERIFIED_CHECKED against checked[id]. NULL: no cache. */
     _Atomic unsigned char *verified;
+    /* leaf_of[id]: page << 3 | VERIFIED_DIRECT_*: the leaf the direct read hashed blob id on, and
+     * against which digest (0: none yet), so that a repeat fetch reads that page without walking
+     * the tree or hashing; NULL: always walk and hash. Same slots as verified. */
+    _Atomic uint32_t *leaf_of;
     /* Once psdb_file_check proved the content digest: the blob digests it proved, by blob id
      * (1..num_blobs), against which every fetch is then checked instead of the row's column (which
      * a crafted file could make disagree with what was proven). Immutable once published. */
     uint8_t (*_Atomic checked)[32];
     uint64_t num_verified_slots;
-    page_cache *pages;  /* the VFS of the file's connections, reading the file open checked */
-    uint64_t file_size; /* bytes, as checked at open */
+    page_cache *pages;   /* the VFS of the file's connections, reading the file open checked */
+    uint32_t blobs_root; /* root page of the blobs table (direct reads); 0: SQLite reads only */
+    uint64_t file_size;  /* bytes, as checked at open */
     /* The in-memory copy of value_entries, built by a thread started at the first lookup. */
     _Atomic int index_state;         /* INDEX_* */
     _Atomic int index_cancel;        /* set by psdb_file_release to stop a build early */
@@ -179,6 +203,15 @@ psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const
                                  const uint8_t (*blob_sha)[32], uint64_t num_blob_sha,
                                  content_stats *out, char *msg, size_t msg_size);
 void psdb__pf_page_cache_free(page_cache *pc);
+/* Keeps a copy of page idx (0-based) read whole from the file when it is an interior B-tree page
+ * and the cache has room. */
+void psdb__pf_page_keep(page_cache *pc, uint64_t idx, const uint8_t *buf);
+/* Fetches blob id (size bytes) without SQLite: a walk of the blobs table's B-tree over the shared
+ * interior pages and one pread of its leaf (psdb_btree.c). The bytes are checked against their
+ * digest unless verified[id] says so already. 1: value filled; 0: not served (a blob spilling
+ * onto overflow pages, a page or row it does not understand, a short read, a digest mismatch),
+ * the caller then reads through SQLite, which reports what is wrong. */
+int psdb__pf_blob_fetch(psdb_file *f, conn *c, int64_t id, void *value, size_t size);
 page_cache *psdb__pf_page_cache_new(int fd, uint64_t file_size);
 void psdb__pf_index_free(key_index *x);
 const index_entry *psdb__pf_index_find(const key_index *x, const void *key, size_t key_size);

@@ -38,5 +38,8 @@ size_t psdb__file_index_bytes(psdb_file *f);
 /* Heap bytes of the interior page cache shared by the file's connections (0 without one);
  * thread-safe. */
 size_t psdb__file_page_cache_bytes(psdb_file *f);
+/* Blob fetches served by the direct B-tree read (psdb_btree.c) rather than SQLite, summed over the
+ * idle read connections (all of them when no lookup runs); thread-safe. */
+uint64_t psdb__file_direct_reads(psdb_file *f);
 
 #endif
