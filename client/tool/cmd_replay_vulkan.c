@@ -77,14 +77,14 @@ int tool_backend_is_vulkan(int argc, char **argv)
 static json_t *pass_json(const vkbe_replay_stats *s)
 {
     return json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:f, "
-                     "s:f, s:f}",
+                     "s:f, s:f, s:I}",
                      "pipelines", (json_int_t)s->pipelines, "failed", (json_int_t)s->failed, "hits",
                      (json_int_t)s->hits, "misses", (json_int_t)s->misses, "total_s", s->total_s,
                      "median_ms", s->median_ms, "p95_ms", s->p95_ms, "setup_s", s->setup_s,
                      "lookup_s", s->lookup_s, "create_s", s->create_s, "first_use_s",
                      s->first_use_s, "objects_s", s->objects_s, "wall_s", s->wall_s, "merged_cache",
                      s->merged_cache, "proof_s", s->proof_s, "file_sha256_s", s->file_sha256_s,
-                     "device_s", s->device_s);
+                     "device_s", s->device_s, "peak_rss_kib", (json_int_t)s->peak_rss_kib);
 }
 
 static void pass_print(const char *name, const vkbe_replay_stats *s)
@@ -96,9 +96,10 @@ static void pass_print(const char *name, const vkbe_replay_stats *s)
            (unsigned long long)s->misses);
     printf("      proof %.3f s, setup %.3f s%s, lookups %.3f s, creation %.3f s, first use %.3f s; "
            "apart: modules, layouts and render passes %.3f s, the whole pass %.3f s, the file's "
-           "SHA-256 %.3f s, the device's creation %.3f s\n",
+           "SHA-256 %.3f s, the device's creation %.3f s; peak RSS %llu KiB\n",
            s->proof_s, s->setup_s, s->merged_cache ? " (the PSDB's merged cache)" : "", s->lookup_s,
-           s->create_s, s->first_use_s, s->objects_s, s->wall_s, s->file_sha256_s, s->device_s);
+           s->create_s, s->first_use_s, s->objects_s, s->wall_s, s->file_sha256_s, s->device_s,
+           (unsigned long long)s->peak_rss_kib);
 }
 
 /* The reason and message of one entry's outcome, as the reports give it. */

@@ -143,6 +143,9 @@ for want in "\"psdb\":{\"pipelines\":$npipe,\"failed\":0,\"hits\":$hits,\"misses
     '"missed_not_listed":0' '"skipped":0'; do
     [[ $j == *"$want"* ]] || fail "json lacks $want: $j"
 done
+# Each pass reports its process's peak RSS: a real figure, not 0.
+[[ $j =~ \"cold\":\{[^}]*\"peak_rss_kib\":[1-9][0-9]* && $j =~ \"psdb\":\{[^}]*\"peak_rss_kib\":[1-9][0-9]* ]] ||
+    fail "json lacks each pass's peak_rss_kib: $j"
 [ "$(grep -o '"reason":"not_in_psdb"' <<<"$j" | wc -l)" -eq 2 ] || fail "json: want 2 listed misses: $j"
 while read -r key ver kind; do
     [[ $j == *"\"kind\":\"$(kind_name "$kind")\",\"key\":\"$key\",\"version\":\"${ver#v}\",\"reason\":\"not_in_psdb\""* ]] ||

@@ -97,6 +97,9 @@ typedef struct vkbe_replay_stats {
     double objects_s; /* not in total_s: the shader modules, layouts and render passes */
     double wall_s;    /* the whole pass: all of the above, and decoding the SODB */
     int merged_cache; /* the pass used the PSDB's merged VkPipelineCache */
+    /* The pass process's peak resident set (KiB): with a PSDB it holds what delivery holds (the
+     * file's pages it touched, the key table, the merged cache), without one the driver alone. */
+    uint64_t peak_rss_kib;
 } vkbe_replay_stats;
 
 /* What became of one SODB entry in a replay pass (schema/REPLAY.md, the Vulkan section). */

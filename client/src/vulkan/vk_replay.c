@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -407,7 +408,10 @@ static psdb_hr pass_in_child(const char *sodb_path, const char *psdb_path,
     }
     close(fds[0]);
     int status = 0;
-    waitpid(pid, &status, 0);
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR)
+        ;
     if (hr == PSDB_E_OUTOFMEMORY) {
         /* said above */
     } else if (!whole) {
@@ -417,6 +421,7 @@ static psdb_hr pass_in_child(const char *sodb_path, const char *psdb_path,
         rep->psdb_refused = msg.rep.psdb_refused;
     } else {
         *out = msg.st;
+        out->peak_rss_kib = (uint64_t)ru.ru_maxrss; /* Linux: KiB */
         *rep = msg.rep;
         rep->entries = entries;
         entries = NULL;
