@@ -164,6 +164,57 @@ START_TEST(test_sodb__write_and_read_back)
 }
 END_TEST
 
+/* psdb_sodb_foreach_by_key: the same entries as the insertion-order walk, in key order (then
+ * version), whatever the order of capture. */
+START_TEST(test_sodb__foreach_by_key_visits_in_key_order)
+{
+    char *dir = tu_mkdtemp(), *path = tu_path(dir, "app.sodb");
+    psdb_app_identity id = identity("Game");
+    psdb_sodb_writer *w = NULL;
+    psdb_sodb *s = NULL;
+    ck_assert_hr(psdb_sodb_writer_open(path, &id, &w), PSDB_S_OK);
+    for (int i = 0; i < 24; i++) {
+        psdb__buf d = compute_desc((uint8_t)(i * 7 + 1), 16 + (size_t)i);
+        ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 3, d.data, d.len), PSDB_S_OK);
+        if (i % 5 == 0) /* the same key again, an earlier version, added later */
+            ck_assert_hr(psdb_sodb_writer_add(w, PSDB_SODB_COMPUTE, 1, d.data, d.len), PSDB_S_OK);
+        psdb__buf_free(&d);
+    }
+    psdb_sodb_writer_release(w);
+    ck_assert_hr(psdb_sodb_open(path, &s), PSDB_S_OK);
+    seen ins = {0}, ord = {0};
+    ck_assert_hr(psdb_sodb_foreach(s, collect, &ins), PSDB_S_OK);
+    ck_assert_hr(psdb_sodb_foreach_by_key(s, collect, &ord), PSDB_S_OK);
+    ck_assert_int_eq(ins.n, 29);
+    ck_assert_int_eq(ord.n, ins.n);
+    int unsorted_capture = 0;
+    for (int i = 1; i < ord.n; i++) {
+        int c = memcmp(ord.keys[i - 1], ord.keys[i], 32);
+        ck_assert_int_le(c, 0);
+        if (c == 0)
+            ck_assert_uint_lt(ord.versions[i - 1], ord.versions[i]);
+        unsorted_capture |= memcmp(ins.keys[i - 1], ins.keys[i], 32) > 0;
+    }
+    ck_assert(unsorted_capture); /* else the test would not tell the two orders apart */
+    /* The same (key, version) pairs. */
+    for (int i = 0; i < ins.n; i++) {
+        int found = 0;
+        for (int j = 0; j < ord.n && !found; j++)
+            found = memcmp(ins.keys[i], ord.keys[j], 32) == 0 && ins.versions[i] == ord.versions[j];
+        ck_assert(found);
+    }
+    seen stop = {.stop_after = 3};
+    ck_assert_hr(psdb_sodb_foreach_by_key(s, collect, &stop), PSDB_S_FALSE);
+    ck_assert_int_eq(stop.n, 3);
+    ck_assert_hr(psdb_sodb_foreach_by_key(NULL, collect, &stop), PSDB_E_INVALIDARG);
+    ck_assert_hr(psdb_sodb_foreach_by_key(s, NULL, &stop), PSDB_E_INVALIDARG);
+    psdb_sodb_release(s);
+    tu_rmtree(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_sodb__reopen_appends_same_app_only)
 {
     char *dir = tu_mkdtemp(), *path = tu_path(dir, "app.sodb");
@@ -242,6 +293,7 @@ START_TEST(test_sodb__not_an_sodb_is_corrupt)
     ck_assert_hr(psdb_sodb_open(tampered, &s), PSDB_S_OK);
     seen got = {0};
     ck_assert_hr(psdb_sodb_foreach(s, collect, &got), PSDB_E_CACHE_CORRUPT);
+    ck_assert_hr(psdb_sodb_foreach_by_key(s, collect, &got), PSDB_E_CACHE_CORRUPT);
     psdb_sodb_release(s);
     exec_sql(tampered, "DELETE FROM header");
     ck_assert_hr(psdb_sodb_open(tampered, &s), PSDB_E_CACHE_CORRUPT);
@@ -716,6 +768,7 @@ int main(void)
     Suite *s = suite_create("sodb");
     TCase *tc = tcase_create("sodb");
     tcase_add_test(tc, test_sodb__write_and_read_back);
+    tcase_add_test(tc, test_sodb__foreach_by_key_visits_in_key_order);
     tcase_add_test(tc, test_sodb__reopen_appends_same_app_only);
     tcase_add_test(tc, test_sodb__not_an_sodb_is_corrupt);
     tcase_add_test(tc, test_sodb__schema_file_matches_library);

@@ -135,6 +135,14 @@ PSDB_API psdb_hr psdb_sodb_foreach(psdb_sodb *s,
                                    int (*fn)(uint32_t kind, const uint8_t key[32], uint64_t version,
                                              const void *desc, size_t desc_size, void *ctx),
                                    void *ctx);
+/* psdb_sodb_foreach in the order of the object keys (bytewise), then versions, instead of insertion
+ * order: a walk that does not depend on the order of capture (a compiler that groups entries by
+ * key range). Same returns. */
+PSDB_API psdb_hr psdb_sodb_foreach_by_key(psdb_sodb *s,
+                                          int (*fn)(uint32_t kind, const uint8_t key[32],
+                                                    uint64_t version, const void *desc,
+                                                    size_t desc_size, void *ctx),
+                                          void *ctx);
 /* Closes the SODB. NULL is a no-op. */
 PSDB_API void psdb_sodb_release(psdb_sodb *s);
 

@@ -25,7 +25,9 @@
 
 /* Pipelines per cache part, on average: a part is new when any of its pipelines is, so small
  * parts keep a patch's new bytes near its changed pipelines' share; each part is one cache a
- * device creates and merges once. */
+ * device creates and merges once. A part is a range of keys (their leading bits), and the compile
+ * visits the pipelines in key order: one part's cache is open at a time, written out when the
+ * compile leaves its range, so memory does not grow with the corpus. */
 #define PART_PIPELINES 4u
 /* The most pipelines a PSDB keeps as pipeline binaries. The NVIDIA driver (580.159.04, H200)
  * refuses creations from binaries with VK_PIPELINE_COMPILE_REQUIRED after 1,786 of them on one
@@ -42,6 +44,9 @@ static const char BINARY_META[] = "vk-pipeline-binary";
  * base's part can be taken whole. */
 typedef struct vparts {
     uint64_t k;          /* buckets: a power of two */
+    unsigned bits;       /* log2(k): a bucket is the key's leading `bits` bits */
+    uint64_t open;       /* the bucket the compile is in (UINT64_MAX: none yet) */
+    uint64_t cursor;     /* keys[cursor..] are those of buckets not written yet */
     uint8_t (*keys)[32]; /* every Vulkan entry's key, sorted */
     uint64_t n, cap;
     uint8_t *clean;         /* [k]: take the base's part */
@@ -68,7 +73,7 @@ static uint64_t bucket_of(const vparts *p, const uint8_t key[32])
     uint64_t h = 0;
     for (int i = 0; i < 8; i++)
         h = h << 8 | key[i];
-    return h & (p->k - 1);
+    return p->bits ? h >> (64 - p->bits) : 0;
 }
 
 static void part_key(const vparts *p, uint64_t bucket, uint8_t out[33])
@@ -145,27 +150,25 @@ static psdb_hr parts_plan(vcompile *c, psdb_sodb *s)
     qsort(p->keys, (size_t)p->n, 32, cmp_key);
     p->k = 1;
     while (p->k * PART_PIPELINES < p->n)
-        p->k *= 2;
+        p->k *= 2, p->bits++;
+    p->open = UINT64_MAX;
     p->clean = calloc((size_t)p->k, 1);
     p->cache = calloc((size_t)p->k, sizeof(*p->cache));
     if (!p->clean || !p->cache)
         return PSDB_E_OUTOFMEMORY;
-    for (uint64_t b = 0; c->base && b < p->k; b++) {
+    /* Sorted keys: each bucket's members are the run [i, j). */
+    for (uint64_t i = 0, j; c->base && i < p->n; i = j) {
+        uint64_t b = bucket_of(p, p->keys[i]);
+        for (j = i + 1; j < p->n && bucket_of(p, p->keys[j]) == b; j++)
+            ;
         uint8_t key[33];
         void *members = NULL;
-        size_t n = 0, m = 0;
+        size_t n = 0;
         part_key(p, b, key);
         if (vkdl_value(c->base, key, sizeof(key), PSDB_VALUE_METADATA, &members, &n) != PSDB_S_OK)
             continue;
         /* Same members: the same keys, in the same (sorted) order. */
-        int same = n % 32 == 0;
-        for (uint64_t i = 0; same && i < p->n; i++) {
-            if (bucket_of(p, p->keys[i]) != b)
-                continue;
-            same = (m + 1) * 32 <= n && memcmp((uint8_t *)members + m * 32, p->keys[i], 32) == 0;
-            m++;
-        }
-        p->clean[b] = same && m * 32 == n && m > 0;
+        p->clean[b] = n == (j - i) * 32 && memcmp(members, p->keys[i], n) == 0;
         free(members);
     }
     return PSDB_S_OK;
@@ -183,54 +186,66 @@ static void parts_free(vcompile *c)
     memset(p, 0, sizeof(*p));
 }
 
-/* Writes every part: a clean one from the base, the others from the caches their members were
- * merged into (a part whose members all failed is left out). */
-static psdb_hr parts_write(vcompile *c)
+/* Writes part b, once the compile has left its range: a clean one from the base, the others from
+ * the cache its members were merged into, which is then destroyed (a part whose members all failed
+ * has none and is left out). Parts are written in increasing order. */
+static psdb_hr part_flush(vcompile *c, uint64_t b)
 {
     vparts *p = &c->parts;
     psdb_hr hr = PSDB_S_OK;
-    uint8_t *members = NULL;
-    for (uint64_t b = 0; b < p->k && PSDB_SUCCEEDED(hr); b++) {
-        uint8_t key[33];
-        void *data = NULL;
-        size_t n = 0, m = 0;
-        part_key(p, b, key);
-        if (p->clean[b]) {
-            hr = copy_from_base(c, key, sizeof(key), 1, &c->st.code_bytes);
-            continue;
-        }
-        if (!p->cache[b])
-            continue;
-        if (!members && !(members = malloc((size_t)p->n * 32))) {
-            hr = PSDB_E_OUTOFMEMORY;
-            break;
-        }
-        for (uint64_t i = 0; i < p->n; i++)
-            if (bucket_of(p, p->keys[i]) == b)
-                memcpy(members + 32 * m++, p->keys[i], 32);
-        VkResult r = vkGetPipelineCacheData(c->d->device, p->cache[b], &n, NULL);
-        if (r == VK_SUCCESS && !(data = malloc(n ? n : 1)))
-            r = VK_ERROR_OUT_OF_HOST_MEMORY;
-        if (r == VK_SUCCESS)
-            r = vkGetPipelineCacheData(c->d->device, p->cache[b], &n, data);
-        if (r != VK_SUCCESS || vkid_check_cache_header(&c->d->id, data, n) != 0) {
-            snprintf(c->err, c->err_size, "reading cache part %llu failed: VkResult %d",
-                     (unsigned long long)b, (int)r);
-            free(data);
-            hr = PSDB_E_FAIL;
-            break;
-        }
-        psdb_value_ref ref = {key, sizeof(key)};
-        hr = psdb_writer_put_value(c->w, key, sizeof(key), PSDB_VALUE_OBJECT_CODE, data, n);
-        if (PSDB_SUCCEEDED(hr))
-            hr =
-                psdb_writer_put_value(c->w, key, sizeof(key), PSDB_VALUE_METADATA, members, m * 32);
-        if (PSDB_SUCCEEDED(hr))
-            hr = psdb_writer_put_group(c->w, key, sizeof(key), 1, 1, &ref);
-        c->st.code_bytes += n;
-        free(data);
+    uint8_t key[33];
+    void *data = NULL;
+    size_t n = 0;
+    uint64_t first;
+    while (p->cursor < p->n && bucket_of(p, p->keys[p->cursor]) < b)
+        p->cursor++;
+    for (first = p->cursor; p->cursor < p->n && bucket_of(p, p->keys[p->cursor]) == b;)
+        p->cursor++;
+    part_key(p, b, key);
+    if (p->clean[b]) {
+        p->clean[b] = 0;
+        if (PSDB_FAILED(hr = copy_from_base(c, key, sizeof(key), 1, &c->st.code_bytes)))
+            snprintf(c->err, c->err_size, "copying cache part %llu from the base failed: %s",
+                     (unsigned long long)b, psdb_hr_str(hr));
+        return hr;
     }
-    free(members);
+    if (!p->cache[b])
+        return PSDB_S_OK;
+    VkResult r = vkGetPipelineCacheData(c->d->device, p->cache[b], &n, NULL);
+    if (r == VK_SUCCESS && !(data = malloc(n ? n : 1)))
+        r = VK_ERROR_OUT_OF_HOST_MEMORY;
+    if (r == VK_SUCCESS)
+        r = vkGetPipelineCacheData(c->d->device, p->cache[b], &n, data);
+    vkDestroyPipelineCache(c->d->device, p->cache[b], NULL);
+    p->cache[b] = VK_NULL_HANDLE;
+    if (r != VK_SUCCESS || vkid_check_cache_header(&c->d->id, data, n) != 0) {
+        snprintf(c->err, c->err_size, "reading cache part %llu failed: VkResult %d",
+                 (unsigned long long)b, (int)r);
+        hr = PSDB_E_FAIL;
+        goto cleanup;
+    }
+    psdb_value_ref ref = {key, sizeof(key)};
+    hr = psdb_writer_put_value(c->w, key, sizeof(key), PSDB_VALUE_OBJECT_CODE, data, n);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_value(c->w, key, sizeof(key), PSDB_VALUE_METADATA, p->keys[first],
+                                   (size_t)(p->cursor - first) * 32);
+    if (PSDB_SUCCEEDED(hr))
+        hr = psdb_writer_put_group(c->w, key, sizeof(key), 1, 1, &ref);
+    if (PSDB_FAILED(hr))
+        snprintf(c->err, c->err_size, "writing cache part %llu failed: %s", (unsigned long long)b,
+                 psdb_hr_str(hr));
+    c->st.code_bytes += n;
+cleanup:
+    free(data);
+    return hr;
+}
+
+/* Writes every part not written yet (the last one the compile was in). */
+static psdb_hr parts_write(vcompile *c)
+{
+    psdb_hr hr = PSDB_S_OK;
+    for (uint64_t b = 0; b < c->parts.k && PSDB_SUCCEEDED(hr); b++)
+        hr = part_flush(c, b);
     return hr;
 }
 
@@ -264,6 +279,14 @@ static int compile_entry(uint32_t kind, const uint8_t key[32], uint64_t version,
         return 0; /* D3D12 entries: the reference compiler's */
     c->index++;
     uint64_t bucket = strategy == VKID_PIPELINE_CACHE ? bucket_of(&c->parts, key) : 0;
+    if (strategy == VKID_PIPELINE_CACHE && bucket != c->parts.open) {
+        /* Key order: the compile has left the open part's range for good. */
+        if (c->parts.open != UINT64_MAX && PSDB_FAILED(hr = part_flush(c, c->parts.open))) {
+            c->hr = hr; /* part_flush said why */
+            return 1;
+        }
+        c->parts.open = bucket;
+    }
     /* Unchanged since the base: its values, byte for byte (for a cache part, the part decides). */
     int reuse = strategy == VKID_PIPELINE_CACHE
                     ? c->parts.clean[bucket]
@@ -661,7 +684,8 @@ psdb_hr vkbe_compile(const char *sodb_path, const char *base_path, uint32_t devi
         fflush(progress);
     }
     c.last_progress = vkbe_now();
-    hr = psdb_sodb_foreach(s, compile_entry, &c);
+    hr = d.id.strategy == VKID_PIPELINE_CACHE ? psdb_sodb_foreach_by_key(s, compile_entry, &c)
+                                              : psdb_sodb_foreach(s, compile_entry, &c);
     if (PSDB_FAILED(c.hr)) {
         hr = c.hr;
         goto cleanup;
