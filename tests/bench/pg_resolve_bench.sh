@@ -14,6 +14,8 @@
 #      PSDB_BENCH_APPS (default 40), PSDB_BENCH_CONNS (wrk connections, default 32),
 #      PSDB_BENCH_POOL (psdbd index-pool on PostgreSQL; default psdbd's),
 #      PSDB_BENCH_THREADS (psdbd worker threads of both, default 4),
+#      PSDB_BENCH_POOLS ("THREADS:POOL ..."; each one more psdbd on the same PostgreSQL index
+#      with those threads and index-pool, in every round too: the pool's sizing),
 #      PSDB_TEST_PG_URL (a cluster; without it one is started with tests/pg/cluster).
 # Needs wrk, curl, psql.
 set -euo pipefail
@@ -25,6 +27,7 @@ apps=${PSDB_BENCH_APPS:-40}
 conns=${PSDB_BENCH_CONNS:-32}
 pool=${PSDB_BENCH_POOL:-}
 threads=${PSDB_BENCH_THREADS:-4}
+pools=${PSDB_BENCH_POOLS:-}
 say() { printf '%s\n' "$*"; }
 
 for tool in wrk curl psql; do
@@ -121,23 +124,33 @@ for e in sqlite pg; do
     "$psdbd" token create --data-dir "$work/$e" "${idx[@]}" --role publisher --name b >"$work/$e.token"
     "$psdbd" key add --data-dir "$work/$e" "${idx[@]}" --name b --public-key "$work/key.pub" >/dev/null
 done
+declare -A base_of pid_of
 start sqlite "$work/sqlite"
-sq_base=$base
-sq_pid=$pid
+base_of[sqlite]=$base
+pid_of[sqlite]=$pid
 pool_flag=()
 [ -n "$pool" ] && pool_flag=(--index-pool "$pool")
 start pg "$work/pg" --index "$pg_url" "${pool_flag[@]}"
-pg_base=$base
-pg_pid=$pid
+base_of[pg]=$base
+pid_of[pg]=$pid
+engines="sqlite pg"
 for e in sqlite pg; do
-    b=$sq_base
-    [ "$e" = pg ] && b=$pg_base
+    b=${base_of[$e]}
     find "$work/f" -name '*.psdb' |
         sed "s|.*|'$psdb' publish --server $b --token $(cat "$work/$e.token") --key '$work/key' '&' >/dev/null|" \
             >"$work/publish.$e.cmds"
     xargs -P 4 -I{} sh -c {} <"$work/publish.$e.cmds"
 done
-for b in "$sq_base" "$pg_base"; do
+# Replicas on the same index with other threads and pools (PSDB_BENCH_POOLS).
+for tp in $pools; do
+    e="pg-${tp%%:*}-${tp##*:}"
+    start "$e" "$work/pg" --index "$pg_url" --threads "${tp%%:*}" --index-pool "${tp##*:}"
+    base_of[$e]=$base
+    pid_of[$e]=$pid
+    engines="$engines $e"
+done
+for e in $engines; do
+    b=${base_of[$e]}
     got=$(curl -s "$b/v1/apps" | grep -o '"active": *[0-9]*' | awk -F: '{ s += $2 } END { print s + 0 }')
     [ "$got" = "$n_psdbs" ] || { say "pg_resolve_bench: $b holds $got active PSDBs, not $n_psdbs" >&2; exit 1; }
 done
@@ -172,15 +185,14 @@ function request()
 end
 LUA
 
-# run ENGINE ROUND: one wrk run; appends its req/s to r.ENGINE and the CPU microseconds per
-# request of psdbd, the PostgreSQL backends and wrk to cpu.ENGINE.
+# run ENGINE ROUND K: one wrk run (the K-th of its round); appends its req/s to r.ENGINE and the
+# CPU microseconds per request of psdbd, the PostgreSQL backends and wrk to cpu.ENGINE.
 hz=$(getconf CLK_TCK)
+n_engines=$(echo $engines | wc -w)
 run() {
-    local e=$1 n=$2 b=$sq_base p=$sq_pid off be d0 b0 d1 b1 w req
-    [ "$e" = pg ] && b=$pg_base && p=$pg_pid
+    local e=$1 n=$2 k=$3 b=${base_of[$1]} p=${pid_of[$1]} off be d0 b0 d1 b1 w req
     # Each run's queries start past every earlier run's: 10^8 indexes each.
-    off=$(((n * 2 + 1) * 100000000))
-    [ "$e" = sqlite ] && off=$((n * 2 * 100000000))
+    off=$(((n * n_engines + k) * 100000000))
     be=$(pgrep -P "$postmaster" | tr '\n' ' ' || true)
     d0=$(ticks "$p")
     b0=$(ticks $be)
@@ -190,7 +202,6 @@ run() {
     d1=$(ticks "$p")
     # The backends of before and any the run started (a pool connection opened on demand).
     b1=$(ticks $(echo "$be" $(pgrep -P "$postmaster") | tr ' ' '\n' | sort -u))
-    b0=$((b0 + 0))
     if grep -q 'Non-2xx' "$work/wrk.out"; then
         say "pg_resolve_bench: $e answered non-2xx: $(grep Non-2xx "$work/wrk.out")" >&2
         exit 1
@@ -203,8 +214,9 @@ run() {
         >>"$work/cpu.$e"
 }
 
-# Every answer must be the ABI-2 PSDB of the asked cell, on both servers.
-for b in "$sq_base" "$pg_base"; do
+# Every answer must be the ABI-2 PSDB of the asked cell, on every server.
+for e in $engines; do
+    b=${base_of[$e]}
     got=$(curl -s "$b/v1/resolve?app=App2&app_version=3.0.0.0&family=gfx3&abi_min=1&abi_max=7")
     case "$got" in
     *'"name": "App2"'*'"family": "gfx3"'*'"abi_version": 2'* | *'"name":"App2"'*'"family":"gfx3"'*'"abi_version":2'*) ;;
@@ -214,13 +226,16 @@ done
 
 say "index: $n_psdbs PSDBs ($apps applications x 3 versions x 3 families x 2 ABI versions) on each"
 say "resolve, a different query each request: wrk -t2 -c$conns -d${secs}s, $rounds rounds alternating${pool:+, index-pool $pool}"
-: >"$work/r.sqlite"
-: >"$work/r.pg"
-: >"$work/cpu.sqlite"
-: >"$work/cpu.pg"
+for e in $engines; do
+    : >"$work/r.$e"
+    : >"$work/cpu.$e"
+done
 for n in $(seq "$rounds"); do
-    run sqlite "$n"
-    run pg "$n"
+    k=0
+    for e in $engines; do
+        run "$e" "$n" "$k"
+        k=$((k + 1))
+    done
 done
 r_sq=$(median <"$work/r.sqlite")
 r_pg=$(median <"$work/r.pg")
@@ -233,4 +248,12 @@ say "| resolve req/s, a different query each request (uncached) | $r_pg | $r_sq 
 say "| psdbd CPU per request, us | $(col pg 1) | $(col sqlite 1) | | |"
 say "| PostgreSQL backends' CPU per request, us | $(col pg 2) | - | | |"
 say "| wrk CPU per request, us | $(col pg 3) | $(col sqlite 3) | | |"
-say "rounds: sqlite $(tr '\n' ' ' <"$work/r.sqlite")/ pg $(tr '\n' ' ' <"$work/r.pg")"
+for e in $engines; do
+    [ "${e#pg-}" = "$e" ] && continue
+    t=${e#pg-}
+    r=$(median <"$work/r.$e")
+    say "| resolve req/s, PostgreSQL, threads ${t%-*}, index-pool ${t#*-} | $r | $r_sq | $(ratio "$r" "$r_sq") | |"
+done
+for e in $engines; do
+    say "rounds: $e $(tr '\n' ' ' <"$work/r.$e")"
+done
