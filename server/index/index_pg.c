@@ -15,10 +15,11 @@
  * A stopped server (SIGSTOP, a frozen VM, a network that drops packets) enforces no
  * statement_timeout and refuses no connection: libpq's blocking calls would wait for the whole
  * outage. So psdbd never blocks in libpq: it connects with PQconnectStartParams/PQconnectPoll and
- * sends each statement with PQsendQueryParams, then polls the socket until a deadline, the
- * statement timeout (plus PG_DEADLINE_GRACE_MS, so that a live server's own timeout, which keeps
- * the connection, comes first). An operation's deadline starts when it asks for a connection:
- * the wait for a pool slot, connecting and its first statement share it, so a request answers 503
+ * sends each statement with PQsendQueryParams or PQsendQueryPrepared, then polls the socket until
+ * a deadline, the statement timeout (plus PG_DEADLINE_GRACE_MS, so that a live server's own
+ * timeout, which keeps the connection, comes first). An operation's deadline starts when it asks
+ * for a connection: the wait for a pool slot, connecting and its first statement (with its
+ * preparation, where the session needs one) share it, so a request answers 503
  * within the timeout however the time was lost. Past the deadline the connection is closed, never
  * pooled again, and the database marked lost (the epoch too: the idle connections are as stuck).
  * There is no PQcancel: libpq 15's waits for the postmaster to close the cancel connection, which
@@ -28,6 +29,12 @@
  * four times a second until a statement is answered, which marks it back: a request never waits on
  * a lost database, and none queues behind another's wait (libmicrohttpd's pool threads each serve
  * their own connections, so a worker held by a probe would hold its other clients too).
+ *
+ * The statements requests run are prepared once per pooled connection (psdbd__pg_exec_stmt): a
+ * bit per statement and slot says which the slot's session holds, cleared whenever the slot gets
+ * another connection, so a reconnect prepares again on first use; a session that lost one anyway
+ * (SQLSTATE 26000) has it prepared again, once. Parsing and planning each resolve was most of
+ * the server's work for it (deploy/SCALING.md 3.5).
  *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
  * psdbs_identity, where the second waits for the first and then fails with a unique violation
