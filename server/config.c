@@ -54,11 +54,19 @@ void psdbd_config_defaults(psdbd_config *cfg)
     cfg->stats_max_day_bytes = PSDBD_STATS_MAX_DAY_BYTES_DEFAULT;
     cfg->stats_max_memory = PSDBD_STATS_MAX_MEMORY_DEFAULT;
     cfg->index = psdbd_default_index();
-    cfg->index_pool = PSDBD_INDEX_PG_POOL_DEFAULT;
+    cfg->index_pool = 0; /* by threads: psdbd_config_index_pool */
     cfg->index_statement_timeout = PSDBD_INDEX_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
     cfg->job_max_attempts = 3;
     cfg->job_max_queued_per_family = 8;
     cfg->job_max_queued_per_sodb = 64;
+}
+
+unsigned psdbd_config_index_pool(const psdbd_config *cfg)
+{
+    unsigned by_threads = cfg->threads > 1022 ? 1024 : cfg->threads + 2;
+    if (cfg->index_pool)
+        return cfg->index_pool;
+    return by_threads > PSDBD_INDEX_PG_POOL_DEFAULT ? by_threads : PSDBD_INDEX_PG_POOL_DEFAULT;
 }
 
 void psdbd_config_free(psdbd_config *cfg)
@@ -255,7 +263,8 @@ void psdbd_config_usage(void)
         "  index URL                   a PostgreSQL index shared by replicas\n"
         "                              (postgresql://USER@HOST/DB; default $PSDBD_INDEX,\n"
         "                              else DIR/index.sqlite)\n"
-        "  index-pool N                PostgreSQL connections at most, 1..1024 (default 8)\n"
+        "  index-pool N                PostgreSQL connections at most, 1..1024 (default\n"
+        "                              threads + 2, at least 8)\n"
         "  index-statement-timeout MS  a PostgreSQL statement's limit, kept by the server and\n"
         "                              by psdbd (a frozen database answers 503 within it\n"
         "                              + 1 s), 0 none (default 10000)\n"

@@ -22,7 +22,7 @@ typedef struct psdbd_config {
     int log_requests;                   /* one line per request on stderr */
     char *tls_cert, *tls_key;           /* PEM files; both set: native HTTPS */
     char *index;                        /* postgresql:// URL; NULL: DATA_DIR/index.sqlite */
-    unsigned index_pool;                /* PostgreSQL connections at most */
+    unsigned index_pool;                /* PostgreSQL connections at most; 0: by threads */
     unsigned index_statement_timeout;   /* ms a PostgreSQL statement may run (0: no limit) */
     int stats;                          /* record demand (resolves, downloads) for /v1/stats/ */
     unsigned stats_flush_interval;      /* seconds between writes of the demand counts */
@@ -48,6 +48,12 @@ char *psdbd_default_index(void);
 /* Fills *cfg with the defaults. */
 void psdbd_config_defaults(psdbd_config *cfg);
 void psdbd_config_free(psdbd_config *cfg);
+/* The PostgreSQL pool a server opens: index-pool where it is set, else one connection per worker
+ * thread and two for the threads of psdbd's own that use the index (the demand flush, the farm's
+ * demand writer), at least PSDBD_INDEX_PG_POOL_DEFAULT. A worker thread holds one connection for
+ * the length of its statements, so fewer than threads leave threads waiting for one
+ * (deploy/SCALING.md 3.5 has the figures). */
+unsigned psdbd_config_index_pool(const psdbd_config *cfg);
 
 /* Applies one setting by name (the config-file key, the flag without "--"). 0 on success; -1 with a
  * message in err on an unknown key or a bad value. */

@@ -178,8 +178,8 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }
-    if (psdbd_data_open_index_at(&srv.store, cfg.index, cfg.index_pool, cfg.index_statement_timeout,
-                                 1, &srv.ix, err, sizeof(err)) != 0) {
+    if (psdbd_data_open_index_at(&srv.store, cfg.index, psdbd_config_index_pool(&cfg),
+                                 cfg.index_statement_timeout, 1, &srv.ix, err, sizeof(err)) != 0) {
         fprintf(stderr, "psdbd: %s\n", err);
         goto cleanup;
     }

@@ -223,12 +223,14 @@ typedef struct psdbd__row psdbd__row;
  * U+10FFFF): what a PostgreSQL database in UTF-8 accepts as text. */
 int psdbd__utf8_ok(const char *s);
 
-/* The columns a manifest is built from, both dialects. */
+/* The columns a manifest is built from, both dialects: the id, the application's name, then
+ * PSDBD__PSDB_ROW_COLS, psdbs' own. */
+#define PSDBD__PSDB_ROW_COLS                                                                       \
+    "p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, p.family, "       \
+    "p.abi_version, p.compiler_version, p.profile_version, p.serial, p.sha256, p.size, p.key_id, " \
+    "p.signature, p.created_at, p.retired_at, p.statement_version, p.sodb_sha256 "
 #define PSDBD__PSDB_COLS                                                                           \
-    "p.id, a.name, p.exe_filename, p.app_version, p.engine_name, p.engine_version, p.app_guid, "   \
-    "p.family, p.abi_version, p.compiler_version, p.profile_version, p.serial, p.sha256, p.size, " \
-    "p.key_id, p.signature, p.created_at, p.retired_at, p.statement_version, p.sodb_sha256 "       \
-    "FROM psdbs p JOIN apps a ON a.id = p.app "
+    "p.id, a.name, " PSDBD__PSDB_ROW_COLS "FROM psdbs p JOIN apps a ON a.id = p.app "
 
 /* The manifest (schema/HTTP.md, Manifest) of a row selected with PSDBD__PSDB_COLS. */
 json_t *psdbd__manifest_of(const psdbd__row *row);

@@ -15,10 +15,11 @@
  * A stopped server (SIGSTOP, a frozen VM, a network that drops packets) enforces no
  * statement_timeout and refuses no connection: libpq's blocking calls would wait for the whole
  * outage. So psdbd never blocks in libpq: it connects with PQconnectStartParams/PQconnectPoll and
- * sends each statement with PQsendQueryParams, then polls the socket until a deadline, the
- * statement timeout (plus PG_DEADLINE_GRACE_MS, so that a live server's own timeout, which keeps
- * the connection, comes first). An operation's deadline starts when it asks for a connection:
- * the wait for a pool slot, connecting and its first statement share it, so a request answers 503
+ * sends each statement with PQsendQueryParams or PQsendQueryPrepared, then polls the socket until
+ * a deadline, the statement timeout (plus PG_DEADLINE_GRACE_MS, so that a live server's own
+ * timeout, which keeps the connection, comes first). An operation's deadline starts when it asks
+ * for a connection: the wait for a pool slot, connecting and its first statement (with its
+ * preparation, where the session needs one) share it, so a request answers 503
  * within the timeout however the time was lost. Past the deadline the connection is closed, never
  * pooled again, and the database marked lost (the epoch too: the idle connections are as stuck).
  * There is no PQcancel: libpq 15's waits for the postmaster to close the cancel connection, which
@@ -28,6 +29,12 @@
  * four times a second until a statement is answered, which marks it back: a request never waits on
  * a lost database, and none queues behind another's wait (libmicrohttpd's pool threads each serve
  * their own connections, so a worker held by a probe would hold its other clients too).
+ *
+ * The statements requests run are prepared once per pooled connection (psdbd__pg_exec_stmt): a
+ * bit per statement and slot says which the slot's session holds, cleared whenever the slot gets
+ * another connection, so a reconnect prepares again on first use; a session that lost one anyway
+ * (SQLSTATE 26000) has it prepared again, once. Parsing and planning each resolve was most of
+ * the server's work for it (deploy/SCALING.md 3.5).
  *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
  * psdbs_identity, where the second waits for the first and then fails with a unique violation
@@ -67,6 +74,10 @@ struct psdbd__pg {
     unsigned size;
     PGconn **conns; /* size slots; NULL: not connected */
     unsigned char *busy;
+    /* Per slot, bit i: statement i (psdbd__pg_stmt) is prepared on the slot's connection. Only
+     * the thread that holds the slot touches it, and it is cleared whenever the slot's connection
+     * is replaced: a new session has no prepared statements. */
+    uint32_t *prepared;
     /* A lost connection usually means every idle one is lost too (the server restarted): each
      * loss bumps the epoch, and an idle connection from an older epoch is replaced before use,
      * so a restart costs one failed request, not one per pooled connection. */
@@ -167,17 +178,41 @@ static int wait_socket(PGconn *c, short events, int64_t until_ms)
     return n < 0 ? -1 : n > 0;
 }
 
-/* Runs sql (p NULL: the simple protocol, several statements allowed) on c, waiting for the answer
- * until until_ms (<= 0: no limit). Returns the first failed result, else the last one; NULL when
- * c failed, or with *expired set when the time passed (c is then useless: close it). */
-static PGresult *pg_run(PGconn *c, const char *sql, const psdbd__pgp *p, int64_t until_ms,
-                        int *expired)
+/* What one round trip sends: a statement's text (simple protocol, or extended with parameters),
+ * the preparation of a named statement, or the execution of a prepared one. */
+struct pg_call {
+    enum { CALL_SIMPLE, CALL_PARAMS, CALL_PREPARE, CALL_PREPARED } op;
+    const char *name; /* CALL_PREPARE, CALL_PREPARED */
+    const char *sql;  /* CALL_SIMPLE, CALL_PARAMS, CALL_PREPARE */
+    const psdbd__pgp *p;
+};
+
+static int pg_send(PGconn *c, const struct pg_call *call)
+{
+    const psdbd__pgp *p = call->p;
+    switch (call->op) {
+    case CALL_SIMPLE:
+        return PQsendQuery(c, call->sql);
+    case CALL_PARAMS:
+        return PQsendQueryParams(c, call->sql, p->n, NULL, p->v, p->len, p->fmt, 0);
+    case CALL_PREPARE:
+        /* No types: each parameter's is inferred from the statement, as for CALL_PARAMS. */
+        return PQsendPrepare(c, call->name, call->sql, 0, NULL);
+    case CALL_PREPARED:
+        return PQsendQueryPrepared(c, call->name, p->n, p->v, p->len, p->fmt, 0);
+    }
+    return 0;
+}
+
+/* Sends call on c and waits for the answer until until_ms (<= 0: no limit). Returns the first
+ * failed result, else the last one; NULL when c failed, or with *expired set when the time passed
+ * (c is then useless: close it). */
+static PGresult *pg_run_call(PGconn *c, const struct pg_call *call, int64_t until_ms, int *expired)
 {
     PGresult *res = NULL, *r;
     int flushed, w = 1;
     *expired = 0;
-    if (!c ||
-        !(p ? PQsendQueryParams(c, sql, p->n, NULL, p->v, p->len, p->fmt, 0) : PQsendQuery(c, sql)))
+    if (!c || !pg_send(c, call))
         return NULL;
     /* Nonblocking: what the socket does not take now is flushed as it drains. */
     while ((flushed = PQflush(c)) == 1 && (w = wait_socket(c, POLLIN | POLLOUT, until_ms)) > 0)
@@ -212,6 +247,14 @@ static PGresult *pg_run(PGconn *c, const char *sql, const psdbd__pgp *p, int64_t
             break; /* no statement of psdbd copies; PQgetResult would not end */
     }
     return res;
+}
+
+/* Runs sql (p NULL: the simple protocol, several statements allowed) on c: pg_run_call. */
+static PGresult *pg_run(PGconn *c, const char *sql, const psdbd__pgp *p, int64_t until_ms,
+                        int *expired)
+{
+    const struct pg_call call = {p ? CALL_PARAMS : CALL_SIMPLE, NULL, sql, p};
+    return pg_run_call(c, &call, until_ms, expired);
 }
 
 /* One line of what failed on c: its message, or that it did not answer in time. */
@@ -353,8 +396,10 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
         PQfinish(pg->conns[slot]);
         pg->conns[slot] = NULL;
     }
-    if (!pg->conns[slot])
+    if (!pg->conns[slot]) {
         pg->conn_epoch[slot] = atomic_load(&pg->epoch);
+        pg->prepared[slot] = 0;
+    }
     if (!pg->conns[slot] && !(pg->conns[slot] = pg_connect(pg, c->until_ms, err, sizeof(err)))) {
         set_down(ix, 1, err);
         psdbd__pg_put(ix, c);
@@ -381,6 +426,7 @@ void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c)
     if (drop) {
         PQfinish(conn);
         pg->conns[c->slot] = NULL;
+        pg->prepared[c->slot] = 0;
     }
     PQclear(res);
     pthread_mutex_lock(&pg->mu);
@@ -465,9 +511,10 @@ psdbd_rc psdbd__pg_rc_of(psdbd_index *ix, PGconn *conn, const PGresult *res)
 static void drop_unanswered(psdbd_index *ix, psdbd__pgc *c)
 {
     struct psdbd__pg *pg = ix->pg;
-    if (c->slot >= 0)
+    if (c->slot >= 0) {
         pg->conns[c->slot] = NULL; /* only this thread touches a busy slot */
-    else if (pthread_getspecific(pg->pin) == c->conn)
+        pg->prepared[c->slot] = 0;
+    } else if (pthread_getspecific(pg->pin) == c->conn)
         pthread_setspecific(pg->pin, NULL);
     else if (pg->gc_conn == c->conn)
         pg->gc_conn = NULL;
@@ -475,14 +522,18 @@ static void drop_unanswered(psdbd_index *ix, psdbd__pgc *c)
     c->conn = NULL;
 }
 
-PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
-                         psdbd_rc *rc)
+/* Runs call on c within the operation's deadline (psdbd__pg_exec). *missing (may be NULL): the
+ * call named a prepared statement the session does not hold (SQLSTATE 26000: a pooler between
+ * psdbd and the server, or a DISCARD), returned as NULL with *rc unset and nothing logged, so
+ * that the caller prepares it and runs it again. */
+static PGresult *exec_call(psdbd_index *ix, psdbd__pgc *c, const struct pg_call *call, psdbd_rc *rc,
+                           int *missing)
 {
-    static const psdbd__pgp none; /* the extended protocol: one statement, as with parameters */
     struct psdbd__pg *pg = ix->pg;
     int64_t until = c->until_ms > 0 ? c->until_ms : c->until_ms == 0 ? pg_deadline(pg) : 0;
     int expired = 0;
     char why[160];
+    const char *state;
     PGresult *res;
     if (c->until_ms > 0)
         c->until_ms = 0; /* the operation's deadline covered its first statement; each next one
@@ -491,7 +542,7 @@ PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const 
         *rc = PSDBD_UNAVAILABLE; /* dropped by an earlier statement of this operation */
         return NULL;
     }
-    res = pg_run(c->conn, sql, p ? p : &none, until, &expired);
+    res = pg_run_call(c->conn, call, until, &expired);
     ExecStatusType s = PQresultStatus(res);
     if (res && (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)) {
         if (atomic_load(&pg->down))
@@ -507,9 +558,66 @@ PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const 
         *rc = PSDBD_UNAVAILABLE;
         return NULL;
     }
+    if (missing && res && PQstatus(c->conn) == CONNECTION_OK &&
+        (state = PQresultErrorField(res, PG_DIAG_SQLSTATE)) != NULL &&
+        strcmp(state, "26000") == 0) {
+        *missing = 1;
+        PQclear(res);
+        return NULL;
+    }
     *rc = psdbd__pg_rc_of(ix, c->conn, res);
     PQclear(res);
     return NULL;
+}
+
+PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
+                         psdbd_rc *rc)
+{
+    static const psdbd__pgp none; /* the extended protocol: one statement, as with parameters */
+    const struct pg_call call = {CALL_PARAMS, NULL, sql, p ? p : &none};
+    return exec_call(ix, c, &call, rc, NULL);
+}
+
+PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
+                              const psdbd__pgp *p, psdbd_rc *rc)
+{
+    static const psdbd__pgp none;
+    struct psdbd__pg *pg = ix->pg;
+    char name[24];
+    uint32_t bit = UINT32_C(1) << st;
+    PGresult *res = NULL;
+    int64_t until = c->until_ms;
+    assert(st < PSDBD__PG_STMTS && PSDBD__PG_STMTS <= 32);
+    /* A connection outside the pool (a snapshot's, gc's) lives for one job: the text serves. */
+    if (c->slot < 0)
+        return psdbd__pg_exec(ix, c, psdbd__pg_stmt_sql[st], p, rc);
+    snprintf(name, sizeof(name), "psdbd_%u", (unsigned)st);
+    /* Twice at most: a statement the session lost (missing) is prepared again once. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int missing = 0;
+        if (!(pg->prepared[c->slot] & bit)) {
+            const struct pg_call prep = {CALL_PREPARE, name, psdbd__pg_stmt_sql[st], NULL};
+            if (!(res = exec_call(ix, c, &prep, rc, NULL)))
+                break;
+            PQclear(res);
+            res = NULL;
+            /* The preparation is part of the statement: both share the operation's deadline,
+             * so a frozen server still answers 503 within it (pg_freeze_test). */
+            c->until_ms = until;
+            pg->prepared[c->slot] |= bit;
+        }
+        const struct pg_call run = {CALL_PREPARED, name, NULL, p ? p : &none};
+        if ((res = exec_call(ix, c, &run, rc, &missing)) != NULL || !missing)
+            break;
+        pg->prepared[c->slot] &= ~bit;
+        if (attempt == 1) {
+            psdbd_log("index %s: prepared statement %s vanished twice from its session (a "
+                      "pooler in transaction mode?)",
+                      pg->name, name);
+            *rc = PSDBD_ERROR;
+        }
+    }
+    return res;
 }
 
 int psdbd__pg_lost(psdbd_index *ix)
@@ -664,6 +772,7 @@ int psdbd_index_connect(const char *url, unsigned pool, unsigned statement_timeo
     pg->size = pool ? pool : PSDBD_INDEX_PG_POOL_DEFAULT;
     pg->conns = xcalloc(pg->size, sizeof(*pg->conns));
     pg->busy = xcalloc(pg->size, 1);
+    pg->prepared = xcalloc(pg->size, sizeof(*pg->prepared));
     pg->conn_epoch = xcalloc(pg->size, sizeof(*pg->conn_epoch));
     pthread_mutex_init(&pg->mu, NULL);
     pthread_cond_init(&pg->cv, NULL);
@@ -801,6 +910,7 @@ void psdbd__pg_close(psdbd_index *ix)
     pthread_mutex_destroy(&pg->mu);
     free(pg->conns);
     free(pg->busy);
+    free(pg->prepared);
     free(pg->conn_epoch);
     free(pg->url);
     free(pg->name);

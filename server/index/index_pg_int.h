@@ -53,6 +53,32 @@ void psdbd__pgp_bytes(psdbd__pgp *p, const void *b, size_t n);
 PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
                          psdbd_rc *rc);
 
+/* The statements that requests run, prepared once on each pooled connection (PQprepare on first
+ * use, then only Bind/Execute): PostgreSQL then neither parses nor plans them again, which was
+ * most of a resolve's cost on the server (deploy/SCALING.md, 3.5). The text of each is
+ * psdbd__pg_stmt_sql[st] (index_pg_queries.c); the name on the server is "psdbd_<st>". At most
+ * 32. */
+typedef enum psdbd__pg_stmt {
+    PSDBD__PG_RESOLVE,
+    PSDBD__PG_GET,
+    PSDBD__PG_FIND_IDENTITY,
+    PSDBD__PG_BLOB_PUBLISHED,
+    PSDBD__PG_BLOB_APPS,
+    PSDBD__PG_APP_ID,
+    PSDBD__PG_APP_PSDBS,
+    PSDBD__PG_TOKEN_FIND,
+    PSDBD__PG_KEY_FIND,
+    PSDBD__PG_STMTS
+} psdbd__pg_stmt;
+extern const char *const psdbd__pg_stmt_sql[PSDBD__PG_STMTS];
+
+/* As psdbd__pg_exec, for the prepared statement st: prepared first where c's session does not
+ * hold it yet (the preparation and the execution share the operation's deadline), and prepared
+ * again once when the session lost it (SQLSTATE 26000). A connection outside the pool runs the
+ * statement's text instead. */
+PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
+                              const psdbd__pgp *p, psdbd_rc *rc);
+
 /* A failed result (NULL: the connection failed) as the index's status, logged: a unique key
  * taken is a conflict, a full disk is full, a lost connection, a statement timeout, a shutdown
  * and too many connections are unavailable (503, retried later), anything else an error. */

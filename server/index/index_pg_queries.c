@@ -56,38 +56,89 @@ static json_t *manifest_of(const PGresult *res, int r)
     return psdbd__manifest_of(&row);
 }
 
-/* Borrows a connection, runs sql, gives the connection back: *out (PQclear it) on PSDBD_OK. */
-static psdbd_rc query(psdbd_index *ix, const char *sql, const psdbd__pgp *p, PGresult **out)
+/* ---- the prepared statements (psdbd__pg_stmt) -------------------------------------------------
+ */
+
+const char *const psdbd__pg_stmt_sql[PSDBD__PG_STMTS] = {
+    /* As in SQLite (MODEL A3): larger ABI, then profile, then serial, then the later publish.
+     * The index psdbs_resolve_active (005_resolve_index.sql) holds the active rows of a cell in
+     * this order: the newest matching row is the first one read, however many serials the cell
+     * has. The application's id comes from a subquery, not from a join: the planner then knows
+     * the cell before it reads psdbs and scans the index backward under the LIMIT (a join's
+     * order would need a sort of the whole cell), and the executor runs no join. The name
+     * column is $1 itself: names compare bytewise (COLLATE "C"), so the row's name is $1. */
+    [PSDBD__PG_RESOLVE] =
+        "SELECT p.id, $1::text, " PSDBD__PSDB_ROW_COLS
+        "FROM psdbs p WHERE p.app = (SELECT id FROM apps WHERE name = $1) "
+        "AND p.app_version = $2 AND p.family = $3 "
+        "AND p.abi_version BETWEEN $4 AND $5 AND p.profile_version BETWEEN $6 AND $7 "
+        "AND p.retired_at IS NULL "
+        "ORDER BY p.abi_version DESC, p.profile_version DESC, p.serial DESC, p.id DESC LIMIT 1",
+    [PSDBD__PG_GET] = "SELECT " PSDBD__PSDB_COLS "WHERE p.id = $1",
+    [PSDBD__PG_FIND_IDENTITY] =
+        "SELECT " PSDBD__PSDB_COLS
+        "WHERE a.name = $1 AND p.app_version = $2 AND p.exe_filename = $3 AND p.engine_name = $4 "
+        "AND p.engine_version = $5 AND p.app_guid = $6 AND p.family = $7 AND p.abi_version = $8 "
+        "AND p.compiler_version = $9 AND p.profile_version = $10 AND p.serial = $11",
+    /* Retired rows count: the blob was public from its first publish on. */
+    [PSDBD__PG_BLOB_PUBLISHED] = "SELECT min(created_at) FROM psdbs WHERE sha256 = $1",
+    [PSDBD__PG_BLOB_APPS] = "SELECT DISTINCT a.name FROM psdbs p JOIN apps a ON a.id = p.app "
+                            "WHERE p.sha256 = $1",
+    [PSDBD__PG_APP_ID] = "SELECT id FROM apps WHERE name = $1",
+    [PSDBD__PG_APP_PSDBS] = "SELECT " PSDBD__PSDB_COLS "WHERE a.name = $1 ORDER BY p.id",
+    [PSDBD__PG_TOKEN_FIND] = "SELECT name, role, scope, hash, expires_at, revoked_at "
+                             "FROM tokens WHERE selector = $1",
+    [PSDBD__PG_KEY_FIND] = "SELECT public_key, scope, families FROM keys WHERE key_id = $1 AND "
+                           "revoked_at IS NULL",
+};
+
+/* Borrows a connection, runs the prepared statement st (PSDBD__PG_STMTS: the text sql instead),
+ * gives the connection back: *out (PQclear it) on PSDBD_OK. */
+static psdbd_rc query_on(psdbd_index *ix, psdbd__pg_stmt st, const char *sql, const psdbd__pgp *p,
+                         PGresult **out)
 {
     psdbd__pgc c;
     psdbd_rc rc = PSDBD_OK;
     *out = NULL;
     if (psdbd__pg_get(ix, &c, &rc) != 0)
         return rc;
-    if (!(*out = psdbd__pg_exec(ix, &c, sql, p, &rc)) && rc == PSDBD_OK)
+    *out = st < PSDBD__PG_STMTS ? psdbd__pg_exec_stmt(ix, &c, st, p, &rc)
+                                : psdbd__pg_exec(ix, &c, sql, p, &rc);
+    if (!*out && rc == PSDBD_OK)
         rc = PSDBD_ERROR;
     psdbd__pg_put(ix, &c);
     return rc;
+}
+
+static psdbd_rc query(psdbd_index *ix, const char *sql, const psdbd__pgp *p, PGresult **out)
+{
+    return query_on(ix, PSDBD__PG_STMTS, sql, p, out);
 }
 
 /* A read by key: as query(), but PSDBD_NOT_FOUND without asking when a text parameter is not
  * UTF-8. The database is UTF-8, so no stored row holds such a key, and PostgreSQL would refuse
  * the statement itself (SQLSTATE 22021): SQLite answers that lookup with no row, and so must this
  * engine (a resolve of such a name is a 404, not a 500). */
-static psdbd_rc lookup(psdbd_index *ix, const char *sql, const psdbd__pgp *p, PGresult **out)
+static psdbd_rc lookup_on(psdbd_index *ix, psdbd__pg_stmt st, const char *sql, const psdbd__pgp *p,
+                          PGresult **out)
 {
     *out = NULL;
     for (int i = 0; p && i < p->n; i++)
         if (p->fmt[i] == 0 && p->v[i] && !psdbd__utf8_ok(p->v[i]))
             return PSDBD_NOT_FOUND;
-    return query(ix, sql, p, out);
+    return query_on(ix, st, sql, p, out);
+}
+
+static psdbd_rc lookup(psdbd_index *ix, psdbd__pg_stmt st, const psdbd__pgp *p, PGresult **out)
+{
+    return lookup_on(ix, st, NULL, p, out);
 }
 
 /* The first row's manifest: PSDBD_OK, PSDBD_NOT_FOUND, or the failure. */
-static psdbd_rc one_manifest(psdbd_index *ix, const char *sql, const psdbd__pgp *p, json_t **out)
+static psdbd_rc one_manifest(psdbd_index *ix, psdbd__pg_stmt st, const psdbd__pgp *p, json_t **out)
 {
     PGresult *res = NULL;
-    psdbd_rc rc = lookup(ix, sql, p, &res);
+    psdbd_rc rc = lookup(ix, st, p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     else if (rc == PSDBD_OK && out)
@@ -116,15 +167,10 @@ static void bind_identity(psdbd__pgp *p, const psdbd_record *r)
 
 static psdbd_rc pg_find_identity(psdbd_index *ix, const psdbd_record *r, json_t **out)
 {
-    static const char sql[] =
-        "SELECT " PSDBD__PSDB_COLS
-        "WHERE a.name = $1 AND p.app_version = $2 AND p.exe_filename = $3 AND p.engine_name = $4 "
-        "AND p.engine_version = $5 AND p.app_guid = $6 AND p.family = $7 AND p.abi_version = $8 "
-        "AND p.compiler_version = $9 AND p.profile_version = $10 AND p.serial = $11";
     psdbd__pgp p = {0};
     json_t *m = NULL;
     bind_identity(&p, r);
-    psdbd_rc rc = one_manifest(ix, sql, &p, &m);
+    psdbd_rc rc = one_manifest(ix, PSDBD__PG_FIND_IDENTITY, &p, &m);
     if (rc == PSDBD_OK) {
         const char *sha = json_string_value(json_object_get(m, "sha256"));
         rc = sha && strcmp(sha, r->sha256) == 0 ? PSDBD_EXISTS : PSDBD_CONFLICT;
@@ -139,10 +185,9 @@ static psdbd_rc pg_find_identity(psdbd_index *ix, const psdbd_record *r, json_t 
 
 static psdbd_rc pg_get(psdbd_index *ix, int64_t id, json_t **out)
 {
-    static const char sql[] = "SELECT " PSDBD__PSDB_COLS "WHERE p.id = $1";
     psdbd__pgp p = {0};
     psdbd__pgp_i64(&p, id);
-    return one_manifest(ix, sql, &p, out);
+    return one_manifest(ix, PSDBD__PG_GET, &p, out);
 }
 
 static psdbd_rc pg_publish(psdbd_index *ix, const psdbd_record *r, json_t **out)
@@ -226,12 +271,10 @@ cleanup:
 
 static psdbd_rc pg_blob_published(psdbd_index *ix, const char *sha256, int64_t *out)
 {
-    /* Retired rows count: the blob was public from its first publish on. */
-    static const char sql[] = "SELECT min(created_at) FROM psdbs WHERE sha256 = $1";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, sha256);
-    psdbd_rc rc = lookup(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, PSDBD__PG_BLOB_PUBLISHED, &p, &res);
     if (rc == PSDBD_OK) {
         if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
             *out = psdbd__pg_int(PQgetvalue(res, 0, 0));
@@ -260,12 +303,6 @@ static psdbd_rc pg_retire(psdbd_index *ix, int64_t id, const char *by, json_t **
 
 static psdbd_rc pg_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
 {
-    /* As in SQLite (MODEL A3): larger ABI, then profile, then serial, then the later publish. */
-    static const char sql[] =
-        "SELECT " PSDBD__PSDB_COLS "WHERE a.name = $1 AND p.app_version = $2 AND p.family = $3 "
-        "AND p.abi_version BETWEEN $4 AND $5 AND p.profile_version BETWEEN $6 AND $7 "
-        "AND p.retired_at IS NULL "
-        "ORDER BY p.abi_version DESC, p.profile_version DESC, p.serial DESC, p.id DESC LIMIT 1";
     psdbd__pgp p = {0};
     uint64_t lo = 0, hi = UINT64_MAX;
     if (q->has_profile) {
@@ -279,7 +316,7 @@ static psdbd_rc pg_resolve(psdbd_index *ix, const psdbd_query *q, json_t **out)
     psdbd__pgp_i64(&p, psdbd_u64_to_db(q->abi_max));
     psdbd__pgp_i64(&p, psdbd_u64_to_db(lo));
     psdbd__pgp_i64(&p, psdbd_u64_to_db(hi));
-    return one_manifest(ix, sql, &p, out);
+    return one_manifest(ix, PSDBD__PG_RESOLVE, &p, out);
 }
 
 static psdbd_rc pg_list_apps(psdbd_index *ix, json_t **out)
@@ -309,12 +346,10 @@ static psdbd_rc pg_list_apps(psdbd_index *ix, json_t **out)
 static psdbd_rc pg_blob_apps(psdbd_index *ix, const char *sha256,
                              int (*fn)(const char *app, void *ctx), void *ctx)
 {
-    static const char sql[] = "SELECT DISTINCT a.name FROM psdbs p JOIN apps a ON a.id = p.app "
-                              "WHERE p.sha256 = $1";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, sha256);
-    psdbd_rc rc = lookup(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, PSDBD__PG_BLOB_APPS, &p, &res);
     if (rc != PSDBD_OK)
         return rc;
     rc = PSDBD_NOT_FOUND;
@@ -327,17 +362,15 @@ static psdbd_rc pg_blob_apps(psdbd_index *ix, const char *sha256,
 
 static psdbd_rc pg_list_app_psdbs(psdbd_index *ix, const char *name, json_t **out)
 {
-    static const char app_sql[] = "SELECT id FROM apps WHERE name = $1";
-    static const char sql[] = "SELECT " PSDBD__PSDB_COLS "WHERE a.name = $1 ORDER BY p.id";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     json_t *list;
     psdbd__pgp_text(&p, name);
-    psdbd_rc rc = lookup(ix, app_sql, &p, &res);
+    psdbd_rc rc = lookup(ix, PSDBD__PG_APP_ID, &p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     PQclear(res);
-    if (rc != PSDBD_OK || (rc = lookup(ix, sql, &p, &res)) != PSDBD_OK)
+    if (rc != PSDBD_OK || (rc = lookup(ix, PSDBD__PG_APP_PSDBS, &p, &res)) != PSDBD_OK)
         return rc;
     list = json_array();
     for (int i = 0; i < PQntuples(res); i++)
@@ -352,13 +385,11 @@ static psdbd_rc pg_list_app_psdbs(psdbd_index *ix, const char *name, json_t **ou
 
 static psdbd_rc pg_token_find(psdbd_index *ix, const char *selector, psdbd_token_row *out)
 {
-    static const char sql[] = "SELECT name, role, scope, hash, expires_at, revoked_at "
-                              "FROM tokens WHERE selector = $1";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     memset(out, 0, sizeof(*out));
     psdbd__pgp_text(&p, selector);
-    psdbd_rc rc = lookup(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, PSDBD__PG_TOKEN_FIND, &p, &res);
     if (rc == PSDBD_OK) {
         struct pgrow r = {res, 0};
         rc = PSDBD_NOT_FOUND;
@@ -401,12 +432,10 @@ static psdbd_rc pg_token_add(psdbd_index *ix, const char *name, const char *sele
 static psdbd_rc pg_key_find(psdbd_index *ix, const char *key_id, char **pem, char **scope,
                             char **families)
 {
-    static const char sql[] =
-        "SELECT public_key, scope, families FROM keys WHERE key_id = $1 AND revoked_at IS NULL";
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, key_id);
-    psdbd_rc rc = lookup(ix, sql, &p, &res);
+    psdbd_rc rc = lookup(ix, PSDBD__PG_KEY_FIND, &p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     if (rc == PSDBD_OK) {
@@ -448,7 +477,8 @@ static psdbd_rc pg_credential_revoke(psdbd_index *ix, psdbd_credential what, con
     PGresult *res = NULL;
     psdbd__pgp_text(&p, name);
     psdbd__pgp_i64(&p, (int64_t)time(NULL));
-    psdbd_rc rc = lookup(ix, what == PSDBD_CREDENTIAL_TOKEN ? token_sql : key_sql, &p, &res);
+    psdbd_rc rc = lookup_on(ix, PSDBD__PG_STMTS,
+                            what == PSDBD_CREDENTIAL_TOKEN ? token_sql : key_sql, &p, &res);
     if (rc == PSDBD_OK && strcmp(PQcmdTuples(res), "0") == 0)
         rc = PSDBD_NOT_FOUND;
     PQclear(res);
@@ -493,7 +523,7 @@ static psdbd_rc any_row(psdbd_index *ix, const char *sql, const char *sha256)
     psdbd__pgp p = {0};
     PGresult *res = NULL;
     psdbd__pgp_text(&p, sha256);
-    psdbd_rc rc = lookup(ix, sql, &p, &res);
+    psdbd_rc rc = lookup_on(ix, PSDBD__PG_STMTS, sql, &p, &res);
     if (rc == PSDBD_OK && PQntuples(res) == 0)
         rc = PSDBD_NOT_FOUND;
     PQclear(res);

@@ -111,12 +111,29 @@ START_TEST(test_server_admin__index_setting_must_be_a_postgresql_url)
     ck_assert_ptr_nonnull(strstr(err, "not a postgresql://"));
     ck_assert_int_eq(psdbd_config_set(&cfg, "index", "postgresql://u@h/db", err, sizeof(err)), 0);
     ck_assert_str_eq(cfg.index, "postgresql://u@h/db");
-    ck_assert_int_eq(cfg.index_pool, PSDBD_INDEX_PG_POOL_DEFAULT);
     ck_assert_int_eq(psdbd_config_set(&cfg, "index-pool", "0", err, sizeof(err)), -1);
     ck_assert_int_eq(psdbd_config_set(&cfg, "index-pool", "32", err, sizeof(err)), 0);
     ck_assert_int_eq(cfg.index_pool, 32);
     ck_assert_int_eq(psdbd_config_set(&cfg, "index-statement-timeout", "0", err, sizeof(err)), 0);
     ck_assert_int_eq(cfg.index_statement_timeout, 0);
+    psdbd_config_free(&cfg);
+}
+END_TEST
+
+START_TEST(test_server_admin__index_pool_follows_threads_unless_set)
+{
+    /* Unset, the pool is a connection per worker thread and two for psdbd's own threads, at
+     * least the default; set, it is what was set, below threads too. */
+    psdbd_config cfg;
+    char err[256];
+    psdbd_config_defaults(&cfg);
+    ck_assert_int_eq(psdbd_config_index_pool(&cfg), PSDBD_INDEX_PG_POOL_DEFAULT);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "threads", "16", err, sizeof(err)), 0);
+    ck_assert_int_eq(psdbd_config_index_pool(&cfg), 18);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "threads", "1024", err, sizeof(err)), 0);
+    ck_assert_int_eq(psdbd_config_index_pool(&cfg), 1024);
+    ck_assert_int_eq(psdbd_config_set(&cfg, "index-pool", "4", err, sizeof(err)), 0);
+    ck_assert_int_eq(psdbd_config_index_pool(&cfg), 4);
     psdbd_config_free(&cfg);
 }
 END_TEST
@@ -253,6 +270,7 @@ int main(void)
     tcase_add_test(tc, test_server_admin__pg_int_reads_every_bigint);
     tcase_add_test(tc, test_server_admin__index_option_never_meets_a_commands_own_letter);
     tcase_add_test(tc, test_server_admin__index_setting_must_be_a_postgresql_url);
+    tcase_add_test(tc, test_server_admin__index_pool_follows_threads_unless_set);
     tcase_add_test(tc,
                    test_server_admin__pg_connect_failure_names_the_database_without_its_password);
     tcase_add_test(tc, test_server_admin__parse_help_succeeds_without_going_on);

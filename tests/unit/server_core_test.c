@@ -584,6 +584,66 @@ START_TEST(test_server_core__migrations_refuse_newer)
 }
 END_TEST
 
+/* Column col of every row of sql on the file at path, each followed by a comma (malloc'd). */
+static char *sqlite_column(const char *path, const char *sql, int col)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    char *out = xstrdup("");
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char *next = xasprintf("%s%s,", out, (const char *)sqlite3_column_text(st, col));
+        free(out);
+        out = next;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+}
+
+START_TEST(test_server_core__migration_5_reaches_an_index_of_version_4)
+{
+    char err[512], *names;
+    char *path = tu_path(dir, "index.sqlite");
+    int64_t a = publish(rec(2, 0, 1, 'a'));
+    int64_t b = publish(rec(2, 0, 2, 'b'));
+    (void)a;
+    psdbd_index_close(ix);
+    ix = NULL;
+    /* The index as psdbd of schema version 4 left it. */
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(db, "DROP INDEX IF EXISTS psdbs_resolve_active; PRAGMA user_version = 4", NULL,
+                     NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_msg(psdbd_index_open(path, &ix, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(psdbd_index_schema_version(ix), 5);
+    names = sqlite_column(path,
+                          "SELECT name FROM sqlite_master WHERE type = 'index' AND name = "
+                          "'psdbs_resolve_active'",
+                          0);
+    ck_assert_str_eq(names, "psdbs_resolve_active,");
+    free(names);
+    /* Resolves read it: the newest serial first, no sort of the cell. */
+    names = sqlite_column(
+        path,
+        "EXPLAIN QUERY PLAN SELECT p.id FROM psdbs p JOIN apps a ON a.id = p.app WHERE "
+        "a.name = 'Game' AND p.app_version = 1 AND p.family = 'f' AND p.abi_version "
+        "BETWEEN 1 AND 5 AND p.profile_version BETWEEN 0 AND 9 AND p.retired_at IS NULL "
+        "ORDER BY p.abi_version DESC, p.profile_version DESC, p.serial DESC, p.id DESC "
+        "LIMIT 1",
+        3);
+    ck_assert_msg(strstr(names, "psdbs_resolve_active") && !strstr(names, "TEMP B-TREE"), "%s",
+                  names);
+    free(names);
+    ck_assert_int_eq(resolve(1, 9, 0, 0), b);
+    free(path);
+}
+END_TEST
+
 /* Applications whose name starts with 'A' (the test's scope). */
 static int starts_with_a(const char *app, void *ctx)
 {
@@ -689,6 +749,7 @@ int main(void)
     tcase_add_test(tc, test_server_core__tokens_hashed_and_checked);
     tcase_add_test(tc, test_server_core__A3_index_order_with_large_values);
     tcase_add_test(tc, test_server_core__migrations_refuse_newer);
+    tcase_add_test(tc, test_server_core__migration_5_reaches_an_index_of_version_4);
     tcase_add_test(tc, test_server_core__index_open_never_creates);
     tcase_add_test(tc, test_server_core__index_removed_is_unavailable);
     tcase_add_test(tc, test_server_core__metrics_filter_reads_escaped_app_labels);
