@@ -548,15 +548,26 @@ psdb_hr psdb_sodb_get_identity(psdb_sodb *s, psdb_app_identity *out)
     return psdb__error_ret(PSDB_S_OK, err_mark, __func__);
 }
 
-/* Every entry in the order the SQL names, each description checked against its key. */
-static psdb_hr foreach_in(psdb_sodb *s, const char *sql,
-                          int (*fn)(uint32_t kind, const uint8_t key[32], uint64_t version,
-                                    const void *desc, size_t desc_size, void *ctx),
-                          void *ctx)
+typedef int (*sodb_visit)(uint32_t kind, const uint8_t key[32], uint64_t version, const void *desc,
+                          size_t desc_size, void *ctx);
+
+/* Every entry, by capture (seq) or by key then version (the UNIQUE (object_key, version) index
+ * gives that order without a sort), each description checked against its key; func names the
+ * public call in the error channel. */
+static psdb_hr walk(psdb_sodb *s, int by_key, sodb_visit fn, void *ctx, const char *func)
 {
+    const unsigned err_mark = psdb__error_mark();
     psdb_hr hr = PSDB_S_OK;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    int rc;
+    if (!s || !fn)
+        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, func);
+    rc = sqlite3_prepare_v2(s->db,
+                            by_key ? "SELECT kind, object_key, version, description FROM entries "
+                                     "ORDER BY object_key, version"
+                                   : "SELECT kind, object_key, version, description FROM entries "
+                                     "ORDER BY seq",
+                            -1, &st, NULL);
     if (rc != SQLITE_OK) {
         hr = rc == SQLITE_NOMEM ? PSDB_E_OUTOFMEMORY : PSDB_E_CACHE_CORRUPT;
         goto cleanup;
@@ -592,38 +603,17 @@ static psdb_hr foreach_in(psdb_sodb *s, const char *sql,
                                                          : psdb__sqlite_hr(rc, PSDB_E_IO);
 cleanup:
     sqlite3_finalize(st);
-    return hr;
+    return psdb__error_ret(hr, err_mark, func);
 }
 
-psdb_hr psdb_sodb_foreach(psdb_sodb *s,
-                          int (*fn)(uint32_t kind, const uint8_t key[32], uint64_t version,
-                                    const void *desc, size_t desc_size, void *ctx),
-                          void *ctx)
+psdb_hr psdb_sodb_foreach(psdb_sodb *s, sodb_visit fn, void *ctx)
 {
-    const unsigned err_mark = psdb__error_mark();
-    if (!s || !fn)
-        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
-    return psdb__error_ret(foreach_in(s,
-                                      "SELECT kind, object_key, version, description FROM entries "
-                                      "ORDER BY seq",
-                                      fn, ctx),
-                           err_mark, __func__);
+    return walk(s, 0, fn, ctx, __func__);
 }
 
-psdb_hr psdb_sodb_foreach_by_key(psdb_sodb *s,
-                                 int (*fn)(uint32_t kind, const uint8_t key[32], uint64_t version,
-                                           const void *desc, size_t desc_size, void *ctx),
-                                 void *ctx)
+psdb_hr psdb_sodb_foreach_by_key(psdb_sodb *s, sodb_visit fn, void *ctx)
 {
-    const unsigned err_mark = psdb__error_mark();
-    if (!s || !fn)
-        return psdb__error_ret(PSDB_E_INVALIDARG, err_mark, __func__);
-    /* The UNIQUE (object_key, version) index gives this order without a sort. */
-    return psdb__error_ret(foreach_in(s,
-                                      "SELECT kind, object_key, version, description FROM entries "
-                                      "ORDER BY object_key, version",
-                                      fn, ctx),
-                           err_mark, __func__);
+    return walk(s, 1, fn, ctx, __func__);
 }
 
 psdb_hr psdb__sodb_count(psdb_sodb *s, uint64_t *out)
