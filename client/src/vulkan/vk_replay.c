@@ -16,6 +16,7 @@
 
 #include "common/fdio.h"
 #include "common/hash.h"
+#include "common/status_map.h"
 
 typedef struct vpass {
     vkbe_dev *d;
@@ -410,7 +411,7 @@ static psdb_hr pass_in_child(const char *sodb_path, const char *psdb_path,
     int status = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof(ru));
-    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR)
+    while (wait4(pid, &status, 0, &ru) < 0 && psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED))
         ;
     if (hr == PSDB_E_OUTOFMEMORY) {
         /* said above */
