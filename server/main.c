@@ -31,7 +31,8 @@ static void usage(void)
            "       psdbd check --data-dir DIR [--deep]\n"
            "       psdbd job add --data-dir DIR --app NAME --app-version V --family FAMILY "
            "--abi N\n"
-           "       (token, key, gc, check, job: --index URL for a PostgreSQL index)\n"
+           "       psdbd sodb list --data-dir DIR [--app NAME] | retire --data-dir DIR ID\n"
+           "       (token, key, gc, check, job, sodb: --index URL for a PostgreSQL index)\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
            "--data-dir NEWDIR\n\n"
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
@@ -280,6 +281,8 @@ int main(int argc, char **argv)
             return psdbd_cmd_check(argc - 1, argv + 1);
         if (strcmp(cmd, "job") == 0)
             return psdbd_cmd_job(argc - 1, argv + 1);
+        if (strcmp(cmd, "sodb") == 0)
+            return psdbd_cmd_sodb(argc - 1, argv + 1);
         if (strcmp(cmd, "backup") == 0)
             return psdbd_cmd_backup(argc - 1, argv + 1);
         if (strcmp(cmd, "restore") == 0)
