@@ -240,6 +240,10 @@ psdbd_rc psdbd_index_job_done(psdbd_index *ix, int64_t id, const char *lease, in
                               int64_t *seconds);
 psdbd_rc psdbd_index_job_fail(psdbd_index *ix, int64_t id, const char *lease, const char *error,
                               int64_t max_attempts, int *held);
+/* `psdbd job requeue`: held job `id` queued again, its attempts at 0 and its last error cleared;
+ * *out the JOB. PSDBD_NOT_FOUND: no such job. PSDBD_CONFLICT: not requeued, *out the JOB as it
+ * is: not held, or held because its SODB is retired (no claim takes those). */
+psdbd_rc psdbd_index_job_requeue(psdbd_index *ix, int64_t id, json_t **out);
 /* {"jobs":[JOB...],"workers":[...]}: state NULL every job, "failed" those with a last error,
  * else those in that state; newest first. */
 psdbd_rc psdbd_index_jobs_list(psdbd_index *ix, const char *state, json_t **out);

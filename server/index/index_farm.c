@@ -920,6 +920,49 @@ psdbd_rc psdbd_index_job_fail(psdbd_index *ix, int64_t id, const char *lease, co
     return rc;
 }
 
+struct requeue {
+    int64_t id;
+    int changed;
+    json_t *out;
+};
+
+static psdbd_rc requeue_tx(psdbd__tx *tx, void *ctx)
+{
+    /* A fresh start: the attempts that held it and their error go, so that the next
+     * job-max-attempts failures hold it again. A retired SODB's job stays held: no claim would
+     * take it. */
+    static const char sql[] =
+        "UPDATE jobs SET state = 'queued', attempts = 0, last_error = NULL, worker = NULL, "
+        "lease = NULL, lease_expires = NULL, updated_at = $2 WHERE id = $1 AND state = 'held' "
+        "AND sodb IN (SELECT id FROM sodbs WHERE retired_at IS NULL)";
+    static const char get_sql[] = "SELECT " JOB_COLS "WHERE j.id = $1";
+    struct requeue *rq = ctx;
+    const psdbd__arg a[] = {I64(rq->id), I64((int64_t)time(NULL))};
+    psdbd_rc rc = RUN(tx, sql, a, NULL, NULL);
+    if (rc != PSDBD_OK)
+        return rc;
+    rq->changed = tx->changes > 0;
+    json_decref(rq->out); /* a retried transaction's */
+    rq->out = NULL;
+    return run(tx, get_sql, a, 1, job_row, &rq->out);
+}
+
+psdbd_rc psdbd_index_job_requeue(psdbd_index *ix, int64_t id, json_t **out)
+{
+    struct requeue rq = {id, 0, NULL};
+    psdbd_rc rc = ix->ops->farm_tx(ix, 1, requeue_tx, &rq);
+    if (rc == PSDBD_OK && !rq.out)
+        rc = PSDBD_NOT_FOUND;
+    else if (rc == PSDBD_OK && !rq.changed)
+        rc = PSDBD_CONFLICT;
+    if (rq.out && (rc == PSDBD_OK || rc == PSDBD_CONFLICT)) {
+        *out = rq.out;
+        rq.out = NULL;
+    }
+    json_decref(rq.out);
+    return rc;
+}
+
 /* ---- listings ---------------------------------------------------------------------------------
  */
 

@@ -4565,6 +4565,106 @@ START_TEST(test_server__farm_sodb_admin_commands)
 }
 END_TEST
 
+/* `psdbd job requeue ID`: a held job (failed job-max-attempts times) is queued again with its
+ * attempts and error cleared, and a worker claims it; refused in one line: a job not held, an
+ * unknown or bad ID, a job held because its SODB was retired. */
+START_TEST(test_server__farm_job_requeue_admin_command)
+{
+    resp r;
+    char *out = NULL, path[64], body[256], want[160];
+    const char *extra[] = {"--job-max-attempts", "1", NULL};
+    srv_start(&g_srv, extra);
+    char *compiler = token("compiler", "*", "--name farm");
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    long long sodb_id = jint(r.json, "id", NULL);
+    resp_free(&r);
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"fabrikam\","
+              "\"abi_version\":2}");
+    ck_assert_int_eq(r.status, 201);
+    long long id = jint(r.json, "id", NULL);
+    resp_free(&r);
+    const char *claim = "{\"worker\":\"c\",\"target\":{\"family\":\"fabrikam\",\"abi_version\":2}}";
+    snprintf(path, sizeof(path), "/v1/jobs/%lld/fail", id);
+    post_json(&r, "/v1/jobs/claim", compiler, claim);
+    ck_assert_int_eq(r.status, 200);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"error\":\"driver crashed\"}",
+             jstr(r.json, "lease", NULL));
+    resp_free(&r);
+    /* Not held yet: leased. */
+    ck_assert_int_eq(run_capture(&out, "%s job requeue --data-dir %s %lld", PSDBD_BIN, g_data, id),
+                     1);
+    snprintf(want, sizeof(want),
+             "psdbd job requeue: job %lld is leased, not held; only a held job is requeued\n", id);
+    ck_assert_str_eq(out, want);
+    free(out);
+    post_json(&r, path, compiler, body);
+    ck_assert_str_eq(jstr(r.json, "state", NULL), "held");
+    resp_free(&r);
+    post_json(&r, "/v1/jobs/claim", compiler, claim);
+    ck_assert_int_eq(r.status, 204);
+    resp_free(&r);
+
+    ck_assert_int_eq(run_capture(&out, "%s job requeue --data-dir %s %lld", PSDBD_BIN, g_data, id),
+                     0);
+    snprintf(want, sizeof(want), "requeued job %lld (Game 1.0.0.0, fabrikam:2-2)\n", id);
+    ck_assert_str_eq(out, want);
+    free(out);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
+    ck_assert_str_eq(jstr(job, "state", NULL), "queued");
+    ck_assert_int_eq(jint(job, "attempts", NULL), 0);
+    ck_assert(json_is_null(json_object_get(job, "last_error")));
+    resp_free(&r);
+    post_json(&r, "/v1/jobs/claim", compiler, claim); /* a worker takes it again */
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(jint(r.json, "job", "id"), id);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"error\":\"again\"}",
+             jstr(r.json, "lease", NULL));
+    resp_free(&r);
+    post_json(&r, path, compiler, body); /* held again after job-max-attempts (1) more */
+    ck_assert_str_eq(jstr(r.json, "state", NULL), "held");
+    resp_free(&r);
+    /* --json: the JOB. */
+    ck_assert_int_eq(
+        run_capture(&out, "%s job requeue --data-dir %s --json %lld", PSDBD_BIN, g_data, id), 0);
+    job = json_loads(out, 0, NULL);
+    ck_assert_msg(job != NULL, "not JSON: %s", out);
+    ck_assert_str_eq(jstr(job, "state", NULL), "queued");
+    json_decref(job);
+    free(out);
+
+    /* Its SODB retired: held for that, and not requeued. */
+    snprintf(path, sizeof(path), "/v1/sodbs/%lld", sodb_id);
+    http(&r, "DELETE", path, g_pub, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    ck_assert_int_eq(run_capture(&out, "%s job requeue --data-dir %s %lld", PSDBD_BIN, g_data, id),
+                     1);
+    snprintf(want, sizeof(want), "psdbd job requeue: job %lld is held because its SODB is retired",
+             id);
+    ck_assert_msg(strncmp(out, want, strlen(want)) == 0 && count_lines(out) == 1, "%s", out);
+    free(out);
+    const char *bad[] = {"999", "x", "0", "", "1 2"};
+    const char *msg[] = {"psdbd job requeue: no job with ID 999 (psdb jobs lists them)\n",
+                         "psdbd job requeue: bad job ID 'x' (a positive decimal number)\n",
+                         "psdbd job requeue: bad job ID '0' (a positive decimal number)\n",
+                         "psdbd job requeue: the job's ID is required (psdb jobs --state held "
+                         "lists the held ones)\n",
+                         "psdbd job requeue: unexpected argument '2'\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(
+            run_capture(&out, "%s job requeue --data-dir %s %s", PSDBD_BIN, g_data, bad[i]), 1);
+        ck_assert_str_eq(out, msg[i]);
+        free(out);
+    }
+    free(compiler);
+    free(sodb);
+}
+END_TEST
+
 int main(void)
 {
     const char *engine = getenv("PSDB_TEST_INDEX");
@@ -4611,6 +4711,7 @@ int main(void)
         tcase_add_test(farm, test_server__farm_resolve_miss_flood_opens_bounded_jobs);
         tcase_add_test(farm, test_server__farm_sodb_retire);
         tcase_add_test(farm, test_server__farm_sodb_admin_commands);
+        tcase_add_test(farm, test_server__farm_job_requeue_admin_command);
         suite_add_tcase(s, farm);
     }
     /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity|farm). */
