@@ -23,15 +23,18 @@
 static void usage(void)
 {
     printf("usage: psdbd [serve] [--listen ADDR:PORT] [--data-dir DIR] [--config FILE] [...]\n"
-           "       psdbd token create --data-dir DIR --role admin|publisher|reader "
+           "       psdbd token create --data-dir DIR --role admin|publisher|compiler|reader "
            "[--scope APP_PATTERN]\n"
            "       psdbd key add --data-dir DIR --name NAME --public-key FILE.pub "
-           "[--scope APP_PATTERN]\n"
+           "[--scope APP_PATTERN] [--families FAMILY_PATTERN]\n"
            "       psdbd gc --data-dir DIR [--dry-run] [--force]\n"
            "       psdbd check --data-dir DIR [--deep]\n"
            "       psdbd job add --data-dir DIR --app NAME --app-version V --family FAMILY "
            "--abi N\n"
-           "       (token, key, gc, check, job: --index URL for a PostgreSQL index)\n"
+           "       psdbd job requeue --data-dir DIR ID\n"
+           "       psdbd sodb list --data-dir DIR [--app NAME] [--retired]\n"
+           "       psdbd sodb retire --data-dir DIR ID\n"
+           "       (token, key, gc, check, job, sodb: --index URL for a PostgreSQL index)\n"
            "       psdbd backup --data-dir DIR --out BACKUPDIR | restore --from BACKUPDIR "
            "--data-dir NEWDIR\n\n"
            "Serves the PSDB index and blobs over HTTP (schema/HTTP.md). With no arguments it\n"
@@ -280,6 +283,8 @@ int main(int argc, char **argv)
             return psdbd_cmd_check(argc - 1, argv + 1);
         if (strcmp(cmd, "job") == 0)
             return psdbd_cmd_job(argc - 1, argv + 1);
+        if (strcmp(cmd, "sodb") == 0)
+            return psdbd_cmd_sodb(argc - 1, argv + 1);
         if (strcmp(cmd, "backup") == 0)
             return psdbd_cmd_backup(argc - 1, argv + 1);
         if (strcmp(cmd, "restore") == 0)

@@ -63,7 +63,10 @@ static const char usage_text[] =
     "compiler at the target's family and ABI_MAX), checked, and registered as built here with\n"
     "the SODB's digest (schema/REGISTRY.md). Nothing signs it; its line says \"built here\"\n"
     "(--json: built_here, sodb_sha256; serial 0). A later install replaces it with a published\n"
-    "PSDB once the server has one.\n"
+    "PSDB once the server has one. A PSDB built here before from the same SODB for the family\n"
+    "(its file still of its digest and fitting the target) is kept, not downloaded or compiled\n"
+    "again: unchanged for the same exe path, installed (0 bytes downloaded) for another one;\n"
+    "a new SODB (another version or serial) is compiled.\n"
     "Proxies come from the environment as with curl (http_proxy, https_proxy, all_proxy,\n"
     "no_proxy). SIGINT or SIGTERM stops the install cleanly: nothing is registered, a partial\n"
     "download or delta update is kept and the next run resumes it; the exit status is then\n"
@@ -386,10 +389,16 @@ static void print_text(const psdb_precompile_target *targets, const psdb_install
         if (r->built_here) {
             char sodb[65];
             psdb__hex(r->sodb_sha256, 32, sodb);
-            tool_printf_safe(stdout,
-                             "%s: built here from SODB %.16s and installed (not signed; %llu "
-                             "bytes of SODB downloaded)",
-                             targets[i].family, sodb, (unsigned long long)r->bytes_downloaded);
+            if (r->status == PSDB_S_FALSE)
+                tool_printf_safe(stdout,
+                                 "%s: built here from SODB %.16s, already installed (not "
+                                 "compiled again)",
+                                 targets[i].family, sodb);
+            else
+                tool_printf_safe(stdout,
+                                 "%s: built here from SODB %.16s and installed (not signed; %llu "
+                                 "bytes of SODB downloaded)",
+                                 targets[i].family, sodb, (unsigned long long)r->bytes_downloaded);
             fputc('\n', stdout);
             continue;
         }

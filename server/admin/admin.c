@@ -45,6 +45,7 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
     int c, rc = ADMIN_GO_ON;
     out->dir = (flags & ADMIN_DATA_DIR) ? psdbd_default_data_dir() : NULL;
     out->json = 0;
+    out->operand = NULL;
     while (opts && opts[n].name)
         n++;
     out->index = (flags & ADMIN_DATA_DIR) ? psdbd_default_index() : NULL;
@@ -80,6 +81,8 @@ int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const st
             rc = 1;
         }
     }
+    if (rc == ADMIN_GO_ON && (flags & ADMIN_OPERAND) && optind < argc)
+        out->operand = argv[optind++];
     if (rc == ADMIN_GO_ON && optind != argc)
         rc = admin_fail(cmd, "unexpected argument '%s'", argv[optind]);
     free(all);

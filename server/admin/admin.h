@@ -1,5 +1,5 @@
 /* admin.h - psdbd's administrative commands (one file each under server/admin/): token, key, gc,
- * check, job; backup and restore are in backup.h. */
+ * check, job, sodb; backup and restore are in backup.h. */
 #ifndef PSDBD_ADMIN_H
 #define PSDBD_ADMIN_H
 
@@ -12,6 +12,9 @@ int psdbd_cmd_gc(int argc, char **argv);
 int psdbd_cmd_check(int argc, char **argv);
 /* `psdbd job add`: a compile farm job, as POST /v1/jobs (job.c). */
 int psdbd_cmd_job(int argc, char **argv);
+/* `psdbd sodb list|retire`: the published SODBs, and retiring one as DELETE /v1/sodbs/ID
+ * (sodb.c). */
+int psdbd_cmd_sodb(int argc, char **argv);
 
 /* Takes the data directory's lock (DIR/psdbd.lock, flock). Only one server may serve a data
  * directory; gc takes it too. Returns the lock fd, or -1 with err (another holder or an error). */

@@ -29,13 +29,17 @@ int admin_bad_text(const char *cmd, const char *option, const char *s);
 enum {
     ADMIN_DATA_DIR = 1, /* --data-dir DIR, defaulting to psdbd's default data directory, and
                          * --index URL (a PostgreSQL index instead of DIR/index.sqlite) */
-    ADMIN_JSON = 2      /* --json */
+    ADMIN_JSON = 2,     /* --json */
+    ADMIN_OPERAND = 4   /* at most one word after the options (what the command acts on: an id) */
 };
 
 typedef struct admin_args {
     char *dir;   /* --data-dir (ADMIN_DATA_DIR), the caller's to free; NULL without the flag */
     char *index; /* --index (ADMIN_DATA_DIR), the caller's to free; NULL: DIR/index.sqlite */
     int json;    /* --json was given (ADMIN_JSON) */
+    /* The word after the options (ADMIN_OPERAND), borrowed from argv; NULL when none was given
+     * (the command says whether it needs one). */
+    const char *operand;
 } admin_args;
 
 /* A command's own option: `val` of its struct option and its argument (NULL without one).
@@ -45,9 +49,9 @@ typedef int (*admin_option_fn)(int val, const char *arg, void *ctx);
 /* Parses argv (argv[0] is the command's last word) with getopt_long: the shared options that
  * `flags` names, --help/-h (prints usage(ctx)), and the command's own `opts` (terminated by a zero
  * entry; their `val`s must not be 'd', 'j', 'h' or ADMIN_OPT_INDEX), each handed to on_opt. Words
- * after the options are refused. Returns ADMIN_GO_ON, or the command's exit status: 0 when the
- * usage was printed, 1 after a message (bad arguments). *out is set in every case and freed by the
- * caller (admin_args_free). */
+ * after the options are refused, but for one with ADMIN_OPERAND. Returns ADMIN_GO_ON, or the
+ * command's exit status: 0 when the usage was printed, 1 after a message (bad arguments). *out is
+ * set in every case and freed by the caller (admin_args_free). */
 int admin_parse(const char *cmd, int argc, char **argv, unsigned flags, const struct option *opts,
                 admin_option_fn on_opt, void *ctx, void (*usage)(void *ctx), admin_args *out);
 

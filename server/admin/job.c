@@ -1,5 +1,6 @@
-/* job.c - `psdbd job add`: queues a compile farm job for an application version's SODB, as
- * POST /v1/jobs does, for an operator on the data directory (schema/HTTP.md, Farm). */
+/* job.c - `psdbd job add|requeue`: queues a compile farm job for an application version's SODB,
+ * as POST /v1/jobs does, or queues a held job again, for an operator on the data directory
+ * (schema/HTTP.md, Farm). */
 #include "admin_int.h"
 
 #include <assert.h>
@@ -22,11 +23,17 @@ static void job_usage(void *ctx)
     (void)ctx;
     printf("usage: psdbd job add --data-dir DIR [--index URL] --app NAME --app-version V\n"
            "                     --family FAMILY --abi N [--abi-max M] [--profile-version V]\n"
-           "                     [--json]\n\n"
-           "Queues the compile farm job of the newest published SODB of NAME at version V for\n"
-           "the adapter family and the ABI range N..M (default M = N), as POST /v1/jobs does;\n"
-           "a job of that cell that exists is left as it is. Prints the job's id (--json: the\n"
-           "job, schema/HTTP.md, Farm). Refused when that version has no published SODB.\n");
+           "                     [--json]\n"
+           "       psdbd job requeue --data-dir DIR [--index URL] [--json] ID\n\n"
+           "add: queues the compile farm job of the newest published SODB of NAME at version V\n"
+           "for the adapter family and the ABI range N..M (default M = N), as POST /v1/jobs\n"
+           "does; a job of that cell that exists is left as it is. Prints the job's id (--json:\n"
+           "the job, schema/HTTP.md, Farm). Refused when that version has no published SODB.\n"
+           "requeue: queues held job ID again (held: it failed job-max-attempts times; psdb jobs\n"
+           "--state held lists them with their last error), its attempts at 0 and its error\n"
+           "cleared, for the next worker of its target to claim. Prints what it requeued (--json:\n"
+           "the job). Refused: an ID that is not a positive number, no job with that ID, a job\n"
+           "that is not held, one held because its SODB is retired.\n");
 }
 
 static int job_option(int val, const char *arg, void *ctx)
@@ -141,15 +148,92 @@ cleanup:
     return rc;
 }
 
+/* A job id: a positive decimal number that fits the index's integers. 0, or 1 after a message. */
+static int parse_job_id(const char *text, int64_t *id)
+{
+    uint64_t v = 0;
+    if (!text)
+        return admin_fail("job requeue", "the job's ID is required (psdb jobs --state held "
+                                         "lists the held ones)");
+    if (!*text || strlen(text) > 19 || text[strspn(text, "0123456789")] != '\0' ||
+        psdb__parse_u64(text, &v) != 0 || v == 0 || v > INT64_MAX)
+        return admin_fail("job requeue", "bad job ID '%s' (a positive decimal number)", text);
+    *id = (int64_t)v;
+    return 0;
+}
+
+static int job_requeue(int argc, char **argv)
+{
+    admin_args a = {0};
+    psdbd_store store = {0};
+    psdbd_index *ix = NULL;
+    json_t *job = NULL;
+    const char *state = NULL;
+    int64_t id = 0;
+    psdbd_rc irc;
+    int rc;
+    if ((rc = admin_parse("job requeue", argc, argv, ADMIN_DATA_DIR | ADMIN_JSON | ADMIN_OPERAND,
+                          NULL, NULL, NULL, job_usage, &a)) != ADMIN_GO_ON)
+        goto cleanup;
+    rc = 1;
+    if (parse_job_id(a.operand, &id) != 0 ||
+        admin_open_data("job requeue", &a, 0, &store, &ix) != 0)
+        goto cleanup;
+    irc = psdbd_index_job_requeue(ix, id, &job);
+    state = json_string_value(json_object_get(job, "state"));
+    switch (irc) {
+    case PSDBD_OK:
+        break;
+    case PSDBD_NOT_FOUND:
+        admin_fail("job requeue", "no job with ID %lld (psdb jobs lists them)", (long long)id);
+        goto cleanup;
+    case PSDBD_CONFLICT:
+        if (state && strcmp(state, "held") == 0)
+            admin_fail("job requeue",
+                       "job %lld is held because its SODB is retired; publish a new SODB of "
+                       "the version (its misses make a new job)",
+                       (long long)id);
+        else
+            admin_fail("job requeue", "job %lld is %s, not held; only a held job is requeued",
+                       (long long)id, state ? state : "in an unknown state");
+        goto cleanup;
+    default:
+        admin_fail("job requeue", "index: cannot requeue job %lld (the log above says why)",
+                   (long long)id);
+        goto cleanup;
+    }
+    if (a.json) {
+        json_dumpf(job, stdout, JSON_COMPACT);
+        fputc('\n', stdout);
+    } else {
+        const json_t *app = json_object_get(job, "app"), *t = json_object_get(job, "target");
+        printf("requeued job %lld (%s %s, %s:%lld-%lld)\n", (long long)id,
+               json_string_value(json_object_get(app, "name")),
+               json_string_value(json_object_get(app, "version")),
+               json_string_value(json_object_get(t, "family")),
+               (long long)json_integer_value(json_object_get(t, "abi_min")),
+               (long long)json_integer_value(json_object_get(t, "abi_max")));
+    }
+    rc = fflush(stdout) == 0 ? 0 : 1;
+cleanup:
+    json_decref(job);
+    psdbd_index_close(ix);
+    psdbd_store_close(&store);
+    admin_args_free(&a);
+    return rc;
+}
+
 int psdbd_cmd_job(int argc, char **argv)
 {
     int rc;
     if (argc >= 2 && strcmp(argv[1], "add") == 0)
         rc = job_add(argc - 1, argv + 1);
+    else if (argc >= 2 && strcmp(argv[1], "requeue") == 0)
+        rc = job_requeue(argc - 1, argv + 1);
     else if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         job_usage(NULL);
         rc = 0;
     } else
-        rc = admin_fail("job", "expected 'add' (see psdbd job --help)");
+        rc = admin_fail("job", "expected 'add' or 'requeue' (see psdbd job --help)");
     return rc;
 }

@@ -79,7 +79,8 @@ enum MHD_Result http_sodb_by_id(psdbd_server *srv, struct MHD_Connection *c, str
     if (retire) {
         json_decref(m);
         m = NULL;
-        if ((rc = psdbd_index_sodb_retire(srv->ix, (int64_t)id, r->who.name, &m)) != PSDBD_OK) {
+        if ((rc = psdbd_index_sodb_retire(srv->ix, (int64_t)id, r->who.name, NULL, NULL, &m)) !=
+            PSDBD_OK) {
             ret = http_reply_index_error(c, r, rc);
             goto cleanup;
         }

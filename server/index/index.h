@@ -184,8 +184,16 @@ psdbd_rc psdbd_index_sodb_find(psdbd_index *ix, const char *sha256, json_t **out
 psdbd_rc psdbd_index_sodb_get(psdbd_index *ix, int64_t id, json_t **out);
 /* Retires SODB `id` (once: retiring it again changes nothing) for `by`, and holds its queued
  * jobs: a retired SODB is not listed, makes no job and is claimed by no worker. *out its
- * manifest. PSDBD_NOT_FOUND when there is none. */
-psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out);
+ * manifest; *retired_now (may be NULL) 1 when this call retired it, 0 when it was retired
+ * already; *held (may be NULL) how many queued jobs this call held. PSDBD_NOT_FOUND when there
+ * is none. */
+psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, int *retired_now,
+                                 int64_t *held, json_t **out);
+/* `psdbd sodb list`: {"sodbs":[manifest...]} of application `app` (NULL: every application; at
+ * version app_version when has_version), retired ones too when with_retired; by application
+ * name, then newest version, newest serial first. */
+psdbd_rc psdbd_index_sodb_list_admin(psdbd_index *ix, const char *app, int has_version,
+                                     uint64_t app_version, int with_retired, json_t **out);
 
 /* A compile target: a worker's (announce, claim). */
 typedef struct psdbd_farm_target {
@@ -232,6 +240,10 @@ psdbd_rc psdbd_index_job_done(psdbd_index *ix, int64_t id, const char *lease, in
                               int64_t *seconds);
 psdbd_rc psdbd_index_job_fail(psdbd_index *ix, int64_t id, const char *lease, const char *error,
                               int64_t max_attempts, int *held);
+/* `psdbd job requeue`: held job `id` queued again, its attempts at 0 and its last error cleared;
+ * *out the JOB. PSDBD_NOT_FOUND: no such job. PSDBD_CONFLICT: not requeued, *out the JOB as it
+ * is: not held, or held because its SODB is retired (no claim takes those). */
+psdbd_rc psdbd_index_job_requeue(psdbd_index *ix, int64_t id, json_t **out);
 /* {"jobs":[JOB...],"workers":[...]}: state NULL every job, "failed" those with a last error,
  * else those in that state; newest first. */
 psdbd_rc psdbd_index_jobs_list(psdbd_index *ix, const char *state, json_t **out);

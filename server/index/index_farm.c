@@ -314,10 +314,56 @@ psdbd_rc psdbd_index_sodb_find(psdbd_index *ix, const char *sha256, json_t **out
     return rc;
 }
 
+struct sodb_admin_list {
+    const char *app; /* NULL: every application */
+    int has_version;
+    uint64_t version;
+    int with_retired;
+    json_t *list;
+};
+
+static int sodb_admin_rows(const psdbd__row *row, void *ctx)
+{
+    struct sodb_admin_list *l = ctx;
+    if ((l->has_version && psdbd_u64_from_db(row->i64(row->row, 3)) != l->version) ||
+        (!l->with_retired && !row->is_null(row->row, 13)))
+        return 0;
+    json_array_append_new(l->list, sodb_manifest_of(row));
+    return 0;
+}
+
+static psdbd_rc sodb_list_admin_tx(psdbd__tx *tx, void *ctx)
+{
+    /* An operator's listing: few rows (an application has an SODB per version and serial), so
+     * the version and retired filters are the row callback's. */
+    static const char all_sql[] =
+        "SELECT " SODB_COLS "ORDER BY a.name, s.app_version DESC, s.serial DESC, s.id DESC";
+    static const char app_sql[] =
+        "SELECT " SODB_COLS "WHERE a.name = $1 ORDER BY s.app_version DESC, s.serial DESC, "
+        "s.id DESC";
+    struct sodb_admin_list *l = ctx;
+    const psdbd__arg a[] = {TXT(l->app)};
+    return l->app ? RUN(tx, app_sql, a, sodb_admin_rows, l)
+                  : run(tx, all_sql, NULL, 0, sodb_admin_rows, l);
+}
+
+psdbd_rc psdbd_index_sodb_list_admin(psdbd_index *ix, const char *app, int has_version,
+                                     uint64_t app_version, int with_retired, json_t **out)
+{
+    struct sodb_admin_list l = {app, has_version, app_version, with_retired, json_array()};
+    psdbd_rc rc = ix->ops->farm_tx(ix, 0, sodb_list_admin_tx, &l);
+    if (rc == PSDBD_OK)
+        *out = json_pack("{s:O}", "sodbs", l.list);
+    json_decref(l.list);
+    return rc;
+}
+
 struct sodb_retire {
     int64_t id;
     const char *by;
-    int retire; /* 0: only read the manifest */
+    int retire;      /* 0: only read the manifest */
+    int retired_now; /* this transaction retired it */
+    int64_t held;    /* queued jobs it held */
     json_t *list;
 };
 
@@ -335,33 +381,46 @@ static psdbd_rc sodb_retire_tx(psdbd__tx *tx, void *ctx)
     int64_t now = (int64_t)time(NULL);
     const psdbd__arg a[] = {I64(rt->id), I64(now), TXT(rt->by ? rt->by : "")};
     psdbd_rc rc = PSDBD_OK;
-    if (rt->retire && ((rc = RUN(tx, retire_sql, a, NULL, NULL)) != PSDBD_OK ||
-                       (tx->changes > 0 && (rc = run(tx, jobs_sql, a, 2, NULL, NULL)) != PSDBD_OK)))
+    if (rt->retire && (rc = RUN(tx, retire_sql, a, NULL, NULL)) != PSDBD_OK)
         return rc;
+    rt->retired_now = rt->retire && tx->changes > 0;
+    rt->held = 0;
+    if (rt->retired_now) {
+        if ((rc = run(tx, jobs_sql, a, 2, NULL, NULL)) != PSDBD_OK)
+            return rc;
+        rt->held = tx->changes;
+    }
     return run(tx, get_sql, a, 1, sodb_rows, rt->list);
 }
 
-/* The SODB manifest of `id`, after retiring it when `retire`. */
-static psdbd_rc sodb_by_id(psdbd_index *ix, int64_t id, const char *by, int retire, json_t **out)
+/* The SODB manifest of `id`, after retiring it when `retire` (*retired_now and *held, each may
+ * be NULL: psdbd_index_sodb_retire). */
+static psdbd_rc sodb_by_id(psdbd_index *ix, int64_t id, const char *by, int retire,
+                           int *retired_now, int64_t *held, json_t **out)
 {
-    struct sodb_retire rt = {id, by, retire, json_array()};
+    struct sodb_retire rt = {id, by, retire, 0, 0, json_array()};
     psdbd_rc rc = ix->ops->farm_tx(ix, retire, sodb_retire_tx, &rt);
     if (rc == PSDBD_OK && json_array_size(rt.list) == 0)
         rc = PSDBD_NOT_FOUND;
     if (rc == PSDBD_OK)
         *out = json_incref(json_array_get(rt.list, 0));
+    if (retired_now)
+        *retired_now = rc == PSDBD_OK && rt.retired_now;
+    if (held)
+        *held = rc == PSDBD_OK ? rt.held : 0;
     json_decref(rt.list);
     return rc;
 }
 
 psdbd_rc psdbd_index_sodb_get(psdbd_index *ix, int64_t id, json_t **out)
 {
-    return sodb_by_id(ix, id, NULL, 0, out);
+    return sodb_by_id(ix, id, NULL, 0, NULL, NULL, out);
 }
 
-psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, json_t **out)
+psdbd_rc psdbd_index_sodb_retire(psdbd_index *ix, int64_t id, const char *by, int *retired_now,
+                                 int64_t *held, json_t **out)
 {
-    return sodb_by_id(ix, id, by, 1, out);
+    return sodb_by_id(ix, id, by, 1, retired_now, held, out);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------------
@@ -858,6 +917,49 @@ psdbd_rc psdbd_index_job_fail(psdbd_index *ix, int64_t id, const char *lease, co
     struct lease_op op = {id, lease, 0, 0, max_attempts, error, 0};
     psdbd_rc rc = ix->ops->farm_tx(ix, 1, fail_tx, &op);
     *held = (int)op.result;
+    return rc;
+}
+
+struct requeue {
+    int64_t id;
+    int changed;
+    json_t *out;
+};
+
+static psdbd_rc requeue_tx(psdbd__tx *tx, void *ctx)
+{
+    /* A fresh start: the attempts that held it and their error go, so that the next
+     * job-max-attempts failures hold it again. A retired SODB's job stays held: no claim would
+     * take it. */
+    static const char sql[] =
+        "UPDATE jobs SET state = 'queued', attempts = 0, last_error = NULL, worker = NULL, "
+        "lease = NULL, lease_expires = NULL, updated_at = $2 WHERE id = $1 AND state = 'held' "
+        "AND sodb IN (SELECT id FROM sodbs WHERE retired_at IS NULL)";
+    static const char get_sql[] = "SELECT " JOB_COLS "WHERE j.id = $1";
+    struct requeue *rq = ctx;
+    const psdbd__arg a[] = {I64(rq->id), I64((int64_t)time(NULL))};
+    psdbd_rc rc = RUN(tx, sql, a, NULL, NULL);
+    if (rc != PSDBD_OK)
+        return rc;
+    rq->changed = tx->changes > 0;
+    json_decref(rq->out); /* a retried transaction's */
+    rq->out = NULL;
+    return run(tx, get_sql, a, 1, job_row, &rq->out);
+}
+
+psdbd_rc psdbd_index_job_requeue(psdbd_index *ix, int64_t id, json_t **out)
+{
+    struct requeue rq = {id, 0, NULL};
+    psdbd_rc rc = ix->ops->farm_tx(ix, 1, requeue_tx, &rq);
+    if (rc == PSDBD_OK && !rq.out)
+        rc = PSDBD_NOT_FOUND;
+    else if (rc == PSDBD_OK && !rq.changed)
+        rc = PSDBD_CONFLICT;
+    if (rq.out && (rc == PSDBD_OK || rc == PSDBD_CONFLICT)) {
+        *out = rq.out;
+        rq.out = NULL;
+    }
+    json_decref(rq.out);
     return rc;
 }
 

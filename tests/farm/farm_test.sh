@@ -9,7 +9,9 @@
 # and publish nothing twice; a new ABI range creates a new job from demand alone; a SIGTERM'd
 # worker gives its job back ("worker stopped"); an SODB signed by an untrusted key fails its job
 # and publishes nothing; psdb install --compile-missing builds a version that has an SODB and no
-# PSDB with the reference compiler and registers it as built here.
+# PSDB with the reference compiler and registers it as built here; installed again from the same
+# SODB it keeps that PSDB (for the same and for another exe path) unless its file is damaged, and
+# a new SODB of the version is compiled.
 # Env: PSDB = the psdb tool, PSDBD = the psdbd server.
 set -euo pipefail
 : "${PSDB:?set PSDB to the psdb tool}"
@@ -269,6 +271,50 @@ grep -q "\"sodb_sha256\":\"$sodb11\"" "$dir/local.json" || fail "no SODB digest:
 grep -q "\"built_here\": *true" "$dir/reg.json" || fail "registry does not say built here: $(cat "$dir/reg.json")"
 # The install's miss is demand: the farm has a job for it now.
 [ "$(count_state queued gfxl)" = 1 ] || fail "the --compile-missing miss queued no job: $(jobs_json)"
+# Installed again from the same SODB: the PSDB built here is kept (re-verified), not compiled
+# again, for the same exe path (unchanged) and for another one (installed from the store); the
+# store's file is the same inode throughout.
+local_sha=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["targets"][0]["sha256"])' \
+    "$dir/local.json")
+local_file=$(find "$dir/reg" -name "$local_sha.psdb")
+[ -f "$local_file" ] || fail "the local build is not in the store: $local_sha"
+local_ino=$(stat -c %i "$local_file")
+local_install() { # EXE-DIR OUT [ARGS]: install 1.1.0.0 --compile-missing, stderr in OUT.err
+    local exe=$1 out=$2
+    shift 2
+    "$PSDB" install --server "$url" --exe-path "/games/farm/$exe/FarmGame.exe" --app FarmGame \
+        --app-version 1.1.0.0 --target gfxl:1-4 --trust "$dir/studio.key.pub" \
+        --registry "$dir/reg" --compile-missing "$@" >"$dir/$out" 2>"$dir/$out.err" ||
+        fail "install --compile-missing ($out): $(cat "$dir/$out.err")"
+}
+local_install local local2.json --json
+grep -q '"status":"unchanged"' "$dir/local2.json" && grep -q '"built_here":true' "$dir/local2.json" &&
+    grep -q "\"sha256\":\"$local_sha\"" "$dir/local2.json" ||
+    fail "a second --compile-missing did not keep the PSDB built here: $(cat "$dir/local2.json")"
+local_install local2 other.out
+grep -q 'gfxl: built here from SODB .* and installed' "$dir/other.out" ||
+    fail "another exe path: $(cat "$dir/other.out")"
+grep -q 'compiled' "$dir/other.out.err" && fail "another exe path compiled again: $(cat "$dir/other.out.err")"
+[ "$(stat -c %i "$local_file")" = "$local_ino" ] || fail "the PSDB built here was rebuilt"
+"$PSDB" replay "$dir/game11.sodb" --family gfxl --abi-min 1 --abi-max 4 \
+    --exe-path /games/farm/local2/FarmGame.exe --registry "$dir/reg" --cost-ns-per-kib 1 \
+    --min-hit-rate 1 >"$dir/replay-local2.out" 2>&1 || fail "kept build below 100%: $(cat "$dir/replay-local2.out")"
+# Damaged in the store: compiled again, not trusted by its name.
+chmod u+w "$local_file"
+printf 'x' >>"$local_file"
+local_install local local3.json --json
+grep -q '"status":"installed"' "$dir/local3.json" ||
+    fail "a damaged local build was kept: $(cat "$dir/local3.json")"
+[ "$(sha256sum "$local_file" | cut -d' ' -f1)" = "$local_sha" ] || fail "the rebuilt file is not the build"
+# A new SODB of the version (another serial, another digest) is compiled.
+"$PSDB" synth --app FarmGame --app-version 1.1.0.0 --pipelines 300 --seed 6 -o "$dir/game11b.sodb" \
+    >/dev/null
+"$PSDB" publish --server "$url" --token "$studio" --key "$dir/studio.key" --serial 4 \
+    "$dir/game11b.sodb" >/dev/null || fail "publish of the second 1.1 SODB"
+sodb11b=$(sha256sum "$dir/game11b.sodb" | cut -d' ' -f1)
+local_install local local4.json --json
+grep -q '"status":"installed"' "$dir/local4.json" && grep -q "\"sodb_sha256\":\"$sodb11b\"" "$dir/local4.json" ||
+    fail "a new SODB was not compiled: $(cat "$dir/local4.json")"
 # An SODB the launcher does not trust is never compiled.
 "$PSDB" install --server "$url" --exe-path /games/farm/rogue/RogueGame.exe --app RogueGame \
     --app-version 1.0.0.0 --target gfxl:1-4 --trust "$dir/studio.key.pub" --registry "$dir/reg" \

@@ -4,7 +4,7 @@
 # job's SODB on the driver and publishes it; the launcher installs it with --target auto and
 # replays it to a 100% hit rate. The next version's job names the first PSDB as its base and the
 # worker compiles incrementally from it. psdb install --compile-missing builds a version without a
-# PSDB on the device itself. Env: PSDB, PSDBD. Exit 77 without a Vulkan device or without
+# PSDB on the device itself, and keeps that build when run again. Env: PSDB, PSDBD. Exit 77 without a Vulkan device or without
 # `psdb synth --api vulkan` (glslang).
 set -euo pipefail
 : "${PSDB:?set PSDB to the psdb tool}"
@@ -100,6 +100,15 @@ publish_sodb "$dir/v3.sodb" 3
 install 1.2.0.0 --compile-missing || fail "install --compile-missing: $(cat "$dir/install-1.2.0.0.err")"
 grep -q '"built_here":true' "$dir/install-1.2.0.0.json" || fail "v3: $(cat "$dir/install-1.2.0.0.json")"
 replay_full "$dir/v3.sodb"
+# Again: the device's build is kept, not compiled again (the driver's data differs from compile
+# to compile, so a second compile would install another digest).
+cp "$dir/install-1.2.0.0.json" "$dir/built.json"
+install 1.2.0.0 --compile-missing || fail "install --compile-missing again: $(cat "$dir/install-1.2.0.0.err")"
+built_sha=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["targets"][0]["sha256"])' \
+    "$dir/built.json")
+grep -q '"status":"unchanged"' "$dir/install-1.2.0.0.json" &&
+    grep -q "\"sha256\":\"$built_sha\"" "$dir/install-1.2.0.0.json" ||
+    fail "v3 compiled again: $(cat "$dir/install-1.2.0.0.json")"
 [ "$(grep -c 'access POST /v1/psdbs 201' "$dir/psdbd.log")" = 2 ] || fail "want 2 publishes"
 
 echo "farm_vulkan_test: ok"

@@ -4426,6 +4426,245 @@ START_TEST(test_server__farm_sodb_retire)
 }
 END_TEST
 
+/* Lines of s (each ends with a newline). */
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* `psdbd sodb list` and `psdbd sodb retire ID` on the data directory of a running psdbd: the
+ * list (text and --json, --app, --retired); a retire has the effects of DELETE /v1/sodbs/ID (not
+ * listed by the server, its queued jobs held, a miss makes the job of the SODB still
+ * published); refused in one line: an unknown ID, one retired already, a bad ID, no ID. */
+START_TEST(test_server__farm_sodb_admin_commands)
+{
+    resp r;
+    char *out = NULL;
+    srv_start(&g_srv, NULL);
+    char *s1 = make_sodb("1.0.0.0", 1), *s2 = make_sodb("1.0.0.0", 2);
+    long long id1, id2;
+    publish_sodb(&r, s1, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    id1 = jint(r.json, "id", NULL);
+    resp_free(&r);
+    publish_sodb(&r, s2, g_key, g_kid, 2, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    id2 = jint(r.json, "id", NULL);
+    resp_free(&r);
+    const char *miss =
+        "/v1/resolve?app=Game&app_version=1.0.0.0&family=contoso-gfx9&abi_min=7&abi_max=7";
+    http(&r, "GET", miss, NULL, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 404);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0); /* the miss written */
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    resp_free(&r);
+
+    /* list: newest serial first, one line each; --json the manifests; --app of no SODB: none. */
+    ck_assert_int_eq(run_capture(&out, "%s sodb list --data-dir %s", PSDBD_BIN, g_data), 0);
+    char want[128];
+    snprintf(want, sizeof(want), "%-6lld Game", id2);
+    ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+    ck_assert_int_eq(count_lines(out), 2);
+    free(out);
+    ck_assert_int_eq(
+        run_capture(&out, "%s sodb list --data-dir %s --app Game --app-version 1.0.0.0 --json",
+                    PSDBD_BIN, g_data),
+        0);
+    json_t *list = json_loads(out, 0, NULL);
+    ck_assert_msg(list != NULL, "not JSON: %s", out);
+    ck_assert_int_eq(json_array_size(json_object_get(list, "sodbs")), 2);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(list, "sodbs"), 0), "id", NULL), id2);
+    ck_assert_str_eq(jstr(json_array_get(json_object_get(list, "sodbs"), 0), "kind", NULL), "sodb");
+    json_decref(list);
+    free(out);
+    ck_assert_int_eq(run_capture(&out, "%s sodb list --data-dir %s --app Other", PSDBD_BIN, g_data),
+                     0);
+    ck_assert_str_eq(out, "");
+    free(out);
+
+    /* retire: what it retired and the job it held; the server stops listing it at once. */
+    ck_assert_int_eq(run_capture(&out, "%s sodb retire --data-dir %s %lld", PSDBD_BIN, g_data, id2),
+                     0);
+    snprintf(want, sizeof(want), "retired SODB %lld (Game 1.0.0.0, serial 2); 1 queued job held\n",
+             id2);
+    ck_assert_str_eq(out, want);
+    free(out);
+    http(&r, "GET", "/v1/sodbs?app=Game", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "sodbs")), 1);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(r.json, "sodbs"), 0), "id", NULL), id1);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
+    ck_assert_str_eq(jstr(job, "state", NULL), "held");
+    ck_assert_str_eq(jstr(job, "last_error", NULL), "its SODB was retired");
+    resp_free(&r);
+    http(&r, "GET", miss, NULL, NULL, NULL, NULL, 0);
+    resp_free(&r);
+    http(&r, "GET", "/v1/jobs?state=queued", g_reader, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(r.json, "jobs"), 0), "sodb_id", NULL),
+                     id1);
+    resp_free(&r);
+    /* Listed again only with --retired, marked. */
+    ck_assert_int_eq(run_capture(&out, "%s sodb list --data-dir %s", PSDBD_BIN, g_data), 0);
+    ck_assert_int_eq(count_lines(out), 1);
+    free(out);
+    ck_assert_int_eq(run_capture(&out, "%s sodb list --data-dir %s --retired", PSDBD_BIN, g_data),
+                     0);
+    ck_assert_int_eq(count_lines(out), 2);
+    ck_assert_ptr_nonnull(strstr(out, " retired "));
+    free(out);
+    /* --json: the manifest and the jobs it held. */
+    ck_assert_int_eq(
+        run_capture(&out, "%s sodb retire --data-dir %s --json %lld", PSDBD_BIN, g_data, id1), 0);
+    json_t *m = json_loads(out, 0, NULL);
+    ck_assert_msg(m != NULL, "not JSON: %s", out);
+    ck_assert(json_is_true(json_object_get(m, "retired")));
+    ck_assert_int_eq(jint(m, "jobs_held", NULL), 1);
+    json_decref(m);
+    free(out);
+
+    /* Refusals, one line each, exit 1. */
+    char again[32], again_msg[128];
+    snprintf(again, sizeof(again), "%lld", id2);
+    snprintf(again_msg, sizeof(again_msg),
+             "psdbd sodb retire: SODB %lld (Game 1.0.0.0, serial 2) was retired already, at ", id2);
+    struct {
+        const char *args, *msg;
+    } bad[] = {
+        {again, again_msg},
+        {"999", "psdbd sodb retire: no SODB with ID 999 (psdbd sodb list --retired shows them)\n"},
+        {"x1", "psdbd sodb retire: bad SODB ID 'x1' (a positive decimal number; psdbd sodb list "
+               "shows them)\n"},
+        {"0", "psdbd sodb retire: bad SODB ID '0' "},
+        {"99999999999999999999", "psdbd sodb retire: bad SODB ID '99999999999999999999' "},
+        {"", "psdbd sodb retire: the SODB's ID is required (psdbd sodb list shows them)\n"},
+        {"1 2", "psdbd sodb retire: unexpected argument '2'\n"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(
+            run_capture(&out, "%s sodb retire --data-dir %s %s", PSDBD_BIN, g_data, bad[i].args),
+            1);
+        ck_assert_msg(strncmp(out, bad[i].msg, strlen(bad[i].msg)) == 0 && count_lines(out) == 1,
+                      "%s: %s", bad[i].args, out);
+        free(out);
+    }
+    ck_assert_int_eq(
+        run_capture(&out, "%s sodb list --data-dir %s --app-version 1", PSDBD_BIN, g_data), 1);
+    ck_assert_str_eq(out, "psdbd sodb list: --app-version needs --app\n");
+    free(out);
+    ck_assert_int_eq(run_status("%s sodb --help >/dev/null", PSDBD_BIN), 0);
+    ck_assert_int_eq(run_status("%s sodb retire --help >/dev/null", PSDBD_BIN), 0);
+    ck_assert_int_eq(run_status("%s sodb drop 1 2>/dev/null", PSDBD_BIN), 1);
+    free(s1);
+    free(s2);
+}
+END_TEST
+
+/* `psdbd job requeue ID`: a held job (failed job-max-attempts times) is queued again with its
+ * attempts and error cleared, and a worker claims it; refused in one line: a job not held, an
+ * unknown or bad ID, a job held because its SODB was retired. */
+START_TEST(test_server__farm_job_requeue_admin_command)
+{
+    resp r;
+    char *out = NULL, path[64], body[256], want[160];
+    const char *extra[] = {"--job-max-attempts", "1", NULL};
+    srv_start(&g_srv, extra);
+    char *compiler = token("compiler", "*", "--name farm");
+    char *sodb = make_sodb("1.0.0.0", 1);
+    publish_sodb(&r, sodb, g_key, g_kid, 1, g_pub);
+    ck_assert_int_eq(r.status, 201);
+    long long sodb_id = jint(r.json, "id", NULL);
+    resp_free(&r);
+    post_json(&r, "/v1/jobs", g_pub,
+              "{\"app\":\"Game\",\"app_version\":\"1.0.0.0\",\"family\":\"fabrikam\","
+              "\"abi_version\":2}");
+    ck_assert_int_eq(r.status, 201);
+    long long id = jint(r.json, "id", NULL);
+    resp_free(&r);
+    const char *claim = "{\"worker\":\"c\",\"target\":{\"family\":\"fabrikam\",\"abi_version\":2}}";
+    snprintf(path, sizeof(path), "/v1/jobs/%lld/fail", id);
+    post_json(&r, "/v1/jobs/claim", compiler, claim);
+    ck_assert_int_eq(r.status, 200);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"error\":\"driver crashed\"}",
+             jstr(r.json, "lease", NULL));
+    resp_free(&r);
+    /* Not held yet: leased. */
+    ck_assert_int_eq(run_capture(&out, "%s job requeue --data-dir %s %lld", PSDBD_BIN, g_data, id),
+                     1);
+    snprintf(want, sizeof(want),
+             "psdbd job requeue: job %lld is leased, not held; only a held job is requeued\n", id);
+    ck_assert_str_eq(out, want);
+    free(out);
+    post_json(&r, path, compiler, body);
+    ck_assert_str_eq(jstr(r.json, "state", NULL), "held");
+    resp_free(&r);
+    post_json(&r, "/v1/jobs/claim", compiler, claim);
+    ck_assert_int_eq(r.status, 204);
+    resp_free(&r);
+
+    ck_assert_int_eq(run_capture(&out, "%s job requeue --data-dir %s %lld", PSDBD_BIN, g_data, id),
+                     0);
+    snprintf(want, sizeof(want), "requeued job %lld (Game 1.0.0.0, fabrikam:2-2)\n", id);
+    ck_assert_str_eq(out, want);
+    free(out);
+    http(&r, "GET", "/v1/jobs", g_reader, NULL, NULL, NULL, 0);
+    json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
+    ck_assert_str_eq(jstr(job, "state", NULL), "queued");
+    ck_assert_int_eq(jint(job, "attempts", NULL), 0);
+    ck_assert(json_is_null(json_object_get(job, "last_error")));
+    resp_free(&r);
+    post_json(&r, "/v1/jobs/claim", compiler, claim); /* a worker takes it again */
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(jint(r.json, "job", "id"), id);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"error\":\"again\"}",
+             jstr(r.json, "lease", NULL));
+    resp_free(&r);
+    post_json(&r, path, compiler, body); /* held again after job-max-attempts (1) more */
+    ck_assert_str_eq(jstr(r.json, "state", NULL), "held");
+    resp_free(&r);
+    /* --json: the JOB. */
+    ck_assert_int_eq(
+        run_capture(&out, "%s job requeue --data-dir %s --json %lld", PSDBD_BIN, g_data, id), 0);
+    job = json_loads(out, 0, NULL);
+    ck_assert_msg(job != NULL, "not JSON: %s", out);
+    ck_assert_str_eq(jstr(job, "state", NULL), "queued");
+    json_decref(job);
+    free(out);
+
+    /* Its SODB retired: held for that, and not requeued. */
+    snprintf(path, sizeof(path), "/v1/sodbs/%lld", sodb_id);
+    http(&r, "DELETE", path, g_pub, NULL, NULL, NULL, 0);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    ck_assert_int_eq(run_capture(&out, "%s job requeue --data-dir %s %lld", PSDBD_BIN, g_data, id),
+                     1);
+    snprintf(want, sizeof(want), "psdbd job requeue: job %lld is held because its SODB is retired",
+             id);
+    ck_assert_msg(strncmp(out, want, strlen(want)) == 0 && count_lines(out) == 1, "%s", out);
+    free(out);
+    const char *bad[] = {"999", "x", "0", "", "1 2"};
+    const char *msg[] = {"psdbd job requeue: no job with ID 999 (psdb jobs lists them)\n",
+                         "psdbd job requeue: bad job ID 'x' (a positive decimal number)\n",
+                         "psdbd job requeue: bad job ID '0' (a positive decimal number)\n",
+                         "psdbd job requeue: the job's ID is required (psdb jobs --state held "
+                         "lists the held ones)\n",
+                         "psdbd job requeue: unexpected argument '2'\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(
+            run_capture(&out, "%s job requeue --data-dir %s %s", PSDBD_BIN, g_data, bad[i]), 1);
+        ck_assert_str_eq(out, msg[i]);
+        free(out);
+    }
+    free(compiler);
+    free(sodb);
+}
+END_TEST
+
 int main(void)
 {
     const char *engine = getenv("PSDB_TEST_INDEX");
@@ -4471,6 +4710,8 @@ int main(void)
         tcase_add_test(farm, test_server__farm_job_add_admin_command);
         tcase_add_test(farm, test_server__farm_resolve_miss_flood_opens_bounded_jobs);
         tcase_add_test(farm, test_server__farm_sodb_retire);
+        tcase_add_test(farm, test_server__farm_sodb_admin_commands);
+        tcase_add_test(farm, test_server__farm_job_requeue_admin_command);
         suite_add_tcase(s, farm);
     }
     /* Own cases so that each can be run alone (CK_RUN_CASE=index|scopes|identity|farm). */

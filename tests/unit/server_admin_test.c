@@ -259,6 +259,72 @@ START_TEST(test_server_admin__job_add_refuses_bad_arguments_before_opening_anyth
 }
 END_TEST
 
+/* ADMIN_OPERAND: one word after the options (anywhere among them: getopt permutes) is the
+ * command's operand; none leaves it NULL for the command to refuse; a second one, or one without
+ * the flag, is refused. */
+START_TEST(test_server_admin__parse_takes_one_operand_when_asked)
+{
+    char *after[] = {"retire", "--data-dir", "/d", "7", NULL};
+    char *before[] = {"retire", "7", "--json", NULL};
+    char *none[] = {"retire", "--json", NULL};
+    char *two[] = {"retire", "7", "8", NULL};
+    struct seen s = {0};
+    admin_args a = {0};
+    ck_assert_int_eq(parse(ADMIN_DATA_DIR | ADMIN_OPERAND, &s, &a, 4, after), ADMIN_GO_ON);
+    ck_assert_str_eq(a.operand, "7");
+    ck_assert_str_eq(a.dir, "/d");
+    admin_args_free(&a);
+    ck_assert_int_eq(parse(ADMIN_JSON | ADMIN_OPERAND, &s, &a, 3, before), ADMIN_GO_ON);
+    ck_assert_str_eq(a.operand, "7");
+    ck_assert_int_eq(a.json, 1);
+    ck_assert_int_eq(parse(ADMIN_JSON | ADMIN_OPERAND, &s, &a, 2, none), ADMIN_GO_ON);
+    ck_assert_ptr_null(a.operand);
+    ck_assert_int_eq(parse(ADMIN_OPERAND, &s, &a, 3, two), 1);
+    ck_assert_int_eq(parse(0, &s, &a, 3, before), 1);
+    ck_assert_ptr_null(a.operand);
+}
+END_TEST
+
+/* `psdbd sodb list|retire` check their arguments before they open the data directory: a
+ * missing, non-numeric, zero, negative or too large ID, two IDs, --app-version without --app, an
+ * empty or bad --app, an unknown verb are refused (1) and nothing is created; --help succeeds. */
+START_TEST(test_server_admin__sodb_refuses_bad_arguments_before_opening_anything)
+{
+    char *dir = tu_mkdtemp(), *data = tu_path(dir, "data");
+    char *bad[][8] = {
+        {"sodb", "retire", "--data-dir", data},
+        {"sodb", "retire", "--data-dir", data, "x"},
+        {"sodb", "retire", "--data-dir", data, "0"},
+        {"sodb", "retire", "--data-dir", data, "--", "-3"},
+        {"sodb", "retire", "--data-dir", data, "9223372036854775808"},
+        {"sodb", "retire", "--data-dir", data, "1", "2"},
+        {"sodb", "retire", "--data-dir", data, "1x"},
+        {"sodb", "list", "--data-dir", data, "--app-version", "1"},
+        {"sodb", "list", "--data-dir", data, "--app", ""},
+        {"sodb", "list", "--data-dir", data, "--app", "G\u202e"},
+        {"sodb", "list", "--data-dir", data, "--app", "G", "--app-version", "x.y"},
+        {"sodb", "list", "--data-dir", data, "stray"},
+        {"sodb", "drop", "--data-dir", data},
+    };
+    char *help[] = {"sodb", "retire", "--help", NULL};
+    char *list_help[] = {"sodb", "list", "--help", NULL};
+    char *top_help[] = {"sodb", "--help", NULL};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int argc = 0;
+        while (argc < 8 && bad[i][argc])
+            argc++;
+        ck_assert_msg(psdbd_cmd_sodb(argc, bad[i]) == 1, "case %zu", i);
+    }
+    ck_assert_int_eq(access(data, F_OK), -1); /* refused before the data directory was opened */
+    ck_assert_int_eq(psdbd_cmd_sodb(3, help), 0);
+    ck_assert_int_eq(psdbd_cmd_sodb(3, list_help), 0);
+    ck_assert_int_eq(psdbd_cmd_sodb(2, top_help), 0);
+    rmdir(dir);
+    free(data);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server_admin");
@@ -275,6 +341,8 @@ int main(void)
                    test_server_admin__pg_connect_failure_names_the_database_without_its_password);
     tcase_add_test(tc, test_server_admin__parse_help_succeeds_without_going_on);
     tcase_add_test(tc, test_server_admin__job_add_refuses_bad_arguments_before_opening_anything);
+    tcase_add_test(tc, test_server_admin__parse_takes_one_operand_when_asked);
+    tcase_add_test(tc, test_server_admin__sodb_refuses_bad_arguments_before_opening_anything);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

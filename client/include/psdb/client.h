@@ -246,7 +246,11 @@ typedef struct psdb_install_desc {
      * compiled, checked to open for the target, and registered like a download, with the
      * registry recording that it was built here and the SODB's digest (schema/REGISTRY.md,
      * version 3). Nothing signs it. Its result has built_here set and serial 0; the registry keeps
-     * the serial installed before for the family (a local build is no downgrade). */
+     * the serial installed before for the family (a local build is no downgrade). A PSDB the
+     * registry holds as built here from that same SODB (same SHA-256) for the family, whose file
+     * still hashes to its registered digest and opens for the target, is kept instead: nothing
+     * is downloaded or compiled, and the result is PSDB_S_FALSE when it is the exe path's own,
+     * PSDB_S_OK (bytes_downloaded 0) when another executable's, registered for this one too. */
     int compile_missing;
     /* How compile_missing compiles: a target of a Vulkan device (family "vulkan-...", as
      * psdb_client_local_targets names them) through this hook, which writes the PSDB of sodb_path

@@ -8,7 +8,14 @@
  * SODB's digest (schema/REGISTRY.md, version 3), so that a launcher can tell it from a published
  * one and replace it when the server has one. Everything happens in the registry's store while
  * the install holds it shared: the SODB and the compile's output are .part files there (a crash
- * leaves them to the sweep), and the finished PSDB is renamed to <sha256>.psdb like a download. */
+ * leaves them to the sweep), and the finished PSDB is renamed to <sha256>.psdb like a download.
+ *
+ * An SODB's digest names its pipelines, so its compile for a target gives what an earlier
+ * compile of it gave: a PSDB the registry holds as built here from the same SODB for the family
+ * is kept when its file still hashes to its registered digest and opens for the target (checked
+ * as the compile's output is), and nothing is downloaded or compiled. A launcher that runs
+ * --compile-missing at every start thus compiles once per SODB, not once per start; a new SODB
+ * (another version or serial: another digest) is compiled. */
 #include "delivery/client_int.h"
 
 #include <errno.h>
@@ -121,9 +128,67 @@ static psdb_hr check_built(const char *path, const psdb_install_desc *d,
     return hr;
 }
 
+/* The PSDB have finds as built here from sodb_hex, when its file in store_dir still hashes to its
+ * registered digest and opens for t (see DESIGN): its path (malloc'd) in *path and digest in sha;
+ * S_FALSE when it is the exe path's own row, S_OK another executable's. PSDB_E_NOT_FOUND when
+ * there is none to keep (not registered, missing, damaged, for another target): the caller
+ * compiles. PSDB_E_OUTOFMEMORY. */
+static psdb_hr keep_built(const psdb__built_lookup *have, const psdb_install_desc *d,
+                          const psdb_precompile_target *t, const char *store_dir,
+                          const char *sodb_hex, char **path, uint8_t sha[32])
+{
+    psdb_hr hr = PSDB_E_NOT_FOUND;
+    char sha_hex[65];
+    uint8_t want[32], got[32];
+    int own = 0;
+    *path = NULL;
+    if (!have || PSDB_FAILED(have->find(have->ctx, sodb_hex, sha_hex, &own)) ||
+        psdb__unhex(sha_hex, want, sizeof(want)) != 0)
+        goto cleanup;
+    if (asprintf(path, "%s/%s.psdb", store_dir, sha_hex) < 0) {
+        *path = NULL;
+        hr = psdb__error_set(PSDB_E_OUTOFMEMORY, "out of memory");
+        goto cleanup;
+    }
+    /* Re-verified, never trusted by its name: a damaged or missing file is compiled again. */
+    if (PSDB_FAILED(psdb__file_sha256(*path, PSDB__OPEN_OURS, got)) ||
+        memcmp(got, want, sizeof(want)) != 0 || PSDB_FAILED(check_built(*path, d, t)))
+        goto cleanup;
+    memcpy(sha, want, sizeof(want));
+    hr = own ? PSDB_S_FALSE : PSDB_S_OK;
+cleanup:
+    if (hr != PSDB_S_OK && hr != PSDB_S_FALSE) {
+        free(*path);
+        *path = NULL;
+    }
+    return hr;
+}
+
+/* e and r for the PSDB at path (malloc'd, taken), compiled here from sodb: status in r. */
+static void fill_built(psdb__install_entry *e, psdb_install_result *r,
+                       const psdb_precompile_target *t, const psdb_manifest *sodb, char *path,
+                       const uint8_t sha[32], psdb_hr status, uint64_t downloaded)
+{
+    psdb__hex(sha, 32, e->sha256);
+    psdb__hex(sodb->sha256, 32, e->sodb_sha256);
+    e->built_here = 1;
+    e->family = t->family;
+    e->psdb_path = path;
+    if (r) {
+        struct stat st;
+        r->status = status;
+        r->built_here = 1;
+        memcpy(r->sha256, sha, 32);
+        memcpy(r->sodb_sha256, sodb->sha256, 32);
+        r->size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        r->bytes_downloaded = downloaded;
+    }
+}
+
 psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
                                  const psdb_precompile_target *t, const char *store_dir,
-                                 psdb__install_entry *e, psdb_install_result *r)
+                                 const psdb__built_lookup *have, psdb__install_entry *e,
+                                 psdb_install_result *r)
 {
     psdb_hr hr = PSDB_S_OK;
     psdb_manifest *sodb = NULL;
@@ -135,6 +200,15 @@ psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
     if (PSDB_FAILED(hr = pick_sodb(c, d, &sodb)))
         goto cleanup;
     psdb__hex(sodb->sha256, 32, sodb_hex);
+    hr = keep_built(have, d, t, store_dir, sodb_hex, &final, sha);
+    if (hr == PSDB_S_OK || hr == PSDB_S_FALSE) {
+        fill_built(e, r, t, sodb, final, sha, hr, 0);
+        final = NULL;
+        goto cleanup;
+    }
+    if (hr != PSDB_E_NOT_FOUND)
+        goto cleanup;
+    hr = PSDB_S_OK;
     if (asprintf(&sodb_path, "%s/%s.sodb", store_dir, sodb_hex) < 0)
         sodb_path = NULL;
     if (asprintf(&out, "%s/build-%s-XXXXXX.part", store_dir, sodb_hex) < 0)
@@ -201,21 +275,8 @@ psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
         goto cleanup;
     }
     psdb__fsync_dir_of(final);
-    memcpy(e->sha256, sha_hex, sizeof(e->sha256));
-    memcpy(e->sodb_sha256, sodb_hex, sizeof(e->sodb_sha256));
-    e->built_here = 1;
-    e->family = t->family;
-    e->psdb_path = final;
+    fill_built(e, r, t, sodb, final, sha, PSDB_S_OK, sodb->size);
     final = NULL;
-    if (r) {
-        struct stat st;
-        r->status = PSDB_S_OK;
-        r->built_here = 1;
-        memcpy(r->sha256, sha, 32);
-        memcpy(r->sodb_sha256, sodb->sha256, 32);
-        r->size = stat(e->psdb_path, &st) == 0 ? (uint64_t)st.st_size : 0;
-        r->bytes_downloaded = sodb->size;
-    }
 cleanup:
     if (sodb_path)
         unlink(sodb_path); /* its .part, if any, stays for the next attempt to resume */

@@ -76,16 +76,28 @@ struct json_t;
 int psdb__json_u64(struct json_t *obj, const char *key, uint64_t *out);
 int psdb__json_version(struct json_t *obj, const char *key, uint64_t *out);
 
+/* What --compile-missing asks the registry before it compiles (install.c answers it under its
+ * registry lock): a PSDB registered as built here for the target's family from the SODB sodb_hex,
+ * its digest and whether it is the exe path's own row (psdb__registry_built_here's statuses). */
+typedef struct psdb__built_lookup {
+    psdb_hr (*find)(void *ctx, const char *sodb_hex, char sha256[65], int *own);
+    void *ctx;
+} psdb__built_lookup;
+
 /* psdb install --compile-missing for one target the server has no PSDB for (build_here.c): the
- * newest trusted SODB of the application version downloaded and verified into store_dir, compiled
+ * newest trusted SODB of the application version picked; a PSDB have finds as built here from
+ * that SODB, that still hashes to its digest and fits t, is kept (S_FALSE: the exe path's own,
+ * registered already; S_OK: another executable's, registered for this one too; nothing compiled
+ * or downloaded either way); else the SODB is downloaded and verified into store_dir, compiled
  * (d->compile, else the reference compiler), checked against t and renamed to
- * <store_dir>/<sha256>.psdb. Fills e (family, psdb_path malloc'd, sha256, built_here,
- * sodb_sha256; not serial) and r (may be NULL). PSDB_E_NOT_FOUND when no SODB is published,
- * PSDB_E_SIGNATURE when none verifies; the statuses of download and compile; the last error set
- * (without the "install: " its caller adds). */
+ * <store_dir>/<sha256>.psdb (S_OK). have may be NULL (nothing kept). Fills e (family, psdb_path
+ * malloc'd, sha256, built_here, sodb_sha256; not serial) and r (may be NULL). PSDB_E_NOT_FOUND
+ * when no SODB is published, PSDB_E_SIGNATURE when none verifies; the statuses of download and
+ * compile; the last error set (without the "install: " its caller adds). */
 psdb_hr psdb__install_build_here(psdb_client *c, const psdb_install_desc *d,
                                  const psdb_precompile_target *t, const char *store_dir,
-                                 psdb__install_entry *e, psdb_install_result *r);
+                                 const psdb__built_lookup *have, psdb__install_entry *e,
+                                 psdb_install_result *r);
 
 /* The manifest's blob URL, absolute (download.c); NULL on out of memory. */
 char *psdb__client_blob_url(const psdb_client *c, const psdb_manifest *m);

@@ -344,6 +344,23 @@ static psdb_hr check_psdb(const char *path, const psdb_precompile_target *t, con
     return hr;
 }
 
+/* --compile-missing's question to the registry (psdb__built_lookup), asked under its lock. */
+typedef struct built_query {
+    shared_installer *shared;
+    const char *exe_path;
+    const char *family;
+} built_query;
+
+static psdb_hr find_built(void *ctx, const char *sodb_hex, char sha256[65], int *own)
+{
+    built_query *q = ctx;
+    pthread_mutex_lock(&q->shared->use);
+    psdb_hr hr =
+        psdb__registry_built_here(q->shared->inst, q->exe_path, q->family, sodb_hex, sha256, own);
+    pthread_mutex_unlock(&q->shared->use);
+    return hr;
+}
+
 /* Records "<what>: <why>" as the last error; without a why, the reason the failing step recorded
  * in psdb_error_last since mark, else its status. */
 static void install_fail(psdb_hr hr, unsigned mark, const char *what, const char *why)
@@ -478,7 +495,9 @@ psdb_hr psdb_client_install(psdb_client *c, const psdb_install_desc *d,
             psdb_hr known =
                 psdb__registry_installed(inst, d->exe_path, t->family, &have_serial, have_sha);
             pthread_mutex_unlock(&shared->use);
-            hr = psdb__install_build_here(c, d, t, store.dir, &entries[i], r);
+            built_query q = {shared, d->exe_path, t->family};
+            psdb__built_lookup have = {find_built, &q};
+            hr = psdb__install_build_here(c, d, t, store.dir, &have, &entries[i], r);
             if (PSDB_FAILED(hr)) {
                 char what[200];
                 snprintf(what, sizeof(what), "install: %.128s: --compile-missing", t->family);

@@ -23,6 +23,12 @@ const char *psdb__installer_root(const psdb_installer *inst);
 psdb_hr psdb__registry_installed(psdb_installer *inst, const char *exe_path, const char *family,
                                  uint64_t *serial, char sha256[65]);
 
+/* A PSDB the registry holds as built here (psdb install --compile-missing) for family from the
+ * SODB sodb_sha256 (lowercase hex): its digest, and *own 1 when it is exe_path's own row, 0 when
+ * another executable's (exe_path's row is taken first). PSDB_E_NOT_FOUND when none. */
+psdb_hr psdb__registry_built_here(psdb_installer *inst, const char *exe_path, const char *family,
+                                  const char *sodb_sha256, char sha256[65], int *own);
+
 /* In one BEGIN IMMEDIATE transaction: registers (or updates) the application, sets each entry's
  * family in its "default" component (other families stay), and records the serials. A serial
  * app_id (16 bytes) is recorded when non-NULL. A serial

@@ -331,6 +331,48 @@ cleanup:
     return hr;
 }
 
+psdb_hr psdb__registry_built_here(psdb_installer *inst, const char *exe_path, const char *family,
+                                  const char *sodb_sha256, char sha256[65], int *own)
+{
+    psdb_hr hr = PSDB_S_OK;
+    sqlite3_stmt *st = NULL;
+    const unsigned char *sha;
+    uint8_t raw[32];
+    int rc = sqlite3_prepare_v2(inst->reg->db,
+                                "SELECT sha256, exe_path=? FROM installed WHERE family=? AND"
+                                " built_here=1 AND sodb_sha256=? ORDER BY exe_path=? DESC, exe_path"
+                                " LIMIT 1",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
+        goto cleanup;
+    }
+    sqlite3_bind_text(st, 1, exe_path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, family, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, sodb_sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, exe_path, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    if (rc != SQLITE_ROW) {
+        hr = psdb__sqlite_hr(rc, PSDB_E_IO);
+        goto cleanup;
+    }
+    /* The digest names a file of the store: anything but 64 hex digits is no row of ours. */
+    sha = sqlite3_column_text(st, 0);
+    if (!sha || psdb__unhex((const char *)sha, raw, sizeof(raw)) != 0) {
+        hr = PSDB_E_NOT_FOUND;
+        goto cleanup;
+    }
+    memcpy(sha256, sha, 65);
+    *own = sqlite3_column_int(st, 1) != 0;
+cleanup:
+    sqlite3_finalize(st);
+    return hr;
+}
+
 /* Runs one prepared statement to completion with the given text/int64 bindings. */
 static psdb_hr step_done(sqlite3_stmt *st)
 {
