@@ -45,13 +45,12 @@ psdbd=$build/psdbd
 work=$(mktemp -d "${TMPDIR:-/tmp}/farm-bench-XXXXXX")
 pids=()
 dbs=()
-own_cluster=""
-pg_sql() { psql -qAt -v ON_ERROR_STOP=1 "${PSDB_TEST_PG_URL}${pg_sep}dbname=postgres" -c "$1"; }
+. "$root/tests/bench/pg_lib.sh"
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    for d in "${dbs[@]}"; do pg_sql "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true; done
-    [ -n "$own_cluster" ] && "$root/tests/pg/cluster" stop "$own_cluster"
+    for d in "${dbs[@]}"; do pg_sql postgres "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true; done
+    bench_pg_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -59,18 +58,7 @@ now() { date +%s.%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'; }
 
 # The PostgreSQL cluster: the one PSDB_TEST_PG_URL names, else a private one (tests/pg/cluster).
-pg_sep='?'
-pg_ready() {
-    if [ -z "${PSDB_TEST_PG_URL:-}" ]; then
-        own_cluster="$work/pg"
-        chmod 755 "$work" # as root the cluster runs as postgres, which must reach its directory
-        local env
-        env=$("$root/tests/pg/cluster" start "$own_cluster") || return 1
-        eval "$env"
-    fi
-    case "$PSDB_TEST_PG_URL" in *\?*) pg_sep='&' ;; esac
-    pg_sql 'SELECT 1' >/dev/null
-}
+pg_ready() { bench_pg_start "$work" && pg_sql postgres 'SELECT 1' >/dev/null; }
 
 # start NAME: a fresh psdbd on $engine (PostgreSQL: a database of its own) with a publisher token,
 # a compiler token and keys; sets url, log, index (the --index flags, empty on SQLite), data.
@@ -81,9 +69,9 @@ start() {
     index=()
     if [ "$engine" = postgresql ]; then
         local db="psdbfarm_$$_$1"
-        pg_sql "CREATE DATABASE $db"
+        pg_sql postgres "CREATE DATABASE $db"
         dbs+=("$db")
-        index=(--index "${PSDB_TEST_PG_URL}${pg_sep}dbname=$db")
+        index=(--index "$(pg_url_for "$db")")
     fi
     "$psdbd" token create --data-dir "$data" "${index[@]}" --role publisher --name studio \
         >"$d/studio.token"

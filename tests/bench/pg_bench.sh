@@ -22,25 +22,18 @@ psdbd=$build/psdbd
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/psdbd-pgbench-XXXXXX")
-own_cluster=""
-if [ -z "${PSDB_TEST_PG_URL:-}" ]; then
-    own_cluster="$work/pg"
-    chmod 755 "$work" # as root the cluster runs as postgres, which must reach its directory
-    pg_env=$("$root/tests/pg/cluster" start "$own_cluster") || exit 1
-    eval "$pg_env"
-fi
+. "$root/tests/bench/pg_lib.sh"
+bench_pg_start "$work" || exit 1
 db="psdbbench_$$"
-sep='?'
-case "$PSDB_TEST_PG_URL" in *\?*) sep='&' ;; esac
-pg_url="${PSDB_TEST_PG_URL}${sep}dbname=$db"
-sql() { psql -qAt -v ON_ERROR_STOP=1 "${PSDB_TEST_PG_URL}${sep}dbname=postgres" -c "$1"; }
+pg_url=$(pg_url_for "$db")
+sql() { pg_sql postgres "$1"; }
 pids=()
 cleanup() {
     [ -f "$work/ng/nginx.pid" ] && "$nginx_bin" -p "$work/ng" -c "$work/ng/nginx.conf" -s stop 2>/dev/null || true
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     sql "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-    [ -n "$own_cluster" ] && "$root/tests/pg/cluster" stop "$own_cluster"
+    bench_pg_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
