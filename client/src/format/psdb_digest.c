@@ -87,14 +87,18 @@ static void digest_header(psdb__buf *b, const psdb_app_identity *id, const psdb_
 /* Streams the content of the main tables of db through SHA-256 in the canonical order and counts
  * rows. Used by the writer at finish and by psdb_file_verify, so both agree by construction. */
 psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const psdb_target *t,
-                                 const uint8_t (*blob_sha)[32], uint64_t num_blob_sha,
-                                 content_stats *out, char *msg, size_t msg_size)
+                                 const content_blobs *blobs, content_stats *out, char *msg,
+                                 size_t msg_size)
 {
     static const char *join_sql =
         "SELECT v.key, v.type, b.sha256 FROM value_entries v LEFT JOIN blobs b ON b.id = v.blob_id "
         "ORDER BY v.key, v.type";
     /* With the digests at hand, value_entries alone: a scan of its rows, no blob page read. */
-    static const char *ids_sql = "SELECT key, type, blob_id FROM value_entries ORDER BY key, type";
+    static const char *ids_sql =
+        "SELECT key, type, blob_id, size FROM value_entries ORDER BY key, type";
+    const uint8_t(*blob_sha)[32] = blobs ? blobs->sha : NULL;
+    const uint64_t num_blob_sha = blobs ? blobs->num : 0;
+    const uint32_t *blob_len = blobs ? blobs->len : NULL;
     const char *values_sql = blob_sha ? ids_sql : join_sql;
     static const char *groups_sql = "SELECT key, version, (SELECT count(*) FROM group_members m "
                                     "WHERE m.group_key = g.key) FROM value_groups g ORDER BY key";
@@ -142,6 +146,19 @@ psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const
         }
         const void *key = sqlite3_column_blob(vst, 0);
         size_t key_size = (size_t)sqlite3_column_bytes(vst, 0);
+        /* psdb_file_verify's checks of each value, made on this scan: a key, a type of 0..3, the
+         * size of the blob it names (whose bytes were hashed). */
+        if (blob_len && (key_size == 0 || sqlite3_column_int64(vst, 1) < 0 ||
+                         sqlite3_column_int64(vst, 1) >= (sqlite3_int64)PSDB_VALUE_TYPE_COUNT ||
+                         sqlite3_column_type(vst, 3) != SQLITE_INTEGER || blob_len[blob] == 0 ||
+                         sqlite3_column_int64(vst, 3) != (sqlite3_int64)blob_len[blob])) {
+            hr = PSDB_E_CACHE_CORRUPT;
+            psdb__pf_set_msg(msg, msg_size, "value %llu: empty key, bad type or size",
+                             (unsigned long long)st.num_values);
+            goto cleanup;
+        }
+        if (blobs && blobs->ref)
+            blobs->ref[blob] = 1;
         const void *digest = blob_sha ? blob_sha[blob] : sqlite3_column_blob(vst, 2);
         psdb__sha256_update(sha, "\x01", 1);
         psdb__put_le32(rec, (uint32_t)key_size);
