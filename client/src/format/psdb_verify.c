@@ -5,11 +5,12 @@
  * psdb_file_verify makes every check of schema/PSDB.md ("psdb_file_verify checks everything") on
  * two threads, each with a connection of its own, reading in scan mode (psdb_vfs.c: large blocks
  * instead of a pread per page):
- *   - the second thread runs PRAGMA integrity_check, then the group checks (SQL), then joins in
- *     hashing blobs;
+ *   - the second thread runs PRAGMA integrity_check, then joins in hashing blobs, then runs the
+ *     group checks (SQL);
  *   - the calling thread hashes blobs (both claim the next VERIFY_BLOB_CHUNK ids of 1..num_blobs)
- *     and records each blob's digest and length; after the join it checks every value on one scan
- *     of value_entries against that record, which also gives the content digest (verify_values).
+ *     and records each blob's digest and length; once neither hashes any more it checks every
+ *     value on one scan of value_entries against that record, which also gives the content digest
+ *     (verify_values), while the second thread runs the group checks.
  * The checks of values were one SQL query each, two of them joining every value with its blob row,
  * and cost more than the hashing on a file of many small values (measured: 0.4 s of 1.1 s for 63k
  * values). The queries remain as verify_exact: whenever the one scan finds anything wrong (or had
@@ -136,7 +137,31 @@ typedef struct blob_scan {
     uint8_t (*sha)[32];
     uint32_t *len;
     uint8_t *ref;
+    /* Threads still hashing: what they record and count is whole once none is (blob_scan_leave,
+     * blob_scan_wait). */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    unsigned hashing;
 } blob_scan;
+
+/* A thread is done with the blobs: it hashes no more and writes nothing more of its blob_part. */
+static void blob_scan_leave(blob_scan *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (--s->hashing == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Waits until every thread is done with the blobs; what they recorded is then the caller's to
+ * read. */
+static void blob_scan_wait(blob_scan *s)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->hashing > 0)
+        pthread_cond_wait(&s->idle, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
 
 /* A blob takes more than this many bytes of a valid PSDB: its row (a 32-byte digest, at least one
  * byte of data, a cell header and pointer) and its entry in the index on sha256 (the digest again
@@ -275,13 +300,14 @@ static psdb_hr expect_all_empty(sqlite3 *db, const verify_query *q, size_t n, ch
 }
 
 /* The second thread of psdb_file_verify: PRAGMA integrity_check on a connection of its own, then
- * the group checks, then its share of the blobs. */
+ * its share of the blobs, then the group checks. */
 typedef struct integrity_job {
     psdb_file *f;
-    blob_scan *scan;
-    psdb_hr hr; /* integrity_check's finding */
+    blob_scan *scan; /* NULL: run alone, no blobs and no group checks */
+    psdb_hr hr;      /* integrity_check's finding (or the budget's, spent on the group checks) */
     char msg[256];
-    int groups_ok; /* the group checks found nothing (else verify_exact reports what) */
+    int groups; /* the group checks: 1 found nothing, 0 found something (verify_exact names
+                   it), -1 not run */
     blob_part blobs;
 } integrity_job;
 
@@ -294,8 +320,12 @@ static void integrity_run(integrity_job *job)
     const psdb_file_info *info = &job->f->info;
     char why[256];
 
-    if ((job->hr = psdb__pf_db_open(job->f, &db, job->msg, sizeof(job->msg))) < 0)
+    job->groups = -1;
+    if ((job->hr = psdb__pf_db_open(job->f, &db, job->msg, sizeof(job->msg))) < 0) {
+        if (job->scan)
+            blob_scan_leave(job->scan);
         goto cleanup;
+    }
     sqlite3_file_control(db, "main", PSDB__FCNTL_SCAN, &scan_on); /* only faster: not checked */
     verify_cache_size(db, info->num_blobs > info->num_values ? info->num_blobs : info->num_values);
     verify_budget_init(job->f, &budget);
@@ -322,19 +352,28 @@ static void integrity_run(integrity_job *job)
     st = NULL;
     if (job->hr < 0 && job->scan)
         atomic_store(&job->scan->next, UINT64_MAX / 2); /* its finding is reported: stop hashing */
-    if (job->hr >= 0 && job->scan) {
-        /* Before the blobs: the other thread starts hashing alone, and the last chunks are then
-         * shared rather than this thread's checks run after them. */
-        job->groups_ok =
-            expect_all_empty(db, group_checks, sizeof(group_checks) / sizeof(group_checks[0]), why,
-                             sizeof(why)) >= 0;
+    if (job->hr >= 0 && job->scan)
         blob_scan_run(job->scan, db, job->f->sha256, &job->blobs);
-    }
     if (budget.stopped && job->blobs.hr >= 0) {
         job->blobs.hr = PSDB_E_CACHE_CORRUPT;
         psdb__pf_set_msg(job->blobs.msg, sizeof(job->blobs.msg),
                          "verification stopped: more work than a PSDB of %llu bytes can need",
                          (unsigned long long)job->f->file_size);
+    }
+    if (!job->scan)
+        goto cleanup;
+    blob_scan_leave(job->scan);
+    /* After the blobs, while the other thread checks the values (verify_values). */
+    if (job->hr >= 0 && job->blobs.hr >= 0) {
+        job->groups =
+            expect_all_empty(db, group_checks, sizeof(group_checks) / sizeof(group_checks[0]), why,
+                             sizeof(why)) >= 0;
+        if (budget.stopped) {
+            job->hr = PSDB_E_CACHE_CORRUPT;
+            psdb__pf_set_msg(job->msg, sizeof(job->msg),
+                             "verification stopped: more work than a PSDB of %llu bytes can need",
+                             (unsigned long long)job->f->file_size);
+        }
     }
 cleanup:
     sqlite3_finalize(st);
@@ -398,15 +437,15 @@ cleanup:
     return hr;
 }
 
-/* verify_exact's checks on one scan of value_entries against what the blob hashing recorded
- * (blob_scan): each value's key, type, blob and size (psdb__pf_compute_content with the record),
- * every blob named by a value (which with no value naming a missing blob is the count of distinct
- * blob ids), the content digest from the recorded digests and the header counts from the record;
- * the query for stray blob ids as in verify_exact, and the group checks the second thread ran
- * (groups_ok). Reads no blob page. 1: every check holds. 0: one does not, the reason in why. -1:
- * nothing was recorded. On 0 and -1 verify_exact names the failure. */
+/* verify_exact's checks of values on one scan of value_entries against what the blob hashing
+ * recorded (blob_scan): each value's key, type, blob and size (psdb__pf_compute_content with the
+ * record), every blob named by a value (which with no value naming a missing blob is the count of
+ * distinct blob ids), the content digest from the recorded digests and the header counts from the
+ * record; the query for stray blob ids as in verify_exact. The group checks are the second
+ * thread's. Reads no blob page. 1: every check holds. 0: one does not, the reason in why. -1:
+ * nothing was recorded. */
 static int verify_values(psdb_file *f, sqlite3 *db, const blob_scan *scan, uint64_t nblobs,
-                         int groups_ok, char *why, size_t why_size)
+                         char *why, size_t why_size)
 {
     const content_blobs blobs = {.sha = (const uint8_t(*)[32])scan->sha,
                                  .num = scan->last,
@@ -418,10 +457,6 @@ static int verify_values(psdb_file *f, sqlite3 *db, const blob_scan *scan, uint6
 
     if (!scan->len)
         return -1;
-    if (!groups_ok) {
-        psdb__pf_set_msg(why, why_size, "the group checks failed");
-        return 0;
-    }
     if (nblobs != f->info.num_blobs) {
         psdb__pf_set_msg(why, why_size, "%llu blobs hashed, the header says %llu",
                          (unsigned long long)nblobs, (unsigned long long)f->info.num_blobs);
@@ -484,7 +519,10 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     uint64_t nblobs = 0;
     verify_budget budget = {0};
     integrity_job job = {.hr = PSDB_S_OK};
-    blob_scan scan = {.sha = NULL};
+    blob_scan scan = {.sha = NULL,
+                      .lock = PTHREAD_MUTEX_INITIALIZER,
+                      .idle = PTHREAD_COND_INITIALIZER,
+                      .hashing = 2};
     blob_part mine = {.hr = PSDB_S_OK};
     pthread_t job_thread;
     int job_started = 0, scan_on = 1, fast = -1;
@@ -510,6 +548,7 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     job_started = pthread_create(&job_thread, NULL, integrity_main, &job) == 0;
     if (!job_started) {
         job.scan = NULL;
+        scan.hashing = 1;
         integrity_run(&job);
     }
     verify_budget_init(f, &budget);
@@ -518,6 +557,14 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
 
     if (job_started || job.hr >= 0) /* job.hr is the other thread's until the join */
         blob_scan_run(&scan, c->db, f->sha256, &mine);
+    blob_scan_leave(&scan);
+    blob_scan_wait(&scan); /* job.blobs is final from here: read before the join */
+    if (mine.hr >= 0 && job.blobs.hr >= 0) {
+        /* The blob pages were read once each; value and group tables are now sought at random. */
+        verify_cache_size(c->db, f->info.num_values);
+        fast = verify_values(f, c->db, &scan, mine.count + job.blobs.count, fast_why,
+                             sizeof(fast_why));
+    }
     if (job_started) {
         pthread_join(job_thread, NULL);
         job_started = 0;
@@ -535,16 +582,16 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
         goto cleanup;
     }
     nblobs = mine.count + job.blobs.count;
-    /* The blob pages were read once each; the value and group tables are now sought at random. */
-    verify_cache_size(c->db, f->info.num_values);
-    fast = verify_values(f, c->db, &scan, nblobs, job.groups_ok, fast_why, sizeof(fast_why));
-    if (fast == 1)
+    if (fast == 1 && job.groups == 1)
         goto cleanup;
-    if ((hr = verify_exact(f, c->db, nblobs, why, sizeof(why))) < 0 || fast < 0)
+    /* Else the queries decide, unless the one scan or the second thread's group checks refused
+     * what they accept: never expected, and never accepted. */
+    if ((hr = verify_exact(f, c->db, nblobs, why, sizeof(why))) < 0 ||
+        (fast != 0 && job.groups != 0))
         goto cleanup;
-    /* The one scan refused what the queries accept: never expected, and never accepted. */
     hr = PSDB_E_CACHE_CORRUPT;
-    psdb__pf_set_msg(why, sizeof(why), "%s", fast_why);
+    psdb__pf_set_msg(why, sizeof(why), "%s",
+                     fast == 0 ? fast_why : "the group checks failed on the second connection");
 cleanup:
     if (job_started)
         pthread_join(job_thread, NULL);
