@@ -1526,6 +1526,8 @@ START_TEST(test_psdbfile__C2_verify_finds_broken_references)
         {"UPDATE header SET blob_bytes = blob_bytes + 1;", "counts"},
         {"UPDATE header SET num_blobs = num_blobs - 1;", "blob ids"},
         {"UPDATE header SET num_groups = num_groups + 1;", "counts"},
+        {"UPDATE group_members SET idx = idx + 10 WHERE group_key = CAST('group-02' AS BLOB);",
+         "indexes"},
         {"UPDATE value_entries SET size = CAST(size AS TEXT) || 'x' WHERE key = CAST('k003' AS "
          "BLOB) AND type = 0;",
          "size"},

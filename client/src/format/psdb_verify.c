@@ -5,17 +5,17 @@
  * psdb_file_verify makes every check of schema/PSDB.md ("psdb_file_verify checks everything") on
  * two threads, each with a connection of its own, reading in scan mode (psdb_vfs.c: large blocks
  * instead of a pread per page):
- *   - the second thread runs PRAGMA integrity_check, then joins in hashing blobs, then runs the
- *     group checks (SQL);
+ *   - the second thread runs PRAGMA integrity_check, then joins in hashing blobs if any are left,
+ *     then looks up every group member's value key (SQL);
  *   - the calling thread hashes blobs (both claim the next VERIFY_BLOB_CHUNK ids of 1..num_blobs)
- *     and records each blob's digest and length; once neither hashes any more it checks every
- *     value on one scan of value_entries against that record, which also gives the content digest
- *     (verify_values), while the second thread runs the group checks.
- * The checks of values were one SQL query each, two of them joining every value with its blob row,
- * and cost more than the hashing on a file of many small values (measured: 0.4 s of 1.1 s for 63k
- * values). The queries remain as verify_exact: whenever the one scan finds anything wrong (or had
- * no record), they run in the order their failures have always been reported, so a damaged file
- * gets the same first reason as before; the one scan alone only ever accepts.
+ *     and records each blob's digest and length; once no thread hashes any more it checks every
+ *     value and group on one scan of value_entries and the group tables against that record,
+ *     which also gives the content digest (verify_values).
+ * The checks of values and groups were one SQL query each, two of them joining every value with
+ * its blob row, and cost more than the hashing on a file of many small values (measured: 0.4 s of
+ * 1.1 s for 63k values). The queries remain as verify_exact: whenever the one scan finds anything
+ * wrong (or had no record), they run in the order their failures have always been reported, so a
+ * damaged file gets the same first reason as before; the one scan alone only ever accepts.
  */
 #include "format/psdbfile_int.h"
 
@@ -137,14 +137,21 @@ typedef struct blob_scan {
     uint8_t (*sha)[32];
     uint32_t *len;
     uint8_t *ref;
-    /* Threads still hashing: what they record and count is whole once none is (blob_scan_leave,
-     * blob_scan_wait). */
+    /* Threads inside blob_scan_run: once none is and every id is claimed, the record is whole
+     * (blob_scan_wait). A thread enters before it claims, so none that enters later finds an id
+     * left to hash or record. */
     pthread_mutex_t lock;
     pthread_cond_t idle;
     unsigned hashing;
 } blob_scan;
 
-/* A thread is done with the blobs: it hashes no more and writes nothing more of its blob_part. */
+static void blob_scan_enter(blob_scan *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->hashing++;
+    pthread_mutex_unlock(&s->lock);
+}
+
 static void blob_scan_leave(blob_scan *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -153,8 +160,8 @@ static void blob_scan_leave(blob_scan *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Waits until every thread is done with the blobs; what they recorded is then the caller's to
- * read. */
+/* Called by a thread whose blob_scan_run returned (every id is claimed): waits until the others
+ * have hashed and recorded theirs. */
 static void blob_scan_wait(blob_scan *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -183,6 +190,7 @@ static void blob_scan_run(blob_scan *s, sqlite3 *db, const EVP_MD *sha256, blob_
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     int rc = SQLITE_OK;
 
+    blob_scan_enter(s);
     if (!md) {
         out->hr = PSDB_E_OUTOFMEMORY;
         psdb__pf_set_msg(out->msg, sizeof(out->msg), "blobs: out of memory");
@@ -251,6 +259,7 @@ cleanup:
         atomic_store(&s->next, UINT64_MAX / 2); /* the other thread stops at its next chunk */
     sqlite3_finalize(st);
     EVP_MD_CTX_free(md);
+    blob_scan_leave(s);
 }
 
 /* The checks of psdb_file_verify after the blobs', in the order their failures are reported:
@@ -275,6 +284,8 @@ static const verify_query value_checks[] = {
      "a blob is not referenced by any value"},
 };
 
+/* The one check of groups verify_values does not make: group_checks[2]. */
+#define GROUP_CHECK_MEMBER_KEYS 2
 static const verify_query group_checks[] = {
     {"SELECT 1 FROM value_groups WHERE typeof(key) != 'blob' OR length(key) = 0 "
      "OR typeof(version) != 'integer'",
@@ -300,14 +311,14 @@ static psdb_hr expect_all_empty(sqlite3 *db, const verify_query *q, size_t n, ch
 }
 
 /* The second thread of psdb_file_verify: PRAGMA integrity_check on a connection of its own, then
- * its share of the blobs, then the group checks. */
+ * its share of the blobs, then the lookup of every group member's value key. */
 typedef struct integrity_job {
     psdb_file *f;
-    blob_scan *scan; /* NULL: run alone, no blobs and no group checks */
-    psdb_hr hr;      /* integrity_check's finding (or the budget's, spent on the group checks) */
+    blob_scan *scan; /* NULL: run alone, no blobs and no lookups */
+    psdb_hr hr;      /* integrity_check's finding (or the budget's, spent on the lookups) */
     char msg[256];
-    int groups; /* the group checks: 1 found nothing, 0 found something (verify_exact names
-                   it), -1 not run */
+    int members; /* the lookups: 1 found every key, 0 missed one (verify_exact names it), -1 not
+                    run */
     blob_part blobs;
 } integrity_job;
 
@@ -320,12 +331,9 @@ static void integrity_run(integrity_job *job)
     const psdb_file_info *info = &job->f->info;
     char why[256];
 
-    job->groups = -1;
-    if ((job->hr = psdb__pf_db_open(job->f, &db, job->msg, sizeof(job->msg))) < 0) {
-        if (job->scan)
-            blob_scan_leave(job->scan);
+    job->members = -1;
+    if ((job->hr = psdb__pf_db_open(job->f, &db, job->msg, sizeof(job->msg))) < 0)
         goto cleanup;
-    }
     sqlite3_file_control(db, "main", PSDB__FCNTL_SCAN, &scan_on); /* only faster: not checked */
     verify_cache_size(db, info->num_blobs > info->num_values ? info->num_blobs : info->num_values);
     verify_budget_init(job->f, &budget);
@@ -360,14 +368,10 @@ static void integrity_run(integrity_job *job)
                          "verification stopped: more work than a PSDB of %llu bytes can need",
                          (unsigned long long)job->f->file_size);
     }
-    if (!job->scan)
-        goto cleanup;
-    blob_scan_leave(job->scan);
-    /* After the blobs, while the other thread checks the values (verify_values). */
-    if (job->hr >= 0 && job->blobs.hr >= 0) {
-        job->groups =
-            expect_all_empty(db, group_checks, sizeof(group_checks) / sizeof(group_checks[0]), why,
-                             sizeof(why)) >= 0;
+    /* After the blobs, while the other thread checks values and groups (verify_values). */
+    if (job->scan && job->hr >= 0 && job->blobs.hr >= 0) {
+        const verify_query *q = &group_checks[GROUP_CHECK_MEMBER_KEYS];
+        job->members = expect_empty(db, q->sql, q->what, why, sizeof(why)) >= 0;
         if (budget.stopped) {
             job->hr = PSDB_E_CACHE_CORRUPT;
             psdb__pf_set_msg(job->msg, sizeof(job->msg),
@@ -437,15 +441,16 @@ cleanup:
     return hr;
 }
 
-/* verify_exact's checks of values on one scan of value_entries against what the blob hashing
- * recorded (blob_scan): each value's key, type, blob and size (psdb__pf_compute_content with the
- * record), every blob named by a value (which with no value naming a missing blob is the count of
- * distinct blob ids), the content digest from the recorded digests and the header counts from the
- * record; the query for stray blob ids as in verify_exact. The group checks are the second
- * thread's. Reads no blob page. 1: every check holds. 0: one does not, the reason in why. -1:
- * nothing was recorded. */
-static int verify_values(psdb_file *f, sqlite3 *db, const blob_scan *scan, uint64_t nblobs,
-                         char *why, size_t why_size)
+/* verify_exact's checks on one scan of value_entries and the group tables against what the blob
+ * hashing recorded (blob_scan), psdb__pf_compute_content with the record: each value's key, type,
+ * blob and size; every blob named by a value (which with no value naming a missing blob is the
+ * count of distinct blob ids); each group's key and version, its members' indexes, every member
+ * under a group; the content digest from the recorded digests and the header counts from the
+ * record; and the query for stray blob ids as in verify_exact. The lookup of members' value keys
+ * is the second thread's. Reads no blob page. 1: every check holds. 0: one does not, the reason
+ * in why. -1: nothing was recorded. */
+static int verify_values(psdb_file *f, sqlite3 *db, const blob_scan *scan, char *why,
+                         size_t why_size)
 {
     const content_blobs blobs = {.sha = (const uint8_t(*)[32])scan->sha,
                                  .num = scan->last,
@@ -457,11 +462,6 @@ static int verify_values(psdb_file *f, sqlite3 *db, const blob_scan *scan, uint6
 
     if (!scan->len)
         return -1;
-    if (nblobs != f->info.num_blobs) {
-        psdb__pf_set_msg(why, why_size, "%llu blobs hashed, the header says %llu",
-                         (unsigned long long)nblobs, (unsigned long long)f->info.num_blobs);
-        return 0;
-    }
     if (expect_no_stray_blob(f, db, why, why_size) < 0 ||
         psdb__pf_compute_content(db, &f->info.identity, &f->info.target, &blobs, &cs, why,
                                  why_size) < 0)
@@ -519,10 +519,8 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     uint64_t nblobs = 0;
     verify_budget budget = {0};
     integrity_job job = {.hr = PSDB_S_OK};
-    blob_scan scan = {.sha = NULL,
-                      .lock = PTHREAD_MUTEX_INITIALIZER,
-                      .idle = PTHREAD_COND_INITIALIZER,
-                      .hashing = 2};
+    blob_scan scan = {
+        .sha = NULL, .lock = PTHREAD_MUTEX_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER};
     blob_part mine = {.hr = PSDB_S_OK};
     pthread_t job_thread;
     int job_started = 0, scan_on = 1, fast = -1;
@@ -548,7 +546,6 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
     job_started = pthread_create(&job_thread, NULL, integrity_main, &job) == 0;
     if (!job_started) {
         job.scan = NULL;
-        scan.hashing = 1;
         integrity_run(&job);
     }
     verify_budget_init(f, &budget);
@@ -557,13 +554,13 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
 
     if (job_started || job.hr >= 0) /* job.hr is the other thread's until the join */
         blob_scan_run(&scan, c->db, f->sha256, &mine);
-    blob_scan_leave(&scan);
-    blob_scan_wait(&scan); /* job.blobs is final from here: read before the join */
-    if (mine.hr >= 0 && job.blobs.hr >= 0) {
+    blob_scan_wait(&scan);
+    /* With the record whole, while the other thread may still check integrity: if it or the other
+     * thread's hashing fails, what this finds is not reported. */
+    if (mine.hr >= 0) {
         /* The blob pages were read once each; value and group tables are now sought at random. */
         verify_cache_size(c->db, f->info.num_values);
-        fast = verify_values(f, c->db, &scan, mine.count + job.blobs.count, fast_why,
-                             sizeof(fast_why));
+        fast = verify_values(f, c->db, &scan, fast_why, sizeof(fast_why));
     }
     if (job_started) {
         pthread_join(job_thread, NULL);
@@ -582,16 +579,21 @@ psdb_hr psdb_file_verify(psdb_file *f, char *msg, size_t msg_size)
         goto cleanup;
     }
     nblobs = mine.count + job.blobs.count;
-    if (fast == 1 && job.groups == 1)
+    if (fast == 1 && nblobs != f->info.num_blobs) {
+        fast = 0;
+        psdb__pf_set_msg(fast_why, sizeof(fast_why), "%llu blobs hashed, the header says %llu",
+                         (unsigned long long)nblobs, (unsigned long long)f->info.num_blobs);
+    }
+    if (fast == 1 && job.members == 1)
         goto cleanup;
-    /* Else the queries decide, unless the one scan or the second thread's group checks refused
-     * what they accept: never expected, and never accepted. */
+    /* Else the queries decide, unless the one scan or the second thread's lookups refused what
+     * they accept: never expected, and never accepted. */
     if ((hr = verify_exact(f, c->db, nblobs, why, sizeof(why))) < 0 ||
-        (fast != 0 && job.groups != 0))
+        (fast != 0 && job.members != 0))
         goto cleanup;
     hr = PSDB_E_CACHE_CORRUPT;
     psdb__pf_set_msg(why, sizeof(why), "%s",
-                     fast == 0 ? fast_why : "the group checks failed on the second connection");
+                     fast == 0 ? fast_why : "a group member's value key was not found");
 cleanup:
     if (job_started)
         pthread_join(job_thread, NULL);

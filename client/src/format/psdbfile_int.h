@@ -210,8 +210,9 @@ int psdb__pf_bind_bytes(sqlite3_stmt *st, int idx, const void *p, size_t n);
 typedef struct content_blobs {
     const uint8_t (*sha)[32]; /* [id]: the digest of blob id, ids 1..num */
     uint64_t num;
-    /* [id]: blob id's length in bytes, 0 for no such blob; NULL: values are not checked. Else each
-     * value must have a non-empty key, a type of 0..3 and an integer size equal to its blob's. */
+    /* [id]: blob id's length in bytes, 0 for no such blob; NULL: nothing is checked. Else each
+     * value must have a non-empty key, a type of 0..3 and an integer size equal to its blob's, and
+     * each group a non-empty key and members of indexes 0..n-1, every member under a group. */
     const uint32_t *len;
     uint8_t *ref; /* [id] set to 1 by each value naming blob id; NULL: not recorded */
 } content_blobs;
