@@ -76,6 +76,9 @@ publish() {
     rm -rf "$data"
     token=$("$bin/psdbd" token create --data-dir "$data" --role publisher --name bench)
     "$bin/psdbd" key add --data-dir "$data" --name bench --public-key "$work/key.pub" >/dev/null
+    # Emptied here, not by the redirection below: that runs in the child, and the wait could
+    # read the previous psdbd's address first.
+    : >"$work/psdbd.out"
     "$bin/psdbd" --listen 127.0.0.1:0 --data-dir "$data" --threads 4 --max-upload 8G \
         --log-requests false >"$work/psdbd.out" 2>>"$work/psdbd.log" &
     pid=$!
@@ -87,7 +90,10 @@ publish() {
     [ -n "$base" ] || { say "psdbd did not start: $(tail -3 "$work/psdbd.log")"; exit 1; }
     c0=$(cpu_of "$pid")
     /usr/bin/time -o "$work/time.out" -f '%e %U %S' "$bin/psdb" publish --server "$base" \
-        --token "$token" --key "$work/key" "$file" >/dev/null
+        --token "$token" --key "$work/key" "$file" >/dev/null 2>"$work/publish.err" || {
+        say "publish with $bin failed: $(tail -1 "$work/publish.err"); psdbd: $(tail -3 "$work/psdbd.log")"
+        exit 1
+    }
     # The client's CPU and what psdbd used meanwhile.
     awk -v a="$c0" -v b="$(cpu_of "$pid")" '{ printf "%s %.3f\n", $1, $2 + $3 + b - a }' \
         "$work/time.out" >>"$work/t.$name"
