@@ -31,6 +31,9 @@ run() {
     rm -rf "$data"
     token=$("$bin/psdbd" token create --data-dir "$data" --role publisher --name bench)
     "$bin/psdbd" key add --data-dir "$data" --name bench --public-key "$work/key.pub" >/dev/null
+    # Emptied here, not by the redirection below: that runs in the child, and the wait could
+    # read the previous psdbd's address first.
+    : >"$work/psdbd.out"
     "$bin/psdbd" --listen 127.0.0.1:0 --data-dir "$data" --threads 4 --max-upload 4G \
         --max-connections 4000 --log-requests false >"$work/psdbd.out" 2>>"$work/psdbd.log" &
     pid=$!

@@ -108,9 +108,7 @@ psdb_hr psdb__pf_conn_open(psdb_file *f, int check, conn **out, char *msg, size_
         goto cleanup;
     if (check && (hr = psdb__pf_check_schema(c->db, msg, msg_size)) < 0)
         goto cleanup;
-    /* Small: interior pages come from the file's page cache (pc_read), and leaf pages are
-     * seldom read twice; a large LRU only costs memory and cache misses (measured). */
-    sqlite3_exec(c->db, "PRAGMA cache_size = -256", NULL, NULL, NULL);
+    sqlite3_exec(c->db, PSDB__CONN_CACHE_SIZE_SQL, NULL, NULL, NULL);
     rc = sqlite3_prepare_v3(c->db, key_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->key_st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v3(c->db, blob_sql, -1, SQLITE_PREPARE_PERSISTENT, &c->blob_st, NULL);

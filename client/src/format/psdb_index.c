@@ -295,6 +295,11 @@ uint64_t psdb__file_direct_reads(psdb_file *f)
     return n;
 }
 
+uint64_t psdb__file_reads(psdb_file *f)
+{
+    return f->pages ? atomic_load_explicit(&f->pages->reads, memory_order_relaxed) : 0;
+}
+
 void psdb__file_index_disable(psdb_file *f)
 {
     pthread_mutex_lock(&f->lock);

@@ -58,6 +58,33 @@
 #define READ_AHEAD_MIN ((size_t)32 << 10)
 #define READ_AHEAD_MAX ((size_t)256 << 10)
 
+/* Scan mode (PSDB__FCNTL_SCAN, psdb_file_verify's connections): a whole-file pass reads nearly
+ * every page, but not in one direction. integrity_check walks each B-tree's cells from the last to
+ * the first (backwards through the file), the blob threads skip the chunks the other thread
+ * claimed, and the pages of an index lie between the table's. The read-ahead window above restarts
+ * at every such step and left most of a 200 MiB file to 4 KiB preads, 3.5 per page (measured:
+ * 179k preads, 0.4 s of a 1.1 s verification in the kernel). In scan mode the connection keeps
+ * SCAN_SLOTS aligned blocks of SCAN_BLOCK bytes: a read in a kept block is a copy; a read next to
+ * the previous one (its block or a neighbour, either direction) loads its block with one pread; a
+ * read far from the previous one (an index seek) goes to the file alone, so scattered reads cost
+ * no more than before. Blocks are read with the file's length at that moment: a read past a
+ * block's end goes to the file and gets its short read, as without scan mode. */
+#define SCAN_BLOCK ((size_t)256 << 10)
+#define SCAN_SLOTS 4
+
+typedef struct scan_slot {
+    uint8_t *buf;        /* SCAN_BLOCK bytes, or NULL until first used */
+    sqlite3_int64 block; /* block number (offset / SCAN_BLOCK); -1: empty */
+    size_t len;          /* bytes read at block * SCAN_BLOCK */
+    uint64_t used;       /* scan_state.clock at the last read served */
+} scan_slot;
+
+typedef struct scan_state {
+    scan_slot slot[SCAN_SLOTS];
+    sqlite3_int64 prev; /* block of the previous read; -1: none */
+    uint64_t clock;
+} scan_state;
+
 typedef struct pc_file {
     sqlite3_file base;
     page_cache *pc;     /* NULL: not the main database file, nothing cached */
@@ -68,13 +95,23 @@ typedef struct pc_file {
     size_t win_len;         /* valid bytes at win_off; 0: empty */
     size_t win_next;        /* size of the next window read; 0 until a run begins */
     sqlite3_int64 next_off; /* where the previous read ended */
+    scan_state *scan;       /* scan mode on: its blocks; NULL: off */
 } pc_file;
+
+static void scan_free(scan_state *sc)
+{
+    for (size_t i = 0; sc && i < SCAN_SLOTS; i++)
+        free(sc->slot[i].buf);
+    free(sc);
+}
 
 static int pc_close(sqlite3_file *file)
 {
     pc_file *p = (pc_file *)file;
     free(p->win);
     p->win = NULL;
+    scan_free(p->scan);
+    p->scan = NULL;
     return p->fd >= 0 ? SQLITE_OK : p->real->pMethods->xClose(p->real);
 }
 
@@ -93,8 +130,10 @@ static int fd_read(int fd, void *buf, int amt, sqlite3_int64 off)
 
 static int raw_read(pc_file *p, void *buf, int amt, sqlite3_int64 off)
 {
-    return p->fd >= 0 ? fd_read(p->fd, buf, amt, off)
-                      : p->real->pMethods->xRead(p->real, buf, amt, off);
+    if (p->fd < 0)
+        return p->real->pMethods->xRead(p->real, buf, amt, off);
+    atomic_fetch_add_explicit(&p->pc->reads, 1, memory_order_relaxed);
+    return fd_read(p->fd, buf, amt, off);
 }
 
 /* Serves the read from the window when it holds it, refilling the window for a sequential read.
@@ -130,6 +169,48 @@ static int pc_read_ahead(pc_file *p, void *buf, int amt, sqlite3_int64 off)
     return 1;
 }
 
+/* Scan mode's read (see SCAN_BLOCK). 1 when buf was filled from a block, 0 when the caller must
+ * read from the file. */
+static int pc_read_scan(pc_file *p, void *buf, int amt, sqlite3_int64 off)
+{
+    scan_state *sc = p->scan;
+    sqlite3_int64 block = off / (sqlite3_int64)SCAN_BLOCK, prev = sc->prev;
+    size_t at = (size_t)(off - block * (sqlite3_int64)SCAN_BLOCK), n = (size_t)amt;
+    scan_slot *s = NULL;
+    ssize_t got;
+
+    sc->prev = block;
+    if (n > SCAN_BLOCK - at)
+        return 0; /* crosses a block boundary: SQLite's pages never do */
+    for (size_t i = 0; i < SCAN_SLOTS; i++)
+        if (sc->slot[i].block == block) {
+            s = &sc->slot[i];
+            break;
+        }
+    if (!s) {
+        if (prev < 0 || block < prev - 1 || block > prev + 1)
+            return 0; /* far from the previous read: this page alone */
+        s = &sc->slot[0];
+        for (size_t i = 1; i < SCAN_SLOTS; i++)
+            if (sc->slot[i].used < s->used)
+                s = &sc->slot[i];
+        if (!s->buf && !(s->buf = malloc(SCAN_BLOCK)))
+            return 0; /* no memory: read page by page */
+        s->block = -1;
+        atomic_fetch_add_explicit(&p->pc->reads, 1, memory_order_relaxed);
+        got = psdb__pread_upto(p->fd, s->buf, SCAN_BLOCK, (uint64_t)block * SCAN_BLOCK);
+        if (got <= 0)
+            return 0; /* an error or nothing there: the direct read reports it */
+        s->block = block;
+        s->len = (size_t)got;
+    }
+    s->used = ++sc->clock;
+    if (n > s->len || at > s->len - n)
+        return 0; /* past the block's end: the file's short read */
+    memcpy(buf, s->buf + at, n);
+    return 1;
+}
+
 static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
 {
     pc_file *p = (pc_file *)file;
@@ -148,7 +229,7 @@ static int pc_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
             return SQLITE_OK;
         }
     }
-    if (!p->pc || !pc_read_ahead(p, buf, amt, off))
+    if (!p->pc || !(p->scan ? pc_read_scan(p, buf, amt, off) : pc_read_ahead(p, buf, amt, off)))
         rc = raw_read(p, buf, amt, off);
     if (rc == SQLITE_OK && cacheable)
         psdb__pf_page_keep(pc, idx, buf);
@@ -237,7 +318,21 @@ static int pc_check_reserved_lock(sqlite3_file *file, int *out)
 static int pc_file_control(sqlite3_file *file, int op, void *arg)
 {
     pc_file *p = (pc_file *)file;
-    return p->fd >= 0 ? SQLITE_NOTFOUND : p->real->pMethods->xFileControl(p->real, op, arg);
+    if (p->fd < 0)
+        return p->real->pMethods->xFileControl(p->real, op, arg);
+    if (op != PSDB__FCNTL_SCAN || !p->pc)
+        return SQLITE_NOTFOUND;
+    if (!*(const int *)arg) {
+        scan_free(p->scan);
+        p->scan = NULL;
+    } else if (!p->scan) {
+        if (!(p->scan = calloc(1, sizeof(*p->scan))))
+            return SQLITE_NOMEM;
+        p->scan->prev = -1;
+        for (size_t i = 0; i < SCAN_SLOTS; i++)
+            p->scan->slot[i].block = -1;
+    }
+    return SQLITE_OK;
 }
 
 static int pc_sector_size(sqlite3_file *file)

@@ -379,7 +379,7 @@ psdb_hr psdb_writer_finish(psdb_writer *w)
     }
     if ((rc = sqlite3_exec(w->db, copy_sql, NULL, NULL, NULL)) != SQLITE_OK)
         goto sqlite_fail;
-    if ((hr = psdb__pf_compute_content(w->db, id, &w->target, NULL, 0, &cs, NULL, 0)) < 0) {
+    if ((hr = psdb__pf_compute_content(w->db, id, &w->target, NULL, &cs, NULL, 0)) < 0) {
         /* The staged rows were all written by this writer: a failure here is I/O or memory. */
         if (hr == PSDB_E_CACHE_CORRUPT)
             hr = PSDB_E_IO;

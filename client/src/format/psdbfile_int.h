@@ -61,6 +61,10 @@ typedef struct content_stats {
 
 #define PAGE_CACHE_PAGE_SIZE 4096u   /* schema/psdb.sql fixes the page size */
 #define PAGE_CACHE_MAX_PAGES_LOG2 28 /* larger files go without the cache */
+/* sqlite3_file_control(db, "main", PSDB__FCNTL_SCAN, &on) on a connection of a PSDB: on (1) while
+ * the connection reads the whole file (psdb_file_verify), its reads go through a few large blocks
+ * (psdb_vfs.c, SCAN_BLOCK); off (0) frees them. Not one of SQLite's SQLITE_FCNTL_ codes. */
+#define PSDB__FCNTL_SCAN 0x50534442
 
 typedef struct page_cache {
     sqlite3_vfs vfs; /* registered under name; pAppData points here */
@@ -70,6 +74,7 @@ typedef struct page_cache {
     size_t num_pages;
     uint8_t *_Atomic *pages; /* [page number - 1]: a copy of an interior page, or NULL */
     _Atomic size_t bytes;
+    _Atomic uint64_t reads; /* preads of the file by its connections (psdb__file_reads) */
     int registered;
 } page_cache;
 
@@ -143,6 +148,11 @@ typedef struct cached_key {
     uint64_t size[PSDB_VALUE_TYPE_COUNT];
 } cached_key;
 
+/* The page cache of a pooled read connection. Small: interior pages come from the file's page
+ * cache (pc_read), and leaf pages are seldom read twice; a large LRU only costs memory and cache
+ * misses (measured). psdb_file_verify enlarges it while it runs and restores this. */
+#define PSDB__CONN_CACHE_SIZE_SQL "PRAGMA cache_size = -256"
+
 /* One read connection and what a lookup needs with it; used by one thread at a time. */
 typedef struct conn {
     sqlite3 *db;
@@ -196,12 +206,23 @@ void psdb__pf_set_msg(char *msg, size_t msg_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint32_t psdb__pf_be32(const uint8_t *p);
 int psdb__pf_bind_bytes(sqlite3_stmt *st, int idx, const void *p, size_t n);
-/* The content digest of db's tables (schema/PSDB.md). blob_sha NULL: each value's blob digest is
- * its blob row's sha256 column, and the blob counts are computed; else blob_sha[id] (ids
- * 1..num_blob_sha) is the digest of blob id, the blobs table is not read and its counts are 0. */
+/* What psdb__pf_compute_content is given of the blobs instead of reading them. */
+typedef struct content_blobs {
+    const uint8_t (*sha)[32]; /* [id]: the digest of blob id, ids 1..num */
+    uint64_t num;
+    /* [id]: blob id's length in bytes, 0 for no such blob; NULL: nothing is checked. Else each
+     * value must have a non-empty key, a type of 0..3 and an integer size equal to its blob's, and
+     * each group a non-empty key and members of indexes 0..n-1, every member under a group. */
+    const uint32_t *len;
+    uint8_t *ref; /* [id] set to 1 by each value naming blob id; NULL: not recorded */
+} content_blobs;
+
+/* The content digest of db's tables (schema/PSDB.md). blobs NULL: each value's blob digest is its
+ * blob row's sha256 column, and the blob counts are computed; else blobs->sha[id] is the digest of
+ * blob id, the blobs table is not read and its counts are 0. */
 psdb_hr psdb__pf_compute_content(sqlite3 *db, const psdb_app_identity *id, const psdb_target *t,
-                                 const uint8_t (*blob_sha)[32], uint64_t num_blob_sha,
-                                 content_stats *out, char *msg, size_t msg_size);
+                                 const content_blobs *blobs, content_stats *out, char *msg,
+                                 size_t msg_size);
 void psdb__pf_page_cache_free(page_cache *pc);
 /* Keeps a copy of page idx (0-based) read whole from the file when it is an interior B-tree page
  * and the cache has room. */

@@ -41,5 +41,8 @@ size_t psdb__file_page_cache_bytes(psdb_file *f);
 /* Blob fetches served by the direct B-tree read (psdb_btree.c) rather than SQLite, summed over the
  * idle read connections (all of them when no lookup runs); thread-safe. */
 uint64_t psdb__file_direct_reads(psdb_file *f);
+/* System calls that read the file through SQLite's connections (a page, a read-ahead window or a
+ * scan block each), since it was opened; thread-safe. */
+uint64_t psdb__file_reads(psdb_file *f);
 
 #endif
