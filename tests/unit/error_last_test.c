@@ -395,6 +395,10 @@ static psdb_hr r_sodb_foreach(void)
 {
     return psdb_sodb_foreach(NULL, no_entry, NULL);
 }
+static psdb_hr r_sodb_foreach_by_key(void)
+{
+    return psdb_sodb_foreach_by_key(NULL, no_entry, NULL);
+}
 static psdb_hr r_sodb_decode(void)
 {
     OUT(psdb_sodb_entry);
@@ -947,6 +951,7 @@ static const row rows[] = {
     {"psdb_sodb_open", r_sodb_open, "not an SODB"},
     {"psdb_sodb_get_identity", r_sodb_get_identity, "psdb_sodb_get_identity"},
     {"psdb_sodb_foreach", r_sodb_foreach, "psdb_sodb_foreach"},
+    {"psdb_sodb_foreach_by_key", r_sodb_foreach_by_key, "psdb_sodb_foreach_by_key"},
     {"psdb_sodb_decode", r_sodb_decode, "malformed compute"},
     {"psdb_sodb_writer_open_ex", r_sodb_writer_open_ex, "unknown flags"},
     {"psdb_sodb_writer_add_compute", r_sodb_writer_add_compute, "NULL writer"},
