@@ -91,4 +91,15 @@ int admin_list_or_revoke(const char *what, int argc, char **argv);
 int admin_credential_command(const char *what, const char *verb, int (*run)(int, char **),
                              void (*usage)(void *), int argc, char **argv);
 
+/* One verb of `psdbd WHAT VERB ...`: its name and what runs it (with argv[0] VERB). */
+typedef struct admin_verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} admin_verb;
+
+/* `psdbd WHAT VERB ...` (argv[0] is WHAT): runs the one of the n verbs argv[1] names, usage for
+ * --help, else one line naming the verbs; returns the exit status. */
+int admin_verb_command(const char *what, const admin_verb *verbs, size_t n, void (*usage)(void *),
+                       int argc, char **argv);
+
 #endif

@@ -121,3 +121,26 @@ int admin_credential_command(const char *what, const char *verb, int (*run)(int,
     }
     return admin_fail(what, "expected '%s %s|list|revoke' (see --help)", what, verb);
 }
+
+int admin_verb_command(const char *what, const admin_verb *verbs, size_t n, void (*usage)(void *),
+                       int argc, char **argv)
+{
+    char names[128] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (argc >= 2 && strcmp(argv[1], verbs[i].name) == 0)
+            return verbs[i].run(argc - 1, argv + 1);
+        int w = snprintf(names + used, sizeof(names) - used, "%s'%s'",
+                         i == 0       ? ""
+                         : i + 1 == n ? " or "
+                                      : ", ",
+                         verbs[i].name);
+        if (w > 0 && (size_t)w < sizeof(names) - used)
+            used += (size_t)w;
+    }
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(NULL);
+        return 0;
+    }
+    return admin_fail(what, "expected %s (see psdbd %s --help)", names, what);
+}

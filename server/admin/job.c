@@ -225,15 +225,7 @@ cleanup:
 
 int psdbd_cmd_job(int argc, char **argv)
 {
-    int rc;
-    if (argc >= 2 && strcmp(argv[1], "add") == 0)
-        rc = job_add(argc - 1, argv + 1);
-    else if (argc >= 2 && strcmp(argv[1], "requeue") == 0)
-        rc = job_requeue(argc - 1, argv + 1);
-    else if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        job_usage(NULL);
-        rc = 0;
-    } else
-        rc = admin_fail("job", "expected 'add' or 'requeue' (see psdbd job --help)");
-    return rc;
+    static const admin_verb verbs[] = {{"add", job_add}, {"requeue", job_requeue}};
+    return admin_verb_command("job", verbs, sizeof(verbs) / sizeof(verbs[0]), job_usage, argc,
+                              argv);
 }

@@ -210,15 +210,7 @@ cleanup:
 
 int psdbd_cmd_sodb(int argc, char **argv)
 {
-    int rc;
-    if (argc >= 2 && strcmp(argv[1], "list") == 0)
-        rc = sodb_list(argc - 1, argv + 1);
-    else if (argc >= 2 && strcmp(argv[1], "retire") == 0)
-        rc = sodb_retire(argc - 1, argv + 1);
-    else if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        sodb_usage(NULL);
-        rc = 0;
-    } else
-        rc = admin_fail("sodb", "expected 'list' or 'retire' (see psdbd sodb --help)");
-    return rc;
+    static const admin_verb verbs[] = {{"list", sodb_list}, {"retire", sodb_retire}};
+    return admin_verb_command("sodb", verbs, sizeof(verbs) / sizeof(verbs[0]), sodb_usage, argc,
+                              argv);
 }

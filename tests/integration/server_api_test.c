@@ -4651,8 +4651,9 @@ START_TEST(test_server__farm_job_requeue_admin_command)
     const char *msg[] = {"psdbd job requeue: no job with ID 999 (psdb jobs lists them)\n",
                          "psdbd job requeue: bad job ID 'x' (a positive decimal number)\n",
                          "psdbd job requeue: bad job ID '0' (a positive decimal number)\n",
-                         "psdbd job requeue: the job's ID is required (psdb jobs --state held "
-                         "lists the held ones)\n",
+                         /* one line, split to fit */
+                         ("psdbd job requeue: the job's ID is required (psdb jobs --state held "
+                          "lists the held ones)\n"),
                          "psdbd job requeue: unexpected argument '2'\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ck_assert_int_eq(
