@@ -19,7 +19,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-. "$root/tests/farm/lib.sh" # fail, farm_credentials
+. "$root/tests/farm/lib.sh" # fail, farm_credentials, farm_start_psdbd
 . "$root/tests/vulkan/lib.sh" # vk_use_lavapipe, vk_fresh_caches
 vk_use_lavapipe
 vk_fresh_caches
@@ -31,12 +31,7 @@ ms() { echo $((($2 - $1) / 1000000)); }
     fail "the capture run failed: $(cat "$dir/capture.err")"
 data="$dir/data"
 farm_credentials "$data"
-mkfifo "$dir/psdbd.fifo"
-"$PSDBD" --listen 127.0.0.1:0 --data-dir "$data" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
-pids+=($!)
-exec {fd}<"$dir/psdbd.fifo"
-read -r -t 30 line <&"$fd" || fail "psdbd did not start"
-url=${line#psdbd: listening on }
+farm_start_psdbd "$data"
 "$PSDB" publish --server "$url" --token "$studio" --key "$dir/studio.key" --serial 1 "$dir/app.sodb" \
     >/dev/null || fail "publishing the SODB"
 install() {

@@ -20,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 name=farm_vulkan_test
-. "$(dirname "$0")/lib.sh" # fail, farm_credentials
+. "$(dirname "$0")/lib.sh" # fail, farm_credentials, farm_start_psdbd
 skip() { echo "farm_vulkan_test: skipped: $*"; exit 77; }
 
 lvp=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
@@ -43,12 +43,7 @@ unset MESA_SHADER_CACHE_DISABLE PSDB_VULKAN_STRATEGY
 
 data="$dir/data"
 farm_credentials "$data"
-mkfifo "$dir/psdbd.fifo"
-"$PSDBD" --listen 127.0.0.1:0 --data-dir "$data" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
-pids+=($!)
-exec {fd}<"$dir/psdbd.fifo"
-read -r -t 30 line <&"$fd" || fail "psdbd did not start"
-url=${line#psdbd: listening on }
+farm_start_psdbd "$data"
 
 publish_sodb() { # FILE SERIAL
     "$PSDB" publish --server "$url" --token "$studio" --key "$dir/studio.key" --serial "$2" "$1" \

@@ -4,6 +4,8 @@
 #   farm_credentials D   over data directory D (and PSDBD_INDEX when set): a publisher token
 #                        for the studio and a compiler token for the farm ($studio, $farm), and
 #                        the key pairs $dir/studio.key(.pub) and $dir/farm.key(.pub), registered
+#   farm_start_psdbd D   psdbd on a free port over data directory D, its log $dir/psdbd.log; its
+#                        pid is added to `pids` and its address set in `url`
 # shellcheck shell=bash
 fail() {
     echo "$name: $*" >&2
@@ -22,4 +24,13 @@ farm_credentials() {
     done
     studio=$(cat "$dir/studio.token")
     farm=$(cat "$dir/farm.token")
+}
+farm_start_psdbd() {
+    local line fd
+    mkfifo "$dir/psdbd.fifo"
+    "$PSDBD" --listen 127.0.0.1:0 --data-dir "$1" >"$dir/psdbd.fifo" 2>"$dir/psdbd.log" &
+    pids+=($!)
+    exec {fd}<"$dir/psdbd.fifo"
+    read -r -t 30 line <&"$fd" || fail "psdbd did not start"
+    url=${line#psdbd: listening on }
 }
