@@ -210,7 +210,7 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
     const psdbd_config *cfg = srv->cfg;
-    unsigned threads = cfg->threads ? cfg->threads : 1;
+    unsigned threads = cfg->threads ? cfg->threads : 1, uploaders = 0;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->idle, NULL);
     pthread_cond_init(&srv->work, NULL);
@@ -249,18 +249,23 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     }
     if (MHD_is_feature_supported(MHD_FEATURE_LARGE_FILE) != MHD_YES)
         psdbd_log("warning: this libmicrohttpd cannot serve files over 2 GiB");
-    srv->workers = xcalloc(threads, sizeof(*srv->workers));
-    srv->num_workers = threads;
-    for (unsigned i = 0; i < threads; i++) {
+    /* Readers, then as many uploaders for the connections that begin with a POST, when their
+     * memory differs; a TLS connection cannot be told by its first bytes (acceptor.c). */
+    uploaders = cfg->upload_connection_memory != cfg->connection_memory && !cert ? threads : 0;
+    srv->workers = xcalloc(threads + uploaders, sizeof(*srv->workers));
+    for (unsigned i = 0; i < threads + uploaders; i++) {
         http_worker *w = &srv->workers[i];
         w->srv = srv;
         atomic_init(&w->load, 0);
+        srv->num_workers = i + 1;
         /* Each daemon may hold every connection: the acceptor keeps max-connections and
          * max-connections-per-ip for all of them together. */
         struct MHD_OptionItem ops[] = {
             {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->timeout, NULL},
-            {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->connection_memory, NULL},
+            {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+             (intptr_t)(i < threads ? cfg->connection_memory : cfg->upload_connection_memory),
+             NULL},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_on_completed, srv},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, w},
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)http_on_uri, srv},
@@ -274,7 +279,7 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
                              on_mhd_log, NULL, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
         if (!w->daemon) {
             snprintf(err, err_size, "cannot start worker %u of %u (bad settings; see above)", i + 1,
-                     threads);
+                     threads + uploaders);
             goto cleanup;
         }
     }
@@ -286,7 +291,7 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
         }
         srv->reaper_started = 1;
     }
-    if (http_acceptor_start(srv->acceptor, srv->workers, srv->num_workers, err, err_size) != 0)
+    if (http_acceptor_start(srv->acceptor, srv->workers, threads, uploaders, err, err_size) != 0)
         goto cleanup;
     rc = 0;
 cleanup:

@@ -54,10 +54,12 @@ typedef struct http_acceptor http_acceptor;
  * one-line message in err and *out NULL. Nothing is accepted before http_acceptor_start. */
 int http_acceptor_open(const psdbd_config *cfg, const struct sockaddr_storage *ss, socklen_t len,
                        http_acceptor **out, uint16_t *port, char *err, size_t err_size);
-/* Starts the thread that accepts and gives each connection to the least loaded of the workers
- * (whose daemons are running). 0, or -1 with err. */
-int http_acceptor_start(http_acceptor *a, http_worker *workers, unsigned num_workers, char *err,
-                        size_t err_size);
+/* Starts the thread that accepts and gives each connection to the least loaded worker of its
+ * group: workers[0, num_readers) for connections that do not begin with "POST", the
+ * num_uploaders after them (0: none, the readers take all) for those that do. The workers'
+ * daemons are running. 0, or -1 with err. */
+int http_acceptor_start(http_acceptor *a, http_worker *workers, unsigned num_readers,
+                        unsigned num_uploaders, char *err, size_t err_size);
 /* A worker's connection from addr (NULL: unknown) closed: called from its notification. */
 void http_acceptor_closed(http_acceptor *a, http_worker *w, const struct sockaddr *addr);
 /* Stops accepting: the thread ends and the listening socket is shut down and closed, so new
