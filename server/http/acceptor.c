@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "common/status_map.h"
 
 #define ADDR_BUCKETS 256
 /* Accepted per wake-up before the limit is looked at again by epoll_wait: bounds the time the
@@ -162,7 +163,7 @@ static void wake_thread(http_acceptor *a)
 {
     uint64_t one = 1;
     /* A full counter (never, at one write per close) or EAGAIN still leaves it readable. */
-    if (write(a->wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
+    if (write(a->wake, &one, sizeof(one)) < 0 && !psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK))
         psdbd_log("acceptor: wake: %s", strerror(errno));
 }
 
@@ -215,7 +216,8 @@ static int group_of(int fd, int late)
 {
     char b[4];
     ssize_t n = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    if (n == 0 || (n < 0 && !psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK) &&
+                   !psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED)))
         return -2;
     if (n == (ssize_t)sizeof(b))
         return memcmp(b, "POST", sizeof(b)) == 0;
@@ -296,10 +298,11 @@ static int accept_burst(http_acceptor *a, int *logged)
         socklen_t len = sizeof(ss);
         int fd = accept4(a->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK))
                 return 0;
-            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-                continue; /* the client went away before it was accepted */
+            if (psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED) ||
+                psdb__errno_is(errno, PSDB__ERRNO_PEER_GONE))
+                continue;
             if (!*logged)
                 psdbd_log("accept: %s (pausing new connections for %d ms)", strerror(errno),
                           PAUSE_MS);
@@ -351,7 +354,7 @@ static void *accept_loop(void *arg)
             timeout = timeout < 0 || ms < timeout ? ms : timeout;
         }
         n = epoll_wait(a->ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), timeout);
-        if (n < 0 && errno != EINTR) {
+        if (n < 0 && !psdb__errno_is(errno, PSDB__ERRNO_INTERRUPTED)) {
             psdbd_log("acceptor: epoll_wait: %s", strerror(errno));
             paused = 1;
             continue;
@@ -361,7 +364,8 @@ static void *accept_loop(void *arg)
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == &a->wake) {
                 uint64_t v;
-                if (read(a->wake, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                if (read(a->wake, &v, sizeof(v)) < 0 &&
+                    !psdb__errno_is(errno, PSDB__ERRNO_WOULD_BLOCK))
                     psdbd_log("acceptor: wake: %s", strerror(errno));
             } else if (evs[i].data.ptr == &a->fd) {
                 if (!blocked)

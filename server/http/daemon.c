@@ -258,10 +258,12 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
         w->srv = srv;
         atomic_init(&w->load, 0);
         srv->num_workers = i + 1;
-        /* Each daemon may hold every connection: the acceptor keeps max-connections and
-         * max-connections-per-ip for all of them together. */
+        /* The acceptor keeps max-connections and max-connections-per-ip for all the daemons
+         * together; a daemon's own limit is only a bound, and twice the setting: a daemon counts
+         * a closed connection until it has cleaned it up, after its notification let the
+         * acceptor hand over the next (at the limit, the daemon would close that one). */
         struct MHD_OptionItem ops[] = {
-            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
+            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections * 2 + 16, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->timeout, NULL},
             {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
              (intptr_t)(i < threads ? cfg->connection_memory : cfg->upload_connection_memory),
