@@ -3,11 +3,9 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common.h"
 #include "index.h"
@@ -33,24 +31,12 @@ char *psdbd_default_index(void)
     return env && *env ? xstrdup(env) : NULL;
 }
 
-unsigned psdbd_default_threads(void)
-{
-    cpu_set_t set;
-    long n = 0;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        n = CPU_COUNT(&set);
-    if (n <= 0)
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-    /* Two at least: one worker waiting on a disk read would stall every connection. */
-    return n < 2 ? 2 : n > 1024 ? 1024 : (unsigned)n;
-}
-
 void psdbd_config_defaults(psdbd_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->listen = xstrdup("127.0.0.1:8470");
     cfg->data_dir = psdbd_default_data_dir();
-    cfg->threads = psdbd_default_threads();
+    cfg->threads = 4;
     cfg->max_upload = 8ull << 30;
     cfg->max_connections = 1024;
     cfg->timeout = 60;
@@ -283,10 +269,9 @@ void psdbd_config_usage(void)
         "  index-statement-timeout MS  a PostgreSQL statement's limit, kept by the server and\n"
         "                              by psdbd (a frozen database answers 503 within it\n"
         "                              + 1 s), 0 none (default 10000)\n"
-        "  threads N                   worker threads (default: the CPUs psdbd may run on,\n"
-        "                              at least 2); as many again take the connections\n"
-        "                              that begin with a POST when upload-connection-memory\n"
-        "                              differs\n"
+        "  threads N                   worker threads (default 4); as many again take the\n"
+        "                              connections that begin with a POST when\n"
+        "                              upload-connection-memory differs\n"
         "  max-upload SIZE             largest PSDB accepted, K/M/G/T suffixes (default 8G)\n"
         "  max-connections N           concurrent connections; more wait to be accepted\n"
         "                              (default 1024)\n"

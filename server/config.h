@@ -8,7 +8,7 @@
 typedef struct psdbd_config {
     char *listen;                       /* "HOST:PORT" or "[V6]:PORT"; port 0 picks a free port */
     char *data_dir;                     /* index.sqlite, blobs/, tmp/ */
-    unsigned threads;                   /* worker threads (libmicrohttpd daemons) for reads */
+    unsigned threads;                   /* MHD worker threads */
     uint64_t max_upload;                /* largest accepted PSDB, bytes */
     unsigned max_connections;           /* concurrent connections */
     unsigned max_connections_per_ip;    /* 0: unlimited */
@@ -45,11 +45,6 @@ char *psdbd_default_data_dir(void);
 /* The default index: $PSDBD_INDEX (a postgresql:// URL) when set, else NULL
  * (DATA_DIR/index.sqlite). Malloc'd. */
 char *psdbd_default_index(void);
-
-/* The default number of worker threads: the CPUs this process may run on, at least 2. Busy
- * workers beyond the cores only wait for one, and their connections with them (the resolve p99,
- * tests/bench/server_results.md). */
-unsigned psdbd_default_threads(void);
 
 /* Fills *cfg with the defaults. */
 void psdbd_config_defaults(psdbd_config *cfg);

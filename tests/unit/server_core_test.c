@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -208,30 +207,6 @@ START_TEST(test_server_core__slow_client_settings)
     ck_assert_int_eq(psdbd_config_set(&cfg, "upload-min-rate", "1M", err, sizeof(err)), 0);
     ck_assert_uint_eq(cfg.upload_min_rate, 1 << 20);
     ck_assert_int_eq(psdbd_config_set(&cfg, "upload-min-rate", "fast", err, sizeof(err)), -1);
-    psdbd_config_free(&cfg);
-}
-END_TEST
-
-START_TEST(test_server_core__threads_default_to_the_cpus)
-{
-    cpu_set_t all, one;
-    psdbd_config cfg;
-    ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
-    /* One CPU: still two workers, so that one waiting on a disk read stalls nothing. */
-    CPU_ZERO(&one);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &all)) {
-            CPU_SET(c, &one);
-            break;
-        }
-    ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
-    psdbd_config_defaults(&cfg);
-    ck_assert_uint_eq(cfg.threads, 2);
-    psdbd_config_free(&cfg);
-    ck_assert_int_eq(sched_setaffinity(0, sizeof(all), &all), 0);
-    /* Otherwise one per CPU it may run on: no more busy workers than cores. */
-    psdbd_config_defaults(&cfg);
-    ck_assert_uint_eq(cfg.threads, CPU_COUNT(&all) < 2 ? 2 : (unsigned)CPU_COUNT(&all));
     psdbd_config_free(&cfg);
 }
 END_TEST
@@ -735,7 +710,6 @@ int main(void)
     tcase_add_test(tc, test_server_core__ranges_and_etags);
     tcase_add_test(tc, test_server_core__slow_client_settings);
     tcase_add_test(tc, test_server_core__connection_memory_settings);
-    tcase_add_test(tc, test_server_core__threads_default_to_the_cpus);
     tcase_add_test(tc, test_server_core__request_target_and_signature_checks);
     tcase_add_test(tc, test_server_core__trailer_header_names);
     tcase_add_test(tc, test_server_core__http_dates_and_preconditions);
