@@ -43,7 +43,8 @@ void psdbd_config_defaults(psdbd_config *cfg)
     cfg->request_timeout = 30;
     cfg->upload_min_rate = 64 * 1024;
     cfg->shutdown_timeout = 30;
-    cfg->connection_memory = 64 * 1024;
+    cfg->connection_memory = 8 * 1024;
+    cfg->upload_connection_memory = 64 * 1024;
     cfg->log_requests = 1;
     cfg->stats = 1;
     cfg->stats_flush_interval = 60;
@@ -79,6 +80,17 @@ void psdbd_config_free(psdbd_config *cfg)
     free(cfg->tls_key);
     free(cfg->index);
     memset(cfg, 0, sizeof(*cfg));
+}
+
+/* A connection's memory pool: libmicrohttpd needs a few KiB for the smallest request and its
+ * answer's header; 16 MiB is far past any use. */
+static int set_pool_size(unsigned *dst, const char *v)
+{
+    uint64_t size = 0;
+    if (psdbd_parse_size(v, &size) != 0 || size < 4096 || size > (16u << 20))
+        return -1;
+    *dst = (unsigned)size;
+    return 0;
 }
 
 static int set_uint(unsigned *dst, const char *v, uint64_t min, uint64_t max)
@@ -153,13 +165,11 @@ int psdbd_config_set(psdbd_config *cfg, const char *key, const char *value, char
         rc = psdbd_parse_size(value, &cfg->upload_min_rate);
     else if (strcmp(key, "shutdown-timeout") == 0)
         rc = set_uint(&cfg->shutdown_timeout, value, 0, 86400);
-    else if (strcmp(key, "connection-memory") == 0) {
-        rc = psdbd_parse_size(value, &size);
-        if (rc == 0 && (size < 4096 || size > (16u << 20)))
-            rc = -1;
-        if (rc == 0)
-            cfg->connection_memory = (unsigned)size;
-    } else if (strcmp(key, "max-upload") == 0) {
+    else if (strcmp(key, "connection-memory") == 0)
+        rc = set_pool_size(&cfg->connection_memory, value);
+    else if (strcmp(key, "upload-connection-memory") == 0)
+        rc = set_pool_size(&cfg->upload_connection_memory, value);
+    else if (strcmp(key, "max-upload") == 0) {
         rc = psdbd_parse_size(value, &size);
         if (rc == 0 && (size == 0 || size > INT64_MAX))
             rc = -1;
@@ -268,7 +278,9 @@ void psdbd_config_usage(void)
         "  index-statement-timeout MS  a PostgreSQL statement's limit, kept by the server and\n"
         "                              by psdbd (a frozen database answers 503 within it\n"
         "                              + 1 s), 0 none (default 10000)\n"
-        "  threads N                   worker threads (default 4)\n"
+        "  threads N                   worker threads (default 4); as many again take the\n"
+        "                              connections that begin with a POST when\n"
+        "                              upload-connection-memory differs\n"
         "  max-upload SIZE             largest PSDB accepted, K/M/G/T suffixes (default 8G)\n"
         "  max-connections N           concurrent connections; more wait to be accepted\n"
         "                              (default 1024)\n"
@@ -281,7 +293,11 @@ void psdbd_config_usage(void)
         "  upload-min-rate SIZE        a publish body gets its length at this rate on top\n"
         "                              of request-timeout, bytes/s, 0 unlimited (default 64K)\n"
         "  shutdown-timeout SECONDS    grace for in-flight requests on SIGTERM (default 30)\n"
-        "  connection-memory SIZE      per-connection buffer: bounds headers (default 64K)\n"
+        "  connection-memory SIZE      per-connection buffer, 4K..16M: bounds the request\n"
+        "                              headers; what a download holds (default 8K)\n"
+        "  upload-connection-memory SIZE  the same for connections whose first request is\n"
+        "                              a POST (a publish), and the size of its body's\n"
+        "                              chunks (default 64K)\n"
         "  readers-need-token BOOL     reader endpoints need a token (default false)\n"
         "  metrics-need-token BOOL     /metrics needs a token (default false)\n"
         "  log-requests BOOL           one line per request on stderr (default true)\n"

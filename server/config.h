@@ -16,7 +16,8 @@ typedef struct psdbd_config {
     unsigned request_timeout;           /* seconds to receive a request (0: no deadline) */
     uint64_t upload_min_rate;           /* bytes/s a publish body gets on top of it (0: no limit) */
     unsigned shutdown_timeout;          /* seconds to let in-flight requests finish on SIGTERM */
-    unsigned connection_memory;         /* bytes per connection for headers and upload chunks */
+    unsigned connection_memory;         /* bytes per connection: headers (and upload chunks) */
+    unsigned upload_connection_memory;  /* the same for connections that begin with a POST */
     int readers_need_token;             /* reader endpoints require a reader token */
     int metrics_need_token;             /* /metrics requires a reader token */
     int log_requests;                   /* one line per request on stderr */

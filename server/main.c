@@ -64,6 +64,7 @@ static int parse_serve_args(int argc, char **argv, psdbd_config *cfg)
                                          {"upload-min-rate", required_argument, NULL, 1},
                                          {"shutdown-timeout", required_argument, NULL, 1},
                                          {"connection-memory", required_argument, NULL, 1},
+                                         {"upload-connection-memory", required_argument, NULL, 1},
                                          {"readers-need-token", optional_argument, NULL, 1},
                                          {"metrics-need-token", optional_argument, NULL, 1},
                                          {"log-requests", optional_argument, NULL, 1},

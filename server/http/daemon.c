@@ -1,5 +1,6 @@
-/* daemon.c - starting and stopping psdbd's libmicrohttpd daemon: listen address, TLS, finisher
- * threads, the connection list and the reaper that enforces receive deadlines. */
+/* daemon.c - starting and stopping psdbd's libmicrohttpd workers (one daemon each) and their
+ * acceptor: listen address, TLS, finisher threads, the connection list and the reaper that
+ * enforces receive deadlines. */
 #include "http_int.h"
 
 #include <errno.h>
@@ -24,7 +25,8 @@
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    psdbd_server *srv = cls;
+    http_worker *w = cls;
+    psdbd_server *srv = w->srv;
     struct conn *cx = *socket_context;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
@@ -45,6 +47,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         *socket_context = cx;
         psdbd_metrics_connection(1);
         return;
+    }
+    {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        http_acceptor_closed(srv->acceptor, w, ci ? ci->client_addr : NULL);
     }
     if (!cx)
         return;
@@ -182,25 +189,37 @@ static void stop_finishers(psdbd_server *srv)
     srv->finishers = NULL;
 }
 
+/* Stops the workers' daemons that were started. */
+static void stop_workers(psdbd_server *srv)
+{
+    for (unsigned i = 0; i < srv->num_workers; i++)
+        if (srv->workers[i].daemon)
+            MHD_stop_daemon(srv->workers[i].daemon);
+    free(srv->workers);
+    srv->workers = NULL;
+    srv->num_workers = 0;
+}
+
 int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
 {
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
     char *cert = NULL, *key = NULL;
-    const union MHD_DaemonInfo *info;
     int rc = -1;
+    /* No listening socket: the acceptor hands each worker its connections (acceptor.c). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-                     MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
+                     MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
     const psdbd_config *cfg = srv->cfg;
+    unsigned threads = cfg->threads ? cfg->threads : 1, uploaders = 0;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->idle, NULL);
     pthread_cond_init(&srv->work, NULL);
     pthread_mutex_init(&srv->conns_lock, NULL);
     pthread_cond_init(&srv->reaper_wake, NULL);
+    atomic_init(&srv->active, 0);
+    atomic_init(&srv->draining, 0);
     if (parse_listen(cfg->listen, &ss, &sslen, err, err_size) != 0)
         goto cleanup;
-    if (ss.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     if ((cfg->tls_cert != NULL) != (cfg->tls_key != NULL)) {
         snprintf(err, err_size, "tls-cert and tls-key must be given together");
         goto cleanup;
@@ -217,6 +236,8 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
             goto cleanup;
         flags |= MHD_USE_TLS;
     }
+    if (http_acceptor_open(cfg, &ss, sslen, &srv->acceptor, &srv->port, err, err_size) != 0)
+        goto cleanup;
     srv->finishers = xcalloc(cfg->threads < 2 ? 2 : cfg->threads, sizeof(pthread_t));
     for (unsigned i = 0; i < (cfg->threads < 2 ? 2 : cfg->threads); i++) {
         int e = pthread_create(&srv->finishers[i], NULL, http_finisher, srv);
@@ -228,49 +249,71 @@ int psdbd_http_start(psdbd_server *srv, char *err, size_t err_size)
     }
     if (MHD_is_feature_supported(MHD_FEATURE_LARGE_FILE) != MHD_YES)
         psdbd_log("warning: this libmicrohttpd cannot serve files over 2 GiB");
-    {
+    /* Readers, then as many uploaders for the connections that begin with a POST, when their
+     * memory differs; a TLS connection cannot be told by its first bytes (acceptor.c). */
+    uploaders = cfg->upload_connection_memory != cfg->connection_memory && !cert ? threads : 0;
+    srv->workers = xcalloc(threads + uploaders, sizeof(*srv->workers));
+    for (unsigned i = 0; i < threads + uploaders; i++) {
+        http_worker *w = &srv->workers[i];
+        w->srv = srv;
+        atomic_init(&w->load, 0);
+        srv->num_workers = i + 1;
+        /* The acceptor keeps max-connections and max-connections-per-ip for all the daemons
+         * together; a daemon's own limit is only a bound, and twice the setting: a daemon counts
+         * a closed connection until it has cleaned it up, after its notification let the
+         * acceptor hand over the next (at the limit, the daemon would close that one). */
         struct MHD_OptionItem ops[] = {
-            {MHD_OPTION_SOCK_ADDR, 0, &ss},
-            {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)cfg->threads, NULL},
-            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
-            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)cfg->max_connections_per_ip, NULL},
+            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections * 2 + 16, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->timeout, NULL},
-            {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)cfg->connection_memory, NULL},
-            {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+            {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+             (intptr_t)(i < threads ? cfg->connection_memory : cfg->upload_connection_memory),
+             NULL},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_on_completed, srv},
-            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, srv},
+            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, w},
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)http_on_uri, srv},
             /* TLS entries last: cut off by MHD_OPTION_END when serving plain HTTP */
             {cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
             {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
             {MHD_OPTION_END, 0, NULL}};
         /* The logger goes first: MHD reports option errors through it. */
-        srv->daemon =
+        w->daemon =
             MHD_start_daemon(flags, 0, NULL, NULL, http_on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
                              on_mhd_log, NULL, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+        if (!w->daemon) {
+            snprintf(err, err_size, "cannot start worker %u of %u (bad settings; see above)", i + 1,
+                     threads + uploaders);
+            goto cleanup;
+        }
     }
-    if (!srv->daemon) {
-        snprintf(err, err_size, "cannot serve on %s (address in use, or bad settings; see above)",
-                 cfg->listen);
-        goto cleanup;
-    }
-    info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = info ? info->port : 0;
     {
         int e = pthread_create(&srv->reaper_thread, NULL, reaper, srv);
         if (e != 0) {
             snprintf(err, err_size, "cannot start the connection reaper thread: %s", strerror(e));
-            MHD_stop_daemon(srv->daemon);
-            srv->daemon = NULL;
             goto cleanup;
         }
         srv->reaper_started = 1;
     }
+    if (http_acceptor_start(srv->acceptor, srv->workers, threads, uploaders, err, err_size) != 0)
+        goto cleanup;
     rc = 0;
 cleanup:
-    if (rc != 0 && srv->finishers) {
-        pthread_mutex_lock(&srv->lock);
-        stop_finishers(srv);
+    if (rc != 0) {
+        if (srv->reaper_started) {
+            pthread_mutex_lock(&srv->conns_lock);
+            srv->reaper_stop = 1;
+            pthread_cond_broadcast(&srv->reaper_wake);
+            pthread_mutex_unlock(&srv->conns_lock);
+            pthread_join(srv->reaper_thread, NULL);
+            srv->reaper_started = 0;
+        }
+        http_acceptor_stop(srv->acceptor);
+        stop_workers(srv);
+        http_acceptor_free(srv->acceptor);
+        srv->acceptor = NULL;
+        if (srv->finishers) {
+            pthread_mutex_lock(&srv->lock);
+            stop_finishers(srv);
+        }
     }
     if (key) {
         memset(key, 0, strlen(key));
@@ -283,24 +326,19 @@ cleanup:
 void psdbd_http_stop(psdbd_server *srv)
 {
     struct timespec deadline;
-    if (!srv->daemon)
+    if (!srv->workers)
         return;
-    /* After quiescing, the listen socket is ours: shut down now, so that new connections are
-     * refused rather than queued until MHD_stop_daemon, and closed only after the daemon's
-     * threads are gone. A polling thread that has not yet seen the quiesce removes the socket
-     * from its epoll set itself, and libmicrohttpd aborts the process when that fails for any
-     * reason but ENOENT: closed, the descriptor would give EBADF (seen as "Failed to remove
-     * listen FD from epoll set" at SIGTERM under load). */
-    MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
-    if (ls != MHD_INVALID_SOCKET)
-        shutdown(ls, SHUT_RDWR);
+    /* New connections are refused from here on (the listening socket is shut down); the
+     * workers keep serving the ones they have. */
+    http_acceptor_stop(srv->acceptor);
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += srv->cfg->shutdown_timeout;
+    atomic_store(&srv->draining, 1);
     pthread_mutex_lock(&srv->lock);
-    while (srv->active > 0) {
+    while (atomic_load(&srv->active) > 0) {
         if (pthread_cond_timedwait(&srv->idle, &srv->lock, &deadline) == ETIMEDOUT) {
-            psdbd_log("shutdown: %u requests still running after %u s, closing them", srv->active,
-                      srv->cfg->shutdown_timeout);
+            psdbd_log("shutdown: %u requests still running after %u s, closing them",
+                      atomic_load(&srv->active), srv->cfg->shutdown_timeout);
             break;
         }
     }
@@ -311,7 +349,7 @@ void psdbd_http_stop(psdbd_server *srv)
      * worker a moment to answer it. */
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 2;
-    while (srv->active > 0 &&
+    while (atomic_load(&srv->active) > 0 &&
            pthread_cond_timedwait(&srv->idle, &srv->lock, &deadline) != ETIMEDOUT) {
     }
     stop_finishers(srv);
@@ -322,10 +360,9 @@ void psdbd_http_stop(psdbd_server *srv)
     if (srv->reaper_started)
         pthread_join(srv->reaper_thread, NULL);
     srv->reaper_started = 0;
-    MHD_stop_daemon(srv->daemon);
-    srv->daemon = NULL;
-    if (ls != MHD_INVALID_SOCKET)
-        close(ls);
+    stop_workers(srv);
+    http_acceptor_free(srv->acceptor);
+    srv->acceptor = NULL;
     pthread_cond_destroy(&srv->reaper_wake);
     pthread_mutex_destroy(&srv->conns_lock);
     pthread_cond_destroy(&srv->work);

@@ -3,6 +3,7 @@
 #define PSDBD_HTTP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -28,16 +29,23 @@ void psdbd_farm_demand_stop(psdbd_farm_demand *d);
 typedef struct psdbd_server {
     const psdbd_config *cfg;
     psdbd_index *ix;
-    psdbd_stats *stats; /* NULL: demand recording is off */
+    psdbd_stats *stats;             /* NULL: demand recording is off */
     psdbd_farm_demand *farm_demand; /* NULL: a miss writes its job demand at once */
     psdbd_store store;
     psdbd_valuemaps *vmaps; /* derives value maps: the publishes' in the background */
-    struct MHD_Daemon *daemon;
+    /* One libmicrohttpd daemon per worker thread, fed by the acceptor (http/acceptor.c). */
+    struct http_worker *workers;
+    unsigned num_workers;
+    struct http_acceptor *acceptor;
     uint16_t port; /* the bound port, known after psdbd_http_start */
-    /* Requests between their first callback and their completion; shutdown waits for zero. */
+    /* Requests between their first callback and their completion; shutdown sets `draining` and
+     * waits on `idle` for zero. An atomic, not under `lock`: every request counts itself twice,
+     * and a lock shared by all workers would make each wait for any worker the scheduler
+     * preempted while holding it. */
     pthread_mutex_t lock;
     pthread_cond_t idle;
-    unsigned active;
+    atomic_uint active;
+    atomic_int draining;
     /* Publishes finish on finisher threads (validation, fsync, commit) while their connection is
      * suspended; `queue` holds those waiting, `jobs` counts queued and running ones. */
     pthread_t *finishers;

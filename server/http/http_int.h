@@ -7,12 +7,14 @@
  * valuemap.c, stats_api.c or routes.c (the other reads). Those answer through reply.c, whose one
  * table turns an outcome (verdict.h) into its status and error code, and which records what the
  * access log and the metrics report; they check tokens through access.c. daemon.c starts and
- * stops the daemon and the threads that serve it. */
+ * stops the workers (a libmicrohttpd daemon each) and the threads that serve them; acceptor.c
+ * accepts the connections and gives each to the least loaded worker. */
 #ifndef PSDBD_HTTP_INT_H
 #define PSDBD_HTTP_INT_H
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <jansson.h>
@@ -36,6 +38,35 @@ struct conn {
     atomic_uint_fast64_t deadline_ns; /* psdbd_now_ns() time; 0 while a response is sent */
     atomic_int timed_out;             /* the reaper shut the socket down */
 };
+
+/* ---- acceptor.c: the listening socket and the thread that hands connections to the workers ---
+ */
+
+/* One worker: a libmicrohttpd daemon with one polling thread and no listening socket. */
+typedef struct http_worker {
+    psdbd_server *srv;
+    struct MHD_Daemon *daemon;
+    atomic_uint load; /* connections handed to it and not yet reported closed */
+} http_worker;
+
+typedef struct http_acceptor http_acceptor;
+/* Binds and listens on ss (cfg->listen, parsed): 0 with *out and the bound *port, or -1 with a
+ * one-line message in err and *out NULL. Nothing is accepted before http_acceptor_start. */
+int http_acceptor_open(const psdbd_config *cfg, const struct sockaddr_storage *ss, socklen_t len,
+                       http_acceptor **out, uint16_t *port, char *err, size_t err_size);
+/* Starts the thread that accepts and gives each connection to the least loaded worker of its
+ * group: workers[0, num_readers) for connections that do not begin with "POST", the
+ * num_uploaders after them (0: none, the readers take all) for those that do. The workers'
+ * daemons are running. 0, or -1 with err. */
+int http_acceptor_start(http_acceptor *a, http_worker *workers, unsigned num_readers,
+                        unsigned num_uploaders, char *err, size_t err_size);
+/* A worker's connection from addr (NULL: unknown) closed: called from its notification. */
+void http_acceptor_closed(http_acceptor *a, http_worker *w, const struct sockaddr *addr);
+/* Stops accepting: the thread ends and the listening socket is shut down and closed, so new
+ * clients are refused. Connections already handed over stay the workers'. NULL is a no-op. */
+void http_acceptor_stop(http_acceptor *a);
+/* Stops it if needed and frees it, after the workers' daemons are stopped. NULL is a no-op. */
+void http_acceptor_free(http_acceptor *a);
 
 /* ---- upload_hash.c: the SHA-256 of an upload, computed by a thread that reads the file back ----
  */

@@ -2,9 +2,10 @@
  * routing and the access log.
  *
  * DESIGN
- * libmicrohttpd runs a pool of worker threads, each with its own epoll loop. Every request gets a
- * `struct req` in *req_cls, freed by the completion callback, which also writes the access log
- * line and the metrics. Requests other than publishes are answered on their first callback.
+ * Each worker thread is a libmicrohttpd daemon with its own epoll loop, fed connections by the
+ * acceptor (acceptor.c). Every request gets a `struct req` in *req_cls, freed by the completion
+ * callback, which also writes the access log line and the metrics. Requests other than publishes
+ * are answered on their first callback.
  *
  * A publish (POST /v1/psdbs) is checked on its first callback, before any body byte is read:
  * token, role, the framing (Content-Length against the limit, or chunked with the statement
@@ -133,9 +134,7 @@ static struct req *req_new(psdbd_server *srv, struct MHD_Connection *c)
     r->start_ns = psdbd_now_ns();
     r->fd = -1;
     r->cx = conn_of(c);
-    pthread_mutex_lock(&srv->lock);
-    srv->active++;
-    pthread_mutex_unlock(&srv->lock);
+    atomic_fetch_add(&srv->active, 1);
     return r;
 }
 
@@ -364,8 +363,10 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     free(r->path);
     free(r->stats_app);
     free(r);
-    pthread_mutex_lock(&srv->lock);
-    if (--srv->active == 0)
+    /* Under the lock only while shutdown waits: it looks at `active` under it before waiting. */
+    if (atomic_fetch_sub(&srv->active, 1) == 1 && atomic_load(&srv->draining)) {
+        pthread_mutex_lock(&srv->lock);
         pthread_cond_broadcast(&srv->idle);
-    pthread_mutex_unlock(&srv->lock);
+        pthread_mutex_unlock(&srv->lock);
+    }
 }

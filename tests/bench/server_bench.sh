@@ -45,7 +45,7 @@ data=$work/data
 
 # start_psdbd [flags]: starts psdbd on a free port; sets psdbd_pid and base.
 start_psdbd() {
-    "$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --threads 4 --max-upload 4G \
+    "$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --max-upload 4G \
         --max-connections 4000 --log-requests false "$@" >"$work/psdbd.out" 2>>"$work/psdbd.log" &
     psdbd_pid=$!
     pids+=("$psdbd_pid")
@@ -101,7 +101,7 @@ chmod 755 "$work" "$www"
 # Workers run as the invoking user so they can read the blob store's 0640 files.
 cat >"$work/nginx.conf" <<CONF
 user $(id -un) $(id -gn);
-worker_processes 2;
+worker_processes auto;
 pid $work/nginx.pid;
 error_log $work/nginx.error.log;
 events { worker_connections 4096; }

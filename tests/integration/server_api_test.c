@@ -2965,6 +2965,96 @@ START_TEST(test_server__connections_over_global_limit_wait_for_deadline)
 }
 END_TEST
 
+/* Sends `first`, waits pause_ms, sends `rest` (may be NULL) on a connection from src, and reads
+ * the answers until the server closes or 3 s pass; returns the bytes read into out. */
+static size_t staged(const char *src, const char *first, int pause_ms, const char *rest, char *out,
+                     size_t out_size)
+{
+    int s = connect_from(src);
+    struct timeval tv = {3, 0};
+    size_t got = 0;
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (*first)
+        ck_assert_int_eq(send(s, first, strlen(first), MSG_NOSIGNAL), (ssize_t)strlen(first));
+    usleep((useconds_t)pause_ms * 1000);
+    if (rest)
+        ck_assert_int_eq(send(s, rest, strlen(rest), MSG_NOSIGNAL), (ssize_t)strlen(rest));
+    while (got + 1 < out_size) {
+        ssize_t n = recv(s, out + got, out_size - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    close(s);
+    return got;
+}
+
+START_TEST(test_server__headers_over_connection_memory_are_431_and_publishes_get_more)
+{
+    /* Defaults: connection-memory 8K for connections that begin with anything but a POST,
+     * upload-connection-memory 64K for those that begin with one. */
+    srv_start(&g_srv, NULL);
+    /* post: a publish without its first two bytes, which each case sends its own way */
+    char *pad = malloc(12 * 1024 + 1), *get = NULL, *post = NULL, *range = NULL, *both = NULL;
+    char out[8192];
+    memset(pad, 'a', 12 * 1024);
+    pad[12 * 1024] = '\0';
+    ck_assert_int_ge(asprintf(&get, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", pad),
+                     0);
+    ck_assert_int_ge(asprintf(&post,
+                              "ST /v1/psdbs HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                              "X-Pad: %s\r\n\r\n",
+                              pad),
+                     0);
+    /* 12 KiB of header on a GET: answered 431 before the connection closes, not dropped. */
+    staged("127.0.0.7", get, 0, NULL, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 431", 12) == 0, "got: %.80s", out);
+    /* The largest header psdb's clients send, a delta's Range (MULTI_RANGE_HEADER, 4,000 bytes
+     * and a range more) beside a token, is read whole. */
+    size_t rl = 0;
+    range = malloc(4200);
+    rl = (size_t)snprintf(range, 4200,
+                          "GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                          "Authorization: Bearer %s\r\nRange: bytes=0-0",
+                          g_reader);
+    for (unsigned i = 1; rl < 4000 + 60; i++)
+        rl += (size_t)snprintf(range + rl, 4200 - rl, ",%u-%u", i * 1000, i * 1000 + 9);
+    rl += (size_t)snprintf(range + rl, 4200 - rl, "\r\n\r\n");
+    ck_assert_uint_lt(rl, 4200);
+    staged("127.0.0.7", range, 0, NULL, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 200", 12) == 0, "got: %.80s", out);
+    /* A connection that begins with a POST (a publish) may send that much: its token is what it
+     * lacks. Its first bytes may come in pieces. */
+    staged("127.0.0.7", "PO", 0, post, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 401", 12) == 0, "got: %.80s", out);
+    staged("127.0.0.7", "PO", 100, post, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 401", 12) == 0, "got: %.80s", out);
+    /* One that said nothing for a while, or began with a GET, has the smaller buffer. */
+    ck_assert_int_ge(asprintf(&both, "PO%s", post), 0);
+    staged("127.0.0.7", "", 1500, both, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 431", 12) == 0, "got: %.80s", out);
+    free(both);
+    ck_assert_int_ge(asprintf(&both, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPO%s", post), 0);
+    staged("127.0.0.7", both, 0, NULL, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "HTTP/1.1 200", 12) == 0 && strstr(out, "HTTP/1.1 431") != NULL,
+                  "got: %.200s", out);
+    /* The server is up, and the refusals were counted (as libmicrohttpd's own: aborted). */
+    ck_assert(healthz_seconds() < 1.0);
+    resp r;
+    http(&r, "GET", "/metrics", NULL, NULL, NULL, NULL, 0);
+    ck_assert_msg(strstr(r.body.data, "{route=\"healthz\",status=\"aborted\"} 1\n") &&
+                      strstr(r.body.data, "{route=\"publish\",status=\"aborted\"} 2\n"),
+                  "%s", r.body.data);
+    resp_free(&r);
+    free(both);
+    free(range);
+    free(post);
+    free(get);
+    free(pad);
+}
+END_TEST
+
 START_TEST(test_server__encoded_nul_in_path_or_query_is_400)
 {
     srv_start(&g_srv, NULL);
@@ -4748,6 +4838,7 @@ int main(void)
     tcase_add_test(tc, test_server__trickled_body_closed_at_request_deadline);
     tcase_add_test(tc, test_server__per_address_connection_limit);
     tcase_add_test(tc, test_server__connections_over_global_limit_wait_for_deadline);
+    tcase_add_test(tc, test_server__headers_over_connection_memory_are_431_and_publishes_get_more);
     tcase_add_test(tc, test_server__encoded_nul_in_path_or_query_is_400);
     tcase_add_test(tc, test_server__error_quoting_bytes_that_are_not_utf8_is_answered);
     tcase_add_test(tc, test_server__repeated_or_conflicting_content_length_is_400);

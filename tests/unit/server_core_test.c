@@ -211,6 +211,32 @@ START_TEST(test_server_core__slow_client_settings)
 }
 END_TEST
 
+START_TEST(test_server_core__connection_memory_settings)
+{
+    psdbd_config cfg;
+    char err[512];
+    psdbd_config_defaults(&cfg);
+    /* A download holds about half its pool: small for the connections that read, large for
+     * the ones that begin with a POST, whose body chunks are as large as their pool allows. */
+    ck_assert_uint_eq(cfg.connection_memory, 8 * 1024);
+    ck_assert_uint_eq(cfg.upload_connection_memory, 64 * 1024);
+    const char *keys[] = {"connection-memory", "upload-connection-memory"};
+    for (int i = 0; i < 2; i++) {
+        unsigned *v = i ? &cfg.upload_connection_memory : &cfg.connection_memory;
+        ck_assert_int_eq(psdbd_config_set(&cfg, keys[i], "4K", err, sizeof(err)), 0);
+        ck_assert_uint_eq(*v, 4096);
+        ck_assert_int_eq(psdbd_config_set(&cfg, keys[i], "16M", err, sizeof(err)), 0);
+        ck_assert_uint_eq(*v, 16u << 20);
+        ck_assert_int_eq(psdbd_config_set(&cfg, keys[i], "4095", err, sizeof(err)), -1);
+        ck_assert_ptr_nonnull(strstr(err, keys[i]));
+        ck_assert_int_eq(psdbd_config_set(&cfg, keys[i], "17M", err, sizeof(err)), -1);
+        ck_assert_int_eq(psdbd_config_set(&cfg, keys[i], "lots", err, sizeof(err)), -1);
+        ck_assert_uint_eq(*v, 16u << 20);
+    }
+    psdbd_config_free(&cfg);
+}
+END_TEST
+
 START_TEST(test_server_core__request_target_and_signature_checks)
 {
     ck_assert(psdbd_uri_has_encoded_nul("/v1/blobs/ab%00"));
@@ -743,6 +769,7 @@ int main(void)
     tcase_add_test(tc, test_server_core__version_spellings_grammar);
     tcase_add_test(tc, test_server_core__ranges_and_etags);
     tcase_add_test(tc, test_server_core__slow_client_settings);
+    tcase_add_test(tc, test_server_core__connection_memory_settings);
     tcase_add_test(tc, test_server_core__request_target_and_signature_checks);
     tcase_add_test(tc, test_server_core__trailer_header_names);
     tcase_add_test(tc, test_server_core__http_dates_and_preconditions);

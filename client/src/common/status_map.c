@@ -48,6 +48,8 @@ int psdb__errno_is(int e, psdb__errno_class c)
         return e == ENOSYS || e == EINVAL;
     case PSDB__ERRNO_NOT_A_FILE:
         return e == ELOOP || e == ENXIO;
+    case PSDB__ERRNO_PEER_GONE:
+        return e == ECONNABORTED || e == EPROTO;
     }
     return 0;
 }

@@ -26,6 +26,8 @@ typedef enum psdb__errno_class {
     PSDB__ERRNO_UNSUPPORTED,  /* ENOSYS, EINVAL: the call is not available for this file */
     PSDB__ERRNO_NOT_A_FILE,   /* ELOOP, ENXIO: O_NOFOLLOW met a link, or O_NONBLOCK a FIFO with no
                                  writer or a device: not a regular file */
+    PSDB__ERRNO_PEER_GONE,    /* ECONNABORTED, EPROTO: accept(2) found the connection gone
+                                 before it was accepted; accept the next */
 } psdb__errno_class;
 
 /* Whether errno value e is of class c. */
