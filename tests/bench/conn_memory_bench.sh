@@ -22,6 +22,8 @@ nconn=${PSDB_BENCH_CONNECTIONS:-1000}
 read -r -a pools <<<"${PSDB_BENCH_POOLS:-8K 64K}"
 pub_mib=${PSDB_BENCH_PUBLISH_MIB:-256}
 say() { printf 'conn_memory_bench: %s\n' "$*" >&2; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 for t in wrk curl python3; do
     command -v "$t" >/dev/null || { say "needs $t"; exit 2; }
 done
@@ -50,15 +52,10 @@ trap cleanup EXIT
 start_psdbd() {
     local data=$1
     shift
-    "$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --max-connections $((nconn + 1000)) \
-        --max-upload 4G --log-requests false "$@" >"$work/psdbd.out" 2>>"$work/psdbd.log" &
-    pid=$!
-    for _ in $(seq 100); do
-        grep -q 'listening on' "$work/psdbd.out" 2>/dev/null && break
-        sleep 0.05
-    done
-    base=$(sed -n 's/^psdbd: listening on //p' "$work/psdbd.out")
-    [ -n "$base" ] || { say "psdbd did not start: $(tail -1 "$work/psdbd.log")"; exit 1; }
+    bench_psdbd "$work/psdbd.out" "$work/psdbd.log" "$psdbd" --data-dir "$data" \
+        --max-connections $((nconn + 1000)) --max-upload 4G --log-requests false "$@"
+    pid=$bench_pid
+    base=$bench_url
 }
 stop_server() {
     kill -TERM "$pid"
@@ -83,28 +80,11 @@ stop_server
 ln "$data/blobs/${sha:0:2}/$sha" "$www/v1/blobs/$sha"
 chmod -R a+rX "$work"
 
-nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# Workers run as the invoking user so they can read the blob store's 0640 files.
-cat >"$work/nginx.conf" <<CONF
-user $(id -un) $(id -gn);
-worker_processes auto;
-worker_rlimit_nofile $((3 * nconn + 1024));
-pid $work/nginx.pid;
-error_log $work/nginx.error.log;
-events { worker_connections $((nconn + 1000)); }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    types { application/json json; }
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:$nport; root $www; }
-}
-CONF
+nport=$(bench_free_port)
+bench_nginx_conf "$work/nginx.conf" "$work" "$www" "$nport" "$nconn"
 start_nginx() {
-    "$nginx_bin" -c "$work/nginx.conf" -g 'daemon off;' 2>>"$work/nginx.error.log" &
-    pid=$!
+    bench_nginx "$work/nginx.conf" "$work/nginx.error.log"
+    pid=$bench_pid
     base=http://127.0.0.1:$nport
     for _ in $(seq 100); do
         curl -sf -o /dev/null "$base/resolve.json" && return 0

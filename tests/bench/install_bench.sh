@@ -12,6 +12,8 @@ build=${PSDB_BENCH_BUILD:-$root/build/bench}
 mib=${PSDB_BENCH_MIB:-1024}
 rounds=${PSDB_BENCH_ROUNDS:-3}
 say() { printf 'install-bench: %s\n' "$*" >&2; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 
 for p in curl time; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
@@ -39,14 +41,10 @@ data=$work/data
 token=$("$psdbd" token create --data-dir "$data" --role publisher --name bench)
 "$psdb" keygen -o "$work/key" >/dev/null
 "$psdbd" key add --data-dir "$data" --name bench --public-key "$work/key.pub" >/dev/null
-"$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --max-upload 8G --log-requests false \
-    >"$work/psdbd.out" 2>"$work/psdbd.log" &
-psdbd_pid=$!
-for _ in $(seq 100); do
-    grep -q 'listening on' "$work/psdbd.out" 2>/dev/null && break
-    sleep 0.05
-done
-base=$(sed -n 's/^psdbd: listening on //p' "$work/psdbd.out")
+bench_psdbd "$work/psdbd.out" "$work/psdbd.log" "$psdbd" --data-dir "$data" --max-upload 8G \
+    --log-requests false
+psdbd_pid=$bench_pid
+base=$bench_url
 "$psdb" publish --server "$base" --token "$token" --key "$work/key" --serial 1 "$work/big.psdb" \
     >/dev/null
 rm -f "$work/big.psdb" # keep the page cache for the served copy only

@@ -12,6 +12,10 @@ set -euo pipefail
 old=$(cd "$1" && pwd)
 new=$(cd "$2" && pwd)
 pairs=${3:-7}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+say() { printf 'publish_pairs: %s\n' "$*" >&2; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 mib=${PSDB_BENCH_MIB:-1024}
 work=${PSDB_BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/psdb-publish-pairs-XXXXXX")}
 pid=
@@ -31,17 +35,10 @@ run() {
     rm -rf "$data"
     token=$("$bin/psdbd" token create --data-dir "$data" --role publisher --name bench)
     "$bin/psdbd" key add --data-dir "$data" --name bench --public-key "$work/key.pub" >/dev/null
-    # Emptied here, not by the redirection below: that runs in the child, and the wait could
-    # read the previous psdbd's address first.
-    : >"$work/psdbd.out"
-    "$bin/psdbd" --listen 127.0.0.1:0 --data-dir "$data" --threads 4 --max-upload 4G \
-        --max-connections 4000 --log-requests false >"$work/psdbd.out" 2>>"$work/psdbd.log" &
-    pid=$!
-    for _ in $(seq 100); do
-        grep -q 'listening on' "$work/psdbd.out" 2>/dev/null && break
-        sleep 0.05
-    done
-    base=$(sed -n 's/^psdbd: listening on //p' "$work/psdbd.out")
+    bench_psdbd "$work/psdbd.out" "$work/psdbd.log" "$bin/psdbd" --data-dir "$data" --threads 4 \
+        --max-upload 4G --max-connections 4000 --log-requests false
+    pid=$bench_pid
+    base=$bench_url
     sha256sum "$work/big.psdb" >/dev/null
     t0=$(date +%s.%N)
     sha256sum "$work/big.psdb" >/dev/null

@@ -11,6 +11,8 @@ build=${PSDB_BENCH_BUILD:-$root/build/bench}
 mib=${PSDB_BENCH_MIB:-1024}
 secs=${PSDB_BENCH_SECONDS:-10}
 say() { printf 'bench: %s\n' "$*" >&2; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 
 missing=()
 for p in wrk nginx-light curl; do
@@ -24,7 +26,6 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 fi
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 say "building (Release) in $build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSDB_BENCH=ON >/dev/null
@@ -45,15 +46,11 @@ data=$work/data
 
 # start_psdbd [flags]: starts psdbd on a free port; sets psdbd_pid and base.
 start_psdbd() {
-    "$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --max-upload 4G \
-        --max-connections 4000 --log-requests false "$@" >"$work/psdbd.out" 2>>"$work/psdbd.log" &
-    psdbd_pid=$!
+    bench_psdbd "$work/psdbd.out" "$work/psdbd.log" "$psdbd" --data-dir "$data" --max-upload 4G \
+        --max-connections 4000 --log-requests false "$@"
+    psdbd_pid=$bench_pid
     pids+=("$psdbd_pid")
-    for _ in $(seq 100); do
-        grep -q 'listening on' "$work/psdbd.out" 2>/dev/null && break
-        sleep 0.05
-    done
-    base=$(sed -n 's/^psdbd: listening on //p' "$work/psdbd.out")
+    base=$bench_url
 }
 stop_psdbd() {
     kill -TERM "$psdbd_pid"
@@ -96,27 +93,11 @@ mkdir -p "$www"
 ln "$data/blobs/${sha:0:2}/$sha" "$www/blob"
 curl -s -o "$www/resolve.json" \
     "$base/v1/resolve?app=Bench&app_version=1.0.0.0&family=bench-gfx1&abi_min=1&abi_max=1"
-nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+nport=$(bench_free_port)
 chmod 755 "$work" "$www"
-# Workers run as the invoking user so they can read the blob store's 0640 files.
-cat >"$work/nginx.conf" <<CONF
-user $(id -un) $(id -gn);
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx.error.log;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    types { application/json json; }
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:$nport; root $www; }
-}
-CONF
-"$nginx_bin" -c "$work/nginx.conf" -g 'daemon off;' 2>>"$work/nginx.error.log" &
-pids+=($!)
+bench_nginx_conf "$work/nginx.conf" "$work" "$www" "$nport"
+bench_nginx "$work/nginx.conf" "$work/nginx.error.log"
+pids+=("$bench_pid")
 sleep 0.5
 nbase=http://127.0.0.1:$nport
 

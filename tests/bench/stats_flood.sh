@@ -13,6 +13,8 @@ root=$(pwd)
 count=${PSDB_FLOOD_COUNT:-20000}
 bytes=${PSDB_FLOOD_BYTES:-4000}
 say() { printf 'stats_flood: %s\n' "$*"; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 
 psdbd=${PSDBD:-}
 if [ -z "$psdbd" ]; then
@@ -34,14 +36,9 @@ trap cleanup EXIT
 
 mkdir -p "$data"
 "$psdbd" token create --data-dir "$data" --role publisher --name ci >/dev/null
-"$psdbd" --listen 127.0.0.1:0 --data-dir "$data" --log-requests false >"$work/out" 2>"$work/log" &
-pid=$!
-for _ in $(seq 200); do
-    grep -q 'listening on' "$work/out" 2>/dev/null && break
-    sleep 0.05
-done
-url=$(sed -n 's/^psdbd: listening on //p' "$work/out")
-[ -n "$url" ] || { cat "$work/log" >&2; exit 1; }
+bench_psdbd "$work/out" "$work/log" "$psdbd" --data-dir "$data" --log-requests false
+pid=$bench_pid
+url=$bench_url
 
 rss() { awk '/^VmRSS:/ {printf "%.1f MiB", $2 / 1024}' "/proc/$pid/status"; }
 peak() { awk '/^VmHWM:/ {printf "%.1f MiB", $2 / 1024}' "/proc/$pid/status"; }

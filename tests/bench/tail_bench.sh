@@ -8,9 +8,11 @@
 # Usage: tests/bench/tail_bench.sh [BUILD_DIR]   (default build/bench: Release, PSDB_BENCH=ON)
 # Env: PSDB_BENCH_ROUNDS (default 7), PSDB_BENCH_SECONDS (per wrk run, default 5),
 #      PSDB_BENCH_CONNECTIONS (default 64), PSDB_BENCH_THREADS (psdbd's --threads; default:
-#      psdbd's own), PSDB_BENCH_OLD=BUILD_DIR (that build's psdbd in the same rounds),
+#      one per CPU of BENCH_SERVER_CPUS when that is set, else psdbd's own), PSDB_BENCH_OLD=BUILD_DIR (that build's psdbd in the same rounds),
 #      PSDB_BENCH_LOG=1 (a row for psdbd with log-requests on), PSDB_BENCH_WRK_THREADS (wrk's
-#      -t, default 2).
+#      -t, default 2), BENCH_SERVER_CPUS and BENCH_CLIENT_CPUS (taskset CPU lists: the servers
+#      on the first, wrk on the second; nginx then gets a worker and psdbd a thread per server
+#      CPU).
 # Needs wrk, nginx and curl. It never fails for speed; non-zero only when something is broken.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +22,8 @@ secs=${PSDB_BENCH_SECONDS:-5}
 conns=${PSDB_BENCH_CONNECTIONS:-64}
 wt=${PSDB_BENCH_WRK_THREADS:-2}
 say() { printf 'tail_bench: %s\n' "$*" >&2; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 for t in wrk curl; do
     command -v "$t" >/dev/null || { say "needs $t"; exit 2; }
 done
@@ -47,16 +51,15 @@ start_psdbd() {
     local name=$1 bin=$2 data=$3
     shift 3
     local threads=()
-    [ -z "${PSDB_BENCH_THREADS:-}" ] || threads=(--threads "$PSDB_BENCH_THREADS")
-    "$bin" --listen 127.0.0.1:0 --data-dir "$data" "${threads[@]}" --max-connections 4000 "$@" \
-        >"$work/$name.out" 2>"$work/$name.log" &
-    pids+=($!)
-    for _ in $(seq 100); do
-        grep -q 'listening on' "$work/$name.out" 2>/dev/null && break
-        sleep 0.05
-    done
-    sed -n 's/^psdbd: listening on //p' "$work/$name.out" >"$work/$name.url"
-    [ -s "$work/$name.url" ] || { say "$name did not start: $(tail -1 "$work/$name.log")"; exit 1; }
+    if [ -n "${PSDB_BENCH_THREADS:-}" ]; then
+        threads=(--threads "$PSDB_BENCH_THREADS")
+    elif [ -n "${BENCH_SERVER_CPUS:-}" ]; then
+        threads=(--threads "$(bench_cpus)") # as nginx's workers: more runnable threads than CPUs
+    fi                                      # queue requests behind a time slice
+    bench_psdbd "$work/$name.out" "$work/$name.log" "$bin" --data-dir "$data" "${threads[@]}" \
+        --max-connections 4000 "$@"
+    pids+=("$bench_pid")
+    echo "$bench_url" >"$work/$name.url"
 }
 
 say "publishing a PSDB"
@@ -94,24 +97,11 @@ for v in "${variants[@]}"; do
     printf '%s%s\n' "$(cat "$work/$v.url")" "$query" >"$work/$v.url"
 done
 
-nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+nport=$(bench_free_port)
 chmod 755 "$work" "$work/www"
-cat >"$work/nginx.conf" <<CONF
-user $(id -un) $(id -gn);
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx.error.log;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    types { application/json json; }
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:$nport; root $work/www; }
-}
-CONF
-"$nginx_bin" -c "$work/nginx.conf" -g 'daemon off;' 2>>"$work/nginx.error.log" &
-pids+=($!)
+bench_nginx_conf "$work/nginx.conf" "$work" "$work/www" "$nport"
+bench_nginx "$work/nginx.conf" "$work/nginx.error.log"
+pids+=("$bench_pid")
 sleep 0.5
 variants+=(nginx)
 echo "http://127.0.0.1:$nport/resolve.json" >"$work/nginx.url"
@@ -135,7 +125,8 @@ for r in $(seq "$rounds"); do
     line="round $r:"
     for i in $(seq 0 $((n - 1))); do
         v=${variants[$(((i + r) % n))]}
-        row=$(wrk -t"$wt" -c"$conns" -d"${secs}s" -s "$work/pct.lua" "$(cat "$work/$v.url")" |
+        row=$(bench_client wrk -t"$wt" -c"$conns" -d"${secs}s" -s "$work/pct.lua" \
+            "$(cat "$work/$v.url")" |
             awk '$1 == "PCT" { print $2, $3, $4, $5, $6 }')
         [ -n "$row" ] || { say "wrk gave nothing for $v"; exit 1; }
         echo "$r $row" >>"$work/$v.rows"
@@ -156,7 +147,7 @@ ng_p50=$(col nginx 3)
 ng_p99=$(col nginx 4)
 ng_p999=$(col nginx 5)
 cat <<REPORT
-resolve latency, $conns keep-alive connections (wrk -t$wt), $(nproc) cores, loopback; medians of $rounds
+resolve latency, $conns keep-alive connections (wrk -t$wt), $(nproc) cores${BENCH_SERVER_CPUS:+ (servers on CPUs $BENCH_SERVER_CPUS, wrk on ${BENCH_CLIENT_CPUS:-any})}, loopback; medians of $rounds
 rounds of ${secs} s, servers alternated; load average $load_before before, $load_after after
 | server | requests/s | p50 ms | p99 ms | p999 ms | p50 / nginx | p99 / nginx | p999 / nginx | p99 / nginx per round: median, worst |
 |---|---|---|---|---|---|---|---|---|

@@ -25,6 +25,8 @@ pipelines=${PSDB_BENCH_PIPELINES:-20000}
 rounds=${PSDB_BENCH_ROUNDS:-5}
 work=${PSDB_BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/psdb-verify-bench-XXXXXX")}
 say() { printf 'verify-bench: %s\n' "$*" >&2; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 
 for b in "$new" $old; do
     for t in psdb psdbd; do
@@ -76,18 +78,10 @@ publish() {
     rm -rf "$data"
     token=$("$bin/psdbd" token create --data-dir "$data" --role publisher --name bench)
     "$bin/psdbd" key add --data-dir "$data" --name bench --public-key "$work/key.pub" >/dev/null
-    # Emptied here, not by the redirection below: that runs in the child, and the wait could
-    # read the previous psdbd's address first.
-    : >"$work/psdbd.out"
-    "$bin/psdbd" --listen 127.0.0.1:0 --data-dir "$data" --threads 4 --max-upload 8G \
-        --log-requests false >"$work/psdbd.out" 2>>"$work/psdbd.log" &
-    pid=$!
-    for _ in $(seq 200); do
-        grep -q 'listening on' "$work/psdbd.out" 2>/dev/null && break
-        sleep 0.05
-    done
-    base=$(sed -n 's/^psdbd: listening on //p' "$work/psdbd.out")
-    [ -n "$base" ] || { say "psdbd did not start: $(tail -3 "$work/psdbd.log")"; exit 1; }
+    bench_psdbd "$work/psdbd.out" "$work/psdbd.log" "$bin/psdbd" --data-dir "$data" --threads 4 \
+        --max-upload 8G --log-requests false
+    pid=$bench_pid
+    base=$bench_url
     c0=$(cpu_of "$pid")
     /usr/bin/time -o "$work/time.out" -f '%e %U %S' "$bin/psdb" publish --server "$base" \
         --token "$token" --key "$work/key" "$file" >/dev/null 2>"$work/publish.err" || {
