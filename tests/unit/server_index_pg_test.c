@@ -283,19 +283,19 @@ END_TEST
 
 /* ---- the farm's statements ----------------------------------------------------------------- */
 
-static int unavailable; /* the farm operations answered 503 (retried by farm_again) */
+static int unavailable; /* the farm operations answered 503 (retried by FARM_OK) */
 
-/* Runs a farm operation again while it answers 503 (the prober finds a lost database again
- * within a second), counting those answers in `unavailable`: its last status. */
-#define farm_again(call)                                                                           \
-    ({                                                                                             \
+/* Runs a farm operation, again while it answers 503 (the prober finds a lost database again
+ * within a second; each answer counted in `unavailable`), and checks that it answered OK. */
+#define FARM_OK(call)                                                                              \
+    do {                                                                                           \
         psdbd_rc rc_ = PSDBD_UNAVAILABLE;                                                          \
         for (int i_ = 0; i_ < 100 && (rc_ = (call)) == PSDBD_UNAVAILABLE; i_++) {                  \
             unavailable++;                                                                         \
             usleep(50000);                                                                         \
         }                                                                                          \
-        rc_;                                                                                       \
-    })
+        ck_assert_msg(rc_ == PSDBD_OK, "%s answered %d", #call, (int)rc_);                         \
+    } while (0)
 
 /* One job's life for application App<n>, each step through the farm's statements: its SODB
  * published, a worker's announce queues the job, the worker claims it, extends the lease,
@@ -320,14 +320,14 @@ static void farm_cycle(int n)
     memset(s.key_id, 'k', 64);
     s.signature = "sig";
     s.published_by = "studio";
-    ck_assert_int_eq(farm_again(psdbd_index_sodb_publish(ix, &s, &sodb)), PSDBD_OK);
-    ck_assert_int_eq(farm_again(psdbd_index_worker_announce(ix, &t, "*", &created)), PSDBD_OK);
+    FARM_OK(psdbd_index_sodb_publish(ix, &s, &sodb));
+    FARM_OK(psdbd_index_worker_announce(ix, &t, "*", &created));
     ck_assert_int_eq(created, 1);
-    ck_assert_int_eq(farm_again(psdbd_index_job_claim(ix, &t, "*", 60, 3, &claim)), PSDBD_OK);
+    FARM_OK(psdbd_index_job_claim(ix, &t, "*", 60, 3, &claim));
     job = json_integer_value(json_object_get(json_object_get(claim, "job"), "id"));
     lease = json_string_value(json_object_get(claim, "lease"));
     ck_assert_ptr_nonnull(lease);
-    ck_assert_int_eq(farm_again(psdbd_index_job_extend(ix, job, lease, 120, &expires)), PSDBD_OK);
+    FARM_OK(psdbd_index_job_extend(ix, job, lease, 120, &expires));
     ck_assert_int_gt(expires, 0);
     r.app_name = app;
     r.exe_filename = "app.exe";
@@ -344,9 +344,9 @@ static void farm_cycle(int n)
     r.published_by = "w1";
     r.statement_version = 2;
     memcpy(r.sodb_sha256, s.sha256, sizeof(r.sodb_sha256));
-    ck_assert_int_eq(farm_again(psdbd_index_publish(ix, &r, &psdb)), PSDBD_OK);
+    FARM_OK(psdbd_index_publish(ix, &r, &psdb));
     psdb_id = json_integer_value(json_object_get(psdb, "id"));
-    ck_assert_int_eq(farm_again(psdbd_index_job_done(ix, job, lease, psdb_id, &seconds)), PSDBD_OK);
+    FARM_OK(psdbd_index_job_done(ix, job, lease, psdb_id, &seconds));
     json_decref(sodb);
     json_decref(claim);
     json_decref(psdb);
