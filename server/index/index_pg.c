@@ -34,7 +34,11 @@
  * bit per statement and slot says which the slot's session holds, cleared whenever the slot gets
  * another connection, so a reconnect prepares again on first use; a session that lost one anyway
  * (SQLSTATE 26000) has it prepared again, once. Parsing and planning each resolve was most of
- * the server's work for it (deploy/SCALING.md 3.5).
+ * the server's work for it (deploy/SCALING.md 3.5). The farm's statements (psdbd__pg_exec_farm)
+ * share those bits: they have no enum (index_farm.c writes them once for both engines), so each
+ * distinct text gets a number on first use, in a table of the index bounded at PG_FARM_STMTS, and
+ * the text, not its address, is the key. They run inside transactions, where a lost statement
+ * has aborted the transaction already: that operation answers 503 and the next prepares again.
  *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
  * psdbs_identity, where the second waits for the first and then fails with a unique violation
