@@ -38,7 +38,8 @@
  * share those bits: they have no enum (index_farm.c writes them once for both engines), so each
  * distinct text gets a number on first use, in a table of the index bounded at PG_FARM_STMTS, and
  * the text, not its address, is the key. They run inside transactions, where a lost statement
- * has aborted the transaction already: that operation answers 503 and the next prepares again.
+ * has aborted the transaction already: that operation answers 503 and its connection is closed,
+ * so the next one's new session prepares again.
  *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
  * psdbs_identity, where the second waits for the first and then fails with a unique violation
@@ -525,9 +526,10 @@ psdbd_rc psdbd__pg_rc_of(psdbd_index *ix, PGconn *conn, const PGresult *res)
     return PSDBD_ERROR;
 }
 
-/* c's connection did not answer in time: closed now, wherever it came from (a pool slot, the
- * thread's snapshot, the gc lock's session), so that nothing sends on it again. */
-static void drop_unanswered(psdbd_index *ix, psdbd__pgc *c)
+/* c's connection did not answer in time, or its session lost a statement inside a transaction:
+ * closed now, wherever it came from (a pool slot, the thread's snapshot, the gc lock's session),
+ * so that nothing sends on it again. */
+static void drop_connection(psdbd_index *ix, psdbd__pgc *c)
 {
     struct psdbd__pg *pg = ix->pg;
     if (c->slot >= 0) {
@@ -569,7 +571,7 @@ static PGresult *exec_call(psdbd_index *ix, psdbd__pgc *c, const struct pg_call 
         return res;
     }
     if (expired) {
-        drop_unanswered(ix, c);
+        drop_connection(ix, c);
         atomic_fetch_add(&pg->epoch, 1); /* the idle connections wait on the same server */
         run_error(pg, NULL, 1, why, sizeof(why));
         psdbd_log("index %s: %s: the connection is closed, answered 503", pg->name, why);
@@ -601,8 +603,8 @@ PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const 
  * on c's pooled connection: prepared first where c's session does not hold it yet (the
  * preparation and the execution share the operation's deadline), prepared again once where the
  * session lost it (SQLSTATE 26000). Inside a transaction that loss has aborted the transaction,
- * so nothing can run again in it: the session is taken to have lost every statement (a DISCARD
- * ALL, a pooler in between), all are prepared again on next use, and the operation answers 503. */
+ * so nothing can run again in it: the connection is closed (the next user's new session prepares
+ * what it runs) and the operation answers 503. */
 static PGresult *exec_prepared(psdbd_index *ix, psdbd__pgc *c, unsigned k, const char *name,
                                const char *sql, const psdbd__pgp *p, psdbd_rc *rc)
 {
@@ -631,11 +633,13 @@ static PGresult *exec_prepared(psdbd_index *ix, psdbd__pgc *c, unsigned k, const
             break;
         *word &= ~bit;
         if (PQtransactionStatus(c->conn) == PQTRANS_INERROR) {
-            memset(pg->prepared[c->slot], 0, sizeof(pg->prepared[c->slot]));
+            /* Which others it lost is unknown, and preparing one it still holds would fail
+             * (42P05) and abort the next transaction: a new session holds none. */
             psdbd_log("index %s: prepared statement %s vanished from its session inside a "
-                      "transaction (a DISCARD, a pooler in transaction mode?): answered 503, the "
-                      "session's statements are prepared again on next use",
+                      "transaction (a DISCARD, a pooler in transaction mode?): the connection is "
+                      "closed, answered 503",
                       pg->name, name);
+            drop_connection(ix, c);
             *rc = PSDBD_UNAVAILABLE;
             break;
         }

@@ -83,7 +83,8 @@ PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
  * psdbd__pg_stmt: sql is numbered by its text on first use (at most 128 distinct texts; past
  * them a text runs unprepared), the name on the server is "psdbd_f<number>". Each farm
  * statement runs inside a transaction, where a statement the session lost aborts it: that
- * answers 503 (PSDBD_UNAVAILABLE) and the session prepares every statement again on next use. */
+ * answers 503 (PSDBD_UNAVAILABLE) and closes the connection (c->conn NULL), so that a new session
+ * prepares again. */
 PGresult *psdbd__pg_exec_farm(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
                               psdbd_rc *rc);
 

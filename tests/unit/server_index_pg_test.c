@@ -409,7 +409,8 @@ START_TEST(test_server_index_pg__farm_prepared_again_after_a_restart_or_a_discar
     ck_assert_int_ge(n, 10);
 
     /* A session that lost its statements (a DISCARD, a pooler in between): the farm's
-     * transaction it aborted answers 503 once, the next prepares again. */
+     * transaction that met it aborted, answered 503 once, and its connection was closed; the
+     * next session prepares again. */
     free(on_pooled_session("DEALLOCATE ALL"));
     unavailable = 0;
     farm_cycle(2);
@@ -419,6 +420,14 @@ START_TEST(test_server_index_pg__farm_prepared_again_after_a_restart_or_a_discar
     free(st);
     ck_assert_int_ge(n, 10);
     farm_cycle(3);
+    ck_assert_int_le(unavailable, 1);
+
+    /* A session that lost one statement but holds the others: still one 503, not a session
+     * whose preparations fail (42P05) because psdbd took it to have lost them all. */
+    free(on_pooled_session("DEALLOCATE psdbd_f1"));
+    unavailable = 0;
+    farm_cycle(4);
+    farm_cycle(5);
     ck_assert_int_le(unavailable, 1);
 }
 END_TEST
