@@ -148,8 +148,9 @@ typedef struct psdbd__index_ops {
                              const int64_t *nums, size_t n_nums, psdbd__row_fn fn, void *ctx);
     /* the farm (index_farm.c): fn runs inside one transaction (write: SQLite's BEGIN IMMEDIATE,
      * PostgreSQL's BEGIN; read: a snapshot), committed when fn returns PSDBD_OK, rolled back
-     * otherwise; farm_run runs one statement of it (`sql` a string literal), fn (may be NULL)
-     * called with each row. */
+     * otherwise; farm_run runs one statement of it (`sql` a static text: each engine prepares
+     * each distinct one once per connection, SQLite keyed by its address, PostgreSQL by its
+     * text), fn (may be NULL) called with each row. */
     psdbd_rc (*farm_tx)(psdbd_index *ix, int write, psdbd__tx_fn fn, void *ctx);
     psdbd_rc (*farm_run)(psdbd__tx *tx, const char *sql, const psdbd__arg *args, size_t n,
                          psdbd__row_fn fn, void *ctx);

@@ -34,7 +34,12 @@
  * bit per statement and slot says which the slot's session holds, cleared whenever the slot gets
  * another connection, so a reconnect prepares again on first use; a session that lost one anyway
  * (SQLSTATE 26000) has it prepared again, once. Parsing and planning each resolve was most of
- * the server's work for it (deploy/SCALING.md 3.5).
+ * the server's work for it (deploy/SCALING.md 3.5). The farm's statements (psdbd__pg_exec_farm)
+ * share those bits: they have no enum (index_farm.c writes them once for both engines), so each
+ * distinct text gets a number on first use, in a table of the index bounded at PG_FARM_STMTS, and
+ * the text, not its address, is the key. They run inside transactions, where a lost statement
+ * has aborted the transaction already: that operation answers 503 and its connection is closed,
+ * so the next one's new session prepares again.
  *
  * Writes are single transactions; concurrent publishes of one identity meet at the unique index
  * psdbs_identity, where the second waits for the first and then fails with a unique violation
@@ -64,6 +69,10 @@
 #define PG_POOL_WAIT_MS_DEFAULT 10000
 #define PG_DEADLINE_GRACE_MS 500
 #define PROBE_EVERY_MS 250L
+/* The farm's distinct statements that are prepared (index_farm.c has about 50), and the bits a
+ * slot keeps for them and the requests' (psdbd__pg_stmt). */
+#define PG_FARM_STMTS 128
+#define PG_PREPARED_WORDS ((PSDBD__PG_STMTS + PG_FARM_STMTS + 63) / 64)
 
 struct psdbd__pg {
     char *url;  /* as given: libpq reads it */
@@ -74,10 +83,21 @@ struct psdbd__pg {
     unsigned size;
     PGconn **conns; /* size slots; NULL: not connected */
     unsigned char *busy;
-    /* Per slot, bit i: statement i (psdbd__pg_stmt) is prepared on the slot's connection. Only
-     * the thread that holds the slot touches it, and it is cleared whenever the slot's connection
-     * is replaced: a new session has no prepared statements. */
-    uint32_t *prepared;
+    /* Per slot, bit k: statement k is prepared on the slot's connection, the requests' first
+     * (k = a psdbd__pg_stmt), then the farm's (k = PSDBD__PG_STMTS + its number in farm_sql).
+     * Only the thread that holds the slot touches it, and it is cleared whenever the slot's
+     * connection is replaced: a new session has no prepared statements. */
+    uint64_t (*prepared)[PG_PREPARED_WORDS];
+    /* The farm's statements met so far, numbered in the order first run: a copy of each text
+     * (compared whole, so a text is its own key whatever its address). Appended under mu, read
+     * without it up to farm_n (published after the entry is written); PG_FARM_STMTS at most,
+     * so a caller that built its SQL at run time cannot grow it: past it, texts run unprepared. */
+    struct {
+        char *sql;
+        size_t len;
+    } farm_sql[PG_FARM_STMTS];
+    atomic_size_t farm_n;
+    atomic_int farm_full; /* logged once */
     /* A lost connection usually means every idle one is lost too (the server restarted): each
      * loss bumps the epoch, and an idle connection from an older epoch is replaced before use,
      * so a restart costs one failed request, not one per pooled connection. */
@@ -398,7 +418,7 @@ int psdbd__pg_get(psdbd_index *ix, psdbd__pgc *c, psdbd_rc *rc)
     }
     if (!pg->conns[slot]) {
         pg->conn_epoch[slot] = atomic_load(&pg->epoch);
-        pg->prepared[slot] = 0;
+        memset(pg->prepared[slot], 0, sizeof(pg->prepared[slot]));
     }
     if (!pg->conns[slot] && !(pg->conns[slot] = pg_connect(pg, c->until_ms, err, sizeof(err)))) {
         set_down(ix, 1, err);
@@ -426,7 +446,7 @@ void psdbd__pg_put(psdbd_index *ix, psdbd__pgc *c)
     if (drop) {
         PQfinish(conn);
         pg->conns[c->slot] = NULL;
-        pg->prepared[c->slot] = 0;
+        memset(pg->prepared[c->slot], 0, sizeof(pg->prepared[c->slot]));
     }
     PQclear(res);
     pthread_mutex_lock(&pg->mu);
@@ -506,14 +526,15 @@ psdbd_rc psdbd__pg_rc_of(psdbd_index *ix, PGconn *conn, const PGresult *res)
     return PSDBD_ERROR;
 }
 
-/* c's connection did not answer in time: closed now, wherever it came from (a pool slot, the
- * thread's snapshot, the gc lock's session), so that nothing sends on it again. */
-static void drop_unanswered(psdbd_index *ix, psdbd__pgc *c)
+/* c's connection did not answer in time, or its session lost a statement inside a transaction:
+ * closed now, wherever it came from (a pool slot, the thread's snapshot, the gc lock's session),
+ * so that nothing sends on it again. */
+static void drop_connection(psdbd_index *ix, psdbd__pgc *c)
 {
     struct psdbd__pg *pg = ix->pg;
     if (c->slot >= 0) {
         pg->conns[c->slot] = NULL; /* only this thread touches a busy slot */
-        pg->prepared[c->slot] = 0;
+        memset(pg->prepared[c->slot], 0, sizeof(pg->prepared[c->slot]));
     } else if (pthread_getspecific(pg->pin) == c->conn)
         pthread_setspecific(pg->pin, NULL);
     else if (pg->gc_conn == c->conn)
@@ -550,7 +571,7 @@ static PGresult *exec_call(psdbd_index *ix, psdbd__pgc *c, const struct pg_call 
         return res;
     }
     if (expired) {
-        drop_unanswered(ix, c);
+        drop_connection(ix, c);
         atomic_fetch_add(&pg->epoch, 1); /* the idle connections wait on the same server */
         run_error(pg, NULL, 1, why, sizeof(why));
         psdbd_log("index %s: %s: the connection is closed, answered 503", pg->name, why);
@@ -578,25 +599,26 @@ PGresult *psdbd__pg_exec(psdbd_index *ix, psdbd__pgc *c, const char *sql, const 
     return exec_call(ix, c, &call, rc, NULL);
 }
 
-PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
-                              const psdbd__pgp *p, psdbd_rc *rc)
+/* Runs the statement k (the bit of pg->prepared), named `name` on the server, with the text sql,
+ * on c's pooled connection: prepared first where c's session does not hold it yet (the
+ * preparation and the execution share the operation's deadline), prepared again once where the
+ * session lost it (SQLSTATE 26000). Inside a transaction that loss has aborted the transaction,
+ * so nothing can run again in it: the connection is closed (the next user's new session prepares
+ * what it runs) and the operation answers 503. */
+static PGresult *exec_prepared(psdbd_index *ix, psdbd__pgc *c, unsigned k, const char *name,
+                               const char *sql, const psdbd__pgp *p, psdbd_rc *rc)
 {
     static const psdbd__pgp none;
     struct psdbd__pg *pg = ix->pg;
-    char name[24];
-    uint32_t bit = UINT32_C(1) << st;
+    uint64_t *word = &pg->prepared[c->slot][k / 64], bit = UINT64_C(1) << (k % 64);
     PGresult *res = NULL;
     int64_t until = c->until_ms;
-    assert(st < PSDBD__PG_STMTS && PSDBD__PG_STMTS <= 32);
-    /* A connection outside the pool (a snapshot's, gc's) lives for one job: the text serves. */
-    if (c->slot < 0)
-        return psdbd__pg_exec(ix, c, psdbd__pg_stmt_sql[st], p, rc);
-    snprintf(name, sizeof(name), "psdbd_%u", (unsigned)st);
+    assert(c->slot >= 0 && k < PSDBD__PG_STMTS + PG_FARM_STMTS);
     /* Twice at most: a statement the session lost (missing) is prepared again once. */
     for (int attempt = 0; attempt < 2; attempt++) {
         int missing = 0;
-        if (!(pg->prepared[c->slot] & bit)) {
-            const struct pg_call prep = {CALL_PREPARE, name, psdbd__pg_stmt_sql[st], NULL};
+        if (!(*word & bit)) {
+            const struct pg_call prep = {CALL_PREPARE, name, sql, NULL};
             if (!(res = exec_call(ix, c, &prep, rc, NULL)))
                 break;
             PQclear(res);
@@ -604,12 +626,23 @@ PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
             /* The preparation is part of the statement: both share the operation's deadline,
              * so a frozen server still answers 503 within it (pg_freeze_test). */
             c->until_ms = until;
-            pg->prepared[c->slot] |= bit;
+            *word |= bit;
         }
         const struct pg_call run = {CALL_PREPARED, name, NULL, p ? p : &none};
         if ((res = exec_call(ix, c, &run, rc, &missing)) != NULL || !missing)
             break;
-        pg->prepared[c->slot] &= ~bit;
+        *word &= ~bit;
+        if (PQtransactionStatus(c->conn) == PQTRANS_INERROR) {
+            /* Which others it lost is unknown, and preparing one it still holds would fail
+             * (42P05) and abort the next transaction: a new session holds none. */
+            psdbd_log("index %s: prepared statement %s vanished from its session inside a "
+                      "transaction (a DISCARD, a pooler in transaction mode?): the connection is "
+                      "closed, answered 503",
+                      pg->name, name);
+            drop_connection(ix, c);
+            *rc = PSDBD_UNAVAILABLE;
+            break;
+        }
         if (attempt == 1) {
             psdbd_log("index %s: prepared statement %s vanished twice from its session (a "
                       "pooler in transaction mode?)",
@@ -618,6 +651,60 @@ PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
         }
     }
     return res;
+}
+
+PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
+                              const psdbd__pgp *p, psdbd_rc *rc)
+{
+    char name[24];
+    assert(st < PSDBD__PG_STMTS);
+    /* A connection outside the pool (a snapshot's, gc's) lives for one job: the text serves. */
+    if (c->slot < 0)
+        return psdbd__pg_exec(ix, c, psdbd__pg_stmt_sql[st], p, rc);
+    snprintf(name, sizeof(name), "psdbd_%u", (unsigned)st);
+    return exec_prepared(ix, c, (unsigned)st, name, psdbd__pg_stmt_sql[st], p, rc);
+}
+
+/* The farm statement sql's number in pg->farm_sql, given one on first use; -1 when the table is
+ * full (logged once). */
+static int farm_number(struct psdbd__pg *pg, const char *sql)
+{
+    size_t len = strlen(sql), n = atomic_load_explicit(&pg->farm_n, memory_order_acquire), i;
+    int k = -1, full = 0;
+    for (i = 0; i < n && k < 0; i++)
+        if (pg->farm_sql[i].len == len && memcmp(pg->farm_sql[i].sql, sql, len) == 0)
+            k = (int)i;
+    if (k >= 0)
+        return k;
+    pthread_mutex_lock(&pg->mu);
+    /* Another thread may have added it since: only mu's holder appends. */
+    n = atomic_load_explicit(&pg->farm_n, memory_order_relaxed);
+    for (; i < n && k < 0; i++)
+        if (pg->farm_sql[i].len == len && memcmp(pg->farm_sql[i].sql, sql, len) == 0)
+            k = (int)i;
+    if (k < 0 && n < PG_FARM_STMTS) {
+        pg->farm_sql[n].sql = xstrdup(sql);
+        pg->farm_sql[n].len = len;
+        atomic_store_explicit(&pg->farm_n, n + 1, memory_order_release);
+        k = (int)n;
+    }
+    full = k < 0 && !atomic_exchange(&pg->farm_full, 1);
+    pthread_mutex_unlock(&pg->mu);
+    if (full)
+        psdbd_log("index %s: more than %d distinct farm statements: the others run unprepared",
+                  pg->name, PG_FARM_STMTS);
+    return k;
+}
+
+PGresult *psdbd__pg_exec_farm(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
+                              psdbd_rc *rc)
+{
+    char name[24];
+    int k = c->slot >= 0 ? farm_number(ix->pg, sql) : -1;
+    if (k < 0)
+        return psdbd__pg_exec(ix, c, sql, p, rc);
+    snprintf(name, sizeof(name), "psdbd_f%d", k);
+    return exec_prepared(ix, c, PSDBD__PG_STMTS + (unsigned)k, name, sql, p, rc);
 }
 
 int psdbd__pg_lost(psdbd_index *ix)
@@ -911,6 +998,8 @@ void psdbd__pg_close(psdbd_index *ix)
     free(pg->conns);
     free(pg->busy);
     free(pg->prepared);
+    for (size_t i = 0; i < atomic_load(&pg->farm_n); i++)
+        free(pg->farm_sql[i].sql);
     free(pg->conn_epoch);
     free(pg->url);
     free(pg->name);

@@ -79,6 +79,15 @@ extern const char *const psdbd__pg_stmt_sql[PSDBD__PG_STMTS];
 PGresult *psdbd__pg_exec_stmt(psdbd_index *ix, psdbd__pgc *c, psdbd__pg_stmt st,
                               const psdbd__pgp *p, psdbd_rc *rc);
 
+/* As psdbd__pg_exec_stmt, for one of the farm's statements (index_farm.c), which have no
+ * psdbd__pg_stmt: sql is numbered by its text on first use (at most 128 distinct texts; past
+ * them a text runs unprepared), the name on the server is "psdbd_f<number>". Each farm
+ * statement runs inside a transaction, where a statement the session lost aborts it: that
+ * answers 503 (PSDBD_UNAVAILABLE) and closes the connection (c->conn NULL), so that a new session
+ * prepares again. */
+PGresult *psdbd__pg_exec_farm(psdbd_index *ix, psdbd__pgc *c, const char *sql, const psdbd__pgp *p,
+                              psdbd_rc *rc);
+
 /* A failed result (NULL: the connection failed) as the index's status, logged: a unique key
  * taken is a conflict, a full disk is full, a lost connection, a statement timeout, a shutdown
  * and too many connections are unavailable (503, retried later), anything else an error. */

@@ -637,7 +637,9 @@ static psdbd_rc pg_farm_run(psdbd__tx *tx, const char *sql, const psdbd__arg *ar
             break;
         }
     }
-    if (!(res = psdbd__pg_exec(tx->ix, tx->conn, sql, &p, &rc)))
+    /* Prepared once per pooled connection: a claim runs about ten statements, each parsed and
+     * planned anew when sent as text (tests/bench/farm_results.md). */
+    if (!(res = psdbd__pg_exec_farm(tx->ix, tx->conn, sql, &p, &rc)))
         return rc == PSDBD_OK ? PSDBD_ERROR : rc;
     tx->changes = psdbd__pg_int(PQcmdTuples(res));
     for (int r = 0; fn && r < PQntuples(res); r++) {

@@ -1,6 +1,7 @@
 /* server_index_pg_test.c - the PostgreSQL index's sessions: the statements requests run are
  * prepared once per pooled connection and prepared again on a new session (the database
- * restarted) or when the session lost them; migration 5 reaches an index of schema version 4.
+ * restarted) or when the session lost them, the farm's statements too (once each, whatever
+ * the number of claims); migration 5 reaches an index of schema version 4.
  * Needs a PostgreSQL cluster (PSDB_TEST_PG_URL, from tests/run or tests/pg/cluster); skips (77)
  * without it. */
 #include "testutil.h"
@@ -280,6 +281,157 @@ START_TEST(test_server_index_pg__migration_5_reaches_an_index_of_version_4)
 }
 END_TEST
 
+/* ---- the farm's statements ----------------------------------------------------------------- */
+
+static int unavailable; /* the farm operations answered 503 (retried by FARM_OK) */
+
+/* Runs a farm operation, again while it answers 503 (the prober finds a lost database again
+ * within a second; each answer counted in `unavailable`), and checks that it answered OK. */
+#define FARM_OK(call)                                                                              \
+    do {                                                                                           \
+        psdbd_rc rc_ = PSDBD_UNAVAILABLE;                                                          \
+        for (int i_ = 0; i_ < 100 && (rc_ = (call)) == PSDBD_UNAVAILABLE; i_++) {                  \
+            unavailable++;                                                                         \
+            usleep(50000);                                                                         \
+        }                                                                                          \
+        ck_assert_msg(rc_ == PSDBD_OK, "%s answered %d", #call, (int)rc_);                         \
+    } while (0)
+
+/* One job's life for application App<n>, each step through the farm's statements: its SODB
+ * published, a worker's announce queues the job, the worker claims it, extends the lease,
+ * publishes the PSDB and reports the job done. */
+static void farm_cycle(int n)
+{
+    char app[32];
+    psdbd_sodb_record s = {0};
+    psdbd_record r = {0};
+    psdbd_farm_target t = {"w1", "gfx1", 1, 1, 0};
+    json_t *sodb = NULL, *claim = NULL, *psdb = NULL;
+    int64_t created = 0, expires = 0, seconds = 0, job, psdb_id;
+    const char *lease;
+    snprintf(app, sizeof(app), "App%d", n);
+    s.app_name = app;
+    s.exe_filename = "app.exe";
+    s.engine_name = "eng";
+    s.app_version = 1;
+    s.serial = 1;
+    s.size = 100;
+    snprintf(s.sha256, sizeof(s.sha256), "%064d", n);
+    memset(s.key_id, 'k', 64);
+    s.signature = "sig";
+    s.published_by = "studio";
+    FARM_OK(psdbd_index_sodb_publish(ix, &s, &sodb));
+    FARM_OK(psdbd_index_worker_announce(ix, &t, "*", &created));
+    ck_assert_int_eq(created, 1);
+    FARM_OK(psdbd_index_job_claim(ix, &t, "*", 60, 3, &claim));
+    job = json_integer_value(json_object_get(json_object_get(claim, "job"), "id"));
+    lease = json_string_value(json_object_get(claim, "lease"));
+    ck_assert_ptr_nonnull(lease);
+    FARM_OK(psdbd_index_job_extend(ix, job, lease, 120, &expires));
+    ck_assert_int_gt(expires, 0);
+    r.app_name = app;
+    r.exe_filename = "app.exe";
+    r.engine_name = "eng";
+    r.family = "gfx1";
+    r.app_version = 1;
+    r.abi_version = 1;
+    r.compiler_version = 1;
+    r.serial = 1;
+    r.size = 1000;
+    memset(r.sha256, 'c', 64);
+    memset(r.key_id, 'k', 64);
+    r.signature = "sig";
+    r.published_by = "w1";
+    r.statement_version = 2;
+    memcpy(r.sodb_sha256, s.sha256, sizeof(r.sodb_sha256));
+    FARM_OK(psdbd_index_publish(ix, &r, &psdb));
+    psdb_id = json_integer_value(json_object_get(psdb, "id"));
+    FARM_OK(psdbd_index_job_done(ix, job, lease, psdb_id, &seconds));
+    json_decref(sodb);
+    json_decref(claim);
+    json_decref(psdb);
+}
+
+/* The farm's statements the pooled session holds: "count executions", 0 0 for none. */
+static char *farm_statements(void)
+{
+    return on_pooled_session("SELECT count(*) || ' ' || coalesce(sum(generic_plans + "
+                             "custom_plans), 0) FROM pg_prepared_statements WHERE name LIKE "
+                             "'psdbd\\_f%'");
+}
+
+START_TEST(test_server_index_pg__farm_statements_prepared_once_per_session)
+{
+    long n1 = 0, n2 = 0, runs1 = 0, runs2 = 0;
+    char *st, *dup;
+    farm_cycle(0);
+    st = farm_statements();
+    ck_assert_int_eq(sscanf(st, "%ld %ld", &n1, &runs1), 2);
+    free(st);
+    /* Every statement of the cycle prepared: none runs as text, parsed and planned anew. */
+    ck_assert_int_ge(n1, 10);
+    ck_assert_int_ge(runs1, n1);
+    for (int i = 1; i <= 5; i++)
+        farm_cycle(i);
+    st = farm_statements();
+    ck_assert_int_eq(sscanf(st, "%ld %ld", &n2, &runs2), 2);
+    free(st);
+    /* The same statements, run again: none prepared anew per call, each text once. */
+    ck_assert_int_eq(n2, n1);
+    ck_assert_int_ge(runs2, runs1 * 6);
+    dup = on_pooled_session("SELECT count(*) FROM (SELECT statement FROM pg_prepared_statements "
+                            "GROUP BY statement HAVING count(*) > 1) d");
+    ck_assert_str_eq(dup, "0");
+    free(dup);
+    ck_assert_int_eq(unavailable, 0);
+}
+END_TEST
+
+START_TEST(test_server_index_pg__farm_prepared_again_after_a_restart_or_a_discard)
+{
+    long n = 0, runs = 0;
+    char *st, *sql = NULL;
+    farm_cycle(0);
+    /* The session ends as in a restart of the database: the farm answers 503 until the prober
+     * finds the database again, the pool connects again and the new session prepares the farm's
+     * statements again. */
+    ck_assert_int_ge(asprintf(&sql,
+                              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE datname = '%s' AND pid <> pg_backend_pid()",
+                              pg_db),
+                     0);
+    free(psql(maint_url, sql));
+    free(sql);
+    farm_cycle(1);
+    st = farm_statements();
+    ck_assert_int_eq(sscanf(st, "%ld %ld", &n, &runs), 2);
+    free(st);
+    ck_assert_int_ge(n, 10);
+
+    /* A session that lost its statements (a DISCARD, a pooler in between): the farm's
+     * transaction that met it aborted, answered 503 once, and its connection was closed; the
+     * next session prepares again. */
+    free(on_pooled_session("DEALLOCATE ALL"));
+    unavailable = 0;
+    farm_cycle(2);
+    ck_assert_int_le(unavailable, 1);
+    st = farm_statements();
+    ck_assert_int_eq(sscanf(st, "%ld %ld", &n, &runs), 2);
+    free(st);
+    ck_assert_int_ge(n, 10);
+    farm_cycle(3);
+    ck_assert_int_le(unavailable, 1);
+
+    /* A session that lost one statement but holds the others: still one 503, not a session
+     * whose preparations fail (42P05) because psdbd took it to have lost them all. */
+    free(on_pooled_session("DEALLOCATE psdbd_f1"));
+    unavailable = 0;
+    farm_cycle(4);
+    farm_cycle(5);
+    ck_assert_int_le(unavailable, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server_index_pg");
@@ -295,6 +447,8 @@ int main(void)
         tc, test_server_index_pg__resolve_prepared_once_per_session_and_again_after_a_restart);
     tcase_add_test(tc, test_server_index_pg__resolve_reads_one_row_of_a_cell_of_many_serials);
     tcase_add_test(tc, test_server_index_pg__migration_5_reaches_an_index_of_version_4);
+    tcase_add_test(tc, test_server_index_pg__farm_statements_prepared_once_per_session);
+    tcase_add_test(tc, test_server_index_pg__farm_prepared_again_after_a_restart_or_a_discard);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
