@@ -1,4 +1,7 @@
 # lib.sh - what the benchmark scripts share, sourced after `say` is defined:
+#   bench_work PREFIX                   makes $work, a new directory under $TMPDIR, and $pids, an
+#                                       empty list, and traps EXIT: every pid in $pids is stopped
+#                                       and $work removed
 #   bench_psdbd OUT LOG PSDBD [flags]   starts PSDBD --listen 127.0.0.1:0 [flags], its standard
 #                                       output in OUT, its errors appended to LOG, in the background
 #                                       (under $BENCH_SERVER_CPUS when set: taskset -c); waits for
@@ -31,6 +34,18 @@ bench_pinned() {
 # bench_cpus: the CPUs the servers may run on ($BENCH_SERVER_CPUS's, else all)
 bench_cpus() {
     if [ -n "${BENCH_SERVER_CPUS:-}" ]; then taskset -c "$BENCH_SERVER_CPUS" nproc; else nproc; fi
+}
+
+bench_work() {
+    work=$(mktemp -d "${TMPDIR:-/tmp}/$1-XXXXXX")
+    pids=()
+    trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
 }
 
 bench_psdbd() {

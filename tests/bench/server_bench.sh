@@ -33,14 +33,7 @@ cmake --build "$build" -j2 --target psdbd psdb_tool bench_server_mkpsdb >/dev/nu
 psdb=$build/psdb
 psdbd=$build/psdbd
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/psdbd-bench-XXXXXX")
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+bench_work psdbd-bench
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 data=$work/data
 

@@ -37,14 +37,7 @@ psdb=$build/psdb
 old=${PSDB_BENCH_OLD:+$(cd "$PSDB_BENCH_OLD" && pwd)}
 [ -z "$old" ] || [ -x "$old/psdbd" ] || { say "no psdbd in $old"; exit 2; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/psdb-tail-XXXXXX")
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+bench_work psdb-tail
 
 # start_psdbd NAME BINARY DATA [flags]: a psdbd on a free port; its URL in $work/NAME.url.
 start_psdbd() {

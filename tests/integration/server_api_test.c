@@ -460,7 +460,6 @@ static size_t raw(const void *data, size_t len, int shut_wr, char *out, size_t o
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_srv.port)};
     struct timeval tv = {5, 0};
-    size_t got = 0;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ck_assert_int_eq(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -468,13 +467,7 @@ static size_t raw(const void *data, size_t len, int shut_wr, char *out, size_t o
         ck_assert_int_eq(send(s, data, len, MSG_NOSIGNAL), (ssize_t)len);
     if (shut_wr)
         shutdown(s, SHUT_WR);
-    while (got + 1 < out_size) {
-        ssize_t n = recv(s, out + got, out_size - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
+    size_t got = tu_recv_all(s, out, out_size);
     close(s);
     return got;
 }
@@ -2972,20 +2965,13 @@ static size_t staged(const char *src, const char *first, int pause_ms, const cha
 {
     int s = connect_from(src);
     struct timeval tv = {3, 0};
-    size_t got = 0;
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (*first)
         ck_assert_int_eq(send(s, first, strlen(first), MSG_NOSIGNAL), (ssize_t)strlen(first));
     usleep((useconds_t)pause_ms * 1000);
     if (rest)
         ck_assert_int_eq(send(s, rest, strlen(rest), MSG_NOSIGNAL), (ssize_t)strlen(rest));
-    while (got + 1 < out_size) {
-        ssize_t n = recv(s, out + got, out_size - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
+    size_t got = tu_recv_all(s, out, out_size);
     close(s);
     return got;
 }

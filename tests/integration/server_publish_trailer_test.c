@@ -50,14 +50,7 @@ static int connect_port(int port)
  * NUL-terminated in out. */
 static void read_answer(int s, char *out, size_t out_size)
 {
-    size_t got = 0;
-    while (got + 1 < out_size) {
-        ssize_t n = recv(s, out + got, out_size - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
+    tu_recv_all(s, out, out_size);
 }
 
 /* Sends `parts` (NULL-terminated) on one connection, `pause_ms` apart, then reads the answer.

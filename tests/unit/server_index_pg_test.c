@@ -45,6 +45,19 @@ static char *psql(const char *url, const char *sql)
     return out;
 }
 
+/* Ends every session on the test's database, as a restart of the server would. */
+static void end_sessions(void)
+{
+    char *sql = NULL;
+    ck_assert_int_ge(asprintf(&sql,
+                              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE datname = '%s' AND pid <> pg_backend_pid()",
+                              pg_db),
+                     0);
+    free(psql(maint_url, sql));
+    free(sql);
+}
+
 static void connect_index(void)
 {
     char err[512];
@@ -149,7 +162,7 @@ static psdbd_rc resolve_when_back(int64_t *id, int64_t *serial)
 START_TEST(test_server_index_pg__resolve_prepared_once_per_session_and_again_after_a_restart)
 {
     int64_t id = 0, serial = 0, want = 0;
-    char *st, *sql = NULL;
+    char *st;
     ck_assert_int_eq(PSDBD__PG_RESOLVE, 0); /* the name resolve_statement() looks for */
     publish(1, 1, 'a');
     publish(2, 1, 'b');
@@ -169,13 +182,7 @@ START_TEST(test_server_index_pg__resolve_prepared_once_per_session_and_again_aft
 
     /* The session ends as in a restart of the database: the next statement on it fails
      * (answered 503 once), the pool connects again, and the new session prepares again. */
-    ck_assert_int_ge(asprintf(&sql,
-                              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                              "WHERE datname = '%s' AND pid <> pg_backend_pid()",
-                              pg_db),
-                     0);
-    free(psql(maint_url, sql));
-    free(sql);
+    end_sessions();
     ck_assert_int_eq(resolve_when_back(&id, &serial), PSDBD_OK);
     ck_assert_int_eq(id, want);
     st = resolve_statement();
@@ -390,18 +397,12 @@ END_TEST
 START_TEST(test_server_index_pg__farm_prepared_again_after_a_restart_or_a_discard)
 {
     long n = 0, runs = 0;
-    char *st, *sql = NULL;
+    char *st;
     farm_cycle(0);
     /* The session ends as in a restart of the database: the farm answers 503 until the prober
      * finds the database again, the pool connects again and the new session prepares the farm's
      * statements again. */
-    ck_assert_int_ge(asprintf(&sql,
-                              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                              "WHERE datname = '%s' AND pid <> pg_backend_pid()",
-                              pg_db),
-                     0);
-    free(psql(maint_url, sql));
-    free(sql);
+    end_sessions();
     farm_cycle(1);
     st = farm_statements();
     ck_assert_int_eq(sscanf(st, "%ld %ld", &n, &runs), 2);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,6 +98,19 @@ int tu_wait_file(const char *path, int seconds)
         usleep(10000);
     }
     return 0;
+}
+
+size_t tu_recv_all(int s, char *out, size_t out_size)
+{
+    size_t got = 0;
+    while (got + 1 < out_size) {
+        ssize_t n = recv(s, out + got, out_size - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    return got;
 }
 
 int tu_run_suite(Suite *s)

@@ -31,6 +31,9 @@ int tu_write_file(const char *path, const void *data, size_t size);
 /* Whether a file exists within `seconds` (polled every 10 ms): for what a background thread or
  * another process makes. */
 int tu_wait_file(const char *path, int seconds);
+/* Reads from socket s until the peer closes, an error or its receive timeout (SO_RCVTIMEO), or
+ * until out is full; out is NUL-terminated. Returns the bytes read. */
+size_t tu_recv_all(int s, char *out, size_t out_size);
 /* Runs a suite with CK_NORMAL output; returns the process exit status. */
 int tu_run_suite(Suite *s);
 
