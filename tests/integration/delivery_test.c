@@ -1584,7 +1584,11 @@ static void *relay_main(void *arg)
     return NULL;
 }
 
-static void relay_start(relay *r)
+/* The relay's socket, listening: its port is known (r->port) and connections wait in the backlog
+ * until relay_run's thread accepts them. Split so that a test can fork its client between the two:
+ * a fork while another thread runs may copy a lock that thread holds (ASan's allocator's), and the
+ * child then waits on it forever. */
+static void relay_listen(relay *r)
 {
     r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -1595,7 +1599,11 @@ static void relay_start(relay *r)
     r->port = ntohs(a.sin_port);
     struct timeval tv = {0, 100000};
     setsockopt(r->listen_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    pthread_create(&r->thread, NULL, relay_main, r);
+}
+
+static void relay_run(relay *r)
+{
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, relay_main, r), 0);
 }
 
 static void relay_stop(relay *r)
@@ -1622,7 +1630,7 @@ START_TEST(test_delivery__psdbd_killed_mid_download_then_restarted)
     publish(&s, token, big, 1);
 
     relay r = {.upstream_port = port};
-    relay_start(&r);
+    relay_listen(&r);
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", r.port);
     pid_t child = fork();
@@ -1639,6 +1647,7 @@ START_TEST(test_delivery__psdbd_killed_mid_download_then_restarted)
             _exit(2);
         _exit(PSDB_SUCCEEDED(install(c, 0, NULL)) ? 0 : 1);
     }
+    relay_run(&r); /* after the fork: the child copies no running thread's locks */
     /* Let a part of the 8 MiB arrive (the relay passes ~1.6 MB/s), then kill -9 psdbd. */
     usleep(1500000);
     server_stop(&s, SIGKILL);
