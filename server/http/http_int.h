@@ -130,7 +130,17 @@ struct req {
     psdbd_verdict result;
     struct MHD_Connection *conn;
     struct req *next; /* in the finishers' queue */
+    /* An answer decided before the body (http_queue): held until the body is read and dropped,
+     * while body_to_come (the access handler's first call of a request whose body may be held
+     * for). */
+    int body_to_come;
+    struct MHD_Response *held;
+    psdbd_outcome held_outcome;
+    uint64_t held_bytes;
 };
+
+/* The largest Content-Length an early answer waits for (the body read and dropped first). */
+#define HTTP_HOLD_BODY_MAX (64u << 20)
 
 /* Seconds as nanoseconds, saturating well below UINT64_MAX so that "now + this" cannot wrap. */
 static inline uint64_t http_seconds_ns(uint64_t s)
@@ -149,9 +159,12 @@ unsigned http_status(psdbd_outcome o);
 unsigned http_status_sent(struct MHD_Connection *c);
 /* Bytes the application has written to a TCP socket so far; 0, or -1 when unknown. */
 int http_socket_written(int fd, uint64_t *out);
-/* Queues `resp` (destroyed here; NULL gives MHD_NO) with `body_bytes` for the access log. */
+/* Queues `resp` (destroyed here; NULL gives MHD_NO) with `body_bytes` for the access log; in
+ * the first call of a request whose body is worth waiting for (r->body_to_come), holds it in
+ * r->held instead, for http_queue_held once the body is read. */
 enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                            struct MHD_Response *resp, uint64_t body_bytes);
+enum MHD_Result http_queue_held(struct MHD_Connection *c, struct req *r);
 /* Sends `body` (malloc'd, freed by libmicrohttpd or here) with `type`, uncached. */
 enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, psdbd_outcome o,
                                   const char *type, char *body, size_t len);

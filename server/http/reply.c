@@ -127,6 +127,18 @@ enum MHD_Result http_queue(struct MHD_Connection *c, struct req *r, psdbd_outcom
     unsigned status = http_status(o);
     if (!resp)
         return MHD_NO;
+    /* Decided before a body that is on its way: libmicrohttpd would send this and close the
+     * connection unread, and a proxy still streaming the body to psdbd (nginx) meets a broken
+     * pipe and answers 502 in place of this. So it waits for the body, read and dropped within
+     * the request's receive deadline (http_on_request), when that body is small enough to be
+     * worth reading (HTTP_HOLD_BODY_MAX) and its client did not ask for 100-continue (that one
+     * sends nothing before an answer). */
+    if (r->body_to_come && !r->held) {
+        r->held = resp;
+        r->held_outcome = o;
+        r->held_bytes = body_bytes;
+        return MHD_YES;
+    }
     r->status = status;
     r->bytes = strcmp(r->method, "HEAD") == 0 ? 0 : body_bytes;
     /* The request is read (or refused): the receive deadline no longer applies; a slow reader
@@ -159,6 +171,13 @@ enum MHD_Result http_reply_buffer(struct MHD_Connection *c, struct req *r, psdbd
                                 : r->route == PSDBD_ROUTE_PUBLISH ? "POST"
                                                                   : "GET, HEAD");
     return http_queue(c, r, o, resp, len);
+}
+
+enum MHD_Result http_queue_held(struct MHD_Connection *c, struct req *r)
+{
+    struct MHD_Response *resp = r->held;
+    r->held = NULL;
+    return http_queue(c, r, r->held_outcome, resp, r->held_bytes);
 }
 
 /* The compact text of a JSON value with a newline (malloc'd, NUL-terminated); *len excludes

@@ -200,6 +200,20 @@ static int check_request(struct MHD_Connection *c, struct req *r, enum MHD_Resul
     return 0;
 }
 
+/* Whether an answer decided before this request's body waits for it (http_queue): a
+ * Content-Length body of 1 to HTTP_HOLD_BODY_MAX bytes, not chunked, and no Expect: 100-continue
+ * (that client sends the body only after a 100, so an answer goes at once and costs no body). */
+static int body_worth_holding_for(struct MHD_Connection *c)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    uint64_t len = 0;
+    return cl && !te && !(expect && strcasecmp(expect, "100-continue") == 0) &&
+           psdb__parse_u64(cl, &len) == 0 && len > 0 && len <= HTTP_HOLD_BODY_MAX;
+}
+
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char *url,
                                 const char *method, const char *version, const char *upload_data,
                                 size_t *upload_data_size, void **req_cls)
@@ -220,13 +234,24 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
         }
         r->route = psdbd_route_of(url, &tail);
         if (check_request(c, r, &ret) != 0)
-            return ret;
-        if ((r->route == PSDBD_ROUTE_PUBLISH || (r->route == PSDBD_ROUTE_SODBS && !tail)) &&
-            strcmp(method, "POST") == 0)
-            return http_publish_begin(srv, c, r);
+            return ret; /* at once, the connection closed: its framing is not to be trusted */
         /* Other requests are answered once the request is read: libmicrohttpd closes the
-         * connection after an answer queued before that point. */
-        return MHD_YES;
+         * connection after an answer queued before that point. A publish's early answer waits
+         * for the body too (http_queue). */
+        if ((r->route == PSDBD_ROUTE_PUBLISH || (r->route == PSDBD_ROUTE_SODBS && !tail)) &&
+            strcmp(method, "POST") == 0) {
+            r->body_to_come = body_worth_holding_for(c);
+            ret = http_publish_begin(srv, c, r);
+            r->body_to_come = 0;
+        }
+        return ret;
+    }
+    if (r->held) { /* an early answer: the body is read and dropped, then it is sent */
+        if (*upload_data_size > 0) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return http_queue_held(c, r);
     }
     if (r->publishing) {
         if (*upload_data_size > 0) {
@@ -359,6 +384,8 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     free(r->key_pem);
     free(r->key_scope);
     free(r->key_families);
+    if (r->held) /* the connection ended before the body did */
+        MHD_destroy_response(r->held);
     free(r->body);
     free(r->path);
     free(r->stats_app);

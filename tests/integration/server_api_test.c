@@ -3316,6 +3316,44 @@ START_TEST(test_server__malformed_publish_headers_refused_before_body)
 }
 END_TEST
 
+/* An answer decided before a body that comes without Expect: 100-continue (a wrong token, a
+ * publish without its statement) waits for the body, read and dropped: nginx streams the body it
+ * buffered to psdbd before it reads an answer, and a connection closed under it is a broken pipe,
+ * answered 502 in place of the 401 or 400. The whole body is sent here (a send to a closed
+ * connection fails), then the answer is read. */
+START_TEST(test_server__early_publish_answers_wait_for_the_body)
+{
+    srv_start(&g_srv, NULL);
+    size_t body = 16u << 20; /* well over what the sockets buffer between the two */
+    struct {
+        const char *auth;
+        const char *want;
+    } cases[] = {
+        {"not-a-token", "HTTP/1.1 401"},
+        {g_pub, "HTTP/1.1 400"}, /* a publisher's token, no X-Psdb- statement headers */
+    };
+    char out[4096];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *head = NULL;
+        ck_assert_int_ge(asprintf(&head,
+                                  "POST /v1/psdbs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                                  "%s\r\nContent-Length: %zu\r\n\r\n",
+                                  cases[i].auth, body),
+                         0);
+        size_t n = strlen(head);
+        char *req = malloc(n + body);
+        ck_assert_ptr_nonnull(req);
+        memcpy(req, head, n);
+        memset(req + n, 'x', body);
+        raw(req, n + body, 1, out, sizeof(out));
+        ck_assert_msg(strncmp(out, cases[i].want, 12) == 0, "case %zu: %.80s", i, out);
+        free(req);
+        free(head);
+    }
+    ck_assert_int_eq(count_dir("tmp"), 0);
+}
+END_TEST
+
 START_TEST(test_server__aborted_download_logs_bytes_sent)
 {
     srv_start(&g_srv, NULL);
@@ -4830,6 +4868,7 @@ int main(void)
     tcase_add_test(tc, test_server__repeated_or_conflicting_content_length_is_400);
     tcase_add_test(tc, test_server__blob_validators_if_match_and_dates);
     tcase_add_test(tc, test_server__malformed_publish_headers_refused_before_body);
+    tcase_add_test(tc, test_server__early_publish_answers_wait_for_the_body);
     tcase_add_test(tc, test_server__aborted_download_logs_bytes_sent);
     tcase_add_test(tc, test_server__large_upload_hashed_while_it_arrives);
     suite_add_tcase(s, tc);
