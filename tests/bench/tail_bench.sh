@@ -8,11 +8,11 @@
 # Usage: tests/bench/tail_bench.sh [BUILD_DIR]   (default build/bench: Release, PSDB_BENCH=ON)
 # Env: PSDB_BENCH_ROUNDS (default 7), PSDB_BENCH_SECONDS (per wrk run, default 5),
 #      PSDB_BENCH_CONNECTIONS (default 64), PSDB_BENCH_THREADS (psdbd's --threads; default:
-#      one per CPU of BENCH_SERVER_CPUS when that is set, else psdbd's own), PSDB_BENCH_OLD=BUILD_DIR (that build's psdbd in the same rounds),
-#      PSDB_BENCH_LOG=1 (a row for psdbd with log-requests on), PSDB_BENCH_WRK_THREADS (wrk's
-#      -t, default 2), BENCH_SERVER_CPUS and BENCH_CLIENT_CPUS (taskset CPU lists: the servers
-#      on the first, wrk on the second; nginx then gets a worker and psdbd a thread per server
-#      CPU).
+#      one per CPU of BENCH_SERVER_CPUS when that is set, else psdbd's own),
+#      PSDB_BENCH_OLD=BUILD_DIR (that build's psdbd in the same rounds), PSDB_BENCH_LOG=1 (a
+#      row for psdbd with log-requests on), PSDB_BENCH_WRK_THREADS (wrk's -t, default 2),
+#      BENCH_SERVER_CPUS and BENCH_CLIENT_CPUS (taskset CPU lists: the servers on the first, wrk
+#      on the second; nginx then gets a worker and psdbd a thread per server CPU).
 # Needs wrk, nginx and curl. It never fails for speed; non-zero only when something is broken.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,11 +44,13 @@ start_psdbd() {
     local name=$1 bin=$2 data=$3
     shift 3
     local threads=()
+    # Pinned, a thread per CPU as nginx gets a worker: more runnable threads than CPUs queue
+    # requests behind each other's time slices.
     if [ -n "${PSDB_BENCH_THREADS:-}" ]; then
         threads=(--threads "$PSDB_BENCH_THREADS")
     elif [ -n "${BENCH_SERVER_CPUS:-}" ]; then
-        threads=(--threads "$(bench_cpus)") # as nginx's workers: more runnable threads than CPUs
-    fi                                      # queue requests behind a time slice
+        threads=(--threads "$(bench_cpus)")
+    fi
     bench_psdbd "$work/$name.out" "$work/$name.log" "$bin" --data-dir "$data" "${threads[@]}" \
         --max-connections 4000 "$@"
     pids+=("$bench_pid")
